@@ -1,0 +1,564 @@
+"""The sans-IO connection (spec 2.4): bytes in, events out.
+
+    conn = Connection(ConnectionConfig(container_id="me"), sasl=SaslClient())
+    conn.open()
+    transport.write(conn.data_to_send())
+    for event in conn.receive_data(transport.read()): ...
+    conn.tick(now)          # idle time-out: heartbeats and the silent-peer check
+
+No sockets, threads or timers: time comes in as an argument, so the same bytes and
+clock give the same events. A peer that breaks the protocol never makes
+``receive_data`` raise: the engine closes the connection (or ends the session,
+detaches the link) with the spec's error condition and reports it as an event.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from amqplink.codec.decode import decode
+from amqplink.codec.errors import DecodeError
+from amqplink.codec.types import Symbol, UInt, UShort
+from amqplink.engine import errors
+from amqplink.engine.events import (
+    ConnectionClosed,
+    ConnectionOpened,
+    Event,
+    SaslCompleted,
+    SessionBegun,
+)
+from amqplink.engine.frames import (
+    AMQP_HEADER,
+    FRAME_TYPE_AMQP,
+    FRAME_TYPE_SASL,
+    MIN_MAX_FRAME_SIZE,
+    SASL_HEADER,
+    FrameReader,
+    FramingError,
+    heartbeat,
+    write_frame,
+)
+from amqplink.engine.sasl import SaslClient, SaslFailed, SaslServer
+from amqplink.engine.session import Session
+from amqplink.protocol.definitions import (
+    Attach,
+    Begin,
+    Close,
+    Detach,
+    Disposition,
+    End,
+    Error,
+    Flow,
+    Open,
+    Transfer,
+)
+
+__all__ = ["Connection", "ConnectionConfig"]
+
+log = logging.getLogger(__name__)
+
+_EXPECT_SASL_HEADER = "sasl-header"
+_EXPECT_SASL_FRAMES = "sasl-frames"
+_EXPECT_AMQP_HEADER = "amqp-header"
+_EXPECT_FRAMES = "frames"
+_EXPECT_NOTHING = "nothing"
+
+
+@dataclass(slots=True)
+class ConnectionConfig:
+    """Plain, picklable settings of one connection endpoint.
+
+    ``idle_timeout`` is this side's threshold in seconds: the peer is told half of it
+    ("it is recommended that the value of idle-time-out be half the actual timeout
+    threshold", 2.4.5) and the connection closes with
+    ``amqp:resource-limit-exceeded`` after ``idle_timeout`` seconds of silence.
+    """
+
+    container_id: str = field(default_factory=lambda: f"amqplink-{uuid.uuid4()}")
+    hostname: str | None = None
+    max_frame_size: int = 65536
+    channel_max: int = 255
+    idle_timeout: float | None = None
+    incoming_window: int = 5000
+    outgoing_window: int = 0x7FFFFFFF
+    handle_max: int = 1023
+    properties: dict[Any, Any] | None = None
+    offered_capabilities: list[str] | None = None
+    desired_capabilities: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_frame_size < MIN_MAX_FRAME_SIZE:
+            raise ValueError(f"max_frame_size must be at least {MIN_MAX_FRAME_SIZE}")
+        if not 0 <= self.channel_max <= 0xFFFF:
+            raise ValueError("channel_max must be within 0..65535")
+        if self.idle_timeout is not None and self.idle_timeout <= 0:
+            raise ValueError("idle_timeout must be positive (or None to disable it)")
+        if self.incoming_window < 1:
+            raise ValueError("incoming_window must be at least 1")
+
+
+class Connection:
+    """A sans-IO AMQP 1.0 connection endpoint, client or server role.
+
+    In the server role the engine answers the protocol headers, SASL, open and begin
+    on its own, and reports links the peer attaches as
+    :class:`~amqplink.engine.events.LinkAttachRequested` for the application to
+    accept or refuse.
+    """
+
+    def __init__(
+        self,
+        config: ConnectionConfig | None = None,
+        *,
+        server: bool = False,
+        sasl: SaslClient | SaslServer | None = None,
+    ) -> None:
+        self.config = config or ConnectionConfig()
+        self.server = server
+        if sasl is not None and isinstance(sasl, SaslServer) != server:
+            raise ValueError("a server takes a SaslServer, a client a SaslClient")
+        self.sasl = sasl
+        self._reader = FrameReader(self.config.max_frame_size)
+        self._out = bytearray()
+        self._deferred: bytearray | None = None
+        self._events: list[Event] = []
+        self._expect = _EXPECT_SASL_HEADER if sasl is not None else _EXPECT_AMQP_HEADER
+        self._header_sent = False
+        self.open_sent = False
+        self.remote_open: Open | None = None
+        self.close_sent = False
+        self.remote_close: Close | None = None
+        self.error: Error | None = None
+        self.closed = False
+        self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
+        self.remote_channel_max = 0xFFFF
+        self.sessions: dict[int, Session] = {}
+        self._remote_sessions: dict[int, Session] = {}
+        self._pending_sessions: list[Session] = []
+        self._rx = False
+        self._tx = False
+        self._last_rx: float | None = None
+        self._last_tx: float | None = None
+
+    def __repr__(self) -> str:
+        role = "server" if self.server else "client"
+        return f"Connection({role}, container_id={self.config.container_id!r}, closed={self.closed})"
+
+    # -- state -------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        """Open sent and received, close neither."""
+        return self.open_sent and self.remote_open is not None and not (self.close_sent or self.closed)
+
+    # -- output --------------------------------------------------------------------
+    def data_to_send(self) -> bytes:
+        """The bytes to write to the transport now (dispositions are coalesced here)."""
+        if self._pending_sessions:
+            pending, self._pending_sessions = self._pending_sessions, []
+            for session in pending:
+                session._flush_dispositions()
+        if not self._out:
+            return b""
+        data = bytes(self._out)
+        self._out.clear()
+        self._tx = True
+        return data
+
+    def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
+        out = self._deferred if self._deferred is not None else self._out
+        write_frame(out, FRAME_TYPE_AMQP, channel, frame, payload)
+
+    def _start_header(self) -> None:
+        if self._header_sent:
+            return
+        self._header_sent = True
+        if isinstance(self.sasl, SaslClient):
+            self._out += SASL_HEADER
+            self._deferred = bytearray()
+        elif self.sasl is None:
+            self._out += AMQP_HEADER
+
+    # -- application calls ------------------------------------------------------
+    def open(self) -> None:
+        """Send the protocol header(s) and open; later frames may be pipelined behind."""
+        if self.open_sent:
+            return
+        if self.closed:
+            raise errors.EngineStateError("connection is closed")
+        if not self.server:
+            self._start_header()
+        self.open_sent = True
+        cfg = self.config
+        idle_ms = UInt(int(cfg.idle_timeout * 500)) if cfg.idle_timeout else None
+        self._write_frame(
+            0,
+            Open(
+                container_id=cfg.container_id,
+                hostname=cfg.hostname,
+                max_frame_size=UInt(cfg.max_frame_size),
+                channel_max=UShort(cfg.channel_max),
+                idle_time_out=idle_ms,
+                offered_capabilities=_symbols(cfg.offered_capabilities),
+                desired_capabilities=_symbols(cfg.desired_capabilities),
+                properties=cfg.properties,
+            ),
+        )
+
+    def close(self, error: Error | None = None) -> None:
+        """Send close (2.4.3). A :class:`ConnectionClosed` event follows the peer's close."""
+        if self.close_sent or self.closed:
+            return
+        if not self.open_sent:
+            self.open()
+        for session in list(self.sessions.values()):
+            session._flush_dispositions()
+        self.close_sent = True
+        self.error = error
+        self._write_frame(0, Close(error=error))
+
+    def begin_session(
+        self,
+        *,
+        incoming_window: int | None = None,
+        handle_max: int | None = None,
+    ) -> Session:
+        """Create a session on the lowest free channel and send begin (2.5.2)."""
+        if self.close_sent or self.closed:
+            raise errors.EngineStateError("connection is closed")
+        if not self.open_sent:
+            self.open()
+        limit = min(self.config.channel_max, self.remote_channel_max)
+        channel = next((c for c in range(limit + 1) if c not in self.sessions), None)
+        if channel is None:
+            raise errors.EngineStateError(f"all {limit + 1} channels are in use")
+        session = self._new_session(channel, incoming_window, handle_max)
+        session._send_begin()
+        return session
+
+    def _new_session(self, channel: int, incoming_window: int | None, handle_max: int | None) -> Session:
+        cfg = self.config
+        session = Session(
+            self,
+            channel,
+            incoming_window=incoming_window or cfg.incoming_window,
+            outgoing_window=cfg.outgoing_window,
+            handle_max=cfg.handle_max if handle_max is None else handle_max,
+        )
+        self.sessions[channel] = session
+        return session
+
+    def _forget_session(self, session: Session) -> None:
+        if not (session.end_sent and session.remote_end is not None):
+            return
+        if self.sessions.get(session.channel) is session:
+            del self.sessions[session.channel]
+        if session.remote_channel is not None and self._remote_sessions.get(session.remote_channel) is session:
+            del self._remote_sessions[session.remote_channel]
+
+    def transport_closed(self) -> list[Event]:
+        """The transport ended (socket closed): report it if the close was not clean."""
+        if not self.closed:
+            self.closed = True
+            self._expect = _EXPECT_NOTHING
+            if self.remote_close is None:
+                self._events.append(
+                    ConnectionClosed(
+                        Error(condition=errors.CONNECTION_FORCED, description="transport closed"), True
+                    )
+                )
+        return self._take_events()
+
+    # -- time ----------------------------------------------------------------------
+    def tick(self, now: float) -> list[Event]:
+        """Drive idle time-outs (2.4.5) with the current monotonic time in seconds."""
+        if self._last_rx is None or self._rx:
+            self._last_rx = now
+            self._rx = False
+        if self._last_tx is None or self._tx:
+            self._last_tx = now
+            self._tx = False
+        if self.remote_open is None or self.closed:
+            return self._take_events()
+        threshold = self.config.idle_timeout
+        if threshold and now - self._last_rx >= threshold:
+            self._fail(
+                errors.RESOURCE_LIMIT_EXCEEDED,
+                f"no frame received from the peer for {now - self._last_rx:.1f} s (idle time-out {threshold} s)",
+            )
+            return self._take_events()
+        remote_idle = self.remote_open.idle_time_out
+        if remote_idle and now - self._last_tx >= int(remote_idle) / 2000:
+            self._out += heartbeat()
+            self._last_tx = now
+        return self._take_events()
+
+    def tick_interval(self) -> float | None:
+        """How often to call :meth:`tick`, in seconds (``None``: no time-outs in force)."""
+        intervals = []
+        if self.config.idle_timeout:
+            intervals.append(self.config.idle_timeout / 4)
+        if self.remote_open is not None and self.remote_open.idle_time_out:
+            intervals.append(int(self.remote_open.idle_time_out) / 4000)
+        return min(intervals) if intervals else None
+
+    # -- input ---------------------------------------------------------------------
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[Event]:
+        """Feed bytes read from the transport; return the events they caused."""
+        if self._expect == _EXPECT_NOTHING:
+            return self._take_events()
+        self._rx = True
+        try:
+            self._reader.feed(data)
+            self._process()
+        except errors.ConnectionProtocolError as exc:
+            self._fail(exc.condition, exc.description)
+        except FramingError as exc:
+            self._fail(errors.FRAMING_ERROR, str(exc))
+        except DecodeError as exc:
+            self._fail(errors.DECODE_ERROR, str(exc))
+        except SaslFailed as exc:
+            self._fail(errors.UNAUTHORIZED_ACCESS, str(exc))
+        except Exception as exc:  # a bug here must not escape into the I/O loop
+            log.exception("amqplink engine failure on %r", self)
+            self._fail(errors.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        return self._take_events()
+
+    def _take_events(self) -> list[Event]:
+        events = self._events
+        self._events = []
+        return events
+
+    def _process(self) -> None:
+        reader = self._reader
+        while True:
+            expect = self._expect
+            if expect == _EXPECT_FRAMES:
+                frame = reader.read_frame()
+                if frame is None:
+                    return
+                frame_type, channel, body = frame
+                if frame_type != FRAME_TYPE_AMQP:
+                    raise FramingError(f"frame type {frame_type} where AMQP frames were expected")
+                if not body:
+                    continue  # heartbeat
+                performative, offset = decode(body)
+                self._dispatch(channel, performative, body[offset:])
+            elif expect == _EXPECT_SASL_FRAMES:
+                frame = reader.read_frame()
+                if frame is None:
+                    return
+                frame_type, _, body = frame
+                if frame_type != FRAME_TYPE_SASL:
+                    raise FramingError(f"frame type {frame_type} during SASL")
+                if not body:
+                    continue
+                self._on_sasl_frame(decode(body)[0])
+            elif expect == _EXPECT_NOTHING:
+                return
+            else:
+                header = reader.read_protocol_header()
+                if header is None:
+                    return
+                self._on_protocol_header(header)
+
+    def _on_protocol_header(self, header: bytes) -> None:
+        wanted = SASL_HEADER if self._expect == _EXPECT_SASL_HEADER else AMQP_HEADER
+        if header != wanted:
+            # "the server MUST send a protocol header with the version it supports and
+            # close the socket" (2.2)
+            if self.server and not self._header_sent:
+                self._out += wanted
+                self._header_sent = True
+            self._end_without_close(errors.FRAMING_ERROR, f"protocol header {header!r}, expected {wanted!r}")
+            return
+        if self.server:
+            self._out += header
+            self._header_sent = True
+            if isinstance(self.sasl, SaslServer) and self._expect == _EXPECT_SASL_HEADER:
+                for frame in self.sasl.start():
+                    write_frame(self._out, FRAME_TYPE_SASL, 0, frame)
+                self._expect = _EXPECT_SASL_FRAMES
+                return
+        self._expect = _EXPECT_SASL_FRAMES if self._expect == _EXPECT_SASL_HEADER else _EXPECT_FRAMES
+
+    def _on_sasl_frame(self, frame: Any) -> None:
+        sasl = self.sasl
+        assert sasl is not None
+        for reply in sasl.on_frame(frame):
+            write_frame(self._out, FRAME_TYPE_SASL, 0, reply)
+        if isinstance(sasl, SaslServer):
+            if sasl.done:
+                self._expect = _EXPECT_AMQP_HEADER
+                self._events.append(SaslCompleted(sasl.chosen or "", sasl.identity))
+            elif sasl.chosen is not None:
+                self._end_without_close(errors.UNAUTHORIZED_ACCESS, f"SASL {sasl.chosen} authentication failed")
+            return
+        if sasl.done:
+            self._expect = _EXPECT_AMQP_HEADER
+            self._out += AMQP_HEADER
+            if self._deferred is not None:
+                self._out += self._deferred
+                self._deferred = None
+            self._events.append(SaslCompleted(sasl.chosen or "", None))
+
+    def _end_without_close(self, condition: Symbol, description: str) -> None:
+        self.closed = True
+        self._expect = _EXPECT_NOTHING
+        self.error = Error(condition=condition, description=description)
+        self._events.append(ConnectionClosed(self.error, False))
+
+    def _fail(self, condition: Symbol, description: str) -> None:
+        """Close the connection on a protocol error (2.4.3: "close ... with an error")."""
+        if self.closed:
+            return
+        log.warning("closing AMQP connection %s: %s: %s", self.config.container_id, condition, description)
+        if self._expect in (_EXPECT_SASL_HEADER, _EXPECT_SASL_FRAMES, _EXPECT_AMQP_HEADER) or (
+            self.server and not self._header_sent
+        ):
+            self._end_without_close(condition, description)
+            return
+        error = Error(condition=condition, description=description)
+        if not self.close_sent:
+            if not self.open_sent:
+                self.open()
+            self.close_sent = True
+            self._write_frame(0, Close(error=error))
+        self.error = error
+        self.closed = True
+        self._events.append(ConnectionClosed(error, False))
+        # DISCARDING: ignore everything until the transport ends (2.4.6).
+        self._expect = _EXPECT_NOTHING
+
+    # -- dispatch ----------------------------------------------------------------
+    def _dispatch(self, channel: int, frame: Any, payload: memoryview) -> None:
+        kind = type(frame)
+        if kind is Transfer or kind is Disposition or kind is Flow:
+            session = self._session_for(channel)
+            if session is None:
+                return
+            try:
+                if kind is Transfer:
+                    session._on_transfer(frame, payload)
+                elif kind is Disposition:
+                    session._on_disposition(frame)
+                else:
+                    session._on_flow(frame)
+            except errors.LinkProtocolError as exc:
+                self._fail_link(session, exc)
+            except errors.SessionProtocolError as exc:
+                self._fail_session(session, exc)
+            return
+        if self.remote_open is None and kind is not Open:
+            raise errors.ConnectionProtocolError(
+                errors.NOT_ALLOWED, f"{kind.__name__} received before open"
+            )
+        if kind is Attach or kind is Detach:
+            session = self._session_for(channel)
+            if session is None:
+                return
+            try:
+                if kind is Attach:
+                    session._on_attach(frame)
+                else:
+                    session._on_detach(frame)
+            except errors.SessionProtocolError as exc:
+                self._fail_session(session, exc)
+        elif kind is Begin:
+            self._on_begin(channel, frame)
+        elif kind is End:
+            session = self._session_for(channel, allow_ending=True)
+            if session is not None:
+                session._on_end(frame)
+        elif kind is Open:
+            self._on_open(frame)
+        elif kind is Close:
+            self._on_close(frame)
+        else:
+            raise errors.ConnectionProtocolError(
+                errors.NOT_ALLOWED, f"{kind.__name__} is not an AMQP performative"
+            )
+
+    def _session_for(self, channel: int, *, allow_ending: bool = False) -> Session | None:
+        session = self._remote_sessions.get(channel)
+        if session is None:
+            if self.remote_open is None:
+                raise errors.ConnectionProtocolError(errors.NOT_ALLOWED, "frame received before open")
+            raise errors.ConnectionProtocolError(
+                errors.NOT_ALLOWED, f"frame on channel {channel}, where no session is mapped"
+            )
+        if session.end_sent and not allow_ending:
+            return None  # DISCARDING until the peer's end arrives
+        return session
+
+    def _fail_session(self, session: Session, exc: errors.SessionProtocolError) -> None:
+        log.warning("ending session %d: %s: %s", session.channel, exc.condition, exc.description)
+        session.end(Error(condition=exc.condition, description=exc.description))
+
+    def _fail_link(self, session: Session, exc: errors.LinkProtocolError) -> None:
+        log.warning("detaching link %d: %s: %s", exc.handle, exc.condition, exc.description)
+        link = session.links.get(exc.handle)
+        if link is not None:
+            link.detach(Error(condition=exc.condition, description=exc.description))
+
+    def _on_open(self, frame: Open) -> None:
+        if self.remote_open is not None:
+            raise errors.ConnectionProtocolError(errors.NOT_ALLOWED, "second open received")
+        self.remote_open = frame
+        self.remote_max_frame_size = max(MIN_MAX_FRAME_SIZE, int(frame.max_frame_size))
+        self.remote_channel_max = int(frame.channel_max)
+        if self.server and not self.open_sent:
+            self.open()
+        self._events.append(ConnectionOpened(frame))
+
+    def _on_begin(self, channel: int, frame: Begin) -> None:
+        if channel > self.config.channel_max:
+            raise errors.ConnectionProtocolError(
+                errors.NOT_ALLOWED, f"channel {channel} exceeds channel-max {self.config.channel_max}"
+            )
+        if channel in self._remote_sessions:
+            raise errors.ConnectionProtocolError(
+                errors.NOT_ALLOWED, f"begin on channel {channel}, which is already in use"
+            )
+        if frame.remote_channel is None:
+            # The peer begins a session: map it to a new local one and answer (2.5.2).
+            limit = min(self.config.channel_max, self.remote_channel_max)
+            local = next((c for c in range(limit + 1) if c not in self.sessions), None)
+            if local is None:
+                raise errors.ConnectionProtocolError(errors.RESOURCE_LIMIT_EXCEEDED, "no free channel")
+            session = self._new_session(local, None, None)
+            session.remote_channel = channel
+            self._remote_sessions[channel] = session
+            session._on_begin(frame)
+            session._send_begin()
+        else:
+            session_or_none = self.sessions.get(int(frame.remote_channel))
+            if (
+                session_or_none is None
+                or not session_or_none.begin_sent
+                or session_or_none.remote_begin is not None
+            ):
+                raise errors.ConnectionProtocolError(
+                    errors.NOT_ALLOWED, f"begin answers channel {int(frame.remote_channel)}, which began no session"
+                )
+            session = session_or_none
+            session.remote_channel = channel
+            self._remote_sessions[channel] = session
+            session._on_begin(frame)
+        self._events.append(SessionBegun(session))
+
+    def _on_close(self, frame: Close) -> None:
+        self.remote_close = frame
+        by_peer = not self.close_sent
+        if by_peer:
+            self.close_sent = True
+            self._write_frame(0, Close())
+        self.closed = True
+        self._expect = _EXPECT_NOTHING
+        self._events.append(ConnectionClosed(frame.error if by_peer else self.error, by_peer))
+
+
+def _symbols(values: list[str] | None) -> list[Symbol] | None:
+    return [Symbol(v) for v in values] if values else None

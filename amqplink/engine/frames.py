@@ -1,0 +1,149 @@
+"""Frame layer (spec 2.3): protocol headers, the 8-byte frame header, frame bodies.
+
+    "Frames are divided into three distinct areas: a fixed width frame header, a
+    variable width extended header, and a variable width frame body." (2.3.1)
+
+The reader keeps frames that arrive whole inside one read as zero-copy
+``memoryview`` slices of that (immutable) ``bytes`` object; only a frame split across
+reads is joined, once, when its last byte arrives.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+__all__ = [
+    "AMQP_HEADER",
+    "FRAME_TYPE_AMQP",
+    "FRAME_TYPE_SASL",
+    "FrameReader",
+    "FramingError",
+    "MIN_MAX_FRAME_SIZE",
+    "SASL_HEADER",
+    "write_frame",
+]
+
+AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+FRAME_TYPE_AMQP = 0x00
+FRAME_TYPE_SASL = 0x01
+# "Prior to any explicit negotiation, the maximum frame size is 512
+# (MIN-MAX-FRAME-SIZE)" (2.4.1)
+MIN_MAX_FRAME_SIZE = 512
+FRAME_HEADER_SIZE = 8
+
+_HEADER = struct.Struct(">IBBH")
+_SIZE = struct.Struct(">I")
+_HEARTBEAT = _HEADER.pack(8, 2, FRAME_TYPE_AMQP, 0)
+
+
+class FramingError(Exception):
+    """The byte stream cannot be split into valid frames (``amqp:connection:framing-error``)."""
+
+
+def write_frame(
+    out: bytearray,
+    frame_type: int,
+    channel: int,
+    body: Any = None,
+    payload: bytes | bytearray | memoryview | None = None,
+) -> int:
+    """Append one frame to ``out`` and return its size in bytes.
+
+    ``body`` is a performative (an object with ``_amqp_encode``) or ``None`` for an
+    empty frame; ``payload`` follows the performative (transfer frames only).
+    """
+    start = len(out)
+    out += _HEADER.pack(0, 2, frame_type, channel)
+    if body is not None:
+        body._amqp_encode(out)
+    if payload:
+        out += payload
+    size = len(out) - start
+    _SIZE.pack_into(out, start, size)
+    return size
+
+
+def heartbeat() -> bytes:
+    """An empty AMQP frame: "a frame with no body ... used as a heartbeat" (2.4.5)."""
+    return _HEARTBEAT
+
+
+class FrameReader:
+    """Splits an incoming byte stream into protocol headers and frames.
+
+    ``max_frame_size`` is the largest frame this side accepts; a bigger one is a
+    :class:`FramingError` (2.4.1: "a peer MUST NOT send frames larger than its
+    partner can handle").
+    """
+
+    __slots__ = ("_buf", "_pos", "_tail", "_tail_len", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE) -> None:
+        self._buf: bytes = b""
+        self._pos = 0
+        self._tail: list[bytes] = []
+        self._tail_len = 0
+        self.max_frame_size = max_frame_size
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Add bytes read from the transport."""
+        if not data:
+            return
+        chunk = data if type(data) is bytes else bytes(data)
+        if self._pos >= len(self._buf) and not self._tail:
+            self._buf = chunk
+            self._pos = 0
+        else:
+            self._tail.append(chunk)
+            self._tail_len += len(chunk)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as headers or frames."""
+        return len(self._buf) - self._pos + self._tail_len
+
+    def _ensure(self, n: int) -> bool:
+        """Make at least ``n`` bytes available contiguously at ``_pos``."""
+        have = len(self._buf) - self._pos
+        if have >= n:
+            return True
+        if have + self._tail_len < n:
+            return False
+        parts = [self._buf[self._pos :]]
+        parts.extend(self._tail)
+        self._buf = b"".join(parts)
+        self._pos = 0
+        self._tail.clear()
+        self._tail_len = 0
+        return True
+
+    def read_protocol_header(self) -> bytes | None:
+        """The next 8 bytes, read as a protocol header, or ``None`` if not all there."""
+        if not self._ensure(8):
+            return None
+        header = self._buf[self._pos : self._pos + 8]
+        self._pos += 8
+        return header
+
+    def read_frame(self) -> tuple[int, int, memoryview] | None:
+        """The next frame as ``(type, channel, body)``, or ``None`` if incomplete.
+
+        ``body`` excludes the extended header; it is empty for a heartbeat.
+        """
+        if not self._ensure(FRAME_HEADER_SIZE):
+            return None
+        size, doff, frame_type, channel = _HEADER.unpack_from(self._buf, self._pos)
+        if size < FRAME_HEADER_SIZE:
+            raise FramingError(f"frame size {size} is smaller than the 8-byte header")
+        if size > self.max_frame_size:
+            raise FramingError(f"frame size {size} exceeds max-frame-size {self.max_frame_size}")
+        if doff < 2 or doff * 4 > size:
+            raise FramingError(f"data offset {doff} is invalid for a frame of {size} bytes")
+        if not self._ensure(size):
+            return None
+        start = self._pos
+        self._pos = start + size
+        body = memoryview(self._buf)[start + doff * 4 : start + size]
+        return frame_type, channel, body

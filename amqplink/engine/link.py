@@ -1,0 +1,549 @@
+"""Links (spec 2.6): credit, delivery-count, drain, transfers and settlement.
+
+A :class:`SenderLink` queues deliveries and writes them only while it holds link
+credit and its session's remote incoming window is open:
+
+    "The sender MUST NOT send a transfer if the link-credit is zero or less."
+    (2.6.7, flow control)
+
+A :class:`ReceiverLink` grants credit with :meth:`ReceiverLink.flow` and settles with
+:meth:`ReceiverLink.settle`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from amqplink.codec.types import Symbol, UByte, UInt
+from amqplink.engine import errors
+from amqplink.engine.events import (
+    DeliveryAborted,
+    DeliveryReceived,
+    DeliveryUpdated,
+    LinkCreditChanged,
+    LinkDrained,
+)
+from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.protocol.definitions import (
+    Accepted,
+    Attach,
+    Detach,
+    Error,
+    Flow,
+    Modified,
+    Rejected,
+    Released,
+    Source,
+    Target,
+    Transfer,
+)
+
+if TYPE_CHECKING:
+    from amqplink.engine.session import Session
+
+__all__ = [
+    "RCV_FIRST",
+    "RCV_SECOND",
+    "SND_MIXED",
+    "SND_SETTLED",
+    "SND_UNSETTLED",
+    "Delivery",
+    "Link",
+    "ReceiverLink",
+    "SenderLink",
+]
+
+SND_UNSETTLED = 0
+SND_SETTLED = 1
+SND_MIXED = 2
+RCV_FIRST = 0
+RCV_SECOND = 1
+
+ROLE_SENDER = False
+ROLE_RECEIVER = True
+
+TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
+
+
+class Delivery:
+    """One message on a link, from its first transfer frame to its settlement."""
+
+    __slots__ = (
+        "_chunks",
+        "_offset",
+        "aborted",
+        "context",
+        "delivery_id",
+        "link",
+        "message_format",
+        "payload",
+        "remote_settled",
+        "remote_state",
+        "settled",
+        "size",
+        "state",
+        "tag",
+    )
+
+    def __init__(
+        self,
+        link: Link,
+        tag: bytes,
+        payload: Any,
+        message_format: int = 0,
+        settled: bool = False,
+    ) -> None:
+        self.link = link
+        self.tag = tag
+        self.payload = payload
+        self.message_format = message_format
+        self.settled = settled
+        self.delivery_id: int | None = None
+        self.remote_settled = False
+        self.state: Any = None
+        self.remote_state: Any = None
+        self.aborted = False
+        self.context: Any = None
+        self.size = 0
+        self._offset = 0
+        self._chunks: list[memoryview] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Delivery(id={self.delivery_id}, tag={bytes(self.tag).hex()}, settled={self.settled},"
+            f" remote_settled={self.remote_settled}, remote_state={self.remote_state!r})"
+        )
+
+
+class Link:
+    """State shared by both ends of a link: names, handles, termini, attach/detach."""
+
+    is_sender: bool = False
+
+    def __init__(
+        self,
+        session: Session,
+        name: str,
+        handle: int,
+        source: Source | None,
+        target: Target | None,
+        snd_settle_mode: int,
+        rcv_settle_mode: int,
+        properties: dict[Any, Any] | None = None,
+        max_message_size: int | None = None,
+    ) -> None:
+        self.session = session
+        self.name = name
+        self.handle = handle
+        self.remote_handle: int | None = None
+        self.source = source
+        self.target = target
+        self.snd_settle_mode = snd_settle_mode
+        self.rcv_settle_mode = rcv_settle_mode
+        self.properties = properties
+        self.max_message_size = max_message_size
+        self.remote_attach: Attach | None = None
+        self.remote_detach: Detach | None = None
+        self.attach_sent = False
+        self.detach_sent = False
+        self.delivery_count = 0
+        self.link_credit = 0
+        self.drain = False
+        self.available = 0
+        self.context: Any = None
+
+    # -- state ---------------------------------------------------------------
+    @property
+    def is_attached(self) -> bool:
+        """Attach sent and received, detach neither."""
+        return self.attach_sent and self.remote_attach is not None and not self.is_detached
+
+    @property
+    def is_detached(self) -> bool:
+        """Detach sent or received: the link can carry nothing more."""
+        return self.detach_sent or self.remote_detach is not None
+
+    @property
+    def role(self) -> bool:
+        """The spec's role field: ``False`` for a sender, ``True`` for a receiver."""
+        return ROLE_RECEIVER if not self.is_sender else ROLE_SENDER
+
+    def __repr__(self) -> str:
+        kind = "SenderLink" if self.is_sender else "ReceiverLink"
+        return f"{kind}(name={self.name!r}, handle={self.handle}, credit={self.link_credit})"
+
+    # -- attach / detach -----------------------------------------------------
+    def attach(
+        self,
+        source: Source | None = None,
+        target: Target | None = None,
+        *,
+        keep: bool = True,
+    ) -> None:
+        """Send this side's attach.
+
+        For a link the peer attached (:class:`~amqplink.engine.events.LinkAttachRequested`),
+        ``keep=True`` answers with this side's termini (``source``/``target`` default
+        to the peer's); pass ``None`` termini with ``keep=False`` to answer with a null
+        terminus, then :meth:`detach` with an error, as 2.6.3 describes for refusal.
+        """
+        if self.attach_sent:
+            if self.is_detached:
+                return  # the peer detached first; the engine already answered both
+            raise errors.EngineStateError(f"link {self.name!r} is already attached")
+        remote = self.remote_attach
+        if remote is not None and keep:
+            if source is None:
+                source = remote.source
+            if target is None:
+                target = remote.target
+            if self.is_sender:
+                self.rcv_settle_mode = int(remote.rcv_settle_mode)
+                self.snd_settle_mode = int(remote.snd_settle_mode)
+            else:
+                self.snd_settle_mode = int(remote.snd_settle_mode)
+                self.rcv_settle_mode = int(remote.rcv_settle_mode)
+        self.source = source
+        self.target = target
+        self.attach_sent = True
+        self.session._send_attach(self)
+
+    def detach(self, error: Error | None = None, *, closed: bool = True) -> None:
+        """Send detach (``closed=True`` closes the link for good, 2.6.6)."""
+        if self.detach_sent:
+            return
+        self.detach_sent = True
+        self.session._send_detach(self, error, closed)
+
+    def _make_attach(self) -> Attach:
+        initial = UInt(self.delivery_count) if self.is_sender else None
+        return Attach(
+            name=self.name,
+            handle=UInt(self.handle),
+            role=self.role,
+            snd_settle_mode=UByte(self.snd_settle_mode),
+            rcv_settle_mode=UByte(self.rcv_settle_mode),
+            source=self.source,
+            target=self.target,
+            initial_delivery_count=initial,
+            max_message_size=self.max_message_size,
+            properties=self.properties,
+        )
+
+    def _on_attach(self, attach: Attach) -> None:
+        self.remote_attach = attach
+        self.remote_handle = int(attach.handle)
+        if not self.is_sender:
+            # "initial-delivery-count: ... the sender's initial value for delivery-count"
+            self.delivery_count = int(attach.initial_delivery_count or 0)
+            if self.attach_sent:
+                self.snd_settle_mode = int(attach.snd_settle_mode)
+        elif self.attach_sent:
+            self.rcv_settle_mode = int(attach.rcv_settle_mode)
+
+    def _flow_frame(self, *, echo: bool = False) -> Flow:
+        s = self.session
+        return Flow(
+            next_incoming_id=UInt(s.next_incoming_id) if s.remote_begin is not None else None,
+            incoming_window=UInt(s.incoming_window),
+            next_outgoing_id=UInt(s.next_outgoing_id),
+            outgoing_window=UInt(s.outgoing_window),
+            handle=UInt(self.handle),
+            delivery_count=UInt(self.delivery_count),
+            link_credit=UInt(max(0, self.link_credit)),
+            available=UInt(self.available) if self.is_sender else None,
+            drain=self.drain,
+            echo=echo,
+        )
+
+    def _send_flow(self, *, echo: bool = False) -> None:
+        if self.detach_sent or not self.attach_sent:
+            return
+        self.session._write(self._flow_frame(echo=echo))
+
+    def _on_flow(self, flow: Flow) -> None:
+        raise NotImplementedError
+
+    def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
+        raise errors.SessionProtocolError(
+            self.session.channel,
+            errors.NOT_ALLOWED,
+            f"transfer received on link {self.name!r} where this side is the sender",
+        )
+
+
+class SenderLink(Link):
+    """The sending end of a link: queues deliveries and sends them as credit allows."""
+
+    is_sender = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.queue: deque[Delivery] = deque()
+        self.auto_settle = True
+        self._next_tag = 0
+        self.unsettled: dict[int, Delivery] = {}
+
+    @property
+    def credit(self) -> int:
+        """Credit left after the deliveries already queued."""
+        return self.link_credit - len(self.queue)
+
+    def send(
+        self,
+        payload: bytes | bytearray | memoryview,
+        *,
+        tag: bytes | None = None,
+        settled: bool | None = None,
+        message_format: int = 0,
+        context: Any = None,
+    ) -> Delivery:
+        """Queue one message; it goes out as soon as credit and the session window allow.
+
+        ``settled`` defaults from the link's sender settle mode (``settled`` ->
+        pre-settled, else unsettled). With snd-settle-mode ``settled`` "the sender
+        will send all deliveries settled to the receiver" (2.8.2).
+        """
+        if self.is_detached:
+            raise errors.EngineStateError(f"cannot send on detached link {self.name!r}")
+        if not self.attach_sent:
+            raise errors.EngineStateError(f"link {self.name!r} is not attached")
+        if settled is None:
+            settled = self.snd_settle_mode == SND_SETTLED
+        elif settled and self.snd_settle_mode == SND_UNSETTLED:
+            raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
+        elif not settled and self.snd_settle_mode == SND_SETTLED:
+            raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
+        if tag is None:
+            tag = self._next_tag.to_bytes(8, "big")
+            self._next_tag += 1
+        delivery = Delivery(self, tag, payload, message_format, settled)
+        delivery.size = len(payload)
+        delivery.context = context
+        self.queue.append(delivery)
+        self.session._pump_sender(self)
+        return delivery
+
+    def abort(self, delivery: Delivery) -> None:
+        """Abort a delivery: drop it if no frame is out yet, else end it with an aborted
+        transfer ("the delivery MUST be discarded by the recipient", 2.6.14)."""
+        if delivery.aborted or delivery not in self.queue:
+            return
+        delivery.aborted = True
+        delivery.settled = True
+        if delivery.delivery_id is None:
+            self.queue.remove(delivery)
+            return
+        self._forget(delivery)
+        self.session._pump_sender(self)
+
+    def _on_flow(self, flow: Flow) -> None:
+        # "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)"
+        # (2.6.7). A missing delivery-count means the receiver has not seen our attach:
+        # use the value we started with (some brokers always omit it).
+        rcv_count = self.delivery_count if flow.delivery_count is None else int(flow.delivery_count)
+        if flow.link_credit is not None:
+            self.link_credit = max(0, serial_diff(serial_add(rcv_count, int(flow.link_credit)), self.delivery_count))
+        self.drain = bool(flow.drain)
+        events = self.session.connection._events
+        events.append(LinkCreditChanged(self, self.link_credit, self.drain))
+        self.session._pump_sender(self)
+        if self.drain and not self.queue and self.link_credit > 0:
+            # "the sender ... if it has no deliveries, MUST advance the delivery-count by
+            # the remaining link-credit and set link-credit to zero" (2.6.7, drain)
+            self.delivery_count = serial_add(self.delivery_count, self.link_credit)
+            self.link_credit = 0
+            self._send_flow()
+        elif flow.echo:
+            self._send_flow()
+
+    def _on_disposition(self, delivery: Delivery, settled: bool, state: Any) -> None:
+        delivery.remote_state = state
+        events = self.session.connection._events
+        if settled:
+            delivery.remote_settled = True
+            delivery.settled = True
+            self._forget(delivery)
+        elif self.auto_settle and isinstance(state, TERMINAL_OUTCOMES) and not delivery.settled:
+            # Receiver settles second: settle on its terminal outcome (2.6.12).
+            delivery.settled = True
+            self._forget(delivery)
+            assert delivery.delivery_id is not None
+            self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state)
+        events.append(DeliveryUpdated(self, delivery, state, settled))
+
+    def _forget(self, delivery: Delivery) -> None:
+        if delivery.delivery_id is not None:
+            self.unsettled.pop(delivery.delivery_id, None)
+            self.session._forget_outgoing(delivery)
+
+    def settle(self, delivery: Delivery, state: Any = None) -> None:
+        """Settle a delivery from the sender's side (only needed without auto_settle)."""
+        if delivery.settled or delivery.delivery_id is None:
+            return
+        delivery.settled = True
+        delivery.state = state
+        self._forget(delivery)
+        self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state)
+
+
+class ReceiverLink(Link):
+    """The receiving end of a link: grants credit, assembles transfers, settles."""
+
+    is_sender = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._partial: Delivery | None = None
+        self.unsettled: dict[int, Delivery] = {}
+        self._delivery_limit = 0
+        self._grant_limit = 0
+
+    def flow(self, credit: int, *, drain: bool = False) -> None:
+        """Set link-credit to ``credit`` and tell the sender (2.6.7); no-op once detached.
+
+        With ``drain=True`` the sender is asked to use all of it or give it back; a
+        :class:`~amqplink.engine.events.LinkDrained` event follows when it has.
+        """
+        if credit < 0 or credit > 0xFFFFFFFF:
+            raise ValueError(f"credit out of range: {credit}")
+        if self.is_detached:
+            return  # nothing more can arrive: a grant would be meaningless, not an error
+        self.link_credit = credit
+        self.drain = drain
+        # The grant is "delivery-count + link-credit" (2.6.7). Transfers the sender sent
+        # before it saw a lower grant are still legal: only a delivery beyond the
+        # highest limit ever advertised breaks the rules.
+        self._grant_limit = serial_add(self.delivery_count, credit)
+        if serial_diff(self._grant_limit, self._delivery_limit) > 0:
+            self._delivery_limit = self._grant_limit
+        self._send_flow()
+
+    def add_credit(self, credit: int) -> None:
+        """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
+        self.flow(self.link_credit + credit, drain=self.drain)
+
+    def settle(self, delivery: Delivery, state: Any = None) -> None:
+        """Settle with an outcome (``Accepted()``, ``Rejected(error=...)``, ...).
+
+        With rcv-settle-mode ``first`` the disposition settles at once; with ``second``
+        "the receiver will only settle after the sender has settled" (2.8.3): the
+        outcome is sent unsettled and the sender's settlement ends it.
+        """
+        if delivery.settled or delivery.link is not self:
+            return
+        delivery.state = state
+        if delivery.remote_settled:
+            delivery.settled = True
+            return
+        assert delivery.delivery_id is not None
+        settle_now = self.rcv_settle_mode != RCV_SECOND
+        if settle_now:
+            delivery.settled = True
+            self.unsettled.pop(delivery.delivery_id, None)
+            self.session._forget_incoming(delivery)
+        self.session._queue_disposition(ROLE_RECEIVER, delivery.delivery_id, settle_now, state)
+
+    def _on_flow(self, flow: Flow) -> None:
+        if flow.delivery_count is not None:
+            # A drain answer advances the sender's delivery-count past the deliveries
+            # it made; the credit left is what remains of this side's latest grant.
+            self.delivery_count = int(flow.delivery_count)
+            self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
+        self.available = int(flow.available or 0)
+        if self.drain and self.link_credit == 0:
+            self.drain = False
+            self.session.connection._events.append(LinkDrained(self))
+        if flow.echo:
+            self._send_flow()
+
+    def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
+        delivery = self._partial
+        events = self.session.connection._events
+        if delivery is None:
+            if transfer.delivery_id is None or transfer.delivery_tag is None:
+                raise errors.LinkProtocolError(
+                    self.session.channel,
+                    self.handle,
+                    errors.NOT_ALLOWED,
+                    "first transfer of a delivery lacks delivery-id or delivery-tag",
+                )
+            if serial_diff(self._delivery_limit, self.delivery_count) <= 0:
+                raise errors.LinkProtocolError(
+                    self.session.channel,
+                    self.handle,
+                    errors.TRANSFER_LIMIT_EXCEEDED,
+                    f"transfer on link {self.name!r} without link credit",
+                )
+            # "delivery-count ... incremented ... and link-credit decremented" (2.6.7)
+            self.delivery_count = serial_add(self.delivery_count, 1)
+            self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
+            delivery = Delivery(self, bytes(transfer.delivery_tag), None, int(transfer.message_format or 0))
+            delivery.delivery_id = int(transfer.delivery_id)
+            if transfer.settled:
+                delivery.remote_settled = True
+            elif self.session._track_incoming(delivery):
+                self.unsettled[delivery.delivery_id] = delivery
+            else:
+                raise errors.SessionProtocolError(
+                    self.session.channel,
+                    errors.NOT_ALLOWED,
+                    f"delivery-id {delivery.delivery_id} is already in use",
+                )
+            if transfer.more:
+                delivery._chunks = []
+        elif transfer.settled:
+            delivery.remote_settled = True
+        if transfer.aborted:
+            # "an aborted delivery ... MUST be discarded by the recipient" (2.6.14)
+            self._partial = None
+            delivery.aborted = True
+            delivery.settled = True
+            if delivery.delivery_id is not None:
+                self.unsettled.pop(delivery.delivery_id, None)
+                self.session._forget_incoming(delivery)
+            events.append(DeliveryAborted(self, delivery))
+            return
+        delivery.size += len(payload)
+        if self.max_message_size and delivery.size > self.max_message_size:
+            raise errors.LinkProtocolError(
+                self.session.channel,
+                self.handle,
+                errors.MESSAGE_SIZE_EXCEEDED,
+                f"message of {delivery.size} bytes exceeds max-message-size {self.max_message_size}",
+            )
+        if transfer.more:
+            chunks = delivery._chunks
+            if chunks is None:
+                chunks = delivery._chunks = []
+            chunks.append(payload)
+            self._partial = delivery
+            return
+        self._partial = None
+        chunks = delivery._chunks
+        if chunks:
+            chunks.append(payload)
+            delivery.payload = b"".join(chunks)
+            delivery._chunks = None
+        else:
+            delivery.payload = payload
+        if delivery.remote_settled and self.snd_settle_mode != SND_SETTLED:
+            delivery.settled = True
+        events.append(DeliveryReceived(self, delivery))
+
+    def _on_disposition(self, delivery: Delivery, settled: bool, state: Any) -> None:
+        if state is not None:
+            delivery.remote_state = state
+        if settled:
+            delivery.remote_settled = True
+            if not delivery.settled and delivery.state is not None:
+                delivery.settled = True
+            self.unsettled.pop(delivery.delivery_id or 0, None)
+            self.session._forget_incoming(delivery)
+        self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled))
+
+
+def error(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Error:
+    """An :class:`Error` with a symbol condition (convenience for callers)."""
+    return Error(condition=Symbol(condition), description=description, info=info)

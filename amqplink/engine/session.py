@@ -1,0 +1,524 @@
+"""Sessions (spec 2.5): transfer windows, link handles, deliveries and dispositions.
+
+Window bookkeeping follows 2.5.6 exactly:
+
+- on begin: "next-incoming-id := next-outgoing-id(begin)", "remote-incoming-window
+  := incoming-window(begin)", "remote-outgoing-window := outgoing-window(begin)";
+- on flow: "remote-incoming-window := next-incoming-id(flow) + incoming-window(flow)
+  - next-outgoing-id(endpoint)" (initial-outgoing-id when next-incoming-id is unset);
+- on sending a transfer frame: next-outgoing-id += 1, remote-incoming-window -= 1;
+- on receiving one: next-incoming-id += 1, incoming-window -= 1,
+  remote-outgoing-window -= 1; a transfer while incoming-window is 0 is a
+  ``amqp:session:window-violation``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from amqplink.codec.types import UInt, UShort
+from amqplink.engine import errors
+from amqplink.engine.events import LinkAttached, LinkAttachRequested, LinkDetached, SessionEnded
+from amqplink.engine.frames import FRAME_HEADER_SIZE
+from amqplink.engine.link import (
+    RCV_FIRST,
+    SND_MIXED,
+    Delivery,
+    Link,
+    ReceiverLink,
+    SenderLink,
+)
+from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.protocol.definitions import (
+    Attach,
+    Begin,
+    Detach,
+    Disposition,
+    End,
+    Error,
+    Flow,
+    Source,
+    Target,
+    Transfer,
+)
+
+if TYPE_CHECKING:
+    from amqplink.engine.connection import Connection
+
+__all__ = ["Session"]
+
+INITIAL_OUTGOING_ID = 0
+# Room left in a frame for the header and a transfer performative (tag excluded).
+_TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
+
+
+class Session:
+    """One session on a connection: created by :meth:`Connection.begin_session`."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        channel: int,
+        *,
+        incoming_window: int,
+        outgoing_window: int,
+        handle_max: int,
+    ) -> None:
+        self.connection = connection
+        self.channel = channel
+        self.remote_channel: int | None = None
+        self.remote_begin: Begin | None = None
+        self.remote_end: End | None = None
+        self.begin_sent = False
+        self.end_sent = False
+        # 2.5.6 session state
+        self.next_outgoing_id = INITIAL_OUTGOING_ID
+        self.incoming_window = incoming_window
+        self.max_incoming_window = incoming_window
+        self.outgoing_window = outgoing_window
+        self.next_incoming_id = 0
+        self.remote_incoming_window = 0
+        self.remote_outgoing_window = 0
+        self.handle_max = handle_max
+        self.context: Any = None
+        self.links: dict[int, Link] = {}
+        self._remote_links: dict[int, Link] = {}
+        self._by_name: dict[tuple[str, bool], Link] = {}
+        self._next_delivery_id = 0
+        self._outgoing: dict[int, Delivery] = {}
+        self._incoming: dict[int, Delivery] = {}
+        self._dispositions: list[tuple[bool, int, bool, Any]] = []
+        self._blocked: list[SenderLink] = []
+
+    def __repr__(self) -> str:
+        return f"Session(channel={self.channel}, remote_channel={self.remote_channel})"
+
+    @property
+    def is_mapped(self) -> bool:
+        """Begin sent and received, end neither."""
+        return self.begin_sent and self.remote_begin is not None and not self.is_ended
+
+    @property
+    def is_ended(self) -> bool:
+        """End sent or received."""
+        return self.end_sent or self.remote_end is not None
+
+    # -- frames out ------------------------------------------------------------
+    def _write(self, frame: Any, payload: Any = None) -> None:
+        if self._dispositions and type(frame) is not Disposition:
+            self._flush_dispositions()
+        self.connection._write_frame(self.channel, frame, payload)
+
+    def _begin_frame(self) -> Begin:
+        return Begin(
+            remote_channel=UShort(self.remote_channel) if self.remote_channel is not None else None,
+            next_outgoing_id=UInt(self.next_outgoing_id),
+            incoming_window=UInt(self.incoming_window),
+            outgoing_window=UInt(self.outgoing_window),
+            handle_max=UInt(self.handle_max),
+        )
+
+    def _send_begin(self) -> None:
+        self.begin_sent = True
+        self._write(self._begin_frame())
+
+    def _session_flow(self, *, echo: bool = False) -> None:
+        self._write(
+            Flow(
+                next_incoming_id=UInt(self.next_incoming_id) if self.remote_begin is not None else None,
+                incoming_window=UInt(self.incoming_window),
+                next_outgoing_id=UInt(self.next_outgoing_id),
+                outgoing_window=UInt(self.outgoing_window),
+                echo=echo,
+            )
+        )
+
+    def end(self, error: Error | None = None) -> None:
+        """Send end; detaches every link of the session implicitly (2.5.5)."""
+        if self.end_sent:
+            return
+        self._flush_dispositions()
+        self.end_sent = True
+        self.connection._write_frame(self.channel, End(error=error))
+        if self.remote_end is not None:
+            self.connection._forget_session(self)
+
+    # -- links -------------------------------------------------------------------
+    def _allocate_handle(self) -> int:
+        limit = self.handle_max
+        if self.remote_begin is not None:
+            limit = min(limit, int(self.remote_begin.handle_max))
+        for handle in range(len(self.links) + 1):
+            if handle not in self.links:
+                if handle > limit:
+                    break
+                return handle
+        raise errors.EngineStateError(f"session {self.channel}: all {limit + 1} link handles are in use")
+
+    def _new_link(
+        self,
+        cls: type[Link],
+        name: str,
+        source: Source | None,
+        target: Target | None,
+        snd_settle_mode: int,
+        rcv_settle_mode: int,
+        properties: dict[Any, Any] | None,
+        max_message_size: int | None,
+    ) -> Link:
+        if self.is_ended:
+            raise errors.EngineStateError(f"session {self.channel} has ended")
+        key = (name, cls.is_sender)
+        if key in self._by_name:
+            raise errors.EngineStateError(f"a link named {name!r} with this role already exists")
+        link = cls(
+            self,
+            name,
+            self._allocate_handle(),
+            source,
+            target,
+            snd_settle_mode,
+            rcv_settle_mode,
+            properties,
+            max_message_size,
+        )
+        self.links[link.handle] = link
+        self._by_name[key] = link
+        return link
+
+    def attach_sender(
+        self,
+        name: str,
+        *,
+        source: Source | None = None,
+        target: Target | None = None,
+        snd_settle_mode: int = SND_MIXED,
+        rcv_settle_mode: int = RCV_FIRST,
+        properties: dict[Any, Any] | None = None,
+        max_message_size: int | None = None,
+    ) -> SenderLink:
+        """Create a sending link and send its attach (2.6.3)."""
+        link = self._new_link(
+            SenderLink, name, source, target, snd_settle_mode, rcv_settle_mode, properties, max_message_size
+        )
+        assert isinstance(link, SenderLink)
+        link.attach(source, target)
+        return link
+
+    def attach_receiver(
+        self,
+        name: str,
+        *,
+        source: Source | None = None,
+        target: Target | None = None,
+        snd_settle_mode: int = SND_MIXED,
+        rcv_settle_mode: int = RCV_FIRST,
+        properties: dict[Any, Any] | None = None,
+        max_message_size: int | None = None,
+    ) -> ReceiverLink:
+        """Create a receiving link and send its attach; grant credit with ``flow``."""
+        link = self._new_link(
+            ReceiverLink, name, source, target, snd_settle_mode, rcv_settle_mode, properties, max_message_size
+        )
+        assert isinstance(link, ReceiverLink)
+        link.attach(source, target)
+        return link
+
+    def _send_attach(self, link: Link) -> None:
+        self._write(link._make_attach())
+
+    def _send_detach(self, link: Link, error: Error | None, closed: bool) -> None:
+        self._write(Detach(handle=UInt(link.handle), closed=closed, error=error))
+        if link.remote_detach is not None:
+            self._forget_link(link)
+
+    def _forget_link(self, link: Link) -> None:
+        self.links.pop(link.handle, None)
+        if link.remote_handle is not None and self._remote_links.get(link.remote_handle) is link:
+            del self._remote_links[link.remote_handle]
+        self._by_name.pop((link.name, link.is_sender), None)
+        table = self._outgoing if link.is_sender else self._incoming
+        for delivery_id in list(getattr(link, "unsettled", {})):
+            table.pop(delivery_id, None)
+
+    # -- frames in ---------------------------------------------------------------
+    def _on_begin(self, begin: Begin) -> None:
+        self.remote_begin = begin
+        self.next_incoming_id = int(begin.next_outgoing_id)
+        self.remote_incoming_window = int(begin.incoming_window)
+        self.remote_outgoing_window = int(begin.outgoing_window)
+
+    def _link_for(self, handle: Any) -> Link:
+        link = self._remote_links.get(int(handle))
+        if link is None:
+            raise errors.SessionProtocolError(
+                self.channel, errors.UNATTACHED_HANDLE, f"no link is attached on handle {int(handle)}"
+            )
+        return link
+
+    def _on_attach(self, attach: Attach) -> None:
+        handle = int(attach.handle)
+        if handle > self.handle_max:
+            raise errors.SessionProtocolError(
+                self.channel, errors.NOT_ALLOWED, f"handle {handle} exceeds handle-max {self.handle_max}"
+            )
+        if handle in self._remote_links:
+            raise errors.SessionProtocolError(
+                self.channel, errors.HANDLE_IN_USE, f"handle {handle} is already attached"
+            )
+        peer_is_sender = not attach.role
+        # The local end of a link has the opposite role of the peer's end.
+        link = self._by_name.get((attach.name, not peer_is_sender))
+        events = self.connection._events
+        if link is not None and link.attach_sent and link.remote_attach is None:
+            self._remote_links[handle] = link
+            link._on_attach(attach)
+            events.append(LinkAttached(link))
+            self._pump_sender_if(link)
+            return
+        if link is not None:
+            raise errors.SessionProtocolError(
+                self.channel, errors.NOT_ALLOWED, f"link {attach.name!r} is already attached"
+            )
+        cls: type[Link] = ReceiverLink if peer_is_sender else SenderLink
+        new = self._new_link(
+            cls,
+            attach.name,
+            attach.source,
+            attach.target,
+            int(attach.snd_settle_mode),
+            int(attach.rcv_settle_mode),
+            None,
+            None,
+        )
+        self._remote_links[handle] = new
+        new._on_attach(attach)
+        events.append(LinkAttachRequested(new))
+
+    def _on_detach(self, detach: Detach) -> None:
+        link = self._link_for(detach.handle)
+        link.remote_detach = detach
+        by_peer = not link.detach_sent
+        if by_peer:
+            if not link.attach_sent:
+                # Detached before this side answered the attach: answer it, then detach.
+                link.attach_sent = True
+                self._send_attach(link)
+            link.detach_sent = True
+            self._write(Detach(handle=UInt(link.handle), closed=bool(detach.closed)))
+        self._forget_link(link)
+        self.connection._events.append(LinkDetached(link, detach.error, bool(detach.closed), by_peer))
+
+    def _on_flow(self, flow: Flow) -> None:
+        next_incoming = (
+            INITIAL_OUTGOING_ID if flow.next_incoming_id is None else int(flow.next_incoming_id)
+        )
+        self.remote_incoming_window = serial_diff(
+            serial_add(next_incoming, int(flow.incoming_window)), self.next_outgoing_id
+        )
+        self.remote_outgoing_window = int(flow.outgoing_window)
+        if flow.handle is not None:
+            link = self._link_for(flow.handle)
+            if not link.detach_sent:
+                link._on_flow(flow)
+        elif flow.echo:
+            self._session_flow()
+        if self._blocked and self.remote_incoming_window > 0:
+            blocked, self._blocked = self._blocked, []
+            for sender in blocked:
+                self._pump_sender(sender)
+
+    def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
+        link = self._link_for(transfer.handle)
+        if self.incoming_window <= 0:
+            raise errors.SessionProtocolError(
+                self.channel,
+                errors.WINDOW_VIOLATION,
+                f"transfer received with incoming-window 0 (next-incoming-id {self.next_incoming_id})",
+            )
+        self.next_incoming_id = serial_add(self.next_incoming_id, 1)
+        self.incoming_window -= 1
+        self.remote_outgoing_window -= 1
+        if not link.detach_sent:
+            link._on_transfer(transfer, payload)
+        if self.incoming_window <= self.max_incoming_window // 2:
+            self.incoming_window = self.max_incoming_window
+            self._session_flow()
+
+    def _on_disposition(self, disposition: Disposition) -> None:
+        first = int(disposition.first)
+        last = first if disposition.last is None else int(disposition.last)
+        count = serial_diff(last, first) + 1
+        if count <= 0:
+            raise errors.SessionProtocolError(
+                self.channel, errors.NOT_ALLOWED, f"disposition range {first}..{last} is empty"
+            )
+        # role true: the receiver speaks, about deliveries this side sent.
+        table = self._outgoing if disposition.role else self._incoming
+        settled = bool(disposition.settled)
+        state = disposition.state
+        ids: Any
+        if count <= len(table):
+            ids = [serial_add(first, i) for i in range(count)]
+        else:
+            ids = [k for k in table if 0 <= serial_diff(k, first) < count]
+        for delivery_id in ids:
+            delivery = table.get(delivery_id)
+            if delivery is not None:
+                delivery.link._on_disposition(delivery, settled, state)  # type: ignore[attr-defined]
+
+    def _on_end(self, end: End) -> None:
+        self.remote_end = end
+        by_peer = not self.end_sent
+        if by_peer:
+            self._flush_dispositions()
+            self.end_sent = True
+            self.connection._write_frame(self.channel, End())
+        self.connection._forget_session(self)
+        self.connection._events.append(SessionEnded(self, end.error, by_peer))
+
+    # -- deliveries ----------------------------------------------------------------
+    def _track_incoming(self, delivery: Delivery) -> bool:
+        assert delivery.delivery_id is not None
+        if delivery.delivery_id in self._incoming:
+            return False
+        self._incoming[delivery.delivery_id] = delivery
+        return True
+
+    def _forget_incoming(self, delivery: Delivery) -> None:
+        if delivery.delivery_id is not None:
+            self._incoming.pop(delivery.delivery_id, None)
+
+    def _forget_outgoing(self, delivery: Delivery) -> None:
+        if delivery.delivery_id is not None:
+            self._outgoing.pop(delivery.delivery_id, None)
+
+    def _pump_sender_if(self, link: Link) -> None:
+        if isinstance(link, SenderLink) and link.queue:
+            self._pump_sender(link)
+
+    def _pump_sender(self, link: SenderLink) -> None:
+        """Write queued deliveries while link credit and the remote window allow."""
+        if self.remote_begin is None or link.remote_attach is None or link.detach_sent or self.end_sent:
+            return
+        queue = link.queue
+        max_frame = self.connection.remote_max_frame_size
+        while queue:
+            delivery = queue[0]
+            if delivery._offset == 0 and delivery.delivery_id is None:
+                if link.link_credit <= 0:
+                    break
+                if self.remote_incoming_window <= 0:
+                    self._blocked.append(link)
+                    break
+                delivery.delivery_id = self._next_delivery_id
+                self._next_delivery_id = serial_add(self._next_delivery_id, 1)
+                link.delivery_count = serial_add(link.delivery_count, 1)
+                link.link_credit -= 1
+                if not delivery.settled:
+                    self._outgoing[delivery.delivery_id] = delivery
+                    link.unsettled[delivery.delivery_id] = delivery
+            if not self._write_transfer(link, delivery, max_frame):
+                self._blocked.append(link)
+                break
+            queue.popleft()
+        if link.drain and not queue and link.link_credit > 0:
+            link.delivery_count = serial_add(link.delivery_count, link.link_credit)
+            link.link_credit = 0
+            link._send_flow()
+
+    def _write_transfer(self, link: SenderLink, delivery: Delivery, max_frame: int) -> bool:
+        """Write the frames of ``delivery`` the window allows; True when all are out."""
+        if delivery.aborted:
+            if self.remote_incoming_window <= 0:
+                return False
+            self._write(Transfer(handle=UInt(link.handle), more=False, aborted=True, settled=True))
+            self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
+            self.remote_incoming_window -= 1
+            return True
+        payload = delivery.payload
+        total = len(payload)
+        tag = delivery.tag
+        room = max_frame - _TRANSFER_OVERHEAD - len(tag)
+        if delivery._offset == 0 and total <= room:
+            self._write(
+                Transfer(
+                    handle=UInt(link.handle),
+                    delivery_id=UInt(delivery.delivery_id),
+                    delivery_tag=tag,
+                    message_format=UInt(delivery.message_format),
+                    settled=delivery.settled,
+                ),
+                payload,
+            )
+            self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
+            self.remote_incoming_window -= 1
+            return True
+        if room <= 0:
+            raise errors.EngineStateError(f"max-frame-size {max_frame} leaves no room for a transfer")
+        view = memoryview(payload)
+        while delivery._offset < total or (total == 0 and delivery._offset == 0):
+            if self.remote_incoming_window <= 0:
+                return False
+            start = delivery._offset
+            end = min(total, start + room)
+            first = start == 0
+            transfer = Transfer(
+                handle=UInt(link.handle),
+                delivery_id=UInt(delivery.delivery_id) if first else None,
+                delivery_tag=tag if first else None,
+                message_format=UInt(delivery.message_format) if first else None,
+                settled=delivery.settled,
+                more=end < total,
+            )
+            self._write(transfer, view[start:end])
+            self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
+            self.remote_incoming_window -= 1
+            delivery._offset = end
+            if total == 0:
+                break
+        return True
+
+    # -- dispositions ----------------------------------------------------------------
+    def _queue_disposition(self, role: bool, delivery_id: int, settled: bool, state: Any) -> None:
+        if not self._dispositions:
+            self.connection._pending_sessions.append(self)
+        self._dispositions.append((role, delivery_id, settled, state))
+
+    def _flush_dispositions(self) -> None:
+        """Send queued dispositions, merged into ranges (first..last) where they agree."""
+        pending = self._dispositions
+        if not pending or self.end_sent:
+            pending.clear()
+            return
+        self._dispositions = []
+        pending.sort(key=_disposition_sort_key)
+        role, first, settled, state = pending[0]
+        last = first
+        write = self.connection._write_frame
+        for r, delivery_id, s, st in pending[1:]:
+            if (
+                r is role
+                and s is settled
+                and delivery_id == last + 1
+                and (st is state or st == state)
+            ):
+                last = delivery_id
+                continue
+            write(self.channel, _disposition(role, first, last, settled, state))
+            role, first, last, settled, state = r, delivery_id, delivery_id, s, st
+        write(self.channel, _disposition(role, first, last, settled, state))
+
+
+def _disposition_sort_key(item: tuple[bool, int, bool, Any]) -> tuple[bool, bool, int]:
+    return (item[0], item[2], item[1])
+
+
+def _disposition(role: bool, first: int, last: int, settled: bool, state: Any) -> Disposition:
+    return Disposition(
+        role=role,
+        first=UInt(first),
+        last=UInt(last) if last != first else None,
+        settled=settled,
+        state=state,
+    )

@@ -1,0 +1,122 @@
+"""Two engines wired back to back in memory (as qpid-proton's tests ``pump()``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from amqplink.codec.decode import decode
+from amqplink.engine.connection import Connection, ConnectionConfig
+from amqplink.engine.events import Event, LinkAttachRequested
+from amqplink.engine.frames import AMQP_HEADER, SASL_HEADER, FrameReader
+from amqplink.engine.link import ReceiverLink, SenderLink
+from amqplink.engine.sasl import SaslClient, SaslServer
+from amqplink.engine.session import Session
+
+E = TypeVar("E", bound=Event)
+
+
+class Pair:
+    """A client and a server engine with the events each has emitted so far."""
+
+    def __init__(
+        self,
+        client_config: ConnectionConfig | None = None,
+        server_config: ConnectionConfig | None = None,
+        *,
+        sasl_client: SaslClient | None = None,
+        sasl_server: SaslServer | None = None,
+        auto_accept_links: bool = True,
+    ) -> None:
+        self.client = Connection(client_config or ConnectionConfig(container_id="client"), sasl=sasl_client)
+        self.server = Connection(
+            server_config or ConnectionConfig(container_id="server"), server=True, sasl=sasl_server
+        )
+        self.client_events: list[Event] = []
+        self.server_events: list[Event] = []
+        self.auto_accept_links = auto_accept_links
+        self.wire_c2s: list[bytes] = []
+        self.wire_s2c: list[bytes] = []
+
+    def pump(self, max_rounds: int = 10_000) -> None:
+        """Move bytes both ways until neither side has anything left to send."""
+        for _ in range(max_rounds):
+            c2s = self.client.data_to_send()
+            s2c = self.server.data_to_send()
+            if not c2s and not s2c:
+                return
+            if c2s:
+                self.wire_c2s.append(c2s)
+                events = self.server.receive_data(c2s)
+                self.server_events += events
+                if self.auto_accept_links:
+                    for ev in events:
+                        if isinstance(ev, LinkAttachRequested):
+                            ev.link.attach()
+            if s2c:
+                self.wire_s2c.append(s2c)
+                self.client_events += self.client.receive_data(s2c)
+        raise AssertionError("the engines never went quiet")
+
+    def of(self, kind: type[E], side: str = "client") -> list[E]:
+        events = self.client_events if side == "client" else self.server_events
+        return [e for e in events if isinstance(e, kind)]
+
+    def take(self, side: str = "client") -> list[Event]:
+        if side == "client":
+            events, self.client_events = self.client_events, []
+        else:
+            events, self.server_events = self.server_events, []
+        return events
+
+    def open(self) -> Session:
+        """Open the connection and one session; return the client's session."""
+        self.client.open()
+        session = self.client.begin_session()
+        self.pump()
+        assert self.client.is_open and self.server.is_open
+        assert session.is_mapped
+        return session
+
+    def server_link(self, name: str, *, sender: bool) -> SenderLink | ReceiverLink:
+        for session in self.server.sessions.values():
+            for link in session.links.values():
+                if link.name == name and link.is_sender == sender:
+                    assert isinstance(link, SenderLink | ReceiverLink)
+                    return link
+        raise AssertionError(f"server has no link {name!r}")
+
+
+def frames_in(chunks: list[bytes], *, sasl: bool = False) -> list[tuple[int, Any, bytes]]:
+    """Decode a captured byte stream into (channel, performative, payload) triples."""
+    data = b"".join(chunks)
+    reader = FrameReader(1 << 30)
+    reader.feed(data)
+    out: list[tuple[int, Any, bytes]] = []
+    while True:
+        if reader.buffered >= 8:
+            peek = reader._buf[reader._pos : reader._pos + 8]  # test-only peek
+            if peek in (AMQP_HEADER, SASL_HEADER):
+                reader.read_protocol_header()
+                continue
+        frame = reader.read_frame()
+        if frame is None:
+            return out
+        _, channel, body = frame
+        if not body:
+            out.append((channel, None, b""))
+            continue
+        performative, offset = decode(body)
+        out.append((channel, performative, bytes(body[offset:])))
+
+
+def performatives(chunks: list[bytes], kind: type) -> list[Any]:
+    return [p for _, p, _ in frames_in(chunks) if isinstance(p, kind)]
+
+
+def run_until(pair: Pair, condition: Callable[[], bool], rounds: int = 100) -> None:
+    for _ in range(rounds):
+        if condition():
+            return
+        pair.pump()
+    assert condition()

@@ -1,0 +1,184 @@
+"""Hypothesis state machine: sends, credit, drains, settlements and frame splits in any order.
+
+Invariants checked after every step: nothing lost, nothing duplicated, nothing out of
+order; link credit and session windows never exceeded; no protocol error. At the end
+every unsettled delivery reaches a terminal, settled state on both sides.
+"""
+
+from __future__ import annotations
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from amqplink.engine.connection import Connection, ConnectionConfig
+from amqplink.engine.events import (
+    ConnectionClosed,
+    DeliveryReceived,
+    DeliveryUpdated,
+    Event,
+    LinkAttachRequested,
+    LinkDetached,
+    SessionEnded,
+)
+from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_MIXED, SND_UNSETTLED, Delivery, ReceiverLink
+from amqplink.protocol.definitions import Accepted, Released, Target
+
+
+class LinkMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ready = False
+
+    @rule(
+        frame_size=st.sampled_from([512, 700, 4096]),
+        window=st.integers(min_value=1, max_value=6),
+        snd=st.sampled_from([SND_UNSETTLED, SND_MIXED]),
+        rcv=st.sampled_from([RCV_FIRST, RCV_SECOND]),
+    )
+    @precondition(lambda self: not self.ready)
+    def setup(self, frame_size: int, window: int, snd: int, rcv: int) -> None:
+        self.client = Connection(ConnectionConfig(container_id="c", max_frame_size=frame_size, incoming_window=window))
+        self.server = Connection(
+            ConnectionConfig(container_id="s", max_frame_size=frame_size, incoming_window=window), server=True
+        )
+        self.c2s = bytearray()
+        self.s2c = bytearray()
+        self.client_events: list[Event] = []
+        self.server_events: list[Event] = []
+        self.client.open()
+        session = self.client.begin_session()
+        self.sender = session.attach_sender(
+            "link", target=Target(address="q"), snd_settle_mode=snd, rcv_settle_mode=rcv
+        )
+        self._flush_all()
+        receivers = [e.link for e in self.server_events if isinstance(e, LinkAttachRequested)]
+        assert len(receivers) == 1
+        receiver = receivers[0]
+        assert isinstance(receiver, ReceiverLink)
+        self.receiver = receiver
+        self.sent: list[bytes] = []
+        self.sent_deliveries: list[Delivery] = []
+        self.presettled: list[bool] = []
+        self.received: list[Delivery] = []
+        self.next_id = 0
+        self.ready = True
+
+    # -- the wire ------------------------------------------------------------------
+    def _collect(self) -> None:
+        self.c2s += self.client.data_to_send()
+        self.s2c += self.server.data_to_send()
+
+    def _deliver(self, to_server: bool, n: int) -> None:
+        buf = self.c2s if to_server else self.s2c
+        chunk = bytes(buf[:n])
+        del buf[:n]
+        if not chunk:
+            return
+        if to_server:
+            events = self.server.receive_data(chunk)
+            self.server_events += events
+            for ev in events:
+                if isinstance(ev, LinkAttachRequested):
+                    ev.link.attach()
+                if isinstance(ev, DeliveryReceived):
+                    self.received.append(ev.delivery)
+        else:
+            self.client_events += self.client.receive_data(chunk)
+
+    def _flush_all(self) -> None:
+        for _ in range(10_000):
+            self._collect()
+            if not self.c2s and not self.s2c:
+                return
+            self._deliver(True, len(self.c2s))
+            self._deliver(False, len(self.s2c))
+        raise AssertionError("never quiet")
+
+    # -- rules -------------------------------------------------------------------
+    @rule(size=st.integers(min_value=0, max_value=1500), presettled=st.booleans())
+    @precondition(lambda self: self.ready and len(self.sender.queue) < 40)
+    def send(self, size: int, presettled: bool) -> None:
+        body = self.next_id.to_bytes(4, "big") + bytes([self.next_id % 251]) * size
+        self.next_id += 1
+        settled = presettled if self.sender.snd_settle_mode == SND_MIXED else None
+        delivery = self.sender.send(body, settled=settled)
+        self.sent_deliveries.append(delivery)
+        self.presettled.append(delivery.settled)
+        self.sent.append(body)
+
+    @rule(credit=st.integers(min_value=0, max_value=10), drain=st.booleans())
+    @precondition(lambda self: self.ready)
+    def grant(self, credit: int, drain: bool) -> None:
+        self.receiver.flow(credit, drain=drain)
+
+    @rule(count=st.integers(min_value=1, max_value=10), release=st.booleans())
+    @precondition(lambda self: self.ready)
+    def settle(self, count: int, release: bool) -> None:
+        pending = [d for d in self.received if not d.settled and not d.remote_settled][:count]
+        for delivery in pending:
+            self.receiver.settle(delivery, Released() if release else Accepted())
+
+    @rule(to_server=st.booleans(), n=st.integers(min_value=1, max_value=2000))
+    @precondition(lambda self: self.ready)
+    def transmit(self, to_server: bool, n: int) -> None:
+        self._collect()
+        self._deliver(to_server, n)
+
+    # -- invariants ------------------------------------------------------------------
+    @invariant()
+    def no_protocol_error(self) -> None:
+        if not self.ready:
+            return
+        for ev in self.client_events + self.server_events:
+            assert not isinstance(ev, ConnectionClosed | LinkDetached | SessionEnded), ev
+
+    @invariant()
+    def nothing_lost_duplicated_or_reordered(self) -> None:
+        if not self.ready:
+            return
+        got = [bytes(d.payload) for d in self.received]
+        assert got == self.sent[: len(got)]
+
+    @invariant()
+    def credit_and_windows_respected(self) -> None:
+        if not self.ready:
+            return
+        assert self.sender.link_credit >= 0
+        assert self.receiver.link_credit >= 0
+        assert self.server.sessions[0].incoming_window >= 0
+        assert self.client.sessions[0].remote_incoming_window >= 0
+        # delivery-count only moves ahead of what arrived by a drain, never behind
+        assert self.receiver.delivery_count >= len(self.received)
+        assert self.sender.delivery_count >= len(self.sent) - len(self.sender.queue)
+
+    def teardown(self) -> None:
+        if not self.ready:
+            return
+        self._flush_all()
+        for _ in range(3):  # a grant may cross a drain answer on the wire: grant again
+            if len(self.received) == len(self.sent):
+                break
+            self.receiver.flow(len(self.sent) - len(self.received))
+            self._flush_all()
+        for delivery in self.received:
+            if not delivery.settled and not delivery.remote_settled:
+                self.receiver.settle(delivery, Accepted())
+        self._flush_all()
+        assert [bytes(d.payload) for d in self.received] == self.sent
+        assert not self.sender.queue
+        assert not self.sender.unsettled, "every unsettled delivery reached a terminal state"
+        assert not self.receiver.unsettled
+        assert not self.sender.session._outgoing and not self.receiver.session._incoming
+        unsettled_sends = [d for d, pre in zip(self.sent_deliveries, self.presettled, strict=True) if not pre]
+        for delivery in self.sent_deliveries:
+            assert delivery.settled
+        for delivery in unsettled_sends:
+            assert isinstance(delivery.remote_state, Accepted | Released), f"{delivery} never got an outcome"
+        updated = {id(e.delivery) for e in self.client_events if isinstance(e, DeliveryUpdated)}
+        assert updated == {id(d) for d in unsettled_sends}
+        self.no_protocol_error()
+
+
+LinkMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+TestLinkMachine = LinkMachine.TestCase
