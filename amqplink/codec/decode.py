@@ -819,13 +819,19 @@ del _code, _decoder, _type
 # ---------------------------------------------------------------------------
 
 
+_COPY_SMALL_VIEWS_UP_TO = 64 * 1024
+
+
 def _as_buffer(data: Buffer) -> Buffer:
     t = type(data)
     if t is bytes or t is bytearray:
         return data
     if isinstance(data, memoryview):
         if data.ndim == 1 and data.format == "B":
-            return data
+            # Slicing bytes is much cheaper than slicing a memoryview, and a small
+            # buffer costs less to copy once than to slice per string; large
+            # buffers (bulk payloads) stay views so they are never copied whole.
+            return data.tobytes() if data.nbytes <= _COPY_SMALL_VIEWS_UP_TO else data
         if data.c_contiguous:
             return data.cast("B")
         raise TypeError("decode needs a C-contiguous buffer")
