@@ -326,6 +326,12 @@ class Connection:
             self._fail(errors.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         return self._take_events()
 
+    def take_events(self) -> list[Event]:
+        """Events caused by application calls (a local detach, a drain that completed
+        at once...) since the last ``receive_data``/``tick``; an I/O adapter calls this
+        after it has made calls on the engine."""
+        return self._take_events()
+
     def _take_events(self) -> list[Event]:
         events = self._events
         self._events = []

@@ -22,6 +22,7 @@ __all__ = [
     "MIN_MAX_FRAME_SIZE",
     "SASL_HEADER",
     "write_frame",
+    "write_transfer",
 ]
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -63,6 +64,48 @@ def write_frame(
     size = len(out) - start
     _SIZE.pack_into(out, start, size)
     return size
+
+
+_TRANSFER_HEAD = struct.Struct(">IBBHBBBBBB")  # frame header, 0x00 0x53 0x14, 0xc0 size count
+
+
+def _small_uint(value: int) -> bytes:
+    if value == 0:
+        return b"\x43"
+    if value < 256:
+        return bytes((0x52, value))
+    return b"\x70" + value.to_bytes(4, "big")
+
+
+_SMALL_UINTS = [_small_uint(v) for v in range(256)]
+
+
+def write_transfer(
+    out: bytearray,
+    channel: int,
+    handle: int,
+    delivery_id: int,
+    tag: bytes,
+    message_format: int,
+    settled: bool,
+    payload: bytes | bytearray | memoryview,
+) -> None:
+    """Append a single-frame transfer (the hot path): the same bytes as
+    ``write_frame(out, FRAME_TYPE_AMQP, channel, Transfer(handle, delivery_id, tag,
+    message_format, settled), payload)``, assembled without building a ``Transfer``."""
+    fields = (
+        (_SMALL_UINTS[handle] if handle < 256 else _small_uint(handle))
+        + (_SMALL_UINTS[delivery_id] if delivery_id < 256 else _small_uint(delivery_id))
+        + bytes((0xA0, len(tag)))
+        + tag
+        + (_SMALL_UINTS[message_format] if message_format < 256 else _small_uint(message_format))
+        + (b"\x41" if settled else b"\x42")
+    )
+    n = len(fields)
+    size = 8 + 3 + 3 + n + len(payload)
+    out += _TRANSFER_HEAD.pack(size, 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, n + 1, 5)
+    out += fields
+    out += payload
 
 
 def heartbeat() -> bytes:

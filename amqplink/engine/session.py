@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from amqplink.codec.types import UInt, UShort
 from amqplink.engine import errors
 from amqplink.engine.events import LinkAttached, LinkAttachRequested, LinkDetached, SessionEnded
-from amqplink.engine.frames import FRAME_HEADER_SIZE
+from amqplink.engine.frames import FRAME_HEADER_SIZE, write_transfer
 from amqplink.engine.link import (
     RCV_FIRST,
     SND_MIXED,
@@ -50,6 +50,8 @@ __all__ = ["Session"]
 INITIAL_OUTGOING_ID = 0
 # Room left in a frame for the header and a transfer performative (tag excluded).
 _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
+# Tags up to this length keep the transfer's field list within a list8 (size < 256).
+_FAST_TAG_MAX = 32
 
 
 class Session:
@@ -441,16 +443,27 @@ class Session:
         tag = delivery.tag
         room = max_frame - _TRANSFER_OVERHEAD - len(tag)
         if delivery._offset == 0 and total <= room:
-            self._write(
-                Transfer(
-                    handle=UInt(link.handle),
-                    delivery_id=UInt(delivery.delivery_id),
-                    delivery_tag=tag,
-                    message_format=UInt(delivery.message_format),
-                    settled=delivery.settled,
-                ),
-                payload,
-            )
+            if len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF:
+                if self._dispositions:
+                    self._flush_dispositions()
+                conn = self.connection
+                out = conn._deferred if conn._deferred is not None else conn._out
+                assert delivery.delivery_id is not None
+                write_transfer(
+                    out, self.channel, link.handle, delivery.delivery_id, tag, delivery.message_format,
+                    delivery.settled, payload,
+                )
+            else:
+                self._write(
+                    Transfer(
+                        handle=UInt(link.handle),
+                        delivery_id=UInt(delivery.delivery_id),
+                        delivery_tag=tag,
+                        message_format=UInt(delivery.message_format),
+                        settled=delivery.settled,
+                    ),
+                    payload,
+                )
             self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
             self.remote_incoming_window -= 1
             return True
