@@ -1,23 +1,111 @@
-"""The ``amqplink`` command."""
+"""The ``amqplink`` command: ``demo`` (the main job), ``send``, ``receive``, ``broker``."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from amqplink import __version__
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``amqplink`` command and its sub-commands."""
     parser = argparse.ArgumentParser(
         prog="amqplink",
-        description="AMQP 1.0 toolkit: sans-IO engine, client and Service Bus dialect.",
+        description="AMQP 1.0 toolkit: sans-IO engine, asyncio client, embedded broker.",
     )
     parser.add_argument("--version", action="version", version=f"amqplink {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level on stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def json_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="print only the final JSON line (no progress bar)")
+
+    demo = sub.add_parser("demo", help="main job: round-trip messages through the embedded broker (or --url)")
+    demo.add_argument("--url", default=None, help="broker URL (default: start the embedded broker in-process)")
+    demo.add_argument("--address", default="demo")
+    demo.add_argument("--count", type=_positive, default=10_000)
+    demo.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
+    json_flag(demo)
+
+    send = sub.add_parser("send", help="send N messages and report throughput")
+    send.add_argument("url", help="amqp://[user:pass@]host[:port] or amqps://...")
+    send.add_argument("address", help="target address (queue name)")
+    send.add_argument("--count", type=_positive, default=1000)
+    send.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
+    send.add_argument("--settled", action="store_true", help="send pre-settled (no outcomes)")
+    send.add_argument("--in-flight", type=_positive, default=1000, help="max unsettled messages")
+    json_flag(send)
+
+    receive = sub.add_parser("receive", help="receive N messages and report throughput")
+    receive.add_argument("url", help="amqp://[user:pass@]host[:port] or amqps://...")
+    receive.add_argument("address", help="source address (queue name)")
+    receive.add_argument("--count", type=_positive, default=1000)
+    receive.add_argument("--mode", choices=["peek-lock", "receive-and-delete"], default="peek-lock")
+    receive.add_argument("--prefetch", type=_non_negative, default=1000)
+    receive.add_argument("--timeout", type=float, default=10.0, help="give up after this many idle seconds")
+    json_flag(receive)
+
+    broker = sub.add_parser("broker", help="run the embedded broker")
+    broker.add_argument("--host", default="127.0.0.1")
+    broker.add_argument("--port", type=_non_negative, default=5672)
     return parser
+
+
+async def _dispatch(args: argparse.Namespace) -> dict[str, Any] | None:
+    progress = False if getattr(args, "json", False) else None
+    if args.command == "demo":
+        from amqplink.commands.demo import run_demo
+
+        return await run_demo(args.url, args.address, count=args.count, size=args.size, progress=progress)
+    if args.command == "send":
+        from amqplink.commands.send import run_send
+
+        return await run_send(
+            args.url,
+            args.address,
+            count=args.count,
+            size=args.size,
+            settled=args.settled,
+            in_flight=args.in_flight,
+            progress=progress,
+        )
+    if args.command == "receive":
+        from amqplink.commands.receive import run_receive
+
+        return await run_receive(
+            args.url,
+            args.address,
+            count=args.count,
+            mode=args.mode,
+            prefetch=args.prefetch,
+            idle_timeout=args.timeout,
+            progress=progress,
+        )
+    if args.command == "broker":
+        from amqplink.commands.broker import run_broker
+
+        await run_broker(args.host, args.port)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,7 +115,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return 0
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        result = asyncio.run(_dispatch(args))
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, OSError, TimeoutError) as exc:
+        print(f"amqplink {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from amqplink.aio.errors import AMQPError
+
+        if not isinstance(exc, AMQPError):
+            raise
+        print(f"amqplink {args.command}: {exc}", file=sys.stderr)
+        return 1
+    if result is None:
+        return 0
+    print(json.dumps(result), flush=True)
+    ok = result.get("ok", result.get("complete", True))
+    if args.command == "send":
+        ok = result["outcomes"].get("accepted", 0) + result["outcomes"].get("settled", 0) == result["count"]
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

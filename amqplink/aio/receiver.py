@@ -1,0 +1,303 @@
+"""Receiving: prefetch credit replenished as the application consumes, and settlement."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any, Literal
+
+from amqplink.aio.errors import AMQPError, SettlementError
+from amqplink.aio.link import LinkBase
+from amqplink.codec.errors import DecodeError
+from amqplink.codec.types import Symbol
+from amqplink.engine.events import DeliveryAborted, DeliveryReceived, DeliveryUpdated, Event
+from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_SETTLED, SND_UNSETTLED, Delivery, ReceiverLink
+from amqplink.engine.session import Session
+from amqplink.message import Message
+from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source, Target
+
+if TYPE_CHECKING:
+    from amqplink.aio.connection import Connection
+
+__all__ = ["ReceivedMessage", "Receiver", "ReceiverMode"]
+
+log = logging.getLogger(__name__)
+
+ReceiverMode = Literal["receive-and-delete", "peek-lock"]
+
+_ACCEPTED = Accepted()
+_RELEASED = Released()
+
+
+class ReceivedMessage(Message):
+    """A message as it arrived on a :class:`Receiver`, with its delivery."""
+
+    __slots__ = ("_delivery",)
+
+    _delivery: Delivery | None
+
+    @property
+    def delivery_tag(self) -> bytes | None:
+        """The delivery tag the sender chose (Service Bus: the lock token's bytes)."""
+        return self._delivery.tag if self._delivery is not None else None
+
+    @property
+    def settled(self) -> bool:
+        """True once this side has settled the message (or it arrived pre-settled)."""
+        d = self._delivery
+        return d is None or d.settled
+
+
+class Receiver(LinkBase):
+    """A receiving link. Create it with :meth:`Connection.create_receiver`.
+
+    Credit: ``prefetch`` messages are granted at attach; credit is given back as the
+    application takes messages (``receive`` / iteration), not when frames arrive,
+    so a slow consumer holds at most ``prefetch`` messages in memory.
+    """
+
+    kind = "receiver"
+    link: ReceiverLink
+
+    def __init__(
+        self,
+        connection: Connection,
+        session: Session,
+        address: str | None,
+        mode: ReceiverMode,
+        prefetch: int,
+        name: str,
+        properties: dict[Any, Any] | None,
+        filters: dict[Any, Any] | None,
+        dynamic: bool,
+        confirm: bool,
+    ) -> None:
+        if mode not in ("receive-and-delete", "peek-lock"):
+            raise ValueError(f"mode must be 'receive-and-delete' or 'peek-lock', not {mode!r}")
+        if prefetch < 0:
+            raise ValueError(f"prefetch must be 0 or more, not {prefetch}")
+        if address is None and not dynamic:
+            raise ValueError("a receiver needs an address (or dynamic=True)")
+        super().__init__(connection, session, address)
+        self.mode = mode
+        self.prefetch = prefetch
+        self.confirm = confirm
+        self._buffer: deque[ReceivedMessage] = deque()
+        self._arrival: asyncio.Future[None] | None = None
+        self._to_grant = 0
+        self._grant_batch = max(1, prefetch // 4)
+        self.decode_failures = 0
+        link = session.attach_receiver(
+            name,
+            source=Source(address=address, dynamic=dynamic, filter=filters),
+            target=Target(address=name),
+            snd_settle_mode=SND_SETTLED if mode == "receive-and-delete" else SND_UNSETTLED,
+            rcv_settle_mode=RCV_SECOND if confirm else RCV_FIRST,
+            properties=properties,
+        )
+        self._start(link)
+
+    # -- attach -----------------------------------------------------------------------
+    def _refused(self) -> bool:
+        remote = self.link.remote_attach
+        return remote is not None and remote.source is None
+
+    def _on_attached(self) -> None:
+        remote = self.link.remote_attach
+        assert remote is not None
+        if self.address is None and remote.source is not None:
+            self.address = remote.source.address  # dynamic node: the peer names it
+        if self.confirm and int(remote.rcv_settle_mode or 0) != RCV_SECOND:
+            self.confirm = False  # the peer will not confirm: settle first
+        if self.prefetch:
+            self.link.flow(self.prefetch)
+            self._protocol.schedule_flush()
+
+    # -- receiving --------------------------------------------------------------------
+    @property
+    def buffered(self) -> int:
+        """Messages arrived and not yet taken by the application."""
+        return len(self._buffer)
+
+    async def receive(self, max_messages: int = 1, timeout: float | None = None) -> list[ReceivedMessage]:
+        """Wait for at least one message (up to ``timeout`` s) and take up to ``max_messages``.
+
+        Returns an empty list on time-out, or once the link is closed cleanly and
+        drained; raises the link's error once it failed and its buffer is empty.
+        """
+        if max_messages < 1:
+            raise ValueError(f"max_messages must be at least 1, not {max_messages}")
+        buffer = self._buffer
+        if not buffer:
+            if self._detached.done():
+                if self.error is not None:
+                    raise self.error
+                return []
+            if self.prefetch == 0:
+                self._grant_on_demand(max_messages)
+            if not await self._wait_arrival(timeout):
+                return []
+        n = min(max_messages, len(buffer))
+        taken = [buffer.popleft() for _ in range(n)]
+        self._consumed(n)
+        return taken
+
+    async def _wait_arrival(self, timeout: float | None) -> bool:
+        if self._arrival is None or self._arrival.done():
+            self._arrival = self._loop.create_future()
+        try:
+            if timeout is None:
+                await self._arrival
+            else:
+                await asyncio.wait_for(asyncio.shield(self._arrival), timeout)
+        except TimeoutError:
+            return False
+        except AMQPError:
+            if self._buffer:
+                return True
+            raise
+        if not self._buffer:
+            if self.error is not None:
+                raise self.error
+            return False
+        return True
+
+    def __aiter__(self) -> Receiver:
+        return self
+
+    async def __anext__(self) -> ReceivedMessage:
+        while True:
+            got = await self.receive(1)
+            if got:
+                return got[0]
+            if self._detached.done():
+                raise StopAsyncIteration
+
+    def _grant_on_demand(self, wanted: int) -> None:
+        missing = wanted - self.link.link_credit
+        if missing > 0 and self.link.is_attached:
+            self.link.add_credit(missing)
+            self._protocol.schedule_flush()
+
+    def _consumed(self, n: int) -> None:
+        if not self.prefetch:
+            return
+        self._to_grant += n
+        if self._to_grant >= self._grant_batch:
+            self.link.add_credit(self._to_grant)
+            self._to_grant = 0
+            self._protocol.schedule_flush()
+
+    # -- settlement -------------------------------------------------------------------
+    async def accept(self, *messages: ReceivedMessage) -> None:
+        """Settle with ``accepted`` (3.4.2): the message is processed and gone."""
+        await self._settle(messages, _ACCEPTED, "accept")
+
+    async def release(self, *messages: ReceivedMessage) -> None:
+        """Settle with ``released`` (3.4.4): not processed; the peer may redeliver it."""
+        await self._settle(messages, _RELEASED, "release")
+
+    async def modify(
+        self,
+        *messages: ReceivedMessage,
+        delivery_failed: bool = True,
+        undeliverable_here: bool = False,
+        annotations: dict[Any, Any] | None = None,
+    ) -> None:
+        """Settle with ``modified`` (3.4.5): not processed; ``delivery_failed`` counts an
+        attempt, ``undeliverable_here`` keeps it from this link, ``annotations`` merge
+        into the message annotations."""
+        anns = {Symbol(k) if type(k) is str else k: v for k, v in annotations.items()} if annotations else None
+        state = Modified(
+            delivery_failed=delivery_failed, undeliverable_here=undeliverable_here, message_annotations=anns
+        )
+        await self._settle(messages, state, "modify")
+
+    async def reject(
+        self,
+        *messages: ReceivedMessage,
+        condition: str = "amqp:internal-error",
+        description: str | None = None,
+        info: dict[Any, Any] | None = None,
+    ) -> None:
+        """Settle with ``rejected`` (3.4.3) and an error; Service Bus dead-letters the message."""
+        state = Rejected(error=Error(condition=Symbol(condition), description=description, info=info))
+        await self._settle(messages, state, "reject")
+
+    async def _settle(self, messages: tuple[ReceivedMessage, ...], state: Any, verb: str) -> None:
+        if self.mode == "receive-and-delete":
+            raise SettlementError(f"{self._what()}: cannot {verb}: receive-and-delete messages are settled on arrival")
+        link = self.link
+        waits: list[asyncio.Future[None]] = []
+        for message in messages:
+            delivery = message._delivery
+            if delivery is None or delivery.link is not link:
+                raise SettlementError(f"{self._what()}: cannot {verb} a message this receiver did not receive")
+            if delivery.settled:
+                raise SettlementError(f"{self._what()}: cannot {verb}: the message is already settled")
+            if self._detached.done():
+                raise SettlementError(
+                    f"{self._what()}: cannot {verb}: the link is gone, so the peer will redeliver the message",
+                    condition=self.error.condition if self.error is not None else None,
+                )
+            link.settle(delivery, state)
+            if not delivery.settled:
+                future: asyncio.Future[None] = self._loop.create_future()
+                delivery.context = future
+                waits.append(future)
+        self._protocol.schedule_flush()
+        for future in waits:
+            await future
+
+    # -- engine events ----------------------------------------------------------------
+    def _on_event(self, event: Event) -> None:
+        t = type(event)
+        if t is DeliveryReceived:
+            self._on_delivery(event.delivery)  # type: ignore[attr-defined]
+        elif t is DeliveryUpdated:
+            if event.settled:  # type: ignore[attr-defined]
+                future = event.delivery.context  # type: ignore[attr-defined]
+                if future is not None and not future.done():
+                    future.set_result(None)
+        elif t is DeliveryAborted:
+            self._consumed(1)  # the credit it used is free again
+        else:
+            super()._on_event(event)
+
+    def _on_delivery(self, delivery: Delivery) -> None:
+        try:
+            message = ReceivedMessage.decode(delivery.payload)
+        except DecodeError as exc:
+            self.decode_failures += 1
+            log.warning("%s: undecodable message (%s); rejecting it with amqp:decode-error", self._what(), exc)
+            if not delivery.settled:
+                self.link.settle(
+                    delivery, Rejected(error=Error(condition=Symbol("amqp:decode-error"), description=str(exc)))
+                )
+            self._consumed(1)
+            self._protocol.schedule_flush()
+            return
+        message._delivery = delivery
+        delivery.payload = None  # the message holds what it needs
+        if not delivery.settled and self.mode == "receive-and-delete":
+            self.link.settle(delivery, _ACCEPTED)  # the peer sent it unsettled anyway
+            self._protocol.schedule_flush()
+        self._buffer.append(message)
+        arrival = self._arrival
+        if arrival is not None and not arrival.done():
+            arrival.set_result(None)
+
+    def _on_failed(self, failure: AMQPError) -> None:
+        for delivery in self.link.unsettled.values():
+            future = delivery.context
+            if future is not None and not future.done():
+                future.set_exception(
+                    SettlementError(
+                        f"{self._what()}: settlement not confirmed: {failure}",
+                        condition=failure.condition,
+                    )
+                )
+        arrival = self._arrival
+        if arrival is not None and not arrival.done():
+            arrival.set_result(None)

@@ -1,0 +1,227 @@
+"""Pipelined sending: outcome futures under a bound on deliveries in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+from amqplink.aio.errors import AMQPError, MessageRejected
+from amqplink.aio.link import LinkBase
+from amqplink.engine.events import DeliveryUpdated, Event, LinkCreditChanged
+from amqplink.engine.link import SND_SETTLED, SND_UNSETTLED, TERMINAL_OUTCOMES, SenderLink
+from amqplink.engine.session import Session
+from amqplink.message import Message
+from amqplink.protocol.definitions import Accepted, Modified, Rejected, Released, Source, Target
+
+if TYPE_CHECKING:
+    from amqplink.aio.connection import Connection
+
+__all__ = ["Outcome", "Sender", "SettleMode"]
+
+SettleMode = Literal["unsettled", "settled"]
+Outcome = Accepted | Rejected | Released | Modified
+
+
+class Sender(LinkBase):
+    """A sending link. Create it with :meth:`Connection.create_sender`.
+
+    In ``unsettled`` mode every message gets an outcome from the peer and at most
+    ``max_in_flight`` messages await theirs: the next send waits (it never drops)
+    until one settles, which holds memory flat however fast the caller produces.
+    In ``settled`` mode messages go pre-settled ("at most once", 3.4); sends wait
+    while ``max_in_flight`` messages are queued for lack of credit or while the
+    socket's write buffer is full.
+    """
+
+    kind = "sender"
+    link: SenderLink
+
+    def __init__(
+        self,
+        connection: Connection,
+        session: Session,
+        address: str | None,
+        settle_mode: SettleMode,
+        max_in_flight: int,
+        name: str,
+        properties: dict[Any, Any] | None,
+    ) -> None:
+        if settle_mode not in ("unsettled", "settled"):
+            raise ValueError(f"settle_mode must be 'unsettled' or 'settled', not {settle_mode!r}")
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
+        super().__init__(connection, session, address)
+        self.settle_mode = settle_mode
+        self.max_in_flight = max_in_flight
+        self._presettled = settle_mode == "settled"
+        self._in_flight = 0
+        self._room: asyncio.Future[None] | None = None
+        self._sent: asyncio.Future[Any] = self._loop.create_future()
+        self._sent.set_result(None)
+        link = session.attach_sender(
+            name,
+            source=Source(address=name),
+            target=Target(address=address),
+            snd_settle_mode=SND_SETTLED if self._presettled else SND_UNSETTLED,
+            properties=properties,
+        )
+        self._start(link)
+
+    # -- state ------------------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        """Messages sent and not yet settled (unsettled mode) or not yet written (settled)."""
+        return len(self.link.queue) if self._presettled else self._in_flight
+
+    @property
+    def credit(self) -> int:
+        """Link credit the peer has granted and no queued message uses yet."""
+        return self.link.credit
+
+    def _refused(self) -> bool:
+        remote = self.link.remote_attach
+        return remote is not None and remote.target is None
+
+    def _has_room(self) -> bool:
+        if self._presettled:
+            return len(self.link.queue) < self.max_in_flight
+        return self._in_flight < self.max_in_flight
+
+    async def _wait_room(self) -> None:
+        protocol = self._protocol
+        while True:
+            self.check_usable()
+            if protocol.write_paused:
+                await protocol.wait_writable()
+                continue
+            if self._has_room():
+                return
+            if self._room is None or self._room.done():
+                self._room = self._loop.create_future()
+            if self._presettled:
+                # Queued deliveries leave on any flow (link credit or session window).
+                self.connection._wake_after_dispatch.add(self)
+            await self._room
+
+    def _wake(self) -> None:
+        room = self._room
+        if room is not None and not room.done():
+            room.set_result(None)
+
+    # -- sending ----------------------------------------------------------------------
+    async def send_nowait(self, message: Message | bytes) -> asyncio.Future[Any]:
+        """Hand ``message`` to the link and return a future for its outcome.
+
+        Waits only for room under ``max_in_flight`` (and the socket's buffer), never
+        for the outcome; the future resolves to the peer's outcome (``Accepted``,
+        ``Rejected``, ``Released`` or ``Modified``; ``None`` in settled mode, as soon
+        as the message is queued) or fails with the error that ended the link.
+        """
+        if self._detached.done() or not self._has_room() or self._protocol.write_paused:
+            await self._wait_room()
+        if type(message) is bytes:
+            message = Message(message)
+        payload = message.encode()  # type: ignore[union-attr]
+        remote = self.link.remote_attach
+        if remote is not None and remote.max_message_size and len(payload) > remote.max_message_size:
+            raise AMQPError(
+                f"{self._what()}: message of {len(payload)} bytes exceeds the peer's max-message-size"
+                f" {int(remote.max_message_size)}",
+                condition="amqp:link:message-size-exceeded",
+            )
+        if self._presettled:
+            self.link.send(payload)
+            self._protocol.schedule_flush()
+            return self._sent
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self.link.send(payload, context=future)
+        self._in_flight += 1
+        self._protocol.schedule_flush()
+        return future
+
+    async def send(self, message: Message | bytes, *, timeout: float | None = None) -> Outcome | None:
+        """Send one message and wait for its outcome.
+
+        Returns the outcome (``None`` in settled mode); raises :class:`MessageRejected`
+        if the peer rejected it, and ``TimeoutError`` if no outcome came within
+        ``timeout`` seconds (the message may still be delivered).
+        """
+        future = await self.send_nowait(message)
+        if timeout is None:
+            outcome = await future
+        else:
+            outcome = await asyncio.wait_for(asyncio.shield(future), timeout)
+        if type(outcome) is Rejected:
+            raise _rejected(self._what(), outcome)
+        return outcome  # type: ignore[no-any-return]
+
+    async def send_many(self, messages: Iterable[Message | bytes] | AsyncIterable[Message | bytes]) -> list[Any]:
+        """Pipeline every message under the in-flight bound; return the outcomes in order.
+
+        A rejection is returned as its ``Rejected`` outcome, not raised; an error that
+        ends the link is raised.
+        """
+        futures: list[asyncio.Future[Any]] = []
+        if isinstance(messages, AsyncIterable):
+            async for message in messages:
+                futures.append(await self.send_nowait(message))
+        else:
+            for message in messages:
+                futures.append(await self.send_nowait(message))
+        return [await f for f in futures]
+
+    async def wait_settled(self) -> None:
+        """Wait until every message sent so far is settled (unsettled) or written (settled)."""
+        while self.in_flight:
+            self.check_usable()
+            if self._room is None or self._room.done():
+                self._room = self._loop.create_future()
+            await self._room
+        self._protocol.flush()
+
+    # -- engine events ----------------------------------------------------------------
+    def _on_event(self, event: Event) -> None:
+        t = type(event)
+        if t is DeliveryUpdated:
+            state = event.state  # type: ignore[attr-defined]
+            if event.settled or isinstance(state, TERMINAL_OUTCOMES):  # type: ignore[attr-defined]
+                future = event.delivery.context  # type: ignore[attr-defined]
+                if future is not None and not future.done():
+                    future.set_result(state)
+                    self._in_flight -= 1
+                    self._wake()
+        elif t is LinkCreditChanged:
+            if self._presettled:
+                self._wake()
+        else:
+            super()._on_event(event)
+
+    def _on_failed(self, failure: AMQPError) -> None:
+        for delivery in [*self.link.unsettled.values(), *self.link.queue]:
+            future = delivery.context
+            if future is not None and not future.done():
+                future.set_exception(failure)
+        self._in_flight = 0
+        room = self._room
+        if room is not None and not room.done():
+            room.set_exception(failure)
+            room.exception()
+
+
+def _rejected(what: str, outcome: Rejected) -> MessageRejected:
+    error = outcome.error
+    condition = str(error.condition) if error is not None and error.condition is not None else None
+    description = error.description if error is not None else None
+    text = f"{what}: the peer rejected the message"
+    if condition:
+        text += f" [{condition}]"
+    if description:
+        text += f": {description}"
+    return MessageRejected(
+        text,
+        outcome=outcome,
+        condition=condition,
+        description=description,
+        info=error.info if error is not None else None,
+    )

@@ -1,0 +1,1 @@
+"""The sub-commands of the ``amqplink`` command, one module each."""

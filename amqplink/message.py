@@ -1,0 +1,454 @@
+"""The AMQP 1.0 message (spec 3.2) as a Python object, and its encoding as transfer payload.
+
+    "The body consists of one of the following three choices: one or more data
+    sections, one or more amqp-sequence sections, or a single amqp-value section." (3.2)
+
+Sections are kept as the generated section classes (``Header``, ``Properties``)
+and plain dicts (annotations, application properties, footer), created only when
+used. Friendly names map onto them: ``message_id``, ``content_type``,
+``session_id`` (group-id, as Service Bus calls it), ``ttl`` in seconds (header
+ttl is milliseconds on the wire), ``partition_key`` (the message annotation
+``x-opt-partition-key``)...
+
+Body rules:
+
+* bytes-like -> one data section; ``body_type="data"`` with a list of bytes-likes
+  -> one data section each;
+* ``body_type="sequence"`` with a list -> one amqp-sequence section;
+  ``body_type="sequences"`` with a list of lists -> one amqp-sequence section each;
+* anything else (or ``body_type="value"``) -> one amqp-value section; a message
+  with no body encodes an amqp-value of null, as 3.2 requires a body section.
+
+A decoded message gives back the same shapes: one data section -> ``bytes``,
+several -> a list of ``bytes``; a message without a body section -> ``None``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from amqplink.codec.decode import decode
+from amqplink.codec.errors import DecodeError, EncodeError
+from amqplink.codec.types import Array, Described, Symbol, Timestamp, UByte, UInt, ULong
+from amqplink.protocol.definitions import (
+    AmqpSequence,
+    AmqpValue,
+    ApplicationProperties,
+    Data,
+    DeliveryAnnotations,
+    Footer,
+    Header,
+    MessageAnnotations,
+    Properties,
+)
+
+__all__ = ["BodyType", "Message"]
+
+BodyType = str  # "data", "sequence", "sequences", "value"
+
+M = TypeVar("M", bound="Message")
+
+PARTITION_KEY = Symbol("x-opt-partition-key")
+
+_DATA8 = b"\x00\x53\x75\xa0"
+_DATA32 = b"\x00\x53\x75\xb0"
+_VIEW_COPY_LIMIT = 64 * 1024
+
+# Order of the sections in a message (3.2): header, delivery-annotations,
+# message-annotations, properties, application-properties, body, footer.
+_RANK: dict[type, int] = {
+    Header: 0,
+    DeliveryAnnotations: 1,
+    MessageAnnotations: 2,
+    Properties: 3,
+    ApplicationProperties: 4,
+    Data: 5,
+    AmqpSequence: 5,
+    AmqpValue: 5,
+    Footer: 6,
+}
+_NOT_SIMPLE = (dict, list, tuple, Array, Described)
+
+
+def _message_id(value: Any) -> Any:
+    """message-id is one of ulong, uuid, binary, string (3.2.11-3.2.14)."""
+    if value is None or isinstance(value, str | uuid.UUID | ULong):
+        return value
+    if isinstance(value, bool):
+        raise ValueError("a message id cannot be a boolean")
+    if isinstance(value, int):
+        return ULong(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise ValueError(f"a message id must be str, int, uuid.UUID or bytes, not {type(value).__name__}")
+
+
+def _timestamp(value: Any) -> Timestamp | None:
+    if value is None or isinstance(value, Timestamp):
+        return value
+    if isinstance(value, _dt.datetime):
+        return Timestamp.from_datetime(value)
+    raise ValueError(f"a time must be a datetime or a Timestamp, not {type(value).__name__}")
+
+
+def _datetime(value: Any) -> _dt.datetime | None:
+    return None if value is None else Timestamp(value).to_datetime()
+
+
+def _symbol(value: Any) -> Symbol | None:
+    return None if value is None else Symbol(value)
+
+
+def _opt(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else kind(v)
+
+
+def _ttl_in(seconds: Any) -> UInt | None:
+    if seconds is None:
+        return None
+    ms = round(float(seconds) * 1000)
+    if not 0 <= ms <= 0xFFFFFFFF:
+        raise ValueError(f"ttl must be between 0 and {0xFFFFFFFF / 1000:.0f} seconds, not {seconds}")
+    return UInt(ms)
+
+
+def _ttl_out(ms: Any) -> float | None:
+    return None if ms is None else int(ms) / 1000
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _section_field(
+    section: str,
+    factory: type,
+    field: str,
+    to_wire: Callable[[Any], Any] = _identity,
+    from_wire: Callable[[Any], Any] = _identity,
+    doc: str = "",
+) -> property:
+    """A friendly property reading and writing ``field`` of the ``section`` object."""
+
+    def get(self: Message) -> Any:
+        obj = getattr(self, section)
+        return None if obj is None else from_wire(getattr(obj, field))
+
+    def set_(self: Message, value: Any) -> None:
+        obj = getattr(self, section)
+        if obj is None:
+            if value is None:
+                return
+            obj = factory()
+            setattr(self, section, obj)
+        setattr(obj, field, to_wire(value))
+
+    return property(get, set_, doc=doc or f"The {section} section's {field.replace('_', '-')} field.")
+
+
+class Message:
+    """An AMQP message: body, header, annotations, properties, application properties, footer."""
+
+    __slots__ = (
+        "_body",
+        "_body_type",
+        "application_properties",
+        "delivery_annotations",
+        "footer",
+        "header",
+        "message_annotations",
+        "properties",
+    )
+
+    _FRIENDLY: ClassVar[tuple[str, ...]] = (
+        "message_id", "user_id", "to", "subject", "reply_to", "correlation_id", "content_type",
+        "content_encoding", "absolute_expiry_time", "creation_time", "group_id", "group_sequence",
+        "reply_to_group_id", "session_id", "reply_to_session_id", "durable", "priority", "ttl",
+        "first_acquirer", "delivery_count", "partition_key",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        body: Any = None,
+        *,
+        body_type: BodyType | None = None,
+        header: Header | None = None,
+        delivery_annotations: dict[Any, Any] | None = None,
+        message_annotations: dict[Any, Any] | None = None,
+        properties: Properties | None = None,
+        application_properties: dict[str, Any] | None = None,
+        footer: dict[Any, Any] | None = None,
+        **friendly: Any,
+    ) -> None:
+        self.header = header
+        self.delivery_annotations = delivery_annotations
+        self.message_annotations = message_annotations
+        self.properties = properties
+        self.application_properties = application_properties
+        self.footer = footer
+        self._set_body(body, body_type)
+        for name, value in friendly.items():
+            if name not in self._FRIENDLY:
+                raise TypeError(f"Message() got an unexpected keyword argument {name!r}")
+            if value is not None:
+                setattr(self, name, value)
+
+    # -- body -------------------------------------------------------------------------
+    def _set_body(self, body: Any, body_type: BodyType | None) -> None:
+        if body_type is None:
+            body_type = "data" if isinstance(body, bytes | bytearray | memoryview) else "value"
+        if body_type == "data":
+            if isinstance(body, bytes | bytearray | memoryview):
+                body = bytes(body) if type(body) is not bytes else body
+            elif isinstance(body, list) and all(isinstance(b, bytes | bytearray | memoryview) for b in body):
+                body = [bytes(b) for b in body]
+            else:
+                raise ValueError("body_type='data' needs bytes or a list of bytes")
+        elif body_type == "sequence":
+            if not isinstance(body, list):
+                raise ValueError("body_type='sequence' needs a list")
+        elif body_type == "sequences":
+            if not (isinstance(body, list) and body and all(isinstance(s, list) for s in body)):
+                raise ValueError("body_type='sequences' needs a non-empty list of lists")
+        elif body_type != "value":
+            raise ValueError(f"body_type must be 'data', 'sequence', 'sequences' or 'value', not {body_type!r}")
+        self._body = body
+        self._body_type = body_type
+
+    @property
+    def body(self) -> Any:
+        """The body: bytes, a list of bytes, a list (sequence), or any AMQP value."""
+        return self._body
+
+    @body.setter
+    def body(self, value: Any) -> None:
+        self._set_body(value, None)
+
+    @property
+    def body_type(self) -> BodyType:
+        """How the body is carried: "data", "sequence", "sequences" or "value"."""
+        return self._body_type
+
+    # -- friendly names ---------------------------------------------------------------
+    message_id = _section_field("properties", Properties, "message_id", _message_id)
+    user_id = _section_field("properties", Properties, "user_id", _opt(bytes))
+    to = _section_field("properties", Properties, "to")
+    subject = _section_field("properties", Properties, "subject")
+    reply_to = _section_field("properties", Properties, "reply_to")
+    correlation_id = _section_field("properties", Properties, "correlation_id", _message_id)
+    content_type = _section_field("properties", Properties, "content_type", _symbol)
+    content_encoding = _section_field("properties", Properties, "content_encoding", _symbol)
+    absolute_expiry_time = _section_field(
+        "properties", Properties, "absolute_expiry_time", _timestamp, _datetime, "When the message expires (UTC)."
+    )
+    creation_time = _section_field(
+        "properties", Properties, "creation_time", _timestamp, _datetime, "When the message was made (UTC)."
+    )
+    group_id = _section_field("properties", Properties, "group_id")
+    group_sequence = _section_field("properties", Properties, "group_sequence", _opt(UInt))
+    reply_to_group_id = _section_field("properties", Properties, "reply_to_group_id")
+    session_id = _section_field("properties", Properties, "group_id", doc="Service Bus session id (group-id).")
+    reply_to_session_id = _section_field(
+        "properties", Properties, "reply_to_group_id", doc="Service Bus reply-to session id (reply-to-group-id)."
+    )
+    durable = _section_field("header", Header, "durable")
+    priority = _section_field("header", Header, "priority", _opt(UByte))
+    ttl = _section_field("header", Header, "ttl", _ttl_in, _ttl_out, "Time to live in seconds (header ttl).")
+    first_acquirer = _section_field("header", Header, "first_acquirer")
+    delivery_count = _section_field("header", Header, "delivery_count", _opt(UInt))
+
+    @property
+    def partition_key(self) -> str | None:
+        """The Service Bus partition key: message annotation ``x-opt-partition-key``."""
+        anns = self.message_annotations
+        return None if not anns else anns.get(PARTITION_KEY)
+
+    @partition_key.setter
+    def partition_key(self, value: str | None) -> None:
+        if value is None:
+            if self.message_annotations:
+                self.message_annotations.pop(PARTITION_KEY, None)
+            return
+        if self.message_annotations is None:
+            self.message_annotations = {}
+        self.message_annotations[PARTITION_KEY] = str(value)
+
+    # -- encoding ---------------------------------------------------------------------
+    def encode(self) -> bytes:
+        """The message's sections, encoded: the payload of a transfer."""
+        body = self._body
+        if (
+            self._body_type == "data"
+            and type(body) is bytes
+            and self.header is None
+            and self.properties is None
+            and not self.message_annotations
+            and not self.application_properties
+            and not self.delivery_annotations
+            and not self.footer
+        ):
+            n = len(body)
+            if n < 256:
+                return _DATA8 + bytes((n,)) + body
+            return _DATA32 + n.to_bytes(4, "big") + body
+        out = bytearray()
+        self.encode_into(out)
+        return bytes(out)
+
+    def encode_into(self, out: bytearray) -> None:
+        """Append the encoded sections to ``out``."""
+        header = self.header
+        if header is not None and not _empty(header, Header.__slots__):
+            header._amqp_encode(out)
+        if self.delivery_annotations:
+            DeliveryAnnotations(_symbol_keys(self.delivery_annotations))._amqp_encode(out)
+        if self.message_annotations:
+            MessageAnnotations(_symbol_keys(self.message_annotations))._amqp_encode(out)
+        properties = self.properties
+        if properties is not None and not _empty(properties, Properties.__slots__):
+            properties._amqp_encode(out)
+        app = self.application_properties
+        if app:
+            for key, value in app.items():
+                if not isinstance(key, str):
+                    raise EncodeError(f"application property keys must be strings, not {type(key).__name__}")
+                if isinstance(value, _NOT_SIMPLE):
+                    raise EncodeError(
+                        f"application property {key!r} is a {type(value).__name__}: values must be simple types"
+                        " (3.2.5: no map, list or array)"
+                    )
+            ApplicationProperties(app)._amqp_encode(out)
+        body, kind = self._body, self._body_type
+        if kind == "data":
+            for chunk in body if isinstance(body, list) else (body,):
+                Data(chunk)._amqp_encode(out)
+        elif kind == "sequence":
+            AmqpSequence(body)._amqp_encode(out)
+        elif kind == "sequences":
+            for seq in body:
+                AmqpSequence(seq)._amqp_encode(out)
+        else:
+            AmqpValue(body)._amqp_encode(out)
+        if self.footer:
+            Footer(_symbol_keys(self.footer))._amqp_encode(out)
+
+    # -- decoding ---------------------------------------------------------------------
+    @classmethod
+    def decode(cls: type[M], payload: bytes | bytearray | memoryview) -> M:
+        """Decode a transfer payload; a malformed one raises ``DecodeError`` naming the section."""
+        buf: Any = payload
+        if type(buf) is not bytes and len(buf) <= _VIEW_COPY_LIMIT:
+            buf = bytes(buf)
+        msg = cls.__new__(cls)
+        msg.header = msg.delivery_annotations = msg.message_annotations = None
+        msg.properties = msg.application_properties = msg.footer = None
+        n = len(buf)
+        # Fast path: exactly one data section.
+        if n >= 5 and buf[0] == 0 and buf[1] == 0x53 and buf[2] == 0x75:
+            if buf[3] == 0xA0 and buf[4] == n - 5:
+                msg._body, msg._body_type = bytes(buf[5:]), "data"
+                return msg
+            if buf[3] == 0xB0 and n >= 8 and int.from_bytes(buf[4:8], "big") == n - 8:
+                msg._body, msg._body_type = bytes(buf[8:]), "data"
+                return msg
+        msg._decode_sections(buf, n)
+        return msg
+
+    def _decode_sections(self, buf: Any, n: int) -> None:
+        pos = 0
+        last_rank = -1
+        bodies: list[Any] = []
+        body_kind: type | None = None
+        while pos < n:
+            start = pos
+            section, pos = decode(buf, pos)
+            kind = type(section)
+            rank = _RANK.get(kind)
+            if rank is None:
+                raise DecodeError(f"a message holds a {kind.__name__}, which is not a message section", start)
+            if rank < last_rank or (rank == last_rank and rank != 5):
+                raise DecodeError(f"message section {kind.__name__} is out of order or repeated", start)
+            last_rank = rank
+            if rank == 5:
+                if body_kind is not None and (kind is not body_kind or kind is AmqpValue):
+                    raise DecodeError(
+                        f"a message body mixes or repeats sections ({body_kind.__name__}, {kind.__name__})", start
+                    )
+                body_kind = kind
+                bodies.append(section.value)
+            elif kind is Header:
+                self.header = section
+            elif kind is Properties:
+                self.properties = section
+            elif kind is DeliveryAnnotations:
+                self.delivery_annotations = _as_map(section.value, "delivery-annotations", start)
+            elif kind is MessageAnnotations:
+                self.message_annotations = _as_map(section.value, "message-annotations", start)
+            elif kind is ApplicationProperties:
+                self.application_properties = _as_map(section.value, "application-properties", start)
+            else:
+                self.footer = _as_map(section.value, "footer", start)
+        if body_kind is Data:
+            self._body, self._body_type = (bodies[0] if len(bodies) == 1 else bodies), "data"
+        elif body_kind is AmqpSequence:
+            self._body, self._body_type = (bodies[0], "sequence") if len(bodies) == 1 else (bodies, "sequences")
+        else:
+            self._body, self._body_type = (bodies[0] if bodies else None), "value"
+
+    # -- comparison and display -------------------------------------------------------
+    def _sections(self) -> tuple[Any, ...]:
+        header = None if self.header is None or _empty(self.header, Header.__slots__) else self.header
+        props = None if self.properties is None or _empty(self.properties, Properties.__slots__) else self.properties
+        return (
+            header,
+            self.delivery_annotations or None,
+            self.message_annotations or None,
+            props,
+            self.application_properties or None,
+            self._body_type,
+            self._body,
+            self.footer or None,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return self._sections() == other._sections()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        body = self._body
+        if isinstance(body, bytes) and len(body) > 16:
+            shown = f"{body[:16]!r}... ({len(body)} bytes)"
+        else:
+            text = repr(body)
+            shown = text if len(text) <= 64 else text[:61] + "..."
+        parts = [f"body={shown}"]
+        for name in ("message_id", "subject", "session_id", "content_type", "partition_key"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name}={value!r}")
+        if self.application_properties:
+            parts.append(f"application_properties=<{len(self.application_properties)} keys>")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def _empty(section: Any, fields: tuple[str, ...]) -> bool:
+    return all(getattr(section, f) is None for f in fields)
+
+
+def _symbol_keys(annotations: dict[Any, Any]) -> dict[Any, Any]:
+    """Annotation keys are symbols (3.2.10): plain str keys are sent as symbols."""
+    if all(type(k) is Symbol or not isinstance(k, str) for k in annotations):
+        return annotations
+    return {Symbol(k) if isinstance(k, str) and type(k) is not Symbol else k: v for k, v in annotations.items()}
+
+
+def _as_map(value: Any, what: str, offset: int) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise DecodeError(f"{what} must be a map, not {type(value).__name__}", offset)
+    return value

@@ -1,0 +1,235 @@
+"""Blocking facade over :mod:`amqplink.aio`: one event-loop thread per process.
+
+Every call runs the matching coroutine on a private loop in a daemon thread and
+waits for it, so the same connection can be used from several threads. The
+thread is started on first use and again in a forked child (a child cannot use
+its parent's loop or sockets: connections do not cross ``fork``)::
+
+    with amqplink.sync.connect("amqp://localhost") as conn:
+        sender = conn.create_sender("orders")
+        sender.send(amqplink.Message(b"hello"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import os
+import threading
+from collections.abc import Coroutine, Iterable, Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+from amqplink.aio import connection as aio_connection
+from amqplink.aio.receiver import ReceivedMessage, ReceiverMode
+from amqplink.aio.receiver import Receiver as AsyncReceiver
+from amqplink.aio.sender import Outcome, SettleMode
+from amqplink.aio.sender import Sender as AsyncSender
+from amqplink.message import Message
+
+__all__ = ["Connection", "Receiver", "Sender", "connect"]
+
+T = TypeVar("T")
+
+_BATCH = 1000
+
+
+class _LoopThread:
+    """The process's event loop, running in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(ready,), name="amqplink-loop", daemon=True)
+        self.thread.start()
+        ready.wait()
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(ready.set)
+        self.loop.run_forever()
+
+
+_lock = threading.Lock()
+_current: _LoopThread | None = None
+
+
+def _loop_thread() -> _LoopThread:
+    global _current
+    current = _current
+    if current is not None and current.pid == os.getpid():
+        return current
+    with _lock:
+        if _current is None or _current.pid != os.getpid():
+            _current = _LoopThread()
+        return _current
+
+
+def _submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    lt = _loop_thread()
+    if threading.current_thread() is lt.thread:
+        coro.close()
+        raise RuntimeError("amqplink.sync called from its own event-loop thread: use amqplink.aio there")
+    return asyncio.run_coroutine_threadsafe(coro, lt.loop)
+
+
+def _run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    future = _submit(coro)
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise TimeoutError(f"amqplink.sync call did not finish within {timeout} s") from None
+
+
+def _bridge(source: asyncio.Future[T], target: concurrent.futures.Future[T]) -> None:
+    def copy(done: asyncio.Future[T]) -> None:
+        if done.cancelled():
+            target.cancel()
+        elif done.exception() is not None:
+            target.set_exception(done.exception())
+        else:
+            target.set_result(done.result())
+
+    source.add_done_callback(copy)
+
+
+def connect(url: str, **options: Any) -> Connection:
+    """Blocking :func:`amqplink.aio.connect`; same arguments."""
+    return Connection(_run(aio_connection.connect(url, **options)))
+
+
+class Connection:
+    """Blocking wrapper of :class:`amqplink.aio.Connection`."""
+
+    def __init__(self, inner: aio_connection.Connection) -> None:
+        self.aio = inner
+
+    def __repr__(self) -> str:
+        return repr(self.aio).replace("amqplink.aio.", "amqplink.sync.")
+
+    @property
+    def closed(self) -> bool:
+        return self.aio.closed
+
+    def create_sender(self, address: str | None, **options: Any) -> Sender:
+        """Blocking :meth:`amqplink.aio.Connection.create_sender`."""
+        return Sender(_run(self.aio.create_sender(address, **options)))
+
+    def create_receiver(self, address: str | None, **options: Any) -> Receiver:
+        """Blocking :meth:`amqplink.aio.Connection.create_receiver`."""
+        return Receiver(_run(self.aio.create_receiver(address, **options)))
+
+    def close(self) -> None:
+        """Close the connection and wait for the peer's close."""
+        _run(self.aio.close())
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class _Link:
+    aio: AsyncSender | AsyncReceiver
+
+    @property
+    def closed(self) -> bool:
+        return self.aio.closed
+
+    def close(self) -> None:
+        """Detach and wait for the peer's detach."""
+        _run(self.aio.close())
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class Sender(_Link):
+    """Blocking wrapper of :class:`amqplink.aio.Sender`."""
+
+    def __init__(self, inner: AsyncSender) -> None:
+        self.aio: AsyncSender = inner
+
+    @property
+    def settle_mode(self) -> SettleMode:
+        return self.aio.settle_mode
+
+    def send(self, message: Message | bytes, *, timeout: float | None = None) -> Outcome | None:
+        """Send and wait for the outcome; raises :class:`~amqplink.aio.MessageRejected`."""
+        return _run(self.aio.send(message, timeout=timeout))
+
+    def send_nowait(self, message: Message | bytes) -> concurrent.futures.Future[Any]:
+        """Block only for room under ``max_in_flight``; return a future for the outcome."""
+
+        async def hand_over() -> concurrent.futures.Future[Any]:
+            target: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            _bridge(await self.aio.send_nowait(message), target)
+            return target
+
+        return _run(hand_over())
+
+    def send_many(self, messages: Iterable[Message | bytes]) -> list[Any]:
+        """Pipeline all messages (handed over in batches); return the outcomes in order."""
+
+        async def send_batch(batch: list[Message | bytes]) -> list[asyncio.Future[Any]]:
+            return [await self.aio.send_nowait(m) for m in batch]
+
+        async def collect(futures: list[asyncio.Future[Any]]) -> list[Any]:
+            return [await f for f in futures]
+
+        futures: list[asyncio.Future[Any]] = []
+        iterator = iter(messages)
+        while batch := list(itertools.islice(iterator, _BATCH)):
+            futures += _run(send_batch(batch))
+        return _run(collect(futures))
+
+    def wait_settled(self, timeout: float | None = None) -> None:
+        """Wait until every message sent so far is settled (or written, in settled mode)."""
+        _run(self.aio.wait_settled(), timeout)
+
+
+class Receiver(_Link):
+    """Blocking wrapper of :class:`amqplink.aio.Receiver`."""
+
+    def __init__(self, inner: AsyncReceiver) -> None:
+        self.aio: AsyncReceiver = inner
+
+    @property
+    def mode(self) -> ReceiverMode:
+        return self.aio.mode
+
+    def receive(self, max_messages: int = 1, timeout: float | None = None) -> list[ReceivedMessage]:
+        """Wait up to ``timeout`` s for messages; an empty list on time-out."""
+        return _run(self.aio.receive(max_messages, timeout))
+
+    def __iter__(self) -> Iterator[ReceivedMessage]:
+        while True:
+            got = self.receive(1)
+            if not got:
+                if self.aio.closed:
+                    return
+                continue
+            yield got[0]
+
+    def accept(self, *messages: ReceivedMessage) -> None:
+        _run(self.aio.accept(*messages))
+
+    def release(self, *messages: ReceivedMessage) -> None:
+        _run(self.aio.release(*messages))
+
+    def modify(self, *messages: ReceivedMessage, **options: Any) -> None:
+        _run(self.aio.modify(*messages, **options))
+
+    def reject(self, *messages: ReceivedMessage, **options: Any) -> None:
+        _run(self.aio.reject(*messages, **options))

@@ -1,0 +1,76 @@
+"""Helpers for the asyncio client tests: a deadline-bound wait and scripted servers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from amqplink.aio.server import serve
+from amqplink.aio.transport import EngineProtocol
+from amqplink.engine.connection import Connection as EngineConnection
+from amqplink.engine.events import DeliveryReceived, Event, LinkAttachRequested
+from amqplink.engine.link import ReceiverLink
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait until ``condition()`` holds, checking after every loop turn; fail at the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.005)
+
+
+class HoldingServer:
+    """Accepts sending links, grants credit, and settles nothing until told to.
+
+    ``ignore_attach=True`` never answers attach frames (a peer that hangs).
+    """
+
+    def __init__(self, *, credit: int = 10_000, ignore_attach: bool = False) -> None:
+        self.credit = credit
+        self.ignore_attach = ignore_attach
+        self.held: list[tuple[ReceiverLink, Any]] = []
+        self.protocols: list[EngineProtocol] = []
+        self.server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"amqp://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def __aenter__(self) -> HoldingServer:
+        self.server = await serve(self._accept)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        for protocol in self.protocols:
+            protocol.abort()
+        await self.server.wait_closed()
+
+    def _accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Callable[[list[Event]], None]:
+        self.protocols.append(protocol)
+
+        def on_events(events: list[Event]) -> None:
+            for event in events:
+                if isinstance(event, LinkAttachRequested) and not self.ignore_attach:
+                    event.link.attach()
+                    if isinstance(event.link, ReceiverLink):
+                        event.link.flow(self.credit)
+                elif isinstance(event, DeliveryReceived):
+                    assert isinstance(event.link, ReceiverLink)
+                    self.held.append((event.link, event.delivery))
+
+        return on_events
+
+    def settle(self, n: int, state: Any) -> None:
+        """Settle the ``n`` oldest held deliveries with ``state``."""
+        for link, delivery in self.held[:n]:
+            link.settle(delivery, state)
+        del self.held[:n]
+        for protocol in self.protocols:
+            protocol.schedule_flush()

@@ -1,0 +1,85 @@
+"""The blocking facade: same API over the per-process event-loop thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from amqplink import Message, sync
+from amqplink.aio import LinkDetachedError
+from amqplink.broker import Broker
+from amqplink.protocol.definitions import Accepted
+
+
+@pytest.fixture()
+def broker_url() -> Iterator[str]:
+    """An embedded broker on its own loop thread (not the facade's)."""
+    loop = asyncio.new_event_loop()
+    broker = Broker()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(broker.start(), loop).result(10)
+    yield broker.url
+    asyncio.run_coroutine_threadsafe(broker.stop(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def test_sync_send_receive_accept(broker_url: str) -> None:
+    with sync.connect(broker_url) as conn:
+        sender = conn.create_sender("q")
+        assert isinstance(sender.send(Message(b"a")), Accepted)
+        outcomes = sender.send_many(Message(bytes([i % 256])) for i in range(2500))
+        assert len(outcomes) == 2500 and all(isinstance(o, Accepted) for o in outcomes)
+        future = sender.send_nowait(b"last")
+        assert isinstance(future.result(10), Accepted)
+        receiver = conn.create_receiver("q", mode="peek-lock", prefetch=100)
+        got = []
+        for message in receiver:
+            got.append(message)
+            receiver.accept(message)
+            if len(got) == 2502:
+                break
+        assert got[0].body == b"a" and got[-1].body == b"last"
+        assert [m.body for m in got[1:-1]] == [bytes([i % 256]) for i in range(2500)]
+        assert receiver.receive(1, timeout=0.1) == []
+
+
+def test_sync_is_usable_from_several_threads(broker_url: str) -> None:
+    with sync.connect(broker_url) as conn:
+        sender = conn.create_sender("threads")
+        errors: list[BaseException] = []
+
+        def work(k: int) -> None:
+            try:
+                for i in range(200):
+                    sender.send(Message(f"{k}-{i}".encode()))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors
+        receiver = conn.create_receiver("threads", mode="receive-and-delete", prefetch=1000)
+        bodies: set[bytes] = set()
+        while len(bodies) < 800:
+            batch = receiver.receive(800, timeout=5)
+            assert batch
+            bodies |= {m.body for m in batch}
+        assert bodies == {f"{k}-{i}".encode() for k in range(4) for i in range(200)}
+
+
+def test_sync_errors_cross_the_thread_typed(broker_url: str) -> None:
+    with sync.connect(broker_url) as conn:
+        with pytest.raises(LinkDetachedError) as info:
+            conn.create_sender(None)  # the broker refuses a sender without a target
+        assert info.value.condition == "amqp:not-found"
+        with pytest.raises(ValueError, match="max_in_flight"):
+            conn.create_sender("q", max_in_flight=0)
+        assert not conn.closed
