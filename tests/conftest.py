@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from amqplink.broker import Broker
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -18,3 +22,20 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     kwargs: dict[str, Any] = {name: pyfuncitem.funcargs[name] for name in names}
     asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), timeout=120))
     return True
+
+
+@pytest.fixture()
+def embedded_broker() -> Iterator[Broker]:
+    """The embedded broker on an event loop of its own, in a thread (for blocking clients)."""
+    loop = asyncio.new_event_loop()
+    broker = Broker()
+    thread = threading.Thread(target=loop.run_forever, name="embedded-broker", daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(broker.start(), loop).result(10)
+    try:
+        yield broker
+    finally:
+        asyncio.run_coroutine_threadsafe(broker.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()

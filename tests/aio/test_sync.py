@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,17 +13,8 @@ from amqplink.protocol.definitions import Accepted
 
 
 @pytest.fixture()
-def broker_url() -> Iterator[str]:
-    """An embedded broker on its own loop thread (not the facade's)."""
-    loop = asyncio.new_event_loop()
-    broker = Broker()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    asyncio.run_coroutine_threadsafe(broker.start(), loop).result(10)
-    yield broker.url
-    asyncio.run_coroutine_threadsafe(broker.stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+def broker_url(embedded_broker: Broker) -> str:
+    return embedded_broker.url
 
 
 def test_sync_send_receive_accept(broker_url: str) -> None:
