@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import uuid
 from typing import Any
 
@@ -45,6 +46,7 @@ class Broker:
         self.credit_window = credit_window
         self.queues: dict[str, Queue] = {}
         self._server: asyncio.Server | None = None
+        self._tls = False
         self._protocols: set[EngineProtocol] = set()
 
     @property
@@ -57,8 +59,8 @@ class Broker:
 
     @property
     def url(self) -> str:
-        """``amqp://127.0.0.1:PORT`` for clients."""
-        return f"amqp://127.0.0.1:{self.port}"
+        """``amqp://127.0.0.1:PORT`` for clients (``amqps://`` when started with TLS)."""
+        return f"{'amqps' if self._tls else 'amqp'}://127.0.0.1:{self.port}"
 
     def queue(self, name: str) -> Queue:
         """The queue called ``name``, created on first use."""
@@ -67,9 +69,12 @@ class Broker:
             queue = self.queues[name] = Queue(name)
         return queue
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> Broker:
-        """Listen on ``host:port`` (0: any free port)."""
-        self._server = await serve(self._accept, host, port)
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, *, ssl_context: ssl.SSLContext | None = None
+    ) -> Broker:
+        """Listen on ``host:port`` (0: any free port); TLS first when ``ssl_context`` is given."""
+        self._server = await serve(self._accept, host, port, ssl_context=ssl_context)
+        self._tls = ssl_context is not None
         log.info("amqplink broker listening on %s", self.url)
         return self
 
