@@ -1,0 +1,1 @@
+"""Harnesses against AMQP 1.0 peers no one here wrote, and side-by-side benchmarks."""
