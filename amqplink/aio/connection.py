@@ -329,6 +329,8 @@ class Connection:
         hint = "the peer ended the connection" if event.by_peer else "the peer broke the protocol"
         if error is not None and str(error.condition) == str(engine_errors.CONNECTION_FORCED):
             hint = "network or peer failure; reconnect to continue"
+        elif error is not None and str(error.condition) == str(engine_errors.UNAUTHORIZED_ACCESS):
+            hint = "check the user name and password"
         failure = ConnectionClosedError.from_error(f"connection to {self.endpoint.url} closed by {who}", error, hint)
         if error is None:
             failure = ConnectionClosedError(f"connection to {self.endpoint.url} closed by {who}")

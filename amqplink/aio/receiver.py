@@ -88,6 +88,7 @@ class Receiver(LinkBase):
         self._to_grant = 0
         self._grant_batch = max(1, prefetch // 4)
         self.decode_failures = 0
+        self._outcomes: frozenset[str] | None = None  # what the peer's source offers, if it says
         link = session.attach_receiver(
             name,
             source=Source(address=address, dynamic=dynamic, filter=filters),
@@ -110,6 +111,10 @@ class Receiver(LinkBase):
             self.address = remote.source.address  # dynamic node: the peer names it
         if self.confirm and int(remote.rcv_settle_mode or 0) != RCV_SECOND:
             self.confirm = False  # the peer will not confirm: settle first
+        if remote.source is not None and remote.source.outcomes:
+            # "the symbolic descriptors of the outcomes that can be chosen on this link" (3.5.3);
+            # RabbitMQ 3.x offers no modified and ends the session if it gets one.
+            self._outcomes = frozenset(str(o) for o in remote.source.outcomes)
         if self.prefetch:
             self.link.flow(self.prefetch)
             self._protocol.schedule_flush()
@@ -228,6 +233,12 @@ class Receiver(LinkBase):
     async def _settle(self, messages: tuple[ReceivedMessage, ...], state: Any, verb: str) -> None:
         if self.mode == "receive-and-delete":
             raise SettlementError(f"{self._what()}: cannot {verb}: receive-and-delete messages are settled on arrival")
+        offered = self._outcomes
+        if offered is not None and str(state.DESCRIPTOR_SYMBOL) not in offered:
+            raise SettlementError(
+                f"{self._what()}: cannot {verb}: the peer offers only {', '.join(sorted(offered))} on this link;"
+                " the message stays unsettled"
+            )
         link = self.link
         waits: list[asyncio.Future[None]] = []
         for message in messages:

@@ -399,6 +399,7 @@ class ReceiverLink(Link):
         self.unsettled: dict[int, Delivery] = {}
         self._delivery_limit = 0
         self._grant_limit = 0
+        self.excess_transfers = 0  # deliveries the sender made beyond any credit granted
 
     def flow(self, credit: int, *, drain: bool = False) -> None:
         """Set link-credit to ``credit`` and tell the sender (2.6.7); no-op once detached.
@@ -470,12 +471,11 @@ class ReceiverLink(Link):
                     "first transfer of a delivery lacks delivery-id or delivery-tag",
                 )
             if serial_diff(self._delivery_limit, self.delivery_count) <= 0:
-                raise errors.LinkProtocolError(
-                    self.session.channel,
-                    self.handle,
-                    errors.TRANSFER_LIMIT_EXCEEDED,
-                    f"transfer on link {self.name!r} without link credit",
-                )
+                # "the receiver MAY either handle the excess messages normally or detach
+                # the link with a transfer-limit-exceeded error code" (2.6.7). Handle them:
+                # RabbitMQ 3.x sends past the credit it was given under load (its queue and
+                # session count deliveries apart); the session window still bounds frames in flight.
+                self.excess_transfers += 1
             # "delivery-count ... incremented ... and link-credit decremented" (2.6.7)
             self.delivery_count = serial_add(self.delivery_count, 1)
             self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))

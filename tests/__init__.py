@@ -1,0 +1,1 @@
+"""Test suite. A package, so that tests/interop does not shadow the top-level ``interop`` package."""
