@@ -40,7 +40,8 @@ class WireTap:
 
 
 async def test_pipelined_transfers_share_socket_writes() -> None:
-    async with Broker() as broker, await amqplink.connect(broker.url) as conn:
+    # Credit for every message up front: no write waits for a top-up from the broker.
+    async with Broker(credit_window=COUNT) as broker, await amqplink.connect(broker.url) as conn:
         sender = await conn.create_sender("wire", max_in_flight=COUNT)
         tap = WireTap(conn)
         for i in range(COUNT):
