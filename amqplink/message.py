@@ -12,7 +12,8 @@ ttl is milliseconds on the wire), ``partition_key`` (the message annotation
 
 Body rules:
 
-* bytes-like -> one data section; ``body_type="data"`` with a list of bytes-likes
+* bytes-like -> one data section (the decimal types, bytes underneath, are
+  values); ``body_type="data"`` with a list of bytes-likes
   -> one data section each;
 * ``body_type="sequence"`` with a list -> one amqp-sequence section;
   ``body_type="sequences"`` with a list of lists -> one amqp-sequence section each;
@@ -32,7 +33,18 @@ from typing import Any, ClassVar, TypeVar
 
 from amqplink.codec.decode import decode
 from amqplink.codec.errors import DecodeError, EncodeError
-from amqplink.codec.types import Array, Described, Symbol, Timestamp, UByte, UInt, ULong
+from amqplink.codec.types import (
+    Array,
+    Decimal32,
+    Decimal64,
+    Decimal128,
+    Described,
+    Symbol,
+    Timestamp,
+    UByte,
+    UInt,
+    ULong,
+)
 from amqplink.protocol.definitions import (
     AmqpSequence,
     AmqpValue,
@@ -71,6 +83,8 @@ _RANK: dict[type, int] = {
     Footer: 6,
 }
 _NOT_SIMPLE = (dict, list, tuple, Array, Described)
+# bytes underneath, but AMQP values of their own: an amqp-value body, not a data section.
+_TYPED_BYTES = (Decimal32, Decimal64, Decimal128)
 
 
 def _message_id(value: Any) -> Any:
@@ -199,7 +213,8 @@ class Message:
     # -- body -------------------------------------------------------------------------
     def _set_body(self, body: Any, body_type: BodyType | None) -> None:
         if body_type is None:
-            body_type = "data" if isinstance(body, bytes | bytearray | memoryview) else "value"
+            is_data = isinstance(body, bytes | bytearray | memoryview) and not isinstance(body, _TYPED_BYTES)
+            body_type = "data" if is_data else "value"
         if body_type == "data":
             if isinstance(body, bytes | bytearray | memoryview):
                 body = bytes(body) if type(body) is not bytes else body

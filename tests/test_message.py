@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from amqplink import Message
 from amqplink.codec.errors import DecodeError, EncodeError
-from amqplink.codec.types import Char, Symbol, Timestamp, UByte, UInt, ULong
+from amqplink.codec.types import Char, Decimal32, Decimal64, Decimal128, Symbol, Timestamp, UByte, UInt, ULong
 from amqplink.protocol.definitions import AmqpValue, ApplicationProperties, Data, Header, Properties
 
 
@@ -46,6 +46,15 @@ def test_every_body_kind_round_trips(body: object, body_type: str | None, expect
     got = round_trip(Message(body, body_type=body_type))
     assert got.body_type == expected_type
     assert got.body == body
+
+
+@pytest.mark.parametrize("body", [Decimal32(bytes(4)), Decimal64(bytes(range(8))), Decimal128(bytes(range(16)))])
+def test_decimal_bodies_are_amqp_values_not_data_sections(body: bytes) -> None:
+    # The decimal types subclass bytes; they must not be taken for a data section.
+    message = Message(body)
+    assert message.body_type == "value"
+    got = round_trip(message)
+    assert got.body_type == "value" and type(got.body) is type(body) and got.body == body
 
 
 def test_empty_message_encodes_a_null_value_body() -> None:

@@ -337,7 +337,9 @@ class Connection:
         if event.by_peer and error is not None:
             log.warning("%s", failure)
         self._protocol.close()
-        self._finish(failure if (error is not None or not self.engine.close_sent) else None)
+        # Reaching here, either there is an error or the peer closed first (the engine
+        # has already answered that close, so close_sent cannot tell who started).
+        self._finish(failure)
 
     def _on_session_begun(self, event: SessionBegun) -> None:
         waiter = self._session_waiters.get(event.session)
