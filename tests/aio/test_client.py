@@ -17,6 +17,7 @@ from amqplink.aio import (
 )
 from amqplink.broker import Broker
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released
+from tests.receiving import receive_exactly
 
 from .helpers import HoldingServer, eventually
 
@@ -45,11 +46,7 @@ async def test_send_many_pipelines_and_returns_outcomes_in_order() -> None:
         outcomes = await sender.send_many(Message(i.to_bytes(4, "big")) for i in range(2000))
         assert len(outcomes) == 2000 and all(isinstance(o, Accepted) for o in outcomes)
         receiver = await conn.create_receiver("q", mode="receive-and-delete", prefetch=300)
-        bodies: list[bytes] = []
-        while len(bodies) < 2000:
-            batch = await receiver.receive(500, timeout=5)
-            assert batch, "messages missing"
-            bodies += [m.body for m in batch]
+        bodies = [m.body for m in await receive_exactly(receiver, 2000, accept=False, batch=500, timeout=5)]
         assert [int.from_bytes(b, "big") for b in bodies] == list(range(2000))
 
 

@@ -10,6 +10,7 @@ from amqplink import Message, sync
 from amqplink.aio import LinkDetachedError
 from amqplink.broker import Broker
 from amqplink.protocol.definitions import Accepted
+from tests.receiving import receive_exactly_sync
 
 
 @pytest.fixture()
@@ -56,11 +57,7 @@ def test_sync_is_usable_from_several_threads(broker_url: str) -> None:
             t.join(60)
         assert not errors
         receiver = conn.create_receiver("threads", mode="receive-and-delete", prefetch=1000)
-        bodies: set[bytes] = set()
-        while len(bodies) < 800:
-            batch = receiver.receive(800, timeout=5)
-            assert batch
-            bodies |= {m.body for m in batch}
+        bodies = {m.body for m in receive_exactly_sync(receiver, 800, accept=False, batch=800, timeout=5)}
         assert bodies == {f"{k}-{i}".encode() for k in range(4) for i in range(200)}
 
 

@@ -17,6 +17,7 @@ import amqplink
 from amqplink import Message
 from amqplink.aio.errors import ConnectionClosedError
 from amqplink.broker import Broker
+from tests.receiving import receive_exactly
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +70,7 @@ async def test_amqps_round_trip_with_a_trusted_certificate(certificate: tuple[Pa
             outcomes = await sender.send_many(Message(f"m{i}".encode()) for i in range(20))
             assert [type(o).__name__ for o in outcomes] == ["Accepted"] * 20
             receiver = await conn.create_receiver("secure", prefetch=20)
-            got = []
-            while len(got) < 20:
-                batch = await receiver.receive(20, timeout=10)
-                assert batch, "timed out receiving over TLS"
-                await receiver.accept(*batch)
-                got.extend(m.body for m in batch)
+            got = [m.body for m in await receive_exactly(receiver, 20, batch=20)]
             assert got == [f"m{i}".encode() for i in range(20)]
     finally:
         await broker.stop()

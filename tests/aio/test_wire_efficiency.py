@@ -10,6 +10,7 @@ from amqplink.broker import Broker
 from amqplink.codec.decode import decode
 from amqplink.engine.frames import FrameReader
 from amqplink.protocol.definitions import Disposition, Transfer
+from tests.receiving import receive_exactly
 
 COUNT = 2000
 
@@ -59,11 +60,7 @@ async def test_accepting_a_batch_sends_dispositions_as_ranges() -> None:
         sender = await conn.create_sender("ranges")
         await sender.send_many(Message(i.to_bytes(4, "big")) for i in range(COUNT))
         receiver = await conn.create_receiver("ranges", prefetch=COUNT)
-        taken = []
-        while len(taken) < COUNT:
-            batch = await receiver.receive(COUNT, timeout=10)
-            assert batch, f"timed out after {len(taken)} messages"
-            taken.extend(batch)
+        taken = await receive_exactly(receiver, COUNT, accept=False, batch=COUNT)
         tap = WireTap(conn)
         await receiver.accept(*taken)
         dispositions = [p for p in tap.performatives() if type(p) is Disposition]

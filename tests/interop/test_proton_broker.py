@@ -47,6 +47,7 @@ from amqplink.codec.types import (
 from amqplink.engine.link import RCV_SECOND, SND_SETTLED
 from amqplink.protocol.definitions import Accepted
 from interop.peers.proton_broker import ProtonBroker
+from tests.receiving import receive_exactly, receive_exactly_sync
 
 MIB = bytes(range(256)) * 4096
 
@@ -298,16 +299,12 @@ async def test_unsettled_messages_come_back_when_the_connection_drops(broker: Pr
     async with await connect(broker.url) as conn:
         await (await conn.create_sender(q)).send_many([bytes([i]) for i in range(5)])
         receiver = await conn.create_receiver(q, prefetch=3)
-        got = await receiver.receive(3, timeout=10)
-        while len(got) < 3:
-            got += await receiver.receive(3 - len(got), timeout=10)
+        got = await receive_exactly(receiver, 3, accept=False)
         assert [m.body for m in got] == [b"\x00", b"\x01", b"\x02"]
         conn.protocol.abort()  # no detach, no close: the socket just goes
     async with await connect(broker.url) as conn:
         receiver = await conn.create_receiver(q, mode="receive-and-delete", prefetch=10)
-        bodies: list[bytes] = []
-        while len(bodies) < 5:
-            bodies += [m.body for m in await receiver.receive(5, timeout=10)]
+        bodies = [m.body for m in await receive_exactly(receiver, 5, accept=False, batch=5)]
         assert bodies == [bytes([i]) for i in range(5)]  # requeued in order, ahead of the rest
 
 
@@ -318,9 +315,7 @@ async def test_receive_and_delete_gets_presettled_deliveries(broker: ProtonBroke
         receiver = await conn.create_receiver(q, mode="receive-and-delete", prefetch=7)
         remote = receiver.link.remote_attach
         assert remote is not None and int(remote.snd_settle_mode or 0) == SND_SETTLED
-        got: list[Any] = []
-        while len(got) < 20:
-            got += await receiver.receive(20, timeout=10)
+        got = await receive_exactly(receiver, 20, accept=False, batch=20)
         assert [m.body for m in got] == [f"m{i}".encode() for i in range(20)]
         assert all(m.settled for m in got)
         state = broker.state()
@@ -339,11 +334,7 @@ async def test_presettled_send(broker: ProtonBroker) -> None:
             assert await (await sender.send_nowait(Message(i.to_bytes(2, "big")))) is None
         await sender.wait_settled()
         receiver = await conn.create_receiver(q, prefetch=100)
-        got: list[Any] = []
-        while len(got) < 500:
-            batch = await receiver.receive(500, timeout=10)
-            await receiver.accept(*batch)
-            got += batch
+        got = await receive_exactly(receiver, 500, batch=500)
         assert [int.from_bytes(m.body, "big") for m in got] == list(range(500))
 
 
@@ -353,12 +344,8 @@ async def test_receivers_share_a_queue_round_robin(broker: ProtonBroker) -> None
         r1 = await conn.create_receiver(q, mode="receive-and-delete", prefetch=10)
         r2 = await conn.create_receiver(q, mode="receive-and-delete", prefetch=10)
         await (await conn.create_sender(q)).send_many([bytes([i]) for i in range(10)])
-        got1 = [m.body for m in await r1.receive(5, timeout=10)]
-        got2 = [m.body for m in await r2.receive(5, timeout=10)]
-        while len(got1) < 5:
-            got1 += [m.body for m in await r1.receive(5 - len(got1), timeout=10)]
-        while len(got2) < 5:
-            got2 += [m.body for m in await r2.receive(5 - len(got2), timeout=10)]
+        got1 = [m.body for m in await receive_exactly(r1, 5, accept=False)]
+        got2 = [m.body for m in await receive_exactly(r2, 5, accept=False)]
         assert sorted(got1 + got2) == [bytes([i]) for i in range(10)]
         assert got1 == sorted(got1) and got2 == sorted(got2)  # each in queue order
 
@@ -372,9 +359,7 @@ async def test_drain_takes_what_is_there_and_gives_back_the_rest(broker: ProtonB
         link = receiver.link
         link.flow(10, drain=True)  # the engine's drain: no asyncio API yet
         conn.protocol.flush()
-        got: list[Any] = []
-        while len(got) < 2:
-            got += await receiver.receive(2, timeout=10)
+        got = await receive_exactly(receiver, 2, accept=False, batch=2)
         assert [m.body for m in got] == [b"1", b"2"]
         # The broker answers the drain with a flow after the transfers; one round trip
         # on the same connection later, that flow has been read.
@@ -429,11 +414,7 @@ async def test_every_amqp_value_type_round_trips_and_proton_reads_the_same(broke
         assert all(isinstance(o, Accepted) for o in await sender.send_many(sent))
         assert all(isinstance(o, Accepted) for o in await (await conn.create_sender(q_proton)).send_many(sent))
         receiver = await conn.create_receiver(q_ours, prefetch=100)
-        got: list[Any] = []
-        while len(got) < len(sent):
-            batch = await receiver.receive(100, timeout=10)
-            await receiver.accept(*batch)
-            got += batch
+        got = await receive_exactly(receiver, len(sent), batch=100)
     for (name, value), message in zip(VALUES, got, strict=True):
         assert message.subject == name and message.body_type == "value"
         assert typed(message.body) == typed(value), name
@@ -450,11 +431,7 @@ async def test_every_amqp_value_type_sent_by_proton_is_read_by_amqplink(broker: 
     assert states == [proton.Delivery.ACCEPTED] * len(messages)
     async with await connect(broker.url) as conn:
         receiver = await conn.create_receiver(q, prefetch=100)
-        got: list[Any] = []
-        while len(got) < len(messages):
-            batch = await receiver.receive(100, timeout=10)
-            await receiver.accept(*batch)
-            got += batch
+        got = await receive_exactly(receiver, len(messages), batch=100)
     for (name, value), message in zip(VALUES, got, strict=True):
         assert message.subject == name and message.body_type == "value"
         assert typed(message.body) == typed(value), name
@@ -475,9 +452,7 @@ async def test_data_and_sequence_bodies_both_ways(broker: ProtonBroker) -> None:
         await sender.send_many(ours)
         await (await conn.create_sender(q_proton)).send_many([ours[0], ours[3]])
         receiver = await conn.create_receiver(q, prefetch=10)
-        got: list[Any] = []
-        while len(got) < len(ours):
-            got += await receiver.receive(10, timeout=10)
+        got = await receive_exactly(receiver, len(ours), accept=False, batch=10)
         await receiver.accept(*got)
         for sent, message in zip(ours, got, strict=True):
             assert message == sent and message.body_type == sent.body_type
@@ -497,9 +472,7 @@ async def test_data_and_sequence_bodies_both_ways(broker: ProtonBroker) -> None:
         )
         assert states == [proton.Delivery.ACCEPTED] * 3
         receiver2 = await conn.create_receiver(q_back, prefetch=10)
-        back: list[Any] = []
-        while len(back) < 3:
-            back += await receiver2.receive(3, timeout=10)
+        back = await receive_exactly(receiver2, 3, accept=False, batch=3)
         await receiver2.accept(*back)
     assert back[0].body_type == "data" and back[0].body == b"raw"
     assert back[1].body_type == "sequence" and typed(back[1].body) == typed([UByte(1), "x"])
@@ -551,9 +524,7 @@ async def test_every_header_property_annotation_and_footer_field_survives(broker
         await (await conn.create_sender(q)).send_many(sent)
         await (await conn.create_sender(q_proton)).send_many(sent)
         receiver = await conn.create_receiver(q, prefetch=10)
-        got: list[Any] = []
-        while len(got) < len(sent):
-            got += await receiver.receive(10, timeout=10)
+        got = await receive_exactly(receiver, len(sent), accept=False, batch=10)
         await receiver.accept(*got)
     full = got[0]
     assert full == sent[0]  # every section, byte for byte through proton
@@ -675,13 +646,9 @@ async def test_ten_thousand_pipelined_messages_no_loss_no_duplicates_in_order(br
         assert len(outcomes) == n and all(isinstance(o, Accepted) for o in outcomes)
         assert broker.state().depths[q] == n
         receiver = await conn.create_receiver(q, mode="peek-lock", prefetch=1000)
-        seen: list[int] = []
-        while len(seen) < n:
-            batch = await receiver.receive(1000, timeout=10)
-            assert batch, f"stalled after {len(seen)} messages"
-            await receiver.accept(*batch)
-            seen += [int.from_bytes(m.body, "big") for m in batch]
-            assert all(m.message_id == int.from_bytes(m.body, "big") for m in batch)
+        got = await receive_exactly(receiver, n, batch=1000)
+        seen = [int.from_bytes(m.body, "big") for m in got]
+        assert all(m.message_id == i for m, i in zip(got, seen, strict=True))
         assert seen == list(range(n))  # nothing lost, nothing twice, in order
         assert receiver.buffered == 0
         state = broker.state()
@@ -696,9 +663,7 @@ def test_the_sync_facade(broker: ProtonBroker) -> None:
         assert isinstance(sender.send(Message(b"one", subject="s")), Accepted)
         assert all(isinstance(o, Accepted) for o in sender.send_many([b"two", b"three"]))
         receiver = conn.create_receiver(q, prefetch=10)
-        got = []
-        while len(got) < 3:
-            got += receiver.receive(3, timeout=10)
+        got = receive_exactly_sync(receiver, 3, accept=False, batch=3)
         assert [m.body for m in got] == [b"one", b"two", b"three"] and got[0].subject == "s"
         receiver.release(got[2])
         receiver.accept(*got[:2])

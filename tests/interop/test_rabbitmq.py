@@ -31,7 +31,6 @@ from amqplink.aio import (
     AttachTimeout,
     Connection,
     ConnectionClosedError,
-    ReceivedMessage,
     Receiver,
     SessionEndedError,
     SettlementError,
@@ -56,6 +55,7 @@ from amqplink.codec.types import (
 from amqplink.engine.link import RCV_FIRST
 from amqplink.protocol.definitions import Accepted
 from interop.peers.rabbitmq import RabbitMQ
+from tests.receiving import receive_exactly
 
 RABBITMQ_SENDER_CREDIT = 65_536
 
@@ -76,22 +76,12 @@ def _anonymous_url(broker: RabbitMQ) -> str:
     return f"amqp://127.0.0.1:{broker.port}"
 
 
-async def _take(receiver: Receiver, n: int, timeout: float = 10.0) -> list[ReceivedMessage]:
-    """Exactly ``n`` messages, failing if the broker goes quiet before they all came."""
-    got: list[ReceivedMessage] = []
-    while len(got) < n:
-        batch = await receiver.receive(n - len(got), timeout=timeout)
-        assert batch, f"only {len(got)} of {n} messages arrived"
-        got += batch
-    return got
-
-
 async def _assert_sentinel_next(conn: Connection, address: str, receiver: Receiver) -> None:
     """Send a marker last; it must be the next message, so nothing else is left or duplicated."""
     marker = f"sentinel-{uuid.uuid4()}".encode()
     sender = await conn.create_sender(address)
     assert isinstance(await sender.send(Message(marker)), Accepted)
-    [got] = await _take(receiver, 1)
+    [got] = await receive_exactly(receiver, 1, accept=False)
     assert got.body == marker, f"expected the sentinel, got {got.body!r}"
     if not got.settled:
         await receiver.accept(got)
@@ -111,7 +101,7 @@ async def test_sasl_plain_round_trip(rabbitmq: RabbitMQ) -> None:
         receiver = await conn.create_receiver(address, mode="receive-and-delete", prefetch=10)
         remote = receiver.link.remote_attach
         assert remote is not None and remote.target is None  # RabbitMQ's answer: tolerated
-        [got] = await _take(receiver, 1)
+        [got] = await receive_exactly(receiver, 1, accept=False)
         assert got.body == b"hello" and got.message_id == "m-1"
         assert got.application_properties == {"n": 7}
 
@@ -127,7 +117,7 @@ async def test_anonymous_and_no_sasl_round_trip(rabbitmq: RabbitMQ, sasl: Any) -
         sender = await conn.create_sender(address)
         assert isinstance(await sender.send(Message(f"as {sasl}")), Accepted)
         receiver = await conn.create_receiver(address, mode="receive-and-delete")
-        [got] = await _take(receiver, 1)
+        [got] = await receive_exactly(receiver, 1, accept=False)
         assert got.body == f"as {sasl}"
 
 
@@ -157,7 +147,7 @@ async def test_peek_lock_falls_back_to_rcv_first_and_settles(rabbitmq: RabbitMQ)
         # RabbitMQ ended the probe's session with amqp:not-implemented; the retry settles first.
         assert conn.rcv_second_supported is False and not receiver.confirm
         assert receiver.link.rcv_settle_mode == RCV_FIRST
-        first = {m.body: m for m in await _take(receiver, 4)}
+        first = {m.body: m for m in await receive_exactly(receiver, 4, accept=False)}
         assert set(first) == {b"release-me", b"reject-me", b"accept-me", b"modify-me"}
         assert not any(m.settled for m in first.values())
 
@@ -174,7 +164,7 @@ async def test_peek_lock_falls_back_to_rcv_first_and_settles(rabbitmq: RabbitMQ)
         assert not first[b"modify-me"].settled and not receiver.closed
         await receiver.release(first[b"modify-me"])
 
-        again = {m.body: m for m in await _take(receiver, 2)}
+        again = {m.body: m for m in await receive_exactly(receiver, 2, accept=False)}
         assert set(again) == {b"release-me", b"modify-me"}  # released: redelivered
         await receiver.accept(*again.values())
         await _assert_sentinel_next(conn, address, receiver)  # rejected and accepted: gone
@@ -187,7 +177,7 @@ async def test_receive_and_delete(rabbitmq: RabbitMQ) -> None:
         bodies = [f"rad-{i}".encode() for i in range(50)]
         assert all(isinstance(o, Accepted) for o in await sender.send_many(bodies))
         receiver = await conn.create_receiver(address, mode="receive-and-delete", prefetch=20)
-        got = await _take(receiver, 50)
+        got = await receive_exactly(receiver, 50, accept=False)
         assert [m.body for m in got] == bodies
         assert all(m.settled for m in got)
         with pytest.raises(SettlementError, match="receive-and-delete"):
@@ -207,7 +197,7 @@ async def test_presettled_sends_all_arrive(rabbitmq: RabbitMQ) -> None:
             assert await future is None
         await sender.wait_settled()
         receiver = await conn.create_receiver(address, mode="receive-and-delete", prefetch=500)
-        got = await _take(receiver, count)
+        got = await receive_exactly(receiver, count, accept=False)
         assert [int.from_bytes(m.body, "big") for m in got] == list(range(count))
         await _assert_sentinel_next(conn, address, receiver)
 
@@ -232,12 +222,7 @@ async def test_ten_thousand_pipelined_messages_no_loss_no_duplicates(rabbitmq: R
         # RabbitMQ overshoots the credit it is given under load; the receiver takes the
         # excess (2.6.7 allows it) rather than detaching.
         receiver = await conn.create_receiver(address, mode="peek-lock", prefetch=1000)
-        got: list[ReceivedMessage] = []
-        while len(got) < count:
-            batch = await receiver.receive(500, timeout=10)
-            assert batch, f"only {len(got)} of {count} messages arrived"
-            await receiver.accept(*batch)
-            got += batch
+        got = await receive_exactly(receiver, count, batch=500)
         assert len(got) == count
         assert [m.body for m in got] == bodies
         assert [m.message_id for m in got] == list(range(count))
@@ -259,7 +244,7 @@ async def test_dynamic_receiver_is_refused_and_the_connection_stays_usable(rabbi
         sender = await conn.create_sender(address)
         assert isinstance(await sender.send(b"still fine"), Accepted)
         receiver = await conn.create_receiver(address, mode="receive-and-delete")
-        [got] = await _take(receiver, 1)
+        [got] = await receive_exactly(receiver, 1, accept=False)
         assert got.body == b"still fine"
 
 
@@ -278,7 +263,7 @@ async def test_attach_timeout_then_late_answers_leave_the_connection_usable(rabb
         sender = await conn.create_sender(address)
         assert isinstance(await sender.send(b"after the time-outs"), Accepted)
         receiver = await conn.create_receiver(address, mode="receive-and-delete")
-        [got] = await _take(receiver, 1)
+        [got] = await receive_exactly(receiver, 1, accept=False)
         assert got.body == b"after the time-outs"
         await _assert_sentinel_next(conn, address, receiver)
 
@@ -309,7 +294,7 @@ async def test_every_body_kind_round_trips(rabbitmq: RabbitMQ) -> None:
         sender = await conn.create_sender(address)
         assert all(isinstance(o, Accepted) for o in await sender.send_many(BODIES))
         receiver = await conn.create_receiver(address, mode="receive-and-delete", prefetch=50)
-        got = await _take(receiver, len(BODIES))
+        got = await receive_exactly(receiver, len(BODIES), accept=False)
         for sent, back in zip(BODIES, got, strict=True):
             assert back.body_type == sent.body_type, sent
             assert back.body == sent.body and type(back.body) is type(sent.body), sent
@@ -369,7 +354,7 @@ async def test_application_property_types_and_properties_survive(rabbitmq: Rabbi
         sender = await conn.create_sender(address)
         assert isinstance(await sender.send(sent), Accepted)
         receiver = await conn.create_receiver(address, mode="receive-and-delete")
-        [got] = await _take(receiver, 1)
+        [got] = await receive_exactly(receiver, 1, accept=False)
     props = got.application_properties
     assert props is not None and set(props) == set(APPLICATION_PROPERTIES)
     for key, value in APPLICATION_PROPERTIES.items():
@@ -392,7 +377,7 @@ async def test_one_mebibyte_message_in_many_frames(rabbitmq: RabbitMQ) -> None:
         sender = await conn.create_sender(address)
         assert isinstance(await sender.send(Message(body, message_id="big")), Accepted)
         receiver = await conn.create_receiver(address, mode="peek-lock", prefetch=2)
-        [got] = await _take(receiver, 1)
+        [got] = await receive_exactly(receiver, 1, accept=False)
         assert got.body == body and got.message_id == "big"
         await receiver.accept(got)
         await _assert_sentinel_next(conn, address, receiver)
