@@ -54,6 +54,34 @@ PRIMITIVES: dict[str, tuple[str, str]] = {
     "array": ("encode_array", "list[Any]"),
 }
 
+# The Python type amqplink.codec.decode gives each primitive: a field whose value
+# decodes to anything else does not carry the type the spec gives it (a decode error).
+DECODED_TYPES: dict[str, str] = {
+    "boolean": "bool",
+    "ubyte": "UByte",
+    "ushort": "UShort",
+    "uint": "UInt",
+    "ulong": "ULong",
+    "byte": "Byte",
+    "short": "Short",
+    "int": "Int",
+    "long": "int",
+    "float": "Float",
+    "double": "float",
+    "decimal32": "Decimal32",
+    "decimal64": "Decimal64",
+    "decimal128": "Decimal128",
+    "char": "Char",
+    "timestamp": "Timestamp",
+    "uuid": "UUID",
+    "binary": "bytes",
+    "string": "str",
+    "symbol": "Symbol",
+    "list": "list",
+    "map": "dict",
+    "array": "Array",
+}
+
 # The wrapper class a choice value of each primitive source type is written with.
 CHOICE_WRAPPERS: dict[str, str] = {
     "ubyte": "UByte",
@@ -68,13 +96,17 @@ CHOICE_WRAPPERS: dict[str, str] = {
 
 # Annotation names that come from amqplink.codec.types (imported only when used).
 CODEC_TYPE_NAMES = (
+    "Array",
     "Byte",
+    "Char",
     "Decimal32",
     "Decimal64",
     "Decimal128",
+    "Float",
     "Int",
     "Short",
     "Symbol",
+    "Timestamp",
     "UByte",
     "UInt",
     "ULong",
@@ -297,6 +329,54 @@ class Generator:
             return f"{annotation} | None"
         return annotation
 
+    def type_test(self, field: dict[str, Any], var: str) -> tuple[str, str] | None:
+        """``(condition true when var has the wrong type, spec type name)``, or None for ``*``."""
+        type_name = field["type"]
+        if type_name == "*":
+            return None
+        t = self.types[type_name]
+        if t["class"] == "composite" or (t["class"] == "restricted" and t.get("descriptor")):
+            return f"not isinstance({var}, {class_name(type_name)})", type_name
+        primitive = self.primitive_of(type_name)
+        assert primitive is not None
+        decoded = DECODED_TYPES[primitive]
+        self.used.add(decoded)
+        return f"type({var}) is not {decoded}", primitive
+
+    def field_decode(self, spec_name: str, index: int, field: dict[str, Any], attr: str) -> list[str]:
+        """Straight-line statements that read field ``index`` of ``f`` into ``obj``."""
+        out = [f"        v = f[{index}]"]
+        default = self.default_literal(field)
+        test = self.type_test(field, "e" if field["multiple"] else "v")
+        wrong = ""
+        if test is not None:
+            wrong = f"_wrong_type({json.dumps(spec_name)}, {json.dumps(field['name'])}, {json.dumps(test[1])}, "
+        if field["mandatory"]:
+            message = f"{spec_name}: mandatory field {field['name']!r} is missing"
+            out += ["        if v is None:", f"            raise DecodeError({json.dumps(message)}, 0)"]
+        if field["multiple"]:
+            # a single value stands for a one-item list
+            nested = "" if field["mandatory"] else "    "
+            if not field["mandatory"]:
+                out.append("        if v is not None:")
+            out += [f"        {nested}if not isinstance(v, list):", f"        {nested}    v = [v]"]
+            if test is not None:
+                out += [
+                    f"        {nested}for e in v:",
+                    f"        {nested}    if {test[0]}:",
+                    f"        {nested}        {wrong}e)",
+                ]
+        elif field["mandatory"] or default == "None":
+            if test is not None:
+                guard = test[0] if field["mandatory"] else f"v is not None and {test[0]}"
+                out += [f"        if {guard}:", f"            {wrong}v)"]
+        else:
+            out += ["        if v is None:", f"            v = {default}"]
+            if test is not None:
+                out += [f"        elif {test[0]}:", f"            {wrong}v)"]
+        out.append(f"        obj.{attr} = v")
+        return out
+
     def docline(self, t: dict[str, Any]) -> str:
         desc = self.descriptions[t["name"]]
         if '"""' in desc or "\\" in desc:
@@ -425,30 +505,7 @@ class Generator:
                 "        obj = cls.__new__(cls)",
             ]
             for i, (f, a) in enumerate(zip(fields, attrs, strict=True)):
-                default = self.default_literal(f)
-                if f["mandatory"]:
-                    message = f"{spec_name}: mandatory field {f['name']!r} is missing"
-                    out += [
-                        f"        v = f[{i}]",
-                        "        if v is None:",
-                        f"            raise DecodeError({json.dumps(message)}, 0)",
-                    ]
-                    if f["multiple"]:
-                        out.append(f"        obj.{a} = v if isinstance(v, list) else [v]")
-                    else:
-                        out.append(f"        obj.{a} = v")
-                elif f["multiple"]:
-                    out += [
-                        f"        v = f[{i}]",
-                        f"        obj.{a} = v if v is None or isinstance(v, list) else [v]",
-                    ]
-                elif default != "None":
-                    out += [
-                        f"        v = f[{i}]",
-                        f"        obj.{a} = {default} if v is None else v",
-                    ]
-                else:
-                    out.append(f"        obj.{a} = f[{i}]")
+                out += self.field_decode(spec_name, i, f, a)
             out.append("        return obj")
         else:
             out.append("        return cls()")
@@ -651,6 +708,11 @@ class Generator:
         body += [
             "",
             "",
+            "def _wrong_type(composite: str, field: str, expected: str, value: Any) -> NoReturn:",
+            '    """A decoded field does not carry its spec type: the frame cannot be read."""',
+            '    raise DecodeError(f"{composite}: field {field!r} must be {expected}, got {type(value).__name__}", 0)',
+            "",
+            "",
             "def _redacted(value: bytes | None) -> str:",
             '    """What a repr shows instead of a credential."""',
             '    return "None" if value is None else f"<{len(value)} bytes redacted>"',
@@ -699,7 +761,10 @@ class Generator:
             "* Decoding (``_amqp_decode``, registered with the codec) fills missing or null",
             "  fields with their defaults, normalises a single value of a ``multiple`` field to",
             "  a one-item list, ignores extra trailing fields and raises ``DecodeError`` when a",
-            "  mandatory field is missing or null. Field values are not otherwise type-checked.",
+            "  mandatory field is missing or null, or when a field (each item of a ``multiple``",
+            "  one) is not of the type its spec type resolves to: the decoder's Python type of",
+            "  that primitive (``UInt`` for a handle, ``str`` for a string, ``Symbol`` for a",
+            "  symbol...) or an instance of that composite. Fields of type ``*`` are not checked.",
             "* Restricted types with choices are classes of typed constants",
             "  (``SenderSettleMode.MIXED == UByte(2)``), with ``CHOICES`` mapping spec names",
             "  to values. Message sections (restricted types with a descriptor) hold one",
@@ -716,7 +781,7 @@ class Generator:
             "from __future__ import annotations",
             "",
             "from collections.abc import Callable, Mapping",
-            "from typing import Any, ClassVar, Final, TypeAlias",
+            "from typing import Any, ClassVar, Final, NoReturn, TypeAlias",
         ]
         if "UUID" in used:
             lines.append("from uuid import UUID")

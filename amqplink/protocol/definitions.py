@@ -26,7 +26,10 @@ Conventions:
 * Decoding (``_amqp_decode``, registered with the codec) fills missing or null
   fields with their defaults, normalises a single value of a ``multiple`` field to
   a one-item list, ignores extra trailing fields and raises ``DecodeError`` when a
-  mandatory field is missing or null. Field values are not otherwise type-checked.
+  mandatory field is missing or null, or when a field (each item of a ``multiple``
+  one) is not of the type its spec type resolves to: the decoder's Python type of
+  that primitive (``UInt`` for a handle, ``str`` for a string, ``Symbol`` for a
+  symbol...) or an instance of that composite. Fields of type ``*`` are not checked.
 * Restricted types with choices are classes of typed constants
   (``SenderSettleMode.MIXED == UByte(2)``), with ``CHOICES`` mapping spec names
   to values. Message sections (restricted types with a descriptor) hold one
@@ -38,7 +41,7 @@ Conventions:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final, TypeAlias
+from typing import Any, ClassVar, Final, NoReturn, TypeAlias
 
 from amqplink.codec.decode import register_composite
 from amqplink.codec.encode import (
@@ -58,7 +61,7 @@ from amqplink.codec.encode import (
     multiple,
 )
 from amqplink.codec.errors import DecodeError
-from amqplink.codec.types import Symbol, UByte, UInt
+from amqplink.codec.types import Symbol, Timestamp, UByte, UInt, ULong, UShort
 
 # -- constants of the specification ----------------------------------------------------
 
@@ -430,22 +433,65 @@ class Open:
         v = f[0]
         if v is None:
             raise DecodeError("open: mandatory field 'container-id' is missing", 0)
+        if type(v) is not str:
+            _wrong_type("open", "container-id", "string", v)
         obj.container_id = v
-        obj.hostname = f[1]
+        v = f[1]
+        if v is not None and type(v) is not str:
+            _wrong_type("open", "hostname", "string", v)
+        obj.hostname = v
         v = f[2]
-        obj.max_frame_size = 4294967295 if v is None else v
+        if v is None:
+            v = 4294967295
+        elif type(v) is not UInt:
+            _wrong_type("open", "max-frame-size", "uint", v)
+        obj.max_frame_size = v
         v = f[3]
-        obj.channel_max = 65535 if v is None else v
-        obj.idle_time_out = f[4]
+        if v is None:
+            v = 65535
+        elif type(v) is not UShort:
+            _wrong_type("open", "channel-max", "ushort", v)
+        obj.channel_max = v
+        v = f[4]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("open", "idle-time-out", "uint", v)
+        obj.idle_time_out = v
         v = f[5]
-        obj.outgoing_locales = v if v is None or isinstance(v, list) else [v]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("open", "outgoing-locales", "symbol", e)
+        obj.outgoing_locales = v
         v = f[6]
-        obj.incoming_locales = v if v is None or isinstance(v, list) else [v]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("open", "incoming-locales", "symbol", e)
+        obj.incoming_locales = v
         v = f[7]
-        obj.offered_capabilities = v if v is None or isinstance(v, list) else [v]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("open", "offered-capabilities", "symbol", e)
+        obj.offered_capabilities = v
         v = f[8]
-        obj.desired_capabilities = v if v is None or isinstance(v, list) else [v]
-        obj.properties = f[9]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("open", "desired-capabilities", "symbol", e)
+        obj.desired_capabilities = v
+        v = f[9]
+        if v is not None and type(v) is not dict:
+            _wrong_type("open", "properties", "map", v)
+        obj.properties = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -563,26 +609,54 @@ class Begin:
             raise DecodeError(f"begin: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 8 else fields + [None] * (8 - len(fields))
         obj = cls.__new__(cls)
-        obj.remote_channel = f[0]
+        v = f[0]
+        if v is not None and type(v) is not UShort:
+            _wrong_type("begin", "remote-channel", "ushort", v)
+        obj.remote_channel = v
         v = f[1]
         if v is None:
             raise DecodeError("begin: mandatory field 'next-outgoing-id' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("begin", "next-outgoing-id", "uint", v)
         obj.next_outgoing_id = v
         v = f[2]
         if v is None:
             raise DecodeError("begin: mandatory field 'incoming-window' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("begin", "incoming-window", "uint", v)
         obj.incoming_window = v
         v = f[3]
         if v is None:
             raise DecodeError("begin: mandatory field 'outgoing-window' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("begin", "outgoing-window", "uint", v)
         obj.outgoing_window = v
         v = f[4]
-        obj.handle_max = 4294967295 if v is None else v
+        if v is None:
+            v = 4294967295
+        elif type(v) is not UInt:
+            _wrong_type("begin", "handle-max", "uint", v)
+        obj.handle_max = v
         v = f[5]
-        obj.offered_capabilities = v if v is None or isinstance(v, list) else [v]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("begin", "offered-capabilities", "symbol", e)
+        obj.offered_capabilities = v
         v = f[6]
-        obj.desired_capabilities = v if v is None or isinstance(v, list) else [v]
-        obj.properties = f[7]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("begin", "desired-capabilities", "symbol", e)
+        obj.desired_capabilities = v
+        v = f[7]
+        if v is not None and type(v) is not dict:
+            _wrong_type("begin", "properties", "map", v)
+        obj.properties = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -730,31 +804,75 @@ class Attach:
         v = f[0]
         if v is None:
             raise DecodeError("attach: mandatory field 'name' is missing", 0)
+        if type(v) is not str:
+            _wrong_type("attach", "name", "string", v)
         obj.name = v
         v = f[1]
         if v is None:
             raise DecodeError("attach: mandatory field 'handle' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("attach", "handle", "uint", v)
         obj.handle = v
         v = f[2]
         if v is None:
             raise DecodeError("attach: mandatory field 'role' is missing", 0)
+        if type(v) is not bool:
+            _wrong_type("attach", "role", "boolean", v)
         obj.role = v
         v = f[3]
-        obj.snd_settle_mode = SenderSettleMode.MIXED if v is None else v
+        if v is None:
+            v = SenderSettleMode.MIXED
+        elif type(v) is not UByte:
+            _wrong_type("attach", "snd-settle-mode", "ubyte", v)
+        obj.snd_settle_mode = v
         v = f[4]
-        obj.rcv_settle_mode = ReceiverSettleMode.FIRST if v is None else v
-        obj.source = f[5]
-        obj.target = f[6]
-        obj.unsettled = f[7]
+        if v is None:
+            v = ReceiverSettleMode.FIRST
+        elif type(v) is not UByte:
+            _wrong_type("attach", "rcv-settle-mode", "ubyte", v)
+        obj.rcv_settle_mode = v
+        v = f[5]
+        obj.source = v
+        v = f[6]
+        obj.target = v
+        v = f[7]
+        if v is not None and type(v) is not dict:
+            _wrong_type("attach", "unsettled", "map", v)
+        obj.unsettled = v
         v = f[8]
-        obj.incomplete_unsettled = False if v is None else v
-        obj.initial_delivery_count = f[9]
-        obj.max_message_size = f[10]
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("attach", "incomplete-unsettled", "boolean", v)
+        obj.incomplete_unsettled = v
+        v = f[9]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("attach", "initial-delivery-count", "uint", v)
+        obj.initial_delivery_count = v
+        v = f[10]
+        if v is not None and type(v) is not ULong:
+            _wrong_type("attach", "max-message-size", "ulong", v)
+        obj.max_message_size = v
         v = f[11]
-        obj.offered_capabilities = v if v is None or isinstance(v, list) else [v]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("attach", "offered-capabilities", "symbol", e)
+        obj.offered_capabilities = v
         v = f[12]
-        obj.desired_capabilities = v if v is None or isinstance(v, list) else [v]
-        obj.properties = f[13]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("attach", "desired-capabilities", "symbol", e)
+        obj.desired_capabilities = v
+        v = f[13]
+        if v is not None and type(v) is not dict:
+            _wrong_type("attach", "properties", "map", v)
+        obj.properties = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -891,28 +1009,60 @@ class Flow:
             raise DecodeError(f"flow: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 11 else fields + [None] * (11 - len(fields))
         obj = cls.__new__(cls)
-        obj.next_incoming_id = f[0]
+        v = f[0]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("flow", "next-incoming-id", "uint", v)
+        obj.next_incoming_id = v
         v = f[1]
         if v is None:
             raise DecodeError("flow: mandatory field 'incoming-window' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("flow", "incoming-window", "uint", v)
         obj.incoming_window = v
         v = f[2]
         if v is None:
             raise DecodeError("flow: mandatory field 'next-outgoing-id' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("flow", "next-outgoing-id", "uint", v)
         obj.next_outgoing_id = v
         v = f[3]
         if v is None:
             raise DecodeError("flow: mandatory field 'outgoing-window' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("flow", "outgoing-window", "uint", v)
         obj.outgoing_window = v
-        obj.handle = f[4]
-        obj.delivery_count = f[5]
-        obj.link_credit = f[6]
-        obj.available = f[7]
+        v = f[4]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("flow", "handle", "uint", v)
+        obj.handle = v
+        v = f[5]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("flow", "delivery-count", "uint", v)
+        obj.delivery_count = v
+        v = f[6]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("flow", "link-credit", "uint", v)
+        obj.link_credit = v
+        v = f[7]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("flow", "available", "uint", v)
+        obj.available = v
         v = f[8]
-        obj.drain = False if v is None else v
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("flow", "drain", "boolean", v)
+        obj.drain = v
         v = f[9]
-        obj.echo = False if v is None else v
-        obj.properties = f[10]
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("flow", "echo", "boolean", v)
+        obj.echo = v
+        v = f[10]
+        if v is not None and type(v) is not dict:
+            _wrong_type("flow", "properties", "map", v)
+        obj.properties = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -1040,21 +1190,55 @@ class Transfer:
         v = f[0]
         if v is None:
             raise DecodeError("transfer: mandatory field 'handle' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("transfer", "handle", "uint", v)
         obj.handle = v
-        obj.delivery_id = f[1]
-        obj.delivery_tag = f[2]
-        obj.message_format = f[3]
-        obj.settled = f[4]
+        v = f[1]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("transfer", "delivery-id", "uint", v)
+        obj.delivery_id = v
+        v = f[2]
+        if v is not None and type(v) is not bytes:
+            _wrong_type("transfer", "delivery-tag", "binary", v)
+        obj.delivery_tag = v
+        v = f[3]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("transfer", "message-format", "uint", v)
+        obj.message_format = v
+        v = f[4]
+        if v is not None and type(v) is not bool:
+            _wrong_type("transfer", "settled", "boolean", v)
+        obj.settled = v
         v = f[5]
-        obj.more = False if v is None else v
-        obj.rcv_settle_mode = f[6]
-        obj.state = f[7]
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("transfer", "more", "boolean", v)
+        obj.more = v
+        v = f[6]
+        if v is not None and type(v) is not UByte:
+            _wrong_type("transfer", "rcv-settle-mode", "ubyte", v)
+        obj.rcv_settle_mode = v
+        v = f[7]
+        obj.state = v
         v = f[8]
-        obj.resume = False if v is None else v
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("transfer", "resume", "boolean", v)
+        obj.resume = v
         v = f[9]
-        obj.aborted = False if v is None else v
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("transfer", "aborted", "boolean", v)
+        obj.aborted = v
         v = f[10]
-        obj.batchable = False if v is None else v
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("transfer", "batchable", "boolean", v)
+        obj.batchable = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -1153,17 +1337,33 @@ class Disposition:
         v = f[0]
         if v is None:
             raise DecodeError("disposition: mandatory field 'role' is missing", 0)
+        if type(v) is not bool:
+            _wrong_type("disposition", "role", "boolean", v)
         obj.role = v
         v = f[1]
         if v is None:
             raise DecodeError("disposition: mandatory field 'first' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("disposition", "first", "uint", v)
         obj.first = v
-        obj.last = f[2]
+        v = f[2]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("disposition", "last", "uint", v)
+        obj.last = v
         v = f[3]
-        obj.settled = False if v is None else v
-        obj.state = f[4]
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("disposition", "settled", "boolean", v)
+        obj.settled = v
+        v = f[4]
+        obj.state = v
         v = f[5]
-        obj.batchable = False if v is None else v
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("disposition", "batchable", "boolean", v)
+        obj.batchable = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -1240,10 +1440,19 @@ class Detach:
         v = f[0]
         if v is None:
             raise DecodeError("detach: mandatory field 'handle' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("detach", "handle", "uint", v)
         obj.handle = v
         v = f[1]
-        obj.closed = False if v is None else v
-        obj.error = f[2]
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("detach", "closed", "boolean", v)
+        obj.closed = v
+        v = f[2]
+        if v is not None and not isinstance(v, Error):
+            _wrong_type("detach", "error", "error", v)
+        obj.error = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -1299,7 +1508,10 @@ class End:
             raise DecodeError(f"end: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 1 else fields + [None] * (1 - len(fields))
         obj = cls.__new__(cls)
-        obj.error = f[0]
+        v = f[0]
+        if v is not None and not isinstance(v, Error):
+            _wrong_type("end", "error", "error", v)
+        obj.error = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -1351,7 +1563,10 @@ class Close:
             raise DecodeError(f"close: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 1 else fields + [None] * (1 - len(fields))
         obj = cls.__new__(cls)
-        obj.error = f[0]
+        v = f[0]
+        if v is not None and not isinstance(v, Error):
+            _wrong_type("close", "error", "error", v)
+        obj.error = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -1418,9 +1633,17 @@ class Error:
         v = f[0]
         if v is None:
             raise DecodeError("error: mandatory field 'condition' is missing", 0)
+        if type(v) is not Symbol:
+            _wrong_type("error", "condition", "symbol", v)
         obj.condition = v
-        obj.description = f[1]
-        obj.info = f[2]
+        v = f[1]
+        if v is not None and type(v) is not str:
+            _wrong_type("error", "description", "string", v)
+        obj.description = v
+        v = f[2]
+        if v is not None and type(v) is not dict:
+            _wrong_type("error", "info", "map", v)
+        obj.info = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -1496,11 +1719,26 @@ class Header:
             raise DecodeError(f"header: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 5 else fields + [None] * (5 - len(fields))
         obj = cls.__new__(cls)
-        obj.durable = f[0]
-        obj.priority = f[1]
-        obj.ttl = f[2]
-        obj.first_acquirer = f[3]
-        obj.delivery_count = f[4]
+        v = f[0]
+        if v is not None and type(v) is not bool:
+            _wrong_type("header", "durable", "boolean", v)
+        obj.durable = v
+        v = f[1]
+        if v is not None and type(v) is not UByte:
+            _wrong_type("header", "priority", "ubyte", v)
+        obj.priority = v
+        v = f[2]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("header", "ttl", "uint", v)
+        obj.ttl = v
+        v = f[3]
+        if v is not None and type(v) is not bool:
+            _wrong_type("header", "first-acquirer", "boolean", v)
+        obj.first_acquirer = v
+        v = f[4]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("header", "delivery-count", "uint", v)
+        obj.delivery_count = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -1721,19 +1959,50 @@ class Properties:
             raise DecodeError(f"properties: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 13 else fields + [None] * (13 - len(fields))
         obj = cls.__new__(cls)
-        obj.message_id = f[0]
-        obj.user_id = f[1]
-        obj.to = f[2]
-        obj.subject = f[3]
-        obj.reply_to = f[4]
-        obj.correlation_id = f[5]
-        obj.content_type = f[6]
-        obj.content_encoding = f[7]
-        obj.absolute_expiry_time = f[8]
-        obj.creation_time = f[9]
-        obj.group_id = f[10]
-        obj.group_sequence = f[11]
-        obj.reply_to_group_id = f[12]
+        v = f[0]
+        obj.message_id = v
+        v = f[1]
+        if v is not None and type(v) is not bytes:
+            _wrong_type("properties", "user-id", "binary", v)
+        obj.user_id = v
+        v = f[2]
+        obj.to = v
+        v = f[3]
+        if v is not None and type(v) is not str:
+            _wrong_type("properties", "subject", "string", v)
+        obj.subject = v
+        v = f[4]
+        obj.reply_to = v
+        v = f[5]
+        obj.correlation_id = v
+        v = f[6]
+        if v is not None and type(v) is not Symbol:
+            _wrong_type("properties", "content-type", "symbol", v)
+        obj.content_type = v
+        v = f[7]
+        if v is not None and type(v) is not Symbol:
+            _wrong_type("properties", "content-encoding", "symbol", v)
+        obj.content_encoding = v
+        v = f[8]
+        if v is not None and type(v) is not Timestamp:
+            _wrong_type("properties", "absolute-expiry-time", "timestamp", v)
+        obj.absolute_expiry_time = v
+        v = f[9]
+        if v is not None and type(v) is not Timestamp:
+            _wrong_type("properties", "creation-time", "timestamp", v)
+        obj.creation_time = v
+        v = f[10]
+        if v is not None and type(v) is not str:
+            _wrong_type("properties", "group-id", "string", v)
+        obj.group_id = v
+        v = f[11]
+        if v is not None and type(v) is not UInt:
+            _wrong_type("properties", "group-sequence", "uint", v)
+        obj.group_sequence = v
+        v = f[12]
+        if v is not None and type(v) is not str:
+            _wrong_type("properties", "reply-to-group-id", "string", v)
+        obj.reply_to_group_id = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -2046,10 +2315,14 @@ class Received:
         v = f[0]
         if v is None:
             raise DecodeError("received: mandatory field 'section-number' is missing", 0)
+        if type(v) is not UInt:
+            _wrong_type("received", "section-number", "uint", v)
         obj.section_number = v
         v = f[1]
         if v is None:
             raise DecodeError("received: mandatory field 'section-offset' is missing", 0)
+        if type(v) is not ULong:
+            _wrong_type("received", "section-offset", "ulong", v)
         obj.section_offset = v
         return obj
 
@@ -2145,7 +2418,10 @@ class Rejected:
             raise DecodeError(f"rejected: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 1 else fields + [None] * (1 - len(fields))
         obj = cls.__new__(cls)
-        obj.error = f[0]
+        v = f[0]
+        if v is not None and not isinstance(v, Error):
+            _wrong_type("rejected", "error", "error", v)
+        obj.error = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -2246,9 +2522,18 @@ class Modified:
             raise DecodeError(f"modified: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 3 else fields + [None] * (3 - len(fields))
         obj = cls.__new__(cls)
-        obj.delivery_failed = f[0]
-        obj.undeliverable_here = f[1]
-        obj.message_annotations = f[2]
+        v = f[0]
+        if v is not None and type(v) is not bool:
+            _wrong_type("modified", "delivery-failed", "boolean", v)
+        obj.delivery_failed = v
+        v = f[1]
+        if v is not None and type(v) is not bool:
+            _wrong_type("modified", "undeliverable-here", "boolean", v)
+        obj.undeliverable_here = v
+        v = f[2]
+        if v is not None and type(v) is not dict:
+            _wrong_type("modified", "message-annotations", "map", v)
+        obj.message_annotations = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -2366,23 +2651,62 @@ class Source:
             raise DecodeError(f"source: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 11 else fields + [None] * (11 - len(fields))
         obj = cls.__new__(cls)
-        obj.address = f[0]
+        v = f[0]
+        obj.address = v
         v = f[1]
-        obj.durable = TerminusDurability.NONE if v is None else v
+        if v is None:
+            v = TerminusDurability.NONE
+        elif type(v) is not UInt:
+            _wrong_type("source", "durable", "uint", v)
+        obj.durable = v
         v = f[2]
-        obj.expiry_policy = TerminusExpiryPolicy.SESSION_END if v is None else v
+        if v is None:
+            v = TerminusExpiryPolicy.SESSION_END
+        elif type(v) is not Symbol:
+            _wrong_type("source", "expiry-policy", "symbol", v)
+        obj.expiry_policy = v
         v = f[3]
-        obj.timeout = 0 if v is None else v
+        if v is None:
+            v = 0
+        elif type(v) is not UInt:
+            _wrong_type("source", "timeout", "uint", v)
+        obj.timeout = v
         v = f[4]
-        obj.dynamic = False if v is None else v
-        obj.dynamic_node_properties = f[5]
-        obj.distribution_mode = f[6]
-        obj.filter = f[7]
-        obj.default_outcome = f[8]
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("source", "dynamic", "boolean", v)
+        obj.dynamic = v
+        v = f[5]
+        if v is not None and type(v) is not dict:
+            _wrong_type("source", "dynamic-node-properties", "map", v)
+        obj.dynamic_node_properties = v
+        v = f[6]
+        if v is not None and type(v) is not Symbol:
+            _wrong_type("source", "distribution-mode", "symbol", v)
+        obj.distribution_mode = v
+        v = f[7]
+        if v is not None and type(v) is not dict:
+            _wrong_type("source", "filter", "map", v)
+        obj.filter = v
+        v = f[8]
+        obj.default_outcome = v
         v = f[9]
-        obj.outcomes = v if v is None or isinstance(v, list) else [v]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("source", "outcomes", "symbol", e)
+        obj.outcomes = v
         v = f[10]
-        obj.capabilities = v if v is None or isinstance(v, list) else [v]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("source", "capabilities", "symbol", e)
+        obj.capabilities = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -2493,18 +2817,44 @@ class Target:
             raise DecodeError(f"target: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 7 else fields + [None] * (7 - len(fields))
         obj = cls.__new__(cls)
-        obj.address = f[0]
+        v = f[0]
+        obj.address = v
         v = f[1]
-        obj.durable = TerminusDurability.NONE if v is None else v
+        if v is None:
+            v = TerminusDurability.NONE
+        elif type(v) is not UInt:
+            _wrong_type("target", "durable", "uint", v)
+        obj.durable = v
         v = f[2]
-        obj.expiry_policy = TerminusExpiryPolicy.SESSION_END if v is None else v
+        if v is None:
+            v = TerminusExpiryPolicy.SESSION_END
+        elif type(v) is not Symbol:
+            _wrong_type("target", "expiry-policy", "symbol", v)
+        obj.expiry_policy = v
         v = f[3]
-        obj.timeout = 0 if v is None else v
+        if v is None:
+            v = 0
+        elif type(v) is not UInt:
+            _wrong_type("target", "timeout", "uint", v)
+        obj.timeout = v
         v = f[4]
-        obj.dynamic = False if v is None else v
-        obj.dynamic_node_properties = f[5]
+        if v is None:
+            v = False
+        elif type(v) is not bool:
+            _wrong_type("target", "dynamic", "boolean", v)
+        obj.dynamic = v
+        v = f[5]
+        if v is not None and type(v) is not dict:
+            _wrong_type("target", "dynamic-node-properties", "map", v)
+        obj.dynamic_node_properties = v
         v = f[6]
-        obj.capabilities = v if v is None or isinstance(v, list) else [v]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("target", "capabilities", "symbol", e)
+        obj.capabilities = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -2739,7 +3089,12 @@ class SaslMechanisms:
         v = f[0]
         if v is None:
             raise DecodeError("sasl-mechanisms: mandatory field 'sasl-server-mechanisms' is missing", 0)
-        obj.sasl_server_mechanisms = v if isinstance(v, list) else [v]
+        if not isinstance(v, list):
+            v = [v]
+        for e in v:
+            if type(e) is not Symbol:
+                _wrong_type("sasl-mechanisms", "sasl-server-mechanisms", "symbol", e)
+        obj.sasl_server_mechanisms = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -2806,9 +3161,17 @@ class SaslInit:
         v = f[0]
         if v is None:
             raise DecodeError("sasl-init: mandatory field 'mechanism' is missing", 0)
+        if type(v) is not Symbol:
+            _wrong_type("sasl-init", "mechanism", "symbol", v)
         obj.mechanism = v
-        obj.initial_response = f[1]
-        obj.hostname = f[2]
+        v = f[1]
+        if v is not None and type(v) is not bytes:
+            _wrong_type("sasl-init", "initial-response", "binary", v)
+        obj.initial_response = v
+        v = f[2]
+        if v is not None and type(v) is not str:
+            _wrong_type("sasl-init", "hostname", "string", v)
+        obj.hostname = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -2873,6 +3236,8 @@ class SaslChallenge:
         v = f[0]
         if v is None:
             raise DecodeError("sasl-challenge: mandatory field 'challenge' is missing", 0)
+        if type(v) is not bytes:
+            _wrong_type("sasl-challenge", "challenge", "binary", v)
         obj.challenge = v
         return obj
 
@@ -2931,6 +3296,8 @@ class SaslResponse:
         v = f[0]
         if v is None:
             raise DecodeError("sasl-response: mandatory field 'response' is missing", 0)
+        if type(v) is not bytes:
+            _wrong_type("sasl-response", "response", "binary", v)
         obj.response = v
         return obj
 
@@ -2994,8 +3361,13 @@ class SaslOutcome:
         v = f[0]
         if v is None:
             raise DecodeError("sasl-outcome: mandatory field 'code' is missing", 0)
+        if type(v) is not UByte:
+            _wrong_type("sasl-outcome", "code", "ubyte", v)
         obj.code = v
-        obj.additional_data = f[1]
+        v = f[1]
+        if v is not None and type(v) is not bytes:
+            _wrong_type("sasl-outcome", "additional-data", "binary", v)
+        obj.additional_data = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -3052,7 +3424,13 @@ class Coordinator:
         f = fields if len(fields) >= 1 else fields + [None] * (1 - len(fields))
         obj = cls.__new__(cls)
         v = f[0]
-        obj.capabilities = v if v is None or isinstance(v, list) else [v]
+        if v is not None:
+            if not isinstance(v, list):
+                v = [v]
+            for e in v:
+                if type(e) is not Symbol:
+                    _wrong_type("coordinator", "capabilities", "symbol", e)
+        obj.capabilities = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -3105,7 +3483,8 @@ class Declare:
             raise DecodeError(f"declare: expected a list of fields, got {type(fields).__name__}", 0)
         f = fields if len(fields) >= 1 else fields + [None] * (1 - len(fields))
         obj = cls.__new__(cls)
-        obj.global_id = f[0]
+        v = f[0]
+        obj.global_id = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -3168,7 +3547,10 @@ class Discharge:
         if v is None:
             raise DecodeError("discharge: mandatory field 'txn-id' is missing", 0)
         obj.txn_id = v
-        obj.fail = f[1]
+        v = f[1]
+        if v is not None and type(v) is not bool:
+            _wrong_type("discharge", "fail", "boolean", v)
+        obj.fail = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -3297,7 +3679,8 @@ class TransactionalState:
         if v is None:
             raise DecodeError("transactional-state: mandatory field 'txn-id' is missing", 0)
         obj.txn_id = v
-        obj.outcome = f[1]
+        v = f[1]
+        obj.outcome = v
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -3420,6 +3803,11 @@ Section: TypeAlias = (
     Header | DeliveryAnnotations | MessageAnnotations | Properties | ApplicationProperties | Data |
     AmqpSequence | AmqpValue | Footer
 )
+
+
+def _wrong_type(composite: str, field: str, expected: str, value: Any) -> NoReturn:
+    """A decoded field does not carry its spec type: the frame cannot be read."""
+    raise DecodeError(f"{composite}: field {field!r} must be {expected}, got {type(value).__name__}", 0)
 
 
 def _redacted(value: bytes | None) -> str:

@@ -212,6 +212,65 @@ def test_missing_or_null_mandatory_field_is_a_decode_error(t: dict[str, Any]) ->
             decode_all(encode(Described(code, values[:k])))
 
 
+# A value of a neighbouring type for each primitive: what a careless or hostile peer
+# might send instead (a string for a symbol, a ulong for a uint...).
+_WRONG: dict[str, Any] = {
+    "boolean": UByte(1),
+    "ubyte": UInt(1),
+    "ushort": UInt(1),
+    "uint": ULong(1),
+    "ulong": UInt(1),
+    "int": Long(1),
+    "long": Int(1),
+    "timestamp": Long(1),
+    "uuid": b"\x00" * 16,
+    "binary": "text",
+    "string": Symbol("sym"),
+    "symbol": "text",
+    "map": [Symbol("k"), "v"],
+    "list": {Symbol("k"): "v"},
+}
+
+
+def _wrong_value(field: dict[str, Any]) -> tuple[Any, str]:
+    """A value of the wrong type for ``field`` and the type name the error names."""
+    if TYPES[field["type"]]["class"] == "composite":
+        return "not an error", field["type"]
+    primitive = _primitive(field["type"])
+    assert primitive is not None
+    return _WRONG[primitive], primitive
+
+
+@pytest.mark.parametrize("t", [t for t in COMPOSITE_SPECS if t["fields"]], ids=lambda t: t["name"])
+def test_a_field_of_the_wrong_type_is_a_decode_error(t: dict[str, Any]) -> None:
+    """Every field whose spec type is not ``*`` must arrive as that type (for a
+    ``multiple`` field: each item); anything else cannot be read as the composite."""
+    code = ULong(t["descriptor"]["ulong"])
+    values = [sample_field(f, i) for i, f in enumerate(t["fields"])]
+    decode_all(encode(Described(code, values)))  # the well-typed original decodes
+    checked = 0
+    for k, f in enumerate(t["fields"]):
+        if f["type"] == "*":
+            continue
+        wrong, type_name = _wrong_value(f)
+        variants = [wrong, [values[k][0], wrong]] if f["multiple"] else [wrong]
+        for variant in variants:
+            changed = list(values)
+            changed[k] = variant
+            got = type(decode_all(encode(wrong))).__name__
+            expected = f"{t['name']}: field '{f['name']}' must be {type_name}, got {got}"
+            with pytest.raises(DecodeError, match=expected):
+                decode_all(encode(Described(code, changed)))
+        checked += 1
+    assert checked == sum(1 for f in t["fields"] if f["type"] != "*")
+
+
+def test_fields_of_type_any_take_any_type() -> None:
+    """message-id is ``*`` (ulong, uuid, binary or string: 3.2.11-3.2.14), not checked."""
+    for message_id in (ULong(7), uuid.UUID(int=7), b"id", "id"):
+        assert round_trip(Properties(message_id=message_id)).message_id == message_id
+
+
 def test_composite_body_must_be_a_list() -> None:
     with pytest.raises(DecodeError, match="open: expected a list"):
         decode_all(encode(Described(ULong(0x10), {"container-id": "c"})))
