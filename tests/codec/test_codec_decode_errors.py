@@ -143,6 +143,31 @@ def test_max_collection() -> None:
             decode_all(encode(value), limits)
 
 
+@pytest.mark.parametrize(
+    ("data", "limits", "reason", "offset"),
+    [
+        # the 4th list down starts at offset 9: c00b01 c00801 c00501 [c0020140]
+        (encode([[[[None]]]]), DecodeLimits(max_depth=3), "max_depth", 9),
+        (H("4040") + encode({1: {2: {3: {4: None}}}}), DecodeLimits(max_depth=3), "max_depth", 17),
+        # the inner list of three, after 0x40 and the outer list's header and first element
+        (H("40") + encode([1, [1, 2, 3]]), DecodeLimits(max_collection=2), "max_collection", 6),
+        (H("40") + encode([1, Array([1, 2, 3])]), DecodeLimits(max_collection=2), "max_collection", 6),
+        (H("4040") + encode(["abcd"]), DecodeLimits(max_size=3), "max_size", 2),
+        # a binary's offset is that of its size field, as for a truncated one
+        (H("40") + encode(b"x" * 300), DecodeLimits(max_size=299), "max_size", 2),
+    ],
+    ids=["list-depth", "map-depth", "list-count", "array-count", "list-size", "binary-size"],
+)
+def test_limit_errors_name_the_offset_of_the_offending_value(
+    data: bytes, limits: DecodeLimits, reason: str, offset: int
+) -> None:
+    start = len(data) - len(data.lstrip(b"\x40"))
+    with pytest.raises(DecodeError, match=reason) as info:
+        decode(data, start, limits)
+    assert info.value.offset == offset
+    assert f"at offset {offset}" in str(info.value)
+
+
 def test_zero_width_array_elements_share_one_budget() -> None:
     # An array of nulls takes ~10 bytes however many elements it declares, so the
     # count of such elements is budgeted per decode call, not per array.
