@@ -21,7 +21,7 @@ from typing import Any
 
 from amqplink.codec.decode import decode
 from amqplink.codec.errors import DecodeError
-from amqplink.codec.types import Symbol, UInt, UShort
+from amqplink.codec.types import Symbol, UByte, UInt, UShort
 from amqplink.engine import errors
 from amqplink.engine.events import (
     ConnectionClosed,
@@ -41,7 +41,15 @@ from amqplink.engine.frames import (
     heartbeat,
     write_frame,
 )
-from amqplink.engine.sasl import SaslClient, SaslFailed, SaslServer
+from amqplink.engine.sasl import (
+    SASL_AUTH,
+    SASL_SYS,
+    SASL_SYS_PERM,
+    SASL_SYS_TEMP,
+    SaslClient,
+    SaslFailed,
+    SaslServer,
+)
 from amqplink.engine.session import Session
 from amqplink.protocol.definitions import (
     Attach,
@@ -65,6 +73,17 @@ _EXPECT_SASL_FRAMES = "sasl-frames"
 _EXPECT_AMQP_HEADER = "amqp-header"
 _EXPECT_FRAMES = "frames"
 _EXPECT_NOTHING = "nothing"
+
+# The condition a connection ends with when SASL fails, by sasl-code (5.3.3.6): a
+# refused credential or a permanent failure is not worth retrying as it is; "sys" and
+# "sys-temp" are the server's own trouble, so reconnecting later may succeed.
+_SASL_CONDITIONS = {
+    SASL_AUTH: errors.UNAUTHORIZED_ACCESS,
+    SASL_SYS_PERM: errors.UNAUTHORIZED_ACCESS,
+    SASL_SYS: errors.CONNECTION_FORCED,
+    SASL_SYS_TEMP: errors.CONNECTION_FORCED,
+}
+_SASL_CODE = Symbol("sasl-code")
 
 
 @dataclass(slots=True)
@@ -133,8 +152,10 @@ class Connection:
         self.remote_close: Close | None = None
         self.error: Error | None = None
         self.closed = False
+        # "Prior to any explicit negotiation, the maximum frame size is 512
+        # (MIN-MAX-FRAME-SIZE) and the maximum channel number is 0." (2.4.1)
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
-        self.remote_channel_max = 0xFFFF
+        self.remote_channel_max = 0
         self.sessions: dict[int, Session] = {}
         self._remote_sessions: dict[int, Session] = {}
         self._pending_sessions: list[Session] = []
@@ -159,7 +180,7 @@ class Connection:
         if self._pending_sessions:
             pending, self._pending_sessions = self._pending_sessions, []
             for session in pending:
-                session._flush_dispositions()
+                session._flush_pending()
         if not self._out:
             return b""
         data = bytes(self._out)
@@ -168,8 +189,31 @@ class Connection:
         return data
 
     def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
+        if self.close_sent and type(frame) is not Close:
+            # CLOSE SENT: "It is illegal to write anything more onto the connection" (2.4.6)
+            return
         out = self._deferred if self._deferred is not None else self._out
-        write_frame(out, FRAME_TYPE_AMQP, channel, frame, payload)
+        size = write_frame(out, FRAME_TYPE_AMQP, channel, frame, payload)
+        # "A peer MUST NOT send frames larger than its partner can handle." (2.7.1); before
+        # its open arrives, that is 512 bytes (pipelined frames included, 2.4.2).
+        if size > self.remote_max_frame_size:
+            del out[len(out) - size :]
+            self._frame_too_large(channel, frame, size)
+
+    def _frame_too_large(self, channel: int, frame: Any, size: int) -> None:
+        """A frame does not fit the peer's max-frame-size: it is not sent, and the
+        connection closes with ``amqp:frame-size-too-small`` (2.8.15)."""
+        out = self._deferred if self._deferred is not None else self._out
+        if type(frame) is Close:
+            # The close must still go out; its condition alone fits in any frame.
+            error = frame.error
+            write_frame(out, FRAME_TYPE_AMQP, channel, Close(Error(condition=error.condition) if error else None))
+            return
+        self._fail(
+            errors.FRAME_SIZE_TOO_SMALL,
+            f"a {type(frame).__name__} frame of {size} bytes exceeds the peer's max-frame-size"
+            f" {self.remote_max_frame_size}",
+        )
 
     def _start_header(self) -> None:
         if self._header_sent:
@@ -280,17 +324,22 @@ class Connection:
         if self._last_tx is None or self._tx:
             self._last_tx = now
             self._tx = False
-        if self.remote_open is None or self.closed:
+        if self.closed:
             return self._take_events()
         threshold = self.config.idle_timeout
         if threshold and now - self._last_rx >= threshold:
+            # Also before the peer's open: a peer that never gets that far is silent too.
             self._fail(
                 errors.RESOURCE_LIMIT_EXCEEDED,
                 f"no frame received from the peer for {now - self._last_rx:.1f} s (idle time-out {threshold} s)",
             )
             return self._take_events()
+        if self.remote_open is None:
+            return self._take_events()
         remote_idle = self.remote_open.idle_time_out
-        if remote_idle and now - self._last_tx >= int(remote_idle) / 2000:
+        # "idle-time-out ... A value of zero is the same as if it was not set" (2.7.1);
+        # empty frames "MUST NOT be sent after the close frame has been sent" (2.4.5).
+        if remote_idle and not self.close_sent and now - self._last_tx >= int(remote_idle) / 2000:
             self._out += heartbeat()
             self._last_tx = now
         return self._take_events()
@@ -320,7 +369,11 @@ class Connection:
         except DecodeError as exc:
             self._fail(errors.DECODE_ERROR, str(exc))
         except SaslFailed as exc:
-            self._fail(errors.UNAUTHORIZED_ACCESS, str(exc))
+            self._fail(
+                _SASL_CONDITIONS.get(exc.code, errors.UNAUTHORIZED_ACCESS),
+                str(exc),
+                {_SASL_CODE: UByte(exc.code)},
+            )
         except Exception as exc:  # a bug here must not escape into the I/O loop
             log.exception("amqplink engine failure on %r", self)
             self._fail(errors.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
@@ -348,6 +401,10 @@ class Connection:
                 frame_type, channel, body = frame
                 if frame_type != FRAME_TYPE_AMQP:
                     raise FramingError(f"frame type {frame_type} where AMQP frames were expected")
+                if channel > self.config.channel_max:
+                    # "A peer that receives a channel number outside the supported range
+                    # MUST close the connection with the framing-error error-code." (2.7.1)
+                    raise FramingError(f"frame on channel {channel}, above channel-max {self.config.channel_max}")
                 if not body:
                     continue  # heartbeat
                 performative, offset = decode(body)
@@ -399,8 +456,12 @@ class Connection:
             if sasl.done:
                 self._expect = _EXPECT_AMQP_HEADER
                 self._events.append(SaslCompleted(sasl.chosen or "", sasl.identity))
-            elif sasl.chosen is not None:
-                self._end_without_close(errors.UNAUTHORIZED_ACCESS, f"SASL {sasl.chosen} authentication failed")
+            elif sasl.code is not None:
+                self._end_without_close(
+                    _SASL_CONDITIONS.get(sasl.code, errors.UNAUTHORIZED_ACCESS),
+                    f"SASL {sasl.chosen} authentication failed (sasl-code {sasl.code})",
+                    {_SASL_CODE: UByte(sasl.code)},
+                )
             return
         if sasl.done:
             self._expect = _EXPECT_AMQP_HEADER
@@ -410,13 +471,15 @@ class Connection:
                 self._deferred = None
             self._events.append(SaslCompleted(sasl.chosen or "", None))
 
-    def _end_without_close(self, condition: Symbol, description: str) -> None:
+    def _end_without_close(
+        self, condition: Symbol, description: str, info: dict[Any, Any] | None = None
+    ) -> None:
         self.closed = True
         self._expect = _EXPECT_NOTHING
-        self.error = Error(condition=condition, description=description)
+        self.error = Error(condition=condition, description=description, info=info)
         self._events.append(ConnectionClosed(self.error, False))
 
-    def _fail(self, condition: Symbol, description: str) -> None:
+    def _fail(self, condition: Symbol, description: str, info: dict[Any, Any] | None = None) -> None:
         """Close the connection on a protocol error (2.4.3: "close ... with an error")."""
         if self.closed:
             return
@@ -424,9 +487,9 @@ class Connection:
         if self._expect in (_EXPECT_SASL_HEADER, _EXPECT_SASL_FRAMES, _EXPECT_AMQP_HEADER) or (
             self.server and not self._header_sent
         ):
-            self._end_without_close(condition, description)
+            self._end_without_close(condition, description, info)
             return
-        error = Error(condition=condition, description=description)
+        error = Error(condition=condition, description=description, info=info)
         if not self.close_sent:
             if not self.open_sent:
                 self.open()
@@ -458,8 +521,9 @@ class Connection:
                 self._fail_session(session, exc)
             return
         if self.remote_open is None and kind is not Open:
+            # "each peer MUST send an open frame before sending any other frames" (2.4.1)
             raise errors.ConnectionProtocolError(
-                errors.NOT_ALLOWED, f"{kind.__name__} received before open"
+                errors.ILLEGAL_STATE, f"{kind.__name__} received before open"
             )
         if kind is Attach or kind is Detach:
             session = self._session_for(channel)
@@ -491,7 +555,7 @@ class Connection:
         session = self._remote_sessions.get(channel)
         if session is None:
             if self.remote_open is None:
-                raise errors.ConnectionProtocolError(errors.NOT_ALLOWED, "frame received before open")
+                raise errors.ConnectionProtocolError(errors.ILLEGAL_STATE, "frame received before open")
             raise errors.ConnectionProtocolError(
                 errors.NOT_ALLOWED, f"frame on channel {channel}, where no session is mapped"
             )
@@ -511,7 +575,7 @@ class Connection:
 
     def _on_open(self, frame: Open) -> None:
         if self.remote_open is not None:
-            raise errors.ConnectionProtocolError(errors.NOT_ALLOWED, "second open received")
+            raise errors.ConnectionProtocolError(errors.ILLEGAL_STATE, "second open received")
         self.remote_open = frame
         self.remote_max_frame_size = max(MIN_MAX_FRAME_SIZE, int(frame.max_frame_size))
         self.remote_channel_max = int(frame.channel_max)
@@ -520,13 +584,9 @@ class Connection:
         self._events.append(ConnectionOpened(frame))
 
     def _on_begin(self, channel: int, frame: Begin) -> None:
-        if channel > self.config.channel_max:
-            raise errors.ConnectionProtocolError(
-                errors.NOT_ALLOWED, f"channel {channel} exceeds channel-max {self.config.channel_max}"
-            )
         if channel in self._remote_sessions:
             raise errors.ConnectionProtocolError(
-                errors.NOT_ALLOWED, f"begin on channel {channel}, which is already in use"
+                errors.ILLEGAL_STATE, f"begin on channel {channel}, where a session is already mapped"
             )
         if frame.remote_channel is None:
             # The peer begins a session: map it to a new local one and answer (2.5.2).

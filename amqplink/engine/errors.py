@@ -21,6 +21,12 @@ RESOURCE_LIMIT_EXCEEDED = Symbol("amqp:resource-limit-exceeded")
 NOT_ALLOWED = Symbol("amqp:not-allowed")
 INVALID_FIELD = Symbol("amqp:invalid-field")
 NOT_IMPLEMENTED = Symbol("amqp:not-implemented")
+# "The peer sent a frame that is not permitted in the current state." (2.8.15)
+ILLEGAL_STATE = Symbol("amqp:illegal-state")
+# "The peer cannot send a frame because the smallest encoding of the performative with
+# the currently valid values would be too large to fit within a frame of the agreed
+# maximum frame size." (2.8.15)
+FRAME_SIZE_TOO_SMALL = Symbol("amqp:frame-size-too-small")
 FRAMING_ERROR = Symbol("amqp:connection:framing-error")
 CONNECTION_FORCED = Symbol("amqp:connection:forced")
 WINDOW_VIOLATION = Symbol("amqp:session:window-violation")

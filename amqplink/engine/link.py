@@ -62,6 +62,8 @@ RCV_SECOND = 1
 
 ROLE_SENDER = False
 ROLE_RECEIVER = True
+# "delivery-tag: binary ... A delivery-tag can be up to 32 octets of binary data" (2.8.7)
+MAX_TAG_SIZE = 32
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
 
@@ -152,6 +154,8 @@ class Link:
         self.drain = False
         self.available = 0
         self.context: Any = None
+        self.error: Error | None = None
+        """The error this side detached the link with."""
 
     # -- state ---------------------------------------------------------------
     @property
@@ -214,6 +218,7 @@ class Link:
         if self.detach_sent:
             return
         self.detach_sent = True
+        self.error = error
         self.session._send_detach(self, error, closed)
 
     def _make_attach(self) -> Attach:
@@ -318,6 +323,8 @@ class SenderLink(Link):
         if tag is None:
             tag = self._next_tag.to_bytes(8, "big")
             self._next_tag += 1
+        elif len(tag) > MAX_TAG_SIZE:
+            raise ValueError(f"delivery-tag of {len(tag)} bytes: at most {MAX_TAG_SIZE} are allowed (2.8.7)")
         delivery = Delivery(self, tag, payload, message_format, settled)
         delivery.size = len(payload)
         delivery.context = context
@@ -401,11 +408,13 @@ class ReceiverLink(Link):
         self._grant_limit = 0
         self.excess_transfers = 0  # deliveries the sender made beyond any credit granted
 
-    def flow(self, credit: int, *, drain: bool = False) -> None:
+    def flow(self, credit: int, *, drain: bool = False, echo: bool = False) -> None:
         """Set link-credit to ``credit`` and tell the sender (2.6.7); no-op once detached.
 
         With ``drain=True`` the sender is asked to use all of it or give it back; a
-        :class:`~amqplink.engine.events.LinkDrained` event follows when it has.
+        :class:`~amqplink.engine.events.LinkDrained` event follows when it has (at once
+        for ``credit=0``: there is nothing to use). ``echo=True`` asks the sender to
+        answer with its own flow state.
         """
         if credit < 0 or credit > 0xFFFFFFFF:
             raise ValueError(f"credit out of range: {credit}")
@@ -419,7 +428,15 @@ class ReceiverLink(Link):
         self._grant_limit = serial_add(self.delivery_count, credit)
         if serial_diff(self._grant_limit, self._delivery_limit) > 0:
             self._delivery_limit = self._grant_limit
-        self._send_flow()
+        self._send_flow(echo=echo)
+        self._drained_if_done()
+
+    def _drained_if_done(self) -> None:
+        # "the sender ... MUST either use all the available credit or ... advance the
+        # delivery-count" (2.6.7): credit at zero, by transfers or by its flow, ends a drain.
+        if self.drain and self.link_credit == 0:
+            self.drain = False
+            self.session.connection._events.append(LinkDrained(self))
 
     def add_credit(self, credit: int) -> None:
         """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
@@ -453,9 +470,7 @@ class ReceiverLink(Link):
             self.delivery_count = int(flow.delivery_count)
             self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
         self.available = int(flow.available or 0)
-        if self.drain and self.link_credit == 0:
-            self.drain = False
-            self.session.connection._events.append(LinkDrained(self))
+        self._drained_if_done()
         if flow.echo:
             self._send_flow()
 
@@ -493,8 +508,19 @@ class ReceiverLink(Link):
                 )
             if transfer.more:
                 delivery._chunks = []
-        elif transfer.settled:
-            delivery.remote_settled = True
+        else:
+            if transfer.delivery_id is not None and int(transfer.delivery_id) != delivery.delivery_id:
+                # "It is an error if the delivery-id on a continuation transfer differs
+                # from the delivery-id on the first transfer of a delivery." (2.7.5)
+                raise errors.LinkProtocolError(
+                    self.session.channel,
+                    self.handle,
+                    errors.NOT_ALLOWED,
+                    f"continuation transfer has delivery-id {int(transfer.delivery_id)},"
+                    f" the delivery began as {delivery.delivery_id}",
+                )
+            if transfer.settled:
+                delivery.remote_settled = True
         if transfer.aborted:
             # "an aborted delivery ... MUST be discarded by the recipient" (2.6.14)
             self._partial = None
@@ -504,6 +530,7 @@ class ReceiverLink(Link):
                 self.unsettled.pop(delivery.delivery_id, None)
                 self.session._forget_incoming(delivery)
             events.append(DeliveryAborted(self, delivery))
+            self._drained_if_done()
             return
         delivery.size += len(payload)
         if self.max_message_size and delivery.size > self.max_message_size:
@@ -528,9 +555,16 @@ class ReceiverLink(Link):
             delivery._chunks = None
         else:
             delivery.payload = payload
-        if delivery.remote_settled and self.snd_settle_mode != SND_SETTLED:
-            delivery.settled = True
+        if delivery.remote_settled:
+            # "settled ... MUST be interpreted as true if ... the settled flag on any of the
+            # preceding transfers was true" (2.7.5): a delivery settled on a later frame
+            # than its first leaves the unsettled map.
+            if self.unsettled.pop(delivery.delivery_id, None) is not None:  # type: ignore[arg-type]
+                self.session._forget_incoming(delivery)
+            if self.snd_settle_mode != SND_SETTLED:
+                delivery.settled = True
         events.append(DeliveryReceived(self, delivery))
+        self._drained_if_done()
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any) -> None:
         if state is not None:

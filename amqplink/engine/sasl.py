@@ -10,6 +10,7 @@ a server accepts it like ``ANONYMOUS``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,8 @@ _OUTCOME_TEXT = {
     SASL_SYS_PERM: "permanent system error",
     SASL_SYS_TEMP: "transient system error",
 }
+
+log = logging.getLogger(__name__)
 
 ANONYMOUS = "ANONYMOUS"
 PLAIN = "PLAIN"
@@ -114,15 +117,20 @@ class SaslClient:
             # None of the supported mechanisms uses challenges: answer empty.
             return [SaslResponse(response=b"")]
         if isinstance(frame, SaslOutcome):
-            if int(frame.code) != SASL_OK:
-                raise SaslFailed(int(frame.code), "server refused the credentials")
+            code = int(frame.code)
+            if code != SASL_OK:
+                reason = "the server refused the credentials" if code == SASL_AUTH else "the server failed"
+                raise SaslFailed(code, f"{reason} (sasl-code {code})")
             self.done = True
             return []
         raise SaslFailed(SASL_SYS_PERM, f"unexpected SASL frame {type(frame).__name__} at the client")
 
 
-Authenticator = Callable[[str, str | None, str | None], bool]
-"""``(mechanism, username, password) -> accepted``; used by :class:`SaslServer`."""
+Authenticator = Callable[[str, str | None, str | None], bool | int]
+"""``(mechanism, username, password) -> accepted``; used by :class:`SaslServer`.
+
+It may also return a sasl-code (``SASL_SYS_TEMP`` when its user store is down, ...);
+an exception it raises answers ``SASL_SYS``."""
 
 
 @dataclass(slots=True)
@@ -131,7 +139,7 @@ class SaslServer:
 
     Without an authenticator PLAIN accepts anyone (a test server). ``MSSBCBS`` and
     ``EXTERNAL`` are accepted like ``ANONYMOUS``: the identity is proven elsewhere
-    (CBS tokens, TLS).
+    (CBS tokens, TLS). ``code`` is the sasl-code of the outcome sent, once sent.
     """
 
     mechanisms: tuple[str, ...] = (PLAIN, ANONYMOUS, MSSBCBS)
@@ -139,37 +147,47 @@ class SaslServer:
     done: bool = field(default=False, init=False)
     chosen: str | None = field(default=None, init=False)
     identity: str | None = field(default=None, init=False)
+    code: int | None = field(default=None, init=False)
 
     def start(self) -> list[Any]:
         """The frames the server sends after the SASL protocol header."""
         return [SaslMechanisms(sasl_server_mechanisms=[Symbol(m) for m in self.mechanisms])]
 
-    def _check(self, mechanism: str, response: bytes) -> tuple[bool, str | None]:
+    def _verdict(self, mechanism: str, user: str | None, password: str | None) -> int:
+        if self.authenticate is None:
+            return SASL_OK
+        try:
+            verdict = self.authenticate(mechanism, user, password)
+        except Exception:
+            log.exception("SASL authenticator failed")
+            return SASL_SYS
+        if isinstance(verdict, bool):
+            return SASL_OK if verdict else SASL_AUTH
+        return verdict if verdict in _OUTCOME_TEXT else SASL_SYS
+
+    def _check(self, mechanism: str, response: bytes) -> tuple[int, str | None]:
         if mechanism == PLAIN:
             parts = response.split(b"\0")
             if len(parts) != 3:
-                return False, None
+                return SASL_AUTH, None
             try:
                 user, password = parts[1].decode(), parts[2].decode()
             except UnicodeDecodeError:
-                return False, None
-            ok = self.authenticate(mechanism, user, password) if self.authenticate else True
-            return ok, user
-        ok = self.authenticate(mechanism, None, None) if self.authenticate else True
-        return ok, None
+                return SASL_AUTH, None
+            return self._verdict(mechanism, user, password), user
+        return self._verdict(mechanism, None, None), None
 
     def on_frame(self, frame: Any) -> list[Any]:
         """Handle one SASL frame from the client; return the frames to send back."""
         if isinstance(frame, SaslInit) and self.chosen is None:
             mechanism = str(frame.mechanism)
-            if mechanism not in self.mechanisms:
-                self.chosen = mechanism
-                return [SaslOutcome(code=UByte(SASL_AUTH))]
             self.chosen = mechanism
-            ok, user = self._check(mechanism, bytes(frame.initial_response or b""))
-            if not ok:
-                return [SaslOutcome(code=UByte(SASL_AUTH))]
-            self.identity = user
-            self.done = True
-            return [SaslOutcome(code=UByte(SASL_OK))]
+            if mechanism not in self.mechanisms:
+                self.code = SASL_AUTH
+            else:
+                self.code, user = self._check(mechanism, bytes(frame.initial_response or b""))
+                if self.code == SASL_OK:
+                    self.identity = user
+                    self.done = True
+            return [SaslOutcome(code=UByte(self.code))]
         raise SaslFailed(SASL_SYS_PERM, f"unexpected SASL frame {type(frame).__name__} at the server")

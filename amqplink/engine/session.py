@@ -10,6 +10,10 @@ Window bookkeeping follows 2.5.6 exactly:
 - on receiving one: next-incoming-id += 1, incoming-window -= 1,
   remote-outgoing-window -= 1; a transfer while incoming-window is 0 is a
   ``amqp:session:window-violation``.
+
+The incoming window is reopened (to its configured size, once half of it is used) by
+a flow written at the next :meth:`Connection.data_to_send`: a grant counts from the
+moment it leaves, so a peer that sends past what it has been told is caught.
 """
 
 from __future__ import annotations
@@ -91,6 +95,9 @@ class Session:
         self._incoming: dict[int, Delivery] = {}
         self._dispositions: list[tuple[bool, int, bool, Any]] = []
         self._blocked: list[SenderLink] = []
+        self._pending = False  # registered with the connection for the next data_to_send
+        self.error: Error | None = None
+        """The error this side ended the session with."""
 
     def __repr__(self) -> str:
         return f"Session(channel={self.channel}, remote_channel={self.remote_channel})"
@@ -107,6 +114,8 @@ class Session:
 
     # -- frames out ------------------------------------------------------------
     def _write(self, frame: Any, payload: Any = None) -> None:
+        if self.end_sent:
+            return  # END SENT: "The endpoint MAY receive frames, but cannot send them." (2.5.5)
         if self._dispositions and type(frame) is not Disposition:
             self._flush_dispositions()
         self.connection._write_frame(self.channel, frame, payload)
@@ -141,6 +150,7 @@ class Session:
             return
         self._flush_dispositions()
         self.end_sent = True
+        self.error = error
         self.connection._write_frame(self.channel, End(error=error))
         if self.remote_end is not None:
             self.connection._forget_session(self)
@@ -253,17 +263,23 @@ class Session:
     def _link_for(self, handle: Any) -> Link:
         link = self._remote_links.get(int(handle))
         if link is None:
+            self._check_handle(int(handle))
             raise errors.SessionProtocolError(
                 self.channel, errors.UNATTACHED_HANDLE, f"no link is attached on handle {int(handle)}"
             )
         return link
 
+    def _check_handle(self, handle: int) -> None:
+        if handle > self.handle_max:
+            # "A peer that receives a handle outside the supported range MUST close the
+            # connection with the framing-error error-code." (2.7.2)
+            raise errors.ConnectionProtocolError(
+                errors.FRAMING_ERROR, f"handle {handle} on channel {self.channel} exceeds handle-max {self.handle_max}"
+            )
+
     def _on_attach(self, attach: Attach) -> None:
         handle = int(attach.handle)
-        if handle > self.handle_max:
-            raise errors.SessionProtocolError(
-                self.channel, errors.NOT_ALLOWED, f"handle {handle} exceeds handle-max {self.handle_max}"
-            )
+        self._check_handle(handle)
         if handle in self._remote_links:
             raise errors.SessionProtocolError(
                 self.channel, errors.HANDLE_IN_USE, f"handle {handle} is already attached"
@@ -283,16 +299,19 @@ class Session:
                 self.channel, errors.NOT_ALLOWED, f"link {attach.name!r} is already attached"
             )
         cls: type[Link] = ReceiverLink if peer_is_sender else SenderLink
-        new = self._new_link(
-            cls,
-            attach.name,
-            attach.source,
-            attach.target,
-            int(attach.snd_settle_mode),
-            int(attach.rcv_settle_mode),
-            None,
-            None,
-        )
+        try:
+            new = self._new_link(
+                cls,
+                attach.name,
+                attach.source,
+                attach.target,
+                int(attach.snd_settle_mode),
+                int(attach.rcv_settle_mode),
+                None,
+                None,
+            )
+        except errors.EngineStateError as exc:  # no handle of ours left within the peer's handle-max
+            raise errors.SessionProtocolError(self.channel, errors.RESOURCE_LIMIT_EXCEEDED, str(exc)) from None
         self._remote_links[handle] = new
         new._on_attach(attach)
         events.append(LinkAttachRequested(new))
@@ -309,7 +328,8 @@ class Session:
             link.detach_sent = True
             self._write(Detach(handle=UInt(link.handle), closed=bool(detach.closed)))
         self._forget_link(link)
-        self.connection._events.append(LinkDetached(link, detach.error, bool(detach.closed), by_peer))
+        error = detach.error if by_peer else link.error
+        self.connection._events.append(LinkDetached(link, error, bool(detach.closed), by_peer))
 
     def _on_flow(self, flow: Flow) -> None:
         next_incoming = (
@@ -318,6 +338,9 @@ class Session:
         self.remote_incoming_window = serial_diff(
             serial_add(next_incoming, int(flow.incoming_window)), self.next_outgoing_id
         )
+        # "it MUST update the next-incoming-id directly from the next-outgoing-id of the
+        # frame, and ... the remote-outgoing-window directly from the outgoing-window" (2.5.6)
+        self.next_incoming_id = int(flow.next_outgoing_id)
         self.remote_outgoing_window = int(flow.outgoing_window)
         if flow.handle is not None:
             link = self._link_for(flow.handle)
@@ -344,8 +367,7 @@ class Session:
         if not link.detach_sent:
             link._on_transfer(transfer, payload)
         if self.incoming_window <= self.max_incoming_window // 2:
-            self.incoming_window = self.max_incoming_window
-            self._session_flow()
+            self._mark_pending()
 
     def _on_disposition(self, disposition: Disposition) -> None:
         first = int(disposition.first)
@@ -377,7 +399,7 @@ class Session:
             self.end_sent = True
             self.connection._write_frame(self.channel, End())
         self.connection._forget_session(self)
-        self.connection._events.append(SessionEnded(self, end.error, by_peer))
+        self.connection._events.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
 
     # -- deliveries ----------------------------------------------------------------
     def _track_incoming(self, delivery: Delivery) -> bool:
@@ -401,7 +423,13 @@ class Session:
 
     def _pump_sender(self, link: SenderLink) -> None:
         """Write queued deliveries while link credit and the remote window allow."""
-        if self.remote_begin is None or link.remote_attach is None or link.detach_sent or self.end_sent:
+        if (
+            self.remote_begin is None
+            or link.remote_attach is None
+            or link.detach_sent
+            or self.end_sent
+            or self.connection.close_sent
+        ):
             return
         queue = link.queue
         max_frame = self.connection.remote_max_frame_size
@@ -494,9 +522,22 @@ class Session:
 
     # -- dispositions ----------------------------------------------------------------
     def _queue_disposition(self, role: bool, delivery_id: int, settled: bool, state: Any) -> None:
-        if not self._dispositions:
-            self.connection._pending_sessions.append(self)
+        self._mark_pending()
         self._dispositions.append((role, delivery_id, settled, state))
+
+    def _mark_pending(self) -> None:
+        if not self._pending:
+            self._pending = True
+            self.connection._pending_sessions.append(self)
+
+    def _flush_pending(self) -> None:
+        """Called by :meth:`Connection.data_to_send`: queued dispositions, then the
+        flow that reopens the incoming window once half of it is used."""
+        self._pending = False
+        self._flush_dispositions()
+        if self.incoming_window <= self.max_incoming_window // 2 and self.remote_begin is not None:
+            self.incoming_window = self.max_incoming_window
+            self._session_flow()
 
     def _flush_dispositions(self) -> None:
         """Send queued dispositions, merged into ranges (first..last) where they agree."""

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from amqplink.codec.decode import decode
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import Event, LinkAttachRequested
-from amqplink.engine.frames import AMQP_HEADER, SASL_HEADER, FrameReader
+from amqplink.engine.frames import AMQP_HEADER, FRAME_TYPE_AMQP, SASL_HEADER, FrameReader, write_frame
 from amqplink.engine.link import ReceiverLink, SenderLink
 from amqplink.engine.sasl import SaslClient, SaslServer
 from amqplink.engine.session import Session
@@ -108,6 +108,13 @@ def frames_in(chunks: list[bytes], *, sasl: bool = False) -> list[tuple[int, Any
             continue
         performative, offset = decode(body)
         out.append((channel, performative, bytes(body[offset:])))
+
+
+def frame(channel: int, performative: Any, payload: bytes = b"") -> bytes:
+    """One AMQP frame, as a peer would write it (for feeding hand-made frames)."""
+    out = bytearray()
+    write_frame(out, FRAME_TYPE_AMQP, channel, performative, payload)
+    return bytes(out)
 
 
 def performatives(chunks: list[bytes], kind: type) -> list[Any]:

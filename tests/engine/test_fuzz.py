@@ -2,8 +2,9 @@
 
 Whatever arrives, ``receive_data`` never raises; the engine ends in a clean close,
 and when it closes on an error the condition is one the spec defines for the fault
-(never ``amqp:internal-error``, which would mean an engine bug surfaced). What it
-writes back is itself a valid frame stream.
+(never ``amqp:internal-error``, which would mean an engine bug surfaced); so do the
+sessions and links it ends on its own. What it writes back is itself a valid frame
+stream.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from hypothesis import strategies as st
 
 from amqplink.codec.types import Symbol
 from amqplink.engine.connection import Connection, ConnectionConfig
-from amqplink.engine.events import ConnectionClosed, Event, LinkAttachRequested
+from amqplink.engine.events import (
+    ConnectionClosed,
+    DeliveryReceived,
+    Event,
+    LinkAttachRequested,
+    LinkDetached,
+    SessionEnded,
+)
 from amqplink.engine.link import ReceiverLink
 from amqplink.engine.sasl import SaslClient, SaslServer
 from amqplink.protocol.definitions import Accepted, Error, Target
@@ -31,14 +39,26 @@ EXPECTED_CONDITIONS = {
     "amqp:resource-limit-exceeded",
     "amqp:connection:forced",
     "amqp:invalid-field",
+    "amqp:illegal-state",
+}
+# Conditions a session or link may end with when the engine ends it on its own.
+SCOPE_CONDITIONS = EXPECTED_CONDITIONS | {
+    "amqp:session:window-violation",
+    "amqp:session:errant-link",
+    "amqp:session:handle-in-use",
+    "amqp:session:unattached-handle",
+    "amqp:link:message-size-exceeded",
+    "amqp:link:transfer-limit-exceeded",
 }
 
 
 @functools.cache
 def recorded_stream(sasl: bool) -> bytes:
-    """A real client's bytes: SASL?, open, begin, attach, flow, transfers, settle, close."""
+    """A real client's bytes: SASL?, open, begin, attach, flow (with drain), transfers
+    (split, aborted), dispositions (ranges), detach with an error, end, close."""
     pair = Pair(
         ConnectionConfig(container_id="client", max_frame_size=512),
+        ConnectionConfig(container_id="server", max_frame_size=512, incoming_window=3),
         sasl_client=SaslClient(username="u", password="p") if sasl else None,
         sasl_server=SaslServer() if sasl else None,
     )
@@ -49,9 +69,19 @@ def recorded_stream(sasl: bool) -> bytes:
     pair.pump()
     server_receiver = pair.server_link("s", sender=False)
     server_receiver.flow(10)  # type: ignore[union-attr]
+    server_sender = pair.server_link("r", sender=True)
+    for i in range(4):
+        server_sender.send(bytes([i]))  # type: ignore[union-attr]
     pair.pump()
+    for ev in pair.of(DeliveryReceived):
+        receiver.settle(ev.delivery, Accepted())
+    receiver.flow(3, drain=True)
     for i in range(4):
         sender.send(bytes([i]) * (50 + 400 * i))
+    pair.pump()
+    doomed = sender.send(b"d" * 3000)
+    assert doomed._offset > 0
+    sender.abort(doomed)
     pair.pump()
     sender.detach(Error(condition=Symbol("amqp:internal-error"), description="bye"))
     session.end()
@@ -90,6 +120,9 @@ def check(server: Connection, events: list[Event]) -> None:
     error = closes[0].error
     if error is not None:
         assert str(error.condition) in EXPECTED_CONDITIONS, error
+    for ev in events:
+        if isinstance(ev, SessionEnded | LinkDetached) and not ev.by_peer and ev.error is not None:
+            assert str(ev.error.condition) in SCOPE_CONDITIONS, ev
     # what the server wrote back is a well-formed frame stream
     frames_in([server.data_to_send()])
 

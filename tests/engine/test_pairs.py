@@ -36,9 +36,11 @@ from amqplink.engine.link import (
 from amqplink.engine.sasl import SaslClient, SaslServer
 from amqplink.protocol.definitions import (
     Accepted,
+    Begin,
     Disposition,
     Error,
     Modified,
+    Open,
     Rejected,
     Released,
     Source,
@@ -389,3 +391,76 @@ def test_heartbeats_and_idle_timeout() -> None:
     assert events[0].error is not None and events[0].error.condition == "amqp:resource-limit-exceeded"
     client_events = pair.client.receive_data(pair.server.data_to_send())
     assert isinstance(client_events[-1], ConnectionClosed) and client_events[-1].by_peer
+
+
+def test_end_and_close_with_errors_reach_the_peer_and_stay_with_the_sender() -> None:
+    """end and close "carry error information when relevant" (2.5.2, 2.4.3): the peer
+    sees the error by_peer; this side's own event keeps the error it sent."""
+    pair = Pair()
+    session = pair.open()
+    end_error = Error(condition=Symbol("amqp:resource-limit-exceeded"), description="too many links")
+    session.end(end_error)
+    pair.pump()
+    assert [(e.error, e.by_peer) for e in pair.of(SessionEnded, "server")] == [(end_error, True)]
+    assert pair.of(SessionEnded) == [SessionEnded(session, end_error, False)]
+    close_error = Error(condition=Symbol("amqp:connection:forced"), description="shutting down")
+    pair.client.close(close_error)
+    pair.pump()
+    assert pair.of(ConnectionClosed, "server") == [ConnectionClosed(close_error, True)]
+    assert pair.of(ConnectionClosed) == [ConnectionClosed(close_error, False)]
+
+
+def test_detach_with_error_stays_with_the_side_that_sent_it() -> None:
+    pair = Pair()
+    sender, receiver = _link_pair(pair)
+    error = Error(condition=Symbol("amqp:link:message-size-exceeded"), description="1 MiB at most")
+    receiver.detach(error)
+    pair.pump()
+    assert pair.of(LinkDetached) == [LinkDetached(sender, error, True, True)]
+    assert pair.of(LinkDetached, "server") == [LinkDetached(receiver, error, True, False)]
+
+
+def test_channel_max_is_advertised_and_limits_sessions() -> None:
+    """channel-max: "This value plus one is the maximum number of sessions that can be
+    simultaneously active on the connection." (2.7.1)"""
+    pair = Pair(server_config=ConnectionConfig(container_id="server", channel_max=1))
+    first = pair.open()
+    second = pair.client.begin_session()
+    pair.pump()
+    assert (first.channel, second.channel) == (0, 1) and second.is_mapped
+    (server_open,) = [p for p in performatives(pair.wire_s2c, Open)]
+    assert int(server_open.channel_max) == 1 and pair.client.remote_channel_max == 1
+    with pytest.raises(EngineStateError, match="channels"):
+        pair.client.begin_session()
+    first.end()
+    pair.pump()
+    assert pair.client.begin_session().channel == 0  # a freed channel is used again
+
+
+def test_handle_max_is_advertised_and_limits_links() -> None:
+    """handle-max: "A peer MUST NOT attempt to attach a link using a handle value outside
+    the range that its partner can handle." (2.7.2)"""
+    pair = Pair(server_config=ConnectionConfig(container_id="server", handle_max=1))
+    session = pair.open()
+    (server_begin,) = [p for p in performatives(pair.wire_s2c, Begin)]
+    assert int(server_begin.handle_max) == 1
+    links = [session.attach_sender(f"s{i}", target=Target(address="q")) for i in range(2)]
+    assert [link.handle for link in links] == [0, 1]
+    with pytest.raises(EngineStateError, match="handles"):
+        session.attach_sender("s2", target=Target(address="q"))
+    links[0].detach()
+    pair.pump()
+    assert session.attach_sender("s3", target=Target(address="q")).handle == 0
+    pair.pump()
+    assert not pair.of(ConnectionClosed, "server") and pair.server.is_open
+
+
+def test_before_the_peers_open_only_channel_0_may_be_used() -> None:
+    """"Prior to any explicit negotiation ... the maximum channel number is 0." (2.4.1)"""
+    pair = Pair()
+    pair.client.open()
+    pair.client.begin_session()
+    with pytest.raises(EngineStateError, match="channels"):
+        pair.client.begin_session()
+    pair.pump()
+    assert pair.client.begin_session().channel == 1
