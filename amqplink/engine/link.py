@@ -80,6 +80,7 @@ class Delivery:
         "link",
         "message_format",
         "payload",
+        "rcv_settle_mode",
         "remote_settled",
         "remote_state",
         "settled",
@@ -106,6 +107,7 @@ class Delivery:
         self.state: Any = None
         self.remote_state: Any = None
         self.aborted = False
+        self.rcv_settle_mode: int | None = None  # the transfer's own, if it set one
         self.context: Any = None
         self.size = 0
         self._offset = 0
@@ -447,7 +449,8 @@ class ReceiverLink(Link):
 
         With rcv-settle-mode ``first`` the disposition settles at once; with ``second``
         "the receiver will only settle after the sender has settled" (2.8.3): the
-        outcome is sent unsettled and the sender's settlement ends it.
+        outcome is sent unsettled and the sender's settlement ends it. A transfer's own
+        rcv-settle-mode, when it sets one, overrides the link's for that delivery.
         """
         if delivery.settled or delivery.link is not self:
             return
@@ -456,7 +459,8 @@ class ReceiverLink(Link):
             delivery.settled = True
             return
         assert delivery.delivery_id is not None
-        settle_now = self.rcv_settle_mode != RCV_SECOND
+        mode = self.rcv_settle_mode if delivery.rcv_settle_mode is None else delivery.rcv_settle_mode
+        settle_now = mode != RCV_SECOND
         if settle_now:
             delivery.settled = True
             self.unsettled.pop(delivery.delivery_id, None)
@@ -521,6 +525,19 @@ class ReceiverLink(Link):
                 )
             if transfer.settled:
                 delivery.remote_settled = True
+        if transfer.rcv_settle_mode is not None:
+            mode = int(transfer.rcv_settle_mode)
+            if mode == RCV_SECOND and self.rcv_settle_mode == RCV_FIRST:
+                # "If the negotiated link value is first, then it is illegal to set this
+                # field to second." (2.7.5)
+                raise errors.LinkProtocolError(
+                    self.session.channel,
+                    self.handle,
+                    errors.NOT_ALLOWED,
+                    "transfer asks rcv-settle-mode second on a link negotiated first",
+                )
+            # "If not set, this value is defaulted to the value negotiated on link attach."
+            delivery.rcv_settle_mode = mode
         if transfer.aborted:
             # "an aborted delivery ... MUST be discarded by the recipient" (2.6.14)
             self._partial = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from amqplink.codec.types import Symbol, UInt, ULong
+from amqplink.codec.types import Symbol, UByte, UInt, ULong
 from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.events import (
     DeliveryAborted,
@@ -13,10 +13,11 @@ from amqplink.engine.events import (
     DeliveryUpdated,
     LinkAttachRequested,
 )
-from amqplink.engine.link import RCV_SECOND, SND_MIXED, ReceiverLink, SenderLink
+from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_MIXED, ReceiverLink, SenderLink
 from amqplink.protocol.definitions import (
     Accepted,
     Attach,
+    Detach,
     Disposition,
     Modified,
     Received,
@@ -213,3 +214,44 @@ def test_rejected_outcome_keeps_its_error() -> None:
     pair.pump()
     (update,) = pair.of(DeliveryUpdated)
     assert update.state == Rejected(error=error) and update.settled
+
+
+def test_a_transfers_rcv_settle_mode_first_overrides_a_link_negotiated_second() -> None:
+    """rcv-settle-mode on a transfer: "If first, this indicates that the receiver MUST
+    settle the delivery once it has arrived without waiting for the sender to settle
+    first. ... If not set, this value is defaulted to the value negotiated on link
+    attach." (2.7.5)"""
+    server, _ = server_with_session()
+    events = server.receive_data(
+        frame(0, Attach(name="l", handle=UInt(0), role=False, target=Target(address="q"),
+                        rcv_settle_mode=UByte(RCV_SECOND), initial_delivery_count=UInt(0)))
+    )
+    link = events[0].link
+    assert isinstance(link, ReceiverLink)
+    link.attach()
+    link.flow(5)
+    server.data_to_send()
+    (own,) = server.receive_data(
+        frame(0, Transfer(handle=UInt(0), delivery_id=UInt(0), delivery_tag=b"a", rcv_settle_mode=UByte(RCV_FIRST)))
+    )
+    (default,) = server.receive_data(frame(0, Transfer(handle=UInt(0), delivery_id=UInt(1), delivery_tag=b"b")))
+    link.settle(own.delivery, Accepted())
+    link.settle(default.delivery, Accepted())
+    dispositions = performatives([server.data_to_send()], Disposition)
+    assert [(int(d.first), d.settled) for d in dispositions] == [(1, False), (0, True)]
+    assert own.delivery.settled and not default.delivery.settled
+    assert list(link.unsettled) == [1]
+
+
+def test_a_transfer_asking_second_on_a_link_negotiated_first_detaches_it() -> None:
+    """"If the negotiated link value is first, then it is illegal to set this field to
+    second." (2.7.5)"""
+    server, session = server_with_session()
+    link = with_receiver(server)
+    assert link.rcv_settle_mode == RCV_FIRST
+    server.receive_data(
+        frame(0, Transfer(handle=UInt(0), delivery_id=UInt(0), delivery_tag=b"a", rcv_settle_mode=UByte(RCV_SECOND)))
+    )
+    (detach,) = performatives([server.data_to_send()], Detach)
+    assert detach.error is not None and detach.error.condition == "amqp:not-allowed"
+    assert link.detach_sent and session.is_mapped
