@@ -384,6 +384,7 @@ async def connect(
     hostname: str | None = None,
     properties: dict[Any, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    on_excess_transfer: Literal["deliver", "detach"] = "deliver",
 ) -> Connection:
     """Connect to ``amqp://[user:pass@]host[:port]`` (or ``amqps://``) and open.
 
@@ -392,6 +393,9 @@ async def connect(
     system's default verification. ``idle_timeout`` (seconds) is this side's
     idle time-out (2.4.5): the peer is asked to send something at least every
     ``idle_timeout / 2`` s and the connection fails after ``idle_timeout`` of silence.
+    ``on_excess_transfer`` is what a receiver does with a delivery past its credit
+    (2.6.7): ``"deliver"`` (the default, as RabbitMQ 3.x overshoots under load) or
+    ``"detach"`` with ``amqp:link:transfer-limit-exceeded``.
     """
     endpoint = parse_url(url)
     if endpoint.tls and ssl_context is None:
@@ -404,6 +408,7 @@ async def connect(
         channel_max=channel_max,
         idle_timeout=idle_timeout,
         properties=properties,
+        on_excess_transfer=on_excess_transfer,
     )
     engine = EngineConnection(config, sasl=_sasl_for(endpoint, sasl, virtual_host))
     conn = Connection(endpoint, engine, timeout)

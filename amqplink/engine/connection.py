@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from amqplink.codec.decode import decode
 from amqplink.codec.errors import DecodeError
@@ -94,6 +94,13 @@ class ConnectionConfig:
     ("it is recommended that the value of idle-time-out be half the actual timeout
     threshold", 2.4.5) and the connection closes with
     ``amqp:resource-limit-exceeded`` after ``idle_timeout`` seconds of silence.
+
+    ``on_excess_transfer`` decides what a receiving link does with a delivery beyond
+    every credit limit it ever granted: "the receiver MAY either handle the excess
+    messages normally or detach the link with a transfer-limit-exceeded error code"
+    (2.6.7). ``"detach"`` (the default) enforces the limit; ``"deliver"`` hands the
+    delivery on and counts it in ``ReceiverLink.excess_transfers`` (for peers such as
+    RabbitMQ 3.x that overshoot under load).
     """
 
     container_id: str = field(default_factory=lambda: f"amqplink-{uuid.uuid4()}")
@@ -107,6 +114,7 @@ class ConnectionConfig:
     properties: dict[Any, Any] | None = None
     offered_capabilities: list[str] | None = None
     desired_capabilities: list[str] | None = None
+    on_excess_transfer: Literal["detach", "deliver"] = "detach"
 
     def __post_init__(self) -> None:
         if self.max_frame_size < MIN_MAX_FRAME_SIZE:
@@ -117,6 +125,8 @@ class ConnectionConfig:
             raise ValueError("idle_timeout must be positive (or None to disable it)")
         if self.incoming_window < 1:
             raise ValueError("incoming_window must be at least 1")
+        if self.on_excess_transfer not in ("detach", "deliver"):
+            raise ValueError(f"on_excess_transfer must be 'detach' or 'deliver', not {self.on_excess_transfer!r}")
 
 
 class Connection:

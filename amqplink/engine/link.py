@@ -491,9 +491,17 @@ class ReceiverLink(Link):
                 )
             if serial_diff(self._delivery_limit, self.delivery_count) <= 0:
                 # "the receiver MAY either handle the excess messages normally or detach
-                # the link with a transfer-limit-exceeded error code" (2.6.7). Handle them:
-                # RabbitMQ 3.x sends past the credit it was given under load (its queue and
-                # session count deliveries apart); the session window still bounds frames in flight.
+                # the link with a transfer-limit-exceeded error code" (2.6.7): the
+                # connection's config chooses (RabbitMQ 3.x overshoots under load; the
+                # session window still bounds the frames in flight).
+                if self.session.connection.config.on_excess_transfer == "detach":
+                    raise errors.LinkProtocolError(
+                        self.session.channel,
+                        self.handle,
+                        errors.TRANSFER_LIMIT_EXCEEDED,
+                        f"delivery-id {int(transfer.delivery_id)} arrived with no link credit"
+                        f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
+                    )
                 self.excess_transfers += 1
             # "delivery-count ... incremented ... and link-credit decremented" (2.6.7)
             self.delivery_count = serial_add(self.delivery_count, 1)
