@@ -146,3 +146,6 @@ class DeliveryUpdated(Event):
     delivery: Delivery
     state: Any
     settled: bool
+    # "the issuer is hinting that there is no need for the peer to urgently communicate
+    # updated delivery state" (2.7.6)
+    batchable: bool = False

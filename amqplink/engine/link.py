@@ -367,7 +367,7 @@ class SenderLink(Link):
         elif flow.echo:
             self._send_flow()
 
-    def _on_disposition(self, delivery: Delivery, settled: bool, state: Any) -> None:
+    def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         delivery.remote_state = state
         events = self.session.connection._events
         if settled:
@@ -379,22 +379,27 @@ class SenderLink(Link):
             delivery.settled = True
             self._forget(delivery)
             assert delivery.delivery_id is not None
-            self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state)
-        events.append(DeliveryUpdated(self, delivery, state, settled))
+            # The settlement is as urgent as the outcome that asked for it.
+            self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
+        events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _forget(self, delivery: Delivery) -> None:
         if delivery.delivery_id is not None:
             self.unsettled.pop(delivery.delivery_id, None)
             self.session._forget_outgoing(delivery)
 
-    def settle(self, delivery: Delivery, state: Any = None) -> None:
-        """Settle a delivery from the sender's side (only needed without auto_settle)."""
+    def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
+        """Settle a delivery from the sender's side (only needed without auto_settle).
+
+        ``batchable=True`` tells the peer "there is no need ... to urgently communicate
+        updated delivery state" (2.7.6).
+        """
         if delivery.settled or delivery.delivery_id is None:
             return
         delivery.settled = True
         delivery.state = state
         self._forget(delivery)
-        self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state)
+        self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
 
 
 class ReceiverLink(Link):
@@ -444,13 +449,14 @@ class ReceiverLink(Link):
         """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
         self.flow(self.link_credit + credit, drain=self.drain)
 
-    def settle(self, delivery: Delivery, state: Any = None) -> None:
+    def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
         """Settle with an outcome (``Accepted()``, ``Rejected(error=...)``, ...).
 
         With rcv-settle-mode ``first`` the disposition settles at once; with ``second``
         "the receiver will only settle after the sender has settled" (2.8.3): the
         outcome is sent unsettled and the sender's settlement ends it. A transfer's own
         rcv-settle-mode, when it sets one, overrides the link's for that delivery.
+        ``batchable=True`` marks the disposition as not urgent (2.7.6).
         """
         if delivery.settled or delivery.link is not self:
             return
@@ -465,7 +471,7 @@ class ReceiverLink(Link):
             delivery.settled = True
             self.unsettled.pop(delivery.delivery_id, None)
             self.session._forget_incoming(delivery)
-        self.session._queue_disposition(ROLE_RECEIVER, delivery.delivery_id, settle_now, state)
+        self.session._queue_disposition(ROLE_RECEIVER, delivery.delivery_id, settle_now, state, batchable)
 
     def _on_flow(self, flow: Flow) -> None:
         if flow.delivery_count is not None:
@@ -591,7 +597,7 @@ class ReceiverLink(Link):
         events.append(DeliveryReceived(self, delivery))
         self._drained_if_done()
 
-    def _on_disposition(self, delivery: Delivery, settled: bool, state: Any) -> None:
+    def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         if state is not None:
             delivery.remote_state = state
         if settled:
@@ -600,7 +606,7 @@ class ReceiverLink(Link):
                 delivery.settled = True
             self.unsettled.pop(delivery.delivery_id or 0, None)
             self.session._forget_incoming(delivery)
-        self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled))
+        self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
 
 def error(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Error:

@@ -93,7 +93,7 @@ class Session:
         self._next_delivery_id = 0
         self._outgoing: dict[int, Delivery] = {}
         self._incoming: dict[int, Delivery] = {}
-        self._dispositions: list[tuple[bool, int, bool, Any]] = []
+        self._dispositions: list[tuple[bool, int, bool, Any, bool]] = []
         self._blocked: list[SenderLink] = []
         self._pending = False  # registered with the connection for the next data_to_send
         self.error: Error | None = None
@@ -381,6 +381,7 @@ class Session:
         table = self._outgoing if disposition.role else self._incoming
         settled = bool(disposition.settled)
         state = disposition.state
+        batchable = bool(disposition.batchable)
         ids: Any
         if count <= len(table):
             ids = [serial_add(first, i) for i in range(count)]
@@ -389,7 +390,7 @@ class Session:
         for delivery_id in ids:
             delivery = table.get(delivery_id)
             if delivery is not None:
-                delivery.link._on_disposition(delivery, settled, state)  # type: ignore[attr-defined]
+                delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
 
     def _on_end(self, end: End) -> None:
         self.remote_end = end
@@ -521,9 +522,11 @@ class Session:
         return True
 
     # -- dispositions ----------------------------------------------------------------
-    def _queue_disposition(self, role: bool, delivery_id: int, settled: bool, state: Any) -> None:
+    def _queue_disposition(
+        self, role: bool, delivery_id: int, settled: bool, state: Any, batchable: bool = False
+    ) -> None:
         self._mark_pending()
-        self._dispositions.append((role, delivery_id, settled, state))
+        self._dispositions.append((role, delivery_id, settled, state, batchable))
 
     def _mark_pending(self) -> None:
         if not self._pending:
@@ -540,39 +543,46 @@ class Session:
             self._session_flow()
 
     def _flush_dispositions(self) -> None:
-        """Send queued dispositions, merged into ranges (first..last) where they agree."""
+        """Send queued dispositions, merged into ranges (first..last) where they agree.
+
+        ``batchable`` is carried as the application gave it; the engine sends at once
+        either way ("This hint MAY be ignored", 2.7.6): every disposition queued before
+        one ``data_to_send`` already leaves as few frames.
+        """
         pending = self._dispositions
         if not pending or self.end_sent:
             pending.clear()
             return
         self._dispositions = []
         pending.sort(key=_disposition_sort_key)
-        role, first, settled, state = pending[0]
+        role, first, settled, state, batchable = pending[0]
         last = first
         write = self.connection._write_frame
-        for r, delivery_id, s, st in pending[1:]:
+        for r, delivery_id, s, st, b in pending[1:]:
             if (
                 r is role
                 and s is settled
+                and b is batchable
                 and delivery_id == last + 1
                 and (st is state or st == state)
             ):
                 last = delivery_id
                 continue
-            write(self.channel, _disposition(role, first, last, settled, state))
-            role, first, last, settled, state = r, delivery_id, delivery_id, s, st
-        write(self.channel, _disposition(role, first, last, settled, state))
+            write(self.channel, _disposition(role, first, last, settled, state, batchable))
+            role, first, last, settled, state, batchable = r, delivery_id, delivery_id, s, st, b
+        write(self.channel, _disposition(role, first, last, settled, state, batchable))
 
 
-def _disposition_sort_key(item: tuple[bool, int, bool, Any]) -> tuple[bool, bool, int]:
-    return (item[0], item[2], item[1])
+def _disposition_sort_key(item: tuple[bool, int, bool, Any, bool]) -> tuple[bool, bool, bool, int]:
+    return (item[0], item[2], item[4], item[1])
 
 
-def _disposition(role: bool, first: int, last: int, settled: bool, state: Any) -> Disposition:
+def _disposition(role: bool, first: int, last: int, settled: bool, state: Any, batchable: bool) -> Disposition:
     return Disposition(
         role=role,
         first=UInt(first),
         last=UInt(last) if last != first else None,
         settled=settled,
         state=state,
+        batchable=batchable,
     )

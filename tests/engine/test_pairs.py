@@ -328,6 +328,27 @@ def test_dispositions_are_sent_as_ranges() -> None:
     assert len(pair.of(DeliveryUpdated)) == 100
 
 
+def test_batchable_hint_travels_both_ways_and_splits_ranges() -> None:
+    # "If true, then the issuer is hinting that there is no need for the peer to
+    # urgently communicate updated delivery state." (2.7.6)
+    pair = Pair()
+    sender, receiver = _link_pair(pair)
+    receiver.flow(10)
+    pair.pump()
+    for i in range(10):
+        sender.send(bytes([i]))
+    pair.pump()
+    before = len(performatives(pair.wire_s2c, Disposition))
+    for event in pair.of(DeliveryReceived, "server"):
+        receiver.settle(event.delivery, Accepted(), batchable=int(event.delivery.delivery_id) < 6)
+    pair.pump()
+    dispositions = performatives(pair.wire_s2c, Disposition)[before:]
+    ranges = sorted((int(d.first), int(d.last or d.first), bool(d.batchable)) for d in dispositions)
+    assert ranges == [(0, 5, True), (6, 9, False)]
+    updates = {int(e.delivery.delivery_id): e.batchable for e in pair.of(DeliveryUpdated)}
+    assert updates == {i: i < 6 for i in range(10)}
+
+
 def test_detach_and_refusal_with_null_terminus() -> None:
     pair = Pair(auto_accept_links=False)
     session = pair.open()
