@@ -155,6 +155,8 @@ class Link:
         self.link_credit = 0
         self.drain = False
         self.available = 0
+        """Receiver: the sender's last ``available`` report. Sender: the backlog the
+        application declared with :meth:`SenderLink.announce_available`."""
         self.context: Any = None
         self.error: Error | None = None
         """The error this side detached the link with."""
@@ -259,7 +261,7 @@ class Link:
             handle=UInt(self.handle),
             delivery_count=UInt(self.delivery_count),
             link_credit=UInt(max(0, self.link_credit)),
-            available=UInt(self.available) if self.is_sender else None,
+            available=None,
             drain=self.drain,
             echo=echo,
         )
@@ -296,6 +298,24 @@ class SenderLink(Link):
     def credit(self) -> int:
         """Credit left after the deliveries already queued."""
         return self.link_credit - len(self.queue)
+
+    def announce_available(self, backlog: int) -> None:
+        """Tell the receiver how many messages wait for credit and send a flow.
+
+        "available: the number of messages awaiting credit at the link sender
+        endpoint" (2.7.4): the deliveries queued here plus ``backlog``, messages the
+        application holds and has not handed to :meth:`send` yet. Every later flow
+        from this side reports it too.
+        """
+        if backlog < 0:
+            raise ValueError(f"backlog must not be negative: {backlog}")
+        self.available = backlog
+        self._send_flow()
+
+    def _flow_frame(self, *, echo: bool = False) -> Flow:
+        frame = super()._flow_frame(echo=echo)
+        frame.available = UInt(min(0xFFFFFFFF, self.available + len(self.queue)))
+        return frame
 
     def send(
         self,

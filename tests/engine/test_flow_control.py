@@ -3,6 +3,8 @@ drain and echo (2.6.7)."""
 
 from __future__ import annotations
 
+import pytest
+
 from amqplink.codec.types import UInt
 from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.events import (
@@ -32,7 +34,7 @@ def link_pair(pair: Pair) -> tuple[SenderLink, ReceiverLink]:
 
 
 def test_sender_keeps_within_the_receivers_incoming_window() -> None:
-    """"remote-incoming-window ... MUST be decremented after every transfer frame is sent":
+    """ "remote-incoming-window ... MUST be decremented after every transfer frame is sent":
     no more transfer frames are in flight than the receiver's window allows, counting
     each frame of a split delivery."""
     pair = Pair(server_config=ConnectionConfig(container_id="server", incoming_window=4, max_frame_size=512))
@@ -58,7 +60,7 @@ def test_sender_keeps_within_the_receivers_incoming_window() -> None:
 
 
 def test_remote_incoming_window_is_computed_from_the_flow() -> None:
-    """"remote-incoming-window = next-incoming-id(flow) + incoming-window(flow) -
+    """ "remote-incoming-window = next-incoming-id(flow) + incoming-window(flow) -
     next-outgoing-id(endpoint)"; without next-incoming-id, initial-outgoing-id is used."""
     pair = Pair()
     sender, receiver = link_pair(pair)
@@ -79,7 +81,7 @@ def test_remote_incoming_window_is_computed_from_the_flow() -> None:
 
 
 def test_next_incoming_id_follows_the_peers_flow() -> None:
-    """"it MUST update the next-incoming-id directly from the next-outgoing-id of the frame" (2.5.6)."""
+    """ "it MUST update the next-incoming-id directly from the next-outgoing-id of the frame" (2.5.6)."""
     pair = Pair()
     session = pair.open()
     flow = Flow(next_incoming_id=UInt(0), incoming_window=UInt(7), next_outgoing_id=UInt(41), outgoing_window=UInt(9))
@@ -91,8 +93,9 @@ def test_session_flow_with_echo_is_answered_with_the_session_state() -> None:
     pair = Pair()
     session = pair.open()
     pair.client.data_to_send()
-    flow = Flow(next_incoming_id=UInt(0), incoming_window=UInt(7), next_outgoing_id=UInt(0), outgoing_window=UInt(9),
-                echo=True)
+    flow = Flow(
+        next_incoming_id=UInt(0), incoming_window=UInt(7), next_outgoing_id=UInt(0), outgoing_window=UInt(9), echo=True
+    )
     pair.client.receive_data(frame(0, flow))
     (answer,) = performatives([pair.client.data_to_send()], Flow)
     assert answer.handle is None and not answer.echo
@@ -105,7 +108,7 @@ def test_session_flow_with_echo_is_answered_with_the_session_state() -> None:
 
 
 def test_a_grant_that_crosses_transfers_counts_from_the_receivers_delivery_count() -> None:
-    """"link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)":
+    """ "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)":
     a new grant made before in-flight transfers arrive does not add to them."""
     pair = Pair()
     sender, receiver = link_pair(pair)
@@ -127,7 +130,7 @@ def test_a_grant_that_crosses_transfers_counts_from_the_receivers_delivery_count
 
 
 def test_delivery_count_wraps_around_as_a_serial_number() -> None:
-    """"delivery-count ... sequence-no" is an RFC-1982 serial number (2.8.9)."""
+    """ "delivery-count ... sequence-no" is an RFC-1982 serial number (2.8.9)."""
     pair = Pair(auto_accept_links=False)
     session = pair.open()
     receiver = session.attach_receiver("r", source=Source(address="q"))
@@ -193,7 +196,7 @@ def test_drain_with_no_credit_is_over_at_once() -> None:
 
 
 def test_drain_with_nothing_queued_advances_delivery_count() -> None:
-    """"If the sender's drain flag is set and there are no available messages, the
+    """ "If the sender's drain flag is set and there are no available messages, the
     sender MUST advance the delivery-count until link-credit is zero, and send its
     updated flow state to the receiver." (2.6.7)"""
     pair = Pair()
@@ -211,7 +214,7 @@ def test_drain_with_nothing_queued_advances_delivery_count() -> None:
 
 
 def test_receiver_echo_is_answered_by_the_sender_with_its_state() -> None:
-    """"echo: request state from partner" (2.7.4): the sender answers with its own flow."""
+    """ "echo: request state from partner" (2.7.4): the sender answers with its own flow."""
     pair = Pair()
     sender, receiver = link_pair(pair)
     receiver.flow(2)
@@ -238,3 +241,23 @@ def test_sender_echo_is_answered_by_the_receiver() -> None:
     pair.pump()
     (answer,) = performatives(pair.wire_s2c, Flow)[before:]
     assert int(answer.handle) == receiver.handle and int(answer.link_credit) == 3 and not answer.echo
+
+
+# -- available (2.7.4) -----------------------------------------------------------------------
+
+
+def test_sender_announces_available_as_queued_plus_backlog() -> None:
+    """ "available: the number of messages awaiting credit at the link sender endpoint" (2.7.4)."""
+    pair = Pair()
+    sender, receiver = link_pair(pair)
+    for i in range(3):
+        sender.send(bytes([i]))  # no credit yet: all three wait
+    sender.announce_available(10)
+    pair.pump()
+    assert receiver.available == 13
+    receiver.flow(2, echo=True)  # two go out; the echo answer reports what still waits
+    pair.pump()
+    assert len(pair.of(DeliveryReceived, "server")) == 2
+    assert receiver.available == 11
+    with pytest.raises(ValueError):
+        sender.announce_available(-1)
