@@ -67,6 +67,10 @@ from amqplink.protocol.definitions import (
 __all__ = ["Connection", "ConnectionConfig"]
 
 log = logging.getLogger(__name__)
+# Every frame in and out, at DEBUG (as proton's PN_TRACE_FRM): performatives with
+# their fields (SASL responses redacted), payloads by size only. Checked once per
+# connection, so enable it before connecting.
+frame_log = logging.getLogger("amqplink.frames")
 
 _EXPECT_SASL_HEADER = "sasl-header"
 _EXPECT_SASL_FRAMES = "sasl-frames"
@@ -154,6 +158,7 @@ class Connection:
         self._out = bytearray()
         self._deferred: bytearray | None = None
         self._events: list[Event] = []
+        self._trace = frame_log.isEnabledFor(logging.DEBUG)
         self._expect = _EXPECT_SASL_HEADER if sasl is not None else _EXPECT_AMQP_HEADER
         self._header_sent = False
         self.open_sent = False
@@ -203,6 +208,8 @@ class Connection:
             # CLOSE SENT: "It is illegal to write anything more onto the connection" (2.4.6)
             return
         out = self._deferred if self._deferred is not None else self._out
+        if self._trace:
+            self._trace_frame("->", channel, frame, payload)
         size = write_frame(out, FRAME_TYPE_AMQP, channel, frame, payload)
         # "A peer MUST NOT send frames larger than its partner can handle." (2.7.1); before
         # its open arrives, that is 512 bytes (pipelined frames included, 2.4.2).
@@ -418,6 +425,8 @@ class Connection:
                 if not body:
                     continue  # heartbeat
                 performative, offset = decode(body)
+                if self._trace:
+                    self._trace_frame("<-", channel, performative, body[offset:])
                 self._dispatch(channel, performative, body[offset:])
             elif expect == _EXPECT_SASL_FRAMES:
                 frame = reader.read_frame()
@@ -428,7 +437,10 @@ class Connection:
                     raise FramingError(f"frame type {frame_type} during SASL")
                 if not body:
                     continue
-                self._on_sasl_frame(decode(body)[0])
+                sasl_frame = decode(body)[0]
+                if self._trace:
+                    self._trace_frame("<-", 0, sasl_frame, None)
+                self._on_sasl_frame(sasl_frame)
             elif expect == _EXPECT_NOTHING:
                 return
             else:
@@ -452,7 +464,7 @@ class Connection:
             self._header_sent = True
             if isinstance(self.sasl, SaslServer) and self._expect == _EXPECT_SASL_HEADER:
                 for frame in self.sasl.start():
-                    write_frame(self._out, FRAME_TYPE_SASL, 0, frame)
+                    self._write_sasl_frame(frame)
                 self._expect = _EXPECT_SASL_FRAMES
                 return
         self._expect = _EXPECT_SASL_FRAMES if self._expect == _EXPECT_SASL_HEADER else _EXPECT_FRAMES
@@ -461,7 +473,7 @@ class Connection:
         sasl = self.sasl
         assert sasl is not None
         for reply in sasl.on_frame(frame):
-            write_frame(self._out, FRAME_TYPE_SASL, 0, reply)
+            self._write_sasl_frame(reply)
         if isinstance(sasl, SaslServer):
             if sasl.done:
                 self._expect = _EXPECT_AMQP_HEADER
@@ -480,6 +492,15 @@ class Connection:
                 self._out += self._deferred
                 self._deferred = None
             self._events.append(SaslCompleted(sasl.chosen or "", None))
+
+    def _write_sasl_frame(self, frame: Any) -> None:
+        if self._trace:
+            self._trace_frame("->", 0, frame, None)
+        write_frame(self._out, FRAME_TYPE_SASL, 0, frame)
+
+    def _trace_frame(self, direction: str, channel: int, frame: Any, payload: Any) -> None:
+        size = f" +{len(payload)} bytes" if payload else ""
+        frame_log.debug("%s %s [%d] %r%s", self.config.container_id, direction, channel, frame, size)
 
     def _end_without_close(
         self, condition: Symbol, description: str, info: dict[Any, Any] | None = None

@@ -472,7 +472,7 @@ class Session:
         tag = delivery.tag
         room = max_frame - _TRANSFER_OVERHEAD - len(tag)
         if delivery._offset == 0 and total <= room:
-            if len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF:
+            if len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF and not self.connection._trace:
                 if self._dispositions:
                     self._flush_dispositions()
                 conn = self.connection
