@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import resource
+import statistics
 import sys
 import time
 import uuid
@@ -209,7 +210,7 @@ def broker(url: str | None) -> Iterator[str]:
         yield peer.url
 
 
-def run_table(url: str, count: int, sizes: list[int], clients: list[str]) -> None:
+def run_table(url: str, count: int, sizes: list[int], clients: list[str], repeat: int = 1) -> None:
     senders: dict[str, Callable[[str, str, int, int, bool], Result]] = {
         "amqplink": amqplink_send,
         "proton": proton_send,
@@ -219,26 +220,38 @@ def run_table(url: str, count: int, sizes: list[int], clients: list[str]) -> Non
         "amqplink": amqplink_receive,
         "proton": proton_receive,
     }
+
+    def run_once(client: str, scenario: str, size: int) -> Result | None:
+        queue = f"bench-{client}-{size}-{uuid.uuid4().hex[:8]}"
+        n = count if client != "pyamqp" else max(200, count // 100)
+        if scenario == "peek-lock receive+accept":
+            if client not in receivers:
+                return None
+            fill(url, queue, n, size)
+            return receivers[client](url, queue, n, size)
+        if scenario == "pre-settled send" and client == "pyamqp":
+            return None  # its send_message blocks in a socket read after each pre-settled transfer
+        return senders[client](url, queue, n, size, scenario == "pre-settled send")
+
     rows: list[tuple[str, int, dict[str, Result]]] = []
     for size in sizes:
         for scenario in ("unsettled send", "pre-settled send", "peek-lock receive+accept"):
-            results: dict[str, Result] = {}
-            for client in clients:
-                queue = f"bench-{client}-{size}-{uuid.uuid4().hex[:8]}"
-                n = count if client != "pyamqp" else max(200, count // 100)
-                if scenario == "peek-lock receive+accept":
-                    if client not in receivers:
+            runs: dict[str, list[Result]] = {}
+            # Clients take turns, run after run, so a slow spell of the machine hits all alike.
+            for attempt in range(1, repeat + 1):
+                for client in clients:
+                    result = run_once(client, scenario, size)
+                    if result is None:
                         continue
-                    fill(url, queue, n, size)
-                    results[client] = receivers[client](url, queue, n, size)
-                elif scenario == "pre-settled send" and client == "pyamqp":
-                    continue  # its send_message blocks in a socket read after each pre-settled transfer
-                else:
-                    results[client] = senders[client](url, queue, n, size, scenario == "pre-settled send")
-                print(f"  {scenario:<26} {size:>5} B  {client:<9} {results[client]:>10,.0f} msg/s", flush=True)
-            rows.append((scenario, size, results))
+                    runs.setdefault(client, []).append(result)
+                    print(
+                        f"  {scenario:<26} {size:>5} B  {client:<9} {result:>10,.0f} msg/s  (run {attempt}/{repeat})",
+                        flush=True,
+                    )
+            rows.append((scenario, size, {client: statistics.median(r) for client, r in runs.items()}))
     print()
-    print(f"{'scenario':<26} {'size':>6} " + " ".join(f"{c:>10}" for c in clients) + "   amqplink vs others")
+    median = f" (medians of {repeat} runs)" if repeat > 1 else ""
+    print(f"{'scenario':<26} {'size':>6} " + " ".join(f"{c:>10}" for c in clients) + f"   amqplink vs others{median}")
     for scenario, size, results in rows:
         cells = " ".join(f"{results[c]:>10,.0f}" if c in results else f"{'-':>10}" for c in clients)
         ratios = ", ".join(
@@ -282,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=50_000)
     parser.add_argument("--sizes", default="64,1024")
     parser.add_argument("--clients", default="amqplink,proton,pyamqp")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per client and scenario; the table shows medians")
     parser.add_argument("--memory", action="store_true", help="1,000,000 send_nowait with max_in_flight=1000")
     parser.add_argument("--memory-count", type=int, default=1_000_000)
     args = parser.parse_args(argv)
@@ -289,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.memory:
             run_memory(url, args.memory_count, 64)
         else:
-            run_table(url, args.count, [int(s) for s in args.sizes.split(",")], args.clients.split(","))
+            run_table(url, args.count, [int(s) for s in args.sizes.split(",")], args.clients.split(","), args.repeat)
     return 0
 
 

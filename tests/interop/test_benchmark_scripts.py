@@ -26,7 +26,10 @@ def _run(*args: str) -> str:
 
 
 def test_client_benchmark_prints_every_scenario_for_amqplink_and_proton() -> None:
-    out = _run("interop/bench_client.py", "--count", "300", "--sizes", "64", "--clients", "amqplink,proton")
+    out = _run(
+        "interop/bench_client.py", "--count", "300", "--sizes", "64", "--clients", "amqplink,proton", "--repeat", "2"
+    )
+    assert out.count("(run 2/2)") == 6 and "medians of 2 runs" in out
     for scenario in ("unsettled send", "pre-settled send", "peek-lock receive+accept"):
         for client in ("amqplink", "proton"):
             match = re.search(rf"{re.escape(scenario)}\s+64 B\s+{client}\s+{RATE}", out)
