@@ -28,7 +28,7 @@ _FRAME_HEADER = struct.Struct(">IBBH")
 
 
 def amqplink_case() -> tuple[Callable[[], bytes], Callable[[bytes], Any]]:
-    from amqplink.codec.decode import decode, decode_sequence
+    from amqplink.codec.decode import decode_sequence
     from amqplink.codec.types import Symbol, Timestamp, UInt
     from amqplink.engine.frames import FRAME_TYPE_AMQP, FrameReader, write_frame
     from amqplink.protocol.definitions import (
@@ -39,6 +39,7 @@ def amqplink_case() -> tuple[Callable[[], bytes], Callable[[bytes], Any]]:
         Properties,
         Transfer,
     )
+    from amqplink.protocol.hot_decode import decode_performative
 
     annotations = {Symbol("x-opt-partition-key"): "pk-1"}
     content_type = Symbol("application/octet-stream")
@@ -70,7 +71,7 @@ def amqplink_case() -> tuple[Callable[[], bytes], Callable[[bytes], Any]]:
         got = reader.read_frame()
         assert got is not None
         body = got[2]
-        transfer, offset = decode(body)
+        transfer, offset = decode_performative(body)  # as the engine reads frames
         sections = decode_sequence(body[offset:])
         return transfer, sections
 

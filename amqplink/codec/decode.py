@@ -483,6 +483,9 @@ def _items(
     append = items.append
     table = _TABLE
     one_byte = _ONE_BYTE
+    # str8 inline (the most common field of properties): a short, valid one
+    # in a bytes buffer; anything else goes through _d_str8 for its checks and errors.
+    inline_str8 = type(buf) is bytes and ctx[2] >= 255
     try:
         for _ in range(count):
             c = buf[p]
@@ -495,6 +498,16 @@ def _items(
                 append(small[buf[p + 1]])
                 p += 2
                 continue
+            if c == 0xA1 and inline_str8:
+                s = p + 2
+                e = s + buf[p + 1]
+                if e <= end:
+                    try:
+                        append(buf[s:e].decode())  # type: ignore[union-attr]
+                        p = e
+                        continue
+                    except UnicodeDecodeError:
+                        pass
             v, p = table[c](buf, p + 1, depth, ctx)
             append(v)
     except IndexError:

@@ -63,7 +63,7 @@ from amqplink.protocol.definitions import (
     Open,
     Transfer,
 )
-from amqplink.protocol.hot_decode import decode_disposition, decode_transfer
+from amqplink.protocol.hot_decode import decode_performative
 
 __all__ = ["Connection", "ConnectionConfig"]
 
@@ -425,7 +425,7 @@ class Connection:
                     raise FramingError(f"frame on channel {channel}, above channel-max {self.config.channel_max}")
                 if not body:
                     continue  # heartbeat
-                performative, offset = self._decode_performative(body)
+                performative, offset = decode_performative(body)
                 if self._trace:
                     self._trace_frame("<-", channel, performative, body[offset:])
                 self._dispatch(channel, performative, body[offset:])
@@ -449,21 +449,6 @@ class Connection:
                 if header is None:
                     return
                 self._on_protocol_header(header)
-
-    @staticmethod
-    def _decode_performative(body: memoryview) -> tuple[Any, int]:
-        """The frame's performative and the payload's offset; transfers and
-        dispositions first try their straight-line decoders (the hot path)."""
-        code = body[2] if len(body) > 3 else -1
-        if code == 0x14:
-            fast = decode_transfer(body)
-            if fast is not None:
-                return fast
-        elif code == 0x15:
-            disposition = decode_disposition(body)
-            if disposition is not None:
-                return disposition, len(body)
-        return decode(body)
 
     def _on_protocol_header(self, header: bytes) -> None:
         wanted = SASL_HEADER if self._expect == _EXPECT_SASL_HEADER else AMQP_HEADER

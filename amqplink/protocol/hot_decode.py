@@ -15,12 +15,14 @@ generic decoder it is meant to skip.
 
 from __future__ import annotations
 
+from typing import Any
+
 from amqplink.codec.decode import decode
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import UInt
 from amqplink.protocol.definitions import Accepted, Disposition, Released, Transfer
 
-__all__ = ["decode_disposition", "decode_transfer"]
+__all__ = ["decode_disposition", "decode_performative", "decode_transfer"]
 
 # described list8: 00 53 <code> c0 <size> <count> <fields>; size counts count + fields,
 # so a list8 performative ends at most 5 + 255 bytes in.
@@ -29,6 +31,24 @@ _SMALL_UINTS = tuple(UInt(i) for i in range(256))
 _UINT0 = _SMALL_UINTS[0]
 # An outcome with no fields, as a 4-byte described list0: 00 53 <code> 45.
 _EMPTY_OUTCOMES = {0x24: Accepted, 0x26: Released}
+
+
+def decode_performative(body: bytes | memoryview) -> tuple[Any, int]:
+    """A frame body's performative and the offset of its payload (2.3.2).
+
+    Transfers and dispositions first try the straight-line decoders; everything
+    else, and whatever they decline, goes to the generic decoder.
+    """
+    code = body[2] if len(body) > 3 else -1
+    if code == 0x14:
+        fast = decode_transfer(body)
+        if fast is not None:
+            return fast
+    elif code == 0x15:
+        disposition = decode_disposition(body)
+        if disposition is not None:
+            return disposition, len(body)
+    return decode(body)
 
 
 def _head(body: bytes | memoryview) -> bytes:

@@ -177,3 +177,17 @@ def test_corrupted_frames_never_raise_and_never_disagree(data: st.DataObject, wh
         _agree_on_transfer(mutated)
     else:
         _agree_on_disposition(mutated)
+
+
+def test_decode_performative_reads_every_performative_like_the_generic_decoder() -> None:
+    from amqplink.protocol.definitions import Flow
+    from amqplink.protocol.hot_decode import decode_performative
+
+    plain = Transfer(UInt(1), UInt(2), b"t", UInt(0), False)
+    with_state = Transfer(UInt(1), UInt(2), b"t", UInt(0), False, state=Accepted())
+    flow = Flow(None, UInt(10), UInt(0), UInt(10), UInt(1), UInt(0), UInt(5))
+    disposition = Disposition(True, UInt(1), UInt(4), True, Released())
+    for performative, payload in ((plain, b"xyz"), (with_state, b"xyz"), (flow, b""), (disposition, b"")):
+        body = _encode(performative, payload)
+        got, offset = decode_performative(memoryview(body))
+        assert got == performative and offset == len(body) - len(payload)
