@@ -9,8 +9,8 @@ table-driven decoder, which also owns every error message. Whatever they return
 equals what the generic decoder returns for the same bytes (property-tested and
 fuzzed against it in ``tests/protocol/test_hot_decode.py``).
 
-Written out field by field on purpose: a loop over field kinds costs as much as the
-generic decoder it is meant to skip.
+Written out field by field on purpose: a loop over a table of field kinds costs as
+much as the generic decoder it is meant to skip.
 """
 
 from __future__ import annotations
@@ -55,6 +55,46 @@ def _head(body: bytes | memoryview) -> bytes:
     return body if type(body) is bytes else bytes(body[:_MAX_HEAD])
 
 
+class _Decline(Exception):
+    """A field in an encoding these decoders leave to the generic one."""
+
+
+def _uint(buf: bytes, pos: int) -> tuple[UInt | None, int]:
+    """A uint field (smalluint, uint0, uint) or null, and the offset after it."""
+    c = buf[pos]
+    if c == 0x52:
+        return _SMALL_UINTS[buf[pos + 1]], pos + 2
+    if c == 0x70:
+        return UInt(int.from_bytes(buf[pos + 1 : pos + 5], "big")), pos + 5
+    if c == 0x43:
+        return _UINT0, pos + 1
+    if c == 0x40:
+        return None, pos + 1
+    raise _Decline
+
+
+def _bool(buf: bytes, pos: int) -> bool | None:
+    """A boolean field in its one-byte forms (true, false) or null."""
+    c = buf[pos]
+    if c == 0x42:
+        return False
+    if c == 0x41:
+        return True
+    if c == 0x40:
+        return None
+    raise _Decline
+
+
+def _list8(buf: bytes, code: int) -> tuple[int, int]:
+    """Count and end offset of the described list8 performative ``code``."""
+    if buf[0] or buf[1] != 0x53 or buf[2] != code or buf[3] != 0xC0:
+        raise _Decline
+    end = 5 + buf[4]
+    if end > len(buf):
+        raise _Decline
+    return buf[5], end
+
+
 def decode_transfer(body: bytes | memoryview) -> tuple[Transfer, int] | None:
     """A transfer frame body's performative and the payload's offset, or None.
 
@@ -62,44 +102,16 @@ def decode_transfer(body: bytes | memoryview) -> tuple[Transfer, int] | None:
     transfer with any later field (rcv-settle-mode, state, resume, aborted,
     batchable) is left to the generic decoder.
     """
+    delivery_id = tag = message_format = settled = None
+    more: bool | None = False
     try:
         buf = _head(body)
-        if buf[0] or buf[1] != 0x53 or buf[2] != 0x14 or buf[3] != 0xC0:
+        count, end = _list8(buf, 0x14)
+        if not 1 <= count <= 6:
             return None
-        end = 5 + buf[4]
-        count = buf[5]
-        if not 1 <= count <= 6 or end > len(buf):
-            return None
-        pos = 6
-        c = buf[pos]  # handle (mandatory)
-        if c == 0x52:
-            handle = _SMALL_UINTS[buf[pos + 1]]
-            pos += 2
-        elif c == 0x43:
-            handle = _UINT0
-            pos += 1
-        elif c == 0x70:
-            handle = UInt(int.from_bytes(buf[pos + 1 : pos + 5], "big"))
-            pos += 5
-        else:
-            return None
-        delivery_id = tag = message_format = settled = None
-        more = False
+        handle, pos = _uint(buf, 6)
         if count > 1:
-            c = buf[pos]
-            if c == 0x52:
-                delivery_id = _SMALL_UINTS[buf[pos + 1]]
-                pos += 2
-            elif c == 0x70:
-                delivery_id = UInt(int.from_bytes(buf[pos + 1 : pos + 5], "big"))
-                pos += 5
-            elif c == 0x43:
-                delivery_id = _UINT0
-                pos += 1
-            elif c == 0x40:
-                pos += 1
-            else:
-                return None
+            delivery_id, pos = _uint(buf, pos)
         if count > 2:
             c = buf[pos]
             if c == 0xA0:
@@ -111,47 +123,24 @@ def decode_transfer(body: bytes | memoryview) -> tuple[Transfer, int] | None:
             else:
                 return None
         if count > 3:
-            c = buf[pos]
-            if c == 0x43:
-                message_format = _UINT0
-                pos += 1
-            elif c == 0x52:
-                message_format = _SMALL_UINTS[buf[pos + 1]]
-                pos += 2
-            elif c == 0x70:
-                message_format = UInt(int.from_bytes(buf[pos + 1 : pos + 5], "big"))
-                pos += 5
-            elif c == 0x40:
-                pos += 1
-            else:
-                return None
+            message_format, pos = _uint(buf, pos)
         if count > 4:
-            c = buf[pos]
-            if c == 0x42:
-                settled = False
-            elif c == 0x41:
-                settled = True
-            elif c != 0x40:
-                return None
+            settled = _bool(buf, pos)
             pos += 1
         if count > 5:
-            c = buf[pos]
-            if c == 0x41:
-                more = True
-            elif c != 0x42 and c != 0x40:
-                return None
+            more = _bool(buf, pos)
             pos += 1
-    except IndexError:
+    except (IndexError, _Decline):
         return None
-    if pos != end:
-        return None
+    if pos != end or handle is None:
+        return None  # a missing handle: the generic decoder names the error
     t = Transfer.__new__(Transfer)
     t.handle = handle
     t.delivery_id = delivery_id
     t.delivery_tag = tag
     t.message_format = message_format
     t.settled = settled
-    t.more = more
+    t.more = more or False
     t.rcv_settle_mode = None
     t.state = None
     t.resume = False
@@ -162,56 +151,20 @@ def decode_transfer(body: bytes | memoryview) -> tuple[Transfer, int] | None:
 
 def decode_disposition(body: bytes | memoryview) -> Disposition | None:
     """A disposition frame body's performative (nothing may follow it), or None."""
+    last = state = None
+    settled: bool | None = False
+    batchable: bool | None = False
     try:
         buf = _head(body)
-        if buf[0] or buf[1] != 0x53 or buf[2] != 0x15 or buf[3] != 0xC0:
-            return None
-        end = 5 + buf[4]
-        count = buf[5]
+        count, end = _list8(buf, 0x15)
         if not 2 <= count <= 6 or end != len(body):
             return None
-        c = buf[6]  # role (mandatory)
-        if c == 0x41:
-            role = True
-        elif c == 0x42:
-            role = False
-        else:
-            return None
-        c = buf[7]  # first (mandatory)
-        if c == 0x52:
-            first = _SMALL_UINTS[buf[8]]
-            pos = 9
-        elif c == 0x70:
-            first = UInt(int.from_bytes(buf[8:12], "big"))
-            pos = 12
-        elif c == 0x43:
-            first = _UINT0
-            pos = 8
-        else:
-            return None
-        last = state = None
-        settled = batchable = False
+        role = _bool(buf, 6)
+        first, pos = _uint(buf, 7)
         if count > 2:
-            c = buf[pos]
-            if c == 0x52:
-                last = _SMALL_UINTS[buf[pos + 1]]
-                pos += 2
-            elif c == 0x70:
-                last = UInt(int.from_bytes(buf[pos + 1 : pos + 5], "big"))
-                pos += 5
-            elif c == 0x43:
-                last = _UINT0
-                pos += 1
-            elif c == 0x40:
-                pos += 1
-            else:
-                return None
+            last, pos = _uint(buf, pos)
         if count > 3:
-            c = buf[pos]
-            if c == 0x41:
-                settled = True
-            elif c != 0x42 and c != 0x40:
-                return None
+            settled = _bool(buf, pos)
             pos += 1
         if count > 4:
             if buf[pos] == 0x40:
@@ -224,21 +177,17 @@ def decode_disposition(body: bytes | memoryview) -> Disposition | None:
                 else:
                     state, pos = decode(buf, pos)
         if count > 5:
-            c = buf[pos]
-            if c == 0x41:
-                batchable = True
-            elif c != 0x42 and c != 0x40:
-                return None
+            batchable = _bool(buf, pos)
             pos += 1
-    except (IndexError, DecodeError):
+    except (IndexError, _Decline, DecodeError):
         return None
-    if pos != end:
+    if pos != end or role is None or first is None:
         return None
     d = Disposition.__new__(Disposition)
     d.role = role
     d.first = first
     d.last = last
-    d.settled = settled
+    d.settled = settled or False
     d.state = state
-    d.batchable = batchable
+    d.batchable = batchable or False
     return d
