@@ -78,6 +78,14 @@ class Pair:
         assert session.is_mapped
         return session
 
+    def grant_and_send(self, sender: SenderLink, receiver: ReceiverLink, credit: int, count: int) -> None:
+        """Grant ``credit``, then send ``count`` one-byte messages 0, 1, ...; pump after each."""
+        receiver.flow(credit)
+        self.pump()
+        for i in range(count):
+            sender.send(bytes([i % 256]))
+        self.pump()
+
     def server_link(self, name: str, *, sender: bool) -> SenderLink | ReceiverLink:
         for session in self.server.sessions.values():
             for link in session.links.values():

@@ -27,11 +27,7 @@ def _overshooting_pair(on_excess_transfer: str) -> tuple[Pair, ReceiverLink, Sen
 
 def test_transfer_beyond_every_grant_detaches_with_transfer_limit_exceeded() -> None:
     pair, receiver, sender = _overshooting_pair("detach")
-    receiver.flow(2)
-    pair.pump()
-    for i in range(2):
-        sender.send(bytes([i]))
-    pair.pump()
+    pair.grant_and_send(sender, receiver, 2, 2)
     assert len(pair.of(DeliveryReceived)) == 2 and receiver.link_credit == 0
     sender.link_credit = 1  # the sender believes in credit it was never given
     sender.send(b"excess")
@@ -60,11 +56,7 @@ def test_transfer_within_an_earlier_higher_grant_is_legal() -> None:
 
 def test_transfers_beyond_credit_are_delivered_and_counted() -> None:
     pair, receiver, sender = _overshooting_pair("deliver")
-    receiver.flow(2)
-    pair.pump()
-    for i in range(2):
-        sender.send(bytes([i]))
-    pair.pump()
+    pair.grant_and_send(sender, receiver, 2, 2)
     assert receiver.excess_transfers == 0 and receiver.link_credit == 0
     sender.link_credit = 3  # the sender believes in credit it was never given
     for i in range(2, 5):

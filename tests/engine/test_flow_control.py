@@ -64,11 +64,7 @@ def test_remote_incoming_window_is_computed_from_the_flow() -> None:
     next-outgoing-id(endpoint)"; without next-incoming-id, initial-outgoing-id is used."""
     pair = Pair()
     sender, receiver = link_pair(pair)
-    receiver.flow(10)
-    pair.pump()
-    for i in range(3):
-        sender.send(bytes([i]))
-    pair.pump()
+    pair.grant_and_send(sender, receiver, 10, 3)
     session = sender.session
     assert session.next_outgoing_id == 3
     flow = Flow(next_incoming_id=UInt(2), incoming_window=UInt(7), next_outgoing_id=UInt(0), outgoing_window=UInt(9))

@@ -313,11 +313,7 @@ def test_session_window_blocks_then_resumes() -> None:
 def test_dispositions_are_sent_as_ranges() -> None:
     pair = Pair()
     sender, receiver = _link_pair(pair)
-    receiver.flow(100)
-    pair.pump()
-    for i in range(100):
-        sender.send(bytes([i % 256]))
-    pair.pump()
+    pair.grant_and_send(sender, receiver, 100, 100)
     before = len(performatives(pair.wire_s2c, Disposition))
     for event in pair.of(DeliveryReceived, "server"):
         receiver.settle(event.delivery, Accepted())
@@ -333,11 +329,7 @@ def test_batchable_hint_travels_both_ways_and_splits_ranges() -> None:
     # urgently communicate updated delivery state." (2.7.6)
     pair = Pair()
     sender, receiver = _link_pair(pair)
-    receiver.flow(10)
-    pair.pump()
-    for i in range(10):
-        sender.send(bytes([i]))
-    pair.pump()
+    pair.grant_and_send(sender, receiver, 10, 10)
     before = len(performatives(pair.wire_s2c, Disposition))
     for event in pair.of(DeliveryReceived, "server"):
         receiver.settle(event.delivery, Accepted(), batchable=int(event.delivery.delivery_id) < 6)
