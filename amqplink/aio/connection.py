@@ -263,9 +263,11 @@ class Connection:
         until the application accepts, releases, modifies or rejects it, and asks
         for rcv-settle-mode ``second`` so the peer confirms each settlement; a peer
         that refuses that (RabbitMQ ends the session with ``amqp:not-implemented``)
-        is retried once with ``first`` and remembered.
+        is retried once with ``first`` and remembered; probe and retry share one
+        ``timeout``.
         """
         wait = self.timeout if timeout is None else timeout
+        deadline = asyncio.get_running_loop().time() + wait
         link_name = name or _link_name("receiver")
         confirm = mode == "peek-lock" and self.rcv_second_supported is not False
         if confirm and self.rcv_second_supported is None:
@@ -273,7 +275,7 @@ class Connection:
             session = await self.new_session()
             receiver = Receiver(self, session, address, mode, prefetch, link_name, properties, filters, dynamic, True)
             try:
-                await receiver._attach(wait)
+                await receiver._attach(wait, deadline)
             except SessionEndedError as exc:
                 if exc.condition != str(engine_errors.NOT_IMPLEMENTED):
                     raise
@@ -286,7 +288,7 @@ class Connection:
             confirm = False
         session = await self.session("receivers")
         receiver = Receiver(self, session, address, mode, prefetch, link_name, properties, filters, dynamic, confirm)
-        await receiver._attach(wait)
+        await receiver._attach(wait, deadline)
         return receiver
 
     def _register(self, link: LinkBase) -> None:

@@ -62,9 +62,11 @@ class LinkBase:
         self.connection._register(self)
         self._protocol.schedule_flush()
 
-    async def _attach(self, timeout: float) -> None:
+    async def _attach(self, timeout: float, deadline: float | None = None) -> None:
+        """Wait for the peer's attach until ``deadline`` (loop time), else ``timeout`` s from now."""
+        remaining = timeout if deadline is None else max(0.0, deadline - self._loop.time())
         try:
-            await asyncio.wait_for(asyncio.shield(self._attached), timeout)
+            await asyncio.wait_for(asyncio.shield(self._attached), remaining)
         except TimeoutError:
             self.link.detach()
             self._protocol.schedule_flush()

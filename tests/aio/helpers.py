@@ -9,8 +9,11 @@ from typing import Any
 from amqplink.aio.server import serve
 from amqplink.aio.transport import EngineProtocol
 from amqplink.engine.connection import Connection as EngineConnection
+from amqplink.engine.errors import NOT_IMPLEMENTED
 from amqplink.engine.events import DeliveryReceived, Event, LinkAttachRequested
 from amqplink.engine.link import ReceiverLink
+from amqplink.engine.session import Session
+from amqplink.protocol.definitions import Error
 
 
 async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -27,11 +30,17 @@ class HoldingServer:
     """Accepts sending links, grants credit, and settles nothing until told to.
 
     ``ignore_attach=True`` never answers attach frames (a peer that hangs).
+    ``refuse_rcv_second_after=s`` ends, ``s`` seconds later, the session of an attach
+    that asks for rcv-settle-mode second, with ``amqp:not-implemented`` (as RabbitMQ
+    does at once).
     """
 
-    def __init__(self, *, credit: int = 10_000, ignore_attach: bool = False) -> None:
+    def __init__(
+        self, *, credit: int = 10_000, ignore_attach: bool = False, refuse_rcv_second_after: float | None = None
+    ) -> None:
         self.credit = credit
         self.ignore_attach = ignore_attach
+        self.refuse_rcv_second_after = refuse_rcv_second_after
         self.held: list[tuple[ReceiverLink, Any]] = []
         self.protocols: list[EngineProtocol] = []
         self.server: asyncio.Server | None = None
@@ -57,7 +66,12 @@ class HoldingServer:
 
         def on_events(events: list[Event]) -> None:
             for event in events:
-                if isinstance(event, LinkAttachRequested) and not self.ignore_attach:
+                if isinstance(event, LinkAttachRequested) and self._asks_rcv_second(event):
+                    assert self.refuse_rcv_second_after is not None
+                    asyncio.get_running_loop().call_later(
+                        self.refuse_rcv_second_after, self._refuse, event.link.session, protocol
+                    )
+                elif isinstance(event, LinkAttachRequested) and not self.ignore_attach:
                     event.link.attach()
                     if isinstance(event.link, ReceiverLink):
                         event.link.flow(self.credit)
@@ -66,6 +80,15 @@ class HoldingServer:
                     self.held.append((event.link, event.delivery))
 
         return on_events
+
+    def _asks_rcv_second(self, event: LinkAttachRequested) -> bool:
+        remote = event.link.remote_attach
+        return self.refuse_rcv_second_after is not None and remote is not None and remote.rcv_settle_mode == 1
+
+    @staticmethod
+    def _refuse(session: Session, protocol: EngineProtocol) -> None:
+        session.end(Error(condition=NOT_IMPLEMENTED, description="rcv-settle-mode second"))
+        protocol.schedule_flush()
 
     def settle(self, n: int, state: Any) -> None:
         """Settle the ``n`` oldest held deliveries with ``state``."""

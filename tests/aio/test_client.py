@@ -175,6 +175,23 @@ async def test_attach_timeout_detaches_cleanly() -> None:
         assert not conn.closed
 
 
+async def test_rcv_second_probe_and_its_retry_share_one_timeout() -> None:
+    # The peer refuses rcv-settle-mode second late (0.6 s) and then never answers the
+    # retry with first: the caller's 0.8 s bound holds for both, not 0.6 + 0.8 s.
+    async with (
+        HoldingServer(ignore_attach=True, refuse_rcv_second_after=0.6) as server,
+        await connect(server.url) as conn,
+    ):
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(AttachTimeout, match=r"within 0\.8 s"):
+            await conn.create_receiver("q", mode="peek-lock", timeout=0.8)
+        elapsed = loop.time() - started
+        assert conn.rcv_second_supported is False
+        assert 0.75 < elapsed < 1.3, elapsed  # asyncio may wake a timer a tick early
+        assert not conn.closed
+
+
 async def test_refused_attach_raises_with_condition() -> None:
     async with Broker() as broker, await connect(broker.url) as conn:
         with pytest.raises(LinkDetachedError) as info:
