@@ -12,12 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from amqplink.aio.errors import (
-    AMQPError,
-    AttachTimeout,
-    ConnectionClosedError,
-    SettlementError,
-)
+from amqplink.aio.errors import AMQPError, ConnectionClosedError, SettlementError
 
 __all__ = [
     "ERROR_TABLE",
@@ -339,7 +334,7 @@ def from_amqp_error(error: BaseException, *, entity: str | None = None) -> Servi
         kind = _kind(error.condition, None)
         description = error.description or str(error)
         if kind is None:
-            if isinstance(error, AttachTimeout):
+            if isinstance(error, TimeoutError):  # AttachTimeout, RequestTimeout
                 return OperationTimeoutError(description=description, **fields)
             return ServiceBusConnectionError(description=description, **fields)
         cls = kind.cls
