@@ -194,8 +194,15 @@ class RequestResponseLink:
         failure = link.error or LinkDetachedError(
             f"request/response link to {self.node!r}: the {link.kind} link was closed"
         )
-        if link.error is not None:
-            log.warning("request/response link to %r failed: %s", self.node, failure)
+        if self._pending:
+            log.warning(
+                "request/response link to %r failed with %d request(s) waiting: %s",
+                self.node,
+                len(self._pending),
+                failure,
+            )
+        else:
+            log.debug("request/response link to %r ended: %s", self.node, failure)
         self._fail(failure)
         # the other half of the pair is useless alone
         self._closing = self._loop.create_task(self._close_links())
