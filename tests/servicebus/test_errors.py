@@ -9,7 +9,7 @@ from amqplink import Message
 from amqplink.aio import AttachTimeout, ConnectionClosedError, LinkDetachedError, MessageRejected, connect
 from amqplink.aio.errors import AMQPError, SettlementError
 from amqplink.broker import Broker
-from amqplink.servicebus import errors
+from amqplink.servicebus import errors, exceptions
 from amqplink.servicebus.errors import (
     ERROR_TABLE,
     MessageAlreadySettled,
@@ -97,6 +97,7 @@ def test_classes_of_the_main_conditions(condition: str, cls: type[ServiceBusErro
 def test_every_sdk_exception_name_exists(name: str) -> None:
     ours = getattr(errors, name)
     assert name in errors.__all__
+    assert getattr(exceptions, name) is ours and name in exceptions.__all__
     exc = ours(description="d", condition="c", entity="e")
     assert (exc.description, exc.condition, exc.entity) == ("d", "c", "e")
     assert isinstance(exc.retryable, bool)
