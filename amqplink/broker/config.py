@@ -69,7 +69,15 @@ _DURATION = re.compile(
     re.ASCII,
 )
 # .NET's XmlConvert counts a year as 365 days and a month as 30.
-_UNIT_SECONDS = {"Y": 365 * 86400.0, "Mo": 30 * 86400.0, "W": 7 * 86400.0, "D": 86400.0, "H": 3600.0, "Mi": 60.0, "S": 1.0}
+_UNIT_SECONDS = {
+    "Y": 365 * 86400.0,
+    "Mo": 30 * 86400.0,
+    "W": 7 * 86400.0,
+    "D": 86400.0,
+    "H": 3600.0,
+    "Mi": 60.0,
+    "S": 1.0,
+}
 
 
 def parse_duration(text: Any, where: str = "duration") -> float:
@@ -275,7 +283,11 @@ def _rule(value: Any, where: str) -> RuleConfig:
     props = _obj(obj.get("Properties") or {}, f"{where}.Properties")
     kind = props.get("FilterType", "Correlation" if "CorrelationFilter" in props else "Sql")
     if kind == "Correlation":
-        return RuleConfig(name, "Correlation", _correlation(props.get("CorrelationFilter") or {}, f"{where}.Properties.CorrelationFilter"))
+        return RuleConfig(
+            name,
+            "Correlation",
+            _correlation(props.get("CorrelationFilter") or {}, f"{where}.Properties.CorrelationFilter"),
+        )
     if kind == "Sql":
         sql = _obj(props.get("SqlFilter") or {}, f"{where}.Properties.SqlFilter").get("SqlExpression", "1=1")
         if not isinstance(sql, str):
@@ -309,7 +321,8 @@ def _namespace(value: Any, where: str) -> NamespaceConfig:
     if not isinstance(name, str):
         raise ConfigError(f"{where}.Name: expected a string, not {name!r}")
     queues = tuple(
-        QueueConfig(n, _properties(o.get("Properties"), f"{at}.Properties")) for n, o, at in _entity_list(obj, "Queues", where)
+        QueueConfig(n, _properties(o.get("Properties"), f"{at}.Properties"))
+        for n, o, at in _entity_list(obj, "Queues", where)
     )
     topics = []
     for n, o, at in _entity_list(obj, "Topics", where):
