@@ -27,7 +27,7 @@ from amqplink.protocol.definitions import (
     Properties,
 )
 
-__all__ = ["Envelope", "split_message"]
+__all__ = ["Envelope", "as_text", "split_message", "timestamp"]
 
 SCHEDULED_ENQUEUE_TIME = Symbol("x-opt-scheduled-enqueue-time")
 PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
@@ -172,6 +172,13 @@ def split_message(payload: bytes) -> Envelope:
             app = section.value
     props_raw = b"" if props_start is None else bytes(buf[props_start:pos])
     return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:]))
+
+
+def as_text(value: Any) -> Any:
+    """``value``, with binary decoded as UTF-8 (the SDK sends some strings as binary)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    return value
 
 
 def timestamp(seconds: float) -> Timestamp:
