@@ -126,6 +126,15 @@ class LockMachine(RuleBasedStateMachine):
             assert m.envelope.application_properties["DeadLetterReason"] in ("r", "MaxDeliveryCountExceeded")
 
     @invariant()
+    def locked_means_a_live_lock(self) -> None:
+        self.q.tick(self.now)
+        for m in self.q.store:
+            if m.state is MessageState.LOCKED:
+                assert m.lock_token is not None and m.locked_until > self.now, "a message is stuck locked"
+            else:
+                assert m.lock_token is None
+
+    @invariant()
     def delivery_count_bounded(self) -> None:
         # An unsettled message comes back only while it has delivery attempts left (defer settles).
         for m in self.q.store:
