@@ -155,12 +155,16 @@ class ServerProtocol(EngineProtocol):
                 self._loop.call_soon(self.reschedule_tick)
                 if self._refuse is not None:
                     self.engine.close(Error(condition=RESOURCE_LIMIT_EXCEEDED, description=self._refuse))
+                    self._schedule_shutdown()
             elif kind is ConnectionClosed:
                 self._cancel_deadline()
-                if not self._shutting_down:
-                    self._shutting_down = True
-                    # After this turn's flush has written the close (or sasl-outcome, or header).
-                    self._loop.call_soon(self._shutdown)
+                self._schedule_shutdown()
+
+    def _schedule_shutdown(self) -> None:
+        if not self._shutting_down:
+            self._shutting_down = True
+            # After this turn's flush has written the close (or sasl-outcome, or header).
+            self._loop.call_soon(self._shutdown)
 
     def _cancel_deadline(self) -> None:
         if self._deadline is not None:
