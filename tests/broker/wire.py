@@ -7,7 +7,7 @@ from typing import Any
 
 from amqplink.codec.types import Symbol, UInt
 from amqplink.engine.frames import AMQP_HEADER, FRAME_TYPE_SASL, SASL_HEADER, write_frame
-from amqplink.protocol.definitions import Attach, Begin, Open, SaslInit, Target
+from amqplink.protocol.definitions import Attach, Begin, Flow, Open, SaslInit, Source, Target
 
 from ..engine.pairs import frame, frames_in
 
@@ -54,6 +54,25 @@ class RawClient:
             self.received += chunk
         return bytes(self.received)
 
+    async def wait_for(self, kind: type, count: int = 1, timeout: float = 5.0) -> list[Any]:
+        """Read until ``count`` frames of type ``kind`` have arrived; return them all."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            found = [p for p in self.performatives() if isinstance(p, kind)]
+            if len(found) >= count:
+                return found
+            left = deadline - loop.time()
+            if left <= 0:
+                raise AssertionError(f"{count} {kind.__name__} frame(s) did not arrive within {timeout} s")
+            try:
+                chunk = await asyncio.wait_for(self.reader.read(1 << 16), left)
+            except (asyncio.TimeoutError, TimeoutError):
+                continue
+            if not chunk:
+                raise AssertionError(f"the broker closed the socket; {kind.__name__} frames seen: {len(found)}")
+            self.received += chunk
+
     def close(self) -> None:
         self.writer.close()
 
@@ -75,6 +94,18 @@ class RawClient:
             AMQP_HEADER
             + frame(0, Open(container_id="raw", idle_time_out=idle))
             + frame(0, Begin(next_outgoing_id=UInt(0), incoming_window=UInt(5000), outgoing_window=UInt(5000)))
+        )
+
+    def attach_receiver(self, address: str, *, credit: int, handle: int = 0, name: str = "raw-receiver") -> None:
+        self.send(
+            frame(0, Attach(name=name, handle=UInt(handle), role=True, source=Source(address=address)))
+            + frame(
+                0,
+                Flow(
+                    next_incoming_id=UInt(0), incoming_window=UInt(0x7FFFFFFF), next_outgoing_id=UInt(0),
+                    outgoing_window=UInt(5000), handle=UInt(handle), delivery_count=UInt(0), link_credit=UInt(credit),
+                ),
+            )
         )
 
     def attach_sender(self, address: str, *, handle: int = 0, name: str = "raw-sender") -> None:
