@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -349,7 +350,7 @@ def parse_config(document: Any) -> BrokerConfig:
     return BrokerConfig(namespaces or (NamespaceConfig(),))
 
 
-def load_config(path: str | Path) -> BrokerConfig:
+def load_config(path: str | os.PathLike[str]) -> BrokerConfig:
     """Read and check an emulator ``Config.json``; :class:`ConfigError` names what is wrong."""
     try:
         text = Path(path).read_text(encoding="utf-8")

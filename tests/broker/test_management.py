@@ -217,10 +217,10 @@ def test_put_token_valid_grants_the_audience() -> None:
     auth = Authorizations()
     now = time.time()
     assert put(mint("sb://127.0.0.1/q"), "sb://127.0.0.1/q", auth, now)[0] == 202
-    assert auth.covers("sb://127.0.0.1/q", now)
-    assert not auth.covers("sb://127.0.0.1/other", now)
-    assert not auth.covers("sb://127.0.0.1/q", now + 7200)
-    assert auth.expire(now + 7200) == ["sb://127.0.0.1/q"]
+    assert auth.covers("q", now) and auth.covers("q/$management", now)
+    assert not auth.covers("other", now) and not auth.covers("qq", now)
+    assert not auth.covers("q", now + 7200)
+    assert auth.expire(now + 7200) == ["q"]
 
 
 @pytest.mark.parametrize(

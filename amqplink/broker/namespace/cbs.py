@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from amqplink.broker.namespace.envelope import as_text
+from amqplink.broker.namespace.namespace import entity_path
 from amqplink.message import Message
-from amqplink.servicebus.sas import SasTokenError, audience_covers, verify_sas_token
+from amqplink.servicebus.sas import SasTokenError, verify_sas_token
 
-__all__ = ["MAX_TOKENS_PER_CONNECTION", "SAS_TOKEN_TYPE", "Authorizations", "handle_put_token"]
+__all__ = ["MAX_TOKENS_PER_CONNECTION", "SAS_TOKEN_TYPE", "Authorizations", "handle_put_token", "path_covers"]
 
 log = logging.getLogger(__name__)
 
@@ -27,24 +28,34 @@ MAX_TOKENS_PER_CONNECTION = 1000
 """Audiences one connection may hold tokens for; the oldest is forgotten beyond it."""
 
 
+def path_covers(granted: str, path: str) -> bool:
+    """Whether a token for entity path ``granted`` covers ``path`` ("valid for everything under its URI")."""
+    return not granted or path == granted or path.startswith(granted + "/")
+
+
 @dataclass
 class Authorizations:
-    """The audiences a connection holds valid tokens for, and until when (Unix seconds)."""
+    """The entity paths a connection holds valid tokens for, and until when (Unix seconds).
+
+    Audiences are kept as lower-case entity paths (``sb://host/q`` -> ``q``): the
+    broker serves one namespace under whatever host name the client used.
+    """
 
     granted: dict[str, float] = field(default_factory=dict)
 
     def grant(self, audience: str, expires_at: float) -> None:
-        self.granted.pop(audience, None)
-        self.granted[audience] = expires_at
+        path = entity_path(audience).lower()
+        self.granted.pop(path, None)
+        self.granted[path] = expires_at
         while len(self.granted) > MAX_TOKENS_PER_CONNECTION:
             self.granted.pop(next(iter(self.granted)))
 
-    def covers(self, address: str, now: float) -> bool:
-        """Whether a live token's audience covers ``address`` (``sb://host/entity``)."""
-        return any(until > now and audience_covers(aud, address) for aud, until in self.granted.items())
+    def covers(self, path: str, now: float) -> bool:
+        """Whether a live token covers the entity ``path`` (lower case)."""
+        return any(until > now and path_covers(granted, path) for granted, until in self.granted.items())
 
     def expire(self, now: float) -> list[str]:
-        """Forget and return the audiences whose tokens ran out."""
+        """Forget and return the entity paths whose tokens ran out."""
         gone = [aud for aud, until in self.granted.items() if until <= now]
         for aud in gone:
             del self.granted[aud]
@@ -70,8 +81,9 @@ def handle_put_token(
     token = as_text(request.body)
     if not isinstance(audience, str) or not isinstance(token, str):
         return _response(request, 400, "put-token needs a 'name' (the audience) and the token as the body")
-    if app.get("type") != SAS_TOKEN_TYPE:
-        return _response(request, 401, f"token type {app.get('type')!r} is not accepted; send a SAS token")
+    # The Python SDK labels its SAS tokens "jwt": the token itself says what it is.
+    if app.get("type") not in (SAS_TOKEN_TYPE, "jwt") or not token.startswith("SharedAccessSignature "):
+        return _response(request, 401, "only SAS tokens (SharedAccessSignature sr=...) are accepted")
     try:
         claims = verify_sas_token(token, keys=keys, audience=audience, now=now)
     except SasTokenError as exc:
