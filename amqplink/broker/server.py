@@ -5,21 +5,43 @@ peer's receiving link consumes from the queue named by its source address (a
 dynamic source gets a fresh queue). Incoming messages are accepted once stored;
 the broker grants ``credit_window`` credit to each sending peer and tops it up as
 messages arrive.
+
+Everything a client can make grow is bounded, each by a named default that the
+constructor can change: the time to open and the number of connections
+(:class:`~amqplink.aio.server.ServerLimits`), silence (``idle_timeout``, advertised
+to the peer as half of it, 2.4.5), a message (``max_message_size``, refused with
+``amqp:link:message-size-exceeded``) and a queue (``max_queue_bytes``: a message
+that does not fit is rejected with ``amqp:resource-limit-exceeded``; from half of it
+producers get no credit). Incoming links are answered with rcv-settle-mode
+``first``: the broker settles each message once it stores it (as Service Bus does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import os
 import ssl
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
-from amqplink.aio.server import serve
+from amqplink.aio.server import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    ServerLimits,
+    ServerProtocol,
+    serve,
+)
 from amqplink.aio.transport import EngineProtocol
-from amqplink.broker.entities import Consumer, Queue
+from amqplink.broker.config import BrokerConfig, load_config
+from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
+from amqplink.broker.namespace import Namespace
+from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
+from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.events import (
     ConnectionClosed,
     DeliveryReceived,
@@ -29,22 +51,74 @@ from amqplink.engine.events import (
     LinkCreditChanged,
     LinkDetached,
 )
-from amqplink.engine.link import TERMINAL_OUTCOMES, Link, ReceiverLink, SenderLink
-from amqplink.protocol.definitions import Accepted, Error, Source
+from amqplink.engine.link import RCV_FIRST, TERMINAL_OUTCOMES, Delivery, Link, ReceiverLink, SenderLink
+from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
 
-__all__ = ["Broker"]
+__all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_MESSAGE_SIZE", "Broker"]
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _servicebus_host(
+    config: BrokerConfig | str | os.PathLike[str] | None,
+    keys: Mapping[str, str] | None,
+    require_auth: bool | None,
+    credit_window: int,
+) -> ServiceBusHost:
+    if config is not None and not isinstance(config, BrokerConfig):
+        config = load_config(config)
+    namespace = Namespace(None if config is None else config.namespaces[0])
+    return ServiceBusHost(namespace, keys=keys, require_auth=require_auth, credit_window=credit_window)
+
 
 log = logging.getLogger(__name__)
 
 _ACCEPTED = Accepted()
 
+DEFAULT_IDLE_TIMEOUT = 240.0
+"""Seconds of silence after which the broker closes a connection (it advertises half)."""
+DEFAULT_MAX_MESSAGE_SIZE = 16 << 20
+"""Largest message the broker takes, in bytes (the max-message-size of its receiving links)."""
+
 
 class Broker:
     """An in-memory AMQP 1.0 queue broker on the amqplink engine (server role)."""
 
-    def __init__(self, *, credit_window: int = 1000) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig | str | os.PathLike[str] | None = None,
+        *,
+        servicebus: bool | None = None,
+        keys: Mapping[str, str] | None = None,
+        require_auth: bool | None = None,
+        credit_window: int = 1000,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        if credit_window < 1:
+            raise ValueError(f"credit_window must be at least 1, not {credit_window}")
+        if max_message_size < 1 or max_queue_bytes < 1:
+            raise ValueError("max_message_size and max_queue_bytes must be positive")
         self.credit_window = credit_window
+        self.max_message_size = max_message_size
+        self.max_queue_bytes = max_queue_bytes
+        self.idle_timeout = idle_timeout
+        # Validated here, so that a bad value fails before start().
+        self.limits = ServerLimits(handshake_timeout=handshake_timeout, max_connections=max_connections)
+        ConnectionConfig(idle_timeout=idle_timeout)
         self.queues: dict[str, Queue] = {}
+        self.servicebus: ServiceBusHost | None = None
+        """The Service Bus namespace this broker serves, when given a config or ``servicebus=True``."""
+        if servicebus or (servicebus is None and config is not None):
+            self.servicebus = _servicebus_host(config, keys, require_auth, credit_window)
         self._server: asyncio.Server | None = None
         self._tls = False
         self._protocols: set[EngineProtocol] = set()
@@ -66,20 +140,47 @@ class Broker:
         """The queue called ``name``, created on first use."""
         queue = self.queues.get(name)
         if queue is None:
-            queue = self.queues[name] = Queue(name)
+            queue = self.queues[name] = Queue(name, max_bytes=self.max_queue_bytes)
         return queue
 
     async def start(
         self, host: str = "127.0.0.1", port: int = 0, *, ssl_context: ssl.SSLContext | None = None
     ) -> Broker:
         """Listen on ``host:port`` (0: any free port); TLS first when ``ssl_context`` is given."""
-        self._server = await serve(self._accept, host, port, ssl_context=ssl_context)
+        self._server = await serve(
+            self._accept, host, port, config=self._config, ssl_context=ssl_context, limits=self.limits
+        )
         self._tls = ssl_context is not None
         log.info("amqplink broker listening on %s", self.url)
+        if self.servicebus is not None:
+            if self.servicebus.require_auth is None:
+                self.servicebus.require_auth = not _is_loopback(host)
+            self.servicebus.start()
+            log.info("Service Bus namespace %r on %s", self.servicebus.namespace.name, self.url)
         return self
+
+    @property
+    def namespace(self) -> Namespace:
+        """The Service Bus namespace served (``RuntimeError`` for a plain queue broker)."""
+        if self.servicebus is None:
+            raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
+        return self.servicebus.namespace
+
+    @property
+    def connection_string(self) -> str:
+        """``Endpoint=sb://127.0.0.1:PORT;SharedAccessKeyName=...;SharedAccessKey=...;UseDevelopmentEmulator=true``."""
+        if self.servicebus is None:
+            raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
+        name, key = next(iter(self.servicebus.keys.items()))
+        return (
+            f"Endpoint=sb://127.0.0.1:{self.port};SharedAccessKeyName={name};SharedAccessKey={key};"
+            "UseDevelopmentEmulator=true"
+        )
 
     async def stop(self) -> None:
         """Stop listening and drop every connection."""
+        if self.servicebus is not None:
+            await self.servicebus.stop()
         if self._server is not None:
             self._server.close()
         for protocol in list(self._protocols):
@@ -94,26 +195,41 @@ class Broker:
         await self.stop()
 
     # -- per connection ---------------------------------------------------------------
+    def _config(self) -> ConnectionConfig:
+        return ConnectionConfig(idle_timeout=self.idle_timeout)
+
     def _accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
         self._protocols.add(protocol)
+        if self.servicebus is not None:
+            return self._accept_servicebus(engine, protocol)
         consumers: dict[SenderLink, Queue] = {}
         producers: dict[ReceiverLink, Queue] = {}
+
+        def on_writable() -> None:
+            for queue in set(consumers.values()):
+                queue.dispatch()
+
+        if isinstance(protocol, ServerProtocol):
+            protocol.on_writable = on_writable
 
         def on_events(events: list[Event]) -> None:
             for event in events:
                 t = type(event)
                 if t is DeliveryReceived:
                     link = event.link  # type: ignore[attr-defined]
-                    self._on_message(link, event.delivery, producers[link])  # type: ignore[attr-defined]
+                    self._on_message(link, event.delivery, producers[link], protocol.schedule_flush)  # type: ignore[attr-defined]
                 elif t is DeliveryUpdated:
                     queue = consumers.get(event.link)  # type: ignore[attr-defined]
                     state = event.state  # type: ignore[attr-defined]
                     if queue is not None and (event.settled or isinstance(state, TERMINAL_OUTCOMES)):  # type: ignore[attr-defined]
                         queue.on_outcome(event.delivery, state)  # type: ignore[attr-defined]
                 elif t is LinkCreditChanged:
-                    queue = consumers.get(event.link)  # type: ignore[attr-defined]
+                    link = event.link  # type: ignore[attr-defined]
+                    queue = consumers.get(link)
                     if queue is not None:
                         queue.dispatch()
+                        # "drain: ... use all the available credit" first (2.6.7), then answer.
+                        link.drained()
                 elif t is LinkAttachRequested:
                     self._on_attach(event.link, protocol, consumers, producers)  # type: ignore[attr-defined]
                 elif t is LinkDetached:
@@ -122,10 +238,20 @@ class Broker:
                         link.detach()
                     self._drop(link, consumers, producers)
                 elif t is ConnectionClosed:
-                    for link in list(consumers):
+                    for link in [*consumers, *producers]:
                         self._drop(link, consumers, producers)
-                    producers.clear()
                     self._protocols.discard(protocol)
+
+        return on_events
+
+    def _accept_servicebus(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
+        assert self.servicebus is not None
+        handler = self.servicebus.accept(engine, protocol)
+
+        def on_events(events: list[Event]) -> None:
+            handler(events)
+            if any(type(e) is ConnectionClosed for e in events):
+                self._protocols.discard(protocol)
 
         return on_events
 
@@ -138,6 +264,8 @@ class Broker:
     ) -> None:
         remote = link.remote_attach
         assert remote is not None
+        if link.is_detached:
+            return  # the engine refused it already (a transfer before any credit, ...)
         if isinstance(link, SenderLink):
             source = remote.source
             if source is not None and source.dynamic:
@@ -151,14 +279,21 @@ class Broker:
                 link.attach()
             queue = self.queue(address)
             consumers[link] = queue
-            queue.add_consumer(Consumer(link, protocol.schedule_flush))
+            link.hold_drain = True
+
+            def writable() -> bool:
+                return not protocol.write_paused
+
+            write_now = protocol.write_now if isinstance(protocol, ServerProtocol) else protocol.schedule_flush
+            queue.add_consumer(Consumer(link, protocol.schedule_flush, write_now, writable))
         else:
             assert isinstance(link, ReceiverLink)
             target = remote.target
             if target is None or not target.address:
                 self._refuse(link, "a sending link needs a target address")
                 return
-            link.attach()
+            link.max_message_size = self.max_message_size
+            link.attach(rcv_settle_mode=RCV_FIRST)
             producers[link] = self.queue(str(target.address))
             link.flow(self.credit_window)
 
@@ -167,13 +302,36 @@ class Broker:
         link.attach(None, None, keep=False)
         link.detach(Error(condition=engine_errors.NOT_FOUND, description=why))
 
-    def _on_message(self, link: ReceiverLink, delivery: Any, queue: Queue) -> None:
+    def _on_message(self, link: ReceiverLink, delivery: Delivery, queue: Queue, flush: Any) -> None:
         payload = delivery.payload
-        queue.put(payload if type(payload) is bytes else bytes(payload))
-        if not delivery.settled:
+        data = payload if type(payload) is bytes else bytes(payload)
+        if not queue.put(data):
+            self._refuse_message(link, delivery, queue, len(data))
+        elif not delivery.settled:
             link.settle(delivery, _ACCEPTED)
-        if link.link_credit < self.credit_window // 2:
+        if queue.above_high_water:
+            if link.link_credit > 0:
+                link.flow(0)  # "the receiver ... can reduce link-credit" (2.6.7): stop the producer
+
+            def resume() -> None:
+                if not link.is_detached:
+                    link.flow(self.credit_window)
+                    flush()
+
+            queue.wait_for_space(link, resume)
+        elif link.link_credit < self.credit_window // 2:
             link.flow(self.credit_window)
+
+    @staticmethod
+    def _refuse_message(link: ReceiverLink, delivery: Delivery, queue: Queue, size: int) -> None:
+        error = Error(condition=engine_errors.RESOURCE_LIMIT_EXCEEDED, description=queue.refusal(size))
+        if delivery.settled or delivery.remote_settled:
+            # A pre-settled message cannot be rejected: the link is the only way to say so.
+            log.warning("detaching link %r: %s", link.name, error.description)
+            link.detach(error)
+        else:
+            log.info("rejecting a message on link %r: %s", link.name, error.description)
+            link.settle(delivery, Rejected(error=error))
 
     @staticmethod
     def _drop(link: Link, consumers: dict[SenderLink, Queue], producers: dict[ReceiverLink, Queue]) -> None:
@@ -182,4 +340,6 @@ class Broker:
             if queue is not None:
                 queue.remove_consumer(link)
         elif isinstance(link, ReceiverLink):
-            producers.pop(link, None)
+            queue = producers.pop(link, None)
+            if queue is not None:
+                queue.forget_producer(link)

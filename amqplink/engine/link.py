@@ -188,6 +188,7 @@ class Link:
         target: Target | None = None,
         *,
         keep: bool = True,
+        rcv_settle_mode: int | None = None,
     ) -> None:
         """Send this side's attach.
 
@@ -195,6 +196,9 @@ class Link:
         ``keep=True`` answers with this side's termini (``source``/``target`` default
         to the peer's); pass ``None`` termini with ``keep=False`` to answer with a null
         terminus, then :meth:`detach` with an error, as 2.6.3 describes for refusal.
+
+        A receiver may answer with its own ``rcv_settle_mode`` (default: the peer's):
+        "the receiver's value is the one in force" (2.7.3).
         """
         if self.attach_sent:
             if self.is_detached:
@@ -212,6 +216,8 @@ class Link:
             else:
                 self.snd_settle_mode = int(remote.snd_settle_mode)
                 self.rcv_settle_mode = int(remote.rcv_settle_mode)
+        if rcv_settle_mode is not None and not self.is_sender:
+            self.rcv_settle_mode = rcv_settle_mode
         self.source = source
         self.target = target
         self.attach_sent = True
@@ -293,6 +299,10 @@ class SenderLink(Link):
         self.auto_settle = True
         self._next_tag = 0
         self.unsettled: dict[int, Delivery] = {}
+        self.hold_drain = False
+        """When true, a drain is answered only after :meth:`drained` (for an application
+        that keeps its messages outside the link's queue, as a broker does)."""
+        self._drain_held = False
 
     @property
     def credit(self) -> int:
@@ -375,10 +385,11 @@ class SenderLink(Link):
         if flow.link_credit is not None:
             self.link_credit = max(0, serial_diff(serial_add(rcv_count, int(flow.link_credit)), self.delivery_count))
         self.drain = bool(flow.drain)
+        self._drain_held = self.drain and self.hold_drain
         events = self.session.connection._events
         events.append(LinkCreditChanged(self, self.link_credit, self.drain))
         self.session._pump_sender(self)
-        if self.drain and not self.queue and self.link_credit > 0:
+        if self.drain and not self.queue and self.link_credit > 0 and not self._drain_held:
             # "the sender ... if it has no deliveries, MUST advance the delivery-count by
             # the remaining link-credit and set link-credit to zero" (2.6.7, drain)
             self.delivery_count = serial_add(self.delivery_count, self.link_credit)
@@ -386,6 +397,13 @@ class SenderLink(Link):
             self._send_flow()
         elif flow.echo:
             self._send_flow()
+
+    def drained(self) -> None:
+        """Answer a drain held by ``hold_drain``, now that the application has sent what
+        it had: credit left once the queued deliveries are out is given back (2.6.7)."""
+        if self._drain_held:
+            self._drain_held = False
+            self.session._pump_sender(self)
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         delivery.remote_state = state
@@ -464,6 +482,13 @@ class ReceiverLink(Link):
         if self.drain and self.link_credit == 0:
             self.drain = False
             self.session.connection._events.append(LinkDrained(self))
+
+    def _discard_partial(self) -> None:
+        """Forget a half-received delivery and its frames at once (the transport is gone)."""
+        delivery = self._partial
+        if delivery is not None:
+            self._partial = None
+            delivery._chunks = None
 
     def add_credit(self, credit: int) -> None:
         """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""

@@ -1,0 +1,72 @@
+"""Subscription rules: TrueFilter, FalseFilter and CorrelationFilter.
+
+"A correlation filter holds a set of conditions that are matched against one or
+more of an arriving message's user and system properties" (Service Bus topic
+filters); every condition given must equal, and a subscription takes a copy when
+any of its rules matches. A subscription without rules has the ``$Default``
+rule, a TrueFilter. SQL filters other than ``1=1`` / ``1=0`` are not evaluated:
+they match nothing, and the broker logs that once when it loads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from amqplink.broker.config import CorrelationFilter, RuleConfig
+from amqplink.broker.namespace.envelope import Envelope
+
+__all__ = ["correlation_matches", "rules_match"]
+
+# (filter field, Properties field)
+_SYSTEM_FIELDS = (
+    ("correlation_id", "correlation_id"),
+    ("message_id", "message_id"),
+    ("to", "to"),
+    ("reply_to", "reply_to"),
+    ("subject", "subject"),
+    ("session_id", "group_id"),
+    ("reply_to_session_id", "reply_to_group_id"),
+    ("content_type", "content_type"),
+)
+
+
+def _same(expected: Any, actual: Any) -> bool:
+    if actual is None:
+        return False
+    if isinstance(expected, str) and not isinstance(actual, str):
+        return expected == str(actual)
+    return bool(expected == actual)
+
+
+def correlation_matches(flt: CorrelationFilter, envelope: Envelope) -> bool:
+    """Every field the filter sets equals the message's."""
+    props = envelope.properties
+    for filter_field, prop_field in _SYSTEM_FIELDS:
+        expected = getattr(flt, filter_field)
+        if expected is None:
+            continue
+        if props is None or not _same(expected, getattr(props, prop_field)):
+            return False
+    if flt.properties:
+        app = envelope.application_properties or {}
+        for key, expected in flt.properties:
+            if key not in app or not _same(expected, app[key]):
+                return False
+    return True
+
+
+def rules_match(rules: Sequence[RuleConfig], envelope: Envelope) -> bool:
+    """Whether a subscription with ``rules`` takes a copy of the message."""
+    if not rules:
+        return True
+    for rule in rules:
+        if rule.filter_type == "True":
+            return True
+        if (
+            rule.filter_type == "Correlation"
+            and rule.correlation is not None
+            and correlation_matches(rule.correlation, envelope)
+        ):
+            return True
+    return False
