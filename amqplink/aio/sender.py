@@ -118,11 +118,15 @@ class Sender(LinkBase):
         ``Rejected``, ``Released`` or ``Modified``; ``None`` in settled mode, as soon
         as the message is queued) or fails with the error that ended the link.
         """
-        if self._detached.done() or not self._has_room() or self._protocol.write_paused:
-            await self._wait_room()
         if type(message) is bytes:
             message = Message(message)
-        payload = message.encode()  # type: ignore[union-attr]
+        return await self.send_payload_nowait(message.encode())  # type: ignore[union-attr]
+
+    async def send_payload_nowait(self, payload: bytes, *, message_format: int = 0) -> asyncio.Future[Any]:
+        """:meth:`send_nowait` for a payload already encoded (a message's sections, or a
+        Service Bus batch with its ``message_format``, 2.7.5)."""
+        if self._detached.done() or not self._has_room() or self._protocol.write_paused:
+            await self._wait_room()
         remote = self.link.remote_attach
         if remote is not None and remote.max_message_size and len(payload) > remote.max_message_size:
             raise AMQPError(
@@ -131,11 +135,11 @@ class Sender(LinkBase):
                 condition="amqp:link:message-size-exceeded",
             )
         if self._presettled:
-            self.link.send(payload)
+            self.link.send(payload, message_format=message_format)
             self._protocol.schedule_flush()
             return self._sent
         future: asyncio.Future[Any] = self._loop.create_future()
-        self.link.send(payload, context=future)
+        self.link.send(payload, message_format=message_format, context=future)
         self._in_flight += 1
         self._protocol.schedule_flush()
         return future

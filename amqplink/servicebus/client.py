@@ -1,0 +1,227 @@
+"""The asyncio ``ServiceBusClient`` (azure-servicebus's ``aio.ServiceBusClient``).
+
+One AMQP connection per client, shared by its senders and receivers (each on links of
+its own), authenticated per entity over CBS. ``from_connection_string`` accepts the
+SDK's retry options; ``ServiceBusClient(fully_qualified_namespace, credential)`` takes
+:class:`AzureNamedKeyCredential` or :class:`AzureSasCredential`.
+"""
+
+from __future__ import annotations
+
+import ssl
+from types import TracebackType
+from typing import Any
+
+from amqplink.aio.url import Endpoint
+from amqplink.servicebus._base import ConnectionHolder, Credential
+from amqplink.servicebus.connection_string import PLAIN_PORT, TLS_PORT, parse_connection_string
+from amqplink.servicebus.constants import ServiceBusReceiveMode, ServiceBusSessionFilter, ServiceBusSubQueue
+from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
+from amqplink.servicebus.lock_renewer import AutoLockRenewer
+from amqplink.servicebus.receiver import ServiceBusReceiver
+from amqplink.servicebus.retry import RetryMode, RetryPolicy
+from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
+
+__all__ = ["ServiceBusClient"]
+
+
+def _strip_namespace(value: str) -> tuple[str, int | None]:
+    """``sb://host:port/`` or ``host`` -> (host, port or None)."""
+    text = value.strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    text = text.split("/", 1)[0]
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else None
+    if text.count(":") == 1:
+        host, port = text.split(":")
+        return host, int(port)
+    return text, None
+
+
+class ServiceBusClient:
+    """Creates senders and receivers for one Service Bus namespace."""
+
+    def __init__(
+        self,
+        fully_qualified_namespace: str,
+        credential: Credential,
+        *,
+        retry_total: int = 3,
+        retry_backoff_factor: float = 0.8,
+        retry_backoff_max: float = 120,
+        retry_mode: str | RetryMode = "exponential",
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(credential, AzureNamedKeyCredential | AzureSasCredential):
+            raise TypeError(
+                "credential must be an AzureNamedKeyCredential or AzureSasCredential (from amqplink.servicebus);"
+                f" not {type(credential).__name__}"
+            )
+        host, port = _strip_namespace(fully_qualified_namespace)
+        use_tls = bool(kwargs.get("use_tls", True))
+        self.fully_qualified_namespace = host
+        self._policy = RetryPolicy(
+            retry_total=retry_total,
+            retry_backoff_factor=retry_backoff_factor,
+            retry_backoff_max=retry_backoff_max,
+            retry_mode=retry_mode,  # type: ignore[arg-type]
+            timeout=float(kwargs.get("timeout") or kwargs.get("operation_timeout") or 60.0),
+        )
+        endpoint = Endpoint(host=host, port=port or (TLS_PORT if use_tls else PLAIN_PORT), tls=use_tls)
+        ssl_context: ssl.SSLContext | None = kwargs.get("ssl_context")
+        self._holder = ConnectionHolder(
+            endpoint, credential, policy=self._policy, ssl_context=ssl_context, idle_timeout=kwargs.get("idle_timeout")
+        )
+        self._entity_name: str | None = kwargs.get("entity_name")
+        self._handlers: list[Any] = []
+
+    def __repr__(self) -> str:
+        return f"<ServiceBusClient {self.fully_qualified_namespace}>"
+
+    @classmethod
+    def from_connection_string(
+        cls,
+        conn_str: str,
+        *,
+        retry_total: int = 3,
+        retry_backoff_factor: float = 0.8,
+        retry_backoff_max: float = 120,
+        retry_mode: str | RetryMode = "exponential",
+        **kwargs: Any,
+    ) -> ServiceBusClient:
+        """A client from ``Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...[;EntityPath=...]``."""
+        parsed = parse_connection_string(conn_str)
+        credential: Credential
+        if parsed.shared_access_key is not None:
+            assert parsed.shared_access_key_name is not None
+            credential = AzureNamedKeyCredential(parsed.shared_access_key_name, parsed.shared_access_key)
+        else:
+            assert parsed.shared_access_signature is not None
+            credential = AzureSasCredential(parsed.shared_access_signature)
+        host = parsed.fully_qualified_namespace
+        namespace = f"[{host}]:{parsed.port}" if ":" in host else f"{host}:{parsed.port}"
+        return cls(
+            namespace,
+            credential,
+            retry_total=retry_total,
+            retry_backoff_factor=retry_backoff_factor,
+            retry_backoff_max=retry_backoff_max,
+            retry_mode=retry_mode,
+            use_tls=parsed.use_tls,
+            entity_name=parsed.entity_path,
+            **kwargs,
+        )
+
+    async def __aenter__(self) -> ServiceBusClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every sender and receiver made here, then the connection."""
+        handlers, self._handlers = self._handlers, []
+        for handler in handlers:
+            await handler.close()
+        await self._holder.close()
+
+    def _check_entity(self, name: str) -> None:
+        if self._entity_name and name != self._entity_name:
+            raise ValueError(
+                f"The queue or topic name {name!r} does not match the EntityPath {self._entity_name!r}"
+                " in the connection string."
+            )
+
+    def _track(self, handler: Any) -> Any:
+        self._handlers = [h for h in self._handlers if not h._closed]
+        self._handlers.append(handler)
+        return handler
+
+    # -- senders ----------------------------------------------------------------------
+    def get_queue_sender(
+        self, queue_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
+    ) -> ServiceBusSender:
+        """A sender to ``queue_name``; ``max_in_flight`` bounds the transfers awaiting an outcome."""
+        self._check_entity(queue_name)
+        return self._track(
+            ServiceBusSender(
+                self._holder, queue_name, policy=self._policy, max_in_flight=max_in_flight, queue_name=queue_name
+            )
+        )
+
+    def get_topic_sender(
+        self, topic_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
+    ) -> ServiceBusSender:
+        """A sender to ``topic_name``."""
+        self._check_entity(topic_name)
+        return self._track(
+            ServiceBusSender(
+                self._holder, topic_name, policy=self._policy, max_in_flight=max_in_flight, topic_name=topic_name
+            )
+        )
+
+    # -- receivers --------------------------------------------------------------------
+    def get_queue_receiver(
+        self,
+        queue_name: str,
+        *,
+        session_id: str | ServiceBusSessionFilter | None = None,
+        sub_queue: ServiceBusSubQueue | str | None = None,
+        receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
+        max_wait_time: float | None = None,
+        auto_lock_renewer: AutoLockRenewer | None = None,
+        prefetch_count: int = 0,
+        **kwargs: Any,
+    ) -> ServiceBusReceiver:
+        """A receiver from ``queue_name`` (its dead-letter queue with ``sub_queue``; a session of it
+        with ``session_id``, or ``NEXT_AVAILABLE_SESSION``)."""
+        self._check_entity(queue_name)
+        return self._track(
+            ServiceBusReceiver(
+                self._holder,
+                queue_name,
+                policy=self._policy,
+                receive_mode=receive_mode,
+                prefetch_count=prefetch_count,
+                max_wait_time=max_wait_time,
+                sub_queue=sub_queue,
+                session_id=session_id,
+                auto_lock_renewer=auto_lock_renewer,
+                queue_name=queue_name,
+            )
+        )
+
+    def get_subscription_receiver(
+        self,
+        topic_name: str,
+        subscription_name: str,
+        *,
+        session_id: str | ServiceBusSessionFilter | None = None,
+        sub_queue: ServiceBusSubQueue | str | None = None,
+        receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
+        max_wait_time: float | None = None,
+        auto_lock_renewer: AutoLockRenewer | None = None,
+        prefetch_count: int = 0,
+        **kwargs: Any,
+    ) -> ServiceBusReceiver:
+        """A receiver from ``topic_name/Subscriptions/subscription_name``."""
+        self._check_entity(topic_name)
+        return self._track(
+            ServiceBusReceiver(
+                self._holder,
+                f"{topic_name}/Subscriptions/{subscription_name}",
+                policy=self._policy,
+                receive_mode=receive_mode,
+                prefetch_count=prefetch_count,
+                max_wait_time=max_wait_time,
+                sub_queue=sub_queue,
+                session_id=session_id,
+                auto_lock_renewer=auto_lock_renewer,
+                topic_name=topic_name,
+                subscription_name=subscription_name,
+            )
+        )
