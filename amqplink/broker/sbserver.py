@@ -393,6 +393,9 @@ class _ServiceBusConnection:
                 if error is not None and str(error.condition) != DEAD_LETTER and reason is None:
                     reason, description = str(error.condition), error.description
                 entity.dead_letter(token, now, _opt_text(reason), _opt_text(description))
+                # Service Bus echoes a dead-letter it applied as rejected without an error; "a
+                # rejected outcome carrying an error" is how it reports a settlement it could not apply.
+                answer = Rejected()
             elif isinstance(state, Released):
                 entity.abandon(token, now)
             else:  # settled with no outcome: as Service Bus, the lock is simply released
