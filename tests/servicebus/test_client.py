@@ -1,0 +1,212 @@
+"""amqplink's Service Bus client beyond the SDK's surface: pipelining, recovery, lock loss."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from amqplink.message import Message
+from amqplink.servicebus import AzureNamedKeyCredential, ServiceBusMessage, ServiceBusReceivedMessage
+from amqplink.servicebus.aio import AutoLockRenewer, ServiceBusClient
+from amqplink.servicebus.exceptions import (
+    AutoLockRenewFailed,
+    MessageLockLostError,
+    MessagingEntityNotFoundError,
+    ServiceBusError,
+)
+from amqplink.servicebus.message import BATCH_MESSAGE_FORMAT
+from tests.servicebus.scenario import LOCK, BrokerThread, broker
+
+__all__ = ["broker"]
+
+
+def client_for(broker: BrokerThread, **options: Any) -> ServiceBusClient:
+    return ServiceBusClient.from_connection_string(broker.connection_string, **options)
+
+
+def drop_connection(client: ServiceBusClient) -> None:
+    """The socket breaks (no close frame): what a network failure looks like to the client."""
+    conn = client._holder._connection
+    assert conn is not None
+    conn.protocol.abort()
+
+
+async def receive_all(receiver: Any, wait: float = 1.0) -> list[Any]:
+    got: list[Any] = []
+    while batch := await receiver.receive_messages(max_message_count=500, max_wait_time=wait):
+        got += batch
+    return got
+
+
+async def test_send_nowait_pipelines_under_max_in_flight(broker: BrokerThread) -> None:
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("plain", max_in_flight=8) as sender:
+            futures = [await sender.send_nowait(ServiceBusMessage(f"n{i}")) for i in range(200)]
+            assert sender._link is not None and sender._link.in_flight <= 8
+            assert await asyncio.gather(*futures) == [None] * 200
+        async with client.get_queue_receiver("plain", prefetch_count=100, receive_mode="receiveanddelete") as r:
+            assert [str(m) for m in await receive_all(r)] == [f"n{i}" for i in range(200)]
+
+
+async def test_a_large_iterable_is_split_into_batches_by_the_max_message_size(broker: BrokerThread) -> None:
+    sent: list[tuple[int, int]] = []
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("plain") as sender:
+            await sender.create_message_batch()  # attach: the broker's max-message-size is known
+            link = sender._link
+            assert link is not None and sender.max_message_size == 256 * 1024
+            original = link.send_payload_nowait
+
+            async def spy(payload: bytes, *, message_format: int = 0) -> Any:
+                sent.append((len(payload), message_format))
+                return await original(payload, message_format=message_format)
+
+            link.send_payload_nowait = spy  # type: ignore[method-assign]
+            await sender.send_messages(ServiceBusMessage(b"%05d" % i + b"x" * 1000) for i in range(1000))
+        assert len(sent) >= 4 and all(fmt == BATCH_MESSAGE_FORMAT for _, fmt in sent)
+        assert all(size <= 256 * 1024 for size, _ in sent)
+        async with client.get_queue_receiver("plain", prefetch_count=500, receive_mode="receiveanddelete") as r:
+            got = await receive_all(r)
+        assert [b"".join(m.body)[:5] for m in got] == [b"%05d" % i for i in range(1000)]
+
+
+async def test_a_partition_key_other_than_the_session_id_is_refused_before_sending(broker: BrokerThread) -> None:
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("plain") as sender:
+            bad = ServiceBusMessage("x", partition_key="p")
+            bad.session_id = "s"
+            with pytest.raises(ValueError, match="partition_key"):
+                await sender.send_messages(bad)
+            with pytest.raises(ValueError):
+                await sender.send_messages([ServiceBusMessage("ok"), bad])
+        async with client.get_queue_receiver("plain") as receiver:
+            assert await receiver.receive_messages(max_wait_time=0.3) == []
+
+
+async def test_an_unknown_entity_raises_not_found(broker: BrokerThread) -> None:
+    async with client_for(broker) as client:
+        sender = client.get_queue_sender("no-such-queue")
+        with pytest.raises(MessagingEntityNotFoundError):
+            await sender.send_messages(ServiceBusMessage("x"))
+
+
+async def test_the_namespace_and_credential_constructor(broker: BrokerThread) -> None:
+    credential = AzureNamedKeyCredential("RootManageSharedAccessKey", "SAS_KEY_VALUE")
+    namespace = f"127.0.0.1:{broker.broker.port}"
+    async with ServiceBusClient(namespace, credential, use_tls=False) as client:
+        async with client.get_queue_sender("plain") as sender:
+            await sender.send_messages(Message(b"plain amqplink message"))
+        async with client.get_queue_receiver("plain") as receiver:
+            (msg,) = await receiver.receive_messages(max_wait_time=5)
+            assert b"".join(msg.body) == b"plain amqplink message"
+
+
+async def test_a_sender_reconnects_after_the_connection_drops(broker: BrokerThread) -> None:
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("plain") as sender:
+            await sender.send_messages(ServiceBusMessage("before"))
+            drop_connection(client)
+            await sender.send_messages(ServiceBusMessage("after"))
+        async with client.get_queue_receiver("plain") as receiver:
+            assert [str(m) for m in await receive_all(receiver)] == ["before", "after"]
+
+
+async def test_connection_dropped_mid_send_loses_no_acknowledged_message(broker: BrokerThread) -> None:
+    """Batches in flight when the socket breaks are sent again: at least once, never dropped."""
+    count = 3000
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("plain") as sender:
+            await sender.create_message_batch()
+
+            async def breaker() -> None:
+                link = sender._link
+                assert link is not None
+                while link.in_flight == 0:
+                    await asyncio.sleep(0)
+                drop_connection(client)
+
+            task = asyncio.create_task(breaker())
+            await sender.send_messages(ServiceBusMessage(b"%05d" % i + b"y" * 600) for i in range(count))
+            await task
+        async with client.get_queue_receiver("plain", prefetch_count=500, receive_mode="receiveanddelete") as r:
+            got = {b"".join(m.body)[:5] for m in await receive_all(r)}
+        assert got == {b"%05d" % i for i in range(count)}
+
+
+async def test_a_broken_connection_loses_every_lock_without_asking(broker: BrokerThread) -> None:
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("plain") as sender:
+            await sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+        async with client.get_queue_receiver("plain") as receiver:
+            held = await receiver.receive_messages(max_message_count=2, max_wait_time=5)
+            assert len(held) == 2
+            drop_connection(client)
+            for msg in held:
+                with pytest.raises(MessageLockLostError):
+                    await receiver.complete_message(msg)
+                with pytest.raises(MessageLockLostError):
+                    await receiver.renew_message_lock(msg)
+            again = await receive_all(receiver)  # the receiver reattaches; the broker redelivers
+            assert sorted(str(m) for m in again) == ["a", "b"]
+            assert all(m.delivery_count == 1 for m in again)
+            for msg in again:
+                await receiver.complete_message(msg)
+
+
+async def test_auto_lock_renewal_failure_is_reported(broker: BrokerThread) -> None:
+    reported: list[tuple[Any, Any]] = []
+    failed = asyncio.Event()
+
+    async def on_failure(renewable: Any, error: Any) -> None:
+        reported.append((renewable, error))
+        failed.set()
+
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("locks") as sender:
+            await sender.send_messages(ServiceBusMessage("x"))
+        renewer = AutoLockRenewer(max_lock_renewal_duration=60, on_lock_renew_failure=on_failure)
+        async with client.get_queue_receiver("locks", auto_lock_renewer=renewer) as receiver:
+            (msg,) = await receiver.receive_messages(max_wait_time=5)
+            assert renewer.renewing == 1
+            drop_connection(client)
+            await asyncio.wait_for(failed.wait(), LOCK * 2)
+        await renewer.close()
+    ((renewable, error),) = reported
+    assert renewable is msg and error is msg.auto_renew_error
+    assert isinstance(error, AutoLockRenewFailed) and isinstance(error.error, MessageLockLostError)
+
+
+async def test_a_settled_message_stops_its_renewal(broker: BrokerThread) -> None:
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("locks") as sender:
+            await sender.send_messages(ServiceBusMessage("x"))
+        async with AutoLockRenewer() as renewer:
+            async with client.get_queue_receiver("locks", auto_lock_renewer=renewer) as receiver:
+                (msg,) = await receiver.receive_messages(max_wait_time=5)
+                await receiver.complete_message(msg)
+                for _ in range(100):
+                    if renewer.renewing == 0:
+                        break
+                    await asyncio.sleep(0.02)
+                assert renewer.renewing == 0 and msg.auto_renew_error is None
+
+
+async def test_operations_after_close_are_refused(broker: BrokerThread) -> None:
+    async with client_for(broker) as client:
+        sender = client.get_queue_sender("plain")
+        await sender.close()
+        with pytest.raises(ValueError, match="shut down"):
+            await sender.send_messages(ServiceBusMessage("x"))
+        with pytest.raises(ServiceBusError):
+            async with AutoLockRenewer() as renewer:
+                await renewer.close()
+                renewer.register(None, ServiceBusReceivedMessage(Message(b"x")))
+
+
+def test_locked_until_is_a_utc_datetime() -> None:
+    from amqplink.servicebus.session import datetime_from_ticks
+
+    assert datetime_from_ticks(621355968000000000 + 10_000_000) == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)
