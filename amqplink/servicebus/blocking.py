@@ -27,7 +27,12 @@ __all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "Service
 
 
 class _Closable:
-    _aio: Any
+    _aio: (
+        aio_client.ServiceBusClient
+        | aio_sender.ServiceBusSender
+        | aio_receiver.ServiceBusReceiver
+        | (aio_renewer.AutoLockRenewer)
+    )
 
     def close(self) -> None:
         """Close (and wait until closed)."""
@@ -41,6 +46,8 @@ class _Closable:
 
 class ServiceBusClient(_Closable):
     """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusClient`; same arguments."""
+
+    _aio: aio_client.ServiceBusClient
 
     def __init__(self, fully_qualified_namespace: str, credential: Any, **kwargs: Any) -> None:
         self._aio = aio_client.ServiceBusClient(fully_qualified_namespace, credential, **kwargs)
@@ -92,6 +99,8 @@ def _inner_renewer(renewer: AutoLockRenewer | None) -> aio_renewer.AutoLockRenew
 
 class ServiceBusSender(_Closable):
     """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusSender`."""
+
+    _aio: aio_sender.ServiceBusSender
 
     def __init__(self, inner: aio_sender.ServiceBusSender) -> None:
         self._aio = inner
@@ -176,6 +185,8 @@ class ServiceBusSession:
 class ServiceBusReceiver(_Closable):
     """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusReceiver`."""
 
+    _aio: aio_receiver.ServiceBusReceiver
+
     def __init__(self, inner: aio_receiver.ServiceBusReceiver, renewer: AutoLockRenewer | None = None) -> None:
         self._aio = inner
         self._renewer = renewer
@@ -225,7 +236,9 @@ class ServiceBusReceiver(_Closable):
         """Browse messages without locking them."""
         return _run(self._aio.peek_messages(max_message_count, **kwargs))
 
-    def receive_deferred_messages(self, sequence_numbers: int | Iterable[int], **kwargs: Any) -> list[ServiceBusReceivedMessage]:
+    def receive_deferred_messages(
+        self, sequence_numbers: int | Iterable[int], **kwargs: Any
+    ) -> list[ServiceBusReceivedMessage]:
         """Deferred messages by sequence number."""
         return _run(self._aio.receive_deferred_messages(sequence_numbers, **kwargs))
 
@@ -243,7 +256,9 @@ class ServiceBusReceiver(_Closable):
     ) -> None:
         _run(self._aio.dead_letter_message(message, reason, error_description))
 
-    def renew_message_lock(self, message: ServiceBusReceivedMessage, *, timeout: float | None = None, **kwargs: Any) -> dt.datetime:
+    def renew_message_lock(
+        self, message: ServiceBusReceivedMessage, *, timeout: float | None = None, **kwargs: Any
+    ) -> dt.datetime:
         return _run(self._aio.renew_message_lock(message, timeout=timeout))
 
 
@@ -260,6 +275,8 @@ SyncFailureCallback = Callable[[Any, BaseException | None], None]
 class AutoLockRenewer(_Closable):
     """Blocking twin of the renewer: the renewals run on the loop thread, the failure callback
     in a worker thread."""
+
+    _aio: aio_renewer.AutoLockRenewer
 
     def __init__(
         self,

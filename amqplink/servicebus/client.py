@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ssl
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from amqplink.aio.url import Endpoint
 from amqplink.servicebus._base import ConnectionHolder, Credential
@@ -23,6 +23,8 @@ from amqplink.servicebus.retry import RetryMode, RetryPolicy
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
 
 __all__ = ["ServiceBusClient"]
+
+H = TypeVar("H", ServiceBusSender, ServiceBusReceiver)
 
 
 def _strip_namespace(value: str) -> tuple[str, int | None]:
@@ -75,7 +77,7 @@ class ServiceBusClient:
             endpoint, credential, policy=self._policy, ssl_context=ssl_context, idle_timeout=kwargs.get("idle_timeout")
         )
         self._entity_name: str | None = kwargs.get("entity_name")
-        self._handlers: list[Any] = []
+        self._handlers: list[ServiceBusSender | ServiceBusReceiver] = []
 
     def __repr__(self) -> str:
         return f"<ServiceBusClient {self.fully_qualified_namespace}>"
@@ -136,7 +138,7 @@ class ServiceBusClient:
                 " in the connection string."
             )
 
-    def _track(self, handler: Any) -> Any:
+    def _track(self, handler: H) -> H:
         self._handlers = [h for h in self._handlers if not h._closed]
         self._handlers.append(handler)
         return handler

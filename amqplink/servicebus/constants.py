@@ -13,7 +13,7 @@ __all__ = [
 ]
 
 
-class ServiceBusReceiveMode(str, enum.Enum):
+class ServiceBusReceiveMode(enum.StrEnum):
     """PEEK_LOCK: settle each message (locked meanwhile); RECEIVE_AND_DELETE: gone on delivery."""
 
     PEEK_LOCK = "peeklock"
@@ -25,7 +25,7 @@ class ServiceBusReceiveMode(str, enum.Enum):
         return next((m for m in cls if m.value == text), None)
 
 
-class ServiceBusSubQueue(str, enum.Enum):
+class ServiceBusSubQueue(enum.StrEnum):
     """A receiver's sub-queue: the dead-letter queue or the transfer dead-letter queue."""
 
     DEAD_LETTER = "deadletter"

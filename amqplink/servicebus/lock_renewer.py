@@ -103,7 +103,9 @@ class AutoLockRenewer:
         loop = asyncio.get_running_loop()
         duration = self._max_lock_renewal_duration if max_lock_renewal_duration is None else max_lock_renewal_duration
         task = loop.create_task(
-            self._keep(receiver, renewable, loop.time() + duration, on_lock_renew_failure or self._on_lock_renew_failure)
+            self._keep(
+                receiver, renewable, loop.time() + duration, on_lock_renew_failure or self._on_lock_renew_failure
+            )
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -113,7 +115,9 @@ class AutoLockRenewer:
             return True
         return bool(getattr(renewable, "_settled", False))
 
-    async def _keep(self, receiver: Any, renewable: Renewable, deadline: float, callback: FailureCallback | None) -> None:
+    async def _keep(
+        self, receiver: Any, renewable: Renewable, deadline: float, callback: FailureCallback | None
+    ) -> None:
         loop = asyncio.get_running_loop()
         error: BaseException | None = None
         clean = False
@@ -131,7 +135,7 @@ class AutoLockRenewer:
                     break
                 left = (until - _utcnow()).total_seconds()
                 if loop.time() >= deadline:
-                    raise AutoLockRenewTimeout(f"Auto-renew period elapsed; the lock is left to expire in {left:.1f} s.")
+                    raise AutoLockRenewTimeout(f"Auto-renew period elapsed; the lock expires in {left:.1f} s.")
                 wait = left - renew_ahead(span)
                 if wait > 0:
                     await asyncio.sleep(min(wait, POLL_INTERVAL, max(0.0, deadline - loop.time())))

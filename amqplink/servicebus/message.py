@@ -73,7 +73,7 @@ DEAD_LETTER_ERROR_DESCRIPTION = "DeadLetterErrorDescription"
 _SMALL_OVERHEAD, _LARGE_OVERHEAD = 5, 8
 
 
-class AmqpMessageBodyType(str, enum.Enum):
+class AmqpMessageBodyType(enum.StrEnum):
     """How the body travels (the SDK's ``azure.servicebus.amqp.AmqpMessageBodyType``)."""
 
     DATA = "data"
@@ -94,14 +94,13 @@ def _check_length(name: str, value: Any) -> None:
         raise ValueError(f"{name} cannot be longer than {MESSAGE_PROPERTY_MAX_LENGTH} characters.")
 
 
-def _text(value: Any) -> Any:
-    """Strings as the SDK returns them: bytes decoded when they are UTF-8."""
+def _text(value: Any) -> str | None:
+    """Strings as the SDK returns them (bytes decoded as UTF-8; other ids, e.g. a uuid, as text)."""
+    if value is None or type(value) is str:
+        return value
     if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return value
-    return value
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 def _utc(ms: Any) -> dt.datetime | None:
@@ -277,7 +276,7 @@ class ServiceBusMessage:
         message.ttl = seconds
         ms = seconds * 1000
         if ms and ms != MAX_DURATION_MS:
-            now_ms = int(dt.datetime.now(dt.timezone.utc).timestamp()) * 1000
+            now_ms = int(dt.datetime.now(dt.UTC).timestamp()) * 1000
             message.creation_time = Timestamp(now_ms)
             message.absolute_expiry_time = Timestamp(min(MAX_ABSOLUTE_EXPIRY_MS, now_ms + ms))
 
@@ -295,7 +294,8 @@ class ServiceBusMessage:
         message = self._message
         if message.message_id is None:
             message.message_id = str(uuid.uuid4())
-        _set_annotation(message, X_OPT_SCHEDULED_ENQUEUE_TIME, None if value is None else Timestamp.from_datetime(value))
+        stamp = None if value is None else Timestamp.from_datetime(value)
+        _set_annotation(message, X_OPT_SCHEDULED_ENQUEUE_TIME, stamp)
 
     @property
     def content_type(self) -> str | None:
@@ -460,7 +460,7 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
     def _app_text(self, name: str) -> str | None:
         props = self._message.application_properties
         value = props.get(name) if props else None
-        return None if value is None else str(_text(value))
+        return _text(value)
 
     @property
     def dead_letter_reason(self) -> str | None:
@@ -475,8 +475,7 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
     @property
     def dead_letter_source(self) -> str | None:
         """The entity it was dead-lettered in, once auto-forwarded (``x-opt-deadletter-source``)."""
-        value = self._annotation(X_OPT_DEAD_LETTER_SOURCE)
-        return None if value is None else str(_text(value))
+        return _text(self._annotation(X_OPT_DEAD_LETTER_SOURCE))
 
     @property
     def state(self) -> ServiceBusMessageState:
@@ -551,7 +550,7 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
         if self._lock_lost:
             return True
         until = self.locked_until_utc
-        return until is not None and until <= dt.datetime.now(dt.timezone.utc)
+        return until is not None and until <= dt.datetime.now(dt.UTC)
 
 
 class ServiceBusMessageBatch:

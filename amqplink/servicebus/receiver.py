@@ -322,7 +322,9 @@ class ServiceBusReceiver(Handler):
         """A lost lock known without asking the broker: the message's link is gone."""
         raw = message._delivery
         if message._lock_lost:
-            return MessageLockLostError(description=f"cannot {action}: the message's lock was lost", entity=self.entity_name)
+            return MessageLockLostError(
+                description=f"cannot {action}: the message's lock was lost", entity=self.entity_name
+            )
         if raw is None or message._is_deferred_message:
             return None
         delivery = raw._delivery
@@ -472,4 +474,3 @@ class ServiceBusReceiver(Handler):
 
 async def _noop() -> None:
     return None
-

@@ -131,7 +131,7 @@ class ServiceBusSender(Handler):
                 if exc is not None:
                     raise exc
                 _check_outcome(outcome.result(), entity)
-            except BaseException as failure:  # noqa: BLE001 - handed to the caller's future
+            except BaseException as failure:  # handed to the caller's future
                 result.set_exception(from_amqp_error(failure, entity=entity))
                 return
             result.set_result(None)

@@ -61,7 +61,9 @@ class ServiceBusSession:
         """The session's state (None when it has none)."""
         return await self._receiver._mgmt_call(lambda m: m.get_session_state(self._session_id), timeout)
 
-    async def set_state(self, state: str | bytes | bytearray | None, *, timeout: float | None = None, **kwargs: Any) -> None:
+    async def set_state(
+        self, state: str | bytes | bytearray | None, *, timeout: float | None = None, **kwargs: Any
+    ) -> None:
         """Replace the session's state (None clears it)."""
         value = state.encode("utf-8") if isinstance(state, str) else None if state is None else bytes(state)
         await self._receiver._mgmt_call(lambda m: m.set_session_state(self._session_id, value), timeout)

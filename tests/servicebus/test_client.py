@@ -183,15 +183,15 @@ async def test_a_settled_message_stops_its_renewal(broker: BrokerThread) -> None
     async with client_for(broker) as client:
         async with client.get_queue_sender("locks") as sender:
             await sender.send_messages(ServiceBusMessage("x"))
-        async with AutoLockRenewer() as renewer:
-            async with client.get_queue_receiver("locks", auto_lock_renewer=renewer) as receiver:
-                (msg,) = await receiver.receive_messages(max_wait_time=5)
-                await receiver.complete_message(msg)
-                for _ in range(100):
-                    if renewer.renewing == 0:
-                        break
-                    await asyncio.sleep(0.02)
-                assert renewer.renewing == 0 and msg.auto_renew_error is None
+        renewer = AutoLockRenewer()
+        async with renewer, client.get_queue_receiver("locks", auto_lock_renewer=renewer) as receiver:
+            (msg,) = await receiver.receive_messages(max_wait_time=5)
+            await receiver.complete_message(msg)
+            for _ in range(100):
+                if renewer.renewing == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert renewer.renewing == 0 and msg.auto_renew_error is None
 
 
 async def test_operations_after_close_are_refused(broker: BrokerThread) -> None:

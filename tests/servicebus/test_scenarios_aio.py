@@ -190,22 +190,25 @@ async def test_peek_does_not_lock(api: Api, broker: BrokerThread) -> None:
 
 async def test_scheduled_message_appears_on_time_and_cancel(api: Api, broker: BrokerThread) -> None:
     sb = api.sb
-    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("plain") as sender, client.get_queue_receiver("plain") as receiver:
-            at = NOW() + dt.timedelta(seconds=2)
-            kept, cancelled = await sender.schedule_messages(
-                [sb.ServiceBusMessage("scheduled"), sb.ServiceBusMessage("cancelled")], at
-            )
-            assert isinstance(kept, int) and isinstance(cancelled, int) and kept != cancelled
-            await sender.cancel_scheduled_messages(cancelled)
-            assert await receiver.receive_messages(max_wait_time=1) == []
-            (msg,) = await receive_n(receiver, 1, wait=5)
-            arrived = NOW()
-            assert str(msg) == "scheduled"
-            assert at - dt.timedelta(milliseconds=100) <= arrived < at + dt.timedelta(seconds=3)
-            assert msg.scheduled_enqueue_time_utc is not None
-            await receiver.complete_message(msg)
-            assert await drain(receiver) == []
+    async with (
+        api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client,
+        client.get_queue_sender("plain") as sender,
+        client.get_queue_receiver("plain") as receiver,
+    ):
+        at = NOW() + dt.timedelta(seconds=2)
+        kept, cancelled = await sender.schedule_messages(
+            [sb.ServiceBusMessage("scheduled"), sb.ServiceBusMessage("cancelled")], at
+        )
+        assert isinstance(kept, int) and isinstance(cancelled, int) and kept != cancelled
+        await sender.cancel_scheduled_messages(cancelled)
+        assert await receiver.receive_messages(max_wait_time=1) == []
+        (msg,) = await receive_n(receiver, 1, wait=5)
+        arrived = NOW()
+        assert str(msg) == "scheduled"
+        assert at - dt.timedelta(milliseconds=100) <= arrived < at + dt.timedelta(seconds=3)
+        assert msg.scheduled_enqueue_time_utc is not None
+        await receiver.complete_message(msg)
+        assert await drain(receiver) == []
 
 
 async def test_renew_message_lock_extends_it(api: Api, broker: BrokerThread) -> None:
@@ -285,7 +288,9 @@ async def test_topic_fans_out_to_subscriptions_by_rule(api: Api, broker: BrokerT
     sb = api.sb
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
         async with client.get_topic_sender("events") as sender:
-            await sender.send_messages([sb.ServiceBusMessage("r", subject="red"), sb.ServiceBusMessage("b", subject="blue")])
+            await sender.send_messages(
+                [sb.ServiceBusMessage("r", subject="red"), sb.ServiceBusMessage("b", subject="blue")]
+            )
         async with client.get_subscription_receiver("events", "all") as receiver:
             assert sorted(str(m) for m in await receive_n(receiver, 2)) == ["b", "r"]
         async with client.get_subscription_receiver("events", "red") as receiver:

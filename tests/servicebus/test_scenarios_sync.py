@@ -89,7 +89,9 @@ def test_auto_lock_renewer_outlasts_a_cpu_bound_callback(api: Api, broker: Broke
     with sb.ServiceBusClient.from_connection_string(broker.connection_string) as client:
         with client.get_queue_sender("locks") as sender:
             sender.send_messages(sb.ServiceBusMessage("long job"))
-        renewer = sb.AutoLockRenewer(max_lock_renewal_duration=60, on_lock_renew_failure=lambda r, e: failures.append(e))
+        renewer = sb.AutoLockRenewer(
+            max_lock_renewal_duration=60, on_lock_renew_failure=lambda r, e: failures.append(e)
+        )
         with client.get_queue_receiver("locks", auto_lock_renewer=renewer) as receiver:
             (msg,) = receive_n(receiver, 1)
             first_until = msg.locked_until_utc
