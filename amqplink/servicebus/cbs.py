@@ -24,7 +24,8 @@ from amqplink.aio.request_response import RequestResponseLink
 from amqplink.codec.types import Timestamp
 from amqplink.message import Message
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
-from amqplink.servicebus.errors import ServiceBusAuthenticationError, ServiceBusError, from_amqp_error
+from amqplink.servicebus.errors import from_amqp_error
+from amqplink.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError
 from amqplink.servicebus.response import read_status
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL, AccessToken, mint_token
 

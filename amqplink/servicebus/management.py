@@ -21,7 +21,8 @@ from amqplink.aio.errors import AMQPError
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.codec.types import AMQPType, Array, Int, Long, Timestamp, UInt
 from amqplink.message import Message
-from amqplink.servicebus.errors import ServiceBusError, from_amqp_error, from_management_status
+from amqplink.servicebus.errors import from_amqp_error, from_management_status
+from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.response import read_status
 
 __all__ = [

@@ -22,7 +22,7 @@ from amqplink.servicebus.cbs import (
     put_token_request,
     refresh_at,
 )
-from amqplink.servicebus.errors import ServiceBusAuthenticationError, ServiceBusConnectionError, ServiceBusError
+from amqplink.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusConnectionError, ServiceBusError
 from amqplink.servicebus.sas import AccessToken, SasTokenError, generate_sas_token, verify_sas_token
 from tests.responder import Responder
 

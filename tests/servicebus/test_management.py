@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from amqplink import Message
 from amqplink.aio import connect
 from amqplink.codec.types import AMQPType, Array, Int, Long, Timestamp, UInt
-from amqplink.servicebus.errors import (
+from amqplink.servicebus.exceptions import (
     MessageLockLostError,
     MessageNotFoundError,
     MessagingEntityNotFoundError,

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amqplink.aio.errors import ConnectionClosedError, LinkDetachedError
-from amqplink.servicebus.errors import (
+from amqplink.servicebus.exceptions import (
     MessageLockLostError,
     OperationTimeoutError,
     ServiceBusConnectionError,
