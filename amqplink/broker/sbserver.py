@@ -73,6 +73,7 @@ LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
 DEAD_LETTER = "com.microsoft:dead-letter"
 _DOTNET_EPOCH_TICKS = 621355968000000000
 _ACCEPTED = Accepted()
+_REJECTED = Rejected()
 _CBS = "$cbs"
 
 
@@ -393,9 +394,8 @@ class _ServiceBusConnection:
                 if error is not None and str(error.condition) != DEAD_LETTER and reason is None:
                     reason, description = str(error.condition), error.description
                 entity.dead_letter(token, now, _opt_text(reason), _opt_text(description))
-                # Service Bus echoes a dead-letter it applied as rejected without an error; "a
-                # rejected outcome carrying an error" is how it reports a settlement it could not apply.
-                answer = Rejected()
+                # Echo the outcome applied; a rejected *with* an error means "not applied".
+                answer = _REJECTED
             elif isinstance(state, Released):
                 entity.abandon(token, now)
             else:  # settled with no outcome: as Service Bus, the lock is simply released

@@ -57,7 +57,8 @@ from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_MESSAGE_SIZE", "Broker"]
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``)."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -154,7 +155,7 @@ class Broker:
         log.info("amqplink broker listening on %s", self.url)
         if self.servicebus is not None:
             if self.servicebus.require_auth is None:
-                self.servicebus.require_auth = not _is_loopback(host)
+                self.servicebus.require_auth = not is_loopback(host)
             self.servicebus.start()
             log.info("Service Bus namespace %r on %s", self.servicebus.namespace.name, self.url)
         return self

@@ -23,7 +23,8 @@ from amqplink.aio.errors import AMQPError
 from amqplink.aio.url import Endpoint
 from amqplink.servicebus.cbs import CbsAuthorizer
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
-from amqplink.servicebus.errors import ServiceBusError, from_amqp_error
+from amqplink.servicebus.errors import from_amqp_error
+from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.management import ManagementClient
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
 

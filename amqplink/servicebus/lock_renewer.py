@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
-from amqplink.servicebus.errors import AutoLockRenewFailed, AutoLockRenewTimeout, ServiceBusError
+from amqplink.servicebus.exceptions import AutoLockRenewFailed, AutoLockRenewTimeout, ServiceBusError
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.session import ServiceBusSession
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, Timestamp
 from amqplink.message import Message
-from amqplink.servicebus.errors import MessageSizeExceededError
+from amqplink.servicebus.exceptions import MessageSizeExceededError
 from amqplink.servicebus.lock_token import lock_token_from_delivery_tag
 
 if TYPE_CHECKING:

@@ -33,12 +33,12 @@ from amqplink.servicebus.constants import (
     ServiceBusSessionFilter,
     ServiceBusSubQueue,
 )
-from amqplink.servicebus.errors import (
+from amqplink.servicebus.errors import from_amqp_error
+from amqplink.servicebus.exceptions import (
     MessageAlreadySettled,
     MessageLockLostError,
     ServiceBusError,
     SessionLockLostError,
-    from_amqp_error,
 )
 from amqplink.servicebus.management import DispositionStatus, Operation
 from amqplink.servicebus.message import ServiceBusReceivedMessage

@@ -23,7 +23,8 @@ from amqplink.aio.sender import Sender
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
-from amqplink.servicebus.errors import ServiceBusError, from_amqp_error
+from amqplink.servicebus.errors import from_amqp_error
+from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.management import ScheduledMessage
 from amqplink.servicebus.message import (
     BATCH_MESSAGE_FORMAT,
