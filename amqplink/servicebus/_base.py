@@ -27,6 +27,7 @@ from amqplink.servicebus.errors import from_amqp_error
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.management import ManagementClient
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
+from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 
 __all__ = ["ConnectionHolder", "Handler"]
 
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 Credential = AzureNamedKeyCredential | AzureSasCredential
+
+TOKEN_EXPIRY_MARGIN = 1.0
+"""A token this close to expiry (seconds) is put again before a link is attached under it."""
 
 
 class ConnectionHolder:
@@ -48,8 +52,10 @@ class ConnectionHolder:
         policy: RetryPolicy,
         ssl_context: ssl.SSLContext | None = None,
         idle_timeout: float | None = None,
+        token_ttl: int = DEFAULT_TOKEN_TTL,
     ) -> None:
         self.endpoint = endpoint
+        self.token_ttl = token_ttl
         self.credential = credential
         self.policy = policy
         self.ssl_context = ssl_context
@@ -96,7 +102,9 @@ class ConnectionHolder:
             self.generation += 1
             if self.credential is not None:
                 if self._cbs is None:
-                    self._cbs = CbsAuthorizer(new, self.credential, timeout=self.policy.timeout)
+                    self._cbs = CbsAuthorizer(
+                        new, self.credential, token_ttl=self.token_ttl, timeout=self.policy.timeout
+                    )
                 else:
                     await self._cbs.reauthorize(new)
             return new
@@ -104,10 +112,12 @@ class ConnectionHolder:
     async def authorize(self, entity: str) -> Connection:
         """The connection, with a token for ``entity`` put on it (none without a credential)."""
         conn = await self.connection()
-        if self._cbs is not None:
+        cbs = self._cbs
+        if cbs is not None:
             audience = self.audience(entity)
-            if audience not in self._cbs.audiences:
-                await self._cbs.authorize(audience)
+            expires = cbs.expires_on(audience)
+            if expires is None or expires <= cbs.clock() + TOKEN_EXPIRY_MARGIN:
+                await cbs.authorize(audience)  # none yet, or its refresh failed and it has run out
         return conn
 
     async def close(self) -> None:
@@ -172,15 +182,19 @@ class Handler:
                 " Please use ServiceBusClient to create a new instance."
             )
 
+    def _ready(self) -> bool:
+        """True while the links are attached on the client's current connection."""
+        return self._running and self._links_alive() and self._generation == self._holder.generation
+
     async def _open(self) -> None:
         """Attach (or reattach) the links; idempotent while they are alive."""
         self._check_not_closed()
-        if self._running and self._links_alive() and self._generation == self._holder.generation:
+        if self._ready():
             return
         if self._open_lock is None:
             self._open_lock = asyncio.Lock()
         async with self._open_lock:
-            if self._running and self._links_alive() and self._generation == self._holder.generation:
+            if self._ready():
                 return
             if self._running:
                 self._on_links_lost()

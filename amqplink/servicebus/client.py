@@ -20,6 +20,7 @@ from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCre
 from amqplink.servicebus.lock_renewer import AutoLockRenewer
 from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.retry import RetryMode, RetryPolicy
+from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
 
 __all__ = ["ServiceBusClient"]
@@ -43,7 +44,12 @@ def _strip_namespace(value: str) -> tuple[str, int | None]:
 
 
 class ServiceBusClient:
-    """Creates senders and receivers for one Service Bus namespace."""
+    """Creates senders and receivers for one Service Bus namespace.
+
+    Beyond the SDK's keyword arguments: ``token_ttl`` (seconds a minted SAS token lives,
+    default 3600; tokens are refreshed before expiry), ``timeout`` (the overall operation
+    timeout, default 60 s), ``idle_timeout`` and ``ssl_context``.
+    """
 
     def __init__(
         self,
@@ -74,7 +80,12 @@ class ServiceBusClient:
         endpoint = Endpoint(host=host, port=port or (TLS_PORT if use_tls else PLAIN_PORT), tls=use_tls)
         ssl_context: ssl.SSLContext | None = kwargs.get("ssl_context")
         self._holder = ConnectionHolder(
-            endpoint, credential, policy=self._policy, ssl_context=ssl_context, idle_timeout=kwargs.get("idle_timeout")
+            endpoint,
+            credential,
+            policy=self._policy,
+            ssl_context=ssl_context,
+            idle_timeout=kwargs.get("idle_timeout"),
+            token_ttl=int(kwargs.get("token_ttl") or DEFAULT_TOKEN_TTL),
         )
         self._entity_name: str | None = kwargs.get("entity_name")
         self._handlers: list[ServiceBusSender | ServiceBusReceiver] = []

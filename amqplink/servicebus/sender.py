@@ -97,7 +97,23 @@ class ServiceBusSender(Handler):
         return await self._link.send_payload_nowait(payload, message_format=message_format)
 
     async def _send_payload(self, payload: bytes, message_format: int, timeout: float | None) -> None:
-        """One transfer, retried on a new link when a retryable error ends it."""
+        """One transfer, retried on a new link when a retryable error ends it.
+
+        Fast path: on a live link, the first attempt is a plain pipelined transfer (no task,
+        no timer); the retry machinery with its overall deadline starts only after a
+        retryable failure, or when the caller gave a ``timeout``.
+        """
+        link = self._link
+        if timeout is None and link is not None and self._ready():
+            try:
+                _check_outcome(await (await link.send_payload_nowait(payload, message_format=message_format)),
+                               self.entity_name)  # fmt: skip
+                return
+            except (AMQPError, OSError, ServiceBusError) as exc:
+                error = from_amqp_error(exc, entity=self.entity_name)
+                if not error.retryable:
+                    raise error from exc
+                log.info("%s: send failed (%s); retrying under the retry policy", self.entity_name, error)
 
         async def attempt(_remaining: float) -> None:
             _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)

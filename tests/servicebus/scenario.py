@@ -94,9 +94,9 @@ CONFIG = {
 class BrokerThread:
     """The broker on its own loop thread; ``call`` runs a coroutine there."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, require_auth: bool | None = None) -> None:
         self.loop = asyncio.new_event_loop()
-        self.broker = Broker(parse_config(CONFIG))
+        self.broker = Broker(parse_config(CONFIG), require_auth=require_auth)
         self.thread = threading.Thread(target=self.loop.run_forever, name="sb-scenario-broker", daemon=True)
         self.thread.start()
         self.call(self.broker.start())
@@ -107,14 +107,6 @@ class BrokerThread:
     @property
     def connection_string(self) -> str:
         return self.broker.connection_string
-
-    def count(self, entity: str) -> int:
-        """Messages held by ``entity`` (the broker's view), read on its loop."""
-
-        async def read() -> int:
-            return len(self.broker.namespace.resolve(entity).entity.messages)  # type: ignore[union-attr]
-
-        return int(self.call(read()))
 
     def stop(self) -> None:
         self.call(self.broker.stop())

@@ -15,6 +15,7 @@ from amqplink.servicebus.exceptions import (
     AutoLockRenewFailed,
     MessageLockLostError,
     MessagingEntityNotFoundError,
+    ServiceBusAuthenticationError,
     ServiceBusError,
 )
 from amqplink.servicebus.message import BATCH_MESSAGE_FORMAT
@@ -210,3 +211,37 @@ def test_locked_until_is_a_utc_datetime() -> None:
     from amqplink.servicebus.session import datetime_from_ticks
 
     assert datetime_from_ticks(621355968000000000 + 10_000_000) == dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC)
+
+
+async def test_tokens_are_refreshed_before_they_expire_during_a_long_run() -> None:
+    """Strict broker: links need a live token and an expired one detaches them. Tokens that
+    live 3 s are put again before expiry, so sends keep working for 3x their lifetime."""
+    strict = BrokerThread(require_auth=True)
+    try:
+        async with client_for(strict, token_ttl=3) as client:
+            async with client.get_queue_sender("plain") as sender:
+                holder = client._holder
+                assert holder._cbs is not None
+                audience = holder.audience("plain")
+                first = holder._cbs.expires_on(audience)
+                for i in range(9):
+                    await sender.send_messages(ServiceBusMessage(f"t{i}"))
+                    await asyncio.sleep(1)
+                assert holder._cbs.expires_on(audience) > first + 3  # refreshed at least twice
+                assert holder._cbs.last_refresh_error(audience) is None
+            async with client.get_queue_receiver("plain") as receiver:
+                assert [str(m) for m in await receive_all(receiver)] == [f"t{i}" for i in range(9)]
+    finally:
+        strict.stop()
+
+
+async def test_a_refused_token_raises_authentication_error() -> None:
+    strict = BrokerThread(require_auth=True)
+    try:
+        wrong = strict.connection_string.replace("SAS_KEY_VALUE", "not-the-key")
+        async with ServiceBusClient.from_connection_string(wrong, retry_total=0) as client:
+            with pytest.raises(ServiceBusAuthenticationError) as info:
+                await client.get_queue_sender("plain").send_messages(ServiceBusMessage("x"))
+            assert "not-the-key" not in str(info.value)
+    finally:
+        strict.stop()
