@@ -148,8 +148,9 @@ class ServiceBusReceiver(Handler):
             filters=filters,
         )
         if self._is_session:
+            first = self._session is None
             self._session = self._session_from_attach(self._link)
-            if self._auto_lock_renewer is not None:
+            if first and self._auto_lock_renewer is not None:
                 self._auto_lock_renewer.register(self, self._session)
 
     def _session_from_attach(self, link: Receiver) -> ServiceBusSession:
@@ -217,8 +218,12 @@ class ServiceBusReceiver(Handler):
             raise ValueError("max_wait_time must be greater than 0.")
         wait = max_wait_time if max_wait_time is not None else self._max_wait_time
         raws = await self._receive_raw(count, wait)
-        while raws and len(raws) < count and self._link is not None:
-            more = await self._link.receive(count - len(raws), GATHER_WINDOW) if not self._link.closed else []
+        link = self._link
+        while raws and len(raws) < count and link is not None and not link.closed:
+            try:
+                more = await link.receive(count - len(raws), GATHER_WINDOW)
+            except AMQPError:
+                break  # hand out what came; the next call reports the link's error
             if not more:
                 break
             raws += more

@@ -317,3 +317,20 @@ async def test_auto_lock_renewer_holds_a_message_past_its_lock(api: Api, broker:
             await receiver.complete_message(msg)
             assert msg.auto_renew_error is None and failures == []
         await renewer.close()
+
+
+async def test_errors_name_the_same_exception(api: Api, broker: BrokerThread) -> None:
+    exceptions = api.exceptions
+    cs = broker.connection_string
+    async with api.aio.ServiceBusClient.from_connection_string(cs, retry_total=0) as client:
+        with pytest.raises(exceptions.MessagingEntityNotFoundError):
+            async with client.get_queue_sender("no-such-queue") as sender:
+                await sender.send_messages(api.sb.ServiceBusMessage("x"))
+        with pytest.raises(exceptions.OperationTimeoutError):  # no session is waiting
+            async with client.get_queue_receiver("sessions", session_id=api.sb.NEXT_AVAILABLE_SESSION) as receiver:
+                await receiver.receive_messages(max_wait_time=1)
+        async with client.get_queue_receiver("plain") as receiver:
+            with pytest.raises(exceptions.MessageNotFoundError):
+                await receiver.receive_deferred_messages([12345])
+            with pytest.raises(ValueError):
+                await receiver.receive_messages(max_message_count=0)
