@@ -91,11 +91,10 @@ async def test_a_partition_key_other_than_the_session_id_is_refused_before_sendi
 async def test_a_message_over_the_max_size_is_refused_before_sending(broker: BrokerThread) -> None:
     """(The SDK sends it; the broker detaches the link with amqp:link:message-size-exceeded,
     which the SDK 7.15 reports as ServiceBusConnectionError amqp:unknown-error.)"""
-    async with client_for(broker) as client:
-        async with client.get_queue_sender("plain") as sender:
-            with pytest.raises(MessageSizeExceededError):
-                await sender.send_messages(ServiceBusMessage(b"x" * (300 * 1024)))
-            await sender.send_messages(ServiceBusMessage("the link is still usable"))
+    async with client_for(broker) as client, client.get_queue_sender("plain") as sender:
+        with pytest.raises(MessageSizeExceededError):
+            await sender.send_messages(ServiceBusMessage(b"x" * (300 * 1024)))
+        await sender.send_messages(ServiceBusMessage("the link is still usable"))
 
 
 async def test_an_unknown_entity_raises_not_found(broker: BrokerThread) -> None:
