@@ -15,9 +15,7 @@ from typing import Any, TypeVar
 from amqplink.aio.url import Endpoint
 from amqplink.servicebus._base import ConnectionHolder, Credential
 from amqplink.servicebus.connection_string import PLAIN_PORT, TLS_PORT, parse_connection_string
-from amqplink.servicebus.constants import ServiceBusReceiveMode, ServiceBusSessionFilter, ServiceBusSubQueue
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
-from amqplink.servicebus.lock_renewer import AutoLockRenewer
 from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.retry import RetryMode, RetryPolicy
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
@@ -155,86 +153,66 @@ class ServiceBusClient:
         return handler
 
     # -- senders ----------------------------------------------------------------------
+    def _sender(
+        self, entity: str, max_in_flight: int, *, queue_name: str | None = None, topic_name: str | None = None
+    ) -> ServiceBusSender:
+        self._check_entity(entity)
+        sender = ServiceBusSender(
+            self._holder,
+            entity,
+            policy=self._policy,
+            max_in_flight=max_in_flight,
+            queue_name=queue_name,
+            topic_name=topic_name,
+        )
+        return self._track(sender)
+
     def get_queue_sender(
         self, queue_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
     ) -> ServiceBusSender:
         """A sender to ``queue_name``; ``max_in_flight`` bounds the transfers awaiting an outcome."""
-        self._check_entity(queue_name)
-        return self._track(
-            ServiceBusSender(
-                self._holder, queue_name, policy=self._policy, max_in_flight=max_in_flight, queue_name=queue_name
-            )
-        )
+        return self._sender(queue_name, max_in_flight, queue_name=queue_name)
 
     def get_topic_sender(
         self, topic_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
     ) -> ServiceBusSender:
         """A sender to ``topic_name``."""
-        self._check_entity(topic_name)
-        return self._track(
-            ServiceBusSender(
-                self._holder, topic_name, policy=self._policy, max_in_flight=max_in_flight, topic_name=topic_name
-            )
-        )
+        return self._sender(topic_name, max_in_flight, topic_name=topic_name)
 
     # -- receivers --------------------------------------------------------------------
-    def get_queue_receiver(
+    def _receiver(
         self,
-        queue_name: str,
+        checked: str,
+        entity: str,
+        options: dict[str, Any],
         *,
-        session_id: str | ServiceBusSessionFilter | None = None,
-        sub_queue: ServiceBusSubQueue | str | None = None,
-        receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
-        max_wait_time: float | None = None,
-        auto_lock_renewer: AutoLockRenewer | None = None,
-        prefetch_count: int = 0,
-        **kwargs: Any,
+        queue_name: str | None = None,
+        topic_name: str | None = None,
+        subscription_name: str | None = None,
     ) -> ServiceBusReceiver:
-        """A receiver from ``queue_name`` (its dead-letter queue with ``sub_queue``; a session of it
-        with ``session_id``, or ``NEXT_AVAILABLE_SESSION``)."""
-        self._check_entity(queue_name)
-        return self._track(
-            ServiceBusReceiver(
-                self._holder,
-                queue_name,
-                policy=self._policy,
-                receive_mode=receive_mode,
-                prefetch_count=prefetch_count,
-                max_wait_time=max_wait_time,
-                sub_queue=sub_queue,
-                session_id=session_id,
-                auto_lock_renewer=auto_lock_renewer,
-                queue_name=queue_name,
-            )
+        self._check_entity(checked)
+        known = ("session_id", "sub_queue", "receive_mode", "max_wait_time", "auto_lock_renewer", "prefetch_count")
+        chosen: dict[str, Any] = {name: options[name] for name in known if name in options}
+        receiver = ServiceBusReceiver(
+            self._holder,
+            entity,
+            policy=self._policy,
+            queue_name=queue_name,
+            topic_name=topic_name,
+            subscription_name=subscription_name,
+            **chosen,
         )
+        return self._track(receiver)
 
-    def get_subscription_receiver(
-        self,
-        topic_name: str,
-        subscription_name: str,
-        *,
-        session_id: str | ServiceBusSessionFilter | None = None,
-        sub_queue: ServiceBusSubQueue | str | None = None,
-        receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
-        max_wait_time: float | None = None,
-        auto_lock_renewer: AutoLockRenewer | None = None,
-        prefetch_count: int = 0,
-        **kwargs: Any,
-    ) -> ServiceBusReceiver:
-        """A receiver from ``topic_name/Subscriptions/subscription_name``."""
-        self._check_entity(topic_name)
-        return self._track(
-            ServiceBusReceiver(
-                self._holder,
-                f"{topic_name}/Subscriptions/{subscription_name}",
-                policy=self._policy,
-                receive_mode=receive_mode,
-                prefetch_count=prefetch_count,
-                max_wait_time=max_wait_time,
-                sub_queue=sub_queue,
-                session_id=session_id,
-                auto_lock_renewer=auto_lock_renewer,
-                topic_name=topic_name,
-                subscription_name=subscription_name,
-            )
-        )
+    def get_queue_receiver(self, queue_name: str, **kwargs: Any) -> ServiceBusReceiver:
+        """A receiver from ``queue_name``. Keywords as the SDK's: ``receive_mode`` (PEEK_LOCK),
+        ``prefetch_count`` (0: credit per call), ``max_wait_time`` (None: wait for ever),
+        ``sub_queue`` (DEAD_LETTER...), ``session_id`` (an id or ``NEXT_AVAILABLE_SESSION``),
+        ``auto_lock_renewer``."""
+        return self._receiver(queue_name, queue_name, kwargs, queue_name=queue_name)
+
+    def get_subscription_receiver(self, topic_name: str, subscription_name: str, **kwargs: Any) -> ServiceBusReceiver:
+        """A receiver from ``topic_name/Subscriptions/subscription_name`` (keywords as
+        :meth:`get_queue_receiver`)."""
+        entity = f"{topic_name}/Subscriptions/{subscription_name}"
+        return self._receiver(topic_name, entity, kwargs, topic_name=topic_name, subscription_name=subscription_name)

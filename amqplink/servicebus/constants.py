@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
 
 __all__ = [
     "NEXT_AVAILABLE_SESSION",
@@ -13,6 +14,15 @@ __all__ = [
 ]
 
 
+E = TypeVar("E", bound=enum.StrEnum)
+
+
+def _lenient(cls: type[E], value: object) -> E | None:
+    """The SDK's enums are case-insensitive: ``"PEEK_LOCK"`` and ``"peeklock"`` both name PEEK_LOCK."""
+    text = str(value).lower().replace("_", "")
+    return next((m for m in cls if m.value == text), None)
+
+
 class ServiceBusReceiveMode(enum.StrEnum):
     """PEEK_LOCK: settle each message (locked meanwhile); RECEIVE_AND_DELETE: gone on delivery."""
 
@@ -21,8 +31,7 @@ class ServiceBusReceiveMode(enum.StrEnum):
 
     @classmethod
     def _missing_(cls, value: object) -> ServiceBusReceiveMode | None:
-        text = str(value).lower().replace("_", "")
-        return next((m for m in cls if m.value == text), None)
+        return _lenient(cls, value)
 
 
 class ServiceBusSubQueue(enum.StrEnum):
@@ -33,8 +42,7 @@ class ServiceBusSubQueue(enum.StrEnum):
 
     @classmethod
     def _missing_(cls, value: object) -> ServiceBusSubQueue | None:
-        text = str(value).lower().replace("_", "")
-        return next((m for m in cls if m.value == text), None)
+        return _lenient(cls, value)
 
 
 class ServiceBusSessionFilter(enum.Enum):

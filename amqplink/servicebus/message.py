@@ -109,6 +109,20 @@ def _utc(ms: Any) -> dt.datetime | None:
     return Timestamp(int(ms)).to_datetime()
 
 
+def _text_field(name: str, doc: str, *, limit: bool = False) -> Any:
+    """A str property over the :class:`Message` field ``name``; ``limit``: at most 128 characters."""
+
+    def get(self: ServiceBusMessage) -> str | None:
+        return _text(getattr(self._message, name))
+
+    def set_(self: ServiceBusMessage, value: str | None) -> None:
+        if limit:
+            _check_length(name, value)
+        setattr(self._message, name, value)
+
+    return property(get, set_, doc=doc)
+
+
 class ServiceBusMessage:
     """A Service Bus message to send (azure-servicebus's ``ServiceBusMessage``)."""
 
@@ -223,25 +237,10 @@ class ServiceBusMessage:
             (k.decode("utf-8") if isinstance(k, bytes) else k): v for k, v in value.items()
         }
 
-    @property
-    def session_id(self) -> str | None:
-        """The session (properties.group-id)."""
-        return _text(self._message.session_id)
-
-    @session_id.setter
-    def session_id(self, value: str | None) -> None:
-        _check_length("session_id", value)
-        self._message.session_id = value
-
-    @property
-    def message_id(self) -> str | None:
-        """The application's id of the message (duplicate detection uses it)."""
-        return _text(self._message.message_id)
-
-    @message_id.setter
-    def message_id(self, value: str | None) -> None:
-        _check_length("message_id", value)
-        self._message.message_id = value
+    session_id = _text_field("session_id", "The session (properties.group-id).", limit=True)
+    message_id = _text_field(
+        "message_id", "The application's id of the message (duplicate detection uses it).", limit=True
+    )
 
     @property
     def partition_key(self) -> str | None:
@@ -297,60 +296,14 @@ class ServiceBusMessage:
         stamp = None if value is None else Timestamp.from_datetime(value)
         _set_annotation(message, X_OPT_SCHEDULED_ENQUEUE_TIME, stamp)
 
-    @property
-    def content_type(self) -> str | None:
-        """MIME type of the body, e.g. ``application/json``."""
-        return _text(self._message.content_type)
-
-    @content_type.setter
-    def content_type(self, value: str | None) -> None:
-        self._message.content_type = value
-
-    @property
-    def correlation_id(self) -> str | None:
-        """The id this message answers or relates to."""
-        return _text(self._message.correlation_id)
-
-    @correlation_id.setter
-    def correlation_id(self, value: str | None) -> None:
-        self._message.correlation_id = value
-
-    @property
-    def subject(self) -> str | None:
-        """The application's label."""
-        return _text(self._message.subject)
-
-    @subject.setter
-    def subject(self, value: str | None) -> None:
-        self._message.subject = value
-
-    @property
-    def to(self) -> str | None:
-        """The ``to`` address (auto-forward chaining)."""
-        return _text(self._message.to)
-
-    @to.setter
-    def to(self, value: str | None) -> None:
-        self._message.to = value
-
-    @property
-    def reply_to(self) -> str | None:
-        """Where replies go."""
-        return _text(self._message.reply_to)
-
-    @reply_to.setter
-    def reply_to(self, value: str | None) -> None:
-        self._message.reply_to = value
-
-    @property
-    def reply_to_session_id(self) -> str | None:
-        """The session replies go to (reply-to-group-id)."""
-        return _text(self._message.reply_to_session_id)
-
-    @reply_to_session_id.setter
-    def reply_to_session_id(self, value: str | None) -> None:
-        _check_length("reply_to_session_id", value)
-        self._message.reply_to_session_id = value
+    content_type = _text_field("content_type", "MIME type of the body, e.g. ``application/json``.")
+    correlation_id = _text_field("correlation_id", "The id this message answers or relates to.")
+    subject = _text_field("subject", "The application's label.")
+    to = _text_field("to", "The ``to`` address (auto-forward chaining).")
+    reply_to = _text_field("reply_to", "Where replies go.")
+    reply_to_session_id = _text_field(
+        "reply_to_session_id", "The session replies go to (reply-to-group-id).", limit=True
+    )
 
 
 def _chunks(body: Any) -> list[bytes]:

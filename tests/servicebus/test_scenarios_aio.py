@@ -17,6 +17,12 @@ __all__ = ["api", "broker"]  # fixtures
 NOW = lambda: dt.datetime.now(dt.UTC)  # noqa: E731
 
 
+async def send(client: Any, queue: str, messages: Any) -> None:
+    """One sender, one ``send_messages`` call."""
+    async with client.get_queue_sender(queue) as sender:
+        await sender.send_messages(messages)
+
+
 async def drain(receiver: Any, wait: float = 0.5) -> list[Any]:
     """Every message the receiver gets until ``wait`` s pass without one."""
     got: list[Any] = []
@@ -109,8 +115,7 @@ async def test_batch_refuses_the_message_past_its_size(api: Api, broker: BrokerT
 
 async def test_abandon_redelivers_with_delivery_count_plus_one(api: Api, broker: BrokerThread) -> None:
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("plain") as sender:
-            await sender.send_messages(api.sb.ServiceBusMessage("again"))
+        await send(client, "plain", api.sb.ServiceBusMessage("again"))
         async with client.get_queue_receiver("plain") as receiver:
             (first,) = await receive_n(receiver, 1)
             await receiver.abandon_message(first)
@@ -123,8 +128,7 @@ async def test_abandon_redelivers_with_delivery_count_plus_one(api: Api, broker:
 
 async def test_defer_then_receive_deferred_and_complete(api: Api, broker: BrokerThread) -> None:
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("plain") as sender:
-            await sender.send_messages(api.sb.ServiceBusMessage("later"))
+        await send(client, "plain", api.sb.ServiceBusMessage("later"))
         async with client.get_queue_receiver("plain") as receiver:
             (msg,) = await receive_n(receiver, 1)
             seq = msg.sequence_number
@@ -142,8 +146,7 @@ async def test_defer_then_receive_deferred_and_complete(api: Api, broker: Broker
 
 async def test_dead_letter_with_reason_reaches_the_dead_letter_queue(api: Api, broker: BrokerThread) -> None:
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("plain") as sender:
-            await sender.send_messages(api.sb.ServiceBusMessage("poison"))
+        await send(client, "plain", api.sb.ServiceBusMessage("poison"))
         async with client.get_queue_receiver("plain") as receiver:
             (msg,) = await receive_n(receiver, 1)
             await receiver.dead_letter_message(msg, reason="bad-input", error_description="cannot parse")
@@ -158,8 +161,7 @@ async def test_dead_letter_with_reason_reaches_the_dead_letter_queue(api: Api, b
 
 async def test_max_delivery_count_dead_letters(api: Api, broker: BrokerThread) -> None:
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("retries") as sender:
-            await sender.send_messages(api.sb.ServiceBusMessage("flaky"))
+        await send(client, "retries", api.sb.ServiceBusMessage("flaky"))
         async with client.get_queue_receiver("retries") as receiver:
             for attempt in range(MAX_DELIVERY):
                 (msg,) = await receive_n(receiver, 1)
@@ -173,8 +175,7 @@ async def test_max_delivery_count_dead_letters(api: Api, broker: BrokerThread) -
 
 async def test_peek_does_not_lock(api: Api, broker: BrokerThread) -> None:
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("plain") as sender:
-            await sender.send_messages([api.sb.ServiceBusMessage(f"p{i}") for i in range(3)])
+        await send(client, "plain", [api.sb.ServiceBusMessage(f"p{i}") for i in range(3)])
         async with client.get_queue_receiver("plain") as receiver:
             peeked = await receiver.peek_messages(max_message_count=5)
             assert [str(m) for m in peeked] == ["p0", "p1", "p2"]
@@ -213,8 +214,7 @@ async def test_scheduled_message_appears_on_time_and_cancel(api: Api, broker: Br
 
 async def test_renew_message_lock_extends_it(api: Api, broker: BrokerThread) -> None:
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("locks") as sender:
-            await sender.send_messages(api.sb.ServiceBusMessage("hold"))
+        await send(client, "locks", api.sb.ServiceBusMessage("hold"))
         async with client.get_queue_receiver("locks") as receiver:
             (msg,) = await receive_n(receiver, 1)
             before = msg.locked_until_utc
@@ -228,8 +228,7 @@ async def test_renew_message_lock_extends_it(api: Api, broker: BrokerThread) -> 
 
 async def test_lock_expiry_mid_processing_loses_the_lock_and_redelivers(api: Api, broker: BrokerThread) -> None:
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("expiring") as sender:
-            await sender.send_messages(api.sb.ServiceBusMessage("slow", message_id="dedup-me"))
+        await send(client, "expiring", api.sb.ServiceBusMessage("slow", message_id="dedup-me"))
         async with client.get_queue_receiver("expiring") as receiver:
             (msg,) = await receive_n(receiver, 1)
             await asyncio.sleep(SHORT_LOCK + 0.5)  # "processing" outlives the lock
@@ -243,8 +242,7 @@ async def test_lock_expiry_mid_processing_loses_the_lock_and_redelivers(api: Api
 async def test_receive_and_delete(api: Api, broker: BrokerThread) -> None:
     sb = api.sb
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("plain") as sender:
-            await sender.send_messages([sb.ServiceBusMessage("a"), sb.ServiceBusMessage("b")])
+        await send(client, "plain", [sb.ServiceBusMessage("a"), sb.ServiceBusMessage("b")])
         mode = sb.ServiceBusReceiveMode.RECEIVE_AND_DELETE
         async with client.get_queue_receiver("plain", receive_mode=mode) as receiver:
             got = await receive_n(receiver, 2)
@@ -307,8 +305,7 @@ async def test_auto_lock_renewer_holds_a_message_past_its_lock(api: Api, broker:
         failures.append(error)
 
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
-        async with client.get_queue_sender("locks") as sender:
-            await sender.send_messages(api.sb.ServiceBusMessage("long job"))
+        await send(client, "locks", api.sb.ServiceBusMessage("long job"))
         renewer = api.aio.AutoLockRenewer(max_lock_renewal_duration=60, on_lock_renew_failure=on_failure)
         async with client.get_queue_receiver("locks", auto_lock_renewer=renewer) as receiver:
             (msg,) = await receive_n(receiver, 1)
