@@ -149,31 +149,26 @@ class ServiceBusMessage:
             body = body.encode("utf-8")
         elif body is not None and not isinstance(body, bytes):
             raise TypeError(f"ServiceBusMessage body must be a string, bytes, or None.  Got instead: {type(body)}")
-        message = self._message = Message(body)
+        self._message = Message(body)
         if application_properties:
             self.application_properties = application_properties
-        if session_id is not None:
-            self.session_id = session_id
         # As the SDK (its scheduled_enqueue_time_utc setter runs in __init__): every message has an id.
         self.message_id = str(uuid.uuid4()) if message_id is None else message_id
-        if content_type is not None:
-            message.content_type = content_type
-        if correlation_id is not None:
-            message.correlation_id = correlation_id
-        if subject is not None:
-            message.subject = subject
-        if to is not None:
-            message.to = to
-        if reply_to is not None:
-            message.reply_to = reply_to
-        if reply_to_session_id is not None:
-            self.reply_to_session_id = reply_to_session_id
-        if scheduled_enqueue_time_utc is not None:
-            self.scheduled_enqueue_time_utc = scheduled_enqueue_time_utc
-        if time_to_live is not None:
-            self.time_to_live = time_to_live
-        if partition_key is not None:
-            self.partition_key = partition_key
+        optional = (
+            ("session_id", session_id),  # before partition_key, which must equal it
+            ("content_type", content_type),
+            ("correlation_id", correlation_id),
+            ("subject", subject),
+            ("to", to),
+            ("reply_to", reply_to),
+            ("reply_to_session_id", reply_to_session_id),
+            ("scheduled_enqueue_time_utc", scheduled_enqueue_time_utc),
+            ("time_to_live", time_to_live),
+            ("partition_key", partition_key),
+        )
+        for name, value in optional:
+            if value is not None:
+                setattr(self, name, value)
 
     @classmethod
     def _wrap(cls, message: Message) -> ServiceBusMessage:
