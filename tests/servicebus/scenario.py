@@ -16,6 +16,8 @@ import pytest
 
 from amqplink.broker import Broker
 from amqplink.broker.config import parse_config
+from amqplink.codec.types import Symbol
+from amqplink.protocol.definitions import Error
 
 CLIENTS = ("azure", "amqplink")
 """``azure``: the official SDK; ``amqplink``: ours. The same test bodies run with both."""
@@ -107,6 +109,30 @@ class BrokerThread:
     @property
     def connection_string(self) -> str:
         return self.broker.connection_string
+
+    def force(self, condition: str) -> int:
+        """Fault: the broker detaches every entity link (a ``amqp:link:...`` condition) or closes
+        every connection (``amqp:connection:forced``), as Service Bus does on an update or idle.
+        Returns how many links or connections it ended."""
+
+        async def act() -> int:
+            host = self.broker.servicebus
+            assert host is not None
+            error = Error(condition=Symbol(condition), description="forced by the test")
+            ended = 0
+            for conn in list(host.connections):
+                if condition.startswith("amqp:connection:"):
+                    conn.engine.close(error)
+                    ended += 1
+                else:
+                    for link in [*conn.consumers, *conn.producers]:
+                        link.detach(error)
+                        conn._drop(link)
+                        ended += 1
+                conn.protocol.schedule_flush()
+            return ended
+
+        return int(self.call(act()))
 
     def stop(self) -> None:
         self.call(self.broker.stop())
