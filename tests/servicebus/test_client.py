@@ -259,15 +259,20 @@ async def test_a_refused_token_raises_authentication_error() -> None:
 
 @pytest.mark.parametrize("condition", ["amqp:link:detach-forced", "amqp:connection:forced"])
 async def test_forced_detach_or_close_is_recovered_transparently(broker: BrokerThread, condition: str) -> None:
-    async with client_for(broker) as client:
-        async with client.get_queue_sender("plain") as sender, client.get_queue_receiver("plain") as receiver:
-            await sender.send_messages(ServiceBusMessage("first"))
-            (held,) = await receiver.receive_messages(max_wait_time=5)
-            assert broker.force(condition) >= 1
-            await sender.send_messages(ServiceBusMessage("second"))  # reattached (or reconnected) and sent
-            with pytest.raises(MessageLockLostError):
-                await receiver.complete_message(held)  # its lock went with its link
-            got = await receive_all(receiver)
-            assert sorted(str(m) for m in got) == ["first", "second"]
-            for msg in got:
-                await receiver.complete_message(msg)
+    async with (
+        client_for(broker) as client,
+        client.get_queue_sender("plain") as sender,
+        client.get_queue_receiver("plain") as receiver,
+    ):
+        await sender.send_messages(ServiceBusMessage("first"))
+        (held,) = await receiver.receive_messages(max_wait_time=5)
+        assert broker.force(condition) >= 1
+        await sender.send_messages(ServiceBusMessage("second"))  # reattached (or reconnected) and sent
+        with pytest.raises(MessageLockLostError):
+            await receiver.complete_message(held)  # its lock went with its link
+        got = await receive_all(receiver)
+        # At least once: a transfer the broker took without answering (its close was on the
+        # wire) is sent again, so "second" may come twice; nothing is lost.
+        assert {str(m) for m in got} == {"first", "second"} and len(got) <= 3
+        for msg in got:
+            await receiver.complete_message(msg)
