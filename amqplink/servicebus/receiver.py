@@ -323,25 +323,24 @@ class ServiceBusReceiver(Handler):
                 "Please use ServiceBusClient to create a new instance."
             )
 
-    def _lock_lost(self, message: ServiceBusReceivedMessage, action: str) -> MessageLockLostError | None:
-        """A lost lock known without asking the broker: the message's link is gone."""
+    def _lock_lost(self, message: ServiceBusReceivedMessage, action: str) -> ServiceBusError | None:
+        """A lost lock known without asking the broker: the message's link is gone (for a
+        session receiver, the session's lock went with it)."""
         raw = message._delivery
-        if message._lock_lost:
-            return MessageLockLostError(
-                description=f"cannot {action}: the message's lock was lost", entity=self.entity_name
-            )
-        if raw is None or message._is_deferred_message:
+        gone = message._lock_lost
+        if not gone and raw is not None and not message._is_deferred_message:
+            delivery = raw._delivery
+            link = self._link
+            gone = link is None or link.closed or delivery is None or delivery.link is not link.link
+        if not gone:
             return None
-        delivery = raw._delivery
-        link = self._link
-        if link is None or link.closed or delivery is None or delivery.link is not link.link:
-            message._lock_lost = True
-            return MessageLockLostError(
-                description=f"cannot {action}: the link that delivered the message is gone, so its lock is lost"
-                " and Service Bus will deliver it again",
-                entity=self.entity_name,
-            )
-        return None
+        message._lock_lost = True
+        cls = SessionLockLostError if self._is_session else MessageLockLostError
+        return cls(
+            description=f"cannot {action}: the link that delivered the message is gone, so its lock is lost"
+            " and Service Bus will deliver it again",
+            entity=self.entity_name,
+        )
 
     async def _settle(
         self,

@@ -18,6 +18,7 @@ from amqplink.servicebus.exceptions import (
     MessagingEntityNotFoundError,
     ServiceBusAuthenticationError,
     ServiceBusError,
+    SessionLockLostError,
 )
 from amqplink.servicebus.message import BATCH_MESSAGE_FORMAT
 from tests.servicebus.scenario import LOCK, BrokerThread, broker
@@ -276,3 +277,19 @@ async def test_forced_detach_or_close_is_recovered_transparently(broker: BrokerT
         assert {str(m) for m in got} == {"first", "second"} and len(got) <= 3
         for msg in got:
             await receiver.complete_message(msg)
+
+
+async def test_a_session_receiver_whose_link_is_lost_reports_the_session_lock_lost(broker: BrokerThread) -> None:
+    async with client_for(broker, retry_total=0) as client:
+        async with client.get_queue_sender("sessions") as sender:
+            await sender.send_messages([ServiceBusMessage("a", session_id="s"), ServiceBusMessage("b", session_id="s")])
+        async with client.get_queue_receiver("sessions", session_id="s") as receiver:
+            (first,) = await receiver.receive_messages(max_wait_time=5)
+            assert first.locked_until_utc is None  # a session's messages are locked by the session
+            assert broker.force("amqp:link:detach-forced") == 1
+            with pytest.raises(SessionLockLostError):
+                for _ in range(50):
+                    await receiver.receive_messages(max_wait_time=0.1)
+            assert receiver.session._lock_expired
+            with pytest.raises(SessionLockLostError):
+                await receiver.complete_message(first)
