@@ -64,6 +64,7 @@ CONFIG = {
                     _queue("expiring", LockDuration=f"PT{int(SHORT_LOCK)}S"),
                     _queue("retries", MaxDeliveryCount=MAX_DELIVERY),
                     _queue("sessions", RequiresSession=True),
+                    _queue("short-sessions", RequiresSession=True, LockDuration=f"PT{int(LOCK)}S"),
                 ],
                 "Topics": [
                     {

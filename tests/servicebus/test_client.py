@@ -293,3 +293,14 @@ async def test_a_session_receiver_whose_link_is_lost_reports_the_session_lock_lo
             assert receiver.session._lock_expired
             with pytest.raises(SessionLockLostError):
                 await receiver.complete_message(first)
+
+
+def test_the_blocking_send_nowait_returns_futures(broker: BrokerThread) -> None:
+    from amqplink.servicebus import ServiceBusClient as BlockingClient
+
+    with BlockingClient.from_connection_string(broker.connection_string) as client:
+        with client.get_queue_sender("plain", max_in_flight=4) as sender:
+            futures = [sender.send_nowait(ServiceBusMessage(f"b{i}")) for i in range(50)]
+            assert [f.result(10) for f in futures] == [None] * 50
+        with client.get_queue_receiver("plain", receive_mode="receiveanddelete", max_wait_time=1) as receiver:
+            assert [str(m) for m in receiver] == [f"b{i}" for i in range(50)]

@@ -331,3 +331,19 @@ async def test_errors_name_the_same_exception(api: Api, broker: BrokerThread) ->
                 await receiver.receive_deferred_messages([12345])
             with pytest.raises(ValueError):
                 await receiver.receive_messages(max_message_count=0)
+
+
+async def test_auto_lock_renewer_holds_a_session_past_its_lock(api: Api, broker: BrokerThread) -> None:
+    sb = api.sb
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        await send(client, "short-sessions", [sb.ServiceBusMessage(f"m{i}", session_id="long") for i in range(2)])
+        renewer = api.aio.AutoLockRenewer(max_lock_renewal_duration=60)
+        async with client.get_queue_receiver("short-sessions", session_id="long", auto_lock_renewer=renewer) as r:
+            (first,) = await receive_n(r, 1)
+            await r.complete_message(first)
+            await asyncio.sleep(LOCK * 3)
+            assert r.session.locked_until_utc > NOW() and r.session.auto_renew_error is None
+            (second,) = await receive_n(r, 1)
+            assert str(second) == "m1"
+            await r.complete_message(second)
+        await renewer.close()
