@@ -35,7 +35,7 @@ from amqplink.servicebus.message import (
     to_outgoing,
 )
 from amqplink.servicebus.partitioning import check_partition_key
-from amqplink.servicebus.retry import RetryPolicy
+from amqplink.servicebus.retry import RetryPolicy, backoff_delay
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "ServiceBusSender"]
 
@@ -113,7 +113,9 @@ class ServiceBusSender(Handler):
                 error = from_amqp_error(exc, entity=self.entity_name)
                 if not error.retryable:
                     raise error from exc
-                log.info("%s: send failed (%s); retrying under the retry policy", self.entity_name, error)
+                delay = backoff_delay(self._policy, 1, error)  # server-busy: at least 4 s
+                log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
+                await asyncio.sleep(delay)
 
         async def attempt(_remaining: float) -> None:
             _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)

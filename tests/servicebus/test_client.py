@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from typing import Any
 
 import pytest
@@ -304,3 +305,27 @@ def test_the_blocking_send_nowait_returns_futures(broker: BrokerThread) -> None:
             assert [f.result(10) for f in futures] == [None] * 50
         with client.get_queue_receiver("plain", receive_mode="receiveanddelete", max_wait_time=1) as receiver:
             assert [str(m) for m in receiver] == [f"b{i}" for i in range(50)]
+
+
+async def test_server_busy_waits_at_least_four_seconds_then_succeeds(broker: BrokerThread) -> None:
+    """PROTOCOL.md: com.microsoft:server-busy is transient, "wait >= 4 s" (even with a tiny backoff factor)."""
+    from amqplink.broker.namespace.errors import EntityError
+
+    namespace = broker.broker.namespace
+    real_send = namespace.send
+    refusals: list[float] = []
+
+    def busy_once(*args: Any, **kwargs: Any) -> None:
+        if not refusals:
+            refusals.append(time.monotonic())
+            raise EntityError("com.microsoft:server-busy", "the namespace is busy (test)")
+        real_send(*args, **kwargs)
+
+    namespace.send = busy_once  # type: ignore[method-assign]
+    async with client_for(broker, retry_backoff_factor=0.01) as client:
+        async with client.get_queue_sender("plain") as sender:
+            await sender.send_messages(ServiceBusMessage("patient"))
+            waited = time.monotonic() - refusals[0]
+        assert 4.0 <= waited < 8.0
+        async with client.get_queue_receiver("plain") as receiver:
+            assert [str(m) for m in await receive_all(receiver)] == ["patient"]
