@@ -41,6 +41,7 @@ from amqplink.engine.frames import (
     heartbeat,
     write_frame,
 )
+from amqplink.engine.link import DEFAULT_MAX_MESSAGE_SIZE
 from amqplink.engine.sasl import (
     SASL_AUTH,
     SASL_SYS,
@@ -106,6 +107,11 @@ class ConnectionConfig:
     (2.6.7). ``"detach"`` (the default) enforces the limit; ``"deliver"`` hands the
     delivery on and counts it in ``ReceiverLink.excess_transfers`` (for peers such as
     RabbitMQ 3.x that overshoot under load).
+
+    ``max_message_size`` is the largest message a receiving link on this connection
+    accepts unless its own ``max_message_size`` says otherwise, in bytes (``0``: no
+    limit). It is advertised in the link's attach, and a larger delivery detaches the
+    link with ``amqp:link:message-size-exceeded`` (2.7.3) instead of being held.
     """
 
     container_id: str = field(default_factory=lambda: f"amqplink-{uuid.uuid4()}")
@@ -120,6 +126,7 @@ class ConnectionConfig:
     offered_capabilities: list[str] | None = None
     desired_capabilities: list[str] | None = None
     on_excess_transfer: Literal["detach", "deliver"] = "detach"
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
 
     def __post_init__(self) -> None:
         if self.max_frame_size < MIN_MAX_FRAME_SIZE:
@@ -130,6 +137,8 @@ class ConnectionConfig:
             raise ValueError("idle_timeout must be positive (or None to disable it)")
         if self.incoming_window < 1:
             raise ValueError("incoming_window must be at least 1")
+        if not 0 <= self.max_message_size <= 0xFFFFFFFFFFFFFFFF:
+            raise ValueError(f"max_message_size must be within 0..2**64-1 (0: no limit), not {self.max_message_size}")
         if self.on_excess_transfer not in ("detach", "deliver"):
             raise ValueError(f"on_excess_transfer must be 'detach' or 'deliver', not {self.on_excess_transfer!r}")
 
