@@ -213,12 +213,18 @@ class Session:
         rcv_settle_mode: int = RCV_FIRST,
         properties: dict[Any, Any] | None = None,
         max_message_size: int | None = None,
+        initial_delivery_count: int = 0,
     ) -> SenderLink:
-        """Create a sending link and send its attach (2.6.3)."""
+        """Create a sending link and send its attach (2.6.3).
+
+        ``initial_delivery_count`` is "the sender's initial value for delivery-count"
+        (2.7.3), any serial number (RabbitMQ 4 starts at 2**32-5).
+        """
         link = self._new_link(
             SenderLink, name, source, target, snd_settle_mode, rcv_settle_mode, properties, max_message_size
         )
         assert isinstance(link, SenderLink)
+        link.delivery_count = serial_add(initial_delivery_count, 0)
         link.attach(source, target)
         return link
 

@@ -113,7 +113,7 @@ def test_a_sender_near_2_32_that_ignores_credit_is_caught() -> None:
 
 def test_a_credit_overshoot_near_2_32_detaches_by_default() -> None:
     pair = Pair(auto_accept_links=False)
-    receiver, sender = receiver_first(pair, 1)
+    _, sender = receiver_first(pair, 1)
     sender.delivery_count = NEAR_WRAP
     sender.attach()
     pair.pump()
@@ -298,7 +298,7 @@ def test_a_sender_refuses_a_message_larger_than_the_receivers_max_message_size()
     pair = Pair(server_config=ConnectionConfig(container_id="server", max_message_size=100))
     sender, receiver = link_pair(pair)
     assert sender.peer_max_message_size == 100
-    with pytest.raises(errors.MessageSizeExceededError, match="101 bytes.*max-message-size 100") as caught:
+    with pytest.raises(errors.MessageSizeExceededError, match=r"101 bytes.*max-message-size 100") as caught:
         sender.send(b"z" * 101)
     assert caught.value.condition == errors.MESSAGE_SIZE_EXCEEDED
     assert not sender.queue
