@@ -410,9 +410,9 @@ class SenderLink(Link):
     def _take_credit(self) -> bool:
         """Spend one credit on a delivery about to start; False when there is none.
 
-        "The sender MUST NOT send a transfer if the link-credit is zero or less" and
-        on each delivery "the delivery-count is incremented, and the link-credit is
-        decremented" (2.6.7).
+        "If the link-credit is less than or equal to zero ... a sender MUST NOT send
+        more messages"; each delivery sent increments delivery-count and decrements
+        link-credit (2.6.7).
         """
         if self.link_credit <= 0:
             return False
@@ -422,8 +422,9 @@ class SenderLink(Link):
 
     def _on_flow(self, flow: Flow) -> None:
         # "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)"
-        # (2.6.7). "If the receiver has not yet received the attach it MUST NOT set
-        # delivery-count; the sender then uses initial-delivery-count" (2.7.4).
+        # (2.6.7). A flow without delivery-count comes from a receiver that has not seen
+        # our attach (2.7.4: it "MUST NOT be set"): its grant counts from our
+        # initial-delivery-count.
         if flow.delivery_count is not None:
             rcv_count = int(flow.delivery_count)
         elif self.attach_sent:
@@ -545,8 +546,8 @@ class ReceiverLink(Link):
     def _flow_frame(self, *, echo: bool = False) -> Flow:
         frame = super()._flow_frame(echo=echo)
         if self.remote_attach is None:
-            # "If the receiver has not yet received the attach frame from the sender then
-            # the delivery-count MUST NOT be set." (2.7.4, delivery-count)
+            # "In the event that the receiving link endpoint has not yet seen the initial
+            # attach frame from the sender this field MUST NOT be set." (2.7.4, delivery-count)
             frame.delivery_count = None
         return frame
 
@@ -562,8 +563,8 @@ class ReceiverLink(Link):
             self._send_flow()
 
     def _count_transfer(self, delivery_id: int) -> None:
-        """A delivery's first transfer: "the receiver ... delivery-count is incremented,
-        and the link-credit is decremented" (2.6.7), counted against the grants made."""
+        """A delivery's first transfer increments delivery-count and decrements
+        link-credit (2.6.7); one beyond every grant made is excess."""
         if serial_diff(self._delivery_limit, self.delivery_count) <= 0:
             # "the receiver MAY either handle the excess messages normally or detach
             # the link with a transfer-limit-exceeded error code" (2.6.7): the

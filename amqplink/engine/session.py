@@ -1,15 +1,24 @@
 """Sessions (spec 2.5): transfer windows, link handles, deliveries and dispositions.
 
-Window bookkeeping follows 2.5.6 exactly:
+Window bookkeeping follows 2.5.6 exactly, each rule in one method:
 
-- on begin: "next-incoming-id := next-outgoing-id(begin)", "remote-incoming-window
-  := incoming-window(begin)", "remote-outgoing-window := outgoing-window(begin)";
-- on flow: "remote-incoming-window := next-incoming-id(flow) + incoming-window(flow)
-  - next-outgoing-id(endpoint)" (initial-outgoing-id when next-incoming-id is unset);
-- on sending a transfer frame: next-outgoing-id += 1, remote-incoming-window -= 1;
-- on receiving one: next-incoming-id += 1, incoming-window -= 1,
-  remote-outgoing-window -= 1; a transfer while incoming-window is 0 is a
-  ``amqp:session:window-violation``.
+- on begin (:meth:`Session._on_begin`): "next-incoming-id := next-outgoing-id(begin)",
+  "remote-incoming-window := incoming-window(begin)", "remote-outgoing-window :=
+  outgoing-window(begin)";
+- on flow (:meth:`Session._update_remote_window`): "remote-incoming-window :=
+  next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(endpoint)"
+  (initial-outgoing-id when next-incoming-id is unset); ids are serial numbers, the
+  windows uints up to 2**32-1;
+- on sending transfer frames (:meth:`Session._frames_sent`): next-outgoing-id += 1,
+  remote-incoming-window -= 1 for each; none is sent while the window is 0
+  (:meth:`Session._write_delivery`);
+- on receiving one (:meth:`Session._on_transfer`): next-incoming-id += 1,
+  incoming-window -= 1, remote-outgoing-window -= 1; a transfer while incoming-window
+  is 0 is a ``amqp:session:window-violation``.
+
+Link credit is spent in :meth:`SenderLink._take_credit` and counted in
+:meth:`ReceiverLink._count_transfer`; a drain is answered in one place,
+:meth:`SenderLink._answer_drain`, at the next :meth:`Connection.data_to_send`.
 
 The incoming window is reopened (to its configured size, once half of it is used) by
 a flow written at the next :meth:`Connection.data_to_send`: a grant counts from the
@@ -224,7 +233,9 @@ class Session:
             SenderLink, name, source, target, snd_settle_mode, rcv_settle_mode, properties, max_message_size
         )
         assert isinstance(link, SenderLink)
-        link.delivery_count = serial_add(initial_delivery_count, 0)
+        if not 0 <= initial_delivery_count <= 0xFFFFFFFF:
+            raise ValueError(f"initial_delivery_count must be a sequence-no (0..2**32-1): {initial_delivery_count}")
+        link.delivery_count = initial_delivery_count
         link.attach(source, target)
         return link
 
@@ -456,8 +467,8 @@ class Session:
         """Write the frames of ``delivery`` that the session window and the link credit
         allow; True when all of them are out.
 
-        "The sending endpoint ... MUST NOT send transfer frames when remote-incoming-window
-        is zero" (hence 2.5.6): the link waits in ``_blocked`` for the peer's next flow.
+        No transfer frame leaves while remote-incoming-window is zero (2.5.6): the link
+        waits in ``_blocked`` (once, however many sends wait) for the peer's next flow.
         """
         if self.remote_incoming_window <= 0:
             self._blocked[link] = None
@@ -500,8 +511,8 @@ class Session:
         return True
 
     def _frames_sent(self, frames: int) -> None:
-        """ "next-outgoing-id ... incremented after each successive transfer" and
-        "remote-incoming-window ... decremented after every transfer frame is sent" (2.5.6)."""
+        """The one place transfer frames sent are counted (2.5.6): next-outgoing-id goes
+        up and remote-incoming-window down by one for each."""
         self.next_outgoing_id = serial_add(self.next_outgoing_id, frames)
         self.remote_incoming_window -= frames
 
