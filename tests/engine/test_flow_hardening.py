@@ -21,17 +21,9 @@ from amqplink.engine.serial import serial_add
 from amqplink.protocol.definitions import Attach, Flow, Source, Target, Transfer
 
 from .pairs import Pair, frame, performatives
+from .test_flow_control import link_pair
 
 NEAR_WRAP = 2**32 - 5  # RabbitMQ 4 starts its senders here
-
-
-def link_pair(pair: Pair) -> tuple[SenderLink, ReceiverLink]:
-    session = pair.open()
-    sender = session.attach_sender("q", target=Target(address="q"))
-    pair.pump()
-    receiver = pair.server_link("q", sender=False)
-    assert isinstance(receiver, ReceiverLink)
-    return sender, receiver
 
 
 def receiver_first(pair: Pair, credit: int, *, drain: bool = False) -> tuple[ReceiverLink, SenderLink]:
