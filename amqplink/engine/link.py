@@ -307,8 +307,8 @@ class SenderLink(Link):
         self.auto_settle = True
         self._next_tag = 0
         self.unsettled: dict[int, Delivery] = {}
-        self.initial_delivery_count = 0
-        """The delivery-count this side's attach announced (set when it is written)."""
+        self.initial_delivery_count: int | None = None
+        """The delivery-count this side's attach announced; ``None`` until it is written."""
         self.peer_max_message_size = 0
         """The receiver's max-message-size from its attach (0: none given)."""
 
@@ -427,7 +427,7 @@ class SenderLink(Link):
         # initial-delivery-count.
         if flow.delivery_count is not None:
             rcv_count = int(flow.delivery_count)
-        elif self.attach_sent:
+        elif self.initial_delivery_count is not None:
             rcv_count = self.initial_delivery_count
         else:
             rcv_count = self.delivery_count  # our attach (and its initial count) is still to come
@@ -451,7 +451,13 @@ class SenderLink(Link):
         :class:`~amqplink.engine.events.LinkCreditChanged` use the credit first; a
         drain that arrives before this side's attach is answered after it.
         """
-        if not self.drain or self.queue or self.link_credit <= 0 or not self.attach_sent or self.detach_sent:
+        if (
+            not self.drain
+            or self.queue
+            or self.link_credit <= 0
+            or self.initial_delivery_count is None  # this side's attach is still to come
+            or self.detach_sent
+        ):
             return
         self.delivery_count = serial_add(self.delivery_count, self.link_credit)
         self.link_credit = 0

@@ -35,7 +35,8 @@ def receiver_first(pair: Pair, credit: int, *, drain: bool = False) -> tuple[Rec
     pair.pump()
     (request,) = pair.of(LinkAttachRequested, "server")
     sender = request.link
-    assert isinstance(sender, SenderLink) and not sender.attach_sent
+    assert isinstance(sender, SenderLink)
+    assert not performatives(pair.wire_s2c, Attach), "the server's application has not answered"
     return receiver, sender
 
 

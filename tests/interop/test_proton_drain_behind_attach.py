@@ -42,7 +42,10 @@ class DrainServer:
         self.links: list[SenderLink] = []
 
     def __call__(self, engine: EngineConnection, protocol: EngineProtocol) -> Callable[[list[Event]], None]:
+        answered: set[SenderLink] = set()
+
         def answer(link: SenderLink) -> None:
+            answered.add(link)
             self.drain_before_attach.append(link.drain)
             link.delivery_count = INITIAL
             link.attach()
@@ -60,7 +63,7 @@ class DrainServer:
                         answer(link)
                 elif isinstance(event, LinkCreditChanged):
                     self.grants.append((event.credit, event.drain))
-                    if not link.attach_sent:
+                    if link not in answered:
                         if event.drain:
                             answer(link)
                     elif event.credit > 0 and not event.drain:
