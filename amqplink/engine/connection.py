@@ -51,7 +51,14 @@ from amqplink.engine.sasl import (
     SaslServer,
 )
 from amqplink.engine.session import Session
-from amqplink.engine.states import CONNECTION_TRANSITIONS, ConnectionState, IllegalTransition, SessionState, Step, advance
+from amqplink.engine.states import (
+    CONNECTION_TRANSITIONS,
+    ConnectionState,
+    IllegalTransition,
+    SessionState,
+    Step,
+    advance,
+)
 from amqplink.protocol.definitions import (
     Attach,
     Begin,

@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
+from typing import Any
+
 import pytest
 
 from amqplink.codec.types import UInt
@@ -22,7 +25,18 @@ from amqplink.engine.events import (
     SessionEnded,
 )
 from amqplink.engine.link import SND_UNSETTLED, ReceiverLink, SenderLink
-from amqplink.protocol.definitions import Accepted, Attach, Detach, Error, Target, Transfer
+from amqplink.engine.states import (
+    CONNECTION_TRANSITIONS,
+    LINK_TRANSITIONS,
+    SESSION_TRANSITIONS,
+    ConnectionState,
+    IllegalTransition,
+    LinkState,
+    SessionState,
+    Step,
+    advance,
+)
+from amqplink.protocol.definitions import Accepted, Attach, Detach, Error, Open, Target, Transfer
 
 from .pairs import Pair, frame, frames_in
 
@@ -118,7 +132,9 @@ def test_a_transfer_before_any_credit_is_answered_by_attach_then_detach() -> Non
     pair = Pair(auto_accept_links=False)
     pair.open()
     out = pair.server
-    attach = Attach(name="eager", handle=UInt(0), role=False, target=Target(address="q"), initial_delivery_count=UInt(0))
+    attach = Attach(
+        name="eager", handle=UInt(0), role=False, target=Target(address="q"), initial_delivery_count=UInt(0)
+    )
     transfer = Transfer(handle=UInt(0), delivery_id=UInt(0), delivery_tag=b"t")
     events = out.receive_data(frame(0, attach) + frame(0, transfer, b"x"))
     (requested,) = [e for e in events if isinstance(e, LinkAttachRequested)]
@@ -150,7 +166,7 @@ def test_a_caller_tag_in_use_by_an_unsettled_delivery_is_refused() -> None:
     pair = Pair()
     sender, receiver = _sender(pair, "tags")
     first = sender.send(b"1", tag=b"t")
-    with pytest.raises(EngineStateError, match="tags.*already in use"):
+    with pytest.raises(EngineStateError, match=r"'tags': delivery-tag 74 is already in use"):
         sender.send(b"2", tag=b"t")  # still queued: no credit yet
     receiver.flow(10)
     pair.pump()
@@ -250,3 +266,95 @@ def test_the_floor_is_configurable() -> None:
     )
     pair.open()
     assert pair.client.is_open
+
+
+# -- the transition tables ---------------------------------------------------------------------
+
+_TABLES: list[tuple[dict[Any, dict[Step, Any]], type[IntEnum]]] = [
+    (LINK_TRANSITIONS, LinkState),
+    (SESSION_TRANSITIONS, SessionState),
+    (CONNECTION_TRANSITIONS, ConnectionState),
+]
+
+
+@pytest.mark.parametrize(("table", "states"), _TABLES)
+def test_every_state_has_a_row_and_ends_when_its_scope_does(
+    table: dict[Any, dict[Step, Any]], states: type[IntEnum]
+) -> None:
+    assert set(table) == set(states)
+    terminal = max(states)
+    for state in states:
+        assert advance(table, state, Step.ABANDON, "x") is terminal
+        assert all(isinstance(target, states) for target in table[state].values())
+    assert set(table[terminal]) == {Step.ABANDON}, "nothing leaves the terminal state"
+
+
+@pytest.mark.parametrize(("table", "states"), _TABLES)
+def test_steps_missing_from_the_table_are_refused(table: dict[Any, dict[Step, Any]], states: type[IntEnum]) -> None:
+    refused = 0
+    for state in states:
+        for step in Step:
+            if step in table[state]:
+                continue
+            with pytest.raises(IllegalTransition, match=f"cannot {step.value} in state {state.name}"):
+                advance(table, state, step, "endpoint")
+            refused += 1
+    assert refused > len(states) * 5
+
+
+@pytest.mark.parametrize(
+    ("table", "state", "step"),
+    [
+        (LINK_TRANSITIONS, LinkState.ATTACH_RCVD, Step.SEND_DETACH),  # 2.6.3: attach first
+        (LINK_TRANSITIONS, LinkState.ATTACHED, Step.RECV_ATTACH),
+        (LINK_TRANSITIONS, LinkState.ENDED, Step.SEND_ATTACH),
+        (SESSION_TRANSITIONS, SessionState.MAPPED, Step.RECV_BEGIN),
+        (SESSION_TRANSITIONS, SessionState.END_SENT, Step.SEND_END),
+        (CONNECTION_TRANSITIONS, ConnectionState.OPENED, Step.RECV_OPEN),
+        (CONNECTION_TRANSITIONS, ConnectionState.END, Step.SEND_OPEN),
+    ],
+)
+def test_spec_forbidden_steps(table: dict[Any, dict[Step, Any]], state: IntEnum, step: Step) -> None:
+    with pytest.raises(IllegalTransition):
+        advance(table, state, step, "endpoint")
+
+
+def test_an_illegal_step_by_the_application_is_an_engine_state_error() -> None:
+    pair = Pair()
+    sender, _ = _sender(pair, "twice")
+    with pytest.raises(EngineStateError, match="'twice' is already attached"):
+        sender.attach()
+    sender._step(Step.SEND_DETACH)
+    with pytest.raises(IllegalTransition, match="link 'twice': cannot send detach in state DETACH_SENT"):
+        sender._step(Step.SEND_DETACH)
+
+
+def test_an_illegal_step_by_the_peer_closes_with_illegal_state() -> None:
+    pair = Pair()
+    pair.open()
+    events = pair.client.receive_data(frame(0, Open(container_id="again")))
+    (closed,) = [e for e in events if isinstance(e, ConnectionClosed)]
+    assert closed.error is not None and closed.error.condition == errors.ILLEGAL_STATE
+
+
+def test_the_states_walk_the_spec_diagrams() -> None:
+    pair = Pair()
+    assert pair.client.state is ConnectionState.START
+    session = pair.open()
+    assert (pair.client.state, pair.server.state) == (ConnectionState.OPENED, ConnectionState.OPENED)
+    sender = session.attach_sender("walk", target=Target(address="q"))
+    assert sender.state is LinkState.ATTACH_SENT
+    pair.pump()
+    assert sender.state is LinkState.ATTACHED
+    sender.detach()
+    assert sender.state is LinkState.DETACH_SENT
+    pair.pump()
+    assert sender.state is LinkState.ENDED
+    session.end(Error(condition=errors.NOT_ALLOWED, description="enough"))
+    assert session.state is SessionState.DISCARDING
+    pair.pump()
+    assert session.state is SessionState.ENDED
+    pair.client.close()
+    assert pair.client.state is ConnectionState.CLOSE_SENT
+    pair.pump()
+    assert (pair.client.state, pair.server.state) == (ConnectionState.END, ConnectionState.END)
