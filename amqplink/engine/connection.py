@@ -212,7 +212,7 @@ class Connection:
 
     def __repr__(self) -> str:
         role = "server" if self.server else "client"
-        return f"Connection({role}, container_id={self.config.container_id!r}, closed={self.closed})"
+        return f"Connection({role}, container_id={self.config.container_id!r}, {self.state.name})"
 
     # -- state -------------------------------------------------------------------
     @property

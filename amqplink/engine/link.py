@@ -201,7 +201,7 @@ class Link:
         detaches all links" of it (2.5.5, end); nothing more goes out on this link."""
         if self.state is not _ENDED:
             self._ended_by = reason
-            self.state = _ENDED
+            self._step(Step.ABANDON)
 
     def _unusable(self, action: str) -> errors.EngineStateError:
         """The error for an application call the link's state no longer allows."""
@@ -221,7 +221,7 @@ class Link:
 
     def __repr__(self) -> str:
         kind = "SenderLink" if self.is_sender else "ReceiverLink"
-        return f"{kind}(name={self.name!r}, handle={self.handle}, credit={self.link_credit})"
+        return f"{kind}(name={self.name!r}, handle={self.handle}, {self.state.name}, credit={self.link_credit})"
 
     # -- attach / detach -----------------------------------------------------
     def attach(

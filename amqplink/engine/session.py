@@ -58,7 +58,6 @@ _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
 # Tags up to this length keep the transfer's field list within a list8 (size < 256).
 _FAST_TAG_MAX = 32
 
-_BEGIN_SENT = SessionState.BEGIN_SENT
 _MAPPED = SessionState.MAPPED
 _END_RCVD = SessionState.END_RCVD
 _END_SENT = SessionState.END_SENT
@@ -111,7 +110,7 @@ class Session:
         """The error this side ended the session with."""
 
     def __repr__(self) -> str:
-        return f"Session(channel={self.channel}, remote_channel={self.remote_channel})"
+        return f"Session(channel={self.channel}, remote_channel={self.remote_channel}, {self.state.name})"
 
     @property
     def is_mapped(self) -> bool:
@@ -134,7 +133,7 @@ class Session:
     def _abandon(self, reason: str) -> None:
         """The session is over for this side: its links end with it, so a send on one
         raises at once ("ending a session ... implicitly detaches all links", 2.5.5)."""
-        self.state = _ENDED
+        self._step(Step.ABANDON)
         for link in self.links.values():
             link._abandon(reason)
 
