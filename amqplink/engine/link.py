@@ -197,8 +197,8 @@ class Link:
         self.state = advance(LINK_TRANSITIONS, self.state, step, f"link {self.name!r}")
 
     def _abandon(self, reason: str) -> None:
-        """The session ended or the connection closed: "ending a session ... implicitly
-        detaches all links" of it (2.5.5, end); nothing more goes out on this link."""
+        """The session ended or the connection closed: a link lives within its session
+        (2.5.5, 2.6.1), so it ends with it; nothing more goes out on this link."""
         if self.state is not _ENDED:
             self._ended_by = reason
             self._step(Step.ABANDON)
@@ -267,9 +267,9 @@ class Link:
         """Send detach (``closed=True`` closes the link for good, 2.6.6); no-op once detached.
 
         A link the peer attached and this side has not answered yet is answered first
-        with a null terminus, then detached: "the link endpoint ... MUST first send an
-        attach ... and then ... a detach" (2.6.3), so the peer never sees a detach on
-        a handle it does not know (``amqp:session:unattached-handle``).
+        with a null terminus, then detached, as 2.6.3 describes for a refused link: a
+        detach alone would name a handle the peer has never seen, and the peer ends
+        the session with ``amqp:session:unattached-handle``.
         """
         state = self.state
         if state >= _DETACH_SENT:
@@ -397,6 +397,13 @@ class SenderLink(Link):
         ``settled`` defaults from the link's sender settle mode (``settled`` ->
         pre-settled, else unsettled). With snd-settle-mode ``settled`` "the sender
         will send all deliveries settled to the receiver" (2.8.2).
+
+        Raises :class:`~amqplink.engine.errors.EngineStateError` at once, naming the
+        link, once it is detached or its session or connection has ended (nothing is
+        queued that could never leave), and for a ``tag`` already held by an unsettled
+        delivery of this link ("delivery-tag ... MUST be unique amongst all deliveries
+        that could be considered unsettled", 2.8.7). Without ``tag`` the engine makes
+        one that is.
         """
         state = self.state
         if state is not _ATTACHED and state is not _ATTACH_SENT:
@@ -410,7 +417,7 @@ class SenderLink(Link):
         if tag is None:
             tag = self._new_tag()
         else:
-            self._check_tag(tag, settled)
+            tag = self._check_tag(tag, settled)
         delivery = Delivery(self, tag, payload, message_format, settled)
         delivery.size = len(payload)
         delivery.context = context
@@ -438,11 +445,14 @@ class SenderLink(Link):
                 self._next_tag = n
                 return tag
 
-    def _check_tag(self, tag: bytes, settled: bool) -> None:
+    def _check_tag(self, tag: bytes, settled: bool) -> bytes:
+        """A caller's tag, as bytes, once it is known not to collide with an unsettled one."""
         if len(tag) > MAX_TAG_SIZE:
             raise ValueError(f"delivery-tag of {len(tag)} bytes: at most {MAX_TAG_SIZE} are allowed (2.8.7)")
+        if type(tag) is not bytes:
+            tag = bytes(tag)  # a bytearray or memoryview: hashable, and immune to later changes
         if settled:
-            return
+            return tag
         tags = self._tags
         if tags is None:
             tags = self._tags = self._unsettled_tags()
@@ -451,6 +461,7 @@ class SenderLink(Link):
                 f"cannot send on link {self.name!r}: delivery-tag {bytes(tag).hex()} is already in use"
                 " by an unsettled delivery (2.8.7); pass another tag or settle that delivery first"
             )
+        return tag
 
     def _unsettled_tags(self) -> dict[bytes, Delivery]:
         tags = {d.tag: d for d in self.unsettled.values() if not d.settled}

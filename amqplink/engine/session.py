@@ -132,7 +132,7 @@ class Session:
 
     def _abandon(self, reason: str) -> None:
         """The session is over for this side: its links end with it, so a send on one
-        raises at once ("ending a session ... implicitly detaches all links", 2.5.5)."""
+        raises at once (a link lives within its session: 2.5.5, 2.6.1)."""
         self._step(Step.ABANDON)
         for link in self.links.values():
             link._abandon(reason)

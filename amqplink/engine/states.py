@@ -109,8 +109,8 @@ _L = LinkState
 LINK_TRANSITIONS: dict[LinkState, dict[Step, LinkState]] = {
     _L.DETACHED: {Step.SEND_ATTACH: _L.ATTACH_SENT, Step.RECV_ATTACH: _L.ATTACH_RCVD, Step.ABANDON: _L.ENDED},
     _L.ATTACH_SENT: {Step.RECV_ATTACH: _L.ATTACHED, Step.SEND_DETACH: _L.DETACH_SENT, Step.ABANDON: _L.ENDED},
-    # No detach before this side's attach: "the link endpoint ... MUST first send an
-    # attach ... and then ... a detach" when it refuses (2.6.3). The engine does both.
+    # No detach before this side's attach: a refusal is an attach (null terminus), then
+    # a detach (2.6.3); Link.detach sends both.
     _L.ATTACH_RCVD: {Step.SEND_ATTACH: _L.ATTACHED, Step.RECV_DETACH: _L.DETACH_RCVD, Step.ABANDON: _L.ENDED},
     _L.ATTACHED: {Step.SEND_DETACH: _L.DETACH_SENT, Step.RECV_DETACH: _L.DETACH_RCVD, Step.ABANDON: _L.ENDED},
     # The peer detached an attach this side had not answered: answer it, then detach.

@@ -181,6 +181,17 @@ def test_a_caller_tag_in_use_by_an_unsettled_delivery_is_refused() -> None:
     assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived, "server")] == [b"1", b"3"]
 
 
+def test_a_bytearray_tag_is_copied_and_checked_like_bytes() -> None:
+    pair = Pair()
+    sender, _ = _sender(pair)
+    tag = bytearray(b"t")
+    first = sender.send(b"1", tag=tag)  # type: ignore[arg-type]
+    tag[0] = ord("u")  # the caller reuses its buffer
+    assert first.tag == b"t"
+    with pytest.raises(EngineStateError, match="already in use"):
+        sender.send(b"2", tag=b"t")
+
+
 def test_a_presettled_delivery_does_not_hold_its_tag() -> None:
     pair = Pair()
     session = pair.open()
