@@ -414,10 +414,7 @@ class SenderLink(Link):
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
         elif not settled and self.snd_settle_mode == SND_SETTLED:
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
-        if tag is None:
-            tag = self._new_tag()
-        else:
-            tag = self._check_tag(tag, settled)
+        tag = self._new_tag() if tag is None else self._check_tag(tag, settled)
         delivery = Delivery(self, tag, payload, message_format, settled)
         delivery.size = len(payload)
         delivery.context = context
