@@ -334,7 +334,10 @@ class Connection:
         self._step(Step.SEND_CLOSE)
         self.error = error
         self._write_frame(0, Close(error=error))
-        self._abandon_sessions("the connection is closing")
+        # Nothing more goes out, but frames still come in until the peer's close
+        # (2.4.6 CLOSE_SENT): outcomes that arrive now still settle deliveries.
+        for session in self.sessions.values():
+            session._abandon_links("the connection is closing")
 
     def begin_session(
         self,

@@ -66,6 +66,7 @@ _LINK_ATTACH_SENT = LinkState.ATTACH_SENT
 _LINK_ATTACH_RCVD = LinkState.ATTACH_RCVD
 _LINK_ATTACHED = LinkState.ATTACHED
 _LINK_DETACH_SENT = LinkState.DETACH_SENT
+_LINK_ENDED = LinkState.ENDED
 
 
 class Session:
@@ -131,9 +132,13 @@ class Session:
         self.state = advance(SESSION_TRANSITIONS, self.state, step, f"session {self.channel}")
 
     def _abandon(self, reason: str) -> None:
-        """The session is over for this side: its links end with it, so a send on one
-        raises at once (a link lives within its session: 2.5.5, 2.6.1)."""
+        """The connection is over: the session and its links end with it."""
         self._step(Step.ABANDON)
+        self._abandon_links(reason)
+
+    def _abandon_links(self, reason: str) -> None:
+        """This side can send nothing more on the session: its links end, so a send on
+        one raises at once (a link lives within its session: 2.5.5, 2.6.1)."""
         for link in self.links.values():
             link._abandon(reason)
 
@@ -181,8 +186,7 @@ class Session:
         self._step(Step.SEND_END_ERROR if error is not None else Step.SEND_END)
         self.error = error
         self.connection._write_frame(self.channel, End(error=error))
-        for link in self.links.values():
-            link._abandon(f"session {self.channel} has ended")
+        self._abandon_links(f"session {self.channel} has ended")
         if self.state is _ENDED:
             self.connection._forget_session(self)
 
@@ -317,6 +321,8 @@ class Session:
         peer_is_sender = not attach.role
         # The local end of a link has the opposite role of the peer's end.
         link = self._by_name.get((attach.name, not peer_is_sender))
+        if link is not None and link.state is _LINK_ENDED:
+            return  # the peer's answer crossed this side's close
         events = self.connection._events
         if link is not None and link.remote_attach is None and (
             link.state is _LINK_ATTACH_SENT or link.state is _LINK_DETACH_SENT
@@ -353,6 +359,8 @@ class Session:
 
     def _on_detach(self, detach: Detach) -> None:
         link = self._link_for(detach.handle)
+        if link.state is _LINK_ENDED:
+            return  # the peer's detach crossed this side's close
         link.remote_detach = detach
         unanswered = link.state is _LINK_ATTACH_RCVD
         by_peer = link.state < _LINK_DETACH_SENT
@@ -430,6 +438,8 @@ class Session:
                 delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
 
     def _on_end(self, end: End) -> None:
+        if self.state is _ENDED:
+            return  # the peer's end crossed this side's close: the session is over already
         self.remote_end = end
         by_peer = self.state < _END_SENT
         self._step(Step.RECV_END)
@@ -437,8 +447,7 @@ class Session:
             self._flush_dispositions()
             self._step(Step.SEND_END)
             self.connection._write_frame(self.channel, End())
-            for link in self.links.values():
-                link._abandon(f"the peer ended session {self.channel}")
+            self._abandon_links(f"the peer ended session {self.channel}")
         self.connection._forget_session(self)
         self.connection._events.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
 

@@ -83,12 +83,40 @@ def test_a_send_after_the_connection_closed_raises_at_once(who: str) -> None:
     assert not sender.queue
 
 
+def test_outcomes_that_arrive_after_this_side_closed_still_settle() -> None:
+    """CLOSE_SENT (2.4.6): nothing more goes out, but what comes in is still read."""
+    pair = Pair()
+    sender, receiver = _sender(pair)
+    receiver.flow(10)
+    pair.pump()
+    delivery = sender.send(b"x")
+    events = pair.server.receive_data(pair.client.data_to_send())
+    (received,) = [e for e in events if isinstance(e, DeliveryReceived)]
+    receiver.settle(received.delivery, Accepted())
+    pair.client.close()  # the server's accept is on the wire
+    pair.pump()
+    assert delivery.settled and isinstance(delivery.remote_state, Accepted)
+    with pytest.raises(EngineStateError, match="the connection is closing"):
+        sender.send(b"y")
+
+
 def test_a_send_after_the_transport_dropped_raises_at_once() -> None:
     pair = Pair()
     sender, _ = _sender(pair, "orders")
     pair.client.transport_closed()
     with pytest.raises(EngineStateError, match="orders"):
         sender.send(b"lost?")
+
+
+def test_the_peers_end_crossing_this_sides_close_is_no_violation() -> None:
+    pair = Pair()
+    sender, _ = _sender(pair)
+    next(iter(pair.server.sessions.values())).end()
+    pair.client.close()  # the server's end is on the wire
+    pair.pump()
+    closes = pair.of(ConnectionClosed)
+    assert len(closes) == 1 and closes[0].error is None, closes
+    assert pair.client.state is ConnectionState.END and sender.state is LinkState.ENDED
 
 
 def test_ending_a_session_while_its_end_is_in_flight_sends_no_more_frames() -> None:
