@@ -221,6 +221,11 @@ class Connection:
         return self.state is _OPENED
 
     @property
+    def open_sent(self) -> bool:
+        """This side's open is out, or the connection is over (derived from ``state``)."""
+        return self.state is not _START and self.state is not _OPEN_RCVD
+
+    @property
     def close_sent(self) -> bool:
         """This side has closed, or the connection is over (no more frames go out)."""
         return self.state >= _CLOSE_SENT

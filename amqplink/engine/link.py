@@ -189,6 +189,12 @@ class Link:
         return self.state >= _DETACH_RCVD
 
     @property
+    def attach_sent(self) -> bool:
+        """This side's attach is out and the link has not ended (derived from ``state``)."""
+        state = self.state
+        return state is _ATTACHED or state is _ATTACH_SENT or state is _DETACH_SENT
+
+    @property
     def detach_sent(self) -> bool:
         """This side has detached (or its session or connection ended under the link)."""
         return self.state >= _DETACH_SENT

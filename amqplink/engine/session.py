@@ -124,6 +124,11 @@ class Session:
         return self.state >= _END_RCVD
 
     @property
+    def begin_sent(self) -> bool:
+        """This side's begin is out (derived from ``state``)."""
+        return self.state is not SessionState.UNMAPPED and self.state is not SessionState.BEGIN_RCVD
+
+    @property
     def end_sent(self) -> bool:
         """This side has ended the session (or the connection closed under it)."""
         return self.state >= _END_SENT

@@ -397,3 +397,24 @@ def test_the_states_walk_the_spec_diagrams() -> None:
     assert pair.client.state is ConnectionState.CLOSE_SENT
     pair.pump()
     assert (pair.client.state, pair.server.state) == (ConnectionState.END, ConnectionState.END)
+
+
+def test_the_compatibility_flags_follow_the_state() -> None:
+    pair = Pair(auto_accept_links=False)
+    assert not pair.client.open_sent
+    session = pair.open()
+    assert pair.client.open_sent and session.begin_sent and not session.end_sent
+    sender = session.attach_sender("flags", target=Target(address="q"))
+    pair.pump()
+    (requested,) = pair.of(LinkAttachRequested, "server")
+    peer = requested.link
+    assert sender.attach_sent and not peer.attach_sent and not sender.is_attached
+    peer.attach()
+    pair.pump()
+    assert sender.is_attached and peer.attach_sent and not sender.detach_sent
+    sender.detach()
+    assert sender.detach_sent and sender.is_detached and not sender.is_attached
+    pair.client.close()
+    assert pair.client.close_sent and not pair.client.closed
+    pair.pump()
+    assert pair.client.closed
