@@ -420,7 +420,13 @@ class SenderLink(Link):
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
         elif not settled and self.snd_settle_mode == SND_SETTLED:
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
-        tag = self._new_tag() if tag is None else self._check_tag(tag, settled)
+        if tag is not None:
+            tag = self._check_tag(tag, settled)
+        elif self._tags is None and self._next_tag < _TAG_SPACE - 1:
+            tag = self._next_tag.to_bytes(8, "big")  # the counter alone: unique by construction
+            self._next_tag += 1
+        else:
+            tag = self._new_tag()
         delivery = Delivery(self, tag, payload, message_format, settled)
         delivery.size = len(payload)
         delivery.context = context
