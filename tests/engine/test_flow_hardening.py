@@ -299,3 +299,27 @@ def test_a_sender_refuses_a_message_larger_than_the_receivers_max_message_size()
     sender.send(b"z" * 100)
     pair.pump()
     assert len(pair.of(DeliveryReceived, "server")) == 1 and not receiver.is_detached
+
+
+def test_a_server_sets_a_links_max_message_size_before_answering_its_attach() -> None:
+    """The hook a broker uses per link: ``link.max_message_size`` set on
+    LinkAttachRequested, before ``attach()``, is advertised and enforced."""
+    pair = Pair(auto_accept_links=False)
+    session = pair.open()
+    sender = session.attach_sender("s", target=Target(address="q"))
+    pair.pump()
+    (request,) = pair.of(LinkAttachRequested, "server")
+    receiver = request.link
+    assert isinstance(receiver, ReceiverLink)
+    receiver.max_message_size = 50
+    receiver.attach()
+    pair.pump()
+    assert sender.peer_max_message_size == 50
+    receiver.flow(2)
+    pair.pump()
+    sender.peer_max_message_size = 0  # a sender that does not check
+    sender.send(b"w" * 51)
+    pair.pump()
+    (detached,) = pair.of(LinkDetached)
+    assert detached.error is not None and detached.error.condition == errors.MESSAGE_SIZE_EXCEEDED
+    assert not pair.of(DeliveryReceived, "server")
