@@ -32,7 +32,7 @@ from amqplink.engine.events import (
     LinkCreditChanged,
     LinkDrained,
 )
-from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
 from amqplink.engine.states import LINK_TRANSITIONS, LinkState, Step, advance
 from amqplink.protocol.definitions import (
     Accepted,
@@ -546,7 +546,7 @@ class SenderLink(Link):
         if self.link_credit <= 0:
             return False
         self.link_credit -= 1
-        self.delivery_count = serial_add(self.delivery_count, 1)
+        self.delivery_count = (self.delivery_count + 1) % SERIAL_MOD  # serial_add, inline
         return True
 
     def _on_flow(self, flow: Flow) -> None:

@@ -41,7 +41,7 @@ from amqplink.engine.link import (
     ReceiverLink,
     SenderLink,
 )
-from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
 from amqplink.engine.states import SESSION_TRANSITIONS, LinkState, SessionState, Step, advance
 from amqplink.protocol.definitions import (
     Attach,
@@ -563,7 +563,7 @@ class Session:
     def _frames_sent(self, frames: int) -> None:
         """The one place transfer frames sent are counted (2.5.6): next-outgoing-id goes
         up and remote-incoming-window down by one for each."""
-        self.next_outgoing_id = serial_add(self.next_outgoing_id, frames)
+        self.next_outgoing_id = (self.next_outgoing_id + frames) % SERIAL_MOD  # serial_add, inline
         self.remote_incoming_window -= frames
 
     def _write_frames(self, link: SenderLink, delivery: Delivery, room: int) -> bool:
