@@ -221,7 +221,8 @@ class Broker:
                 self._refuse(link, "a sending link needs a target address")
                 return
             link.max_message_size = self.max_message_size
-            link.attach(rcv_settle_mode=RCV_FIRST)
+            link.answer_rcv_settle_mode = RCV_FIRST
+            link.attach()
             producers[link] = self.queue(str(target.address))
             link.flow(self.credit_window)
 

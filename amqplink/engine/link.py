@@ -124,6 +124,9 @@ class Link:
     """State shared by both ends of a link: names, handles, termini, attach/detach."""
 
     is_sender: bool = False
+    answer_rcv_settle_mode: int | None = None
+    """A receiver answering the peer's attach: its own rcv-settle-mode (``None``: the
+    peer's). "the receiver's value is the one in force" (2.7.3)."""
 
     def __init__(
         self,
@@ -188,7 +191,6 @@ class Link:
         target: Target | None = None,
         *,
         keep: bool = True,
-        rcv_settle_mode: int | None = None,
     ) -> None:
         """Send this side's attach.
 
@@ -197,8 +199,8 @@ class Link:
         to the peer's); pass ``None`` termini with ``keep=False`` to answer with a null
         terminus, then :meth:`detach` with an error, as 2.6.3 describes for refusal.
 
-        A receiver may answer with its own ``rcv_settle_mode`` (default: the peer's):
-        "the receiver's value is the one in force" (2.7.3).
+        A receiver answers with :attr:`answer_rcv_settle_mode` when it is set, else
+        with the peer's.
         """
         if self.attach_sent:
             if self.is_detached:
@@ -216,8 +218,8 @@ class Link:
             else:
                 self.snd_settle_mode = int(remote.snd_settle_mode)
                 self.rcv_settle_mode = int(remote.rcv_settle_mode)
-        if rcv_settle_mode is not None and not self.is_sender:
-            self.rcv_settle_mode = rcv_settle_mode
+        if self.answer_rcv_settle_mode is not None and not self.is_sender:
+            self.rcv_settle_mode = self.answer_rcv_settle_mode
         self.source = source
         self.target = target
         self.attach_sent = True

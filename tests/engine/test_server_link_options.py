@@ -54,7 +54,8 @@ def test_a_receiver_answers_with_its_own_rcv_settle_mode() -> None:
     pair.pump()
     receiver = pair.server_link("in", sender=False)
     assert isinstance(receiver, ReceiverLink)
-    receiver.attach(rcv_settle_mode=RCV_FIRST)
+    receiver.answer_rcv_settle_mode = RCV_FIRST
+    receiver.attach()
     pair.pump()
     (answer,) = [a for a in performatives(pair.wire_s2c, Attach) if a.name == "in"]
     assert int(answer.rcv_settle_mode) == RCV_FIRST and sender.rcv_settle_mode == RCV_FIRST
