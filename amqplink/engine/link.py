@@ -294,6 +294,10 @@ class SenderLink(Link):
     """The sending end of a link: queues deliveries and sends them as credit allows."""
 
     is_sender = True
+    hold_drain = False
+    """When true, a drain is answered only after :meth:`drained` (for an application
+    that keeps its messages outside the link's queue, as a broker does)."""
+    _drain_held = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -301,10 +305,6 @@ class SenderLink(Link):
         self.auto_settle = True
         self._next_tag = 0
         self.unsettled: dict[int, Delivery] = {}
-        self.hold_drain = False
-        """When true, a drain is answered only after :meth:`drained` (for an application
-        that keeps its messages outside the link's queue, as a broker does)."""
-        self._drain_held = False
 
     @property
     def credit(self) -> int:
@@ -485,13 +485,6 @@ class ReceiverLink(Link):
             self.drain = False
             self.session.connection._events.append(LinkDrained(self))
 
-    def _discard_partial(self) -> None:
-        """Forget a half-received delivery and its frames at once (the transport is gone)."""
-        delivery = self._partial
-        if delivery is not None:
-            self._partial = None
-            delivery._chunks = None
-
     def add_credit(self, credit: int) -> None:
         """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
         self.flow(self.link_credit + credit, drain=self.drain)
@@ -654,6 +647,13 @@ class ReceiverLink(Link):
             self.unsettled.pop(delivery.delivery_id or 0, None)
             self.session._forget_incoming(delivery)
         self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+
+    def _discard_partial(self) -> None:
+        """Forget a half-received delivery and its frames at once (the transport is gone)."""
+        delivery = self._partial
+        if delivery is not None:
+            self._partial = None
+            delivery._chunks = None
 
 
 def error(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Error:
