@@ -137,7 +137,10 @@ class Broker:
 
     # -- per connection ---------------------------------------------------------------
     def _config(self) -> ConnectionConfig:
-        return ConnectionConfig(idle_timeout=self.idle_timeout)
+        # Excess transfers reach the broker, which refuses them itself (in _on_message):
+        # a transfer pipelined behind an attach is then refused after the attach is
+        # answered, never by a detach written before it (2.6.3).
+        return ConnectionConfig(idle_timeout=self.idle_timeout, on_excess_transfer="deliver")
 
     def _accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
         self._protocols.add(protocol)
@@ -156,7 +159,9 @@ class Broker:
                 t = type(event)
                 if t is DeliveryReceived:
                     link = event.link  # type: ignore[attr-defined]
-                    self._on_message(link, event.delivery, producers[link], protocol.schedule_flush)  # type: ignore[attr-defined]
+                    queue = producers.get(link)
+                    if queue is not None:
+                        self._on_message(link, event.delivery, queue, protocol.schedule_flush)  # type: ignore[attr-defined]
                 elif t is DeliveryUpdated:
                     queue = consumers.get(event.link)  # type: ignore[attr-defined]
                     state = event.state  # type: ignore[attr-defined]
@@ -232,6 +237,17 @@ class Broker:
         link.detach(Error(condition=engine_errors.NOT_FOUND, description=why))
 
     def _on_message(self, link: ReceiverLink, delivery: Delivery, queue: Queue, flush: Any) -> None:
+        if link.excess_transfers or link.detach_sent:
+            # "the receiver MAY ... detach the link with a transfer-limit-exceeded error code" (2.6.7)
+            if not link.detach_sent:
+                log.warning("detaching link %r: a message arrived without link credit", link.name)
+                link.detach(
+                    Error(
+                        condition=engine_errors.TRANSFER_LIMIT_EXCEEDED,
+                        description="a message arrived without link credit: wait for the broker's flow",
+                    )
+                )
+            return
         payload = delivery.payload
         data = payload if type(payload) is bytes else bytes(payload)
         if not queue.put(data):
