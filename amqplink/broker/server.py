@@ -61,7 +61,16 @@ DEFAULT_MAX_MESSAGE_SIZE = 16 << 20
 
 
 class Broker:
-    """An in-memory AMQP 1.0 queue broker on the amqplink engine (server role)."""
+    """An in-memory AMQP 1.0 queue broker on the amqplink engine (server role).
+
+    ``credit_window``: credit granted to each producer link. ``max_message_size``
+    (bytes): larger messages detach the link with ``amqp:link:message-size-exceeded``.
+    ``max_queue_bytes``: a queue's size limit (stored, held unsettled, dead-lettered).
+    ``idle_timeout`` (seconds, ``None``: none): silent connections are closed with
+    ``amqp:resource-limit-exceeded``. ``handshake_timeout`` (seconds): time from TCP
+    connect to open. ``max_connections``: beyond it, new connections are closed with
+    ``amqp:resource-limit-exceeded``.
+    """
 
     def __init__(
         self,
@@ -275,7 +284,7 @@ class Broker:
             log.warning("detaching link %r: %s", link.name, error.description)
             link.detach(error)
         else:
-            log.info("rejecting a message on link %r: %s", link.name, error.description)
+            log.debug("rejecting a message on link %r: %s", link.name, error.description)
             link.settle(delivery, Rejected(error=error))
 
     @staticmethod
