@@ -13,8 +13,7 @@ from .pairs import Pair, frame, performatives
 
 
 def _server_sender(pair: Pair) -> tuple[SenderLink, ReceiverLink]:
-    session = pair.open()
-    receiver = session.attach_receiver("out", source=Source(address="out"))
+    receiver = pair.open().attach_receiver("out", source=Source(address="out"))
     pair.pump()
     sender = pair.server_link("out", sender=True)
     assert isinstance(sender, SenderLink)
