@@ -503,7 +503,7 @@ class Session:
                 self._blocked.append(link)
                 break
             queue.popleft()
-        if link.drain and not queue and link.link_credit > 0:
+        if link.drain and not queue and link.link_credit > 0 and not link._drain_held:
             link.delivery_count = serial_add(link.delivery_count, link.link_credit)
             link.link_credit = 0
             link._send_flow()
