@@ -429,12 +429,23 @@ def encode_map(out: bytearray, value: Any) -> None:
         enc = get(type(k))
         if enc is None:
             enc = _resolve(k)
+        if enc is encode_list:
+            raise _list_key_error(k)
         enc(out, k)
         enc = get(type(v))
         if enc is None:
             enc = _resolve(v)
         enc(out, v)
     _insert_header(out, start, 2 * len(value), 0xC1, 0xD1)
+
+
+def _list_key_error(key: Any) -> EncodeError:
+    # A list key is valid AMQP, but it decodes as a Python list, which cannot be a
+    # dict key: every amqplink receiver would reject the message as undecodable.
+    return EncodeError(
+        f"map key {key!r} would encode as an AMQP list, which amqplink cannot decode as a key;"
+        " use a string, symbol, number or other scalar key"
+    )
 
 
 def _encode_descriptor(out: bytearray, descriptor: Any) -> None:
@@ -694,6 +705,8 @@ def _map_body(value: Any) -> tuple[int, bytes]:
         raise _range_error("map", value)
     buf = bytearray()
     for k, v in value.items():
+        if isinstance(k, tuple):
+            raise _list_key_error(k)
         encode_value(buf, k)
         encode_value(buf, v)
     return 2 * len(value), bytes(buf)
