@@ -16,17 +16,18 @@ import asyncio
 import concurrent.futures
 import itertools
 import os
+import ssl
 import threading
 from collections.abc import Coroutine, Iterable, Iterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from amqplink.aio import connection as aio_connection
+from amqplink.aio.connection import DEFAULT_TIMEOUT, SaslOption
 from amqplink.aio.receiver import ReceivedMessage, ReceiverMode
 from amqplink.aio.receiver import Receiver as AsyncReceiver
-from amqplink.aio.sender import Outcome, SettleMode
+from amqplink.aio.sender import Outcome, Sendable, SettleMode
 from amqplink.aio.sender import Sender as AsyncSender
-from amqplink.message import Message
 
 __all__ = ["Connection", "Receiver", "Sender", "connect"]
 
@@ -96,9 +97,38 @@ def _bridge(source: asyncio.Future[T], target: concurrent.futures.Future[T]) -> 
     source.add_done_callback(copy)
 
 
-def connect(url: str, **options: Any) -> Connection:
+def connect(
+    url: str,
+    *,
+    sasl: SaslOption = "auto",
+    ssl_context: ssl.SSLContext | None = None,
+    idle_timeout: float | None = None,
+    max_frame_size: int = 65536,
+    channel_max: int = 255,
+    container_id: str | None = None,
+    hostname: str | None = None,
+    properties: dict[Any, Any] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    on_excess_transfer: Literal["deliver", "detach"] = "deliver",
+) -> Connection:
     """Blocking :func:`amqplink.aio.connect`; same arguments."""
-    return Connection(_run(aio_connection.connect(url, **options)))
+    return Connection(
+        _run(
+            aio_connection.connect(
+                url,
+                sasl=sasl,
+                ssl_context=ssl_context,
+                idle_timeout=idle_timeout,
+                max_frame_size=max_frame_size,
+                channel_max=channel_max,
+                container_id=container_id,
+                hostname=hostname,
+                properties=properties,
+                timeout=timeout,
+                on_excess_transfer=on_excess_transfer,
+            )
+        )
+    )
 
 
 class Connection:
@@ -114,13 +144,57 @@ class Connection:
     def closed(self) -> bool:
         return self.aio.closed
 
-    def create_sender(self, address: str | None, **options: Any) -> Sender:
+    def create_sender(
+        self,
+        address: str | None,
+        *,
+        settle_mode: SettleMode = "unsettled",
+        max_in_flight: int = 1000,
+        name: str | None = None,
+        properties: dict[Any, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Sender:
         """Blocking :meth:`amqplink.aio.Connection.create_sender`."""
-        return Sender(_run(self.aio.create_sender(address, **options)))
+        return Sender(
+            _run(
+                self.aio.create_sender(
+                    address,
+                    settle_mode=settle_mode,
+                    max_in_flight=max_in_flight,
+                    name=name,
+                    properties=properties,
+                    timeout=timeout,
+                )
+            )
+        )
 
-    def create_receiver(self, address: str | None, **options: Any) -> Receiver:
+    def create_receiver(
+        self,
+        address: str | None,
+        *,
+        mode: ReceiverMode = "peek-lock",
+        prefetch: int = 100,
+        name: str | None = None,
+        dynamic: bool = False,
+        properties: dict[Any, Any] | None = None,
+        filters: dict[Any, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Receiver:
         """Blocking :meth:`amqplink.aio.Connection.create_receiver`."""
-        return Receiver(_run(self.aio.create_receiver(address, **options)))
+        return Receiver(
+            _run(
+                self.aio.create_receiver(
+                    address,
+                    mode=mode,
+                    prefetch=prefetch,
+                    name=name,
+                    dynamic=dynamic,
+                    properties=properties,
+                    filters=filters,
+                    timeout=timeout,
+                )
+            )
+        )
 
     def close(self) -> None:
         """Close the connection and wait for the peer's close."""
@@ -165,11 +239,11 @@ class Sender(_Link):
     def settle_mode(self) -> SettleMode:
         return self.aio.settle_mode
 
-    def send(self, message: Message | bytes, *, timeout: float | None = None) -> Outcome | None:
+    def send(self, message: Sendable, *, timeout: float | None = None) -> Outcome | None:
         """Send and wait for the outcome; raises :class:`~amqplink.aio.MessageRejected`."""
         return _run(self.aio.send(message, timeout=timeout))
 
-    def send_nowait(self, message: Message | bytes) -> concurrent.futures.Future[Any]:
+    def send_nowait(self, message: Sendable) -> concurrent.futures.Future[Any]:
         """Block only for room under ``max_in_flight``; return a future for the outcome."""
 
         async def hand_over() -> concurrent.futures.Future[Any]:
@@ -179,10 +253,10 @@ class Sender(_Link):
 
         return _run(hand_over())
 
-    def send_many(self, messages: Iterable[Message | bytes]) -> list[Any]:
+    def send_many(self, messages: Iterable[Sendable]) -> list[Any]:
         """Pipeline all messages (handed over in batches); return the outcomes in order."""
 
-        async def send_batch(batch: list[Message | bytes]) -> list[asyncio.Future[Any]]:
+        async def send_batch(batch: list[Sendable]) -> list[asyncio.Future[Any]]:
             return [await self.aio.send_nowait(m) for m in batch]
 
         async def collect(futures: list[asyncio.Future[Any]]) -> list[Any]:
@@ -228,8 +302,29 @@ class Receiver(_Link):
     def release(self, *messages: ReceivedMessage) -> None:
         _run(self.aio.release(*messages))
 
-    def modify(self, *messages: ReceivedMessage, **options: Any) -> None:
-        _run(self.aio.modify(*messages, **options))
+    def modify(
+        self,
+        *messages: ReceivedMessage,
+        delivery_failed: bool = True,
+        undeliverable_here: bool = False,
+        annotations: dict[Any, Any] | None = None,
+    ) -> None:
+        """Blocking :meth:`amqplink.aio.Receiver.modify`."""
+        _run(
+            self.aio.modify(
+                *messages,
+                delivery_failed=delivery_failed,
+                undeliverable_here=undeliverable_here,
+                annotations=annotations,
+            )
+        )
 
-    def reject(self, *messages: ReceivedMessage, **options: Any) -> None:
-        _run(self.aio.reject(*messages, **options))
+    def reject(
+        self,
+        *messages: ReceivedMessage,
+        condition: str = "amqp:internal-error",
+        description: str | None = None,
+        info: dict[Any, Any] | None = None,
+    ) -> None:
+        """Blocking :meth:`amqplink.aio.Receiver.reject`."""
+        _run(self.aio.reject(*messages, condition=condition, description=description, info=info))
