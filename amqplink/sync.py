@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import itertools
 import os
-import ssl
 import threading
-from collections.abc import Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from amqplink.aio import connection as aio_connection
-from amqplink.aio.connection import DEFAULT_TIMEOUT, SaslOption
 from amqplink.aio.receiver import ReceivedMessage, ReceiverMode
 from amqplink.aio.receiver import Receiver as AsyncReceiver
 from amqplink.aio.sender import Outcome, Sendable, SettleMode
@@ -32,6 +31,9 @@ from amqplink.aio.sender import Sender as AsyncSender
 __all__ = ["Connection", "Receiver", "Sender", "connect"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+S = TypeVar("S")
+P = ParamSpec("P")
 
 _BATCH = 1000
 
@@ -85,6 +87,31 @@ def _run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         raise TimeoutError(f"amqplink.sync call did not finish within {timeout} s") from None
 
 
+def _parameters_of(model: Callable[P, Any]) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """Give the decorated blocking function the parameters of its asyncio ``model``.
+
+    Type checkers see the model's typed signature (a misspelt keyword is an error,
+    not swallowed by ``**options``), and so do ``help()`` and ``inspect``; the
+    asyncio function checks the arguments at run time.
+    """
+
+    def apply(function: Callable[..., R]) -> Callable[P, R]:
+        signature = inspect.signature(model)
+        function.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            return_annotation=inspect.signature(function).return_annotation
+        )
+        return function
+
+    return apply
+
+
+def _method_parameters_of(
+    model: Callable[Concatenate[Any, P], Any],
+) -> Callable[[Callable[Concatenate[S, ...], R]], Callable[Concatenate[S, P], R]]:
+    """:func:`_parameters_of` for methods: the model's parameters after ``self``."""
+    return _parameters_of(model)
+
+
 def _bridge(source: asyncio.Future[T], target: concurrent.futures.Future[T]) -> None:
     def copy(done: asyncio.Future[T]) -> None:
         if done.cancelled():
@@ -97,38 +124,10 @@ def _bridge(source: asyncio.Future[T], target: concurrent.futures.Future[T]) -> 
     source.add_done_callback(copy)
 
 
-def connect(
-    url: str,
-    *,
-    sasl: SaslOption = "auto",
-    ssl_context: ssl.SSLContext | None = None,
-    idle_timeout: float | None = None,
-    max_frame_size: int = 65536,
-    channel_max: int = 255,
-    container_id: str | None = None,
-    hostname: str | None = None,
-    properties: dict[Any, Any] | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    on_excess_transfer: Literal["deliver", "detach"] = "deliver",
-) -> Connection:
+@_parameters_of(aio_connection.connect)
+def connect(url: str, **options: Any) -> Connection:
     """Blocking :func:`amqplink.aio.connect`; same arguments."""
-    return Connection(
-        _run(
-            aio_connection.connect(
-                url,
-                sasl=sasl,
-                ssl_context=ssl_context,
-                idle_timeout=idle_timeout,
-                max_frame_size=max_frame_size,
-                channel_max=channel_max,
-                container_id=container_id,
-                hostname=hostname,
-                properties=properties,
-                timeout=timeout,
-                on_excess_transfer=on_excess_transfer,
-            )
-        )
-    )
+    return Connection(_run(aio_connection.connect(url, **options)))
 
 
 class Connection:
@@ -144,57 +143,15 @@ class Connection:
     def closed(self) -> bool:
         return self.aio.closed
 
-    def create_sender(
-        self,
-        address: str | None,
-        *,
-        settle_mode: SettleMode = "unsettled",
-        max_in_flight: int = 1000,
-        name: str | None = None,
-        properties: dict[Any, Any] | None = None,
-        timeout: float | None = None,
-    ) -> Sender:
-        """Blocking :meth:`amqplink.aio.Connection.create_sender`."""
-        return Sender(
-            _run(
-                self.aio.create_sender(
-                    address,
-                    settle_mode=settle_mode,
-                    max_in_flight=max_in_flight,
-                    name=name,
-                    properties=properties,
-                    timeout=timeout,
-                )
-            )
-        )
+    @_method_parameters_of(aio_connection.Connection.create_sender)
+    def create_sender(self, address: str | None, **options: Any) -> Sender:
+        """Blocking :meth:`amqplink.aio.Connection.create_sender`; same arguments."""
+        return Sender(_run(self.aio.create_sender(address, **options)))
 
-    def create_receiver(
-        self,
-        address: str | None,
-        *,
-        mode: ReceiverMode = "peek-lock",
-        prefetch: int = 100,
-        name: str | None = None,
-        dynamic: bool = False,
-        properties: dict[Any, Any] | None = None,
-        filters: dict[Any, Any] | None = None,
-        timeout: float | None = None,
-    ) -> Receiver:
-        """Blocking :meth:`amqplink.aio.Connection.create_receiver`."""
-        return Receiver(
-            _run(
-                self.aio.create_receiver(
-                    address,
-                    mode=mode,
-                    prefetch=prefetch,
-                    name=name,
-                    dynamic=dynamic,
-                    properties=properties,
-                    filters=filters,
-                    timeout=timeout,
-                )
-            )
-        )
+    @_method_parameters_of(aio_connection.Connection.create_receiver)
+    def create_receiver(self, address: str | None, **options: Any) -> Receiver:
+        """Blocking :meth:`amqplink.aio.Connection.create_receiver`; same arguments."""
+        return Receiver(_run(self.aio.create_receiver(address, **options)))
 
     def close(self) -> None:
         """Close the connection and wait for the peer's close."""
@@ -302,29 +259,12 @@ class Receiver(_Link):
     def release(self, *messages: ReceivedMessage) -> None:
         _run(self.aio.release(*messages))
 
-    def modify(
-        self,
-        *messages: ReceivedMessage,
-        delivery_failed: bool = True,
-        undeliverable_here: bool = False,
-        annotations: dict[Any, Any] | None = None,
-    ) -> None:
-        """Blocking :meth:`amqplink.aio.Receiver.modify`."""
-        _run(
-            self.aio.modify(
-                *messages,
-                delivery_failed=delivery_failed,
-                undeliverable_here=undeliverable_here,
-                annotations=annotations,
-            )
-        )
+    @_method_parameters_of(AsyncReceiver.modify)
+    def modify(self, *messages: ReceivedMessage, **options: Any) -> None:
+        """Blocking :meth:`amqplink.aio.Receiver.modify`; same arguments."""
+        _run(self.aio.modify(*messages, **options))
 
-    def reject(
-        self,
-        *messages: ReceivedMessage,
-        condition: str = "amqp:internal-error",
-        description: str | None = None,
-        info: dict[Any, Any] | None = None,
-    ) -> None:
-        """Blocking :meth:`amqplink.aio.Receiver.reject`."""
-        _run(self.aio.reject(*messages, condition=condition, description=description, info=info))
+    @_method_parameters_of(AsyncReceiver.reject)
+    def reject(self, *messages: ReceivedMessage, **options: Any) -> None:
+        """Blocking :meth:`amqplink.aio.Receiver.reject`; same arguments."""
+        _run(self.aio.reject(*messages, **options))

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from amqplink import Message, sync
+from amqplink import Message
 from amqplink.aio import connect
 from amqplink.broker import Broker
 from amqplink.protocol.definitions import Accepted
-from tests.receiving import receive_exactly, receive_exactly_sync
+from tests.receiving import receive_exactly
 
 BODIES: list[Any] = ["hello", "", {"k": 1, "nested": [1, 2]}, [1, "two"], None, 42, 2.5, True, b"raw", bytearray(b"ba")]
 
@@ -37,20 +35,3 @@ async def test_send_send_nowait_and_send_many_encode_bodies_as_message_does() ->
         assert [(m.body, m.body_type) for m in got] == [_expected(b) for b in BODIES] * 4
         assert got[0].body == "hello" and got[0].body_type == "value"
         assert got[8].body == b"raw" and got[8].body_type == "data"
-
-
-@pytest.fixture()
-def broker_url(embedded_broker: Broker) -> str:
-    return embedded_broker.url
-
-
-def test_the_sync_facade_encodes_bodies_as_message_does(broker_url: str) -> None:
-    with sync.connect(broker_url) as conn:
-        sender = conn.create_sender("q")
-        assert isinstance(sender.send("hello"), Accepted)
-        assert isinstance(sender.send_nowait({"k": "v"}).result(10), Accepted)
-        assert all(isinstance(o, Accepted) for o in sender.send_many([None, 7, b"x"]))
-        receiver = conn.create_receiver("q")
-        got = receive_exactly_sync(receiver, 5)
-        assert receiver.aio.decode_failures == 0
-        assert [m.body for m in got] == ["hello", {"k": "v"}, None, 7, b"x"]
