@@ -118,8 +118,6 @@ class Sender(LinkBase):
                 continue
             if self._has_room():
                 return
-            if self._room is None or self._room.done():
-                self._room = self._loop.create_future()
             await self._wait_progress()
 
     async def _wait_progress(self) -> None:
