@@ -15,7 +15,10 @@ log = logging.getLogger(__name__)
 async def run_broker(host: str, port: int, *, ready: asyncio.Event | None = None) -> None:
     """Serve on ``host:port`` until cancelled; prints the URL once listening."""
     broker = Broker()
-    await broker.start(host, port)
+    try:
+        await broker.start(host, port)
+    except OSError as exc:
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     print(f"amqplink broker listening on amqp://{host}:{broker.port}", flush=True)
     if ready is not None:
         ready.set()
