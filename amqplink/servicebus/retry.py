@@ -1,0 +1,155 @@
+"""Retry policy as azure-servicebus's, with the delay computed purely.
+
+The SDK's knobs: ``retry_total`` (3), ``retry_backoff_factor`` (0.8 s),
+``retry_backoff_max`` (120 s), ``retry_mode`` (``exponential``: factor * 2**n for the
+n-th retry; ``fixed``: the factor). PROTOCOL.md: ``com.microsoft:server-busy`` waits
+at least 4 s. Every operation also has an overall deadline (default 60 s): no retry
+starts whose wait would end past it. :func:`backoff_delay` and :func:`next_delay` are
+pure; :func:`run_with_retry` takes ``sleep`` and ``clock`` so tests need no real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from amqplink.aio.errors import AMQPError
+from amqplink.servicebus.errors import from_amqp_error
+from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError, ServiceBusServerBusyError
+
+__all__ = [
+    "DEFAULT_OPERATION_TIMEOUT",
+    "SERVER_BUSY_MIN_BACKOFF",
+    "RetryMode",
+    "RetryPolicy",
+    "backoff_delay",
+    "next_delay",
+    "run_with_retry",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SERVER_BUSY_MIN_BACKOFF = 4.0
+"""PROTOCOL.md: after ``com.microsoft:server-busy`` wait at least 4 s."""
+DEFAULT_OPERATION_TIMEOUT = 60.0
+"""Seconds one operation may take, all its retries included."""
+
+
+class RetryMode(enum.Enum):
+    """How the wait grows between retries (the SDK's ``RetryMode``)."""
+
+    EXPONENTIAL = "exponential"
+    FIXED = "fixed"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """The SDK's retry options plus the overall operation ``timeout`` (seconds)."""
+
+    retry_total: int = 3
+    retry_backoff_factor: float = 0.8
+    retry_backoff_max: float = 120.0
+    retry_mode: RetryMode = RetryMode.EXPONENTIAL
+    timeout: float = DEFAULT_OPERATION_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.retry_mode, RetryMode):
+            try:
+                object.__setattr__(self, "retry_mode", RetryMode(str(self.retry_mode).lower()))
+            except ValueError:
+                raise ValueError(f"retry_mode must be 'exponential' or 'fixed', not {self.retry_mode!r}") from None
+        if self.retry_total < 0:
+            raise ValueError(f"retry_total must be 0 or more, not {self.retry_total}")
+        if self.retry_backoff_factor < 0 or self.retry_backoff_max < 0:
+            raise ValueError("retry_backoff_factor and retry_backoff_max must not be negative")
+        if not self.timeout > 0:
+            raise ValueError(f"the operation timeout must be positive, not {self.timeout}")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> RetryPolicy:
+        """Pick ``retry_*`` and ``timeout`` from a client's keyword arguments (others are ignored)."""
+        names = ("retry_total", "retry_backoff_factor", "retry_backoff_max", "retry_mode", "timeout")
+        return cls(**{name: options[name] for name in names if options.get(name) is not None})
+
+
+def backoff_delay(policy: RetryPolicy, retried_times: int, error: BaseException | None = None) -> float:
+    """Seconds to wait before retry number ``retried_times`` (1 for the first retry)."""
+    if policy.retry_mode is RetryMode.FIXED:
+        delay = policy.retry_backoff_factor
+    else:
+        delay = policy.retry_backoff_factor * 2.0 ** min(retried_times, 64)
+    delay = min(policy.retry_backoff_max, delay)
+    if isinstance(error, ServiceBusServerBusyError):
+        delay = max(delay, SERVER_BUSY_MIN_BACKOFF)
+    return delay
+
+
+def next_delay(
+    policy: RetryPolicy,
+    retried_times: int,
+    error: ServiceBusError | MessageAlreadySettled,
+    *,
+    now: float,
+    deadline: float,
+) -> float | None:
+    """The wait before retry number ``retried_times``, or None to give up.
+
+    Give up when the error is not retryable, when ``retry_total`` retries were made, or
+    when the wait would end at or past ``deadline``.
+    """
+    if not error.retryable or retried_times > policy.retry_total:
+        return None
+    delay = backoff_delay(policy, retried_times, error)
+    if now + delay >= deadline:
+        return None
+    return delay
+
+
+_CONVERTIBLE = (AMQPError, OSError, TimeoutError, ServiceBusError, MessageAlreadySettled)
+
+
+async def run_with_retry(
+    operation: Callable[[float], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    entity: str | None = None,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """Await ``operation(remaining_seconds)`` until it succeeds or the policy gives up.
+
+    Each attempt gets the time left before the overall deadline and is cancelled when it
+    runs past it. Errors from the AMQP layer, sockets and timeouts are turned into
+    Service Bus exceptions (:func:`~amqplink.servicebus.errors.from_amqp_error`); the
+    last one is raised. Any other exception is a bug in the caller and propagates as is.
+    """
+    deadline = clock() + policy.timeout
+    retried_times = 0
+    while True:
+        remaining = deadline - clock()
+        try:
+            return await asyncio.wait_for(operation(remaining), max(remaining, 0.0))
+        except _CONVERTIBLE as exc:
+            error = from_amqp_error(exc, entity=entity)
+            retried_times += 1
+            delay = next_delay(policy, retried_times, error, now=clock(), deadline=deadline)
+            if delay is None:
+                if error is exc:
+                    raise
+                raise error from exc
+            log.info(
+                "%s: %s; retry %d of %d in %.1f s",
+                entity or "operation",
+                error,
+                retried_times,
+                policy.retry_total,
+                delay,
+            )
+            await sleep(delay)
