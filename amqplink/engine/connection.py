@@ -259,6 +259,11 @@ class Connection:
         self._tx = True
         return data
 
+    @property
+    def output_size(self) -> int:
+        """Bytes written and not yet taken by :meth:`data_to_send` (for back-pressure)."""
+        return len(self._out)
+
     def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
         if self.state >= _CLOSE_SENT and type(frame) is not Close:
             # CLOSE SENT: "It is illegal to write anything more onto the connection" (2.4.6)

@@ -323,6 +323,11 @@ class Link:
             self.delivery_count = int(attach.initial_delivery_count or 0)
             if answer:
                 self.snd_settle_mode = int(attach.snd_settle_mode)
+                if self.rcv_settle_mode == RCV_SECOND and int(attach.rcv_settle_mode) != RCV_SECOND:
+                    # The receiver's rcv-settle-mode is the one in force (2.7.3), but a
+                    # sender that answers first will not settle after our outcome
+                    # (qpid-proton's Container does so): settle first, or nothing ends.
+                    self.rcv_settle_mode = RCV_FIRST
         elif answer:
             self.rcv_settle_mode = int(attach.rcv_settle_mode)
 
