@@ -5,6 +5,15 @@ peer's receiving link consumes from the queue named by its source address (a
 dynamic source gets a fresh queue). Incoming messages are accepted once stored;
 the broker grants ``credit_window`` credit to each sending peer and tops it up as
 messages arrive.
+
+Everything a client can make grow is bounded, each by a named default that the
+constructor can change: the time to open and the number of connections
+(:class:`~amqplink.aio.server.ServerLimits`), silence (``idle_timeout``, advertised
+to the peer as half of it, 2.4.5), a message (``max_message_size``, refused with
+``amqp:link:message-size-exceeded``) and a queue (``max_queue_bytes``: a message
+that does not fit is rejected with ``amqp:resource-limit-exceeded``; from half of it
+producers get no credit). Incoming links are answered with rcv-settle-mode
+``first``: the broker settles each message once it stores it (as Service Bus does).
 """
 
 from __future__ import annotations
@@ -15,11 +24,18 @@ import ssl
 import uuid
 from typing import Any
 
-from amqplink.aio.server import serve
+from amqplink.aio.server import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    ServerLimits,
+    ServerProtocol,
+    serve,
+)
 from amqplink.aio.transport import EngineProtocol
-from amqplink.broker.entities import Consumer, Queue
+from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
 from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
+from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.events import (
     ConnectionClosed,
     DeliveryReceived,
@@ -29,21 +45,54 @@ from amqplink.engine.events import (
     LinkCreditChanged,
     LinkDetached,
 )
-from amqplink.engine.link import TERMINAL_OUTCOMES, Link, ReceiverLink, SenderLink
-from amqplink.protocol.definitions import Accepted, Error, Source
+from amqplink.engine.link import RCV_FIRST, TERMINAL_OUTCOMES, Delivery, Link, ReceiverLink, SenderLink
+from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
 
-__all__ = ["Broker"]
+__all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_MESSAGE_SIZE", "Broker"]
 
 log = logging.getLogger(__name__)
 
 _ACCEPTED = Accepted()
 
+DEFAULT_IDLE_TIMEOUT = 240.0
+"""Seconds of silence after which the broker closes a connection (it advertises half)."""
+DEFAULT_MAX_MESSAGE_SIZE = 16 << 20
+"""Largest message the broker takes, in bytes (the max-message-size of its receiving links)."""
+
 
 class Broker:
-    """An in-memory AMQP 1.0 queue broker on the amqplink engine (server role)."""
+    """An in-memory AMQP 1.0 queue broker on the amqplink engine (server role).
 
-    def __init__(self, *, credit_window: int = 1000) -> None:
+    ``credit_window``: credit granted to each producer link. ``max_message_size``
+    (bytes): larger messages detach the link with ``amqp:link:message-size-exceeded``.
+    ``max_queue_bytes``: a queue's size limit (stored, held unsettled, dead-lettered).
+    ``idle_timeout`` (seconds, ``None``: none): silent connections are closed with
+    ``amqp:resource-limit-exceeded``. ``handshake_timeout`` (seconds): time from TCP
+    connect to open. ``max_connections``: beyond it, new connections are closed with
+    ``amqp:resource-limit-exceeded``.
+    """
+
+    def __init__(
+        self,
+        *,
+        credit_window: int = 1000,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        if credit_window < 1:
+            raise ValueError(f"credit_window must be at least 1, not {credit_window}")
+        if max_message_size < 1 or max_queue_bytes < 1:
+            raise ValueError("max_message_size and max_queue_bytes must be positive")
         self.credit_window = credit_window
+        self.max_message_size = max_message_size
+        self.max_queue_bytes = max_queue_bytes
+        self.idle_timeout = idle_timeout
+        # Validated here, so that a bad value fails before start().
+        self.limits = ServerLimits(handshake_timeout=handshake_timeout, max_connections=max_connections)
+        ConnectionConfig(idle_timeout=idle_timeout)
         self.queues: dict[str, Queue] = {}
         self._server: asyncio.Server | None = None
         self._tls = False
@@ -66,14 +115,16 @@ class Broker:
         """The queue called ``name``, created on first use."""
         queue = self.queues.get(name)
         if queue is None:
-            queue = self.queues[name] = Queue(name)
+            queue = self.queues[name] = Queue(name, max_bytes=self.max_queue_bytes)
         return queue
 
     async def start(
         self, host: str = "127.0.0.1", port: int = 0, *, ssl_context: ssl.SSLContext | None = None
     ) -> Broker:
         """Listen on ``host:port`` (0: any free port); TLS first when ``ssl_context`` is given."""
-        self._server = await serve(self._accept, host, port, ssl_context=ssl_context)
+        self._server = await serve(
+            self._accept, host, port, config=self._config, ssl_context=ssl_context, limits=self.limits
+        )
         self._tls = ssl_context is not None
         log.info("amqplink broker listening on %s", self.url)
         return self
@@ -94,26 +145,44 @@ class Broker:
         await self.stop()
 
     # -- per connection ---------------------------------------------------------------
+    def _config(self) -> ConnectionConfig:
+        # Excess transfers reach the broker, which refuses them itself (in _on_message):
+        # a transfer pipelined behind an attach is then refused after the attach is
+        # answered, never by a detach written before it (2.6.3).
+        return ConnectionConfig(idle_timeout=self.idle_timeout, on_excess_transfer="deliver")
+
     def _accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
         self._protocols.add(protocol)
         consumers: dict[SenderLink, Queue] = {}
         producers: dict[ReceiverLink, Queue] = {}
+
+        def on_writable() -> None:
+            for queue in set(consumers.values()):
+                queue.dispatch()
+
+        if isinstance(protocol, ServerProtocol):
+            protocol.on_writable = on_writable
 
         def on_events(events: list[Event]) -> None:
             for event in events:
                 t = type(event)
                 if t is DeliveryReceived:
                     link = event.link  # type: ignore[attr-defined]
-                    self._on_message(link, event.delivery, producers[link])  # type: ignore[attr-defined]
+                    queue = producers.get(link)
+                    if queue is not None:
+                        self._on_message(link, event.delivery, queue, protocol.schedule_flush)  # type: ignore[attr-defined]
                 elif t is DeliveryUpdated:
                     queue = consumers.get(event.link)  # type: ignore[attr-defined]
                     state = event.state  # type: ignore[attr-defined]
                     if queue is not None and (event.settled or isinstance(state, TERMINAL_OUTCOMES)):  # type: ignore[attr-defined]
                         queue.on_outcome(event.delivery, state)  # type: ignore[attr-defined]
                 elif t is LinkCreditChanged:
-                    queue = consumers.get(event.link)  # type: ignore[attr-defined]
+                    link = event.link  # type: ignore[attr-defined]
+                    queue = consumers.get(link)
                     if queue is not None:
                         queue.dispatch()
+                        # "drain: ... use all the available credit" first (2.6.7), then answer.
+                        link.drained()
                 elif t is LinkAttachRequested:
                     self._on_attach(event.link, protocol, consumers, producers)  # type: ignore[attr-defined]
                 elif t is LinkDetached:
@@ -122,9 +191,8 @@ class Broker:
                         link.detach()
                     self._drop(link, consumers, producers)
                 elif t is ConnectionClosed:
-                    for link in list(consumers):
+                    for link in [*consumers, *producers]:
                         self._drop(link, consumers, producers)
-                    producers.clear()
                     self._protocols.discard(protocol)
 
         return on_events
@@ -138,6 +206,8 @@ class Broker:
     ) -> None:
         remote = link.remote_attach
         assert remote is not None
+        if link.is_detached:
+            return  # the engine refused it already (a transfer before any credit, ...)
         if isinstance(link, SenderLink):
             source = remote.source
             if source is not None and source.dynamic:
@@ -151,13 +221,21 @@ class Broker:
                 link.attach()
             queue = self.queue(address)
             consumers[link] = queue
-            queue.add_consumer(Consumer(link, protocol.schedule_flush))
+            link.hold_drain = True
+
+            def writable() -> bool:
+                return not protocol.write_paused
+
+            write_now = protocol.write_now if isinstance(protocol, ServerProtocol) else protocol.schedule_flush
+            queue.add_consumer(Consumer(link, protocol.schedule_flush, write_now, writable))
         else:
             assert isinstance(link, ReceiverLink)
             target = remote.target
             if target is None or not target.address:
                 self._refuse(link, "a sending link needs a target address")
                 return
+            link.max_message_size = self.max_message_size
+            link.answer_rcv_settle_mode = RCV_FIRST
             link.attach()
             producers[link] = self.queue(str(target.address))
             link.flow(self.credit_window)
@@ -167,13 +245,47 @@ class Broker:
         link.attach(None, None, keep=False)
         link.detach(Error(condition=engine_errors.NOT_FOUND, description=why))
 
-    def _on_message(self, link: ReceiverLink, delivery: Any, queue: Queue) -> None:
+    def _on_message(self, link: ReceiverLink, delivery: Delivery, queue: Queue, flush: Any) -> None:
+        if link.excess_transfers or link.detach_sent:
+            # "the receiver MAY ... detach the link with a transfer-limit-exceeded error code" (2.6.7)
+            if not link.detach_sent:
+                log.warning("detaching link %r: a message arrived without link credit", link.name)
+                link.detach(
+                    Error(
+                        condition=engine_errors.TRANSFER_LIMIT_EXCEEDED,
+                        description="a message arrived without link credit: wait for the broker's flow",
+                    )
+                )
+            return
         payload = delivery.payload
-        queue.put(payload if type(payload) is bytes else bytes(payload))
-        if not delivery.settled:
+        data = payload if type(payload) is bytes else bytes(payload)
+        if not queue.put(data):
+            self._refuse_message(link, delivery, queue, len(data))
+        elif not delivery.settled:
             link.settle(delivery, _ACCEPTED)
-        if link.link_credit < self.credit_window // 2:
+        if queue.above_high_water:
+            if link.link_credit > 0:
+                link.flow(0)  # "the receiver ... can reduce link-credit" (2.6.7): stop the producer
+
+            def resume() -> None:
+                if not link.is_detached:
+                    link.flow(self.credit_window)
+                    flush()
+
+            queue.wait_for_space(link, resume)
+        elif link.link_credit < self.credit_window // 2:
             link.flow(self.credit_window)
+
+    @staticmethod
+    def _refuse_message(link: ReceiverLink, delivery: Delivery, queue: Queue, size: int) -> None:
+        error = Error(condition=engine_errors.RESOURCE_LIMIT_EXCEEDED, description=queue.refusal(size))
+        if delivery.settled or delivery.remote_settled:
+            # A pre-settled message cannot be rejected: the link is the only way to say so.
+            log.warning("detaching link %r: %s", link.name, error.description)
+            link.detach(error)
+        else:
+            log.debug("rejecting a message on link %r: %s", link.name, error.description)
+            link.settle(delivery, Rejected(error=error))
 
     @staticmethod
     def _drop(link: Link, consumers: dict[SenderLink, Queue], producers: dict[ReceiverLink, Queue]) -> None:
@@ -182,4 +294,6 @@ class Broker:
             if queue is not None:
                 queue.remove_consumer(link)
         elif isinstance(link, ReceiverLink):
-            producers.pop(link, None)
+            queue = producers.pop(link, None)
+            if queue is not None:
+                queue.forget_producer(link)

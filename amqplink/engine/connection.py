@@ -268,6 +268,11 @@ class Connection:
         self._tx = True
         return data
 
+    @property
+    def output_size(self) -> int:
+        """Bytes written and not yet taken by :meth:`data_to_send` (for back-pressure)."""
+        return len(self._out)
+
     def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
         if self.state >= _CLOSE_SENT and type(frame) is not Close:
             # CLOSE SENT: "It is illegal to write anything more onto the connection" (2.4.6)
@@ -394,6 +399,7 @@ class Connection:
 
     def transport_closed(self) -> list[Event]:
         """The transport ended (socket closed): report it if the close was not clean."""
+        self._release_partial_deliveries()
         if not self.closed:
             self._step(Step.ABANDON)
             self._expect = _EXPECT_NOTHING
@@ -405,6 +411,16 @@ class Connection:
                     )
                 )
         return self._take_events()
+
+    def _release_partial_deliveries(self) -> None:
+        """Free half-received deliveries and buffered bytes as soon as the transport ends:
+        engine objects refer to each other, so otherwise only the cyclic garbage
+        collector would free what may be megabytes of frames."""
+        self._reader = FrameReader(self.config.max_frame_size)
+        for session in self.sessions.values():
+            for link in session.links.values():
+                if not link.is_sender:
+                    link._discard_partial()  # type: ignore[attr-defined]
 
     # -- time ----------------------------------------------------------------------
     def tick(self, now: float) -> list[Event]:
@@ -527,6 +543,9 @@ class Connection:
 
     def _on_protocol_header(self, header: bytes) -> None:
         wanted = SASL_HEADER if self._expect == _EXPECT_SASL_HEADER else AMQP_HEADER
+        if header == AMQP_HEADER and wanted == SASL_HEADER and self._skips_sasl():
+            wanted = AMQP_HEADER
+            self._expect = _EXPECT_AMQP_HEADER
         if header != wanted:
             # "the server MUST send a protocol header with the version it supports and
             # close the socket" (2.2)
@@ -544,6 +563,15 @@ class Connection:
                 self._expect = _EXPECT_SASL_FRAMES
                 return
         self._expect = _EXPECT_SASL_FRAMES if self._expect == _EXPECT_SASL_HEADER else _EXPECT_FRAMES
+
+    def _skips_sasl(self) -> bool:
+        """A server whose SASL layer admits anonymous clients also takes a client that
+        sends the AMQP header first (no SASL at all), as many client libraries do."""
+        sasl = self.sasl
+        if not (self.server and isinstance(sasl, SaslServer) and sasl.accepts_without_sasl()):
+            return False
+        log.debug("%s: the client skipped SASL; accepted as anonymous", self.config.container_id)
+        return True
 
     def _on_sasl_frame(self, frame: Any) -> None:
         sasl = self.sasl

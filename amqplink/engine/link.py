@@ -152,6 +152,9 @@ class Link:
     """State shared by both ends of a link: names, handles, termini, attach/detach."""
 
     is_sender: bool = False
+    answer_rcv_settle_mode: int | None = None
+    """A receiver answering the peer's attach: its own rcv-settle-mode (``None``: the
+    peer's). "the receiver's value is the one in force" (2.7.3)."""
 
     def __init__(
         self,
@@ -257,6 +260,9 @@ class Link:
         ``keep=True`` answers with this side's termini (``source``/``target`` default
         to the peer's); pass ``None`` termini with ``keep=False`` to answer with a null
         terminus, then :meth:`detach` with an error, as 2.6.3 describes for refusal.
+
+        A receiver answers with :attr:`answer_rcv_settle_mode` when it is set, else
+        with the peer's.
         """
         state = self.state
         if state >= _DETACH_RCVD:
@@ -278,6 +284,8 @@ class Link:
             else:
                 self.snd_settle_mode = int(remote.snd_settle_mode)
                 self.rcv_settle_mode = int(remote.rcv_settle_mode)
+        if self.answer_rcv_settle_mode is not None and not self.is_sender:
+            self.rcv_settle_mode = self.answer_rcv_settle_mode
         self.source = source
         self.target = target
         self._step(Step.SEND_ATTACH)
@@ -329,6 +337,11 @@ class Link:
             self.delivery_count = int(attach.initial_delivery_count or 0)
             if answer:
                 self.snd_settle_mode = int(attach.snd_settle_mode)
+                if self.rcv_settle_mode == RCV_SECOND and int(attach.rcv_settle_mode) != RCV_SECOND:
+                    # The receiver's rcv-settle-mode is the one in force (2.7.3), but a
+                    # sender that answers first will not settle after our outcome
+                    # (qpid-proton's Container does so): settle first, or nothing ends.
+                    self.rcv_settle_mode = RCV_FIRST
         elif answer:
             self.rcv_settle_mode = int(attach.rcv_settle_mode)
 
@@ -368,6 +381,10 @@ class SenderLink(Link):
     """The sending end of a link: queues deliveries and sends them as credit allows."""
 
     is_sender = True
+    hold_drain = False
+    """When true, a drain is answered only after :meth:`drained` (for an application
+    that keeps its messages outside the link's queue, as a broker does)."""
+    _drain_held = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -563,6 +580,7 @@ class SenderLink(Link):
         if flow.link_credit is not None:
             self.link_credit = max(0, serial_diff(serial_add(rcv_count, int(flow.link_credit)), self.delivery_count))
         self.drain = bool(flow.drain)
+        self._drain_held = self.drain and self.hold_drain
         self.session.connection._events.append(LinkCreditChanged(self, self.link_credit, self.drain))
         self.session._pump_sender(self)
         if self.drain:
@@ -578,10 +596,12 @@ class SenderLink(Link):
         updated flow state to the receiver." (2.6.7) The session calls this at the next
         :meth:`Connection.data_to_send`, so deliveries the application sends on
         :class:`~amqplink.engine.events.LinkCreditChanged` use the credit first; a
-        drain that arrives before this side's attach is answered after it.
+        drain that arrives before this side's attach is answered after it, and one held
+        by :attr:`hold_drain` once the application calls :meth:`drained`.
         """
         if (
             not self.drain
+            or self._drain_held
             or self.queue
             or self.link_credit <= 0
             or self.initial_delivery_count is None  # this side's attach is still to come
@@ -591,6 +611,14 @@ class SenderLink(Link):
         self.delivery_count = serial_add(self.delivery_count, self.link_credit)
         self.link_credit = 0
         self._send_flow()
+
+    def drained(self) -> None:
+        """Answer a drain held by ``hold_drain``, now that the application has sent what
+        it had: credit left once the queued deliveries are out is given back (2.6.7)."""
+        if self._drain_held:
+            self._drain_held = False
+            self.session._pump_sender(self)
+            self.session._answer_drain_later(self)
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         delivery.remote_state = state
@@ -875,6 +903,13 @@ class ReceiverLink(Link):
             self.unsettled.pop(delivery.delivery_id or 0, None)
             self.session._forget_incoming(delivery)
         self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+
+    def _discard_partial(self) -> None:
+        """Forget a half-received delivery and its frames at once (the transport is gone)."""
+        delivery = self._partial
+        if delivery is not None:
+            self._partial = None
+            delivery._chunks = None
 
 
 def error(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Error:

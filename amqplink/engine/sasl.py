@@ -177,6 +177,14 @@ class SaslServer:
             return self._verdict(mechanism, user, password), user
         return self._verdict(mechanism, None, None), None
 
+    def accepts_without_sasl(self) -> bool:
+        """Whether a client that skips SASL (its first header is the AMQP one) may go on.
+
+        Such a client is anonymous: it is accepted when ``ANONYMOUS`` is offered and
+        the authenticator (if any) accepts ``ANONYMOUS``.
+        """
+        return ANONYMOUS in self.mechanisms and self._verdict(ANONYMOUS, None, None) == SASL_OK
+
     def on_frame(self, frame: Any) -> list[Any]:
         """Handle one SASL frame from the client; return the frames to send back."""
         if isinstance(frame, SaslInit) and self.chosen is None:

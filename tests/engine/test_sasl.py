@@ -126,3 +126,31 @@ def test_client_without_a_usable_mechanism_gives_up_with_sys_perm() -> None:
     assert closed.error is not None and closed.error.condition == "amqp:unauthorized-access"
     assert closed.error.info == {Symbol("sasl-code"): UByte(SASL_SYS_PERM)}
     assert not any(isinstance(f, SaslInit) for f in sasl_frames(pair.wire_c2s))
+
+
+def test_a_server_that_admits_anonymous_clients_also_takes_a_client_without_sasl() -> None:
+    """Many clients skip SASL by default; to a server that would let them in as
+    ANONYMOUS anyway, the AMQP header first is as good as SASL ANONYMOUS."""
+    pair = Pair(sasl_client=None, sasl_server=SaslServer())
+    pair.open()
+    assert b"".join(pair.wire_s2c).startswith(AMQP_HEADER)
+    assert pair.of(ConnectionOpened, "client") and pair.of(ConnectionOpened, "server")
+    assert not pair.of(ConnectionClosed, "client") and not pair.of(ConnectionClosed, "server")
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        lambda: SaslServer(mechanisms=("PLAIN",)),
+        lambda: SaslServer(authenticate=lambda mechanism, user, password: mechanism != "ANONYMOUS"),
+    ],
+    ids=["anonymous-not-offered", "anonymous-refused"],
+)
+def test_a_server_that_does_not_admit_anonymous_clients_insists_on_sasl(server: object) -> None:
+    pair = Pair(sasl_client=None, sasl_server=server())  # type: ignore[operator]
+    pair.client.open()
+    pair.pump()
+    assert b"".join(pair.wire_s2c) == SASL_HEADER
+    assert not pair.of(ConnectionOpened, "server")
+    (closed,) = pair.of(ConnectionClosed, "server")
+    assert closed.error is not None and closed.error.condition == Symbol("amqp:connection:framing-error")
