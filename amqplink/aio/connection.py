@@ -34,7 +34,7 @@ from amqplink.engine.events import (
     SessionBegun,
     SessionEnded,
 )
-from amqplink.engine.link import Link
+from amqplink.engine.link import DEFAULT_MAX_MESSAGE_SIZE, Link
 from amqplink.engine.sasl import SaslClient
 from amqplink.engine.session import Session
 from amqplink.protocol.definitions import Error
@@ -81,7 +81,7 @@ class Connection:
         self.engine = engine
         self.timeout = timeout
         self._loop = asyncio.get_running_loop()
-        self._protocol = EngineProtocol(engine, self._dispatch)
+        self._protocol = _ClientProtocol(engine, self)
         self._opened: asyncio.Future[None] = self._loop.create_future()
         self._closed: asyncio.Future[None] = self._loop.create_future()
         self.error: AMQPError | None = None
@@ -89,7 +89,8 @@ class Connection:
         self._session_waiters: dict[Session, asyncio.Future[None]] = {}
         self._links: set[LinkBase] = set()
         self.rcv_second_supported: bool | None = None
-        self._wake_after_dispatch: set[Sender] = set()
+        self._probe_session: Session | None = None  # where rcv-settle-mode second is tried
+        self._waiting_senders: set[Sender] = set()
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
             ConnectionOpened: self._on_opened,
             ConnectionClosed: self._on_closed,
@@ -255,6 +256,7 @@ class Connection:
         properties: dict[Any, Any] | None = None,
         filters: dict[Any, Any] | None = None,
         timeout: float | None = None,
+        max_message_size: int | None = None,
     ) -> Receiver:
         """Attach a receiving link from ``address`` and grant ``prefetch`` credit.
 
@@ -264,7 +266,8 @@ class Connection:
         for rcv-settle-mode ``second`` so the peer confirms each settlement; a peer
         that refuses that (RabbitMQ ends the session with ``amqp:not-implemented``)
         is retried once with ``first`` and remembered; probe and retry share one
-        ``timeout``.
+        ``timeout``. ``max_message_size`` (bytes) overrides the connection's for this
+        link: a larger message detaches it with ``amqp:link:message-size-exceeded``.
         """
         wait = self.timeout if timeout is None else timeout
         deadline = asyncio.get_running_loop().time() + wait
@@ -273,7 +276,10 @@ class Connection:
         if confirm and self.rcv_second_supported is None:
             # Probe on a session of its own: a refusal ends only that session.
             session = await self.new_session()
-            receiver = Receiver(self, session, address, mode, prefetch, link_name, properties, filters, dynamic, True)
+            self._probe_session = session
+            receiver = Receiver(
+                self, session, address, mode, prefetch, link_name, properties, filters, dynamic, True, max_message_size
+            )
             try:
                 await receiver._attach(wait, deadline)
             except SessionEndedError as exc:
@@ -282,12 +288,21 @@ class Connection:
                 log.info("%s refuses rcv-settle-mode second; settling peek-lock receivers first", self.endpoint.url)
                 self.rcv_second_supported = False
             else:
-                self.rcv_second_supported = True
+                # A peer that answers first will not confirm settlements (2.7.3): the
+                # receiver settles first; later receivers ask for first at once.
+                self.rcv_second_supported = receiver.confirm
+                if not receiver.confirm:
+                    log.info(
+                        "%s answers rcv-settle-mode first; peek-lock receivers settle first (unconfirmed)",
+                        self.endpoint.url,
+                    )
                 self._sessions.setdefault("receivers", session)
                 return receiver
             confirm = False
         session = await self.session("receivers")
-        receiver = Receiver(self, session, address, mode, prefetch, link_name, properties, filters, dynamic, confirm)
+        receiver = Receiver(
+            self, session, address, mode, prefetch, link_name, properties, filters, dynamic, confirm, max_message_size
+        )
         await receiver._attach(wait, deadline)
         return receiver
 
@@ -310,11 +325,13 @@ class Connection:
                 handler = handlers.get(t)
                 if handler is not None:
                     handler(event)
-        if self._wake_after_dispatch:
-            waiting = self._wake_after_dispatch
-            self._wake_after_dispatch = set()
-            for sender in waiting:
-                sender._wake()
+
+    def _wake_senders(self) -> None:
+        """Wake pre-settled senders waiting for their queue to move (after any input)."""
+        waiting = self._waiting_senders
+        self._waiting_senders = set()
+        for sender in waiting:
+            sender._wake()
 
     def _on_opened(self, event: ConnectionOpened) -> None:
         self._protocol.reschedule_tick()
@@ -337,7 +354,8 @@ class Connection:
         if error is None:
             failure = ConnectionClosedError(f"connection to {self.endpoint.url} closed by {who}")
         if event.by_peer and error is not None:
-            log.warning("%s", failure)
+            # Reported once: to the callers, as this error (INFO here, not WARNING).
+            log.info("%s", failure)
         self._protocol.close()
         # Reaching here, either there is an error or the peer closed first (the engine
         # has already answered that close, so close_sent cannot tell who started).
@@ -359,7 +377,9 @@ class Connection:
             if link.session is event.session:
                 link._fail(error)
         if event.by_peer and event.error is not None:
-            log.warning("%s", error)
+            # The links' callers get this error; the rcv-settle-mode probe's refusal
+            # is an expected fallback that create_receiver reports itself.
+            log.log(logging.DEBUG if event.session is self._probe_session else logging.INFO, "%s", error)
         self._protocol.schedule_flush()
 
     def _on_attach_requested(self, event: LinkAttachRequested) -> None:
@@ -368,6 +388,23 @@ class Connection:
         link.attach(None, None, keep=False)
         link.detach(Error(condition=engine_errors.NOT_ALLOWED, description="this client accepts no incoming links"))
         self._protocol.schedule_flush()
+
+
+class _ClientProtocol(EngineProtocol):
+    """The client's protocol: after each read, wakes the senders that wait for room.
+
+    Any frame read may let queued deliveries leave: a link flow (credit) or a session
+    flow (the remote incoming window, 2.5.6), which raises no link event.
+    """
+
+    def __init__(self, engine: EngineConnection, connection: Connection) -> None:
+        super().__init__(engine, connection._dispatch)
+        self._connection = connection
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._connection._waiting_senders:
+            self._connection._wake_senders()
 
 
 def _link_name(kind: str) -> str:
@@ -387,6 +424,7 @@ async def connect(
     properties: dict[Any, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     on_excess_transfer: Literal["deliver", "detach"] = "deliver",
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
 ) -> Connection:
     """Connect to ``amqp://[user:pass@]host[:port]`` (or ``amqps://``) and open.
 
@@ -397,7 +435,9 @@ async def connect(
     ``idle_timeout / 2`` s and the connection fails after ``idle_timeout`` of silence.
     ``on_excess_transfer`` is what a receiver does with a delivery past its credit
     (2.6.7): ``"deliver"`` (the default, as RabbitMQ 3.x overshoots under load) or
-    ``"detach"`` with ``amqp:link:transfer-limit-exceeded``.
+    ``"detach"`` with ``amqp:link:transfer-limit-exceeded``. ``max_message_size``
+    is the largest message (bytes) a receiver accepts (0: no limit, 2.7.3): a larger
+    one detaches the receiver with ``amqp:link:message-size-exceeded``.
     """
     endpoint = parse_url(url)
     if endpoint.tls and ssl_context is None:
@@ -411,6 +451,7 @@ async def connect(
         idle_timeout=idle_timeout,
         properties=properties,
         on_excess_transfer=on_excess_transfer,
+        max_message_size=max_message_size,
     )
     engine = EngineConnection(config, sasl=_sasl_for(endpoint, sasl, virtual_host))
     conn = Connection(endpoint, engine, timeout)

@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from amqplink.engine import errors
 from amqplink.engine.link import Delivery, SenderLink
-from amqplink.protocol.definitions import Accepted, Modified, Rejected, Released
+from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released
 
 __all__ = ["DEFAULT_MAX_QUEUE_BYTES", "Consumer", "Queue"]
 
@@ -71,6 +72,7 @@ class Queue:
     size: int = 0
     """Bytes counted against ``max_bytes``."""
     _starved: dict[object, Callable[[], None]] = field(default_factory=dict)
+    _full: bool = False
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -84,6 +86,9 @@ class Queue:
         """Store a message and offer it to a consumer with credit; ``False`` (and the
         message is not stored) when it would take the queue past ``max_bytes``."""
         if self.size + len(payload) > self.max_bytes:
+            if not self._full:  # one report per episode, not one per refused message
+                self._full = True
+                log.warning("%s", self.refusal(len(payload)))
             return False
         self.size += len(payload)
         self.messages.append(payload)
@@ -107,10 +112,12 @@ class Queue:
 
     def _release(self, size: int) -> None:
         self.size -= size
-        if self._starved and self.size < self.max_bytes // 4:
-            starved, self._starved = self._starved, {}
-            for resume in starved.values():
-                resume()
+        if self.size < self.max_bytes // 4:
+            self._full = False
+            if self._starved:
+                starved, self._starved = self._starved, {}
+                for resume in starved.values():
+                    resume()
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
@@ -140,7 +147,17 @@ class Queue:
 
     def _send(self, consumer: Consumer, payload: bytes) -> None:
         link = consumer.link
-        delivery = link.send(payload)
+        try:
+            delivery = link.send(payload)
+        except errors.MessageSizeExceededError as exc:
+            # "Any attempt to deliver a message larger than this results in a
+            # message-size-exceeded link-error." (2.7.3): the consumer's link ends, the
+            # message stays at the head for the others.
+            self.messages.appendleft(payload)
+            log.info("queue %r: detaching consumer %r: %s", self.name, link.name, exc)
+            link.detach(Error(condition=exc.condition, description=str(exc)))
+            consumer.flush()
+            return
         if delivery.settled:
             self._release(len(payload))
         else:

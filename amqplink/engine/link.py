@@ -8,6 +8,14 @@ credit and its session's remote incoming window is open:
 
 A :class:`ReceiverLink` grants credit with :meth:`ReceiverLink.flow` and settles with
 :meth:`ReceiverLink.settle`.
+
+The credit fields carry the spec's names (2.6.7): ``delivery_count``, ``link_credit``,
+``available`` and ``drain``. Each rule lives in one method next to its quote:
+:meth:`SenderLink._take_credit` and :meth:`ReceiverLink._count_transfer` (a transfer
+moves delivery-count and link-credit), :meth:`SenderLink._on_flow` (the sender's
+link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
+:meth:`ReceiverLink._on_attach` (grants count from the initial-delivery-count) and
+:meth:`ReceiverLink._check_size` (max-message-size).
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ from amqplink.engine.events import (
     LinkCreditChanged,
     LinkDrained,
 )
-from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
+from amqplink.engine.states import LINK_TRANSITIONS, LinkState, Step, advance
 from amqplink.protocol.definitions import (
     Accepted,
     Attach,
@@ -43,6 +52,7 @@ if TYPE_CHECKING:
     from amqplink.engine.session import Session
 
 __all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
     "RCV_FIRST",
     "RCV_SECOND",
     "SND_MIXED",
@@ -64,8 +74,26 @@ ROLE_SENDER = False
 ROLE_RECEIVER = True
 # "delivery-tag: binary ... A delivery-tag can be up to 32 octets of binary data" (2.8.7)
 MAX_TAG_SIZE = 32
+# The largest message a receiving link accepts unless told otherwise (bytes): the
+# largest Service Bus carries (Premium, 100 MB), so a client works with it out of the
+# box, while a peer cannot make one delivery grow without bound. "max-message-size:
+# the maximum message size supported by the link endpoint" (2.7.3); 0 means no limit.
+DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
+
+# Engine-made tags are 8-byte big-endian counters; after 2^64 of them the counter wraps
+# and skips the tags of deliveries still unsettled.
+_TAG_SPACE = 1 << 64
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
+
+# Module-level aliases: the hot paths compare states by identity.
+_DETACHED = LinkState.DETACHED
+_ATTACH_SENT = LinkState.ATTACH_SENT
+_ATTACH_RCVD = LinkState.ATTACH_RCVD
+_ATTACHED = LinkState.ATTACHED
+_DETACH_RCVD = LinkState.DETACH_RCVD
+_DETACH_SENT = LinkState.DETACH_SENT
+_ENDED = LinkState.ENDED
 
 
 class Delivery:
@@ -124,6 +152,9 @@ class Link:
     """State shared by both ends of a link: names, handles, termini, attach/detach."""
 
     is_sender: bool = False
+    answer_rcv_settle_mode: int | None = None
+    """A receiver answering the peer's attach: its own rcv-settle-mode (``None``: the
+    peer's). "the receiver's value is the one in force" (2.7.3)."""
 
     def __init__(
         self,
@@ -147,10 +178,12 @@ class Link:
         self.rcv_settle_mode = rcv_settle_mode
         self.properties = properties
         self.max_message_size = max_message_size
+        self.state = _DETACHED
+        """Where the link is in its attach/detach exchange (:class:`LinkState`)."""
         self.remote_attach: Attach | None = None
+        """The peer's attach, as it arrived."""
         self.remote_detach: Detach | None = None
-        self.attach_sent = False
-        self.detach_sent = False
+        self._ended_by: str | None = None  # why the link ENDED without a detach of its own
         self.delivery_count = 0
         self.link_credit = 0
         self.drain = False
@@ -165,12 +198,44 @@ class Link:
     @property
     def is_attached(self) -> bool:
         """Attach sent and received, detach neither."""
-        return self.attach_sent and self.remote_attach is not None and not self.is_detached
+        return self.state is _ATTACHED
 
     @property
     def is_detached(self) -> bool:
-        """Detach sent or received: the link can carry nothing more."""
-        return self.detach_sent or self.remote_detach is not None
+        """Detach sent or received, or the session ended: the link carries nothing more."""
+        return self.state >= _DETACH_RCVD
+
+    @property
+    def attach_sent(self) -> bool:
+        """This side's attach is out and the link has not ended (derived from ``state``)."""
+        state = self.state
+        return state is _ATTACHED or state is _ATTACH_SENT or state is _DETACH_SENT
+
+    @property
+    def detach_sent(self) -> bool:
+        """This side has detached (or its session or connection ended under the link)."""
+        return self.state >= _DETACH_SENT
+
+    def _step(self, step: Step) -> None:
+        self.state = advance(LINK_TRANSITIONS, self.state, step, f"link {self.name!r}")
+
+    def _abandon(self, reason: str) -> None:
+        """The session ended or the connection closed: a link lives within its session
+        (2.5.5, 2.6.1), so it ends with it; nothing more goes out on this link."""
+        if self.state is not _ENDED:
+            self._ended_by = reason
+            self._step(Step.ABANDON)
+
+    def _unusable(self, action: str) -> errors.EngineStateError:
+        """The error for an application call the link's state no longer allows."""
+        state = self.state
+        if state is _ENDED and self._ended_by is not None:
+            why = self._ended_by
+        elif state >= _DETACH_RCVD:
+            why = "it is detached"
+        else:
+            why = "this side has not attached it"
+        return errors.EngineStateError(f"cannot {action} on link {self.name!r}: {why}")
 
     @property
     def role(self) -> bool:
@@ -179,7 +244,7 @@ class Link:
 
     def __repr__(self) -> str:
         kind = "SenderLink" if self.is_sender else "ReceiverLink"
-        return f"{kind}(name={self.name!r}, handle={self.handle}, credit={self.link_credit})"
+        return f"{kind}(name={self.name!r}, handle={self.handle}, {self.state.name}, credit={self.link_credit})"
 
     # -- attach / detach -----------------------------------------------------
     def attach(
@@ -188,7 +253,6 @@ class Link:
         target: Target | None = None,
         *,
         keep: bool = True,
-        rcv_settle_mode: int | None = None,
     ) -> None:
         """Send this side's attach.
 
@@ -197,13 +261,17 @@ class Link:
         to the peer's); pass ``None`` termini with ``keep=False`` to answer with a null
         terminus, then :meth:`detach` with an error, as 2.6.3 describes for refusal.
 
-        A receiver may answer with its own ``rcv_settle_mode`` (default: the peer's):
-        "the receiver's value is the one in force" (2.7.3).
+        A receiver answers with :attr:`answer_rcv_settle_mode` when it is set, else
+        with the peer's.
         """
-        if self.attach_sent:
-            if self.is_detached:
-                return  # the peer detached first; the engine already answered both
+        state = self.state
+        if state >= _DETACH_RCVD:
+            return  # detached or ended first; the engine already answered what it had to
+        if state is not _DETACHED and state is not _ATTACH_RCVD:
             raise errors.EngineStateError(f"link {self.name!r} is already attached")
+        self._send_attach(source, target, keep=keep)
+
+    def _send_attach(self, source: Source | None, target: Target | None, *, keep: bool) -> None:
         remote = self.remote_attach
         if remote is not None and keep:
             if source is None:
@@ -216,19 +284,32 @@ class Link:
             else:
                 self.snd_settle_mode = int(remote.snd_settle_mode)
                 self.rcv_settle_mode = int(remote.rcv_settle_mode)
-        if rcv_settle_mode is not None and not self.is_sender:
-            self.rcv_settle_mode = rcv_settle_mode
+        if self.answer_rcv_settle_mode is not None and not self.is_sender:
+            self.rcv_settle_mode = self.answer_rcv_settle_mode
         self.source = source
         self.target = target
-        self.attach_sent = True
+        self._step(Step.SEND_ATTACH)
         self.session._send_attach(self)
 
     def detach(self, error: Error | None = None, *, closed: bool = True) -> None:
-        """Send detach (``closed=True`` closes the link for good, 2.6.6)."""
-        if self.detach_sent:
+        """Send detach (``closed=True`` closes the link for good, 2.6.6); no-op once detached.
+
+        A link the peer attached and this side has not answered yet is answered first
+        with a null terminus, then detached, as 2.6.3 describes for a refused link: a
+        detach alone would name a handle the peer has never seen, and the peer ends
+        the session with ``amqp:session:unattached-handle``.
+        """
+        state = self.state
+        if state >= _DETACH_SENT:
             return
-        self.detach_sent = True
         self.error = error
+        if state is _DETACHED:
+            self._abandon("it was detached before it was attached")
+            self.session._forget_link(self)
+            return
+        if state is _ATTACH_RCVD:
+            self._send_attach(None, None, keep=False)
+        self._step(Step.SEND_DETACH)
         self.session._send_detach(self, error, closed)
 
     def _make_attach(self) -> Attach:
@@ -247,14 +328,21 @@ class Link:
         )
 
     def _on_attach(self, attach: Attach) -> None:
+        answer = self.state is not _DETACHED  # the peer answers this side's attach
+        self._step(Step.RECV_ATTACH)
         self.remote_attach = attach
         self.remote_handle = int(attach.handle)
         if not self.is_sender:
             # "initial-delivery-count: ... the sender's initial value for delivery-count"
             self.delivery_count = int(attach.initial_delivery_count or 0)
-            if self.attach_sent:
+            if answer:
                 self.snd_settle_mode = int(attach.snd_settle_mode)
-        elif self.attach_sent:
+                if self.rcv_settle_mode == RCV_SECOND and int(attach.rcv_settle_mode) != RCV_SECOND:
+                    # The receiver's rcv-settle-mode is the one in force (2.7.3), but a
+                    # sender that answers first will not settle after our outcome
+                    # (qpid-proton's Container does so): settle first, or nothing ends.
+                    self.rcv_settle_mode = RCV_FIRST
+        elif answer:
             self.rcv_settle_mode = int(attach.rcv_settle_mode)
 
     def _flow_frame(self, *, echo: bool = False) -> Flow:
@@ -273,7 +361,8 @@ class Link:
         )
 
     def _send_flow(self, *, echo: bool = False) -> None:
-        if self.detach_sent or not self.attach_sent:
+        state = self.state
+        if state is not _ATTACHED and state is not _ATTACH_SENT:
             return
         self.session._write(self._flow_frame(echo=echo))
 
@@ -292,6 +381,10 @@ class SenderLink(Link):
     """The sending end of a link: queues deliveries and sends them as credit allows."""
 
     is_sender = True
+    hold_drain = False
+    """When true, a drain is answered only after :meth:`drained` (for an application
+    that keeps its messages outside the link's queue, as a broker does)."""
+    _drain_held = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -299,10 +392,14 @@ class SenderLink(Link):
         self.auto_settle = True
         self._next_tag = 0
         self.unsettled: dict[int, Delivery] = {}
-        self.hold_drain = False
-        """When true, a drain is answered only after :meth:`drained` (for an application
-        that keeps its messages outside the link's queue, as a broker does)."""
-        self._drain_held = False
+        self.initial_delivery_count: int | None = None
+        """The delivery-count this side's attach announced; ``None`` until it is written."""
+        self.peer_max_message_size = 0
+        """The receiver's max-message-size from its attach (0: none given)."""
+        self._tags: dict[bytes, Delivery] | None = None
+        """The tags of the unsettled deliveries, kept from the first time a tag could
+        collide (a caller's tag, or the engine's counter wrapping); until then every
+        tag is the engine's counter and unique by construction."""
 
     @property
     def credit(self) -> int:
@@ -327,6 +424,17 @@ class SenderLink(Link):
         frame.available = UInt(min(0xFFFFFFFF, self.available + len(self.queue)))
         return frame
 
+    def _make_attach(self) -> Attach:
+        # "initial-delivery-count: ... the sender's initial value for delivery-count" (2.7.3)
+        self.initial_delivery_count = self.delivery_count
+        if self.drain:
+            self.session._answer_drain_later(self)  # a drain that arrived before this attach
+        return super()._make_attach()
+
+    def _on_attach(self, attach: Attach) -> None:
+        super()._on_attach(attach)
+        self.peer_max_message_size = int(attach.max_message_size or 0)
+
     def send(
         self,
         payload: bytes | bytearray | memoryview,
@@ -340,29 +448,95 @@ class SenderLink(Link):
 
         ``settled`` defaults from the link's sender settle mode (``settled`` ->
         pre-settled, else unsettled). With snd-settle-mode ``settled`` "the sender
-        will send all deliveries settled to the receiver" (2.8.2).
+        will send all deliveries settled to the receiver" (2.8.2). A payload larger
+        than the receiver's max-message-size raises
+        :class:`~amqplink.engine.errors.MessageSizeExceededError` ("Any attempt to
+        deliver a message larger than this results in a message-size-exceeded
+        link-error", 2.7.3): send a smaller message.
+
+        Raises :class:`~amqplink.engine.errors.EngineStateError` at once, naming the
+        link, once it is detached or its session or connection has ended (nothing is
+        queued that could never leave), and for a ``tag`` already held by an unsettled
+        delivery of this link ("delivery-tag ... MUST be unique amongst all deliveries
+        that could be considered unsettled", 2.8.7). Without ``tag`` the engine makes
+        one that is.
         """
-        if self.is_detached:
-            raise errors.EngineStateError(f"cannot send on detached link {self.name!r}")
-        if not self.attach_sent:
-            raise errors.EngineStateError(f"link {self.name!r} is not attached")
+        state = self.state
+        if state is not _ATTACHED and state is not _ATTACH_SENT:
+            raise self._unusable("send")
         if settled is None:
             settled = self.snd_settle_mode == SND_SETTLED
         elif settled and self.snd_settle_mode == SND_UNSETTLED:
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
         elif not settled and self.snd_settle_mode == SND_SETTLED:
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
-        if tag is None:
-            tag = self._next_tag.to_bytes(8, "big")
+        size = len(payload)
+        if self.peer_max_message_size and size > self.peer_max_message_size:
+            raise errors.MessageSizeExceededError(
+                f"link {self.name!r}: a message of {size} bytes exceeds the receiver's"
+                f" max-message-size {self.peer_max_message_size} ({errors.MESSAGE_SIZE_EXCEEDED})"
+            )
+        if tag is not None:
+            tag = self._check_tag(tag, settled)
+        elif self._tags is None and self._next_tag < _TAG_SPACE - 1:
+            tag = self._next_tag.to_bytes(8, "big")  # the counter alone: unique by construction
             self._next_tag += 1
-        elif len(tag) > MAX_TAG_SIZE:
-            raise ValueError(f"delivery-tag of {len(tag)} bytes: at most {MAX_TAG_SIZE} are allowed (2.8.7)")
+        else:
+            tag = self._new_tag()
         delivery = Delivery(self, tag, payload, message_format, settled)
-        delivery.size = len(payload)
+        delivery.size = size
         delivery.context = context
+        if not settled and self._tags is not None:
+            self._tags[tag] = delivery
         self.queue.append(delivery)
         self.session._pump_sender(self)
         return delivery
+
+    def _new_tag(self) -> bytes:
+        """The engine's next tag: "delivery-tag ... MUST be unique amongst all deliveries
+        that could be considered unsettled by either end of the link" (2.8.7)."""
+        n = self._next_tag
+        tags = self._tags
+        if tags is None:
+            self._next_tag = n + 1
+            if n + 1 == _TAG_SPACE:
+                self._next_tag = 0
+                self._tags = self._unsettled_tags()
+            return n.to_bytes(8, "big")
+        while True:
+            tag = n.to_bytes(8, "big")
+            n = (n + 1) % _TAG_SPACE
+            if tag not in tags:
+                self._next_tag = n
+                return tag
+
+    def _check_tag(self, tag: bytes, settled: bool) -> bytes:
+        """A caller's tag, as bytes, once it is known not to collide with an unsettled one."""
+        if len(tag) > MAX_TAG_SIZE:
+            raise ValueError(f"delivery-tag of {len(tag)} bytes: at most {MAX_TAG_SIZE} are allowed (2.8.7)")
+        if type(tag) is not bytes:
+            tag = bytes(tag)  # a bytearray or memoryview: hashable, and immune to later changes
+        if settled:
+            return tag
+        tags = self._tags
+        if tags is None:
+            tags = self._tags = self._unsettled_tags()
+        if tag in tags:
+            raise errors.EngineStateError(
+                f"cannot send on link {self.name!r}: delivery-tag {bytes(tag).hex()} is already in use"
+                " by an unsettled delivery (2.8.7); pass another tag or settle that delivery first"
+            )
+        return tag
+
+    def _unsettled_tags(self) -> dict[bytes, Delivery]:
+        tags = {d.tag: d for d in self.unsettled.values() if not d.settled}
+        tags.update((d.tag, d) for d in self.queue if not d.settled)
+        return tags
+
+    def _release_tag(self, delivery: Delivery) -> None:
+        tags = self._tags
+        if tags is not None and tags.get(delivery.tag) is delivery:
+            del tags[delivery.tag]
 
     def abort(self, delivery: Delivery) -> None:
         """Abort a delivery: drop it if no frame is out yet, else end it with an aborted
@@ -373,30 +547,70 @@ class SenderLink(Link):
         delivery.settled = True
         if delivery.delivery_id is None:
             self.queue.remove(delivery)
+            self._release_tag(delivery)
             return
         self._forget(delivery)
         self.session._pump_sender(self)
 
+    # -- flow control (2.6.7) --------------------------------------------------------
+    def _take_credit(self) -> bool:
+        """Spend one credit on a delivery about to start; False when there is none.
+
+        "If the link-credit is less than or equal to zero ... a sender MUST NOT send
+        more messages"; each delivery sent increments delivery-count and decrements
+        link-credit (2.6.7).
+        """
+        if self.link_credit <= 0:
+            return False
+        self.link_credit -= 1
+        self.delivery_count = (self.delivery_count + 1) % SERIAL_MOD  # serial_add, inline
+        return True
+
     def _on_flow(self, flow: Flow) -> None:
         # "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)"
-        # (2.6.7). A missing delivery-count means the receiver has not seen our attach:
-        # use the value we started with (some brokers always omit it).
-        rcv_count = self.delivery_count if flow.delivery_count is None else int(flow.delivery_count)
+        # (2.6.7). A flow without delivery-count comes from a receiver that has not seen
+        # our attach (2.7.4: it "MUST NOT be set"): its grant counts from our
+        # initial-delivery-count.
+        if flow.delivery_count is not None:
+            rcv_count = int(flow.delivery_count)
+        elif self.initial_delivery_count is not None:
+            rcv_count = self.initial_delivery_count
+        else:
+            rcv_count = self.delivery_count  # our attach (and its initial count) is still to come
         if flow.link_credit is not None:
             self.link_credit = max(0, serial_diff(serial_add(rcv_count, int(flow.link_credit)), self.delivery_count))
         self.drain = bool(flow.drain)
         self._drain_held = self.drain and self.hold_drain
-        events = self.session.connection._events
-        events.append(LinkCreditChanged(self, self.link_credit, self.drain))
+        self.session.connection._events.append(LinkCreditChanged(self, self.link_credit, self.drain))
         self.session._pump_sender(self)
-        if self.drain and not self.queue and self.link_credit > 0 and not self._drain_held:
-            # "the sender ... if it has no deliveries, MUST advance the delivery-count by
-            # the remaining link-credit and set link-credit to zero" (2.6.7, drain)
-            self.delivery_count = serial_add(self.delivery_count, self.link_credit)
-            self.link_credit = 0
+        if self.drain:
+            self.session._answer_drain_later(self)
+        if flow.echo:
             self._send_flow()
-        elif flow.echo:
-            self._send_flow()
+
+    def _answer_drain(self) -> None:
+        """Give back the credit a drain left unused, once the application had its turn.
+
+        "If the sender's drain flag is set and there are no available messages, the
+        sender MUST advance the delivery-count until link-credit is zero, and send its
+        updated flow state to the receiver." (2.6.7) The session calls this at the next
+        :meth:`Connection.data_to_send`, so deliveries the application sends on
+        :class:`~amqplink.engine.events.LinkCreditChanged` use the credit first; a
+        drain that arrives before this side's attach is answered after it, and one held
+        by :attr:`hold_drain` once the application calls :meth:`drained`.
+        """
+        if (
+            not self.drain
+            or self._drain_held
+            or self.queue
+            or self.link_credit <= 0
+            or self.initial_delivery_count is None  # this side's attach is still to come
+            or self.detach_sent
+        ):
+            return
+        self.delivery_count = serial_add(self.delivery_count, self.link_credit)
+        self.link_credit = 0
+        self._send_flow()
 
     def drained(self) -> None:
         """Answer a drain held by ``hold_drain``, now that the application has sent what
@@ -404,6 +618,7 @@ class SenderLink(Link):
         if self._drain_held:
             self._drain_held = False
             self.session._pump_sender(self)
+            self.session._answer_drain_later(self)
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         delivery.remote_state = state
@@ -422,6 +637,8 @@ class SenderLink(Link):
         events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _forget(self, delivery: Delivery) -> None:
+        if self._tags is not None:
+            self._release_tag(delivery)
         if delivery.delivery_id is not None:
             self.unsettled.pop(delivery.delivery_id, None)
             self.session._forget_outgoing(delivery)
@@ -449,10 +666,13 @@ class ReceiverLink(Link):
         super().__init__(*args, **kwargs)
         self._partial: Delivery | None = None
         self.unsettled: dict[int, Delivery] = {}
-        self._delivery_limit = 0
+        # The grant is "delivery-count + link-credit" (2.6.7): the latest one, and the
+        # highest ever made (a delivery beyond that one exceeds every grant).
         self._grant_limit = 0
+        self._delivery_limit = 0
         self.excess_transfers = 0  # deliveries the sender made beyond any credit granted
 
+    # -- credit (2.6.7) ------------------------------------------------------------------
     def flow(self, credit: int, *, drain: bool = False, echo: bool = False) -> None:
         """Set link-credit to ``credit`` and tell the sender (2.6.7); no-op once detached.
 
@@ -467,14 +687,64 @@ class ReceiverLink(Link):
             return  # nothing more can arrive: a grant would be meaningless, not an error
         self.link_credit = credit
         self.drain = drain
-        # The grant is "delivery-count + link-credit" (2.6.7). Transfers the sender sent
-        # before it saw a lower grant are still legal: only a delivery beyond the
-        # highest limit ever advertised breaks the rules.
+        # Transfers the sender sent before it saw a lower grant are still legal: only a
+        # delivery beyond the highest limit ever advertised breaks the rules.
         self._grant_limit = serial_add(self.delivery_count, credit)
         if serial_diff(self._grant_limit, self._delivery_limit) > 0:
             self._delivery_limit = self._grant_limit
         self._send_flow(echo=echo)
         self._drained_if_done()
+
+    def add_credit(self, credit: int) -> None:
+        """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
+        self.flow(self.link_credit + credit, drain=self.drain)
+
+    def _on_attach(self, attach: Attach) -> None:
+        super()._on_attach(attach)
+        # "initial-delivery-count: ... the sender's initial value for delivery-count"
+        # (2.7.3). Grants made before it was known counted from zero, and the sender
+        # read them from its initial value (2.7.4): move them onto it.
+        initial = self.delivery_count
+        self._grant_limit = serial_add(self._grant_limit, initial)
+        self._delivery_limit = serial_add(self._delivery_limit, initial)
+
+    def _flow_frame(self, *, echo: bool = False) -> Flow:
+        frame = super()._flow_frame(echo=echo)
+        if self.remote_attach is None:
+            # "In the event that the receiving link endpoint has not yet seen the initial
+            # attach frame from the sender this field MUST NOT be set." (2.7.4, delivery-count)
+            frame.delivery_count = None
+        return frame
+
+    def _on_flow(self, flow: Flow) -> None:
+        if flow.delivery_count is not None:
+            # A drain answer advances the sender's delivery-count past the deliveries
+            # it made; the credit left is what remains of this side's latest grant.
+            self.delivery_count = int(flow.delivery_count)
+            self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
+        self.available = int(flow.available or 0)
+        self._drained_if_done()
+        if flow.echo:
+            self._send_flow()
+
+    def _count_transfer(self, delivery_id: int) -> None:
+        """A delivery's first transfer increments delivery-count and decrements
+        link-credit (2.6.7); one beyond every grant made is excess."""
+        if serial_diff(self._delivery_limit, self.delivery_count) <= 0:
+            # "the receiver MAY either handle the excess messages normally or detach
+            # the link with a transfer-limit-exceeded error code" (2.6.7): the
+            # connection's config chooses (RabbitMQ 3.x overshoots under load; the
+            # session window still bounds the frames in flight).
+            if self.session.connection.config.on_excess_transfer == "detach":
+                raise self._link_error(
+                    errors.TRANSFER_LIMIT_EXCEEDED,
+                    f"delivery-id {delivery_id} arrived with no link credit"
+                    f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
+                )
+            self.excess_transfers += 1
+        self.delivery_count = serial_add(self.delivery_count, 1)
+        if self.link_credit > 0:
+            self.link_credit -= 1
 
     def _drained_if_done(self) -> None:
         # "the sender ... MUST either use all the available credit or ... advance the
@@ -483,17 +753,7 @@ class ReceiverLink(Link):
             self.drain = False
             self.session.connection._events.append(LinkDrained(self))
 
-    def _discard_partial(self) -> None:
-        """Forget a half-received delivery and its frames at once (the transport is gone)."""
-        delivery = self._partial
-        if delivery is not None:
-            self._partial = None
-            delivery._chunks = None
-
-    def add_credit(self, credit: int) -> None:
-        """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
-        self.flow(self.link_credit + credit, drain=self.drain)
-
+    # -- settlement ------------------------------------------------------------------------
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
         """Settle with an outcome (``Accepted()``, ``Rejected(error=...)``, ...).
 
@@ -518,104 +778,22 @@ class ReceiverLink(Link):
             self.session._forget_incoming(delivery)
         self.session._queue_disposition(ROLE_RECEIVER, delivery.delivery_id, settle_now, state, batchable)
 
-    def _on_flow(self, flow: Flow) -> None:
-        if flow.delivery_count is not None:
-            # A drain answer advances the sender's delivery-count past the deliveries
-            # it made; the credit left is what remains of this side's latest grant.
-            self.delivery_count = int(flow.delivery_count)
-            self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
-        self.available = int(flow.available or 0)
-        self._drained_if_done()
-        if flow.echo:
-            self._send_flow()
-
+    # -- transfers (2.7.5) ---------------------------------------------------------------
     def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
         delivery = self._partial
-        events = self.session.connection._events
         if delivery is None:
-            if transfer.delivery_id is None or transfer.delivery_tag is None:
-                raise errors.LinkProtocolError(
-                    self.session.channel,
-                    self.handle,
-                    errors.NOT_ALLOWED,
-                    "first transfer of a delivery lacks delivery-id or delivery-tag",
-                )
-            if serial_diff(self._delivery_limit, self.delivery_count) <= 0:
-                # "the receiver MAY either handle the excess messages normally or detach
-                # the link with a transfer-limit-exceeded error code" (2.6.7): the
-                # connection's config chooses (RabbitMQ 3.x overshoots under load; the
-                # session window still bounds the frames in flight).
-                if self.session.connection.config.on_excess_transfer == "detach":
-                    raise errors.LinkProtocolError(
-                        self.session.channel,
-                        self.handle,
-                        errors.TRANSFER_LIMIT_EXCEEDED,
-                        f"delivery-id {int(transfer.delivery_id)} arrived with no link credit"
-                        f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
-                    )
-                self.excess_transfers += 1
-            # "delivery-count ... incremented ... and link-credit decremented" (2.6.7)
-            self.delivery_count = serial_add(self.delivery_count, 1)
-            self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
-            delivery = Delivery(self, bytes(transfer.delivery_tag), None, int(transfer.message_format or 0))
-            delivery.delivery_id = int(transfer.delivery_id)
-            if transfer.settled:
-                delivery.remote_settled = True
-            elif self.session._track_incoming(delivery):
-                self.unsettled[delivery.delivery_id] = delivery
-            else:
-                raise errors.SessionProtocolError(
-                    self.session.channel,
-                    errors.NOT_ALLOWED,
-                    f"delivery-id {delivery.delivery_id} is already in use",
-                )
-            if transfer.more:
-                delivery._chunks = []
+            delivery = self._first_transfer(transfer)
         else:
-            if transfer.delivery_id is not None and int(transfer.delivery_id) != delivery.delivery_id:
-                # "It is an error if the delivery-id on a continuation transfer differs
-                # from the delivery-id on the first transfer of a delivery." (2.7.5)
-                raise errors.LinkProtocolError(
-                    self.session.channel,
-                    self.handle,
-                    errors.NOT_ALLOWED,
-                    f"continuation transfer has delivery-id {int(transfer.delivery_id)},"
-                    f" the delivery began as {delivery.delivery_id}",
-                )
-            if transfer.settled:
-                delivery.remote_settled = True
+            self._continuation(delivery, transfer)
         if transfer.rcv_settle_mode is not None:
-            mode = int(transfer.rcv_settle_mode)
-            if mode == RCV_SECOND and self.rcv_settle_mode == RCV_FIRST:
-                # "If the negotiated link value is first, then it is illegal to set this
-                # field to second." (2.7.5)
-                raise errors.LinkProtocolError(
-                    self.session.channel,
-                    self.handle,
-                    errors.NOT_ALLOWED,
-                    "transfer asks rcv-settle-mode second on a link negotiated first",
-                )
-            # "If not set, this value is defaulted to the value negotiated on link attach."
-            delivery.rcv_settle_mode = mode
+            self._transfer_settle_mode(delivery, int(transfer.rcv_settle_mode))
         if transfer.aborted:
-            # "an aborted delivery ... MUST be discarded by the recipient" (2.6.14)
-            self._partial = None
-            delivery.aborted = True
-            delivery.settled = True
-            if delivery.delivery_id is not None:
-                self.unsettled.pop(delivery.delivery_id, None)
-                self.session._forget_incoming(delivery)
-            events.append(DeliveryAborted(self, delivery))
-            self._drained_if_done()
+            self._discard(delivery)
             return
-        delivery.size += len(payload)
-        if self.max_message_size and delivery.size > self.max_message_size:
-            raise errors.LinkProtocolError(
-                self.session.channel,
-                self.handle,
-                errors.MESSAGE_SIZE_EXCEEDED,
-                f"message of {delivery.size} bytes exceeds max-message-size {self.max_message_size}",
-            )
+        size = delivery.size = delivery.size + len(payload)
+        limit = self.max_message_size
+        if limit and size > limit:
+            self._refuse_oversize(delivery)
         if transfer.more:
             chunks = delivery._chunks
             if chunks is None:
@@ -623,6 +801,78 @@ class ReceiverLink(Link):
             chunks.append(payload)
             self._partial = delivery
             return
+        self._complete(delivery, payload)
+
+    def _link_error(self, condition: Symbol, description: str) -> errors.LinkProtocolError:
+        return errors.LinkProtocolError(self.session.channel, self.handle, condition, description)
+
+    def _first_transfer(self, transfer: Transfer) -> Delivery:
+        """A new delivery: its id and tag, its credit, and its place among the unsettled."""
+        delivery_id = transfer.delivery_id
+        tag = transfer.delivery_tag
+        if delivery_id is None or tag is None:
+            raise self._link_error(errors.NOT_ALLOWED, "first transfer of a delivery lacks delivery-id or delivery-tag")
+        self._count_transfer(int(delivery_id))
+        delivery = Delivery(self, bytes(tag), None, int(transfer.message_format or 0))
+        delivery.delivery_id = int(delivery_id)
+        if transfer.settled:
+            delivery.remote_settled = True
+        elif self.session._track_incoming(delivery):
+            self.unsettled[delivery.delivery_id] = delivery
+        else:
+            raise errors.SessionProtocolError(
+                self.session.channel, errors.NOT_ALLOWED, f"delivery-id {delivery.delivery_id} is already in use"
+            )
+        return delivery
+
+    def _continuation(self, delivery: Delivery, transfer: Transfer) -> None:
+        if transfer.delivery_id is not None and int(transfer.delivery_id) != delivery.delivery_id:
+            # "It is an error if the delivery-id on a continuation transfer differs
+            # from the delivery-id on the first transfer of a delivery." (2.7.5)
+            raise self._link_error(
+                errors.NOT_ALLOWED,
+                f"continuation transfer has delivery-id {int(transfer.delivery_id)},"
+                f" the delivery began as {delivery.delivery_id}",
+            )
+        if transfer.settled:
+            delivery.remote_settled = True
+
+    def _transfer_settle_mode(self, delivery: Delivery, mode: int) -> None:
+        if mode == RCV_SECOND and self.rcv_settle_mode == RCV_FIRST:
+            # "If the negotiated link value is first, then it is illegal to set this
+            # field to second." (2.7.5)
+            raise self._link_error(
+                errors.NOT_ALLOWED, "transfer asks rcv-settle-mode second on a link negotiated first"
+            )
+        # "If not set, this value is defaulted to the value negotiated on link attach."
+        delivery.rcv_settle_mode = mode
+
+    def _discard(self, delivery: Delivery) -> None:
+        # "an aborted delivery ... MUST be discarded by the recipient" (2.6.14)
+        self._partial = None
+        delivery._chunks = None
+        delivery.aborted = True
+        delivery.settled = True
+        if delivery.delivery_id is not None:
+            self.unsettled.pop(delivery.delivery_id, None)
+            self.session._forget_incoming(delivery)
+        self.session.connection._events.append(DeliveryAborted(self, delivery))
+        self._drained_if_done()
+
+    def _refuse_oversize(self, delivery: Delivery) -> None:
+        """ "Any attempt to deliver a message larger than this results in a
+        message-size-exceeded link-error." (2.7.3, max-message-size): the frames held so
+        far are dropped and the link detaches."""
+        self._partial = None
+        delivery._chunks = None
+        raise self._link_error(
+            errors.MESSAGE_SIZE_EXCEEDED,
+            f"link {self.name!r}: a message of {delivery.size} bytes or more exceeds max-message-size"
+            f" {self.max_message_size}; the sender must send smaller messages or the receiver allow larger ones",
+        )
+
+    def _complete(self, delivery: Delivery, payload: memoryview) -> None:
+        """The last transfer of a delivery: join its payload and hand it on."""
         self._partial = None
         chunks = delivery._chunks
         if chunks:
@@ -639,8 +889,9 @@ class ReceiverLink(Link):
                 self.session._forget_incoming(delivery)
             if self.snd_settle_mode != SND_SETTLED:
                 delivery.settled = True
-        events.append(DeliveryReceived(self, delivery))
-        self._drained_if_done()
+        self.session.connection._events.append(DeliveryReceived(self, delivery))
+        if self.drain:
+            self._drained_if_done()
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         if state is not None:
@@ -652,6 +903,13 @@ class ReceiverLink(Link):
             self.unsettled.pop(delivery.delivery_id or 0, None)
             self.session._forget_incoming(delivery)
         self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+
+    def _discard_partial(self) -> None:
+        """Forget a half-received delivery and its frames at once (the transport is gone)."""
+        delivery = self._partial
+        if delivery is not None:
+            self._partial = None
+            delivery._chunks = None
 
 
 def error(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Error:

@@ -1,15 +1,24 @@
 """Sessions (spec 2.5): transfer windows, link handles, deliveries and dispositions.
 
-Window bookkeeping follows 2.5.6 exactly:
+Window bookkeeping follows 2.5.6 exactly, each rule in one method:
 
-- on begin: "next-incoming-id := next-outgoing-id(begin)", "remote-incoming-window
-  := incoming-window(begin)", "remote-outgoing-window := outgoing-window(begin)";
-- on flow: "remote-incoming-window := next-incoming-id(flow) + incoming-window(flow)
-  - next-outgoing-id(endpoint)" (initial-outgoing-id when next-incoming-id is unset);
-- on sending a transfer frame: next-outgoing-id += 1, remote-incoming-window -= 1;
-- on receiving one: next-incoming-id += 1, incoming-window -= 1,
-  remote-outgoing-window -= 1; a transfer while incoming-window is 0 is a
-  ``amqp:session:window-violation``.
+- on begin (:meth:`Session._on_begin`): "next-incoming-id := next-outgoing-id(begin)",
+  "remote-incoming-window := incoming-window(begin)", "remote-outgoing-window :=
+  outgoing-window(begin)";
+- on flow (:meth:`Session._update_remote_window`): "remote-incoming-window :=
+  next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(endpoint)"
+  (initial-outgoing-id when next-incoming-id is unset); ids are serial numbers, the
+  windows uints up to 2**32-1;
+- on sending transfer frames (:meth:`Session._frames_sent`): next-outgoing-id += 1,
+  remote-incoming-window -= 1 for each; none is sent while the window is 0
+  (:meth:`Session._write_delivery`);
+- on receiving one (:meth:`Session._on_transfer`): next-incoming-id += 1,
+  incoming-window -= 1, remote-outgoing-window -= 1; a transfer while incoming-window
+  is 0 is a ``amqp:session:window-violation``.
+
+Link credit is spent in :meth:`SenderLink._take_credit` and counted in
+:meth:`ReceiverLink._count_transfer`; a drain is answered in one place,
+:meth:`SenderLink._answer_drain`, at the next :meth:`Connection.data_to_send`.
 
 The incoming window is reopened (to its configured size, once half of it is used) by
 a flow written at the next :meth:`Connection.data_to_send`: a grant counts from the
@@ -32,7 +41,8 @@ from amqplink.engine.link import (
     ReceiverLink,
     SenderLink,
 )
-from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
+from amqplink.engine.states import SESSION_TRANSITIONS, LinkState, SessionState, Step, advance
 from amqplink.protocol.definitions import (
     Attach,
     Begin,
@@ -57,6 +67,16 @@ _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
 # Tags up to this length keep the transfer's field list within a list8 (size < 256).
 _FAST_TAG_MAX = 32
 
+_MAPPED = SessionState.MAPPED
+_END_RCVD = SessionState.END_RCVD
+_END_SENT = SessionState.END_SENT
+_ENDED = SessionState.ENDED
+_LINK_ATTACH_SENT = LinkState.ATTACH_SENT
+_LINK_ATTACH_RCVD = LinkState.ATTACH_RCVD
+_LINK_ATTACHED = LinkState.ATTACHED
+_LINK_DETACH_SENT = LinkState.DETACH_SENT
+_LINK_ENDED = LinkState.ENDED
+
 
 class Session:
     """One session on a connection: created by :meth:`Connection.begin_session`."""
@@ -75,8 +95,8 @@ class Session:
         self.remote_channel: int | None = None
         self.remote_begin: Begin | None = None
         self.remote_end: End | None = None
-        self.begin_sent = False
-        self.end_sent = False
+        self.state = SessionState.UNMAPPED
+        """Where the session is in its begin/end exchange (:class:`SessionState`, 2.5.5)."""
         # 2.5.6 session state
         self.next_outgoing_id = INITIAL_OUTGOING_ID
         self.incoming_window = incoming_window
@@ -94,27 +114,54 @@ class Session:
         self._outgoing: dict[int, Delivery] = {}
         self._incoming: dict[int, Delivery] = {}
         self._dispositions: list[tuple[bool, int, bool, Any, bool]] = []
-        self._blocked: list[SenderLink] = []
+        # Sender links waiting for the remote incoming window to open, each once.
+        self._blocked: dict[SenderLink, None] = {}
+        # Sender links with a drain to answer at the next data_to_send (2.6.7).
+        self._drains: dict[SenderLink, None] = {}
         self._pending = False  # registered with the connection for the next data_to_send
         self.error: Error | None = None
         """The error this side ended the session with."""
 
     def __repr__(self) -> str:
-        return f"Session(channel={self.channel}, remote_channel={self.remote_channel})"
+        return f"Session(channel={self.channel}, remote_channel={self.remote_channel}, {self.state.name})"
 
     @property
     def is_mapped(self) -> bool:
         """Begin sent and received, end neither."""
-        return self.begin_sent and self.remote_begin is not None and not self.is_ended
+        return self.state is _MAPPED
 
     @property
     def is_ended(self) -> bool:
-        """End sent or received."""
-        return self.end_sent or self.remote_end is not None
+        """End sent or received (or the connection closed under the session)."""
+        return self.state >= _END_RCVD
+
+    @property
+    def begin_sent(self) -> bool:
+        """This side's begin is out (derived from ``state``)."""
+        return self.state is not SessionState.UNMAPPED and self.state is not SessionState.BEGIN_RCVD
+
+    @property
+    def end_sent(self) -> bool:
+        """This side has ended the session (or the connection closed under it)."""
+        return self.state >= _END_SENT
+
+    def _step(self, step: Step) -> None:
+        self.state = advance(SESSION_TRANSITIONS, self.state, step, f"session {self.channel}")
+
+    def _abandon(self, reason: str) -> None:
+        """The connection is over: the session and its links end with it."""
+        self._step(Step.ABANDON)
+        self._abandon_links(reason)
+
+    def _abandon_links(self, reason: str) -> None:
+        """This side can send nothing more on the session: its links end, so a send on
+        one raises at once (a link lives within its session: 2.5.5, 2.6.1)."""
+        for link in self.links.values():
+            link._abandon(reason)
 
     # -- frames out ------------------------------------------------------------
     def _write(self, frame: Any, payload: Any = None) -> None:
-        if self.end_sent:
+        if self.state >= _END_SENT:
             return  # END SENT: "The endpoint MAY receive frames, but cannot send them." (2.5.5)
         if self._dispositions and type(frame) is not Disposition:
             self._flush_dispositions()
@@ -130,7 +177,7 @@ class Session:
         )
 
     def _send_begin(self) -> None:
-        self.begin_sent = True
+        self._step(Step.SEND_BEGIN)
         self._write(self._begin_frame())
 
     def _session_flow(self, *, echo: bool = False) -> None:
@@ -145,14 +192,19 @@ class Session:
         )
 
     def end(self, error: Error | None = None) -> None:
-        """Send end; detaches every link of the session implicitly (2.5.5)."""
-        if self.end_sent:
+        """Send end; detaches every link of the session implicitly (2.5.5).
+
+        With an error the session is DISCARDING: frames that arrive before the peer's
+        end are dropped. A send on one of its links raises at once from now on.
+        """
+        if self.state >= _END_SENT:
             return
         self._flush_dispositions()
-        self.end_sent = True
+        self._step(Step.SEND_END_ERROR if error is not None else Step.SEND_END)
         self.error = error
         self.connection._write_frame(self.channel, End(error=error))
-        if self.remote_end is not None:
+        self._abandon_links(f"session {self.channel} has ended")
+        if self.state is _ENDED:
             self.connection._forget_session(self)
 
     # -- links -------------------------------------------------------------------
@@ -180,6 +232,8 @@ class Session:
     ) -> Link:
         if self.is_ended:
             raise errors.EngineStateError(f"session {self.channel} has ended")
+        if max_message_size is None and not cls.is_sender:
+            max_message_size = self.connection.config.max_message_size or None
         key = (name, cls.is_sender)
         if key in self._by_name:
             raise errors.EngineStateError(f"a link named {name!r} with this role already exists")
@@ -208,12 +262,20 @@ class Session:
         rcv_settle_mode: int = RCV_FIRST,
         properties: dict[Any, Any] | None = None,
         max_message_size: int | None = None,
+        initial_delivery_count: int = 0,
     ) -> SenderLink:
-        """Create a sending link and send its attach (2.6.3)."""
+        """Create a sending link and send its attach (2.6.3).
+
+        ``initial_delivery_count`` is "the sender's initial value for delivery-count"
+        (2.7.3), any serial number (RabbitMQ 4 starts at 2**32-5).
+        """
         link = self._new_link(
             SenderLink, name, source, target, snd_settle_mode, rcv_settle_mode, properties, max_message_size
         )
         assert isinstance(link, SenderLink)
+        if not 0 <= initial_delivery_count <= 0xFFFFFFFF:
+            raise ValueError(f"initial_delivery_count must be a sequence-no (0..2**32-1): {initial_delivery_count}")
+        link.delivery_count = initial_delivery_count
         link.attach(source, target)
         return link
 
@@ -241,8 +303,6 @@ class Session:
 
     def _send_detach(self, link: Link, error: Error | None, closed: bool) -> None:
         self._write(Detach(handle=UInt(link.handle), closed=closed, error=error))
-        if link.remote_detach is not None:
-            self._forget_link(link)
 
     def _forget_link(self, link: Link) -> None:
         self.links.pop(link.handle, None)
@@ -255,6 +315,7 @@ class Session:
 
     # -- frames in ---------------------------------------------------------------
     def _on_begin(self, begin: Begin) -> None:
+        self._step(Step.RECV_BEGIN)
         self.remote_begin = begin
         self.next_incoming_id = int(begin.next_outgoing_id)
         self.remote_incoming_window = int(begin.incoming_window)
@@ -287,12 +348,19 @@ class Session:
         peer_is_sender = not attach.role
         # The local end of a link has the opposite role of the peer's end.
         link = self._by_name.get((attach.name, not peer_is_sender))
+        if link is not None and link.state is _LINK_ENDED:
+            return  # the peer's answer crossed this side's close
         events = self.connection._events
-        if link is not None and link.attach_sent and link.remote_attach is None:
+        if link is not None and link.remote_attach is None and (
+            link.state is _LINK_ATTACH_SENT or link.state is _LINK_DETACH_SENT
+        ):
+            # The peer answers this side's attach (perhaps one this side has detached
+            # since: the peer's detach follows and ends the link).
             self._remote_links[handle] = link
             link._on_attach(attach)
-            events.append(LinkAttached(link))
-            self._pump_sender_if(link)
+            if link.state is _LINK_ATTACHED:
+                events.append(LinkAttached(link))
+                self._pump_sender_if(link)
             return
         if link is not None:
             raise errors.SessionProtocolError(
@@ -318,40 +386,47 @@ class Session:
 
     def _on_detach(self, detach: Detach) -> None:
         link = self._link_for(detach.handle)
+        if link.state is _LINK_ENDED:
+            return  # the peer's detach crossed this side's close
         link.remote_detach = detach
-        by_peer = not link.detach_sent
+        unanswered = link.state is _LINK_ATTACH_RCVD
+        by_peer = link.state < _LINK_DETACH_SENT
+        link._step(Step.RECV_DETACH)
         if by_peer:
-            if not link.attach_sent:
+            if unanswered:
                 # Detached before this side answered the attach: answer it, then detach.
-                link.attach_sent = True
+                link._step(Step.SEND_ATTACH)
                 self._send_attach(link)
-            link.detach_sent = True
+            link._step(Step.SEND_DETACH)
             self._write(Detach(handle=UInt(link.handle), closed=bool(detach.closed)))
         self._forget_link(link)
         error = detach.error if by_peer else link.error
         self.connection._events.append(LinkDetached(link, error, bool(detach.closed), by_peer))
 
     def _on_flow(self, flow: Flow) -> None:
-        next_incoming = (
-            INITIAL_OUTGOING_ID if flow.next_incoming_id is None else int(flow.next_incoming_id)
-        )
-        self.remote_incoming_window = serial_diff(
-            serial_add(next_incoming, int(flow.incoming_window)), self.next_outgoing_id
-        )
-        # "it MUST update the next-incoming-id directly from the next-outgoing-id of the
-        # frame, and ... the remote-outgoing-window directly from the outgoing-window" (2.5.6)
-        self.next_incoming_id = int(flow.next_outgoing_id)
-        self.remote_outgoing_window = int(flow.outgoing_window)
+        self._update_remote_window(flow)
         if flow.handle is not None:
             link = self._link_for(flow.handle)
-            if not link.detach_sent:
+            if link.state < _LINK_DETACH_SENT:
                 link._on_flow(flow)
         elif flow.echo:
             self._session_flow()
         if self._blocked and self.remote_incoming_window > 0:
-            blocked, self._blocked = self._blocked, []
+            blocked, self._blocked = self._blocked, {}
             for sender in blocked:
                 self._pump_sender(sender)
+
+    def _update_remote_window(self, flow: Flow) -> None:
+        """ "remote-incoming-window := next-incoming-id(flow) + incoming-window(flow) -
+        next-outgoing-id(endpoint)", with initial-outgoing-id when next-incoming-id is
+        unset (2.5.6). The ids are serial numbers, but the window is a uint: a peer may
+        advertise up to 2**32-1 (Microsoft's stack does, for "unlimited")."""
+        next_incoming = INITIAL_OUTGOING_ID if flow.next_incoming_id is None else int(flow.next_incoming_id)
+        self.remote_incoming_window = serial_diff(next_incoming, self.next_outgoing_id) + int(flow.incoming_window)
+        # "it MUST update the next-incoming-id directly from the next-outgoing-id of the
+        # frame, and ... the remote-outgoing-window directly from the outgoing-window" (2.5.6)
+        self.next_incoming_id = int(flow.next_outgoing_id)
+        self.remote_outgoing_window = int(flow.outgoing_window)
 
     def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
         link = self._link_for(transfer.handle)
@@ -364,7 +439,7 @@ class Session:
         self.next_incoming_id = serial_add(self.next_incoming_id, 1)
         self.incoming_window -= 1
         self.remote_outgoing_window -= 1
-        if not link.detach_sent:
+        if link.state < _LINK_DETACH_SENT:
             link._on_transfer(transfer, payload)
         if self.incoming_window <= self.max_incoming_window // 2:
             self._mark_pending()
@@ -393,12 +468,16 @@ class Session:
                 delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
 
     def _on_end(self, end: End) -> None:
+        if self.state is _ENDED:
+            return  # the peer's end crossed this side's close: the session is over already
         self.remote_end = end
-        by_peer = not self.end_sent
+        by_peer = self.state < _END_SENT
+        self._step(Step.RECV_END)
         if by_peer:
             self._flush_dispositions()
-            self.end_sent = True
+            self._step(Step.SEND_END)
             self.connection._write_frame(self.channel, End())
+            self._abandon_links(f"the peer ended session {self.channel}")
         self.connection._forget_session(self)
         self.connection._events.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
 
@@ -424,102 +503,108 @@ class Session:
 
     def _pump_sender(self, link: SenderLink) -> None:
         """Write queued deliveries while link credit and the remote window allow."""
-        if (
-            self.remote_begin is None
-            or link.remote_attach is None
-            or link.detach_sent
-            or self.end_sent
-            or self.connection.close_sent
-        ):
+        # ATTACHED implies the session is mapped; ending the session or closing the
+        # connection moves every link on to ENDED.
+        if link.state is not _LINK_ATTACHED:
             return
         queue = link.queue
-        max_frame = self.connection.remote_max_frame_size
-        while queue:
-            delivery = queue[0]
-            if delivery._offset == 0 and delivery.delivery_id is None:
-                if link.link_credit <= 0:
-                    break
-                if self.remote_incoming_window <= 0:
-                    self._blocked.append(link)
-                    break
-                delivery.delivery_id = self._next_delivery_id
-                self._next_delivery_id = serial_add(self._next_delivery_id, 1)
-                link.delivery_count = serial_add(link.delivery_count, 1)
-                link.link_credit -= 1
-                if not delivery.settled:
-                    self._outgoing[delivery.delivery_id] = delivery
-                    link.unsettled[delivery.delivery_id] = delivery
-            if not self._write_transfer(link, delivery, max_frame):
-                self._blocked.append(link)
-                break
+        while queue and self._write_delivery(link, queue[0]):
             queue.popleft()
-        if link.drain and not queue and link.link_credit > 0 and not link._drain_held:
-            link.delivery_count = serial_add(link.delivery_count, link.link_credit)
-            link.link_credit = 0
-            link._send_flow()
+        if link.drain and not queue and link.link_credit > 0:
+            self._answer_drain_later(link)
 
-    def _write_transfer(self, link: SenderLink, delivery: Delivery, max_frame: int) -> bool:
-        """Write the frames of ``delivery`` the window allows; True when all are out."""
-        if delivery.aborted:
-            if self.remote_incoming_window <= 0:
+    def _write_delivery(self, link: SenderLink, delivery: Delivery) -> bool:
+        """Write the frames of ``delivery`` that the session window and the link credit
+        allow; True when all of them are out.
+
+        No transfer frame leaves while remote-incoming-window is zero (2.5.6): the link
+        waits in ``_blocked`` (once, however many sends wait) for the peer's next flow.
+        """
+        if self.remote_incoming_window <= 0:
+            self._blocked[link] = None
+            return False
+        delivery_id = delivery.delivery_id
+        if delivery_id is None:
+            if not link._take_credit():
                 return False
-            self._write(Transfer(handle=UInt(link.handle), more=False, aborted=True, settled=True))
-            self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
-            self.remote_incoming_window -= 1
-            return True
-        payload = delivery.payload
-        total = len(payload)
+            delivery_id = delivery.delivery_id = self._next_delivery_id
+            self._next_delivery_id = serial_add(delivery_id, 1)
+            if not delivery.settled:
+                self._outgoing[delivery_id] = delivery
+                link.unsettled[delivery_id] = delivery
         tag = delivery.tag
-        room = max_frame - _TRANSFER_OVERHEAD - len(tag)
-        if delivery._offset == 0 and total <= room:
-            if len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF and not self.connection._trace:
-                if self._dispositions:
-                    self._flush_dispositions()
-                conn = self.connection
-                out = conn._deferred if conn._deferred is not None else conn._out
-                assert delivery.delivery_id is not None
-                write_transfer(
-                    out, self.channel, link.handle, delivery.delivery_id, tag, delivery.message_format,
-                    delivery.settled, payload,
-                )
-            else:
-                self._write(
-                    Transfer(
-                        handle=UInt(link.handle),
-                        delivery_id=UInt(delivery.delivery_id),
-                        delivery_tag=tag,
-                        message_format=UInt(delivery.message_format),
-                        settled=delivery.settled,
-                    ),
-                    payload,
-                )
-            self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
-            self.remote_incoming_window -= 1
+        conn = self.connection
+        room = conn.remote_max_frame_size - _TRANSFER_OVERHEAD - len(tag)
+        if delivery._offset or delivery.size > room:
+            return self._write_frames(link, delivery, room)  # started, aborted or larger than a frame
+        # One frame, hand-assembled when its fields allow (the hot path).
+        if len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF and not conn._trace:
+            if self._dispositions:
+                self._flush_dispositions()
+            write_transfer(
+                conn._deferred if conn._deferred is not None else conn._out,
+                self.channel, link.handle, delivery_id, tag, delivery.message_format,
+                delivery.settled, delivery.payload,
+            )
+        else:
+            self._write(
+                Transfer(
+                    handle=UInt(link.handle),
+                    delivery_id=UInt(delivery_id),
+                    delivery_tag=tag,
+                    message_format=UInt(delivery.message_format),
+                    settled=delivery.settled,
+                ),
+                delivery.payload,
+            )
+        self._frames_sent(1)
+        return True
+
+    def _frames_sent(self, frames: int) -> None:
+        """The one place transfer frames sent are counted (2.5.6): next-outgoing-id goes
+        up and remote-incoming-window down by one for each."""
+        self.next_outgoing_id = (self.next_outgoing_id + frames) % SERIAL_MOD  # serial_add, inline
+        self.remote_incoming_window -= frames
+
+    def _write_frames(self, link: SenderLink, delivery: Delivery, room: int) -> bool:
+        """The rest of a delivery that takes more than one frame, or its abort, as far as
+        the remote window allows (at least one frame: the caller checked)."""
+        if delivery.aborted:
+            self._write(Transfer(handle=UInt(link.handle), more=False, aborted=True, settled=True))
+            self._frames_sent(1)
             return True
         if room <= 0:
-            raise errors.EngineStateError(f"max-frame-size {max_frame} leaves no room for a transfer")
-        view = memoryview(payload)
-        while delivery._offset < total or (total == 0 and delivery._offset == 0):
-            if self.remote_incoming_window <= 0:
-                return False
+            raise errors.EngineStateError(
+                f"max-frame-size {self.connection.remote_max_frame_size} leaves no room for a transfer"
+            )
+        view = memoryview(delivery.payload)
+        total = delivery.size
+        frames = 0
+        while delivery._offset < total and frames < self.remote_incoming_window:
             start = delivery._offset
             end = min(total, start + room)
             first = start == 0
             transfer = Transfer(
                 handle=UInt(link.handle),
                 delivery_id=UInt(delivery.delivery_id) if first else None,
-                delivery_tag=tag if first else None,
+                delivery_tag=delivery.tag if first else None,
                 message_format=UInt(delivery.message_format) if first else None,
                 settled=delivery.settled,
                 more=end < total,
             )
             self._write(transfer, view[start:end])
-            self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
-            self.remote_incoming_window -= 1
             delivery._offset = end
-            if total == 0:
-                break
+            frames += 1
+        self._frames_sent(frames)
+        if delivery._offset < total:
+            self._blocked[link] = None  # the window closed part-way through the delivery
+            return False
         return True
+
+    def _answer_drain_later(self, link: SenderLink) -> None:
+        """Answer ``link``'s drain at the next ``data_to_send`` (see :meth:`SenderLink._answer_drain`)."""
+        self._drains[link] = None
+        self._mark_pending()
 
     # -- dispositions ----------------------------------------------------------------
     def _queue_disposition(
@@ -534,10 +619,14 @@ class Session:
             self.connection._pending_sessions.append(self)
 
     def _flush_pending(self) -> None:
-        """Called by :meth:`Connection.data_to_send`: queued dispositions, then the
-        flow that reopens the incoming window once half of it is used."""
+        """Called by :meth:`Connection.data_to_send`: queued dispositions, drain answers,
+        then the flow that reopens the incoming window once half of it is used."""
         self._pending = False
         self._flush_dispositions()
+        if self._drains:
+            drains, self._drains = self._drains, {}
+            for link in drains:
+                link._answer_drain()
         if self.incoming_window <= self.max_incoming_window // 2 and self.remote_begin is not None:
             self.incoming_window = self.max_incoming_window
             self._session_flow()

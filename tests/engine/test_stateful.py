@@ -12,11 +12,13 @@ reads, and flows cross transfers on the wire.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from amqplink.engine.connection import Connection, ConnectionConfig
+from amqplink.engine.errors import EngineStateError
 from amqplink.engine.events import (
     ConnectionClosed,
     DeliveryAborted,
@@ -38,7 +40,10 @@ from amqplink.engine.link import (
     ReceiverLink,
 )
 from amqplink.engine.serial import serial_diff
-from amqplink.protocol.definitions import Accepted, Released, Target
+from amqplink.engine.states import LinkState
+from amqplink.protocol.definitions import Accepted, Detach, End, Flow, Released, Target, Transfer
+
+from .pairs import frames_in
 
 
 class LinkMachine(RuleBasedStateMachine):
@@ -48,11 +53,19 @@ class LinkMachine(RuleBasedStateMachine):
 
     @initialize(
         frame_size=st.sampled_from([512, 700, 1024]),
-        window=st.integers(min_value=1, max_value=6),
+        # session windows are uints (2.5.6): small ones, and up to 2**32-1 ("unlimited")
+        window=st.integers(min_value=1, max_value=6) | st.sampled_from([2**31 - 1, 2**31, 2**32 - 1]),
         snd=st.sampled_from([SND_UNSETTLED, SND_SETTLED, SND_MIXED]),
         rcv=st.sampled_from([RCV_FIRST, RCV_SECOND]),
+        # delivery-count is a serial number: start at 0 or just below the wrap (RabbitMQ 4: 2**32-5)
+        initial=st.just(0) | st.integers(min_value=2**32 - 12, max_value=2**32 - 1),
     )
-    def setup(self, frame_size: int, window: int, snd: int, rcv: int) -> None:
+    def setup(self, frame_size: int, window: int, snd: int, rcv: int, initial: int) -> None:
+        if window > 6:
+            event("a window of 2**31 or more")
+        if initial:
+            event("delivery-count starts near 2**32")
+        self.initial = initial
         self.client = Connection(ConnectionConfig(container_id="c", max_frame_size=frame_size, incoming_window=window))
         self.server = Connection(
             ConnectionConfig(container_id="s", max_frame_size=frame_size, incoming_window=window), server=True
@@ -64,7 +77,8 @@ class LinkMachine(RuleBasedStateMachine):
         self.client.open()
         session = self.client.begin_session()
         self.sender = session.attach_sender(
-            "link", target=Target(address="q"), snd_settle_mode=snd, rcv_settle_mode=rcv
+            "link", target=Target(address="q"), snd_settle_mode=snd, rcv_settle_mode=rcv,
+            initial_delivery_count=initial,
         )
         self._flush_all()
         receivers = [e.link for e in self.server_events if isinstance(e, LinkAttachRequested)]
@@ -190,8 +204,9 @@ class LinkMachine(RuleBasedStateMachine):
         assert self.server.sessions[0].incoming_window >= 0
         assert self.client.sessions[0].remote_incoming_window >= 0
         # delivery-count only moves ahead of what arrived by a drain, never behind
-        assert self.receiver.delivery_count >= len(self.received)
-        assert self.sender.delivery_count >= len(self.sent) - len(self.sender.queue)
+        # (counted from the initial-delivery-count, as a serial number)
+        assert serial_diff(self.receiver.delivery_count, self.initial) >= len(self.received)
+        assert serial_diff(self.sender.delivery_count, self.initial) >= len(self.sent) - len(self.sender.queue)
         # 2.6.7: the sender never went past the credit the receiver granted (a transfer
         # beyond it would be counted here), not even by a drain's advance
         assert self.receiver.excess_transfers == 0
@@ -228,3 +243,99 @@ class LinkMachine(RuleBasedStateMachine):
 
 LinkMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)
 TestLinkMachine = LinkMachine.TestCase
+
+
+class LifecycleMachine(LinkMachine):
+    """The same traffic, with the link detached or the session ended from either side at
+    a random point (2.5.5, 2.6.6). Checked after every step: a send on a link this side
+    has ended raises at once; no side writes a frame on its session after its end, nor
+    a transfer or flow on a link after its detach; the peer never sees a frame it cannot
+    place (no end or detach with an error, no close). At the end both sides agree the
+    link (and, after an end, the session) is gone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finished: str | None = None
+        self.log_c2s = bytearray()
+        self.log_s2c = bytearray()
+
+    def _collect(self) -> None:
+        c2s, s2c = self.client.data_to_send(), self.server.data_to_send()
+        self.c2s += c2s
+        self.s2c += s2c
+        self.log_c2s += c2s
+        self.log_s2c += s2c
+
+    @rule(how=st.sampled_from(["client-end", "server-end", "client-detach", "server-detach"]))
+    @precondition(lambda self: self.ready and self.finished is None)
+    def finish(self, how: str) -> None:
+        side, what = how.split("-")
+        if what == "end":
+            (self.client if side == "client" else self.server).sessions[0].end()
+        else:
+            (self.sender if side == "client" else self.receiver).detach()
+        self.finished = how
+        event(f"finish: {how}")
+
+    @rule(size=st.integers(min_value=0, max_value=3000), presettled=st.booleans())
+    @precondition(lambda self: len(self.sender.queue) < 40)
+    def send(self, size: int, presettled: bool) -> None:
+        if self.sender.is_detached:
+            with pytest.raises(EngineStateError, match="'link'"):
+                self.sender.send(b"late")
+            event("a send on an ended link raised")
+            return
+        super().send(size, presettled)
+
+    @invariant()
+    def no_protocol_error(self) -> None:
+        if not self.ready:
+            return
+        for ev in self.client_events + self.server_events:
+            if self.finished is None or isinstance(ev, ConnectionClosed):
+                assert not isinstance(ev, ConnectionClosed | LinkDetached | SessionEnded), ev
+            elif isinstance(ev, LinkDetached | SessionEnded):
+                assert ev.error is None, ev  # e.g. amqp:session:unattached-handle
+
+    @invariant()
+    def credit_and_windows_respected(self) -> None:
+        if self.ready and self.finished is None:
+            super().credit_and_windows_respected()
+
+    @invariant()
+    def nothing_written_after_end_or_detach(self) -> None:
+        if not self.ready or self.finished is None:
+            return
+        for log in (self.log_c2s, self.log_s2c):
+            ended = detached = False
+            for _, performative, _ in frames_in([bytes(log)]):
+                assert not ended, f"{performative!r} written after end"
+                if isinstance(performative, End):
+                    ended = True
+                elif isinstance(performative, Detach):
+                    detached = True
+                elif detached and isinstance(performative, Transfer | Flow) and performative.handle is not None:
+                    raise AssertionError(f"{performative!r} written after detach")
+
+    def teardown(self) -> None:
+        if not self.ready:
+            return
+        if self.finished is None:
+            super().teardown()
+            return
+        self._flush_all()
+        self.no_protocol_error()
+        self.nothing_written_after_end_or_detach()
+        assert self.sender.state is LinkState.ENDED and self.receiver.state is LinkState.ENDED
+        with pytest.raises(EngineStateError):
+            self.sender.send(b"after")
+        if self.finished.endswith("end"):
+            assert not self.client.sessions and not self.server.sessions
+        else:
+            assert self.client.sessions[0].is_mapped and not self.client.sessions[0].links
+            assert self.server.sessions[0].is_mapped and not self.server.sessions[0].links
+        assert self.client.is_open and self.server.is_open
+
+
+LifecycleMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+TestLifecycleMachine = LifecycleMachine.TestCase
