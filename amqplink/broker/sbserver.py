@@ -263,7 +263,8 @@ class _ServiceBusConnection:
                 assert isinstance(link, ReceiverLink)
                 target = self.host.namespace.sender_target(path)
                 link.max_message_size = target.properties.max_message_size
-                link.attach(rcv_settle_mode=RCV_FIRST)
+                link.answer_rcv_settle_mode = RCV_FIRST
+                link.attach()
                 self.producers[link] = (target, path.lower())
                 link.flow(self.host.credit_window)
         except EntityError as exc:
