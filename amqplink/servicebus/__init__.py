@@ -41,6 +41,9 @@ from amqplink.servicebus.message import (
     ServiceBusReceivedMessage,
 )
 
+ServiceBusConnectionStringProperties = ServiceBusConnectionString
+"""The SDK's name for a parsed connection string."""
+
 __all__ = [
     "NEXT_AVAILABLE_SESSION",
     "AmqpMessageBodyType",
@@ -51,6 +54,7 @@ __all__ = [
     "ConnectionStringError",
     "ServiceBusClient",
     "ServiceBusConnectionString",
+    "ServiceBusConnectionStringProperties",
     "ServiceBusMessage",
     "ServiceBusMessageBatch",
     "ServiceBusMessageState",

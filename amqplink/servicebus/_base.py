@@ -23,7 +23,6 @@ from amqplink.aio.errors import AMQPError
 from amqplink.aio.url import Endpoint
 from amqplink.servicebus.cbs import CbsAuthorizer
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
-from amqplink.servicebus.errors import from_amqp_error
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.management import ManagementClient
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
@@ -272,9 +271,3 @@ class Handler:
 async def _done() -> None:
     return None
 
-
-def convert(error: BaseException, entity: str) -> BaseException:
-    """An aio error as the Service Bus exception (others unchanged)."""
-    if isinstance(error, AMQPError | OSError | TimeoutError):
-        return from_amqp_error(error, entity=entity)
-    return error

@@ -27,6 +27,8 @@ __all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "Service
 
 
 class _Closable:
+    """What the blocking handlers share: close, ``with``, the handler's name."""
+
     _aio: (
         aio_client.ServiceBusClient
         | aio_sender.ServiceBusSender
@@ -37,6 +39,16 @@ class _Closable:
     def close(self) -> None:
         """Close (and wait until closed)."""
         _run(self._aio.close())
+
+    @property
+    def client_identifier(self) -> str:
+        """The handler's unique name (in its link names)."""
+        inner = self._aio
+        return (
+            inner.client_identifier
+            if isinstance(inner, aio_sender.ServiceBusSender | aio_receiver.ServiceBusReceiver)
+            else ""
+        )
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -231,6 +243,8 @@ class ServiceBusReceiver(_Closable):
         if message is None:
             raise StopIteration
         return message
+
+    next = __next__  # the SDK's name too
 
     def peek_messages(self, max_message_count: int = 1, **kwargs: Any) -> list[ServiceBusReceivedMessage]:
         """Browse messages without locking them."""
