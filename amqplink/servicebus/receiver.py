@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.receiver import ReceivedMessage, Receiver
-from amqplink.codec.types import Long
+from amqplink.codec.types import Int, Long
 from amqplink.message import Message
 from amqplink.protocol.definitions import Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
@@ -250,7 +250,7 @@ class ServiceBusReceiver(Handler):
         if int(max_message_count) < 0:
             raise ValueError("max_message_count must be 1 or greater.")
         start = sequence_number or ((self._last_peeked + 1) if self._last_peeked else 1)
-        body: dict[str, Any] = {"from-sequence-number": Long(start), "message-count": int(max_message_count)}
+        body: dict[str, Any] = {"from-sequence-number": Long(start), "message-count": Int(max_message_count)}
         session_id = await self._session_id_for_management()
         if session_id is not None:
             body["session-id"] = session_id
