@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.receiver import ReceivedMessage, Receiver
-from amqplink.codec.types import Int, Long
 from amqplink.message import Message
 from amqplink.protocol.definitions import Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
@@ -40,7 +39,7 @@ from amqplink.servicebus.exceptions import (
     ServiceBusError,
     SessionLockLostError,
 )
-from amqplink.servicebus.management import DispositionStatus, Operation
+from amqplink.servicebus.management import DispositionStatus
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.retry import backoff_delay
 from amqplink.servicebus.session import LOCKED_UNTIL_UTC, SESSION_FILTER, ServiceBusSession, datetime_from_ticks
@@ -250,20 +249,13 @@ class ServiceBusReceiver(Handler):
         if int(max_message_count) < 0:
             raise ValueError("max_message_count must be 1 or greater.")
         start = sequence_number or ((self._last_peeked + 1) if self._last_peeked else 1)
-        body: dict[str, Any] = {"from-sequence-number": Long(start), "message-count": Int(max_message_count)}
         session_id = await self._session_id_for_management()
-        if session_id is not None:
-            body["session-id"] = session_id
-
-        async def peek(mgmt: Any) -> Any:
-            return await mgmt.request(Operation.PEEK_MESSAGE, body)
-
-        result = await self._mgmt_call(peek, timeout)
+        count = int(max_message_count)
+        found = await self._mgmt_call(lambda m: m.peek_messages(start, count, session_id=session_id), timeout)
         messages = [
-            ServiceBusReceivedMessage(Message.decode(bytes(m["message"])), receiver=self, settled=True,
-                                      is_peeked_message=True)
-            for m in (result or {}).get("messages", [])
-        ]  # fmt: skip
+            ServiceBusReceivedMessage(Message.decode(payload), receiver=self, settled=True, is_peeked_message=True)
+            for payload in found
+        ]
         if messages:
             self._last_peeked = messages[-1].sequence_number
         return messages
