@@ -265,6 +265,7 @@ async def test_sessions_state_renew_and_next_available(api: Api, broker: BrokerT
             session = receiver.session
             assert session.session_id == "s1"
             assert session.locked_until_utc is not None and session.locked_until_utc > NOW()
+            assert [str(m) for m in await receiver.peek_messages(max_message_count=10)] == ["s1-0", "s1-1"]
             got = await receive_n(receiver, 2)
             assert [str(m) for m in got] == ["s1-0", "s1-1"] and {m.session_id for m in got} == {"s1"}
             for m in got:
