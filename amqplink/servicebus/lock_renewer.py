@@ -31,8 +31,6 @@ RENEW_AHEAD = 10.0
 """Renew this many seconds before the lock expires (the SDK's renew period) ..."""
 RENEW_FRACTION = 0.5
 """... or, for locks shorter than twice that, when this fraction of the lock is left."""
-POLL_INTERVAL = 0.5
-"""Longest sleep between checks for settlement, closing and the renewal deadline (seconds)."""
 
 Renewable = ServiceBusReceivedMessage | ServiceBusSession
 FailureCallback = Callable[[Renewable, BaseException | None], Awaitable[None] | None]
@@ -58,7 +56,7 @@ class AutoLockRenewer:
     ) -> None:
         self._max_lock_renewal_duration = max_lock_renewal_duration
         self._on_lock_renew_failure = on_lock_renew_failure
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[int, asyncio.Task[None]] = {}  # by id() of the renewable
         self._shutdown = False
 
     def __repr__(self) -> str:
@@ -107,8 +105,18 @@ class AutoLockRenewer:
                 receiver, renewable, loop.time() + duration, on_lock_renew_failure or self._on_lock_renew_failure
             )
         )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        key = id(renewable)
+        previous = self._tasks.get(key)
+        if previous is not None:
+            previous.cancel()  # registered again: the newer registration decides
+        self._tasks[key] = task
+        task.add_done_callback(lambda done: self._tasks.pop(key) if self._tasks.get(key) is done else None)
+
+    def _settled(self, renewable: Renewable) -> None:
+        """The receiver settled ``renewable``: stop its renewal now (not at its next wake-up)."""
+        task = self._tasks.get(id(renewable))
+        if task is not None:
+            task.cancel()
 
     def _stopped(self, receiver: Any, renewable: Renewable) -> bool:
         if self._shutdown or getattr(receiver, "_closed", False):
@@ -138,7 +146,8 @@ class AutoLockRenewer:
                     raise AutoLockRenewTimeout(f"Auto-renew period elapsed; the lock expires in {left:.1f} s.")
                 wait = left - renew_ahead(span)
                 if wait > 0:
-                    await asyncio.sleep(min(wait, POLL_INTERVAL, max(0.0, deadline - loop.time())))
+                    # One wake-up per renewal: settling cancels the task (_settled), closing too.
+                    await asyncio.sleep(min(wait, max(0.0, deadline - loop.time())))
                     continue
                 if isinstance(renewable, ServiceBusSession):
                     new_until = await renewable.renew_lock()
@@ -165,7 +174,7 @@ class AutoLockRenewer:
     async def close(self) -> None:
         """Stop renewing every lock."""
         self._shutdown = True
-        tasks = list(self._tasks)
+        tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         if tasks:

@@ -353,6 +353,8 @@ class ServiceBusReceiver(Handler):
         else:
             await self._settle_on_link(raw, action, status, dead_letter_reason, dead_letter_error_description)
         message._settled = True
+        if self._auto_lock_renewer is not None:
+            self._auto_lock_renewer._settled(message)
 
     async def _settle_on_link(
         self,
