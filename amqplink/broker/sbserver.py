@@ -56,7 +56,14 @@ from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, Receive
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
 
-__all__ = ["CBS_DEADLINE", "EMULATOR_KEY", "EMULATOR_KEY_NAME", "TICK_INTERVAL", "ServiceBusHost"]
+__all__ = [
+    "CBS_DEADLINE",
+    "EMULATOR_KEY",
+    "EMULATOR_KEY_NAME",
+    "TICK_INTERVAL",
+    "TRANSFER_SIZE_CAP",
+    "ServiceBusHost",
+]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +74,9 @@ CBS_DEADLINE = 20.0
 """Seconds a connection has to put a token in strict mode ("within 20 s or the connection is closed")."""
 TICK_INTERVAL = 0.05
 """Seconds between the clock task's passes (lock expiry, schedules, TTL, token expiry)."""
+
+TRANSFER_SIZE_CAP = 16 << 20
+"""Bytes of one transfer the broker reads at most; beyond it the link is detached."""
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
@@ -83,7 +93,8 @@ def dotnet_ticks(seconds: float) -> int:
 
 
 def _error(condition: str, description: str) -> Error:
-    return Error(condition=Symbol(condition), description=description)
+    # info as an empty map, not left out: the SDK reads an error as a 3-item list.
+    return Error(condition=Symbol(condition), description=description, info={})
 
 
 @dataclass(eq=False)
@@ -262,8 +273,12 @@ class _ServiceBusConnection:
             else:
                 assert isinstance(link, ReceiverLink)
                 target = self.host.namespace.sender_target(path)
+                # Advertise the entity's maximum (the SDK sizes its batches by it) ...
                 link.max_message_size = target.properties.max_message_size
                 link.attach(rcv_settle_mode=RCV_FIRST)
+                # ... but read up to the hard cap, so that a message above the maximum is
+                # rejected with message-size-exceeded, as Service Bus does, not detached.
+                link.max_message_size = max(TRANSFER_SIZE_CAP, target.properties.max_message_size)
                 self.producers[link] = (target, path.lower())
                 link.flow(self.host.credit_window)
         except EntityError as exc:

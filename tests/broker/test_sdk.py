@@ -318,3 +318,34 @@ def test_sessions_with_state_and_lock_renewal(client: ServiceBusClient) -> None:
         (b0,) = receive_n(receiver, 1)
         assert str(b0) == "b0"
         receiver.complete_message(b0)  # type: ignore[arg-type]
+
+
+def test_closing_a_receiver_releases_its_locks(client: ServiceBusClient) -> None:
+    with client.get_queue_sender("q9") as sender:
+        sender.send_messages(ServiceBusMessage("held"))
+    with client.get_queue_receiver("q9") as receiver:
+        (msg,) = receive_n(receiver, 1)
+        assert msg.delivery_count == 0  # type: ignore[attr-defined]
+    started = time.monotonic()
+    with client.get_queue_receiver("q9") as receiver:
+        (again,) = receive_n(receiver, 1)  # at once, not after the 60 s lock
+        assert time.monotonic() - started < 30
+        assert str(again) == "held" and again.delivery_count == 1  # type: ignore[attr-defined]
+        receiver.complete_message(again)  # type: ignore[arg-type]
+
+
+def test_message_above_256_kb_is_refused(client: ServiceBusClient) -> None:
+    from azure.servicebus.exceptions import MessageSizeExceededError
+
+    with client.get_queue_sender("q10") as sender:
+        sender.send_messages(ServiceBusMessage(b"x" * 200_000))
+        with pytest.raises(MessageSizeExceededError):
+            sender.send_messages(ServiceBusMessage(b"x" * 300_000))
+
+
+def test_next_available_session_when_none_is_free(client: ServiceBusClient) -> None:
+    from azure.servicebus.exceptions import OperationTimeoutError
+
+    with pytest.raises(OperationTimeoutError):
+        with client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1) as receiver:
+            receiver.receive_messages(max_wait_time=1)
