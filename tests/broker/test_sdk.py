@@ -346,6 +346,6 @@ def test_message_above_256_kb_is_refused(client: ServiceBusClient) -> None:
 def test_next_available_session_when_none_is_free(client: ServiceBusClient) -> None:
     from azure.servicebus.exceptions import OperationTimeoutError
 
-    with pytest.raises(OperationTimeoutError):
-        with client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1) as receiver:
-            receiver.receive_messages(max_wait_time=1)
+    receiver = client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1)
+    with pytest.raises(OperationTimeoutError), receiver:
+        receiver.receive_messages(max_wait_time=1)
