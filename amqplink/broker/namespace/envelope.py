@@ -132,6 +132,12 @@ def _descriptor_code(buf: bytes, pos: int) -> int | None:
     return None
 
 
+def _map(value: Any, what: str, offset: int) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise DecodeError(f"{what} must be a map", offset)
+    return value
+
+
 def split_message(payload: bytes) -> Envelope:
     """Split an encoded message; :class:`DecodeError` if its head sections are malformed."""
     buf = payload
@@ -161,15 +167,11 @@ def split_message(payload: bytes) -> Envelope:
         if type(section) is Header:
             header = section
         elif type(section) is MessageAnnotations:
-            if not isinstance(section.value, dict):
-                raise DecodeError("message-annotations must be a map", start)
-            annotations = section.value
+            annotations = _map(section.value, "message-annotations", start)
         elif type(section) is Properties:
             properties = section
         elif type(section) is ApplicationProperties:
-            if not isinstance(section.value, dict):
-                raise DecodeError("application-properties must be a map", start)
-            app = section.value
+            app = _map(section.value, "application-properties", start)
     props_raw = b"" if props_start is None else bytes(buf[props_start:pos])
     return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:]))
 

@@ -171,19 +171,21 @@ class Namespace:
                 self.add_topic(t)
 
     # -- building -----------------------------------------------------------------
-    def add_queue(self, config: QueueConfig) -> Queue:
-        key = config.name.lower()
+    def _new_name(self, name: str) -> str:
+        key = name.lower()
         if key in self.queues or key in self.topics:
-            raise ValueError(f"an entity called {config.name!r} exists already")
+            raise ValueError(f"an entity called {name!r} exists already")
+        return key
+
+    def add_queue(self, config: QueueConfig) -> Queue:
+        key = self._new_name(config.name)
         queue = Queue(config.name, config.properties)
         self.queues[key] = queue
         self._wire_dead_letters(queue, queue.dead_letter_queue)
         return queue
 
     def add_topic(self, config: TopicConfig) -> Topic:
-        key = config.name.lower()
-        if key in self.queues or key in self.topics:
-            raise ValueError(f"an entity called {config.name!r} exists already")
+        key = self._new_name(config.name)
         topic = Topic(config.name, config.properties)
         self.topics[key] = topic
         for sub in config.subscriptions:
