@@ -8,7 +8,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from amqplink import __version__
 
@@ -27,47 +27,78 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 0..65535 (0: any free port), not {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr (exit 2), naming the sub-command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default in ``--help``."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``amqplink`` command and its sub-commands."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="amqplink",
         description="AMQP 1.0 toolkit: sans-IO engine, asyncio client, embedded broker.",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"amqplink {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level on stderr")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter)
 
     def json_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print only the final JSON line (no progress bar)")
 
-    demo = sub.add_parser("demo", help="main job: round-trip messages through the embedded broker (or --url)")
+    demo = command("demo", "main job: round-trip messages through the embedded broker (or --url)")
     demo.add_argument("--url", default=None, help="broker URL (default: start the embedded broker in-process)")
-    demo.add_argument("--address", default="demo")
-    demo.add_argument("--count", type=_positive, default=10_000)
+    demo.add_argument("--address", default="demo", help="queue to use")
+    demo.add_argument("--count", type=_positive, default=10_000, help="messages to round-trip")
     demo.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
     json_flag(demo)
 
-    send = sub.add_parser("send", help="send N messages and report throughput")
+    send = command("send", "send N messages and report throughput")
     send.add_argument("url", help="amqp://[user:pass@]host[:port] or amqps://...")
     send.add_argument("address", help="target address (queue name)")
-    send.add_argument("--count", type=_positive, default=1000)
+    send.add_argument("--count", type=_positive, default=1000, help="messages to send")
     send.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
     send.add_argument("--settled", action="store_true", help="send pre-settled (no outcomes)")
     send.add_argument("--in-flight", type=_positive, default=1000, help="max unsettled messages")
     json_flag(send)
 
-    receive = sub.add_parser("receive", help="receive N messages and report throughput")
+    receive = command("receive", "receive N messages and report throughput")
     receive.add_argument("url", help="amqp://[user:pass@]host[:port] or amqps://...")
     receive.add_argument("address", help="source address (queue name)")
-    receive.add_argument("--count", type=_positive, default=1000)
-    receive.add_argument("--mode", choices=["peek-lock", "receive-and-delete"], default="peek-lock")
-    receive.add_argument("--prefetch", type=_non_negative, default=1000)
-    receive.add_argument("--timeout", type=float, default=10.0, help="give up after this many idle seconds")
+    receive.add_argument("--count", type=_positive, default=1000, help="messages to receive")
+    receive.add_argument(
+        "--mode", choices=["peek-lock", "receive-and-delete"], default="peek-lock", help="settlement mode"
+    )
+    receive.add_argument("--prefetch", type=_non_negative, default=1000, help="credit kept granted to the sender")
+    receive.add_argument("--timeout", type=_seconds, default=10.0, help="give up after this many idle seconds")
     json_flag(receive)
 
-    broker = sub.add_parser("broker", help="run the embedded broker (a local Service Bus namespace)")
-    broker.add_argument("--host", default="127.0.0.1")
-    broker.add_argument("--port", type=_non_negative, default=5672)
+    broker = command("broker", "run the embedded broker (a local Service Bus namespace)")
+    broker.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    broker.add_argument("--port", type=_port, default=5672, help="TCP port (0: any free port)")
     broker.add_argument("--config", default=None, help="the Service Bus emulator's Config.json")
     broker.add_argument("--require-auth", action="store_true", help="strict: every link needs a SAS token")
     broker.add_argument("--key-name", default=None, help="SAS key name (default RootManageSharedAccessKey)")
@@ -76,12 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _dispatch(args: argparse.Namespace) -> dict[str, Any] | None:
+async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """Run the sub-command; ``summary`` holds its counts so far while it runs."""
     progress = False if getattr(args, "json", False) else None
     if args.command == "demo":
         from amqplink.commands.demo import run_demo
 
-        return await run_demo(args.url, args.address, count=args.count, size=args.size, progress=progress)
+        return await run_demo(
+            args.url, args.address, count=args.count, size=args.size, progress=progress, summary=summary
+        )
     if args.command == "send":
         from amqplink.commands.send import run_send
 
@@ -93,6 +127,7 @@ async def _dispatch(args: argparse.Namespace) -> dict[str, Any] | None:
             settled=args.settled,
             in_flight=args.in_flight,
             progress=progress,
+            summary=summary,
         )
     if args.command == "receive":
         from amqplink.commands.receive import run_receive
@@ -105,6 +140,7 @@ async def _dispatch(args: argparse.Namespace) -> dict[str, Any] | None:
             prefetch=args.prefetch,
             idle_timeout=args.timeout,
             progress=progress,
+            summary=summary,
         )
     if args.command == "broker":
         from amqplink.commands.broker import run_broker
@@ -129,9 +165,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    summary: dict[str, Any] = {}
     try:
-        result = asyncio.run(_dispatch(args))
+        result = asyncio.run(_dispatch(args, summary))
     except KeyboardInterrupt:
+        # Ctrl-C: what was done so far, then the shell's convention for SIGINT (128 + 2).
+        if summary:
+            print(json.dumps({**summary, "interrupted": True}), flush=True)
         return 130
     except (ValueError, OSError, TimeoutError) as exc:
         print(f"amqplink {args.command}: {exc}", file=sys.stderr)

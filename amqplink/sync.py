@@ -14,23 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import itertools
 import os
 import threading
-from collections.abc import Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from amqplink.aio import connection as aio_connection
 from amqplink.aio.receiver import ReceivedMessage, ReceiverMode
 from amqplink.aio.receiver import Receiver as AsyncReceiver
-from amqplink.aio.sender import Outcome, SettleMode
+from amqplink.aio.sender import Outcome, Sendable, SettleMode
 from amqplink.aio.sender import Sender as AsyncSender
-from amqplink.message import Message
 
 __all__ = ["Connection", "Receiver", "Sender", "connect"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+S = TypeVar("S")
+P = ParamSpec("P")
 
 _BATCH = 1000
 
@@ -84,6 +87,31 @@ def _run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         raise TimeoutError(f"amqplink.sync call did not finish within {timeout} s") from None
 
 
+def _parameters_of(model: Callable[P, Any]) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """Give the decorated blocking function the parameters of its asyncio ``model``.
+
+    Type checkers see the model's typed signature (a misspelt keyword is an error,
+    not swallowed by ``**options``), and so do ``help()`` and ``inspect``; the
+    asyncio function checks the arguments at run time.
+    """
+
+    def apply(function: Callable[..., R]) -> Callable[P, R]:
+        signature = inspect.signature(model)
+        function.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            return_annotation=inspect.signature(function).return_annotation
+        )
+        return function
+
+    return apply
+
+
+def _method_parameters_of(
+    model: Callable[Concatenate[Any, P], Any],
+) -> Callable[[Callable[Concatenate[S, ...], R]], Callable[Concatenate[S, P], R]]:
+    """:func:`_parameters_of` for methods: the model's parameters after ``self``."""
+    return _parameters_of(model)
+
+
 def _bridge(source: asyncio.Future[T], target: concurrent.futures.Future[T]) -> None:
     def copy(done: asyncio.Future[T]) -> None:
         if done.cancelled():
@@ -96,6 +124,7 @@ def _bridge(source: asyncio.Future[T], target: concurrent.futures.Future[T]) -> 
     source.add_done_callback(copy)
 
 
+@_parameters_of(aio_connection.connect)
 def connect(url: str, **options: Any) -> Connection:
     """Blocking :func:`amqplink.aio.connect`; same arguments."""
     return Connection(_run(aio_connection.connect(url, **options)))
@@ -114,12 +143,14 @@ class Connection:
     def closed(self) -> bool:
         return self.aio.closed
 
+    @_method_parameters_of(aio_connection.Connection.create_sender)
     def create_sender(self, address: str | None, **options: Any) -> Sender:
-        """Blocking :meth:`amqplink.aio.Connection.create_sender`."""
+        """Blocking :meth:`amqplink.aio.Connection.create_sender`; same arguments."""
         return Sender(_run(self.aio.create_sender(address, **options)))
 
+    @_method_parameters_of(aio_connection.Connection.create_receiver)
     def create_receiver(self, address: str | None, **options: Any) -> Receiver:
-        """Blocking :meth:`amqplink.aio.Connection.create_receiver`."""
+        """Blocking :meth:`amqplink.aio.Connection.create_receiver`; same arguments."""
         return Receiver(_run(self.aio.create_receiver(address, **options)))
 
     def close(self) -> None:
@@ -165,11 +196,11 @@ class Sender(_Link):
     def settle_mode(self) -> SettleMode:
         return self.aio.settle_mode
 
-    def send(self, message: Message | bytes, *, timeout: float | None = None) -> Outcome | None:
+    def send(self, message: Sendable, *, timeout: float | None = None) -> Outcome | None:
         """Send and wait for the outcome; raises :class:`~amqplink.aio.MessageRejected`."""
         return _run(self.aio.send(message, timeout=timeout))
 
-    def send_nowait(self, message: Message | bytes) -> concurrent.futures.Future[Any]:
+    def send_nowait(self, message: Sendable) -> concurrent.futures.Future[Any]:
         """Block only for room under ``max_in_flight``; return a future for the outcome."""
 
         async def hand_over() -> concurrent.futures.Future[Any]:
@@ -179,10 +210,10 @@ class Sender(_Link):
 
         return _run(hand_over())
 
-    def send_many(self, messages: Iterable[Message | bytes]) -> list[Any]:
+    def send_many(self, messages: Iterable[Sendable]) -> list[Any]:
         """Pipeline all messages (handed over in batches); return the outcomes in order."""
 
-        async def send_batch(batch: list[Message | bytes]) -> list[asyncio.Future[Any]]:
+        async def send_batch(batch: list[Sendable]) -> list[asyncio.Future[Any]]:
             return [await self.aio.send_nowait(m) for m in batch]
 
         async def collect(futures: list[asyncio.Future[Any]]) -> list[Any]:
@@ -228,8 +259,12 @@ class Receiver(_Link):
     def release(self, *messages: ReceivedMessage) -> None:
         _run(self.aio.release(*messages))
 
+    @_method_parameters_of(AsyncReceiver.modify)
     def modify(self, *messages: ReceivedMessage, **options: Any) -> None:
+        """Blocking :meth:`amqplink.aio.Receiver.modify`; same arguments."""
         _run(self.aio.modify(*messages, **options))
 
+    @_method_parameters_of(AsyncReceiver.reject)
     def reject(self, *messages: ReceivedMessage, **options: Any) -> None:
+        """Blocking :meth:`amqplink.aio.Receiver.reject`; same arguments."""
         _run(self.aio.reject(*messages, **options))

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import pty
+import re
+import select
+import signal
 import subprocess
 import sys
+import time
+from typing import Any
 
 import pytest
 
 from amqplink import __version__
-from amqplink.cli import main
+from amqplink.broker import Broker
+from amqplink.cli import build_parser, main
+from amqplink.message import Message
+from amqplink.sync import connect as sync_connect
 
 
 def test_help_exits_zero_and_names_the_program(capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,3 +117,95 @@ def test_unreachable_broker_is_a_clear_error(capsys: pytest.CaptureFixture[str])
     assert main(["send", "amqp://127.0.0.1:1", "q", "--count", "1"]) == 1
     err = capsys.readouterr().err
     assert "cannot connect to amqp://127.0.0.1:1" in err
+
+
+def test_bad_port_is_one_clear_line_not_a_traceback() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "99999"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "--port" in lines[0] and "99999" in lines[0] and "0..65535" in lines[0]
+
+
+def test_unknown_host_is_one_clear_line_not_a_traceback() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "broker", "--host", "256.0.0.1", "--port", "0"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot listen on 256.0.0.1:0" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("command", ["demo", "send", "receive", "broker"])
+def test_help_shows_every_options_default(command: str) -> None:
+    parser = build_parser()
+    sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    text = sub.format_help()
+    for action in sub._actions:
+        if action.option_strings and action.default is not argparse.SUPPRESS and action.dest != "help":
+            assert f"(default: {action.default})" in " ".join(text.split()), (command, action.dest)
+
+
+def _interrupt_when(argv: list[str], ready: re.Pattern[str]) -> tuple[int, dict[str, Any], int]:
+    """Run the CLI with stderr on a pseudo-terminal (so it draws its progress bar),
+    wait until the bar matches ``ready``, press Ctrl-C (SIGINT); return the exit
+    code, the final JSON line and the progress count seen before the interrupt."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqplink.cli", *argv], stdout=subprocess.PIPE, stderr=slave, text=True
+    )
+    os.close(slave)
+    seen = ""
+    deadline = time.monotonic() + 60
+    try:
+        while (match := ready.search(seen)) is None:
+            left = deadline - time.monotonic()
+            assert left > 0 and proc.poll() is None, f"no progress before the deadline: {seen[-300:]!r}"
+            readable, _, _ = select.select([master], [], [], left)
+            if readable:
+                seen += os.read(master, 65536).decode(errors="replace")
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, json.loads(out.strip().splitlines()[-1]), int(match.group(1))
+
+
+def test_ctrl_c_during_send_prints_the_partial_summary_and_exits_130(embedded_broker: Broker) -> None:
+    code, summary, shown = _interrupt_when(
+        ["send", embedded_broker.url, "cli-int", "--count", "50000000", "--size", "16"],
+        re.compile(r"(\d{4,})/50000000"),
+    )
+    assert code == 130
+    assert summary["interrupted"] is True and summary["command"] == "send"
+    accepted = summary["outcomes"].get("accepted", 0)
+    assert shown <= accepted <= summary["sent"] < 50_000_000
+    # every message the summary calls accepted is stored by the broker
+    assert accepted <= len(embedded_broker.queue("cli-int")) <= summary["sent"]
+
+
+def test_ctrl_c_during_receive_prints_the_partial_summary_and_exits_130(embedded_broker: Broker) -> None:
+    with sync_connect(embedded_broker.url) as conn, conn.create_sender("cli-rcv") as sender:
+        sender.send_many([Message(b"m") for _ in range(5)])
+    code, summary, shown = _interrupt_when(
+        ["receive", embedded_broker.url, "cli-rcv", "--count", "10", "--timeout", "120"],
+        re.compile(r"(5)/10"),
+    )
+    assert code == 130
+    assert summary == {**summary, "interrupted": True, "command": "receive", "count": 5, "requested": 10}
+    assert shown == 5 and summary["body_bytes"] == 5
+
+
+def test_ctrl_c_during_demo_prints_the_partial_summary_and_exits_130() -> None:
+    code, summary, shown = _interrupt_when(
+        ["demo", "--count", "50000000", "--size", "16"], re.compile(r"send demo \[[#.]+\] (\d{4,})/")
+    )
+    assert code == 130
+    assert summary["interrupted"] is True and summary["command"] == "demo"
+    assert shown <= summary["accepted"] <= summary["sent"] < 50_000_000 and summary["received"] == 0

@@ -81,7 +81,7 @@ class Connection:
         self.engine = engine
         self.timeout = timeout
         self._loop = asyncio.get_running_loop()
-        self._protocol = EngineProtocol(engine, self._dispatch)
+        self._protocol = _ClientProtocol(engine, self)
         self._opened: asyncio.Future[None] = self._loop.create_future()
         self._closed: asyncio.Future[None] = self._loop.create_future()
         self.error: AMQPError | None = None
@@ -89,7 +89,8 @@ class Connection:
         self._session_waiters: dict[Session, asyncio.Future[None]] = {}
         self._links: set[LinkBase] = set()
         self.rcv_second_supported: bool | None = None
-        self._wake_after_dispatch: set[Sender] = set()
+        self._probe_session: Session | None = None  # where rcv-settle-mode second is tried
+        self._waiting_senders: set[Sender] = set()
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
             ConnectionOpened: self._on_opened,
             ConnectionClosed: self._on_closed,
@@ -273,6 +274,7 @@ class Connection:
         if confirm and self.rcv_second_supported is None:
             # Probe on a session of its own: a refusal ends only that session.
             session = await self.new_session()
+            self._probe_session = session
             receiver = Receiver(self, session, address, mode, prefetch, link_name, properties, filters, dynamic, True)
             try:
                 await receiver._attach(wait, deadline)
@@ -282,7 +284,14 @@ class Connection:
                 log.info("%s refuses rcv-settle-mode second; settling peek-lock receivers first", self.endpoint.url)
                 self.rcv_second_supported = False
             else:
-                self.rcv_second_supported = True
+                # A peer that answers first will not confirm settlements (2.7.3): the
+                # receiver settles first; later receivers ask for first at once.
+                self.rcv_second_supported = receiver.confirm
+                if not receiver.confirm:
+                    log.info(
+                        "%s answers rcv-settle-mode first; peek-lock receivers settle first (unconfirmed)",
+                        self.endpoint.url,
+                    )
                 self._sessions.setdefault("receivers", session)
                 return receiver
             confirm = False
@@ -310,11 +319,13 @@ class Connection:
                 handler = handlers.get(t)
                 if handler is not None:
                     handler(event)
-        if self._wake_after_dispatch:
-            waiting = self._wake_after_dispatch
-            self._wake_after_dispatch = set()
-            for sender in waiting:
-                sender._wake()
+
+    def _wake_senders(self) -> None:
+        """Wake pre-settled senders waiting for their queue to move (after any input)."""
+        waiting = self._waiting_senders
+        self._waiting_senders = set()
+        for sender in waiting:
+            sender._wake()
 
     def _on_opened(self, event: ConnectionOpened) -> None:
         self._protocol.reschedule_tick()
@@ -337,7 +348,8 @@ class Connection:
         if error is None:
             failure = ConnectionClosedError(f"connection to {self.endpoint.url} closed by {who}")
         if event.by_peer and error is not None:
-            log.warning("%s", failure)
+            # Reported once: to the callers, as this error (INFO here, not WARNING).
+            log.info("%s", failure)
         self._protocol.close()
         # Reaching here, either there is an error or the peer closed first (the engine
         # has already answered that close, so close_sent cannot tell who started).
@@ -359,7 +371,9 @@ class Connection:
             if link.session is event.session:
                 link._fail(error)
         if event.by_peer and event.error is not None:
-            log.warning("%s", error)
+            # The links' callers get this error; the rcv-settle-mode probe's refusal
+            # is an expected fallback that create_receiver reports itself.
+            log.log(logging.DEBUG if event.session is self._probe_session else logging.INFO, "%s", error)
         self._protocol.schedule_flush()
 
     def _on_attach_requested(self, event: LinkAttachRequested) -> None:
@@ -368,6 +382,23 @@ class Connection:
         link.attach(None, None, keep=False)
         link.detach(Error(condition=engine_errors.NOT_ALLOWED, description="this client accepts no incoming links"))
         self._protocol.schedule_flush()
+
+
+class _ClientProtocol(EngineProtocol):
+    """The client's protocol: after each read, wakes the senders that wait for room.
+
+    Any frame read may let queued deliveries leave: a link flow (credit) or a session
+    flow (the remote incoming window, 2.5.6), which raises no link event.
+    """
+
+    def __init__(self, engine: EngineConnection, connection: Connection) -> None:
+        super().__init__(engine, connection._dispatch)
+        self._connection = connection
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._connection._waiting_senders:
+            self._connection._wake_senders()
 
 
 def _link_name(kind: str) -> str:

@@ -100,7 +100,7 @@ class LinkBase:
                 f"{self._what()} was detached by the peer", event.error, _hint(event.error)
             )
             if event.error is not None:
-                log.warning("%s", failure)
+                log.info("%s", failure)  # the caller gets the error itself (not WARNING too)
             self._fail(failure)
         elif event.error is not None:
             self._fail(LinkDetachedError.from_error(f"{self._what()} was detached on a protocol error", event.error))

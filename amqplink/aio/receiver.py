@@ -109,8 +109,8 @@ class Receiver(LinkBase):
         assert remote is not None
         if self.address is None and remote.source is not None:
             self.address = remote.source.address  # dynamic node: the peer names it
-        if self.confirm and int(remote.rcv_settle_mode or 0) != RCV_SECOND:
-            self.confirm = False  # the peer will not confirm: settle first
+        # The engine link settles first if the peer answered first (it will not confirm).
+        self.confirm = self.link.rcv_settle_mode == RCV_SECOND
         if remote.source is not None and remote.source.outcomes:
             # "the symbolic descriptors of the outcomes that can be chosen on this link" (3.5.3);
             # RabbitMQ 3.x offers no modified and ends the session if it gets one.
@@ -309,6 +309,7 @@ class Receiver(LinkBase):
                         condition=failure.condition,
                     )
                 )
+                future.exception()  # one failure, one report: the awaiting caller gets it
         arrival = self._arrival
         if arrival is not None and not arrival.done():
             arrival.set_result(None)

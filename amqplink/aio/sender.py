@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import uuid
 from collections.abc import AsyncIterable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from amqplink.aio.errors import AMQPError, MessageRejected
 from amqplink.aio.link import LinkBase
+from amqplink.codec.types import Described
 from amqplink.engine.events import DeliveryUpdated, Event, LinkCreditChanged
 from amqplink.engine.link import SND_SETTLED, SND_UNSETTLED, TERMINAL_OUTCOMES, SenderLink
 from amqplink.engine.session import Session
@@ -17,10 +20,28 @@ from amqplink.protocol.definitions import Accepted, Modified, Rejected, Released
 if TYPE_CHECKING:
     from amqplink.aio.connection import Connection
 
-__all__ = ["Outcome", "Sender", "SettleMode"]
+__all__ = ["Outcome", "Sendable", "Sender", "SettleMode"]
 
 SettleMode = Literal["unsettled", "settled"]
 Outcome = Accepted | Rejected | Released | Modified
+Sendable = (
+    Message
+    | bytes
+    | bytearray
+    | memoryview
+    | str
+    | int
+    | float
+    | dict[Any, Any]
+    | list[Any]
+    | tuple[Any, ...]
+    | uuid.UUID
+    | datetime.datetime
+    | Described
+    | None
+)
+"""What :meth:`Sender.send` takes: a :class:`Message`, or a body for ``Message(body)``:
+bytes-likes become one data section, anything else one amqp-value section (3.2)."""
 
 
 class Sender(LinkBase):
@@ -97,12 +118,17 @@ class Sender(LinkBase):
                 continue
             if self._has_room():
                 return
-            if self._room is None or self._room.done():
-                self._room = self._loop.create_future()
-            if self._presettled:
-                # Queued deliveries leave on any flow (link credit or session window).
-                self.connection._wake_after_dispatch.add(self)
-            await self._room
+            await self._wait_progress()
+
+    async def _wait_progress(self) -> None:
+        """Wait until a delivery settles (unsettled) or the queue may have moved (settled)."""
+        if self._room is None or self._room.done():
+            self._room = self._loop.create_future()
+        if self._presettled:
+            # Queued deliveries leave on any frame that opens link credit or the
+            # session window (a session flow carries no link event): wake on input.
+            self.connection._waiting_senders.add(self)
+        await self._room
 
     def _wake(self) -> None:
         room = self._room
@@ -110,8 +136,12 @@ class Sender(LinkBase):
             room.set_result(None)
 
     # -- sending ----------------------------------------------------------------------
-    async def send_nowait(self, message: Message | bytes) -> asyncio.Future[Any]:
+    async def send_nowait(self, message: Sendable) -> asyncio.Future[Any]:
         """Hand ``message`` to the link and return a future for its outcome.
+
+        A body that is not a :class:`Message` is sent as ``Message(body)``: ``bytes``
+        as a data section, a ``str``, number, ``dict``, ``list`` or ``None`` as an
+        amqp-value section (3.2), so any amqplink receiver decodes it back.
 
         Waits only for room under ``max_in_flight`` (and the socket's buffer), never
         for the outcome; the future resolves to the peer's outcome (``Accepted``,
@@ -120,9 +150,9 @@ class Sender(LinkBase):
         """
         if self._detached.done() or not self._has_room() or self._protocol.write_paused:
             await self._wait_room()
-        if type(message) is bytes:
+        if type(message) is not Message and not isinstance(message, Message):
             message = Message(message)
-        payload = message.encode()  # type: ignore[union-attr]
+        payload = message.encode()
         remote = self.link.remote_attach
         if remote is not None and remote.max_message_size and len(payload) > remote.max_message_size:
             raise AMQPError(
@@ -140,7 +170,7 @@ class Sender(LinkBase):
         self._protocol.schedule_flush()
         return future
 
-    async def send(self, message: Message | bytes, *, timeout: float | None = None) -> Outcome | None:
+    async def send(self, message: Sendable, *, timeout: float | None = None) -> Outcome | None:
         """Send one message and wait for its outcome.
 
         Returns the outcome (``None`` in settled mode); raises :class:`MessageRejected`
@@ -156,7 +186,7 @@ class Sender(LinkBase):
             raise _rejected(self._what(), outcome)
         return outcome  # type: ignore[no-any-return]
 
-    async def send_many(self, messages: Iterable[Message | bytes] | AsyncIterable[Message | bytes]) -> list[Any]:
+    async def send_many(self, messages: Iterable[Sendable] | AsyncIterable[Sendable]) -> list[Any]:
         """Pipeline every message under the in-flight bound; return the outcomes in order.
 
         A rejection is returned as its ``Rejected`` outcome, not raised; an error that
@@ -175,9 +205,7 @@ class Sender(LinkBase):
         """Wait until every message sent so far is settled (unsettled) or written (settled)."""
         while self.in_flight:
             self.check_usable()
-            if self._room is None or self._room.done():
-                self._room = self._loop.create_future()
-            await self._room
+            await self._wait_progress()
         self._protocol.flush()
 
     # -- engine events ----------------------------------------------------------------
@@ -202,6 +230,9 @@ class Sender(LinkBase):
             future = delivery.context
             if future is not None and not future.done():
                 future.set_exception(failure)
+                # One failure, one report: the caller who awaits it gets the error;
+                # futures nobody awaits must not each log "never retrieved".
+                future.exception()
         self._in_flight = 0
         room = self._room
         if room is not None and not room.done():

@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 
 # The transport's write buffer high-water mark: above it producers wait.
 WRITE_BUFFER_HIGH = 1 << 20
+# What the engine's output buffer may hold between flushes: past it, the next
+# schedule_flush writes through at once, so the transport's back-pressure
+# (pause_writing) applies to a burst of sends within one loop iteration too.
+ENGINE_OUTPUT_HIGH = 256 * 1024
 
 
 class EngineProtocol(asyncio.Protocol):
@@ -104,6 +108,8 @@ class EngineProtocol(asyncio.Protocol):
         if not self._flush_pending:
             self._flush_pending = True
             self._loop.call_soon(self._deferred_flush)
+        elif self.engine.output_size >= ENGINE_OUTPUT_HIGH:
+            self._write_through()
 
     def _deferred_flush(self) -> None:
         self._flush_pending = False
@@ -114,6 +120,10 @@ class EngineProtocol(asyncio.Protocol):
         events = self.engine.take_events()
         if events:
             self._on_events(events)
+        self._write_through()
+
+    def _write_through(self) -> None:
+        # Bytes only: events stay for the deferred flush, whose dispatch this may be inside.
         data = self.engine.data_to_send()
         transport = self.transport
         if data and transport is not None and not transport.is_closing():

@@ -71,6 +71,7 @@ class Queue:
     size: int = 0
     """Bytes counted against ``max_bytes``."""
     _starved: dict[object, Callable[[], None]] = field(default_factory=dict)
+    _full: bool = False
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -84,6 +85,9 @@ class Queue:
         """Store a message and offer it to a consumer with credit; ``False`` (and the
         message is not stored) when it would take the queue past ``max_bytes``."""
         if self.size + len(payload) > self.max_bytes:
+            if not self._full:  # one report per episode, not one per refused message
+                self._full = True
+                log.warning("%s", self.refusal(len(payload)))
             return False
         self.size += len(payload)
         self.messages.append(payload)
@@ -107,10 +111,12 @@ class Queue:
 
     def _release(self, size: int) -> None:
         self.size -= size
-        if self._starved and self.size < self.max_bytes // 4:
-            starved, self._starved = self._starved, {}
-            for resume in starved.values():
-                resume()
+        if self.size < self.max_bytes // 4:
+            self._full = False
+            if self._starved:
+                starved, self._starved = self._starved, {}
+                for resume in starved.values():
+                    resume()
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)

@@ -88,7 +88,16 @@ DEFAULT_MAX_MESSAGE_SIZE = 16 << 20
 
 
 class Broker:
-    """An in-memory AMQP 1.0 queue broker on the amqplink engine (server role)."""
+    """An in-memory AMQP 1.0 queue broker on the amqplink engine (server role).
+
+    ``credit_window``: credit granted to each producer link. ``max_message_size``
+    (bytes): larger messages detach the link with ``amqp:link:message-size-exceeded``.
+    ``max_queue_bytes``: a queue's size limit (stored, held unsettled, dead-lettered).
+    ``idle_timeout`` (seconds, ``None``: none): silent connections are closed with
+    ``amqp:resource-limit-exceeded``. ``handshake_timeout`` (seconds): time from TCP
+    connect to open. ``max_connections``: beyond it, new connections are closed with
+    ``amqp:resource-limit-exceeded``.
+    """
 
     def __init__(
         self,
@@ -197,7 +206,10 @@ class Broker:
 
     # -- per connection ---------------------------------------------------------------
     def _config(self) -> ConnectionConfig:
-        return ConnectionConfig(idle_timeout=self.idle_timeout)
+        # Excess transfers reach the broker, which refuses them itself (in _on_message):
+        # a transfer pipelined behind an attach is then refused after the attach is
+        # answered, never by a detach written before it (2.6.3).
+        return ConnectionConfig(idle_timeout=self.idle_timeout, on_excess_transfer="deliver")
 
     def _accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
         self._protocols.add(protocol)
@@ -218,7 +230,9 @@ class Broker:
                 t = type(event)
                 if t is DeliveryReceived:
                     link = event.link  # type: ignore[attr-defined]
-                    self._on_message(link, event.delivery, producers[link], protocol.schedule_flush)  # type: ignore[attr-defined]
+                    queue = producers.get(link)
+                    if queue is not None:
+                        self._on_message(link, event.delivery, queue, protocol.schedule_flush)  # type: ignore[attr-defined]
                 elif t is DeliveryUpdated:
                     queue = consumers.get(event.link)  # type: ignore[attr-defined]
                     state = event.state  # type: ignore[attr-defined]
@@ -294,7 +308,8 @@ class Broker:
                 self._refuse(link, "a sending link needs a target address")
                 return
             link.max_message_size = self.max_message_size
-            link.attach(rcv_settle_mode=RCV_FIRST)
+            link.answer_rcv_settle_mode = RCV_FIRST
+            link.attach()
             producers[link] = self.queue(str(target.address))
             link.flow(self.credit_window)
 
@@ -304,6 +319,17 @@ class Broker:
         link.detach(Error(condition=engine_errors.NOT_FOUND, description=why))
 
     def _on_message(self, link: ReceiverLink, delivery: Delivery, queue: Queue, flush: Any) -> None:
+        if link.excess_transfers or link.detach_sent:
+            # "the receiver MAY ... detach the link with a transfer-limit-exceeded error code" (2.6.7)
+            if not link.detach_sent:
+                log.warning("detaching link %r: a message arrived without link credit", link.name)
+                link.detach(
+                    Error(
+                        condition=engine_errors.TRANSFER_LIMIT_EXCEEDED,
+                        description="a message arrived without link credit: wait for the broker's flow",
+                    )
+                )
+            return
         payload = delivery.payload
         data = payload if type(payload) is bytes else bytes(payload)
         if not queue.put(data):
@@ -331,7 +357,7 @@ class Broker:
             log.warning("detaching link %r: %s", link.name, error.description)
             link.detach(error)
         else:
-            log.info("rejecting a message on link %r: %s", link.name, error.description)
+            log.debug("rejecting a message on link %r: %s", link.name, error.description)
             link.settle(delivery, Rejected(error=error))
 
     @staticmethod

@@ -425,16 +425,61 @@ def encode_map(out: bytearray, value: Any) -> None:
         items = value.items()
     except AttributeError:
         raise _range_error("map", value) from None
+    merging = False
     for k, v in items:
         enc = get(type(k))
         if enc is None:
             enc = _resolve(k)
+        if enc in _KEY_CHECKED:
+            merging |= _check_key(k, enc)
         enc(out, k)
         enc = get(type(v))
         if enc is None:
             enc = _resolve(v)
         enc(out, v)
+    if merging:
+        _check_distinct_keys(value)
     _insert_header(out, start, 2 * len(value), 0xC1, 0xD1)
+
+
+# Map keys that every amqplink decoder reads back only under conditions: a list key
+# decodes as a Python list, which cannot be a dict key; a datetime decodes as a
+# Timestamp and a described value's tuples as lists, so two distinct keys may become
+# equal, which the decoder rejects ("map holds duplicate keys"). Either way every
+# amqplink receiver would reject the message, so the encoder refuses it.
+def _check_key(key: Any, enc: Encoder) -> bool:
+    """Refuse a key that cannot be a decoded dict key; True if it may merge with another."""
+    if enc is encode_list:
+        raise EncodeError(
+            f"map key {key!r} would encode as an AMQP list, which amqplink cannot decode as a key;"
+            " use a string, symbol, number or other scalar key"
+        )
+    return True
+
+
+def _check_distinct_keys(value: dict[Any, Any]) -> None:
+    if len({_decoded_key(k) for k in value}) != len(value):
+        raise EncodeError(
+            f"map keys {list(value)!r} are distinct in Python but equal once encoded (a datetime"
+            " and its timestamp, or a tuple and a list in a described key); a map needs distinct keys"
+        )
+
+
+def _decoded_key(key: Any) -> Any:
+    """What ``key`` decodes back as, in a hashable form."""
+    if isinstance(key, _dt.datetime):
+        return _timestamp_ms(key)
+    if isinstance(key, Described):
+        return (Described, _decoded_key(key.descriptor), _frozen(key.value))
+    return key
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((_frozen(k), _frozen(v)) for k, v in value.items())
+    return _decoded_key(value)
 
 
 def _encode_descriptor(out: bytearray, descriptor: Any) -> None:
@@ -693,10 +738,8 @@ def _map_body(value: Any) -> tuple[int, bytes]:
     if not isinstance(value, dict):
         raise _range_error("map", value)
     buf = bytearray()
-    for k, v in value.items():
-        encode_value(buf, k)
-        encode_value(buf, v)
-    return 2 * len(value), bytes(buf)
+    encode_map(buf, value)
+    return 2 * len(value), bytes(buf[_MAP_HEADER_SIZE[buf[0]] :])
 
 
 def _array_body(value: Any) -> tuple[int, bytes]:
@@ -902,6 +945,8 @@ _FALLBACK: tuple[tuple[type, Encoder], ...] = (
 )
 
 _DISPATCH_CACHE_MAX = 1024
+_KEY_CHECKED = frozenset((encode_list, _encode_datetime, _encode_described_obj))
+_MAP_HEADER_SIZE = {0xC1: 3, 0xD1: 9}  # constructor, size and count: map8, map32
 
 
 def _resolve(value: Any) -> Encoder:

@@ -47,7 +47,10 @@ async def run_broker(
             key = EMULATOR_KEY if is_loopback(host) else secrets.token_urlsafe(32)
         keys = {key_name or EMULATOR_KEY_NAME: key}
         broker = Broker(loaded, servicebus=True, keys=keys, require_auth=require_auth)
-    await broker.start(host, port)
+    try:
+        await broker.start(host, port)
+    except OSError as exc:
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     print(f"amqplink broker listening on amqp://{host}:{broker.port}", flush=True)
     if not plain:
         print(broker.connection_string.replace("127.0.0.1", host, 1), flush=True)

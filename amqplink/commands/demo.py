@@ -17,28 +17,45 @@ __all__ = ["run_demo"]
 
 
 async def run_demo(
-    url: str | None, address: str, *, count: int, size: int, progress: bool | None = None
+    url: str | None,
+    address: str,
+    *,
+    count: int,
+    size: int,
+    progress: bool | None = None,
+    summary: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Round-trip ``count`` messages; ``url=None`` starts the embedded broker in-process."""
+    """Round-trip ``count`` messages; ``url=None`` starts the embedded broker in-process.
+
+    ``summary`` (default: a new dict) holds ``sent``, ``accepted`` and ``received``
+    so far while the run goes, for a caller that is interrupted.
+    """
+    result = summary if summary is not None else {}
+    result.update(command="demo", broker=parse_url(url).url if url else "embedded", sent=0, accepted=0, received=0)
+    sent: dict[str, Any] = {}
+    got: dict[str, Any] = {}
+
+    def so_far() -> None:
+        result.update(
+            sent=sent.get("sent", 0), accepted=sent.get("outcomes", {}).get("accepted", 0), received=got.get("count", 0)
+        )
+
     broker: Broker | None = None
     if url is None:
         broker = await Broker().start()
         url = broker.url
     try:
-        sent = await run_send(url, address, count=count, size=size, progress=progress)
-        got = await run_receive(url, address, count=count, progress=progress, idle_timeout=10.0)
+        await run_send(url, address, count=count, size=size, progress=progress, summary=sent)
+        so_far()
+        await run_receive(url, address, count=count, progress=progress, idle_timeout=10.0, summary=got)
     finally:
+        so_far()
         if broker is not None:
             await broker.stop()
-    accepted = sent["outcomes"].get("accepted", 0)
-    return {
-        "command": "demo",
-        "broker": "embedded" if broker is not None else parse_url(url).url,
-        "sent": count,
-        "accepted": accepted,
-        "received": got["count"],
-        "lost": count - got["count"],
-        "send_messages_per_second": sent["messages_per_second"],
-        "receive_messages_per_second": got["messages_per_second"],
-        "ok": accepted == count and got["count"] == count,
-    }
+    result.update(
+        lost=count - got["count"],
+        send_messages_per_second=sent["messages_per_second"],
+        receive_messages_per_second=got["messages_per_second"],
+        ok=result["accepted"] == count and got["count"] == count,
+    )
+    return result

@@ -21,9 +21,17 @@ async def run_receive(
     prefetch: int = 1000,
     idle_timeout: float = 10.0,
     progress: bool | None = None,
+    summary: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Receive up to ``count`` messages; stop early after ``idle_timeout`` s without one."""
+    """Receive up to ``count`` messages; stop early after ``idle_timeout`` s without one.
+
+    ``summary`` (default: a new dict) is filled in as the run goes — ``count``
+    received (and, in peek-lock mode, accepted) so far — so a caller that is
+    interrupted can still report it.
+    """
     bar = Progress(f"receive {address}", count, enabled=progress)
+    result = summary if summary is not None else {}
+    result.update(command="receive", address=address, count=0, requested=count, mode=mode, body_bytes=0)
     received = 0
     payload_bytes = 0
     async with await connect(url) as conn:
@@ -37,18 +45,14 @@ async def run_receive(
                 await receiver.accept(*batch)
             received += len(batch)
             payload_bytes += sum(len(m.body) if isinstance(m.body, bytes | bytearray) else 0 for m in batch)
+            result.update(count=received, body_bytes=payload_bytes)
             bar.advance(len(batch))
         seconds = time.perf_counter() - started
         await receiver.close()
     bar.finish()
-    return {
-        "command": "receive",
-        "address": address,
-        "count": received,
-        "requested": count,
-        "mode": mode,
-        "body_bytes": payload_bytes,
-        "seconds": round(seconds, 3),
-        "messages_per_second": round(received / seconds, 1) if seconds > 0 else None,
-        "complete": received == count,
-    }
+    result.update(
+        seconds=round(seconds, 3),
+        messages_per_second=round(received / seconds, 1) if seconds > 0 else None,
+        complete=received == count,
+    )
+    return result

@@ -23,9 +23,24 @@ async def run_send(
     settled: bool = False,
     in_flight: int = 1000,
     progress: bool | None = None,
+    summary: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Send ``count`` messages of ``size`` bytes; return counts, seconds and msg/s."""
+    """Send ``count`` messages of ``size`` bytes; return counts, seconds and msg/s.
+
+    ``summary`` (default: a new dict) is filled in as the run goes — ``sent`` and
+    ``outcomes`` so far — so a caller that is interrupted can still report it.
+    """
     outcomes: Counter[str] = Counter()
+    result = summary if summary is not None else {}
+    result.update(
+        command="send",
+        address=address,
+        count=count,
+        size=size,
+        mode="settled" if settled else "unsettled",
+        sent=0,
+        outcomes=outcomes,
+    )
     bar = Progress(f"send {address}", count, enabled=progress)
     body = bytes(size)
     async with await connect(url) as conn:
@@ -45,6 +60,7 @@ async def run_send(
         started = time.perf_counter()
         for i in range(count):
             future = await sender.send_nowait(Message(body, message_id=i))
+            result["sent"] = i + 1
             if settled:
                 bar.advance()
             else:
@@ -55,13 +71,9 @@ async def run_send(
     bar.finish()
     if settled:
         outcomes["settled"] = count
-    return {
-        "command": "send",
-        "address": address,
-        "count": count,
-        "size": size,
-        "mode": "settled" if settled else "unsettled",
-        "outcomes": dict(outcomes),
-        "seconds": round(seconds, 3),
-        "messages_per_second": round(count / seconds, 1) if seconds > 0 else None,
-    }
+    result.update(
+        outcomes=dict(outcomes),
+        seconds=round(seconds, 3),
+        messages_per_second=round(count / seconds, 1) if seconds > 0 else None,
+    )
+    return result

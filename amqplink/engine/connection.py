@@ -51,6 +51,14 @@ from amqplink.engine.sasl import (
     SaslServer,
 )
 from amqplink.engine.session import Session
+from amqplink.engine.states import (
+    CONNECTION_TRANSITIONS,
+    ConnectionState,
+    IllegalTransition,
+    SessionState,
+    Step,
+    advance,
+)
 from amqplink.protocol.definitions import (
     Attach,
     Begin,
@@ -90,6 +98,18 @@ _SASL_CONDITIONS = {
 }
 _SASL_CODE = Symbol("sasl-code")
 
+_START = ConnectionState.START
+_OPEN_SENT = ConnectionState.OPEN_SENT
+_OPEN_RCVD = ConnectionState.OPEN_RCVD
+_OPENED = ConnectionState.OPENED
+_CLOSE_RCVD = ConnectionState.CLOSE_RCVD
+_CLOSE_SENT = ConnectionState.CLOSE_SENT
+_DISCARDING = ConnectionState.DISCARDING
+_END = ConnectionState.END
+_SESSION_BEGIN_SENT = SessionState.BEGIN_SENT
+_SESSION_END_SENT = SessionState.END_SENT
+_SESSION_ENDED = SessionState.ENDED
+
 
 @dataclass(slots=True)
 class ConnectionConfig:
@@ -106,6 +126,14 @@ class ConnectionConfig:
     (2.6.7). ``"detach"`` (the default) enforces the limit; ``"deliver"`` hands the
     delivery on and counts it in ``ReceiverLink.excess_transfers`` (for peers such as
     RabbitMQ 3.x that overshoot under load).
+
+    ``min_peer_idle_timeout`` (seconds) is the shortest idle time-out this side honours
+    from the peer. "If a peer can not, for any reason support a proposed idle timeout,
+    then it SHOULD close the connection using the close frame with an error explaining
+    why. There is no requirement for peers to support arbitrarily short or long idle
+    timeouts." (2.4.5): a peer that asks for less (say 1 ms: hundreds of heartbeats a
+    second) gets a close with ``amqp:not-implemented`` naming both values; nothing is
+    clamped, since a clamped heartbeat would only make that peer time us out.
     """
 
     container_id: str = field(default_factory=lambda: f"amqplink-{uuid.uuid4()}")
@@ -120,6 +148,7 @@ class ConnectionConfig:
     offered_capabilities: list[str] | None = None
     desired_capabilities: list[str] | None = None
     on_excess_transfer: Literal["detach", "deliver"] = "detach"
+    min_peer_idle_timeout: float = 0.1
 
     def __post_init__(self) -> None:
         if self.max_frame_size < MIN_MAX_FRAME_SIZE:
@@ -128,6 +157,8 @@ class ConnectionConfig:
             raise ValueError("channel_max must be within 0..65535")
         if self.idle_timeout is not None and self.idle_timeout <= 0:
             raise ValueError("idle_timeout must be positive (or None to disable it)")
+        if self.min_peer_idle_timeout < 0:
+            raise ValueError("min_peer_idle_timeout must not be negative")
         if self.incoming_window < 1:
             raise ValueError("incoming_window must be at least 1")
         if self.on_excess_transfer not in ("detach", "deliver"):
@@ -162,12 +193,11 @@ class Connection:
         self._trace = frame_log.isEnabledFor(logging.DEBUG)
         self._expect = _EXPECT_SASL_HEADER if sasl is not None else _EXPECT_AMQP_HEADER
         self._header_sent = False
-        self.open_sent = False
+        self.state = _START
+        """Where the connection is in its open/close exchange (:class:`ConnectionState`)."""
         self.remote_open: Open | None = None
-        self.close_sent = False
         self.remote_close: Close | None = None
         self.error: Error | None = None
-        self.closed = False
         # "Prior to any explicit negotiation, the maximum frame size is 512
         # (MIN-MAX-FRAME-SIZE) and the maximum channel number is 0." (2.4.1)
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
@@ -182,13 +212,38 @@ class Connection:
 
     def __repr__(self) -> str:
         role = "server" if self.server else "client"
-        return f"Connection({role}, container_id={self.config.container_id!r}, closed={self.closed})"
+        return f"Connection({role}, container_id={self.config.container_id!r}, {self.state.name})"
 
     # -- state -------------------------------------------------------------------
     @property
     def is_open(self) -> bool:
         """Open sent and received, close neither."""
-        return self.open_sent and self.remote_open is not None and not (self.close_sent or self.closed)
+        return self.state is _OPENED
+
+    @property
+    def open_sent(self) -> bool:
+        """This side's open is out, or the connection is over (derived from ``state``)."""
+        return self.state is not _START and self.state is not _OPEN_RCVD
+
+    @property
+    def close_sent(self) -> bool:
+        """This side has closed, or the connection is over (no more frames go out)."""
+        return self.state >= _CLOSE_SENT
+
+    @property
+    def closed(self) -> bool:
+        """Nothing more will be read or written: closed by both sides, after an error
+        (DISCARDING), or the transport ended."""
+        return self.state >= _DISCARDING
+
+    def _step(self, step: Step) -> None:
+        self.state = advance(CONNECTION_TRANSITIONS, self.state, step, "connection")
+
+    def _abandon_sessions(self, reason: str) -> None:
+        """Closing a connection ends its sessions and their links (2.4.3, 2.5.5)."""
+        for session in self.sessions.values():
+            if session.state is not _SESSION_ENDED:
+                session._abandon(reason)
 
     # -- output --------------------------------------------------------------------
     def data_to_send(self) -> bytes:
@@ -204,8 +259,13 @@ class Connection:
         self._tx = True
         return data
 
+    @property
+    def output_size(self) -> int:
+        """Bytes written and not yet taken by :meth:`data_to_send` (for back-pressure)."""
+        return len(self._out)
+
     def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
-        if self.close_sent and type(frame) is not Close:
+        if self.state >= _CLOSE_SENT and type(frame) is not Close:
             # CLOSE SENT: "It is illegal to write anything more onto the connection" (2.4.6)
             return
         out = self._deferred if self._deferred is not None else self._out
@@ -246,13 +306,14 @@ class Connection:
     # -- application calls ------------------------------------------------------
     def open(self) -> None:
         """Send the protocol header(s) and open; later frames may be pipelined behind."""
-        if self.open_sent:
+        state = self.state
+        if state is not _START and state is not _OPEN_RCVD:
+            if self.closed and self.remote_open is None:
+                raise errors.EngineStateError("connection is closed")
             return
-        if self.closed:
-            raise errors.EngineStateError("connection is closed")
         if not self.server:
             self._start_header()
-        self.open_sent = True
+        self._step(Step.SEND_OPEN)
         cfg = self.config
         idle_ms = UInt(int(cfg.idle_timeout * 500)) if cfg.idle_timeout else None
         self._write_frame(
@@ -270,16 +331,23 @@ class Connection:
         )
 
     def close(self, error: Error | None = None) -> None:
-        """Send close (2.4.3). A :class:`ConnectionClosed` event follows the peer's close."""
-        if self.close_sent or self.closed:
+        """Send close (2.4.3). A :class:`ConnectionClosed` event follows the peer's close.
+
+        Every session and link ends with it: a send on one raises at once.
+        """
+        if self.state >= _CLOSE_RCVD:
             return
-        if not self.open_sent:
+        if self.state is _START or self.state is _OPEN_RCVD:
             self.open()
         for session in list(self.sessions.values()):
             session._flush_dispositions()
-        self.close_sent = True
+        self._step(Step.SEND_CLOSE)
         self.error = error
         self._write_frame(0, Close(error=error))
+        # Nothing more goes out, but frames still come in until the peer's close
+        # (2.4.6 CLOSE_SENT): outcomes that arrive now still settle deliveries.
+        for session in self.sessions.values():
+            session._abandon_links("the connection is closing")
 
     def begin_session(
         self,
@@ -288,9 +356,9 @@ class Connection:
         handle_max: int | None = None,
     ) -> Session:
         """Create a session on the lowest free channel and send begin (2.5.2)."""
-        if self.close_sent or self.closed:
+        if self.state >= _CLOSE_RCVD:
             raise errors.EngineStateError("connection is closed")
-        if not self.open_sent:
+        if self.state is _START or self.state is _OPEN_RCVD:
             self.open()
         limit = min(self.config.channel_max, self.remote_channel_max)
         channel = next((c for c in range(limit + 1) if c not in self.sessions), None)
@@ -313,7 +381,7 @@ class Connection:
         return session
 
     def _forget_session(self, session: Session) -> None:
-        if not (session.end_sent and session.remote_end is not None):
+        if session.state is not _SESSION_ENDED:
             return
         if self.sessions.get(session.channel) is session:
             del self.sessions[session.channel]
@@ -324,8 +392,9 @@ class Connection:
         """The transport ended (socket closed): report it if the close was not clean."""
         self._release_partial_deliveries()
         if not self.closed:
-            self.closed = True
+            self._step(Step.ABANDON)
             self._expect = _EXPECT_NOTHING
+            self._abandon_sessions("the connection's transport closed")
             if self.remote_close is None:
                 self._events.append(
                     ConnectionClosed(
@@ -368,7 +437,7 @@ class Connection:
         remote_idle = self.remote_open.idle_time_out
         # "idle-time-out ... A value of zero is the same as if it was not set" (2.7.1);
         # empty frames "MUST NOT be sent after the close frame has been sent" (2.4.5).
-        if remote_idle and not self.close_sent and now - self._last_tx >= int(remote_idle) / 2000:
+        if remote_idle and self.state <= _OPENED and now - self._last_tx >= int(remote_idle) / 2000:
             self._out += heartbeat()
             self._last_tx = now
         return self._take_events()
@@ -395,6 +464,8 @@ class Connection:
             self._fail(exc.condition, exc.description)
         except FramingError as exc:
             self._fail(errors.FRAMING_ERROR, str(exc))
+        except IllegalTransition as exc:
+            self._fail(errors.ILLEGAL_STATE, str(exc))
         except DecodeError as exc:
             self._fail(errors.DECODE_ERROR, str(exc))
         except SaslFailed as exc:
@@ -529,8 +600,9 @@ class Connection:
     def _end_without_close(
         self, condition: Symbol, description: str, info: dict[Any, Any] | None = None
     ) -> None:
-        self.closed = True
+        self._step(Step.ABANDON)
         self._expect = _EXPECT_NOTHING
+        self._abandon_sessions("the connection failed")
         self.error = Error(condition=condition, description=description, info=info)
         self._events.append(ConnectionClosed(self.error, False))
 
@@ -545,13 +617,14 @@ class Connection:
             self._end_without_close(condition, description, info)
             return
         error = Error(condition=condition, description=description, info=info)
-        if not self.close_sent:
-            if not self.open_sent:
-                self.open()
-            self.close_sent = True
+        if self.state is _START or self.state is _OPEN_RCVD:
+            self.open()
+        send_close = self.state < _CLOSE_SENT
+        self._step(Step.SEND_CLOSE_ERROR)
+        if send_close:
             self._write_frame(0, Close(error=error))
+        self._abandon_sessions(f"the connection closed with {condition}")
         self.error = error
-        self.closed = True
         self._events.append(ConnectionClosed(error, False))
         # DISCARDING: ignore everything until the transport ends (2.4.6).
         self._expect = _EXPECT_NOTHING
@@ -574,6 +647,8 @@ class Connection:
                 self._fail_link(session, exc)
             except errors.SessionProtocolError as exc:
                 self._fail_session(session, exc)
+            except IllegalTransition as exc:
+                self._fail_session(session, errors.SessionProtocolError(channel, errors.ILLEGAL_STATE, str(exc)))
             return
         if self.remote_open is None and kind is not Open:
             # "each peer MUST send an open frame before sending any other frames" (2.4.1)
@@ -591,6 +666,8 @@ class Connection:
                     session._on_detach(frame)
             except errors.SessionProtocolError as exc:
                 self._fail_session(session, exc)
+            except IllegalTransition as exc:
+                self._fail_session(session, errors.SessionProtocolError(channel, errors.ILLEGAL_STATE, str(exc)))
         elif kind is Begin:
             self._on_begin(channel, frame)
         elif kind is End:
@@ -614,7 +691,7 @@ class Connection:
             raise errors.ConnectionProtocolError(
                 errors.NOT_ALLOWED, f"frame on channel {channel}, where no session is mapped"
             )
-        if session.end_sent and not allow_ending:
+        if session.state >= _SESSION_END_SENT and not allow_ending:
             return None  # DISCARDING until the peer's end arrives
         return session
 
@@ -631,12 +708,27 @@ class Connection:
     def _on_open(self, frame: Open) -> None:
         if self.remote_open is not None:
             raise errors.ConnectionProtocolError(errors.ILLEGAL_STATE, "second open received")
+        self._step(Step.RECV_OPEN)
         self.remote_open = frame
         self.remote_max_frame_size = max(MIN_MAX_FRAME_SIZE, int(frame.max_frame_size))
         self.remote_channel_max = int(frame.channel_max)
-        if self.server and not self.open_sent:
+        if self.server and self.state is _OPEN_RCVD:
             self.open()
+        self._check_peer_idle_timeout(frame)
         self._events.append(ConnectionOpened(frame))
+
+    def _check_peer_idle_timeout(self, frame: Open) -> None:
+        """Refuse an idle time-out below ``config.min_peer_idle_timeout`` (2.4.5: "it
+        SHOULD close the connection using the close frame with an error explaining why")."""
+        idle_ms = int(frame.idle_time_out or 0)
+        floor = self.config.min_peer_idle_timeout
+        if idle_ms and idle_ms < floor * 1000:
+            raise errors.ConnectionProtocolError(
+                errors.NOT_IMPLEMENTED,
+                f"the peer's idle-time-out of {idle_ms} ms is below the {floor * 1000:g} ms this side supports"
+                " (it would take a heartbeat every few milliseconds; ConnectionConfig.min_peer_idle_timeout"
+                " sets the floor)",
+            )
 
     def _on_begin(self, channel: int, frame: Begin) -> None:
         if channel in self._remote_sessions:
@@ -658,8 +750,7 @@ class Connection:
             session_or_none = self.sessions.get(int(frame.remote_channel))
             if (
                 session_or_none is None
-                or not session_or_none.begin_sent
-                or session_or_none.remote_begin is not None
+                or session_or_none.state is not _SESSION_BEGIN_SENT
             ):
                 raise errors.ConnectionProtocolError(
                     errors.NOT_ALLOWED, f"begin answers channel {int(frame.remote_channel)}, which began no session"
@@ -672,11 +763,12 @@ class Connection:
 
     def _on_close(self, frame: Close) -> None:
         self.remote_close = frame
-        by_peer = not self.close_sent
+        by_peer = self.state < _CLOSE_SENT
+        self._step(Step.RECV_CLOSE)
         if by_peer:
-            self.close_sent = True
             self._write_frame(0, Close())
-        self.closed = True
+            self._step(Step.SEND_CLOSE)
+        self._abandon_sessions("the peer closed the connection")
         self._expect = _EXPECT_NOTHING
         self._events.append(ConnectionClosed(frame.error if by_peer else self.error, by_peer))
 

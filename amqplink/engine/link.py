@@ -25,6 +25,7 @@ from amqplink.engine.events import (
     LinkDrained,
 )
 from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.engine.states import LINK_TRANSITIONS, LinkState, Step, advance
 from amqplink.protocol.definitions import (
     Accepted,
     Attach,
@@ -65,7 +66,20 @@ ROLE_RECEIVER = True
 # "delivery-tag: binary ... A delivery-tag can be up to 32 octets of binary data" (2.8.7)
 MAX_TAG_SIZE = 32
 
+# Engine-made tags are 8-byte big-endian counters; after 2^64 of them the counter wraps
+# and skips the tags of deliveries still unsettled.
+_TAG_SPACE = 1 << 64
+
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
+
+# Module-level aliases: the hot paths compare states by identity.
+_DETACHED = LinkState.DETACHED
+_ATTACH_SENT = LinkState.ATTACH_SENT
+_ATTACH_RCVD = LinkState.ATTACH_RCVD
+_ATTACHED = LinkState.ATTACHED
+_DETACH_RCVD = LinkState.DETACH_RCVD
+_DETACH_SENT = LinkState.DETACH_SENT
+_ENDED = LinkState.ENDED
 
 
 class Delivery:
@@ -124,6 +138,9 @@ class Link:
     """State shared by both ends of a link: names, handles, termini, attach/detach."""
 
     is_sender: bool = False
+    answer_rcv_settle_mode: int | None = None
+    """A receiver answering the peer's attach: its own rcv-settle-mode (``None``: the
+    peer's). "the receiver's value is the one in force" (2.7.3)."""
 
     def __init__(
         self,
@@ -147,10 +164,12 @@ class Link:
         self.rcv_settle_mode = rcv_settle_mode
         self.properties = properties
         self.max_message_size = max_message_size
+        self.state = _DETACHED
+        """Where the link is in its attach/detach exchange (:class:`LinkState`)."""
         self.remote_attach: Attach | None = None
+        """The peer's attach, as it arrived."""
         self.remote_detach: Detach | None = None
-        self.attach_sent = False
-        self.detach_sent = False
+        self._ended_by: str | None = None  # why the link ENDED without a detach of its own
         self.delivery_count = 0
         self.link_credit = 0
         self.drain = False
@@ -165,12 +184,44 @@ class Link:
     @property
     def is_attached(self) -> bool:
         """Attach sent and received, detach neither."""
-        return self.attach_sent and self.remote_attach is not None and not self.is_detached
+        return self.state is _ATTACHED
 
     @property
     def is_detached(self) -> bool:
-        """Detach sent or received: the link can carry nothing more."""
-        return self.detach_sent or self.remote_detach is not None
+        """Detach sent or received, or the session ended: the link carries nothing more."""
+        return self.state >= _DETACH_RCVD
+
+    @property
+    def attach_sent(self) -> bool:
+        """This side's attach is out and the link has not ended (derived from ``state``)."""
+        state = self.state
+        return state is _ATTACHED or state is _ATTACH_SENT or state is _DETACH_SENT
+
+    @property
+    def detach_sent(self) -> bool:
+        """This side has detached (or its session or connection ended under the link)."""
+        return self.state >= _DETACH_SENT
+
+    def _step(self, step: Step) -> None:
+        self.state = advance(LINK_TRANSITIONS, self.state, step, f"link {self.name!r}")
+
+    def _abandon(self, reason: str) -> None:
+        """The session ended or the connection closed: a link lives within its session
+        (2.5.5, 2.6.1), so it ends with it; nothing more goes out on this link."""
+        if self.state is not _ENDED:
+            self._ended_by = reason
+            self._step(Step.ABANDON)
+
+    def _unusable(self, action: str) -> errors.EngineStateError:
+        """The error for an application call the link's state no longer allows."""
+        state = self.state
+        if state is _ENDED and self._ended_by is not None:
+            why = self._ended_by
+        elif state >= _DETACH_RCVD:
+            why = "it is detached"
+        else:
+            why = "this side has not attached it"
+        return errors.EngineStateError(f"cannot {action} on link {self.name!r}: {why}")
 
     @property
     def role(self) -> bool:
@@ -179,7 +230,7 @@ class Link:
 
     def __repr__(self) -> str:
         kind = "SenderLink" if self.is_sender else "ReceiverLink"
-        return f"{kind}(name={self.name!r}, handle={self.handle}, credit={self.link_credit})"
+        return f"{kind}(name={self.name!r}, handle={self.handle}, {self.state.name}, credit={self.link_credit})"
 
     # -- attach / detach -----------------------------------------------------
     def attach(
@@ -188,7 +239,6 @@ class Link:
         target: Target | None = None,
         *,
         keep: bool = True,
-        rcv_settle_mode: int | None = None,
     ) -> None:
         """Send this side's attach.
 
@@ -197,13 +247,17 @@ class Link:
         to the peer's); pass ``None`` termini with ``keep=False`` to answer with a null
         terminus, then :meth:`detach` with an error, as 2.6.3 describes for refusal.
 
-        A receiver may answer with its own ``rcv_settle_mode`` (default: the peer's):
-        "the receiver's value is the one in force" (2.7.3).
+        A receiver answers with :attr:`answer_rcv_settle_mode` when it is set, else
+        with the peer's.
         """
-        if self.attach_sent:
-            if self.is_detached:
-                return  # the peer detached first; the engine already answered both
+        state = self.state
+        if state >= _DETACH_RCVD:
+            return  # detached or ended first; the engine already answered what it had to
+        if state is not _DETACHED and state is not _ATTACH_RCVD:
             raise errors.EngineStateError(f"link {self.name!r} is already attached")
+        self._send_attach(source, target, keep=keep)
+
+    def _send_attach(self, source: Source | None, target: Target | None, *, keep: bool) -> None:
         remote = self.remote_attach
         if remote is not None and keep:
             if source is None:
@@ -216,19 +270,32 @@ class Link:
             else:
                 self.snd_settle_mode = int(remote.snd_settle_mode)
                 self.rcv_settle_mode = int(remote.rcv_settle_mode)
-        if rcv_settle_mode is not None and not self.is_sender:
-            self.rcv_settle_mode = rcv_settle_mode
+        if self.answer_rcv_settle_mode is not None and not self.is_sender:
+            self.rcv_settle_mode = self.answer_rcv_settle_mode
         self.source = source
         self.target = target
-        self.attach_sent = True
+        self._step(Step.SEND_ATTACH)
         self.session._send_attach(self)
 
     def detach(self, error: Error | None = None, *, closed: bool = True) -> None:
-        """Send detach (``closed=True`` closes the link for good, 2.6.6)."""
-        if self.detach_sent:
+        """Send detach (``closed=True`` closes the link for good, 2.6.6); no-op once detached.
+
+        A link the peer attached and this side has not answered yet is answered first
+        with a null terminus, then detached, as 2.6.3 describes for a refused link: a
+        detach alone would name a handle the peer has never seen, and the peer ends
+        the session with ``amqp:session:unattached-handle``.
+        """
+        state = self.state
+        if state >= _DETACH_SENT:
             return
-        self.detach_sent = True
         self.error = error
+        if state is _DETACHED:
+            self._abandon("it was detached before it was attached")
+            self.session._forget_link(self)
+            return
+        if state is _ATTACH_RCVD:
+            self._send_attach(None, None, keep=False)
+        self._step(Step.SEND_DETACH)
         self.session._send_detach(self, error, closed)
 
     def _make_attach(self) -> Attach:
@@ -247,14 +314,21 @@ class Link:
         )
 
     def _on_attach(self, attach: Attach) -> None:
+        answer = self.state is not _DETACHED  # the peer answers this side's attach
+        self._step(Step.RECV_ATTACH)
         self.remote_attach = attach
         self.remote_handle = int(attach.handle)
         if not self.is_sender:
             # "initial-delivery-count: ... the sender's initial value for delivery-count"
             self.delivery_count = int(attach.initial_delivery_count or 0)
-            if self.attach_sent:
+            if answer:
                 self.snd_settle_mode = int(attach.snd_settle_mode)
-        elif self.attach_sent:
+                if self.rcv_settle_mode == RCV_SECOND and int(attach.rcv_settle_mode) != RCV_SECOND:
+                    # The receiver's rcv-settle-mode is the one in force (2.7.3), but a
+                    # sender that answers first will not settle after our outcome
+                    # (qpid-proton's Container does so): settle first, or nothing ends.
+                    self.rcv_settle_mode = RCV_FIRST
+        elif answer:
             self.rcv_settle_mode = int(attach.rcv_settle_mode)
 
     def _flow_frame(self, *, echo: bool = False) -> Flow:
@@ -273,7 +347,8 @@ class Link:
         )
 
     def _send_flow(self, *, echo: bool = False) -> None:
-        if self.detach_sent or not self.attach_sent:
+        state = self.state
+        if state is not _ATTACHED and state is not _ATTACH_SENT:
             return
         self.session._write(self._flow_frame(echo=echo))
 
@@ -292,6 +367,10 @@ class SenderLink(Link):
     """The sending end of a link: queues deliveries and sends them as credit allows."""
 
     is_sender = True
+    hold_drain = False
+    """When true, a drain is answered only after :meth:`drained` (for an application
+    that keeps its messages outside the link's queue, as a broker does)."""
+    _drain_held = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -299,10 +378,10 @@ class SenderLink(Link):
         self.auto_settle = True
         self._next_tag = 0
         self.unsettled: dict[int, Delivery] = {}
-        self.hold_drain = False
-        """When true, a drain is answered only after :meth:`drained` (for an application
-        that keeps its messages outside the link's queue, as a broker does)."""
-        self._drain_held = False
+        self._tags: dict[bytes, Delivery] | None = None
+        """The tags of the unsettled deliveries, kept from the first time a tag could
+        collide (a caller's tag, or the engine's counter wrapping); until then every
+        tag is the engine's counter and unique by construction."""
 
     @property
     def credit(self) -> int:
@@ -341,28 +420,84 @@ class SenderLink(Link):
         ``settled`` defaults from the link's sender settle mode (``settled`` ->
         pre-settled, else unsettled). With snd-settle-mode ``settled`` "the sender
         will send all deliveries settled to the receiver" (2.8.2).
+
+        Raises :class:`~amqplink.engine.errors.EngineStateError` at once, naming the
+        link, once it is detached or its session or connection has ended (nothing is
+        queued that could never leave), and for a ``tag`` already held by an unsettled
+        delivery of this link ("delivery-tag ... MUST be unique amongst all deliveries
+        that could be considered unsettled", 2.8.7). Without ``tag`` the engine makes
+        one that is.
         """
-        if self.is_detached:
-            raise errors.EngineStateError(f"cannot send on detached link {self.name!r}")
-        if not self.attach_sent:
-            raise errors.EngineStateError(f"link {self.name!r} is not attached")
+        state = self.state
+        if state is not _ATTACHED and state is not _ATTACH_SENT:
+            raise self._unusable("send")
         if settled is None:
             settled = self.snd_settle_mode == SND_SETTLED
         elif settled and self.snd_settle_mode == SND_UNSETTLED:
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
         elif not settled and self.snd_settle_mode == SND_SETTLED:
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
-        if tag is None:
-            tag = self._next_tag.to_bytes(8, "big")
+        if tag is not None:
+            tag = self._check_tag(tag, settled)
+        elif self._tags is None and self._next_tag < _TAG_SPACE - 1:
+            tag = self._next_tag.to_bytes(8, "big")  # the counter alone: unique by construction
             self._next_tag += 1
-        elif len(tag) > MAX_TAG_SIZE:
-            raise ValueError(f"delivery-tag of {len(tag)} bytes: at most {MAX_TAG_SIZE} are allowed (2.8.7)")
+        else:
+            tag = self._new_tag()
         delivery = Delivery(self, tag, payload, message_format, settled)
         delivery.size = len(payload)
         delivery.context = context
+        if not settled and self._tags is not None:
+            self._tags[tag] = delivery
         self.queue.append(delivery)
         self.session._pump_sender(self)
         return delivery
+
+    def _new_tag(self) -> bytes:
+        """The engine's next tag: "delivery-tag ... MUST be unique amongst all deliveries
+        that could be considered unsettled by either end of the link" (2.8.7)."""
+        n = self._next_tag
+        tags = self._tags
+        if tags is None:
+            self._next_tag = n + 1
+            if n + 1 == _TAG_SPACE:
+                self._next_tag = 0
+                self._tags = self._unsettled_tags()
+            return n.to_bytes(8, "big")
+        while True:
+            tag = n.to_bytes(8, "big")
+            n = (n + 1) % _TAG_SPACE
+            if tag not in tags:
+                self._next_tag = n
+                return tag
+
+    def _check_tag(self, tag: bytes, settled: bool) -> bytes:
+        """A caller's tag, as bytes, once it is known not to collide with an unsettled one."""
+        if len(tag) > MAX_TAG_SIZE:
+            raise ValueError(f"delivery-tag of {len(tag)} bytes: at most {MAX_TAG_SIZE} are allowed (2.8.7)")
+        if type(tag) is not bytes:
+            tag = bytes(tag)  # a bytearray or memoryview: hashable, and immune to later changes
+        if settled:
+            return tag
+        tags = self._tags
+        if tags is None:
+            tags = self._tags = self._unsettled_tags()
+        if tag in tags:
+            raise errors.EngineStateError(
+                f"cannot send on link {self.name!r}: delivery-tag {bytes(tag).hex()} is already in use"
+                " by an unsettled delivery (2.8.7); pass another tag or settle that delivery first"
+            )
+        return tag
+
+    def _unsettled_tags(self) -> dict[bytes, Delivery]:
+        tags = {d.tag: d for d in self.unsettled.values() if not d.settled}
+        tags.update((d.tag, d) for d in self.queue if not d.settled)
+        return tags
+
+    def _release_tag(self, delivery: Delivery) -> None:
+        tags = self._tags
+        if tags is not None and tags.get(delivery.tag) is delivery:
+            del tags[delivery.tag]
 
     def abort(self, delivery: Delivery) -> None:
         """Abort a delivery: drop it if no frame is out yet, else end it with an aborted
@@ -373,6 +508,7 @@ class SenderLink(Link):
         delivery.settled = True
         if delivery.delivery_id is None:
             self.queue.remove(delivery)
+            self._release_tag(delivery)
             return
         self._forget(delivery)
         self.session._pump_sender(self)
@@ -422,6 +558,8 @@ class SenderLink(Link):
         events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _forget(self, delivery: Delivery) -> None:
+        if self._tags is not None:
+            self._release_tag(delivery)
         if delivery.delivery_id is not None:
             self.unsettled.pop(delivery.delivery_id, None)
             self.session._forget_outgoing(delivery)
@@ -482,13 +620,6 @@ class ReceiverLink(Link):
         if self.drain and self.link_credit == 0:
             self.drain = False
             self.session.connection._events.append(LinkDrained(self))
-
-    def _discard_partial(self) -> None:
-        """Forget a half-received delivery and its frames at once (the transport is gone)."""
-        delivery = self._partial
-        if delivery is not None:
-            self._partial = None
-            delivery._chunks = None
 
     def add_credit(self, credit: int) -> None:
         """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
@@ -652,6 +783,13 @@ class ReceiverLink(Link):
             self.unsettled.pop(delivery.delivery_id or 0, None)
             self.session._forget_incoming(delivery)
         self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+
+    def _discard_partial(self) -> None:
+        """Forget a half-received delivery and its frames at once (the transport is gone)."""
+        delivery = self._partial
+        if delivery is not None:
+            self._partial = None
+            delivery._chunks = None
 
 
 def error(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Error:

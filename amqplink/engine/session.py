@@ -33,6 +33,7 @@ from amqplink.engine.link import (
     SenderLink,
 )
 from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.engine.states import SESSION_TRANSITIONS, LinkState, SessionState, Step, advance
 from amqplink.protocol.definitions import (
     Attach,
     Begin,
@@ -57,6 +58,16 @@ _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
 # Tags up to this length keep the transfer's field list within a list8 (size < 256).
 _FAST_TAG_MAX = 32
 
+_MAPPED = SessionState.MAPPED
+_END_RCVD = SessionState.END_RCVD
+_END_SENT = SessionState.END_SENT
+_ENDED = SessionState.ENDED
+_LINK_ATTACH_SENT = LinkState.ATTACH_SENT
+_LINK_ATTACH_RCVD = LinkState.ATTACH_RCVD
+_LINK_ATTACHED = LinkState.ATTACHED
+_LINK_DETACH_SENT = LinkState.DETACH_SENT
+_LINK_ENDED = LinkState.ENDED
+
 
 class Session:
     """One session on a connection: created by :meth:`Connection.begin_session`."""
@@ -75,8 +86,8 @@ class Session:
         self.remote_channel: int | None = None
         self.remote_begin: Begin | None = None
         self.remote_end: End | None = None
-        self.begin_sent = False
-        self.end_sent = False
+        self.state = SessionState.UNMAPPED
+        """Where the session is in its begin/end exchange (:class:`SessionState`, 2.5.5)."""
         # 2.5.6 session state
         self.next_outgoing_id = INITIAL_OUTGOING_ID
         self.incoming_window = incoming_window
@@ -100,21 +111,45 @@ class Session:
         """The error this side ended the session with."""
 
     def __repr__(self) -> str:
-        return f"Session(channel={self.channel}, remote_channel={self.remote_channel})"
+        return f"Session(channel={self.channel}, remote_channel={self.remote_channel}, {self.state.name})"
 
     @property
     def is_mapped(self) -> bool:
         """Begin sent and received, end neither."""
-        return self.begin_sent and self.remote_begin is not None and not self.is_ended
+        return self.state is _MAPPED
 
     @property
     def is_ended(self) -> bool:
-        """End sent or received."""
-        return self.end_sent or self.remote_end is not None
+        """End sent or received (or the connection closed under the session)."""
+        return self.state >= _END_RCVD
+
+    @property
+    def begin_sent(self) -> bool:
+        """This side's begin is out (derived from ``state``)."""
+        return self.state is not SessionState.UNMAPPED and self.state is not SessionState.BEGIN_RCVD
+
+    @property
+    def end_sent(self) -> bool:
+        """This side has ended the session (or the connection closed under it)."""
+        return self.state >= _END_SENT
+
+    def _step(self, step: Step) -> None:
+        self.state = advance(SESSION_TRANSITIONS, self.state, step, f"session {self.channel}")
+
+    def _abandon(self, reason: str) -> None:
+        """The connection is over: the session and its links end with it."""
+        self._step(Step.ABANDON)
+        self._abandon_links(reason)
+
+    def _abandon_links(self, reason: str) -> None:
+        """This side can send nothing more on the session: its links end, so a send on
+        one raises at once (a link lives within its session: 2.5.5, 2.6.1)."""
+        for link in self.links.values():
+            link._abandon(reason)
 
     # -- frames out ------------------------------------------------------------
     def _write(self, frame: Any, payload: Any = None) -> None:
-        if self.end_sent:
+        if self.state >= _END_SENT:
             return  # END SENT: "The endpoint MAY receive frames, but cannot send them." (2.5.5)
         if self._dispositions and type(frame) is not Disposition:
             self._flush_dispositions()
@@ -130,7 +165,7 @@ class Session:
         )
 
     def _send_begin(self) -> None:
-        self.begin_sent = True
+        self._step(Step.SEND_BEGIN)
         self._write(self._begin_frame())
 
     def _session_flow(self, *, echo: bool = False) -> None:
@@ -145,14 +180,19 @@ class Session:
         )
 
     def end(self, error: Error | None = None) -> None:
-        """Send end; detaches every link of the session implicitly (2.5.5)."""
-        if self.end_sent:
+        """Send end; detaches every link of the session implicitly (2.5.5).
+
+        With an error the session is DISCARDING: frames that arrive before the peer's
+        end are dropped. A send on one of its links raises at once from now on.
+        """
+        if self.state >= _END_SENT:
             return
         self._flush_dispositions()
-        self.end_sent = True
+        self._step(Step.SEND_END_ERROR if error is not None else Step.SEND_END)
         self.error = error
         self.connection._write_frame(self.channel, End(error=error))
-        if self.remote_end is not None:
+        self._abandon_links(f"session {self.channel} has ended")
+        if self.state is _ENDED:
             self.connection._forget_session(self)
 
     # -- links -------------------------------------------------------------------
@@ -241,8 +281,6 @@ class Session:
 
     def _send_detach(self, link: Link, error: Error | None, closed: bool) -> None:
         self._write(Detach(handle=UInt(link.handle), closed=closed, error=error))
-        if link.remote_detach is not None:
-            self._forget_link(link)
 
     def _forget_link(self, link: Link) -> None:
         self.links.pop(link.handle, None)
@@ -255,6 +293,7 @@ class Session:
 
     # -- frames in ---------------------------------------------------------------
     def _on_begin(self, begin: Begin) -> None:
+        self._step(Step.RECV_BEGIN)
         self.remote_begin = begin
         self.next_incoming_id = int(begin.next_outgoing_id)
         self.remote_incoming_window = int(begin.incoming_window)
@@ -287,12 +326,19 @@ class Session:
         peer_is_sender = not attach.role
         # The local end of a link has the opposite role of the peer's end.
         link = self._by_name.get((attach.name, not peer_is_sender))
+        if link is not None and link.state is _LINK_ENDED:
+            return  # the peer's answer crossed this side's close
         events = self.connection._events
-        if link is not None and link.attach_sent and link.remote_attach is None:
+        if link is not None and link.remote_attach is None and (
+            link.state is _LINK_ATTACH_SENT or link.state is _LINK_DETACH_SENT
+        ):
+            # The peer answers this side's attach (perhaps one this side has detached
+            # since: the peer's detach follows and ends the link).
             self._remote_links[handle] = link
             link._on_attach(attach)
-            events.append(LinkAttached(link))
-            self._pump_sender_if(link)
+            if link.state is _LINK_ATTACHED:
+                events.append(LinkAttached(link))
+                self._pump_sender_if(link)
             return
         if link is not None:
             raise errors.SessionProtocolError(
@@ -318,14 +364,18 @@ class Session:
 
     def _on_detach(self, detach: Detach) -> None:
         link = self._link_for(detach.handle)
+        if link.state is _LINK_ENDED:
+            return  # the peer's detach crossed this side's close
         link.remote_detach = detach
-        by_peer = not link.detach_sent
+        unanswered = link.state is _LINK_ATTACH_RCVD
+        by_peer = link.state < _LINK_DETACH_SENT
+        link._step(Step.RECV_DETACH)
         if by_peer:
-            if not link.attach_sent:
+            if unanswered:
                 # Detached before this side answered the attach: answer it, then detach.
-                link.attach_sent = True
+                link._step(Step.SEND_ATTACH)
                 self._send_attach(link)
-            link.detach_sent = True
+            link._step(Step.SEND_DETACH)
             self._write(Detach(handle=UInt(link.handle), closed=bool(detach.closed)))
         self._forget_link(link)
         error = detach.error if by_peer else link.error
@@ -344,7 +394,7 @@ class Session:
         self.remote_outgoing_window = int(flow.outgoing_window)
         if flow.handle is not None:
             link = self._link_for(flow.handle)
-            if not link.detach_sent:
+            if link.state < _LINK_DETACH_SENT:
                 link._on_flow(flow)
         elif flow.echo:
             self._session_flow()
@@ -364,7 +414,7 @@ class Session:
         self.next_incoming_id = serial_add(self.next_incoming_id, 1)
         self.incoming_window -= 1
         self.remote_outgoing_window -= 1
-        if not link.detach_sent:
+        if link.state < _LINK_DETACH_SENT:
             link._on_transfer(transfer, payload)
         if self.incoming_window <= self.max_incoming_window // 2:
             self._mark_pending()
@@ -393,12 +443,16 @@ class Session:
                 delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
 
     def _on_end(self, end: End) -> None:
+        if self.state is _ENDED:
+            return  # the peer's end crossed this side's close: the session is over already
         self.remote_end = end
-        by_peer = not self.end_sent
+        by_peer = self.state < _END_SENT
+        self._step(Step.RECV_END)
         if by_peer:
             self._flush_dispositions()
-            self.end_sent = True
+            self._step(Step.SEND_END)
             self.connection._write_frame(self.channel, End())
+            self._abandon_links(f"the peer ended session {self.channel}")
         self.connection._forget_session(self)
         self.connection._events.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
 
@@ -424,13 +478,9 @@ class Session:
 
     def _pump_sender(self, link: SenderLink) -> None:
         """Write queued deliveries while link credit and the remote window allow."""
-        if (
-            self.remote_begin is None
-            or link.remote_attach is None
-            or link.detach_sent
-            or self.end_sent
-            or self.connection.close_sent
-        ):
+        # ATTACHED implies the session is mapped; ending the session or closing the
+        # connection moves every link on to ENDED.
+        if link.state is not _LINK_ATTACHED:
             return
         queue = link.queue
         max_frame = self.connection.remote_max_frame_size

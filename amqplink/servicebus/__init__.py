@@ -1,8 +1,8 @@
 """Azure Service Bus semantics on top of the asyncio client.
 
 The public names mirror azure-servicebus 7.x. This package is being built up in
-layers; for now it holds the pieces with no I/O: connection strings, SAS tokens and
-credentials.
+layers; so far: connection strings, SAS tokens and credentials, the exceptions
+(``amqplink.servicebus.exceptions``), the retry policy, CBS and ``$management``.
 """
 
 from __future__ import annotations

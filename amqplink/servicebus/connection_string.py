@@ -72,7 +72,10 @@ class ServiceBusConnectionString:
     def audience(self, entity: str | None = None) -> str:
         """The SAS audience ``sb://HOST/ENTITY`` (PROTOCOL.md) for ``entity`` or the EntityPath."""
         path = entity if entity is not None else self.entity_path
-        return f"{ENDPOINT_SCHEME}://{self.fully_qualified_namespace}/{path or ''}"
+        host = self.fully_qualified_namespace
+        if ":" in host:
+            host = f"[{host}]"  # an IPv6 literal
+        return f"{ENDPOINT_SCHEME}://{host}/{path or ''}"
 
 
 def _segments(conn_str: str) -> dict[str, str]:

@@ -1,10 +1,9 @@
-"""The Service Bus exceptions (azure-servicebus 7.x's names) and the one table that picks them.
+"""The one table that turns AMQP conditions and ``$management`` status codes into exceptions.
 
-Every error carries ``condition`` (the AMQP error condition or management
-``errorCondition``), ``description``, ``entity``, ``status_code`` and ``retryable``.
 :data:`ERROR_TABLE` maps each AMQP condition in PROTOCOL.md, and each ``$management``
-status code, to a class and to whether retrying can help; :func:`from_amqp_error` and
-:func:`from_management_status` are the only two ways in.
+status code, to a class of :mod:`amqplink.servicebus.exceptions` and to whether
+retrying can help; :func:`from_amqp_error` and :func:`from_management_status` are the
+only two ways in.
 """
 
 from __future__ import annotations
@@ -12,197 +11,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from amqplink.aio.errors import (
-    AMQPError,
-    AttachTimeout,
-    ConnectionClosedError,
-    SettlementError,
+from amqplink.aio.errors import AMQPError, ConnectionClosedError, SettlementError
+from amqplink.servicebus.exceptions import (
+    MessageAlreadySettled,
+    MessageLockLostError,
+    MessageNotFoundError,
+    MessageSizeExceededError,
+    MessagingEntityAlreadyExistsError,
+    MessagingEntityDisabledError,
+    MessagingEntityNotFoundError,
+    OperationTimeoutError,
+    ServiceBusAuthenticationError,
+    ServiceBusAuthorizationError,
+    ServiceBusCommunicationError,
+    ServiceBusConnectionError,
+    ServiceBusError,
+    ServiceBusQuotaExceededError,
+    ServiceBusServerBusyError,
+    SessionCannotBeLockedError,
+    SessionLockLostError,
 )
 
-__all__ = [
-    "ERROR_TABLE",
-    "AutoLockRenewFailed",
-    "AutoLockRenewTimeout",
-    "ErrorKind",
-    "MessageAlreadySettled",
-    "MessageLockLostError",
-    "MessageNotFoundError",
-    "MessageSizeExceededError",
-    "MessagingEntityAlreadyExistsError",
-    "MessagingEntityDisabledError",
-    "MessagingEntityNotFoundError",
-    "OperationTimeoutError",
-    "ServiceBusAuthenticationError",
-    "ServiceBusAuthorizationError",
-    "ServiceBusCommunicationError",
-    "ServiceBusConnectionError",
-    "ServiceBusError",
-    "ServiceBusQuotaExceededError",
-    "ServiceBusServerBusyError",
-    "SessionCannotBeLockedError",
-    "SessionLockLostError",
-    "from_amqp_error",
-    "from_management_status",
-]
-
-
-class _Details(Exception):
-    """The fields every Service Bus error carries; the message names entity, condition and remedy."""
-
-    default_message = "Service Bus has encountered an error."
-    hint = ""
-    default_retryable = False
-
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        condition: str | None = None,
-        description: str | None = None,
-        entity: str | None = None,
-        status_code: int | None = None,
-        retryable: bool | None = None,
-        error: BaseException | None = None,
-    ) -> None:
-        self.condition = condition
-        self.description = description if description is not None else message
-        self.entity = entity
-        self.status_code = status_code
-        self.retryable = self.default_retryable if retryable is None else retryable
-        self.error = error
-        text = message or description or self.default_message
-        if entity:
-            text = f"{entity}: {text}"
-        if condition:
-            text += f" [{condition}]"
-        if status_code is not None:
-            text += f" (status {status_code})"
-        if self.hint:
-            text += f" {self.hint}"
-        super().__init__(text)
-        self.message = text
-
-
-class ServiceBusError(_Details):
-    """Base of all Service Bus errors."""
-
-
-class ServiceBusConnectionError(ServiceBusError):
-    """The connection or link broke; the operation may be retried on a new one."""
-
-    default_message = "An error occurred in the connection."
-    default_retryable = True
-
-
-class ServiceBusCommunicationError(ServiceBusError):
-    """The namespace cannot be reached."""
-
-    default_message = "There was a general communications error encountered when interacting with Service Bus."
-    default_retryable = True
-    hint = "Check the host name and that a firewall or proxy does not block ports 5671/5672."
-
-
-class ServiceBusAuthenticationError(ServiceBusError):
-    """The credential was refused (e.g. a CBS put-token answered with a non-2xx status)."""
-
-    default_message = "An error occurred when authenticating the connection."
-    hint = "Check the SharedAccessKeyName/SharedAccessKey or the token's audience and expiry."
-
-
-class ServiceBusAuthorizationError(ServiceBusError):
-    """The credential is valid but lacks the right for the operation."""
-
-    default_message = "An error occurred when authorizing the connection."
-    hint = "Check the claims (Send/Listen/Manage) of the key or token."
-
-
-class OperationTimeoutError(ServiceBusError):
-    """The operation did not complete in time."""
-
-    default_message = "Operation timed out."
-    default_retryable = True
-
-
-class MessageSizeExceededError(ServiceBusError, ValueError):
-    """The message is larger than the entity accepts."""
-
-    default_message = "Message content is larger than the service bus frame size."
-    hint = "Send a smaller message, or split the batch."
-
-
-class MessageLockLostError(ServiceBusError):
-    """The message's lock expired or was lost with its link; it will be redelivered."""
-
-    default_message = "The lock on the message lock has expired."
-    hint = "Receive the message again (its message id is there for de-duplication); renew locks sooner."
-
-
-class SessionLockLostError(ServiceBusError):
-    """The session's lock expired; its unsettled messages can no longer be settled."""
-
-    default_message = "The lock on the session has expired."
-    hint = "Accept the session again."
-
-
-class SessionCannotBeLockedError(ServiceBusError):
-    """Another receiver holds the session."""
-
-    default_message = "The requested session cannot be locked."
-    default_retryable = True
-
-
-class MessageNotFoundError(ServiceBusError):
-    """No message has the requested sequence number."""
-
-    default_message = "The requested message was not found."
-
-
-class MessagingEntityNotFoundError(ServiceBusError):
-    """The queue, topic or subscription does not exist."""
-
-    default_message = "A Service Bus resource cannot be found by the Service Bus service."
-    hint = "Check the entity name, or create the entity."
-
-
-class MessagingEntityDisabledError(ServiceBusError):
-    """The entity is disabled."""
-
-    default_message = "The Messaging Entity is disabled."
-    hint = "Enable the entity again."
-
-
-class MessagingEntityAlreadyExistsError(ServiceBusError):
-    """An entity with that name exists already."""
-
-    default_message = "An entity with the same name exists under the same namespace."
-
-
-class ServiceBusQuotaExceededError(ServiceBusError):
-    """The entity is full or the namespace's connection quota is reached."""
-
-    default_message = "The quota applied to a Service Bus resource has been exceeded."
-    hint = "Receive messages to make room, or raise the entity's size."
-
-
-class ServiceBusServerBusyError(ServiceBusError):
-    """The service is busy; wait (at least 4 s) and retry."""
-
-    default_message = "The Service Bus service reports that it is busy."
-    default_retryable = True
-
-
-class AutoLockRenewFailed(ServiceBusError):
-    """A background lock renewal failed."""
-
-
-class AutoLockRenewTimeout(ServiceBusError):
-    """The time allotted to renewing a lock elapsed."""
-
-
-class MessageAlreadySettled(_Details, ValueError):
-    """The message was already settled (a ``ValueError``, as in the SDK: client-side validation)."""
-
-    default_message = "The message has either been deleted or already settled."
+__all__ = ["ERROR_TABLE", "ErrorKind", "from_amqp_error", "from_management_status"]
 
 
 class ErrorKind(NamedTuple):
@@ -313,7 +143,7 @@ def from_management_status(
     )
 
 
-def _settlement_kind(error: SettlementError) -> type[_Details]:
+def _settlement_kind(error: SettlementError) -> type[ServiceBusError] | type[MessageAlreadySettled]:
     # aio.SettlementError covers several faults; its wording is pinned by tests/servicebus/test_errors.py.
     text = str(error)
     if "already settled" in text:
@@ -334,12 +164,12 @@ def from_amqp_error(error: BaseException, *, entity: str | None = None) -> Servi
     fields: dict[str, Any] = {"entity": entity, "error": error}
     if isinstance(error, SettlementError):
         cls = _settlement_kind(error)
-        return cls(description=str(error), condition=error.condition, retryable=False, **fields)  # type: ignore[return-value]
+        return cls(description=str(error), condition=error.condition, retryable=False, **fields)
     if isinstance(error, AMQPError):
         kind = _kind(error.condition, None)
         description = error.description or str(error)
         if kind is None:
-            if isinstance(error, AttachTimeout):
+            if isinstance(error, TimeoutError):  # AttachTimeout, RequestTimeout
                 return OperationTimeoutError(description=description, **fields)
             return ServiceBusConnectionError(description=description, **fields)
         cls = kind.cls

@@ -19,12 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from amqplink.aio.errors import AMQPError
-from amqplink.servicebus.errors import (
-    MessageAlreadySettled,
-    ServiceBusError,
-    ServiceBusServerBusyError,
-    from_amqp_error,
-)
+from amqplink.servicebus.errors import from_amqp_error
+from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError, ServiceBusServerBusyError
 
 __all__ = [
     "DEFAULT_OPERATION_TIMEOUT",

@@ -18,7 +18,10 @@ one FIFO queue per address and forwards transfer payloads byte for byte (proton'
   A consumer that detaches or disconnects gives its unsettled messages back, in
   order. rcv-settle-mode ``second`` is honoured: the broker settles a delivery
   after applying the peer's outcome and the peer settles last.
-* Each link's attach answers with the settle modes the peer asked for.
+* Each link's attach answers with the settle modes the peer asked for; with
+  ``rcv_settle_mode="first"`` it answers rcv-settle-mode ``first`` (proton's default
+  link setting) and, as proton's ``MessagingHandler`` does, settles a delivery it
+  sent only once the consumer has settled it: an unsettled outcome waits.
 * Drain is honoured: credit left after the queue is empty is given back.
 
 Not done: the modified outcome's delivery-failed and message-annotations are not
@@ -104,7 +107,7 @@ class BrokerState:
 class _Broker(MessagingHandler):
     """The broker's handler: proton calls it on the container thread only."""
 
-    def __init__(self, credit_window: int) -> None:
+    def __init__(self, credit_window: int, rcv_settle_mode: str = "echo") -> None:
         # prefetch=0: the broker grants credit itself; no auto accept or settle.
         super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
         # Payloads are forwarded raw, so keep proton's endpoint open/close plumbing
@@ -112,6 +115,7 @@ class _Broker(MessagingHandler):
         # which would decode every transfer.
         self.handlers = [EndpointStateHandler(peer_close_is_error=False, delegate=weakref.proxy(self))]
         self.credit_window = credit_window
+        self.answer_first = rcv_settle_mode == "first"
         self.queues: dict[str, Queue] = {}
         self.consumers: dict[Link, _Consumer] = {}
         self.producers: dict[Link, _Producer] = {}
@@ -133,7 +137,7 @@ class _Broker(MessagingHandler):
         link = event.link
         # Answer with the settle modes the peer asked for (2.6.3, 3.8.2/3.8.3).
         link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        link.rcv_settle_mode = Link.RCV_FIRST if self.answer_first else link.remote_rcv_settle_mode
         if link.is_sender:
             self._open_consumer(link)
         else:
@@ -332,6 +336,8 @@ class _Broker(MessagingHandler):
         terminal = state in (Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED)
         if not terminal and not delivery.settled:
             return  # a non-terminal state (received): nothing to do yet
+        if self.answer_first and not delivery.settled:
+            return  # rcv-settle-mode first: the consumer settles first (proton's default handler waits)
         payload = consumer.unsettled.pop(delivery.tag, None) if consumer is not None else None
         delivery.settle()
         if payload is None:
@@ -394,11 +400,19 @@ def _free_port(host: str) -> int:
 class ProtonBroker:
     """The proton broker in a background thread; a context manager exposing ``url``."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, credit_window: int = DEFAULT_CREDIT_WINDOW) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        credit_window: int = DEFAULT_CREDIT_WINDOW,
+        rcv_settle_mode: str = "echo",
+    ) -> None:
+        """``rcv_settle_mode``: ``"echo"`` answers what the peer asked; ``"first"`` answers
+        first and waits for the consumer to settle, as proton's defaults do."""
         self.host = host
         self.port = port
         self.url = ""
-        self._handler = _Broker(credit_window)
+        self._handler = _Broker(credit_window, rcv_settle_mode)
         self._container: Container | None = None
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -492,12 +506,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5672, help="0: any free port")
     parser.add_argument("--credit-window", type=int, default=DEFAULT_CREDIT_WINDOW)
+    parser.add_argument("--rcv-settle-mode", choices=("echo", "first"), default="echo")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     if args.verbose:
         log.setLevel(logging.DEBUG)  # this broker's link events; proton's own event trace stays off
-    broker = ProtonBroker(args.host, args.port, args.credit_window).start()
+    broker = ProtonBroker(args.host, args.port, args.credit_window, args.rcv_settle_mode).start()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:

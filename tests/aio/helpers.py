@@ -9,6 +9,7 @@ from typing import Any
 from amqplink.aio.server import serve
 from amqplink.aio.transport import EngineProtocol
 from amqplink.engine.connection import Connection as EngineConnection
+from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.errors import NOT_IMPLEMENTED
 from amqplink.engine.events import DeliveryReceived, Event, LinkAttachRequested
 from amqplink.engine.link import ReceiverLink
@@ -32,13 +33,19 @@ class HoldingServer:
     ``ignore_attach=True`` never answers attach frames (a peer that hangs).
     ``refuse_rcv_second_after=s`` ends, ``s`` seconds later, the session of an attach
     that asks for rcv-settle-mode second, with ``amqp:not-implemented`` (as RabbitMQ
-    does at once).
+    does at once). ``incoming_window`` is the server's session incoming-window (2.5.6).
     """
 
     def __init__(
-        self, *, credit: int = 10_000, ignore_attach: bool = False, refuse_rcv_second_after: float | None = None
+        self,
+        *,
+        credit: int = 10_000,
+        ignore_attach: bool = False,
+        refuse_rcv_second_after: float | None = None,
+        incoming_window: int = 5000,
     ) -> None:
         self.credit = credit
+        self.incoming_window = incoming_window
         self.ignore_attach = ignore_attach
         self.refuse_rcv_second_after = refuse_rcv_second_after
         self.held: list[tuple[ReceiverLink, Any]] = []
@@ -51,7 +58,7 @@ class HoldingServer:
         return f"amqp://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
 
     async def __aenter__(self) -> HoldingServer:
-        self.server = await serve(self._accept)
+        self.server = await serve(self._accept, config=lambda: ConnectionConfig(incoming_window=self.incoming_window))
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -69,3 +69,15 @@ def test_sync_errors_cross_the_thread_typed(broker_url: str) -> None:
         with pytest.raises(ValueError, match="max_in_flight"):
             conn.create_sender("q", max_in_flight=0)
         assert not conn.closed
+
+
+def test_the_sync_facade_encodes_bodies_as_message_does(broker_url: str) -> None:
+    with sync.connect(broker_url) as conn:
+        sender = conn.create_sender("q")
+        assert isinstance(sender.send("hello"), Accepted)
+        assert isinstance(sender.send_nowait({"k": "v"}).result(10), Accepted)
+        assert all(isinstance(o, Accepted) for o in sender.send_many([None, 7, b"x"]))
+        receiver = conn.create_receiver("q")
+        got = receive_exactly_sync(receiver, 5)
+        assert receiver.aio.decode_failures == 0
+        assert [m.body for m in got] == ["hello", {"k": "v"}, None, 7, b"x"]

@@ -233,8 +233,8 @@ def test_no_frame_exceeds_the_peer_max_frame_size(tag_size: int) -> None:
     receiver.flow(1000)
     pair.pump()
     sizes = [*range(380, 620), 5000]
-    for n in sizes:
-        tag = n.to_bytes(tag_size, "big") if tag_size > 1 else bytes([n % 256])
+    for i, n in enumerate(sizes):  # tags unique among the unsettled deliveries (2.8.7)
+        tag = n.to_bytes(tag_size, "big") if tag_size > 1 else bytes([i])
         sender.send(bytes([n % 256]) * n, tag=tag, message_format=0xFFFFFFFF)
         server_sender.send(bytes([n % 256]) * n, tag=tag)  # type: ignore[union-attr]
     pair.pump()

@@ -12,11 +12,13 @@ reads, and flows cross transfers on the wire.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from amqplink.engine.connection import Connection, ConnectionConfig
+from amqplink.engine.errors import EngineStateError
 from amqplink.engine.events import (
     ConnectionClosed,
     DeliveryAborted,
@@ -38,7 +40,10 @@ from amqplink.engine.link import (
     ReceiverLink,
 )
 from amqplink.engine.serial import serial_diff
-from amqplink.protocol.definitions import Accepted, Released, Target
+from amqplink.engine.states import LinkState
+from amqplink.protocol.definitions import Accepted, Detach, End, Flow, Released, Target, Transfer
+
+from .pairs import frames_in
 
 
 class LinkMachine(RuleBasedStateMachine):
@@ -228,3 +233,99 @@ class LinkMachine(RuleBasedStateMachine):
 
 LinkMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)
 TestLinkMachine = LinkMachine.TestCase
+
+
+class LifecycleMachine(LinkMachine):
+    """The same traffic, with the link detached or the session ended from either side at
+    a random point (2.5.5, 2.6.6). Checked after every step: a send on a link this side
+    has ended raises at once; no side writes a frame on its session after its end, nor
+    a transfer or flow on a link after its detach; the peer never sees a frame it cannot
+    place (no end or detach with an error, no close). At the end both sides agree the
+    link (and, after an end, the session) is gone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finished: str | None = None
+        self.log_c2s = bytearray()
+        self.log_s2c = bytearray()
+
+    def _collect(self) -> None:
+        c2s, s2c = self.client.data_to_send(), self.server.data_to_send()
+        self.c2s += c2s
+        self.s2c += s2c
+        self.log_c2s += c2s
+        self.log_s2c += s2c
+
+    @rule(how=st.sampled_from(["client-end", "server-end", "client-detach", "server-detach"]))
+    @precondition(lambda self: self.ready and self.finished is None)
+    def finish(self, how: str) -> None:
+        side, what = how.split("-")
+        if what == "end":
+            (self.client if side == "client" else self.server).sessions[0].end()
+        else:
+            (self.sender if side == "client" else self.receiver).detach()
+        self.finished = how
+        event(f"finish: {how}")
+
+    @rule(size=st.integers(min_value=0, max_value=3000), presettled=st.booleans())
+    @precondition(lambda self: len(self.sender.queue) < 40)
+    def send(self, size: int, presettled: bool) -> None:
+        if self.sender.is_detached:
+            with pytest.raises(EngineStateError, match="'link'"):
+                self.sender.send(b"late")
+            event("a send on an ended link raised")
+            return
+        super().send(size, presettled)
+
+    @invariant()
+    def no_protocol_error(self) -> None:
+        if not self.ready:
+            return
+        for ev in self.client_events + self.server_events:
+            if self.finished is None or isinstance(ev, ConnectionClosed):
+                assert not isinstance(ev, ConnectionClosed | LinkDetached | SessionEnded), ev
+            elif isinstance(ev, LinkDetached | SessionEnded):
+                assert ev.error is None, ev  # e.g. amqp:session:unattached-handle
+
+    @invariant()
+    def credit_and_windows_respected(self) -> None:
+        if self.ready and self.finished is None:
+            super().credit_and_windows_respected()
+
+    @invariant()
+    def nothing_written_after_end_or_detach(self) -> None:
+        if not self.ready or self.finished is None:
+            return
+        for log in (self.log_c2s, self.log_s2c):
+            ended = detached = False
+            for _, performative, _ in frames_in([bytes(log)]):
+                assert not ended, f"{performative!r} written after end"
+                if isinstance(performative, End):
+                    ended = True
+                elif isinstance(performative, Detach):
+                    detached = True
+                elif detached and isinstance(performative, Transfer | Flow) and performative.handle is not None:
+                    raise AssertionError(f"{performative!r} written after detach")
+
+    def teardown(self) -> None:
+        if not self.ready:
+            return
+        if self.finished is None:
+            super().teardown()
+            return
+        self._flush_all()
+        self.no_protocol_error()
+        self.nothing_written_after_end_or_detach()
+        assert self.sender.state is LinkState.ENDED and self.receiver.state is LinkState.ENDED
+        with pytest.raises(EngineStateError):
+            self.sender.send(b"after")
+        if self.finished.endswith("end"):
+            assert not self.client.sessions and not self.server.sessions
+        else:
+            assert self.client.sessions[0].is_mapped and not self.client.sessions[0].links
+            assert self.server.sessions[0].is_mapped and not self.server.sessions[0].links
+        assert self.client.is_open and self.server.is_open
+
+
+LifecycleMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+TestLifecycleMachine = LifecycleMachine.TestCase

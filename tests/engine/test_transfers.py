@@ -22,6 +22,7 @@ from amqplink.protocol.definitions import (
     Modified,
     Received,
     Rejected,
+    Source,
     Target,
     Transfer,
 )
@@ -267,3 +268,44 @@ def test_a_transfer_asking_second_on_a_link_negotiated_first_detaches_it() -> No
     (detach,) = performatives([server.data_to_send()], Detach)
     assert detach.error is not None and detach.error.condition == "amqp:not-allowed"
     assert link.detach_sent and session.is_mapped
+
+
+def test_a_receiver_whose_sender_answers_rcv_settle_mode_first_settles_first() -> None:
+    # The receiver asks for second; a sender that answers first (qpid-proton's default)
+    # settles only after the receiver does, so the receiver must settle with its outcome.
+    pair = Pair(auto_accept_links=False)
+    session = pair.open()
+    receiver = session.attach_receiver("q", source=Source(address="q"), rcv_settle_mode=RCV_SECOND)
+    pair.pump()
+    [request] = pair.of(LinkAttachRequested, "server")
+    sender = request.link
+    assert isinstance(sender, SenderLink) and sender.remote_attach is not None
+    sender.rcv_settle_mode = RCV_FIRST
+    sender.attach(sender.remote_attach.source, sender.remote_attach.target, keep=False)
+    pair.pump()
+    assert receiver.rcv_settle_mode == RCV_FIRST
+    pair.grant_and_send(sender, receiver, 1, 1)
+    [received] = pair.of(DeliveryReceived)
+    receiver.settle(received.delivery, Accepted())
+    assert received.delivery.settled and not receiver.unsettled
+    pair.pump()
+    [disposition] = performatives(pair.wire_c2s, Disposition)
+    assert disposition.settled is True
+    [updated] = pair.of(DeliveryUpdated, "server")
+    assert updated.settled and isinstance(updated.state, Accepted)
+
+
+def test_a_receiver_whose_sender_confirms_keeps_rcv_settle_mode_second() -> None:
+    pair = Pair()
+    session = pair.open()
+    receiver = session.attach_receiver("q", source=Source(address="q"), rcv_settle_mode=RCV_SECOND)
+    pair.pump()
+    assert receiver.rcv_settle_mode == RCV_SECOND
+    sender = pair.server_link("q", sender=True)
+    assert isinstance(sender, SenderLink)
+    pair.grant_and_send(sender, receiver, 1, 1)
+    [received] = pair.of(DeliveryReceived)
+    receiver.settle(received.delivery, Accepted())
+    assert not received.delivery.settled  # waits for the sender's settlement
+    pair.pump()
+    assert received.delivery.settled

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import logging
 import subprocess
 import sys
 import uuid
@@ -44,7 +45,7 @@ from amqplink.codec.types import (
     ULong,
     UShort,
 )
-from amqplink.engine.link import RCV_SECOND, SND_SETTLED
+from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_SETTLED
 from amqplink.protocol.definitions import Accepted
 from interop.peers.proton_broker import ProtonBroker
 from tests.receiving import receive_exactly, receive_exactly_sync
@@ -248,6 +249,41 @@ async def test_round_trip_and_the_broker_honours_rcv_settle_mode_second(broker: 
         assert got.settled
     state = broker.state()
     assert state.depths[q] == 0 and state.unsettled == 0
+
+
+async def test_peek_lock_settles_first_with_a_broker_that_answers_rcv_settle_mode_first(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # proton's defaults: the attach answers rcv-settle-mode first, and the sender
+    # settles only after the receiver has; an unsettled accept would wait forever.
+    caplog.set_level(logging.DEBUG, logger="amqplink")
+    q = _address("first")
+    with ProtonBroker(rcv_settle_mode="first") as first:
+        async with await connect(first.url) as conn:
+            await (await conn.create_sender(q)).send_many([b"a", b"b", b"c"])
+            receiver = await conn.create_receiver(q, mode="peek-lock", prefetch=10)
+            assert receiver.link.remote_attach is not None
+            assert int(receiver.link.remote_attach.rcv_settle_mode or 0) == RCV_FIRST
+            assert not receiver.confirm and receiver.link.rcv_settle_mode == RCV_FIRST
+            a, b, c = await receive_exactly(receiver, 3, accept=False)
+            await asyncio.wait_for(receiver.accept(a), 10)
+            await asyncio.wait_for(receiver.release(b), 10)
+            await asyncio.wait_for(receiver.accept(c), 10)
+            assert a.settled and b.settled and c.settled
+            [b2] = await receive_exactly(receiver, 1, accept=False)  # released: delivered again
+            assert b2.body == b"b"
+            await asyncio.wait_for(receiver.accept(b2), 10)
+            await receiver.close()
+            second = await conn.create_receiver(q, mode="peek-lock", prefetch=10)
+            assert not second.confirm  # remembered: asks for first at once
+            await (await conn.create_sender(q)).send(b"d")
+            [d] = await receive_exactly(second, 1, accept=False)
+            await asyncio.wait_for(second.accept(d), 10)
+        state = first.state()
+        assert state.depths[q] == 0 and state.unsettled == 0
+        assert first.error is None
+    said = [r for r in caplog.records if "rcv-settle-mode first" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.INFO]  # once, for both receivers
 
 
 async def test_peek_lock_release_modify_reject_accept_and_requeue_on_close(broker: ProtonBroker) -> None:

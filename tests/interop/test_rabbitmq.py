@@ -19,6 +19,7 @@ expected messages the next one must be a marker sent last.
 from __future__ import annotations
 
 import datetime
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -137,7 +138,10 @@ async def test_wrong_password_fails_fast_with_a_clear_error(rabbitmq: RabbitMQ) 
 
 
 # -- settlement modes ---------------------------------------------------------------------
-async def test_peek_lock_falls_back_to_rcv_first_and_settles(rabbitmq: RabbitMQ) -> None:
+async def test_peek_lock_falls_back_to_rcv_first_and_settles(
+    rabbitmq: RabbitMQ, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="amqplink")
     address = _queue("peek")
     async with await connect(rabbitmq.url) as conn:
         sender = await conn.create_sender(address)
@@ -168,6 +172,10 @@ async def test_peek_lock_falls_back_to_rcv_first_and_settles(rabbitmq: RabbitMQ)
         assert set(again) == {b"release-me", b"modify-me"}  # released: redelivered
         await receiver.accept(*again.values())
         await _assert_sentinel_next(conn, address, receiver)  # rejected and accepted: gone
+    # An expected fallback: reported once at INFO, never as a WARNING.
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    said = [r for r in caplog.records if r.levelno == logging.INFO and "rcv-settle-mode" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
 
 
 async def test_receive_and_delete(rabbitmq: RabbitMQ) -> None:

@@ -44,6 +44,13 @@ def test_explicit_port_and_entity_path_and_case_insensitive_keys() -> None:
     assert cs.audience() == "sb://127.0.0.1/orders"
 
 
+def test_ipv6_endpoint() -> None:
+    cs = parse_connection_string(f"Endpoint=sb://[::1]:5673;SharedAccessKeyName=n;SharedAccessKey={SECRET}")
+    assert (cs.fully_qualified_namespace, cs.port) == ("::1", 5673)
+    assert cs.amqp_url == "amqps://[::1]:5673"
+    assert cs.audience("q") == "sb://[::1]/q"
+
+
 def test_tls_endpoint_with_port_keeps_it() -> None:
     cs = parse_connection_string(AZURE.replace("windows.net/", "windows.net:15671"))
     assert (cs.port, cs.use_tls) == (15671, True)

@@ -1,4 +1,4 @@
-"""The condition table, the SDK's exception names, and conversion of aio errors."""
+"""The condition table, the SDK's exception names, and conversion of aio exceptions."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from amqplink import Message
 from amqplink.aio import AttachTimeout, ConnectionClosedError, LinkDetachedError, MessageRejected, connect
 from amqplink.aio.errors import AMQPError, SettlementError
 from amqplink.broker import Broker
-from amqplink.servicebus import errors
-from amqplink.servicebus.errors import (
-    ERROR_TABLE,
+from amqplink.servicebus import exceptions
+from amqplink.servicebus.errors import ERROR_TABLE, from_amqp_error, from_management_status
+from amqplink.servicebus.exceptions import (
     MessageAlreadySettled,
     MessageLockLostError,
     MessageNotFoundError,
@@ -24,8 +24,6 @@ from amqplink.servicebus.errors import (
     ServiceBusError,
     ServiceBusServerBusyError,
     SessionLockLostError,
-    from_amqp_error,
-    from_management_status,
 )
 
 # PROTOCOL.md, "Error conditions (retryable or not)"
@@ -83,9 +81,9 @@ def test_every_protocol_condition_has_a_row_with_its_retryability(condition: str
         ("com.microsoft:session-lock-lost", SessionLockLostError),
         ("amqp:not-found", MessagingEntityNotFoundError),
         ("amqp:link:message-size-exceeded", MessageSizeExceededError),
-        ("amqp:resource-limit-exceeded", errors.ServiceBusQuotaExceededError),
-        ("amqp:unauthorized-access", errors.ServiceBusAuthorizationError),
-        ("com.microsoft:entity-disabled", errors.MessagingEntityDisabledError),
+        ("amqp:resource-limit-exceeded", exceptions.ServiceBusQuotaExceededError),
+        ("amqp:unauthorized-access", exceptions.ServiceBusAuthorizationError),
+        ("com.microsoft:entity-disabled", exceptions.MessagingEntityDisabledError),
         ("com.microsoft:message-not-found", MessageNotFoundError),
     ],
 )
@@ -95,8 +93,8 @@ def test_classes_of_the_main_conditions(condition: str, cls: type[ServiceBusErro
 
 @pytest.mark.parametrize("name", SDK_NAMES)
 def test_every_sdk_exception_name_exists(name: str) -> None:
-    ours = getattr(errors, name)
-    assert name in errors.__all__
+    ours = getattr(exceptions, name)
+    assert name in exceptions.__all__
     exc = ours(description="d", condition="c", entity="e")
     assert (exc.description, exc.condition, exc.entity) == ("d", "c", "e")
     assert isinstance(exc.retryable, bool)
@@ -116,7 +114,7 @@ def test_unknown_condition_is_a_retryable_service_bus_error() -> None:
     [
         (400, ServiceBusError, False),
         (401, ServiceBusAuthenticationError, False),
-        (403, errors.ServiceBusAuthorizationError, False),
+        (403, exceptions.ServiceBusAuthorizationError, False),
         (404, MessagingEntityNotFoundError, False),
         (408, OperationTimeoutError, True),
         (410, MessageLockLostError, False),

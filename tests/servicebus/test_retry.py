@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amqplink.aio.errors import ConnectionClosedError, LinkDetachedError
-from amqplink.servicebus.errors import (
+from amqplink.servicebus.exceptions import (
     MessageLockLostError,
     OperationTimeoutError,
     ServiceBusConnectionError,
@@ -118,44 +118,48 @@ async def test_retries_transient_failures_then_succeeds() -> None:
     assert given_time == pytest.approx([60.0, 56.0, 52.8])
 
 
+class Failing:
+    """An operation that always raises ``error``, counting its calls."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.calls = 0
+
+    async def __call__(self, remaining: float) -> None:
+        self.calls += 1
+        raise self.error
+
+
 async def test_exhausted_retries_raise_the_last_error_converted() -> None:
     fake = FakeTime()
-    calls = 0
-
-    async def operation(remaining: float) -> None:
-        nonlocal calls
-        calls += 1
-        raise LinkDetachedError("gone", condition="amqp:link:detach-forced")
-
+    operation = Failing(LinkDetachedError("gone", condition="amqp:link:detach-forced"))
     with pytest.raises(ServiceBusConnectionError) as info:
         await run_with_retry(operation, RetryPolicy(), entity="q", sleep=fake.sleep, clock=fake.clock)
-    assert calls == 4 and fake.sleeps == pytest.approx([1.6, 3.2, 6.4])
+    assert operation.calls == 4 and fake.sleeps == pytest.approx([1.6, 3.2, 6.4])
     assert info.value.entity == "q" and isinstance(info.value.__cause__, LinkDetachedError)
 
 
-async def test_not_retryable_raises_at_once() -> None:
+@pytest.mark.parametrize(
+    ("error", "raised"),
+    [
+        (LinkDetachedError("lost", condition="com.microsoft:message-lock-lost"), MessageLockLostError),
+        (TypeError("a bug: not retried, not wrapped"), TypeError),
+    ],
+)
+async def test_raises_at_once(error: Exception, raised: type[Exception]) -> None:
     fake = FakeTime()
-
-    async def operation(remaining: float) -> None:
-        raise LinkDetachedError("lost", condition="com.microsoft:message-lock-lost")
-
-    with pytest.raises(MessageLockLostError):
+    operation = Failing(error)
+    with pytest.raises(raised):
         await run_with_retry(operation, RetryPolicy(), sleep=fake.sleep, clock=fake.clock)
-    assert fake.sleeps == []
+    assert operation.calls == 1 and fake.sleeps == []
 
 
 async def test_overall_deadline_stops_retrying() -> None:
     fake = FakeTime()
-    calls = 0
-
-    async def operation(remaining: float) -> None:
-        nonlocal calls
-        calls += 1
-        raise ServiceBusServerBusyError()
-
+    operation = Failing(ServiceBusServerBusyError())
     with pytest.raises(ServiceBusServerBusyError):
         await run_with_retry(operation, RetryPolicy(timeout=7), sleep=fake.sleep, clock=fake.clock)
-    assert calls == 2 and fake.sleeps == [4.0]  # a second 4 s wait would end past 7 s
+    assert operation.calls == 2 and fake.sleeps == [4.0]  # a second 4 s wait would end past 7 s
 
 
 async def test_a_hanging_attempt_is_cut_at_the_deadline() -> None:
@@ -166,14 +170,3 @@ async def test_a_hanging_attempt_is_cut_at_the_deadline() -> None:
 
     with pytest.raises(OperationTimeoutError):
         await run_with_retry(operation, RetryPolicy(timeout=0.05))
-
-
-async def test_a_bug_in_the_operation_is_not_retried_or_wrapped() -> None:
-    fake = FakeTime()
-
-    async def operation(remaining: float) -> None:
-        raise TypeError("bug")
-
-    with pytest.raises(TypeError):
-        await run_with_retry(operation, RetryPolicy(), sleep=fake.sleep, clock=fake.clock)
-    assert fake.sleeps == []

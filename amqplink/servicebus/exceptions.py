@@ -1,0 +1,191 @@
+"""The exception names of azure-servicebus 7.x, at the path its users import them from
+(``azure.servicebus.exceptions``).
+
+Every error carries ``condition`` (the AMQP error condition or management
+``errorCondition``), ``description``, ``entity``, ``status_code`` and ``retryable``; the
+message names the entity, the condition and what the user can do.
+:mod:`amqplink.servicebus.errors` decides which one a failure becomes.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AutoLockRenewFailed",
+    "AutoLockRenewTimeout",
+    "MessageAlreadySettled",
+    "MessageLockLostError",
+    "MessageNotFoundError",
+    "MessageSizeExceededError",
+    "MessagingEntityAlreadyExistsError",
+    "MessagingEntityDisabledError",
+    "MessagingEntityNotFoundError",
+    "OperationTimeoutError",
+    "ServiceBusAuthenticationError",
+    "ServiceBusAuthorizationError",
+    "ServiceBusCommunicationError",
+    "ServiceBusConnectionError",
+    "ServiceBusError",
+    "ServiceBusQuotaExceededError",
+    "ServiceBusServerBusyError",
+    "SessionCannotBeLockedError",
+    "SessionLockLostError",
+]
+
+
+class _Details(Exception):
+    """The fields every Service Bus error carries; the message names entity, condition and remedy."""
+
+    default_message = "Service Bus has encountered an error."
+    hint = ""
+    default_retryable = False
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        condition: str | None = None,
+        description: str | None = None,
+        entity: str | None = None,
+        status_code: int | None = None,
+        retryable: bool | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self.condition = condition
+        self.description = description if description is not None else message
+        self.entity = entity
+        self.status_code = status_code
+        self.retryable = self.default_retryable if retryable is None else retryable
+        self.error = error
+        text = message or description or self.default_message
+        if entity:
+            text = f"{entity}: {text}"
+        if condition:
+            text += f" [{condition}]"
+        if status_code is not None:
+            text += f" (status {status_code})"
+        if self.hint:
+            text += f" {self.hint}"
+        super().__init__(text)
+        self.message = text
+
+
+class ServiceBusError(_Details):
+    """Base of all Service Bus errors."""
+
+
+class ServiceBusConnectionError(ServiceBusError):
+    """The connection or link broke; the operation may be retried on a new one."""
+
+    default_message = "An error occurred in the connection."
+    default_retryable = True
+
+
+class ServiceBusCommunicationError(ServiceBusError):
+    """The namespace cannot be reached."""
+
+    default_message = "There was a general communications error encountered when interacting with Service Bus."
+    default_retryable = True
+    hint = "Check the host name and that a firewall or proxy does not block ports 5671/5672."
+
+
+class ServiceBusAuthenticationError(ServiceBusError):
+    """The credential was refused (e.g. a CBS put-token answered with a non-2xx status)."""
+
+    default_message = "An error occurred when authenticating the connection."
+    hint = "Check the SharedAccessKeyName/SharedAccessKey or the token's audience and expiry."
+
+
+class ServiceBusAuthorizationError(ServiceBusError):
+    """The credential is valid but lacks the right for the operation."""
+
+    default_message = "An error occurred when authorizing the connection."
+    hint = "Check the claims (Send/Listen/Manage) of the key or token."
+
+
+class OperationTimeoutError(ServiceBusError):
+    """The operation did not complete in time."""
+
+    default_message = "Operation timed out."
+    default_retryable = True
+
+
+class MessageSizeExceededError(ServiceBusError, ValueError):
+    """The message is larger than the entity accepts."""
+
+    default_message = "Message content is larger than the service bus frame size."
+    hint = "Send a smaller message, or split the batch."
+
+
+class MessageLockLostError(ServiceBusError):
+    """The message's lock expired or was lost with its link; it will be redelivered."""
+
+    default_message = "The lock on the message lock has expired."
+    hint = "Receive the message again (its message id is there for de-duplication); renew locks sooner."
+
+
+class SessionLockLostError(ServiceBusError):
+    """The session's lock expired; its unsettled messages can no longer be settled."""
+
+    default_message = "The lock on the session has expired."
+    hint = "Accept the session again."
+
+
+class SessionCannotBeLockedError(ServiceBusError):
+    """Another receiver holds the session."""
+
+    default_message = "The requested session cannot be locked."
+    default_retryable = True
+
+
+class MessageNotFoundError(ServiceBusError):
+    """No message has the requested sequence number."""
+
+    default_message = "The requested message was not found."
+
+
+class MessagingEntityNotFoundError(ServiceBusError):
+    """The queue, topic or subscription does not exist."""
+
+    default_message = "A Service Bus resource cannot be found by the Service Bus service."
+    hint = "Check the entity name, or create the entity."
+
+
+class MessagingEntityDisabledError(ServiceBusError):
+    """The entity is disabled."""
+
+    default_message = "The Messaging Entity is disabled."
+    hint = "Enable the entity again."
+
+
+class MessagingEntityAlreadyExistsError(ServiceBusError):
+    """An entity with that name exists already."""
+
+    default_message = "An entity with the same name exists under the same namespace."
+
+
+class ServiceBusQuotaExceededError(ServiceBusError):
+    """The entity is full or the namespace's connection quota is reached."""
+
+    default_message = "The quota applied to a Service Bus resource has been exceeded."
+    hint = "Receive messages to make room, or raise the entity's size."
+
+
+class ServiceBusServerBusyError(ServiceBusError):
+    """The service is busy; wait (at least 4 s) and retry."""
+
+    default_message = "The Service Bus service reports that it is busy."
+    default_retryable = True
+
+
+class AutoLockRenewFailed(ServiceBusError):
+    """A background lock renewal failed."""
+
+
+class AutoLockRenewTimeout(ServiceBusError):
+    """The time allotted to renewing a lock elapsed."""
+
+
+class MessageAlreadySettled(_Details, ValueError):
+    """The message was already settled (a ``ValueError``, as in the SDK: client-side validation)."""
+
+    default_message = "The message has either been deleted or already settled."

@@ -1,0 +1,125 @@
+"""A user's type checker sees amqplink's types: py.typed is packaged, the editable
+install of the README is found by mypy, and the blocking facade keeps the asyncio
+API's typed signatures (a misspelt keyword is an error, not ``**options: Any``)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from amqplink import aio, sync
+
+ROOT = Path(__file__).resolve().parent.parent
+
+GOOD = """
+    import asyncio
+    import amqplink
+    import amqplink.sync
+    from amqplink.aio import Outcome
+
+    def blocking() -> None:
+        with amqplink.sync.connect("amqp://localhost", timeout=3.0, idle_timeout=30) as conn:
+            sender = conn.create_sender("q", max_in_flight=10, settle_mode="settled")
+            outcome: Outcome | None = sender.send("hello")
+            receiver = conn.create_receiver("q", mode="peek-lock", prefetch=5)
+            for message in receiver.receive(1, timeout=1.0):
+                receiver.reject(message, condition="app:bad", description="no")
+            print(outcome)
+
+    async def main() -> None:
+        async with await amqplink.connect("amqp://localhost", timeout=3.0) as conn:
+            sender = await conn.create_sender("q", max_in_flight=10)
+            await sender.send({"k": 1})
+            await sender.send(amqplink.Message(b"x", message_id="1"))
+
+    asyncio.run(main())
+"""
+
+BAD = """
+    import amqplink.sync
+
+    conn = amqplink.sync.connect("amqp://localhost", timout=3.0)
+    sender = conn.create_sender("q", max_inflight=10)
+    receiver = conn.create_receiver("q", mode="peeklock")
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with amqplink installed as the README says (pip install -e .)."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
+        check=True,
+        timeout=300,
+        cwd=venv,
+        env=_clean_env(),
+    )
+    return python
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
+
+
+def _mypy(python: Path, tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "user_script.py"
+    script.write_text(textwrap.dedent(source))
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-executable", str(python), script.name],
+        cwd=tmp_path,  # outside the repository: only the installed package can be found
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_mypy_strict_passes_a_correct_user_script(installed: Path, tmp_path: Path) -> None:
+    result = _mypy(installed, tmp_path, GOOD)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Success" in result.stdout
+
+
+def test_mypy_strict_reports_misspelt_keywords_in_a_user_script(installed: Path, tmp_path: Path) -> None:
+    result = _mypy(installed, tmp_path, BAD)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "import-not-found" not in result.stdout
+    assert 'Unexpected keyword argument "timout"' in result.stdout
+    assert 'Unexpected keyword argument "max_inflight"' in result.stdout
+    assert '"mode" to "create_receiver"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("blocking", "asynchronous"),
+    [
+        (sync.connect, aio.connect),
+        (sync.Connection.create_sender, aio.Connection.create_sender),
+        (sync.Connection.create_receiver, aio.Connection.create_receiver),
+        (sync.Sender.send, aio.Sender.send),
+        (sync.Sender.send_nowait, aio.Sender.send_nowait),
+        (sync.Receiver.receive, aio.Receiver.receive),
+        (sync.Receiver.accept, aio.Receiver.accept),
+        (sync.Receiver.release, aio.Receiver.release),
+        (sync.Receiver.modify, aio.Receiver.modify),
+        (sync.Receiver.reject, aio.Receiver.reject),
+    ],
+)
+def test_the_blocking_facade_has_the_asyncio_signatures(
+    blocking: Callable[..., Any], asynchronous: Callable[..., Any]
+) -> None:
+    # (send_many differs on purpose: the blocking one takes no async iterable.)
+    def shape(function: Callable[..., Any]) -> list[tuple[str, Any, Any, Any]]:
+        return [(p.name, p.kind, p.default, p.annotation) for p in inspect.signature(function).parameters.values()]
+
+    assert shape(blocking) == shape(asynchronous)
