@@ -275,7 +275,8 @@ class _ServiceBusConnection:
                 target = self.host.namespace.sender_target(path)
                 # Advertise the entity's maximum (the SDK sizes its batches by it) ...
                 link.max_message_size = target.properties.max_message_size
-                link.attach(rcv_settle_mode=RCV_FIRST)
+                link.answer_rcv_settle_mode = RCV_FIRST
+                link.attach()
                 # ... but read up to the hard cap, so that a message above the maximum is
                 # rejected with message-size-exceeded, as Service Bus does, not detached.
                 link.max_message_size = max(TRANSFER_SIZE_CAP, target.properties.max_message_size)
