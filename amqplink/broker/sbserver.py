@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
-from amqplink.broker.namespace.cbs import Authorizations, handle_put_token, path_covers
+from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.management import handle_management
@@ -60,6 +60,7 @@ __all__ = [
     "CBS_DEADLINE",
     "EMULATOR_KEY",
     "EMULATOR_KEY_NAME",
+    "MAX_PENDING_REPLIES",
     "TICK_INTERVAL",
     "TRANSFER_SIZE_CAP",
     "ServiceBusHost",
@@ -75,6 +76,9 @@ CBS_DEADLINE = 20.0
 TICK_INTERVAL = 0.05
 """Seconds between the clock task's passes (lock expiry, schedules, TTL, token expiry)."""
 
+MAX_PENDING_REPLIES = 1000
+"""Responses one reply link may hold for want of credit; beyond it the request link is
+detached with ``amqp:resource-limit-exceeded``."""
 TRANSFER_SIZE_CAP = 16 << 20
 """Bytes of one transfer the broker reads at most; beyond it the link is detached."""
 
@@ -124,6 +128,7 @@ class ServiceBusHost:
         require_auth: bool | None = False,
         credit_window: int = 1000,
         cbs_deadline: float = CBS_DEADLINE,
+        max_pending_replies: int = MAX_PENDING_REPLIES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.namespace = namespace
@@ -132,6 +137,7 @@ class ServiceBusHost:
         """Strict mode; ``None`` until the broker decides by its address (strict unless loopback)."""
         self.credit_window = credit_window
         self.cbs_deadline = cbs_deadline
+        self.max_pending_replies = max_pending_replies
         self.clock = clock
         self.connections: set[_ServiceBusConnection] = set()
         self._task: asyncio.Task[None] | None = None
@@ -176,7 +182,8 @@ class _ServiceBusConnection:
         self.engine = engine
         self.protocol = protocol
         self.auth = Authorizations()
-        self.refused: set[str] = set()
+        self.refused: dict[str, None] = {}
+        """Entity paths a put token was refused for (oldest first, bounded)."""
         self.consumers: dict[SenderLink, _Consumer] = {}
         self.producers: dict[ReceiverLink, tuple[Entity | Topic, str]] = {}
         self.requests: dict[ReceiverLink, str] = {}
@@ -432,7 +439,17 @@ class _ServiceBusConnection:
         node = self.requests.get(link)
         outcome: Any = _ACCEPTED
         if node is not None:
-            self._on_request(node, data, now)
+            if not self._on_request(node, data, now):
+                link.detach(
+                    _error(
+                        "amqp:resource-limit-exceeded",
+                        f"more than {self.host.max_pending_replies} responses wait for credit on the reply link;"
+                        " grant credit to read them",
+                    )
+                )
+                self.requests.pop(link, None)
+                self.protocol.schedule_flush()
+                return
         else:
             producer = self.producers.get(link)
             if producer is None:
@@ -448,18 +465,22 @@ class _ServiceBusConnection:
             link.flow(self.host.credit_window)
         self.protocol.schedule_flush()
 
-    def _on_request(self, node: str, data: bytes, now: float) -> None:
+    def _on_request(self, node: str, data: bytes, now: float) -> bool:
+        """Answer one request; False when its reply link has too many answers waiting."""
         try:
             request = Message.decode(data)
         except DecodeError as exc:
             log.info("%s: undecodable request dropped (%s)", node, exc)
-            return
+            return True
         if node == _CBS:
             response = handle_put_token(request, keys=self.host.keys, now=now, authorizations=self.auth)
             status = (response.application_properties or {}).get("status-code")
             audience = (request.application_properties or {}).get("name")
             if status != 202 and isinstance(audience, str | bytes):
-                self.refused.add(entity_path(audience.decode() if isinstance(audience, bytes) else audience).lower())
+                text = audience.decode("utf-8", "replace") if isinstance(audience, bytes) else audience
+                self.refused[entity_path(text).lower()] = None
+                if len(self.refused) > MAX_TOKENS_PER_CONNECTION:
+                    del self.refused[next(iter(self.refused))]
         else:
             response = handle_management(self.host.namespace, node, request, now)
         reply_to = request.reply_to
@@ -468,10 +489,13 @@ class _ServiceBusConnection:
             link = self.replies.get(node.lower())
         if link is None or link.is_detached:
             log.info("%s: no reply link for a response; dropped", node)
-            return
+            return True
+        if len(link.queue) >= self.host.max_pending_replies:
+            return False
         if reply_to:
             response.to = reply_to
         link.send(response.encode())
+        return True
 
     # -- links going away -------------------------------------------------------------
     def _drop(self, link: Link) -> None:

@@ -1,0 +1,71 @@
+"""Wire details of the Service Bus namespace seen by amqplink's own asyncio client:
+lock-token delivery tags, settlement answers (lock lost, dead-letter echo), request
+backlog bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from amqplink.aio import connect
+from amqplink.aio.errors import LinkDetachedError
+from amqplink.broker import Broker
+from amqplink.broker.config import BrokerConfig, EntityProperties, NamespaceConfig, QueueConfig
+from amqplink.codec.types import Symbol
+from amqplink.message import Message
+from amqplink.protocol.definitions import Accepted, Rejected
+
+
+def config() -> BrokerConfig:
+    return BrokerConfig((NamespaceConfig(queues=(QueueConfig("short", EntityProperties(lock_duration=0.5)),)),))
+
+
+async def test_lock_token_is_the_delivery_tag_and_late_settlement_is_lock_lost() -> None:
+    async with Broker(config()) as broker:
+        conn = await connect(broker.url)
+        try:
+            sender = await conn.create_sender("short")
+            await sender.send(Message(b"one"))
+            await sender.send(Message(b"two"))
+            receiver = await conn.create_receiver("short", prefetch=2)
+            first, second = await receiver.receive(2, timeout=10)
+            token = uuid.UUID(bytes_le=first.delivery_tag)
+            entity = broker.namespace.receiver_source("short")
+            assert entity.locked(token, broker.servicebus.clock()).sequence_number == 1  # type: ignore[union-attr]
+            await receiver.accept(first)
+            assert isinstance(first._delivery.remote_state, Accepted)  # type: ignore[union-attr]
+            await asyncio.sleep(0.7)  # past the 0.5 s lock of the second message
+            await receiver.accept(second)
+            state = second._delivery.remote_state  # type: ignore[union-attr]
+            assert isinstance(state, Rejected) and state.error is not None
+            assert state.error.condition == Symbol("com.microsoft:message-lock-lost")
+        finally:
+            await conn.close()
+
+
+async def test_requests_whose_replies_are_not_read_are_bounded() -> None:
+    async with Broker(config()) as broker:
+        assert broker.servicebus is not None
+        broker.servicebus.max_pending_replies = 3
+        conn = await connect(broker.url)
+        try:
+            requests = await conn.create_sender("short/$management")
+            await conn.create_receiver("short/$management", prefetch=0)  # grants no credit: replies pile up
+            body = {"from-sequence-number": 1, "message-count": 1}
+            app = {"operation": "com.microsoft:peek-message"}
+            for _ in range(3):
+                await requests.send(
+                    Message(body, application_properties=app, message_id="x", reply_to="short/$management")
+                )
+            failure = None
+            try:
+                await requests.send(
+                    Message(body, application_properties=app, message_id="y", reply_to="short/$management")
+                )
+                await requests.send(Message(body, application_properties=app, message_id="z"))
+            except LinkDetachedError as exc:
+                failure = exc
+            assert isinstance(failure, LinkDetachedError)
+            assert failure.condition == "amqp:resource-limit-exceeded"
+        finally:
+            await conn.close()
