@@ -194,6 +194,16 @@ class _ServiceBusConnection:
 
     # -- events ---------------------------------------------------------------------
     def on_events(self, events: list[Event]) -> None:
+        try:
+            self._handle(events)
+        except Exception:
+            # A defect here must cost this connection only, never the broker.
+            log.exception("closing a Service Bus connection after an internal error")
+            if not self.engine.close_sent:
+                self.engine.close(_error("amqp:internal-error", "the broker failed handling this connection"))
+                self.protocol.schedule_flush()
+
+    def _handle(self, events: list[Event]) -> None:
         for event in events:
             t = type(event)
             if t is DeliveryReceived:

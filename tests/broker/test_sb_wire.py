@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
+
+import pytest
 
 from amqplink.aio import connect
-from amqplink.aio.errors import LinkDetachedError
+from amqplink.aio.errors import AMQPError, LinkDetachedError
 from amqplink.broker import Broker
 from amqplink.broker.config import BrokerConfig, EntityProperties, NamespaceConfig, QueueConfig
 from amqplink.codec.types import Symbol
@@ -69,3 +72,47 @@ async def test_requests_whose_replies_are_not_read_are_bounded() -> None:
             assert failure.condition == "amqp:resource-limit-exceeded"
         finally:
             await conn.close()
+
+
+async def test_undecodable_message_is_rejected_and_the_link_goes_on() -> None:
+    async with Broker(config()) as broker:
+        conn = await connect(broker.url)
+        try:
+            sender = await conn.create_sender("short")
+            raw = sender.link  # the engine link: send bytes that are no AMQP message
+            delivery = raw.send(b"\x00\x53\x70\xc0\xff\xff")
+            conn.protocol.schedule_flush()
+            for _ in range(100):
+                if delivery.remote_state is not None:
+                    break
+                await asyncio.sleep(0.01)
+            state = delivery.remote_state
+            assert isinstance(state, Rejected) and state.error is not None
+            assert state.error.condition == Symbol("com.microsoft:argument-error")
+            await sender.send(Message(b"fine"))  # the link still works
+            assert len(broker.namespace.receiver_source("short").store) == 1
+        finally:
+            await conn.close()
+
+
+async def test_an_internal_error_closes_only_that_connection(monkeypatch: Any) -> None:
+    async with Broker(config()) as broker:
+        victim, bystander = await connect(broker.url), await connect(broker.url)
+        try:
+            keep = await bystander.create_sender("short")
+            from amqplink.broker import sbserver
+
+            def boom(*args: Any, **kwargs: Any) -> None:
+                raise RuntimeError("planted defect")
+
+            monkeypatch.setattr(sbserver._ServiceBusConnection, "_on_delivery", boom)
+            doomed = await victim.create_sender("short")
+            with pytest.raises(AMQPError) as info:  # the connection is closed under the sender
+                await doomed.send(Message(b"x"), timeout=5)
+            assert info.value.condition == "amqp:internal-error"
+            monkeypatch.undo()
+            await keep.send(Message(b"still here"))
+            assert len(broker.namespace.receiver_source("short").store) == 1
+        finally:
+            await victim.close()
+            await bystander.close()
