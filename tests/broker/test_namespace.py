@@ -424,3 +424,26 @@ def test_session_lock_expiry_and_renew_and_state() -> None:
     assert q.sessions.state["A"] == b"state"
     q.close_session("A", other, T0 + 17)
     assert msg.state is MessageState.AVAILABLE
+
+
+def test_queues_made_on_first_use_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from amqplink.broker.namespace import namespace as module
+
+    monkeypatch.setattr(module, "MAX_ENTITIES", 3)
+    ns = Namespace()
+    for name in ("a", "b", "c"):
+        ns.resolve(name)
+    with pytest.raises(EntityError) as info:
+        ns.resolve("d")
+    assert info.value.condition == "amqp:resource-limit-exceeded"
+    assert ns.resolve("A").entity is ns.queues["a"]  # existing ones still resolve
+
+
+def test_topic_schedule_is_bounded() -> None:
+    ns = Namespace(NamespaceConfig(topics=(TopicConfig("t", EntityProperties(max_messages=1)),)))
+    topic = ns.topics["t"]
+    envelope = ns.unpack(payload(), 0, 1 << 20)[0]
+    topic.schedule(envelope, T0 + 10)
+    with pytest.raises(EntityError) as info:
+        topic.schedule(envelope, T0 + 10)
+    assert info.value.condition == "amqp:resource-limit-exceeded"

@@ -36,6 +36,7 @@ from amqplink.broker.namespace.errors import (
     MESSAGE_SIZE_EXCEEDED,
     NOT_ALLOWED,
     NOT_FOUND,
+    RESOURCE_LIMIT_EXCEEDED,
     EntityError,
 )
 from amqplink.broker.namespace.filters import rules_match
@@ -43,12 +44,23 @@ from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Symbol
 from amqplink.message import Message
 
-__all__ = ["BATCH_FORMAT", "MAX_FORWARD_HOPS", "Namespace", "Queue", "Subscription", "Topic", "entity_path"]
+__all__ = [
+    "BATCH_FORMAT",
+    "MAX_ENTITIES",
+    "MAX_FORWARD_HOPS",
+    "Namespace",
+    "Queue",
+    "Subscription",
+    "Topic",
+    "entity_path",
+]
 
 log = logging.getLogger(__name__)
 
 BATCH_FORMAT = 0x80013700
 """Service Bus's message-format for a batch: one data section per encoded message."""
+MAX_ENTITIES = 10_000
+"""Queues and topics a namespace holds at most (queues made on first use count too)."""
 MAX_FORWARD_HOPS = 4
 """Service Bus: "a message can be forwarded through at most four entities"."""
 DEAD_LETTER_SUFFIX = "$deadletterqueue"
@@ -109,7 +121,10 @@ class Topic:
 
     def schedule(self, envelope: Envelope, at: float) -> int:
         if len(self._scheduled) >= self.properties.max_messages:
-            raise EntityError(ARGUMENT_ERROR, f"topic {self.name!r} holds too many scheduled messages")
+            raise EntityError(
+                RESOURCE_LIMIT_EXCEEDED,
+                f"topic {self.name!r} holds {len(self._scheduled)} scheduled messages, its limit; cancel some first",
+            )
         seq = self._next_sequence
         self._next_sequence += 1
         self._scheduled[seq] = (at, envelope)
@@ -246,6 +261,11 @@ class Namespace:
                 return Node(None, topic, management)
             queue = self.queues.get(first)
             if queue is None and self.auto_create and topic is None:
+                if len(self.queues) + len(self.topics) >= MAX_ENTITIES:
+                    raise EntityError(
+                        RESOURCE_LIMIT_EXCEEDED,
+                        f"the namespace holds {MAX_ENTITIES} entities, its limit: use an existing one",
+                    )
                 queue = self.add_queue(QueueConfig(parts[0], self.default_properties))
                 log.info("queue %r created on first use", parts[0])
             if queue is None:
