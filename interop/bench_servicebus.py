@@ -59,18 +59,18 @@ def sdk_send(conn_str: str, queue: str, count: int, size: int) -> float:
 def sdk_receive(conn_str: str, queue: str, count: int) -> float:
     from azure.servicebus import ServiceBusClient
 
-    with ServiceBusClient.from_connection_string(conn_str) as client:
-        with client.get_queue_receiver(queue, prefetch_count=1000) as receiver:
-            got = 0
-            start = time.perf_counter()
-            while got < count:
-                messages = receiver.receive_messages(max_message_count=1000, max_wait_time=5)
-                if not messages:
-                    raise RuntimeError(f"the SDK received {got} of {count} messages")
-                for message in messages:
-                    receiver.complete_message(message)
-                got += len(messages)
-            return count / (time.perf_counter() - start)
+    client = ServiceBusClient.from_connection_string(conn_str)
+    with client, client.get_queue_receiver(queue, prefetch_count=1000) as receiver:
+        got = 0
+        start = time.perf_counter()
+        while got < count:
+            messages = receiver.receive_messages(max_message_count=1000, max_wait_time=5)
+            if not messages:
+                raise RuntimeError(f"the SDK received {got} of {count} messages")
+            for message in messages:
+                receiver.complete_message(message)
+            got += len(messages)
+        return count / (time.perf_counter() - start)
 
 
 def amqplink_send(url: str, queue: str, count: int, size: int) -> float:
@@ -123,7 +123,6 @@ def main() -> None:
     broker, loop, thread = start_broker()
     try:
         conn_str, url = broker.connection_string, broker.url
-        rows = []
         q1, q2 = f"sdk-{uuid.uuid4().hex[:8]}", f"amqplink-{uuid.uuid4().hex[:8]}"
         sdk = (sdk_send(conn_str, q1, args.count, args.size), sdk_receive(conn_str, q1, args.count))
         own = (amqplink_send(url, q2, args.count, args.size), amqplink_receive(url, q2, args.count))
