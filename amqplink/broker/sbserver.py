@@ -339,6 +339,8 @@ class _ServiceBusConnection:
                 filter={**filters, SESSION_FILTER: session_id},
             )
             link.properties = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(until))}
+        elif SESSION_FILTER in filters:
+            raise EntityError(NOT_ALLOWED, f"{path!r} does not require sessions; receive without a session")
         link.attach(source, remote.target)
         link.auto_settle = False
         link.hold_drain = True

@@ -447,3 +447,30 @@ def test_topic_schedule_is_bounded() -> None:
     with pytest.raises(EntityError) as info:
         topic.schedule(envelope, T0 + 10)
     assert info.value.condition == "amqp:resource-limit-exceeded"
+
+
+def test_receive_after_the_session_lock_ran_out_loses_nothing() -> None:
+    ns = session_ns(lock=10.0)
+    send(ns, "s", session_id="A")
+    q = ns.receiver_source("s")
+    q.accept_session("A", object(), T0)
+    with pytest.raises(EntityError) as info:
+        q.receive(T0 + 10, session_id="A")
+    assert info.value.condition == "com.microsoft:session-lock-lost"
+    other = object()
+    q.accept_session("A", other, T0 + 11)
+    msg = q.receive(T0 + 11, session_id="A")  # still there, first attempt
+    assert msg is not None and msg.delivery_count == 1
+
+
+def test_message_that_expires_while_locked_is_expired_when_the_lock_ends() -> None:
+    ns = ns_with(dead_lettering_on_message_expiration=True, lock_duration=30.0)
+    send(ns, "q", ttl=5)
+    q = ns.receiver_source("q")
+    msg = q.receive(T0)
+    assert msg is not None and msg.lock_token is not None
+    q.abandon(msg.lock_token, T0 + 6)
+    assert len(q.store) == 0
+    dead = ns.receiver_source("q/$DeadLetterQueue").receive(T0 + 6)
+    assert dead is not None and dead.envelope.application_properties is not None
+    assert dead.envelope.application_properties["DeadLetterReason"] == "TTLExpiredException"

@@ -232,6 +232,8 @@ class Entity:
         ``lock=False`` is receive-and-delete: the message leaves the entity.
         """
         self.tick(now)
+        if self.requires_session and session_id is not None:
+            self.sessions.held(session_id, now)  # before anything changes: session-lock-lost
         heap = self._available.get(session_id if self.requires_session else None)
         while heap:
             seq = heapq.heappop(heap)
@@ -291,6 +293,8 @@ class Entity:
     ) -> list[StoredMessage]:
         """Deferred messages by sequence number; 404 ``message-not-found`` if any is not deferred."""
         self.tick(now)
+        if lock and self.requires_session and session_id is not None:
+            self.sessions.held(session_id, now)
         picked = []
         for seq in sequence_numbers:
             msg = self.store.get(seq)
@@ -398,6 +402,8 @@ class Entity:
                 f"Message could not be consumed after {self.properties.max_delivery_count} delivery attempts.",
                 now,
             )
+        elif msg.expires_at <= now:
+            self._expire(msg, now)  # it expired while locked: now that the lock is gone
         elif msg.deferred:
             msg.state = MessageState.DEFERRED
         else:
