@@ -474,3 +474,11 @@ def test_message_that_expires_while_locked_is_expired_when_the_lock_ends() -> No
     dead = ns.receiver_source("q/$DeadLetterQueue").receive(T0 + 6)
     assert dead is not None and dead.envelope.application_properties is not None
     assert dead.envelope.application_properties["DeadLetterReason"] == "TTLExpiredException"
+
+
+def test_topic_default_ttl_bounds_its_subscriptions() -> None:
+    topic = TopicConfig("t", EntityProperties(default_message_ttl=5.0), subscriptions=(SubscriptionConfig("s"),))
+    ns = Namespace(NamespaceConfig(topics=(topic,)))
+    send(ns, "t")
+    sub = ns.receiver_source("t/Subscriptions/s")
+    assert sub.receive(T0 + 5) is None and len(sub.store) == 0

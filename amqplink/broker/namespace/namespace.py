@@ -14,6 +14,7 @@ than the entity's maximum is refused with ``amqp:link:message-size-exceeded``.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import math
@@ -214,7 +215,10 @@ class Namespace:
                     "subscription %s/%s: SQL filter %r is not evaluated; it matches nothing",
                     topic.name, config.name, rule.sql_expression,
                 )  # fmt: skip
-        sub = Subscription(topic.name, config.name, config.properties, config.rules)
+        # A message lives no longer than its topic's default time to live either.
+        ttl = min(config.properties.default_message_ttl, topic.properties.default_message_ttl)
+        properties = dataclasses.replace(config.properties, default_message_ttl=ttl)
+        sub = Subscription(topic.name, config.name, properties, config.rules)
         topic.subscriptions[config.name.lower()] = sub
         self._wire_dead_letters(sub, sub.dead_letter_queue)
         return sub
