@@ -383,7 +383,7 @@ class _ServiceBusConnection:
                 while link.credit > 0 and link.is_attached and consumer.writable():
                     now = self.host.clock()
                     try:
-                        msg = entity.receive(now, lock=consumer.lock, session_id=consumer.session_id)
+                        msg = entity.receive(now, lock=consumer.lock, session_id=consumer.session_id, owner=link)
                     except EntityError as exc:  # the session lock ran out
                         link.detach(_error(exc.condition, exc.description))
                         self._drop(link)

@@ -226,14 +226,17 @@ class Entity:
             log.debug("%s: message %d expired", self.path, msg.sequence_number)
 
     # -- receiving ----------------------------------------------------------------
-    def receive(self, now: float, *, lock: bool = True, session_id: str | None = None) -> StoredMessage | None:
+    def receive(
+        self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
+    ) -> StoredMessage | None:
         """The next available message (of ``session_id`` on a session entity), locked or removed.
 
-        ``lock=False`` is receive-and-delete: the message leaves the entity.
+        ``lock=False`` is receive-and-delete: the message leaves the entity. On a
+        session entity the caller must hold the session (as ``owner``, when given).
         """
         self.tick(now)
         if self.requires_session and session_id is not None:
-            self.sessions.held(session_id, now)  # before anything changes: session-lock-lost
+            self.sessions.held(session_id, now, owner)  # before anything changes: session-lock-lost
         heap = self._available.get(session_id if self.requires_session else None)
         while heap:
             seq = heapq.heappop(heap)
@@ -289,12 +292,18 @@ class Entity:
         return out
 
     def receive_deferred(
-        self, sequence_numbers: Iterable[int], now: float, *, lock: bool = True, session_id: str | None = None
+        self,
+        sequence_numbers: Iterable[int],
+        now: float,
+        *,
+        lock: bool = True,
+        session_id: str | None = None,
+        owner: object | None = None,
     ) -> list[StoredMessage]:
         """Deferred messages by sequence number; 404 ``message-not-found`` if any is not deferred."""
         self.tick(now)
-        if lock and self.requires_session and session_id is not None:
-            self.sessions.held(session_id, now)
+        if self.requires_session and session_id is not None:
+            self.sessions.held(session_id, now, owner)
         picked = []
         for seq in sequence_numbers:
             msg = self.store.get(seq)
