@@ -342,3 +342,14 @@ def test_next_available_session_when_none_is_free(client: ServiceBusClient) -> N
     receiver = client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1)
     with pytest.raises(OperationTimeoutError), receiver:
         receiver.receive_messages(max_wait_time=1)
+
+
+def test_topic_schedule_reaches_subscriptions_on_time(client: ServiceBusClient) -> None:
+    at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    with client.get_topic_sender("orders") as sender:
+        (seq,) = sender.schedule_messages([ServiceBusMessage("scheduled", subject="red")], at)
+        assert isinstance(seq, int)
+    mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    with client.get_subscription_receiver("orders", "all", receive_mode=mode) as receiver:
+        (msg,) = receive_n(receiver, 1, wait=10)
+        assert str(msg) == "scheduled" and dt.datetime.now(dt.UTC) >= at
