@@ -42,6 +42,7 @@ from amqplink.broker.namespace.management import handle_management
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol
+from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
@@ -391,12 +392,24 @@ class _ServiceBusConnection:
                     if msg is None:
                         break
                     payload = entity.encode(msg)
-                    if consumer.lock and msg.lock_token is not None:
-                        token = msg.lock_token
-                        delivery = link.send(payload, tag=token.bytes_le, settled=False, context=token)
-                        consumer.held[token] = delivery
-                    else:
-                        link.send(payload)
+                    token = msg.lock_token if consumer.lock else None
+                    try:
+                        if token is not None:
+                            consumer.held[token] = link.send(
+                                payload, tag=token.bytes_le, settled=False, context=token
+                            )
+                        else:
+                            link.send(payload)
+                    except engine_errors.MessageSizeExceededError as exc:
+                        # "Any attempt to deliver a message larger than this results in a
+                        # message-size-exceeded link-error" (2.7.3): the link ends, the
+                        # message stays for other receivers.
+                        entity.restore(msg)
+                        log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
+                        link.detach(Error(condition=exc.condition, description=str(exc), info={}))
+                        self._drop(link)
+                        sent = True
+                        break
                     sent = True
                 if not consumer.again:
                     break

@@ -482,3 +482,19 @@ def test_topic_default_ttl_bounds_its_subscriptions() -> None:
     send(ns, "t")
     sub = ns.receiver_source("t/Subscriptions/s")
     assert sub.receive(T0 + 5) is None and len(sub.store) == 0
+
+
+def test_restore_undoes_a_receive_in_both_modes() -> None:
+    ns = Namespace()
+    send(ns, "q", message_id="a")
+    send(ns, "q", message_id="b")
+    q = ns.receiver_source("q")
+    taken = q.receive(T0, lock=False)
+    assert taken is not None and len(q.store) == 1
+    q.restore(taken)
+    assert [m.envelope.message_id for m in q.peek(0, 10, T0)] == ["a", "b"]  # back in sequence order
+    locked = q.receive(T0)
+    assert locked is taken and locked.delivery_count == 1
+    q.restore(locked)
+    assert locked.lock_token is None and locked.delivery_count == 0 and locked.state is MessageState.AVAILABLE
+    assert q.receive(T0) is locked

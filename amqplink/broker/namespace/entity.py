@@ -254,6 +254,18 @@ class Entity:
             return msg
         return None
 
+    def restore(self, msg: StoredMessage) -> None:
+        """Undo :meth:`receive` for a message that could not be handed over (the link
+        refused its size): it comes back as it was, its delivery count unchanged."""
+        msg.delivery_count -= 1
+        self._release_lock(msg)
+        if self.store.get(msg.sequence_number) is None:
+            self.store.append(msg)  # receive-and-delete had removed it
+        if msg.deferred:
+            msg.state = MessageState.DEFERRED
+        else:
+            self._make_available(msg)
+
     def _lock(self, msg: StoredMessage, now: float, session_id: str | None) -> None:
         token = uuid.uuid4()
         msg.state = MessageState.LOCKED
