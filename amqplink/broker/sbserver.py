@@ -395,9 +395,7 @@ class _ServiceBusConnection:
                     token = msg.lock_token if consumer.lock else None
                     try:
                         if token is not None:
-                            consumer.held[token] = link.send(
-                                payload, tag=token.bytes_le, settled=False, context=token
-                            )
+                            consumer.held[token] = link.send(payload, tag=token.bytes_le, settled=False, context=token)
                         else:
                             link.send(payload)
                     except engine_errors.MessageSizeExceededError as exc:

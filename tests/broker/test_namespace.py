@@ -498,3 +498,20 @@ def test_restore_undoes_a_receive_in_both_modes() -> None:
     q.restore(locked)
     assert locked.lock_token is None and locked.delivery_count == 0 and locked.state is MessageState.AVAILABLE
     assert q.receive(T0) is locked
+
+
+def test_clock_visits_only_entities_with_deadlines() -> None:
+    ns = Namespace()
+    for i in range(50):
+        send(ns, f"idle{i}")
+    send(ns, "busy")
+    busy = ns.receiver_source("busy")
+    msg = busy.receive(T0)
+    assert msg is not None
+    assert ns._timed == {busy}  # fifty idle queues cost the clock nothing
+    ns.tick(T0 + 60)  # the lock expires: the message is available again
+    assert busy.receive(T0 + 60) is msg
+    assert msg.lock_token is not None
+    busy.complete(msg.lock_token, T0 + 61)
+    ns.tick(T0 + 200)
+    assert ns._timed == set()

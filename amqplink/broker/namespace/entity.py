@@ -82,6 +82,9 @@ class Entity:
         self.sessions = SessionTable(path, properties.lock_duration)
         self.dead_letter_sink: DeadLetterSink | None = None
         """Where dead-lettered messages go (set by the namespace: the DLQ or a forward target)."""
+        self.on_timed: Callable[[Entity], None] | None = None
+        """Told when the entity gains something for :meth:`tick` to do (the namespace's clock
+        then visits it until :meth:`next_deadline` is infinite)."""
         self.listeners: list[Callable[[], None]] = []
         """Called when messages may have become available (after the change is complete)."""
         self._next_sequence = 1
@@ -145,6 +148,7 @@ class Entity:
         self._make_available(msg)
         if msg.expires_at != math.inf:
             heapq.heappush(self._expiry, (msg.expires_at, seq))
+            self._timed()
         self._notify()
         return seq
 
@@ -153,6 +157,7 @@ class Entity:
         msg = StoredMessage(seq, envelope, at, self._expires(envelope, at), MessageState.SCHEDULED, scheduled_at=at)
         self.store.append(msg)
         heapq.heappush(self._scheduled, (at, seq))
+        self._timed()
         return seq
 
     def cancel_scheduled(self, sequence_numbers: Iterable[int]) -> None:
@@ -174,6 +179,10 @@ class Entity:
         msg.state = MessageState.AVAILABLE
         msg.lock_token = None
         heapq.heappush(self._available.setdefault(self._key(msg), []), msg.sequence_number)
+
+    def _timed(self) -> None:
+        if self.on_timed is not None:
+            self.on_timed(self)
 
     def _notify(self) -> None:
         for listener in list(self.listeners):
@@ -276,6 +285,7 @@ class Entity:
         else:
             msg.locked_until = now + self.properties.lock_duration
             heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
+            self._timed()
 
     def available_sessions(self, now: float) -> list[str]:
         """Sessions with available messages and no live lock, oldest message first."""
@@ -399,6 +409,7 @@ class Entity:
             return msg.locked_until
         msg.locked_until = now + self.properties.lock_duration
         heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
+        self._timed()
         return msg.locked_until
 
     def release(self, tokens: Iterable[uuid.UUID], now: float) -> None:
@@ -473,6 +484,7 @@ class Entity:
                 return None
             session_id = sessions[0]
         lock = self.sessions.lock(session_id, owner, now)
+        self._timed()
         return session_id, lock.locked_until
 
     def close_session(self, session_id: str, owner: object, now: float) -> None:

@@ -180,6 +180,8 @@ class Namespace:
         self.default_properties = EntityProperties()
         self.queues: dict[str, Queue] = {}
         self.topics: dict[str, Topic] = {}
+        self._timed: set[Entity] = set()
+        """Entities with a deadline (locks, schedules, TTL, session locks): what tick visits."""
         if config is not None:
             for q in config.queues:
                 self.add_queue(q)
@@ -224,6 +226,7 @@ class Namespace:
         return sub
 
     def _wire_dead_letters(self, entity: Entity, dlq: Entity) -> None:
+        entity.on_timed = dlq.on_timed = self._timed.add
         forward = entity.properties.forward_dead_lettered_messages_to
 
         def sink(envelope: Envelope, now: float) -> None:
@@ -392,10 +395,14 @@ class Namespace:
             due = topic.due(now)
             if due:
                 self._fan_out(topic, due, now, 0)
-        for entity in self.entities():
-            if entity.next_deadline() <= now:
+        for entity in list(self._timed):
+            deadline = entity.next_deadline()
+            if deadline <= now:
                 entity.tick(now)
+                deadline = entity.next_deadline()
+            if deadline == math.inf:
+                self._timed.discard(entity)
 
     def next_deadline(self) -> float:
-        heads = [e.next_deadline() for e in self.entities()] + [t.next_deadline() for t in self.topics.values()]
+        heads = [e.next_deadline() for e in self._timed] + [t.next_deadline() for t in self.topics.values()]
         return min(heads, default=math.inf)
