@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amqplink.broker.sqlfilter import SqlFilterError, compile_sql_filter
+
 __all__ = [
     "DEFAULT_DUPLICATE_WINDOW",
     "DEFAULT_LOCK_DURATION",
@@ -298,6 +300,10 @@ def _rule(value: Any, where: str) -> RuleConfig:
             return RuleConfig(name, "True", sql_expression=sql)
         if normal in ("1=0", "1 = 0", "FALSE"):
             return RuleConfig(name, "False", sql_expression=sql)
+        try:
+            compile_sql_filter(sql)
+        except SqlFilterError as exc:
+            raise ConfigError(f"{where}.Properties.SqlFilter.SqlExpression: {exc}") from None
         return RuleConfig(name, "Sql", sql_expression=sql)
     raise ConfigError(f"{where}.Properties.FilterType: {kind!r} is not Correlation or Sql")
 

@@ -4,17 +4,18 @@
 more of an arriving message's user and system properties" (Service Bus topic
 filters); every condition given must equal, and a subscription takes a copy when
 any of its rules matches. A subscription without rules has the ``$Default``
-rule, a TrueFilter. SQL filters other than ``1=1`` / ``1=0`` are not evaluated:
-they match nothing, and the broker logs that once when it loads them.
+rule, a TrueFilter. SQL filters run through :mod:`amqplink.broker.sqlfilter`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from amqplink.broker.config import CorrelationFilter, RuleConfig
 from amqplink.broker.namespace.envelope import Envelope
+from amqplink.broker.sqlfilter import Getter, compile_sql_filter
 
 __all__ = ["correlation_matches", "rules_match"]
 
@@ -56,6 +57,41 @@ def correlation_matches(flt: CorrelationFilter, envelope: Envelope) -> bool:
     return True
 
 
+# sys.<name> of the SQL language -> Properties field
+_SQL_SYSTEM = {
+    "messageid": "message_id",
+    "correlationid": "correlation_id",
+    "to": "to",
+    "replyto": "reply_to",
+    "label": "subject",
+    "subject": "subject",
+    "sessionid": "group_id",
+    "replytosessionid": "reply_to_group_id",
+    "contenttype": "content_type",
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def _sql(expression: str) -> Callable[[Getter], bool]:
+    return compile_sql_filter(expression)
+
+
+def _getter(envelope: Envelope) -> Getter:
+    props = envelope.properties
+    app = envelope.application_properties or {}
+
+    def get(name: str, system: bool) -> tuple[bool, Any]:
+        if system:
+            value = None if props is None else getattr(props, _SQL_SYSTEM[name])
+            if value is not None and not isinstance(value, str | int | float):
+                value = str(value)
+        else:
+            value = app.get(name)
+        return value is not None, value
+
+    return get
+
+
 def rules_match(rules: Sequence[RuleConfig], envelope: Envelope) -> bool:
     """Whether a subscription with ``rules`` takes a copy of the message."""
     if not rules:
@@ -67,6 +103,12 @@ def rules_match(rules: Sequence[RuleConfig], envelope: Envelope) -> bool:
             rule.filter_type == "Correlation"
             and rule.correlation is not None
             and correlation_matches(rule.correlation, envelope)
+        ):
+            return True
+        if (
+            rule.filter_type == "Sql"
+            and rule.sql_expression is not None
+            and _sql(rule.sql_expression)(_getter(envelope))
         ):
             return True
     return False

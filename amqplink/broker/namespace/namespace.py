@@ -211,12 +211,6 @@ class Namespace:
         return topic
 
     def add_subscription(self, topic: Topic, config: SubscriptionConfig) -> Subscription:
-        for rule in config.rules:
-            if rule.filter_type == "Sql":
-                log.warning(
-                    "subscription %s/%s: SQL filter %r is not evaluated; it matches nothing",
-                    topic.name, config.name, rule.sql_expression,
-                )  # fmt: skip
         # A message lives no longer than its topic's default time to live either.
         ttl = min(config.properties.default_message_ttl, topic.properties.default_message_ttl)
         properties = dataclasses.replace(config.properties, default_message_ttl=ttl)
