@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -134,6 +135,8 @@ class ServiceBusHost:
     ) -> None:
         self.namespace = namespace
         self.keys = dict(keys) if keys is not None else {EMULATOR_KEY_NAME: EMULATOR_KEY}
+        self.emulator_key = keys is None
+        """True while the keys are the emulator's well-known default (fine on loopback only)."""
         self.require_auth = require_auth
         """Strict mode; ``None`` until the broker decides by its address (strict unless loopback)."""
         self.credit_window = credit_window
@@ -142,6 +145,15 @@ class ServiceBusHost:
         self.clock = clock
         self.connections: set[_ServiceBusConnection] = set()
         self._task: asyncio.Task[None] | None = None
+
+    def secure_for(self, loopback: bool) -> None:
+        """Off loopback: strict unless told otherwise, and a random key instead of the emulator's."""
+        if self.require_auth is None:
+            self.require_auth = not loopback
+        if not loopback and self.emulator_key:
+            self.keys = {EMULATOR_KEY_NAME: secrets.token_urlsafe(32)}
+            self.emulator_key = False
+            log.warning("listening beyond loopback: made a random SAS key (see the connection string)")
 
     def start(self) -> None:
         """Start the clock task (call from the event loop)."""

@@ -152,3 +152,19 @@ async def test_session_receiver_attach_carries_session_and_locked_until() -> Non
             assert info.value.condition == "com.microsoft:session-cannot-be-locked"
         finally:
             await conn.close()
+
+
+def test_beyond_loopback_the_namespace_is_strict_with_a_random_key() -> None:
+    from amqplink.broker.namespace import Namespace
+    from amqplink.broker.sbserver import EMULATOR_KEY, ServiceBusHost
+
+    host = ServiceBusHost(Namespace(), require_auth=None)
+    host.secure_for(loopback=True)
+    assert host.require_auth is False and host.keys == {"RootManageSharedAccessKey": EMULATOR_KEY}
+    host = ServiceBusHost(Namespace(), require_auth=None)
+    host.secure_for(loopback=False)
+    (key,) = host.keys.values()
+    assert host.require_auth is True and key != EMULATOR_KEY and len(key) >= 32
+    given = ServiceBusHost(Namespace(), keys={"me": "mine"}, require_auth=None)
+    given.secure_for(loopback=False)
+    assert given.keys == {"me": "mine"} and given.require_auth is True
