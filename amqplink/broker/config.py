@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_DUPLICATE_WINDOW",
     "DEFAULT_LOCK_DURATION",
     "DEFAULT_MAX_DELIVERY_COUNT",
+    "DEFAULT_MAX_ENTITY_BYTES",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "DEFAULT_MAX_QUEUE_MESSAGES",
     "BrokerConfig",
@@ -57,6 +58,9 @@ DEFAULT_MAX_MESSAGE_SIZE = 256 * 1024
 """Bytes; Service Bus Standard's maximum message size."""
 DEFAULT_MAX_QUEUE_MESSAGES = 100_000
 """Messages an entity holds before a send is refused with ``amqp:resource-limit-exceeded``."""
+DEFAULT_MAX_ENTITY_BYTES = 256 << 20
+"""Bytes of messages an entity holds before a send is refused with ``amqp:resource-limit-exceeded``
+(Service Bus counts ``MaxSizeInMegabytes``; the emulator's file may set it)."""
 MAX_LOCK_DURATION = 300.0
 """Seconds; "The maximum value for LockDuration is 5 minutes"."""
 
@@ -111,6 +115,7 @@ class EntityProperties:
     forward_dead_lettered_messages_to: str | None = None
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_messages: int = DEFAULT_MAX_QUEUE_MESSAGES
+    max_bytes: int = DEFAULT_MAX_ENTITY_BYTES
 
 
 @dataclass(frozen=True)
@@ -232,6 +237,7 @@ _PROPERTY_READERS: dict[str, tuple[str, Any]] = {
     "ForwardTo": ("forward_to", _opt_str),
     "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_messages_to", _opt_str),
     "MaxMessageSizeInKilobytes": ("max_message_size", lambda v, w: 1024 * _int(v, w, 1, 102400)),
+    "MaxSizeInMegabytes": ("max_bytes", lambda v, w: (1 << 20) * _int(v, w, 1, 81920)),
 }
 
 

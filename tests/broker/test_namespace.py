@@ -515,3 +515,19 @@ def test_clock_visits_only_entities_with_deadlines() -> None:
     busy.complete(msg.lock_token, T0 + 61)
     ns.tick(T0 + 200)
     assert ns._timed == set()
+
+
+def test_entity_bytes_are_bounded_and_counted_back() -> None:
+    ns = ns_with(max_bytes=10_000)
+    q = ns.receiver_source("q")
+    for _ in range(3):
+        send(ns, "q", body=b"x" * 3000)
+    with pytest.raises(EntityError) as info:
+        send(ns, "q", body=b"x" * 3000)
+    assert info.value.condition == "amqp:resource-limit-exceeded" and "bytes" in info.value.description
+    msg = q.receive(T0, lock=False)
+    assert msg is not None
+    send(ns, "q", body=b"x" * 3000)  # room again
+    while (m := q.receive(T0, lock=False)) is not None:
+        assert m.envelope.size >= 3000
+    assert q.bytes == 0

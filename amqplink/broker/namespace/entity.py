@@ -87,6 +87,8 @@ class Entity:
         then visits it until :meth:`next_deadline` is infinite)."""
         self.listeners: list[Callable[[], None]] = []
         """Called when messages may have become available (after the change is complete)."""
+        self.bytes = 0
+        """Bytes of the messages held (bodies and properties), bounded by ``max_bytes``."""
         self._next_sequence = 1
         self._available: dict[str | None, list[int]] = {}
         self._locks: dict[uuid.UUID, int] = {}
@@ -98,27 +100,29 @@ class Entity:
         return f"Entity({self.path!r}, messages={len(self.store)}, locked={len(self._locks)})"
 
     # -- adding -------------------------------------------------------------------
-    def _check_accept(self, envelope: Envelope, count: int = 1) -> None:
-        if self.requires_session and envelope.session_id is None:
+    def check_accept(self, envelopes: list[Envelope]) -> None:
+        """Raise what storing these messages would raise (sessions, count, bytes), changing nothing."""
+        if self.requires_session and any(e.session_id is None for e in envelopes):
             raise EntityError(
                 NOT_ALLOWED,
                 f"{self.path!r} requires sessions: set a session id on the message (properties.group-id)",
             )
-        if len(self.store) + count > self.properties.max_messages:
+        if len(self.store) + len(envelopes) > self.properties.max_messages:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
                 f"{self.path!r} holds {len(self.store)} messages, its limit of {self.properties.max_messages};"
                 " receive some before sending more",
             )
-
-    def check_accept(self, envelopes: list[Envelope]) -> None:
-        """Raise what :meth:`accept` would raise for these messages, changing nothing."""
-        for envelope in envelopes:
-            self._check_accept(envelope, len(envelopes))
+        if self.bytes + sum(e.size for e in envelopes) > self.properties.max_bytes:
+            raise EntityError(
+                RESOURCE_LIMIT_EXCEEDED,
+                f"{self.path!r} holds {self.bytes} bytes of messages, near its limit of {self.properties.max_bytes};"
+                " receive some before sending more",
+            )
 
     def accept(self, envelope: Envelope, now: float) -> int:
         """Store a sent message (scheduled if it has a future scheduled enqueue time); its sequence number."""
-        self._check_accept(envelope)
+        self.check_accept([envelope])
         at = envelope.scheduled_enqueue_time()
         if at is not None and at > now:
             return self._schedule(envelope, at)
@@ -126,7 +130,7 @@ class Entity:
 
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
         """Hold a message until ``at``; its sequence number (for :meth:`cancel_scheduled`)."""
-        self._check_accept(envelope)
+        self.check_accept([envelope])
         if at <= now:
             return self._enqueue(envelope, now)
         return self._schedule(envelope, at)
@@ -144,7 +148,7 @@ class Entity:
     def _enqueue(self, envelope: Envelope, now: float) -> int:
         seq = self._new_sequence()
         msg = StoredMessage(seq, envelope, now, self._expires(envelope, now))
-        self.store.append(msg)
+        self._add(msg)
         self._make_available(msg)
         if msg.expires_at != math.inf:
             heapq.heappush(self._expiry, (msg.expires_at, seq))
@@ -155,7 +159,7 @@ class Entity:
     def _schedule(self, envelope: Envelope, at: float) -> int:
         seq = self._new_sequence()
         msg = StoredMessage(seq, envelope, at, self._expires(envelope, at), MessageState.SCHEDULED, scheduled_at=at)
-        self.store.append(msg)
+        self._add(msg)
         heapq.heappush(self._scheduled, (at, seq))
         self._timed()
         return seq
@@ -170,7 +174,7 @@ class Entity:
                     MESSAGE_NOT_FOUND, f"no scheduled message with sequence number {seq} in {self.path!r}"
                 )
         for seq in seqs:
-            self.store.remove(seq)
+            self._remove(seq)
 
     def _key(self, msg: StoredMessage) -> str | None:
         return msg.session_id if self.requires_session else None
@@ -179,6 +183,15 @@ class Entity:
         msg.state = MessageState.AVAILABLE
         msg.lock_token = None
         heapq.heappush(self._available.setdefault(self._key(msg), []), msg.sequence_number)
+
+    def _add(self, msg: StoredMessage) -> None:
+        self.store.append(msg)
+        self.bytes += msg.envelope.size
+
+    def _remove(self, sequence_number: int) -> None:
+        msg = self.store.remove(sequence_number)
+        if msg is not None:
+            self.bytes -= msg.envelope.size
 
     def _timed(self) -> None:
         if self.on_timed is not None:
@@ -231,7 +244,7 @@ class Entity:
         if self.properties.dead_lettering_on_message_expiration and not self.is_dead_letter_queue:
             self._dead_letter(msg, TTL_EXPIRED, "The message expired and was dead lettered.", now)
         else:
-            self.store.remove(msg.sequence_number)
+            self._remove(msg.sequence_number)
             log.debug("%s: message %d expired", self.path, msg.sequence_number)
 
     # -- receiving ----------------------------------------------------------------
@@ -259,7 +272,7 @@ class Entity:
             if lock:
                 self._lock(msg, now, session_id)
             else:
-                self.store.remove(seq)
+                self._remove(seq)
             return msg
         return None
 
@@ -269,7 +282,7 @@ class Entity:
         msg.delivery_count -= 1
         self._release_lock(msg)
         if self.store.get(msg.sequence_number) is None:
-            self.store.append(msg)  # receive-and-delete had removed it
+            self._add(msg)  # receive-and-delete had removed it
         if msg.deferred:
             msg.state = MessageState.DEFERRED
         else:
@@ -341,7 +354,7 @@ class Entity:
             if lock:
                 self._lock(msg, now, session_id)
             else:
-                self.store.remove(msg.sequence_number)
+                self._remove(msg.sequence_number)
         return picked
 
     # -- settling -----------------------------------------------------------------
@@ -368,7 +381,7 @@ class Entity:
     def complete(self, token: uuid.UUID, now: float) -> None:
         msg = self.locked(token, now)
         self._release_lock(msg)
-        self.store.remove(msg.sequence_number)
+        self._remove(msg.sequence_number)
 
     def abandon(self, token: uuid.UUID, now: float, annotations: dict[Any, Any] | None = None) -> None:
         """Give the message back (or to the DLQ once its delivery count reaches MaxDeliveryCount)."""
@@ -449,7 +462,7 @@ class Entity:
         now: float,
         properties: dict[str, Any] | None = None,
     ) -> None:
-        self.store.remove(msg.sequence_number)
+        self._remove(msg.sequence_number)
         updates: dict[str, Any] = dict(properties or {})
         if reason is not None:
             updates[DEAD_LETTER_REASON] = reason

@@ -50,6 +50,11 @@ class Envelope:
     """Body sections and footer exactly as received."""
 
     @property
+    def size(self) -> int:
+        """Bytes this message holds in memory, near enough (properties and body)."""
+        return len(self.props_raw) + len(self.body)
+
+    @property
     def message_id(self) -> Any:
         return None if self.properties is None else self.properties.message_id
 
