@@ -447,6 +447,9 @@ def test_topic_schedule_is_bounded() -> None:
     with pytest.raises(EntityError) as info:
         topic.schedule(envelope, T0 + 10)
     assert info.value.condition == "amqp:resource-limit-exceeded"
+    assert topic.scheduled_bytes == envelope.size
+    ns.tick(T0 + 10)
+    assert topic.scheduled_bytes == 0
 
 
 def test_receive_after_the_session_lock_ran_out_loses_nothing() -> None:

@@ -115,20 +115,24 @@ class Topic:
         )
         self._next_sequence = 1
         self._scheduled: dict[int, tuple[float, Envelope]] = {}
+        self.scheduled_bytes = 0
         self._schedule_heap: list[tuple[float, int]] = []
 
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, subscriptions={list(self.subscriptions)})"
 
     def schedule(self, envelope: Envelope, at: float) -> int:
-        if len(self._scheduled) >= self.properties.max_messages:
+        full = len(self._scheduled) >= self.properties.max_messages
+        if full or self.scheduled_bytes + envelope.size > self.properties.max_bytes:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
-                f"topic {self.name!r} holds {len(self._scheduled)} scheduled messages, its limit; cancel some first",
+                f"topic {self.name!r} holds {len(self._scheduled)} scheduled messages ({self.scheduled_bytes} bytes),"
+                " its limit; cancel some first",
             )
         seq = self._next_sequence
         self._next_sequence += 1
         self._scheduled[seq] = (at, envelope)
+        self.scheduled_bytes += envelope.size
         heapq.heappush(self._schedule_heap, (at, seq))
         return seq
 
@@ -139,7 +143,7 @@ class Topic:
                     MESSAGE_NOT_FOUND, f"no scheduled message with sequence number {seq} in {self.name!r}"
                 )
         for seq in sequence_numbers:
-            del self._scheduled[seq]
+            self.scheduled_bytes -= self._scheduled.pop(seq)[1].size
 
     def due(self, now: float) -> list[Envelope]:
         out = []
@@ -148,6 +152,7 @@ class Topic:
             _, seq = heapq.heappop(heap)
             item = self._scheduled.pop(seq, None)
             if item is not None:
+                self.scheduled_bytes -= item[1].size
                 out.append(item[1])
         return out
 
