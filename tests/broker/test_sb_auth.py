@@ -198,3 +198,19 @@ def test_strict_mode_keeps_a_connection_whose_token_expired(strict: Broker) -> N
         attach_receiver(cbs.conn, "q").close()
     finally:
         cbs.close()
+
+
+def test_sdk_in_strict_mode_with_the_right_and_a_wrong_key(strict: Broker) -> None:
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+    from azure.servicebus.exceptions import ServiceBusAuthenticationError
+
+    with ServiceBusClient.from_connection_string(strict.connection_string) as client:
+        with client.get_queue_sender("strict-q") as sender:
+            sender.send_messages(ServiceBusMessage("authorised"))
+        mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        with client.get_queue_receiver("strict-q", receive_mode=mode) as receiver:
+            assert [str(m) for m in receiver.receive_messages(max_wait_time=5)] == ["authorised"]
+    wrong = strict.connection_string.replace("SharedAccessKey=SAS_KEY_VALUE", "SharedAccessKey=not-it")
+    with ServiceBusClient.from_connection_string(wrong, retry_total=0) as client:
+        with pytest.raises(ServiceBusAuthenticationError), client.get_queue_sender("strict-q") as sender:
+            sender.send_messages(ServiceBusMessage("refused"))
