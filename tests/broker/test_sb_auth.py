@@ -211,6 +211,6 @@ def test_sdk_in_strict_mode_with_the_right_and_a_wrong_key(strict: Broker) -> No
         with client.get_queue_receiver("strict-q", receive_mode=mode) as receiver:
             assert [str(m) for m in receiver.receive_messages(max_wait_time=5)] == ["authorised"]
     wrong = strict.connection_string.replace("SharedAccessKey=SAS_KEY_VALUE", "SharedAccessKey=not-it")
-    with ServiceBusClient.from_connection_string(wrong, retry_total=0) as client:
-        with pytest.raises(ServiceBusAuthenticationError), client.get_queue_sender("strict-q") as sender:
-            sender.send_messages(ServiceBusMessage("refused"))
+    refused = ServiceBusClient.from_connection_string(wrong, retry_total=0)
+    with refused, pytest.raises(ServiceBusAuthenticationError), refused.get_queue_sender("strict-q") as sender:
+        sender.send_messages(ServiceBusMessage("refused"))
