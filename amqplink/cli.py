@@ -96,9 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     receive.add_argument("--timeout", type=_seconds, default=10.0, help="give up after this many idle seconds")
     json_flag(receive)
 
-    broker = command("broker", "run the embedded broker")
+    broker = command("broker", "run the embedded broker (a local Service Bus namespace)")
     broker.add_argument("--host", default="127.0.0.1", help="address to listen on")
     broker.add_argument("--port", type=_port, default=5672, help="TCP port (0: any free port)")
+    broker.add_argument("--config", default=None, help="the Service Bus emulator's Config.json")
+    broker.add_argument("--require-auth", action="store_true", help="strict: every link needs a SAS token")
+    broker.add_argument("--key-name", default=None, help="SAS key name (default RootManageSharedAccessKey)")
+    broker.add_argument("--key", default=None, help="SAS key (default: the emulator's on loopback, else random)")
+    broker.add_argument("--plain", action="store_true", help="plain AMQP queues instead of a Service Bus namespace")
     return parser
 
 
@@ -140,7 +145,15 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
     if args.command == "broker":
         from amqplink.commands.broker import run_broker
 
-        await run_broker(args.host, args.port)
+        await run_broker(
+            args.host,
+            args.port,
+            config=args.config,
+            plain=args.plain,
+            require_auth=True if args.require_auth else None,
+            key_name=args.key_name,
+            key=args.key,
+        )
     return None
 
 

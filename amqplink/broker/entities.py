@@ -14,6 +14,7 @@ producers are stopped by credit until the queue falls below a quarter of it. A
 consumer whose socket cannot take more (``writable()`` false) gets nothing until it
 can.
 """
+
 from __future__ import annotations
 
 import logging

@@ -19,9 +19,12 @@ producers get no credit). Incoming links are answered with rcv-settle-mode
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import os
 import ssl
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from amqplink.aio.server import (
@@ -32,7 +35,10 @@ from amqplink.aio.server import (
     serve,
 )
 from amqplink.aio.transport import EngineProtocol
+from amqplink.broker.config import BrokerConfig, load_config
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
+from amqplink.broker.namespace import Namespace
+from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.connection import ConnectionConfig
@@ -49,6 +55,27 @@ from amqplink.engine.link import RCV_FIRST, TERMINAL_OUTCOMES, Delivery, Link, R
 from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_MESSAGE_SIZE", "Broker"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``)."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _servicebus_host(
+    config: BrokerConfig | str | os.PathLike[str] | None,
+    keys: Mapping[str, str] | None,
+    require_auth: bool | None,
+    credit_window: int,
+) -> ServiceBusHost:
+    if config is not None and not isinstance(config, BrokerConfig):
+        config = load_config(config)
+    namespace = Namespace(None if config is None else config.namespaces[0])
+    return ServiceBusHost(namespace, keys=keys, require_auth=require_auth, credit_window=credit_window)
+
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +101,11 @@ class Broker:
 
     def __init__(
         self,
+        config: BrokerConfig | str | os.PathLike[str] | None = None,
         *,
+        servicebus: bool | None = None,
+        keys: Mapping[str, str] | None = None,
+        require_auth: bool | None = None,
         credit_window: int = 1000,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
@@ -94,7 +125,12 @@ class Broker:
         self.limits = ServerLimits(handshake_timeout=handshake_timeout, max_connections=max_connections)
         ConnectionConfig(idle_timeout=idle_timeout)
         self.queues: dict[str, Queue] = {}
+        self.servicebus: ServiceBusHost | None = None
+        """The Service Bus namespace this broker serves, when given a config or ``servicebus=True``."""
+        if servicebus or (servicebus is None and config is not None):
+            self.servicebus = _servicebus_host(config, keys, require_auth, credit_window)
         self._server: asyncio.Server | None = None
+        self._host = "127.0.0.1"
         self._tls = False
         self._protocols: set[EngineProtocol] = set()
 
@@ -127,10 +163,37 @@ class Broker:
         )
         self._tls = ssl_context is not None
         log.info("amqplink broker listening on %s", self.url)
+        if self.servicebus is not None:
+            self._host = host
+            self.servicebus.secure_for(is_loopback(host))
+            self.servicebus.start()
+            log.info("Service Bus namespace %r on %s", self.servicebus.namespace.name, self.url)
         return self
+
+    @property
+    def namespace(self) -> Namespace:
+        """The Service Bus namespace served (``RuntimeError`` for a plain queue broker)."""
+        if self.servicebus is None:
+            raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
+        return self.servicebus.namespace
+
+    @property
+    def connection_string(self) -> str:
+        """``Endpoint=sb://HOST:PORT;SharedAccessKeyName=...;SharedAccessKey=...;UseDevelopmentEmulator=true``
+        (HOST 127.0.0.1 when listening on every address)."""
+        if self.servicebus is None:
+            raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
+        name, key = next(iter(self.servicebus.keys.items()))
+        host = "127.0.0.1" if self._host in ("", "0.0.0.0", "::") else self._host
+        return (
+            f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={name};SharedAccessKey={key};"
+            "UseDevelopmentEmulator=true"
+        )
 
     async def stop(self) -> None:
         """Stop listening and drop every connection."""
+        if self.servicebus is not None:
+            await self.servicebus.stop()
         if self._server is not None:
             self._server.close()
         for protocol in list(self._protocols):
@@ -153,6 +216,8 @@ class Broker:
 
     def _accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
         self._protocols.add(protocol)
+        if self.servicebus is not None:
+            return self._accept_servicebus(engine, protocol)
         consumers: dict[SenderLink, Queue] = {}
         producers: dict[ReceiverLink, Queue] = {}
 
@@ -194,6 +259,17 @@ class Broker:
                     for link in [*consumers, *producers]:
                         self._drop(link, consumers, producers)
                     self._protocols.discard(protocol)
+
+        return on_events
+
+    def _accept_servicebus(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
+        assert self.servicebus is not None
+        handler = self.servicebus.accept(engine, protocol)
+
+        def on_events(events: list[Event]) -> None:
+            handler(events)
+            if any(type(e) is ConnectionClosed for e in events):
+                self._protocols.discard(protocol)
 
         return on_events
 

@@ -24,8 +24,12 @@ from .wire import RawClient, frame
 
 def _transfer(delivery_id: int, more: bool) -> Transfer:
     return Transfer(
-        handle=UInt(0), delivery_id=UInt(delivery_id), delivery_tag=b"t%d" % delivery_id,
-        message_format=UInt(0), settled=False, more=more,
+        handle=UInt(0),
+        delivery_id=UInt(delivery_id),
+        delivery_tag=b"t%d" % delivery_id,
+        message_format=UInt(0),
+        settled=False,
+        more=more,
     )
 
 

@@ -42,9 +42,7 @@ async def test_a_close_with_an_error_is_followed_by_the_end_of_the_socket() -> N
         client = await RawClient.connect(broker.port)
         client.open_session()
         # A begin that answers a session this side never began: a connection error (2.5.2).
-        bogus = Begin(
-            remote_channel=7, next_outgoing_id=UInt(0), incoming_window=UInt(10), outgoing_window=UInt(10)
-        )
+        bogus = Begin(remote_channel=7, next_outgoing_id=UInt(0), incoming_window=UInt(10), outgoing_window=UInt(10))
         client.send(frame(1, bogus))
         data = await client.until_eof()
         closes = [p for _, p, _ in frames_in([data[data.index(AMQP_HEADER) :]]) if isinstance(p, Close)]
@@ -60,4 +58,3 @@ async def test_a_clean_close_by_the_client_ends_the_socket_too() -> None:
         data = await client.until_eof()
         closes = [p for _, p, _ in frames_in([data[data.index(AMQP_HEADER) :]]) if isinstance(p, Close)]
         assert closes == [Close()]
-

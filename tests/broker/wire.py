@@ -102,8 +102,13 @@ class RawClient:
             + frame(
                 0,
                 Flow(
-                    next_incoming_id=UInt(0), incoming_window=UInt(0x7FFFFFFF), next_outgoing_id=UInt(0),
-                    outgoing_window=UInt(5000), handle=UInt(handle), delivery_count=UInt(0), link_credit=UInt(credit),
+                    next_incoming_id=UInt(0),
+                    incoming_window=UInt(0x7FFFFFFF),
+                    next_outgoing_id=UInt(0),
+                    outgoing_window=UInt(5000),
+                    handle=UInt(handle),
+                    delivery_count=UInt(0),
+                    link_credit=UInt(credit),
                 ),
             )
         )
@@ -113,7 +118,10 @@ class RawClient:
             frame(
                 0,
                 Attach(
-                    name=name, handle=UInt(handle), role=False, target=Target(address=address),
+                    name=name,
+                    handle=UInt(handle),
+                    role=False,
+                    target=Target(address=address),
                     initial_delivery_count=UInt(0),
                 ),
             )

@@ -1,0 +1,375 @@
+"""The Service Bus emulator's ``Config.json``, read unchanged into frozen dataclasses.
+
+Shape (Microsoft's emulator): ``{"UserConfig": {"Namespaces": [{"Name", "Queues":
+[{"Name", "Properties"}], "Topics": [{"Name", "Properties", "Subscriptions":
+[{"Name", "Properties", "Rules": [{"Name", "Properties": {"FilterType",
+"CorrelationFilter" | "SqlFilter", "Action"}}]}]}]}], "Logging": {...}}}``.
+
+Entity properties default as Service Bus does: lock 60 s, max delivery count 10,
+time to live unbounded, duplicate detection window 10 minutes. Durations are
+ISO-8601 (``PT1M``; .NET's ``TimeSpan.MaxValue`` is ``P10675199DT2H48M5.4775807S``).
+A bad file raises one :class:`ConfigError` naming the field path, e.g.
+``UserConfig.Namespaces[0].Queues[2].Properties.LockDuration: 'PT1X' is not an
+ISO-8601 duration``. Keys the emulator ignores (``Logging``) are accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from amqplink.broker.sqlfilter import SqlFilterError, compile_sql_filter
+
+__all__ = [
+    "DEFAULT_DUPLICATE_WINDOW",
+    "DEFAULT_LOCK_DURATION",
+    "DEFAULT_MAX_DELIVERY_COUNT",
+    "DEFAULT_MAX_ENTITY_BYTES",
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "DEFAULT_MAX_QUEUE_MESSAGES",
+    "BrokerConfig",
+    "ConfigError",
+    "CorrelationFilter",
+    "EntityProperties",
+    "NamespaceConfig",
+    "QueueConfig",
+    "RuleConfig",
+    "SubscriptionConfig",
+    "TopicConfig",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOCK_DURATION = 60.0
+"""Seconds; Service Bus's default ``LockDuration`` (PT1M)."""
+DEFAULT_MAX_DELIVERY_COUNT = 10
+DEFAULT_DUPLICATE_WINDOW = 600.0
+"""Seconds; Service Bus's default ``DuplicateDetectionHistoryTimeWindow`` (PT10M)."""
+DEFAULT_MAX_MESSAGE_SIZE = 256 * 1024
+"""Bytes; Service Bus Standard's maximum message size."""
+DEFAULT_MAX_QUEUE_MESSAGES = 100_000
+"""Messages an entity holds before a send is refused with ``amqp:resource-limit-exceeded``."""
+DEFAULT_MAX_ENTITY_BYTES = 256 << 20
+"""Bytes of messages an entity holds before a send is refused with ``amqp:resource-limit-exceeded``
+(Service Bus counts ``MaxSizeInMegabytes``; the emulator's file may set it)."""
+MAX_LOCK_DURATION = 300.0
+"""Seconds; "The maximum value for LockDuration is 5 minutes"."""
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names the field path."""
+
+
+_DURATION = re.compile(
+    r"P(?!$)(?:(?P<Y>\d+(?:\.\d+)?)Y)?(?:(?P<Mo>\d+(?:\.\d+)?)M)?(?:(?P<W>\d+(?:\.\d+)?)W)?"
+    r"(?:(?P<D>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?!$)(?:(?P<H>\d+(?:\.\d+)?)H)?(?:(?P<Mi>\d+(?:\.\d+)?)M)?(?:(?P<S>\d+(?:\.\d+)?)S)?)?",
+    re.ASCII,
+)
+# .NET's XmlConvert counts a year as 365 days and a month as 30.
+_UNIT_SECONDS = {
+    "Y": 365 * 86400.0,
+    "Mo": 30 * 86400.0,
+    "W": 7 * 86400.0,
+    "D": 86400.0,
+    "H": 3600.0,
+    "Mi": 60.0,
+    "S": 1.0,
+}
+
+
+def parse_duration(text: Any, where: str = "duration") -> float:
+    """Seconds in an ISO-8601 duration (``PT1M`` -> 60.0); :class:`ConfigError` otherwise."""
+    if not isinstance(text, str) or len(text) > 64:
+        raise ConfigError(f"{where}: {text!r} is not an ISO-8601 duration")
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ConfigError(f"{where}: {text!r} is not an ISO-8601 duration")
+    seconds = sum(float(v) * _UNIT_SECONDS[k] for k, v in match.groupdict().items() if v is not None)
+    if not math.isfinite(seconds):
+        raise ConfigError(f"{where}: {text!r} is too long a duration")
+    return seconds
+
+
+@dataclass(frozen=True)
+class EntityProperties:
+    """A queue's or subscription's (or, for the relevant fields, a topic's) settings."""
+
+    lock_duration: float = DEFAULT_LOCK_DURATION
+    max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT
+    default_message_ttl: float = math.inf
+    dead_lettering_on_message_expiration: bool = False
+    requires_duplicate_detection: bool = False
+    duplicate_detection_window: float = DEFAULT_DUPLICATE_WINDOW
+    requires_session: bool = False
+    forward_to: str | None = None
+    forward_dead_lettered_messages_to: str | None = None
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_messages: int = DEFAULT_MAX_QUEUE_MESSAGES
+    max_bytes: int = DEFAULT_MAX_ENTITY_BYTES
+
+
+@dataclass(frozen=True)
+class CorrelationFilter:
+    """Matches when every field given equals the message's (Service Bus correlation filter)."""
+
+    correlation_id: str | None = None
+    message_id: str | None = None
+    to: str | None = None
+    reply_to: str | None = None
+    subject: str | None = None
+    session_id: str | None = None
+    reply_to_session_id: str | None = None
+    content_type: str | None = None
+    properties: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    """A subscription rule: ``filter_type`` is ``"Correlation"``, ``"Sql"``, ``"True"`` or ``"False"``."""
+
+    name: str
+    filter_type: str = "True"
+    correlation: CorrelationFilter | None = None
+    sql_expression: str | None = None
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    name: str
+    properties: EntityProperties = field(default_factory=EntityProperties)
+
+
+@dataclass(frozen=True)
+class SubscriptionConfig:
+    name: str
+    properties: EntityProperties = field(default_factory=EntityProperties)
+    rules: tuple[RuleConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    name: str
+    properties: EntityProperties = field(default_factory=EntityProperties)
+    subscriptions: tuple[SubscriptionConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class NamespaceConfig:
+    name: str = "sbemulatorns"
+    queues: tuple[QueueConfig, ...] = ()
+    topics: tuple[TopicConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The whole file: its namespaces (the broker serves the first)."""
+
+    namespaces: tuple[NamespaceConfig, ...] = (NamespaceConfig(),)
+
+
+# -- reading -------------------------------------------------------------------------
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected an object, not {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: expected a list, not {type(value).__name__}")
+    return value
+
+
+def _name(obj: dict[str, Any], where: str) -> str:
+    name = obj.get("Name")
+    if not isinstance(name, str) or not name.strip() or "$" in name:
+        raise ConfigError(f"{where}.Name: expected a non-empty entity name, not {name!r}")
+    return name
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: expected true or false, not {value!r}")
+    return value
+
+
+def _int(value: Any, where: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{where}: expected an integer from {low} to {high}, not {value!r}")
+    return value
+
+
+def _opt_str(value: Any, where: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, not {value!r}")
+    return value
+
+
+def _positive_duration(value: Any, where: str, high: float = math.inf) -> float:
+    seconds = parse_duration(value, where)
+    if not 0 < seconds <= high:
+        raise ConfigError(f"{where}: {value!r} must be more than zero and at most {high:g} seconds")
+    return seconds
+
+
+_PROPERTY_READERS: dict[str, tuple[str, Any]] = {
+    "LockDuration": ("lock_duration", lambda v, w: _positive_duration(v, w, MAX_LOCK_DURATION)),
+    "MaxDeliveryCount": ("max_delivery_count", lambda v, w: _int(v, w, 1, 2**31 - 1)),
+    "DefaultMessageTimeToLive": ("default_message_ttl", _positive_duration),
+    "DeadLetteringOnMessageExpiration": ("dead_lettering_on_message_expiration", _bool),
+    "RequiresDuplicateDetection": ("requires_duplicate_detection", _bool),
+    "DuplicateDetectionHistoryTimeWindow": ("duplicate_detection_window", _positive_duration),
+    "RequiresSession": ("requires_session", _bool),
+    "ForwardTo": ("forward_to", _opt_str),
+    "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_messages_to", _opt_str),
+    "MaxMessageSizeInKilobytes": ("max_message_size", lambda v, w: 1024 * _int(v, w, 1, 102400)),
+    "MaxSizeInMegabytes": ("max_bytes", lambda v, w: (1 << 20) * _int(v, w, 1, 81920)),
+}
+
+
+def _properties(value: Any, where: str) -> EntityProperties:
+    if value is None:
+        return EntityProperties()
+    obj = _obj(value, where)
+    kwargs: dict[str, Any] = {}
+    for key, raw in obj.items():
+        reader = _PROPERTY_READERS.get(key)
+        if reader is None:
+            log.warning("config: %s.%s is not a property the broker knows; ignored", where, key)
+            continue
+        attr, read = reader
+        kwargs[attr] = read(raw, f"{where}.{key}")
+    return EntityProperties(**kwargs)
+
+
+_CORRELATION_FIELDS = {
+    "CorrelationId": "correlation_id",
+    "MessageId": "message_id",
+    "To": "to",
+    "ReplyTo": "reply_to",
+    "Label": "subject",
+    "Subject": "subject",
+    "SessionId": "session_id",
+    "ReplyToSessionId": "reply_to_session_id",
+    "ContentType": "content_type",
+}
+
+
+def _correlation(value: Any, where: str) -> CorrelationFilter:
+    obj = _obj(value, where)
+    kwargs: dict[str, Any] = {}
+    for key, raw in obj.items():
+        if key == "Properties":
+            props = _obj(raw if raw is not None else {}, f"{where}.Properties")
+            for pkey, pvalue in props.items():
+                if isinstance(pvalue, dict | list) or pvalue is None:
+                    raise ConfigError(f"{where}.Properties.{pkey}: expected a simple value, not {pvalue!r}")
+            kwargs["properties"] = tuple(props.items())
+        elif key in _CORRELATION_FIELDS:
+            kwargs[_CORRELATION_FIELDS[key]] = _opt_str(raw, f"{where}.{key}")
+        else:
+            raise ConfigError(f"{where}.{key}: not a correlation filter field")
+    return CorrelationFilter(**kwargs)
+
+
+def _rule(value: Any, where: str) -> RuleConfig:
+    obj = _obj(value, where)
+    name = _name(obj, where)
+    props = _obj(obj.get("Properties") or {}, f"{where}.Properties")
+    kind = props.get("FilterType", "Correlation" if "CorrelationFilter" in props else "Sql")
+    if kind == "Correlation":
+        return RuleConfig(
+            name,
+            "Correlation",
+            _correlation(props.get("CorrelationFilter") or {}, f"{where}.Properties.CorrelationFilter"),
+        )
+    if kind == "Sql":
+        sql = _obj(props.get("SqlFilter") or {}, f"{where}.Properties.SqlFilter").get("SqlExpression", "1=1")
+        if not isinstance(sql, str):
+            raise ConfigError(f"{where}.Properties.SqlFilter.SqlExpression: expected a string, not {sql!r}")
+        normal = sql.strip().upper()
+        if normal in ("1=1", "1 = 1", "TRUE"):
+            return RuleConfig(name, "True", sql_expression=sql)
+        if normal in ("1=0", "1 = 0", "FALSE"):
+            return RuleConfig(name, "False", sql_expression=sql)
+        try:
+            compile_sql_filter(sql)
+        except SqlFilterError as exc:
+            raise ConfigError(f"{where}.Properties.SqlFilter.SqlExpression: {exc}") from None
+        return RuleConfig(name, "Sql", sql_expression=sql)
+    raise ConfigError(f"{where}.Properties.FilterType: {kind!r} is not Correlation or Sql")
+
+
+def _entity_list(container: dict[str, Any], key: str, where: str) -> list[tuple[str, dict[str, Any], str]]:
+    out = []
+    seen: set[str] = set()
+    for i, item in enumerate(_list(container.get(key), f"{where}.{key}")):
+        at = f"{where}.{key}[{i}]"
+        obj = _obj(item, at)
+        name = _name(obj, at)
+        if name.lower() in seen:
+            raise ConfigError(f"{at}.Name: {name!r} appears twice")
+        seen.add(name.lower())
+        out.append((name, obj, at))
+    return out
+
+
+def _namespace(value: Any, where: str) -> NamespaceConfig:
+    obj = _obj(value, where)
+    name = obj.get("Name", "sbemulatorns")
+    if not isinstance(name, str):
+        raise ConfigError(f"{where}.Name: expected a string, not {name!r}")
+    queues = tuple(
+        QueueConfig(n, _properties(o.get("Properties"), f"{at}.Properties"))
+        for n, o, at in _entity_list(obj, "Queues", where)
+    )
+    topics = []
+    for n, o, at in _entity_list(obj, "Topics", where):
+        subs = []
+        for sn, so, sat in _entity_list(o, "Subscriptions", at):
+            rules = tuple(_rule(r, f"{sat}.Rules[{j}]") for j, r in enumerate(_list(so.get("Rules"), f"{sat}.Rules")))
+            subs.append(SubscriptionConfig(sn, _properties(so.get("Properties"), f"{sat}.Properties"), rules))
+        topics.append(TopicConfig(n, _properties(o.get("Properties"), f"{at}.Properties"), tuple(subs)))
+    names = {q.name.lower() for q in queues}
+    for t in topics:
+        if t.name.lower() in names:
+            raise ConfigError(f"{where}.Topics: {t.name!r} is also a queue's name")
+    return NamespaceConfig(name, queues, tuple(topics))
+
+
+def parse_config(document: Any) -> BrokerConfig:
+    """A :class:`BrokerConfig` from the decoded JSON document (a dict)."""
+    root = _obj(document, "(file)")
+    user = _obj(root.get("UserConfig"), "UserConfig")
+    namespaces = tuple(
+        _namespace(ns, f"UserConfig.Namespaces[{i}]")
+        for i, ns in enumerate(_list(user.get("Namespaces"), "UserConfig.Namespaces"))
+    )
+    return BrokerConfig(namespaces or (NamespaceConfig(),))
+
+
+def load_config(path: str | os.PathLike[str]) -> BrokerConfig:
+    """Read and check an emulator ``Config.json``; :class:`ConfigError` names what is wrong."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the configuration: {exc}") from None
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    return parse_config(document)

@@ -1,0 +1,59 @@
+"""The namespace's errors: one exception carrying the AMQP condition and the HTTP-like status.
+
+Conditions and status codes as Service Bus answers them (PROTOCOL.md): 410 with
+``com.microsoft:message-lock-lost`` for a lost lock, 404 with
+``com.microsoft:message-not-found`` for unknown sequence numbers.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ARGUMENT_ERROR",
+    "MESSAGE_LOCK_LOST",
+    "MESSAGE_NOT_FOUND",
+    "MESSAGE_SIZE_EXCEEDED",
+    "NOT_ALLOWED",
+    "NOT_FOUND",
+    "RESOURCE_LIMIT_EXCEEDED",
+    "SESSION_CANNOT_BE_LOCKED",
+    "SESSION_LOCK_LOST",
+    "UNAUTHORIZED",
+    "EntityError",
+]
+
+MESSAGE_LOCK_LOST = "com.microsoft:message-lock-lost"
+SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
+SESSION_CANNOT_BE_LOCKED = "com.microsoft:session-cannot-be-locked"
+MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
+ARGUMENT_ERROR = "com.microsoft:argument-error"
+NOT_FOUND = "amqp:not-found"
+NOT_ALLOWED = "amqp:not-allowed"
+UNAUTHORIZED = "amqp:unauthorized-access"
+MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
+
+_STATUS = {
+    MESSAGE_LOCK_LOST: 410,
+    SESSION_LOCK_LOST: 410,
+    SESSION_CANNOT_BE_LOCKED: 410,
+    MESSAGE_NOT_FOUND: 404,
+    NOT_FOUND: 404,
+    ARGUMENT_ERROR: 400,
+    NOT_ALLOWED: 400,
+    UNAUTHORIZED: 401,
+    MESSAGE_SIZE_EXCEEDED: 413,
+    RESOURCE_LIMIT_EXCEEDED: 403,
+}
+
+
+class EntityError(Exception):
+    """A request the namespace refuses: ``condition`` (AMQP symbol), ``status`` (int), description."""
+
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+        self.status = _STATUS.get(condition, 500)
+
+    def __repr__(self) -> str:
+        return f"EntityError({self.condition!r}, {self.description!r})"

@@ -1,0 +1,114 @@
+"""Subscription rules: TrueFilter, FalseFilter and CorrelationFilter.
+
+"A correlation filter holds a set of conditions that are matched against one or
+more of an arriving message's user and system properties" (Service Bus topic
+filters); every condition given must equal, and a subscription takes a copy when
+any of its rules matches. A subscription without rules has the ``$Default``
+rule, a TrueFilter. SQL filters run through :mod:`amqplink.broker.sqlfilter`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from amqplink.broker.config import CorrelationFilter, RuleConfig
+from amqplink.broker.namespace.envelope import Envelope
+from amqplink.broker.sqlfilter import Getter, compile_sql_filter
+
+__all__ = ["correlation_matches", "rules_match"]
+
+# (filter field, Properties field)
+_SYSTEM_FIELDS = (
+    ("correlation_id", "correlation_id"),
+    ("message_id", "message_id"),
+    ("to", "to"),
+    ("reply_to", "reply_to"),
+    ("subject", "subject"),
+    ("session_id", "group_id"),
+    ("reply_to_session_id", "reply_to_group_id"),
+    ("content_type", "content_type"),
+)
+
+
+def _same(expected: Any, actual: Any) -> bool:
+    if actual is None:
+        return False
+    if isinstance(expected, str) and not isinstance(actual, str):
+        return expected == str(actual)
+    return bool(expected == actual)
+
+
+def correlation_matches(flt: CorrelationFilter, envelope: Envelope) -> bool:
+    """Every field the filter sets equals the message's."""
+    props = envelope.properties
+    for filter_field, prop_field in _SYSTEM_FIELDS:
+        expected = getattr(flt, filter_field)
+        if expected is None:
+            continue
+        if props is None or not _same(expected, getattr(props, prop_field)):
+            return False
+    if flt.properties:
+        app = envelope.application_properties or {}
+        for key, expected in flt.properties:
+            if key not in app or not _same(expected, app[key]):
+                return False
+    return True
+
+
+# sys.<name> of the SQL language -> Properties field
+_SQL_SYSTEM = {
+    "messageid": "message_id",
+    "correlationid": "correlation_id",
+    "to": "to",
+    "replyto": "reply_to",
+    "label": "subject",
+    "subject": "subject",
+    "sessionid": "group_id",
+    "replytosessionid": "reply_to_group_id",
+    "contenttype": "content_type",
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def _sql(expression: str) -> Callable[[Getter], bool]:
+    return compile_sql_filter(expression)
+
+
+def _getter(envelope: Envelope) -> Getter:
+    props = envelope.properties
+    app = envelope.application_properties or {}
+
+    def get(name: str, system: bool) -> tuple[bool, Any]:
+        if system:
+            value = None if props is None else getattr(props, _SQL_SYSTEM[name])
+            if value is not None and not isinstance(value, str | int | float):
+                value = str(value)
+        else:
+            value = app.get(name)
+        return value is not None, value
+
+    return get
+
+
+def rules_match(rules: Sequence[RuleConfig], envelope: Envelope) -> bool:
+    """Whether a subscription with ``rules`` takes a copy of the message."""
+    if not rules:
+        return True
+    for rule in rules:
+        if rule.filter_type == "True":
+            return True
+        if (
+            rule.filter_type == "Correlation"
+            and rule.correlation is not None
+            and correlation_matches(rule.correlation, envelope)
+        ):
+            return True
+        if (
+            rule.filter_type == "Sql"
+            and rule.sql_expression is not None
+            and _sql(rule.sql_expression)(_getter(envelope))
+        ):
+            return True
+    return False

@@ -1,0 +1,407 @@
+"""A Service Bus namespace without sockets: queues, topics, subscriptions, DLQs, forwarding.
+
+Addresses as the SDK forms them (``amqps://HOST/ENTITY`` or just ``ENTITY``):
+``queue``, ``queue/$DeadLetterQueue``, ``topic``, ``topic/Subscriptions/sub``,
+``topic/Subscriptions/sub/$DeadLetterQueue``, and ``<any of these>/$management``.
+Entity names are case-insensitive, as in Service Bus.
+
+Sending (:meth:`Namespace.send`) takes the transfer payload as it arrived:
+a batch (message-format ``0x80013700``, one data section per encoded message) is
+unpacked and stored atomically; a ping (content-type
+``application/vnd.ms-servicebus-ping``) is accepted and dropped; a message larger
+than the entity's maximum is refused with ``amqp:link:message-size-exceeded``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import logging
+import math
+from dataclasses import dataclass
+
+from amqplink.broker.config import (
+    EntityProperties,
+    NamespaceConfig,
+    QueueConfig,
+    RuleConfig,
+    SubscriptionConfig,
+    TopicConfig,
+)
+from amqplink.broker.namespace.duplicates import DuplicateDetector
+from amqplink.broker.namespace.entity import Entity
+from amqplink.broker.namespace.envelope import Envelope, split_message
+from amqplink.broker.namespace.errors import (
+    ARGUMENT_ERROR,
+    MESSAGE_NOT_FOUND,
+    MESSAGE_SIZE_EXCEEDED,
+    NOT_ALLOWED,
+    NOT_FOUND,
+    RESOURCE_LIMIT_EXCEEDED,
+    EntityError,
+)
+from amqplink.broker.namespace.filters import rules_match
+from amqplink.codec.errors import DecodeError
+from amqplink.codec.types import Symbol
+from amqplink.message import Message
+
+__all__ = [
+    "BATCH_FORMAT",
+    "MAX_ENTITIES",
+    "MAX_FORWARD_HOPS",
+    "Namespace",
+    "Queue",
+    "Subscription",
+    "Topic",
+    "entity_path",
+]
+
+log = logging.getLogger(__name__)
+
+BATCH_FORMAT = 0x80013700
+"""Service Bus's message-format for a batch: one data section per encoded message."""
+MAX_ENTITIES = 10_000
+"""Queues and topics a namespace holds at most (queues made on first use count too)."""
+MAX_FORWARD_HOPS = 4
+"""Service Bus: "a message can be forwarded through at most four entities"."""
+DEAD_LETTER_SUFFIX = "$deadletterqueue"
+DEADLETTER_SOURCE = Symbol("x-opt-deadletter-source")
+
+
+def entity_path(address: str) -> str:
+    """The entity path in an address: ``amqps://host/q/$management`` -> ``q/$management``."""
+    if "://" in address:
+        rest = address.split("://", 1)[1]
+        address = rest.split("/", 1)[1] if "/" in rest else ""
+    return address.strip("/")
+
+
+class Queue(Entity):
+    """A queue: an entity with duplicate detection and its dead-letter queue."""
+
+    def __init__(self, name: str, properties: EntityProperties) -> None:
+        super().__init__(name, properties)
+        self.name = name
+        self.duplicates = (
+            DuplicateDetector(properties.duplicate_detection_window)
+            if properties.requires_duplicate_detection
+            else None
+        )
+        self.dead_letter_queue = Entity(f"{name}/$DeadLetterQueue", properties, is_dead_letter_queue=True)
+
+
+class Subscription(Entity):
+    """A topic subscription: an entity with rules and its dead-letter queue."""
+
+    def __init__(self, topic: str, name: str, properties: EntityProperties, rules: tuple[RuleConfig, ...]) -> None:
+        super().__init__(f"{topic}/Subscriptions/{name}", properties)
+        self.name = name
+        self.rules = rules
+        self.dead_letter_queue = Entity(f"{self.path}/$DeadLetterQueue", properties, is_dead_letter_queue=True)
+
+
+class Topic:
+    """A topic: fans every message out to the subscriptions whose rules pass it."""
+
+    def __init__(self, name: str, properties: EntityProperties) -> None:
+        self.name = name
+        self.path = name
+        self.properties = properties
+        self.subscriptions: dict[str, Subscription] = {}
+        self.duplicates = (
+            DuplicateDetector(properties.duplicate_detection_window)
+            if properties.requires_duplicate_detection
+            else None
+        )
+        self._next_sequence = 1
+        self._scheduled: dict[int, tuple[float, Envelope]] = {}
+        self.scheduled_bytes = 0
+        self._schedule_heap: list[tuple[float, int]] = []
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r}, subscriptions={list(self.subscriptions)})"
+
+    def schedule(self, envelope: Envelope, at: float) -> int:
+        full = len(self._scheduled) >= self.properties.max_messages
+        if full or self.scheduled_bytes + envelope.size > self.properties.max_bytes:
+            raise EntityError(
+                RESOURCE_LIMIT_EXCEEDED,
+                f"topic {self.name!r} holds {len(self._scheduled)} scheduled messages ({self.scheduled_bytes} bytes),"
+                " its limit; cancel some first",
+            )
+        seq = self._next_sequence
+        self._next_sequence += 1
+        self._scheduled[seq] = (at, envelope)
+        self.scheduled_bytes += envelope.size
+        heapq.heappush(self._schedule_heap, (at, seq))
+        return seq
+
+    def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
+        for seq in sequence_numbers:
+            if seq not in self._scheduled:
+                raise EntityError(
+                    MESSAGE_NOT_FOUND, f"no scheduled message with sequence number {seq} in {self.name!r}"
+                )
+        for seq in sequence_numbers:
+            self.scheduled_bytes -= self._scheduled.pop(seq)[1].size
+
+    def due(self, now: float) -> list[Envelope]:
+        out = []
+        heap = self._schedule_heap
+        while heap and heap[0][0] <= now:
+            _, seq = heapq.heappop(heap)
+            item = self._scheduled.pop(seq, None)
+            if item is not None:
+                self.scheduled_bytes -= item[1].size
+                out.append(item[1])
+        return out
+
+    def next_deadline(self) -> float:
+        return self._schedule_heap[0][0] if self._schedule_heap else math.inf
+
+
+@dataclass(frozen=True)
+class Node:
+    """What an address names: an entity to receive from, a topic or queue to send to, or a management node."""
+
+    entity: Entity | None
+    topic: Topic | None
+    management: bool = False
+
+    @property
+    def target(self) -> Entity | Topic:
+        target = self.entity if self.entity is not None else self.topic
+        assert target is not None
+        return target
+
+
+class Namespace:
+    """Every entity of one namespace and the routing between them."""
+
+    def __init__(self, config: NamespaceConfig | None = None, *, auto_create: bool | None = None) -> None:
+        self.name = config.name if config is not None else "sbemulatorns"
+        self.auto_create = config is None if auto_create is None else auto_create
+        """Create a queue on first use of an unknown name (default: only without a configuration)."""
+        self.default_properties = EntityProperties()
+        self.queues: dict[str, Queue] = {}
+        self.topics: dict[str, Topic] = {}
+        self._timed: set[Entity] = set()
+        """Entities with a deadline (locks, schedules, TTL, session locks): what tick visits."""
+        if config is not None:
+            for q in config.queues:
+                self.add_queue(q)
+            for t in config.topics:
+                self.add_topic(t)
+
+    # -- building -----------------------------------------------------------------
+    def _new_name(self, name: str) -> str:
+        key = name.lower()
+        if key in self.queues or key in self.topics:
+            raise ValueError(f"an entity called {name!r} exists already")
+        return key
+
+    def add_queue(self, config: QueueConfig) -> Queue:
+        key = self._new_name(config.name)
+        queue = Queue(config.name, config.properties)
+        self.queues[key] = queue
+        self._wire_dead_letters(queue, queue.dead_letter_queue)
+        return queue
+
+    def add_topic(self, config: TopicConfig) -> Topic:
+        key = self._new_name(config.name)
+        topic = Topic(config.name, config.properties)
+        self.topics[key] = topic
+        for sub in config.subscriptions:
+            self.add_subscription(topic, sub)
+        return topic
+
+    def add_subscription(self, topic: Topic, config: SubscriptionConfig) -> Subscription:
+        # A message lives no longer than its topic's default time to live either.
+        ttl = min(config.properties.default_message_ttl, topic.properties.default_message_ttl)
+        properties = dataclasses.replace(config.properties, default_message_ttl=ttl)
+        sub = Subscription(topic.name, config.name, properties, config.rules)
+        topic.subscriptions[config.name.lower()] = sub
+        self._wire_dead_letters(sub, sub.dead_letter_queue)
+        return sub
+
+    def _wire_dead_letters(self, entity: Entity, dlq: Entity) -> None:
+        entity.on_timed = dlq.on_timed = self._timed.add
+        forward = entity.properties.forward_dead_lettered_messages_to
+
+        def sink(envelope: Envelope, now: float) -> None:
+            if forward:
+                try:
+                    self._route(
+                        self._send_target(forward),
+                        [envelope.with_annotations({DEADLETTER_SOURCE: entity.path})],
+                        now,
+                        1,
+                    )
+                    return
+                except EntityError as exc:
+                    log.warning("%s: forwarding a dead-lettered message to %r failed (%s)", entity.path, forward, exc)
+            try:
+                dlq.accept(envelope, now)
+            except EntityError as exc:
+                log.warning("%s: dead-letter queue refused a message, dropped (%s)", entity.path, exc)
+
+        entity.dead_letter_sink = sink
+
+    # -- addresses ----------------------------------------------------------------
+    def resolve(self, address: str) -> Node:
+        """The node an address names; ``amqp:not-found`` if it names nothing."""
+        path = entity_path(address)
+        parts = path.split("/")
+        management = len(parts) > 1 and parts[-1].lower() == "$management"
+        if management:
+            parts = parts[:-1]
+        dead_letter = len(parts) > 1 and parts[-1].lower() == DEAD_LETTER_SUFFIX
+        if dead_letter:
+            parts = parts[:-1]
+        if not parts or not parts[0]:
+            raise EntityError(NOT_FOUND, f"address {address!r} names no entity")
+        first = parts[0].lower()
+        if len(parts) == 1:
+            topic = self.topics.get(first)
+            if topic is not None and not dead_letter:
+                return Node(None, topic, management)
+            queue = self.queues.get(first)
+            if queue is None and self.auto_create and topic is None:
+                if len(self.queues) + len(self.topics) >= MAX_ENTITIES:
+                    raise EntityError(
+                        RESOURCE_LIMIT_EXCEEDED,
+                        f"the namespace holds {MAX_ENTITIES} entities, its limit: use an existing one",
+                    )
+                queue = self.add_queue(QueueConfig(parts[0], self.default_properties))
+                log.info("queue %r created on first use", parts[0])
+            if queue is None:
+                raise EntityError(NOT_FOUND, f"the messaging entity {path!r} could not be found")
+            return Node(queue.dead_letter_queue if dead_letter else queue, None, management)
+        if len(parts) == 3 and parts[1].lower() == "subscriptions":
+            topic = self.topics.get(first)
+            sub = None if topic is None else topic.subscriptions.get(parts[2].lower())
+            if sub is None:
+                raise EntityError(NOT_FOUND, f"the messaging entity {path!r} could not be found")
+            return Node(sub.dead_letter_queue if dead_letter else sub, None, management)
+        raise EntityError(NOT_FOUND, f"the messaging entity {path!r} could not be found")
+
+    def _send_target(self, address: str) -> Entity | Topic:
+        node = self.resolve(address)
+        target = node.target
+        if isinstance(target, Entity) and not isinstance(target, Queue):
+            raise EntityError(NOT_ALLOWED, f"cannot send to {target.path!r}: send to its queue or topic")
+        return target
+
+    def sender_target(self, address: str) -> Entity | Topic:
+        """The queue or topic a sending link's target address names."""
+        return self._send_target(address)
+
+    def receiver_source(self, address: str) -> Entity:
+        """The queue, subscription or dead-letter queue a receiving link's source address names."""
+        node = self.resolve(address)
+        if node.entity is None:
+            raise EntityError(
+                NOT_ALLOWED, f"cannot receive from topic {node.target.path!r}: receive from a subscription"
+            )
+        return node.entity
+
+    # -- sending ------------------------------------------------------------------
+    def unpack(self, payload: bytes, message_format: int, max_size: int) -> list[Envelope]:
+        """The messages in one transfer payload (several for a batch); size and decode checked."""
+        if len(payload) > max_size:
+            raise EntityError(
+                MESSAGE_SIZE_EXCEEDED,
+                f"the message is {len(payload)} bytes, above the entity's maximum of {max_size}",
+            )
+        try:
+            if message_format == BATCH_FORMAT:
+                outer = Message.decode(payload)
+                body = outer.body
+                if outer.body_type != "data":
+                    raise EntityError(ARGUMENT_ERROR, "a batch message must carry one data section per message")
+                chunks = body if isinstance(body, list) else [body]
+                return [split_message(bytes(chunk)) for chunk in chunks]
+            return [split_message(payload)]
+        except DecodeError as exc:
+            raise EntityError(ARGUMENT_ERROR, f"the message cannot be decoded: {exc}") from None
+
+    def send(self, target: Entity | Topic, payload: bytes, now: float, message_format: int = 0) -> None:
+        """Store one transfer's message(s) in a queue or topic: all of them or none."""
+        envelopes = self.unpack(payload, message_format, target.properties.max_message_size)
+        self._route(target, [e for e in envelopes if not e.is_ping], now, 0)
+
+    def send_envelopes(self, target: Entity | Topic, envelopes: list[Envelope], now: float) -> None:
+        self._route(target, envelopes, now, 0)
+
+    def _route(self, target: Entity | Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
+        if not envelopes:
+            return
+        if hops > MAX_FORWARD_HOPS:
+            raise EntityError(NOT_ALLOWED, f"message forwarded through more than {MAX_FORWARD_HOPS} entities")
+        duplicates = getattr(target, "duplicates", None)
+        if duplicates is not None:
+            envelopes = [e for e in envelopes if not duplicates.is_duplicate(e.message_id, now)]
+        if isinstance(target, Topic):
+            self._fan_out(target, envelopes, now, hops)
+            return
+        forward = target.properties.forward_to
+        if forward and not target.is_dead_letter_queue:
+            self._route(self._send_target(forward), envelopes, now, hops + 1)
+            return
+        target.check_accept(envelopes)
+        for envelope in envelopes:
+            target.accept(envelope, now)
+
+    def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
+        plan: list[tuple[Subscription, list[Envelope]]] = []
+        for sub in topic.subscriptions.values():
+            passed = [e for e in envelopes if rules_match(sub.rules, e)]
+            if passed:
+                if not sub.properties.forward_to:
+                    sub.check_accept(passed)
+                plan.append((sub, passed))
+        for envelope in envelopes:
+            at = envelope.scheduled_enqueue_time()
+            if at is not None and at > now:
+                topic.schedule(envelope, at)
+        for sub, passed in plan:
+            due = [e for e in passed if (e.scheduled_enqueue_time() or 0) <= now]
+            if sub.properties.forward_to:
+                self._route(self._send_target(sub.properties.forward_to), due, now, hops + 1)
+            else:
+                for envelope in due:
+                    sub.accept(envelope, now)
+
+    def schedule(self, target: Entity | Topic, envelope: Envelope, at: float, now: float) -> int:
+        """Schedule a message on a queue or topic (``schedule-message``); its sequence number."""
+        if isinstance(target, Topic):
+            return target.schedule(envelope, at)
+        return target.schedule(envelope, at, now)
+
+    # -- time ---------------------------------------------------------------------
+    def entities(self) -> list[Entity]:
+        out: list[Entity] = []
+        for q in self.queues.values():
+            out += (q, q.dead_letter_queue)
+        for t in self.topics.values():
+            for s in t.subscriptions.values():
+                out += (s, s.dead_letter_queue)
+        return out
+
+    def tick(self, now: float) -> None:
+        """Apply time to every entity: lock expiry, scheduled messages, TTL."""
+        for topic in self.topics.values():
+            due = topic.due(now)
+            if due:
+                self._fan_out(topic, due, now, 0)
+        for entity in list(self._timed):
+            deadline = entity.next_deadline()
+            if deadline <= now:
+                entity.tick(now)
+                deadline = entity.next_deadline()
+            if deadline == math.inf:
+                self._timed.discard(entity)
+
+    def next_deadline(self) -> float:
+        heads = [e.next_deadline() for e in self._timed] + [t.next_deadline() for t in self.topics.values()]
+        return min(heads, default=math.inf)

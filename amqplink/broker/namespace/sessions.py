@@ -1,0 +1,90 @@
+"""Message sessions of one entity: exclusive session locks with expiry, and session state.
+
+"A session receiver ... holds an exclusive lock on all messages with that session
+ID" (Service Bus message sessions); the lock lasts the entity's lock duration and
+is renewed with ``renew-session-lock``. State is an opaque binary kept per session.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from amqplink.broker.namespace.errors import SESSION_CANNOT_BE_LOCKED, SESSION_LOCK_LOST, EntityError
+
+__all__ = ["MAX_SESSION_STATE", "SessionLock", "SessionTable"]
+
+MAX_SESSION_STATE = 256 * 1024
+"""Bytes of state one session may hold (Service Bus: the maximum message size)."""
+
+
+@dataclass(slots=True, eq=False)
+class SessionLock:
+    session_id: str
+    owner: object
+    locked_until: float
+
+
+class SessionTable:
+    """Who holds which session until when, and each session's state."""
+
+    __slots__ = ("_earliest", "_locks", "entity_path", "lock_duration", "state")
+
+    def __init__(self, entity_path: str, lock_duration: float) -> None:
+        self.entity_path = entity_path
+        self.lock_duration = lock_duration
+        self._locks: dict[str, SessionLock] = {}
+        self._earliest = math.inf  # no lock runs out before this (may be early, never late)
+        self.state: dict[str, bytes] = {}
+
+    def is_locked(self, session_id: str, now: float) -> bool:
+        lock = self._locks.get(session_id)
+        return lock is not None and lock.locked_until > now
+
+    def lock(self, session_id: str, owner: object, now: float) -> SessionLock:
+        """Take the session for ``owner``; refused while another holds an unexpired lock."""
+        held = self._locks.get(session_id)
+        if held is not None and held.locked_until > now and held.owner is not owner:
+            raise EntityError(
+                SESSION_CANNOT_BE_LOCKED,
+                f"session {session_id!r} of {self.entity_path!r} is locked by another receiver",
+            )
+        lock = SessionLock(session_id, owner, now + self.lock_duration)
+        self._locks[session_id] = lock
+        self._earliest = min(self._earliest, lock.locked_until)
+        return lock
+
+    def held(self, session_id: str, now: float, owner: object | None = None) -> SessionLock:
+        """The live lock on ``session_id`` (of ``owner`` if given); session-lock-lost otherwise."""
+        lock = self._locks.get(session_id)
+        if lock is None or lock.locked_until <= now or (owner is not None and lock.owner is not owner):
+            raise EntityError(
+                SESSION_LOCK_LOST, f"the lock on session {session_id!r} of {self.entity_path!r} was lost or expired"
+            )
+        return lock
+
+    def renew(self, session_id: str, now: float, owner: object | None = None) -> float:
+        lock = self.held(session_id, now, owner)
+        lock.locked_until = now + self.lock_duration
+        return lock.locked_until
+
+    def release(self, session_id: str, owner: object | None = None) -> bool:
+        lock = self._locks.get(session_id)
+        if lock is None or (owner is not None and lock.owner is not owner):
+            return False
+        del self._locks[session_id]
+        return True
+
+    def next_expiry(self) -> float:
+        """No session lock runs out before this (infinity without locks; may be early)."""
+        return self._earliest
+
+    def expired(self, now: float) -> list[str]:
+        """Drop and name the session locks that ran out (cheap until the earliest may have)."""
+        if now < self._earliest:
+            return []
+        gone = [sid for sid, lock in self._locks.items() if lock.locked_until <= now]
+        for sid in gone:
+            del self._locks[sid]
+        self._earliest = min((lock.locked_until for lock in self._locks.values()), default=math.inf)
+        return gone

@@ -1,0 +1,90 @@
+"""The message store under an entity: a small interface, and the in-memory implementation.
+
+Entities keep their indexes (what is available, locked, scheduled) themselves; a
+store only keeps messages by sequence number, so a durable one needs three
+operations: :meth:`append`, :meth:`remove`, :meth:`get`.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from amqplink.broker.namespace.envelope import Envelope
+
+__all__ = ["MemoryStore", "MessageState", "MessageStore", "StoredMessage"]
+
+
+class MessageState(enum.Enum):
+    AVAILABLE = "available"
+    LOCKED = "locked"
+    DEFERRED = "deferred"
+    SCHEDULED = "scheduled"
+
+
+@dataclass(slots=True, eq=False)
+class StoredMessage:
+    """A message in an entity, with what Service Bus tracks about it."""
+
+    sequence_number: int
+    envelope: Envelope
+    enqueued_at: float
+    expires_at: float
+    state: MessageState = MessageState.AVAILABLE
+    delivery_count: int = 0
+    """Delivery attempts so far (locks taken); the wire carries prior attempts."""
+    deferred: bool = False
+    lock_token: uuid.UUID | None = None
+    locked_until: float = 0.0
+    scheduled_at: float | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.envelope.session_id
+
+
+class MessageStore(Protocol):
+    """Messages of one entity by sequence number, iterated in sequence order."""
+
+    def append(self, message: StoredMessage) -> None: ...
+    def remove(self, sequence_number: int) -> StoredMessage | None: ...
+    def get(self, sequence_number: int) -> StoredMessage | None: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[StoredMessage]: ...
+
+
+class MemoryStore:
+    """A dict in insertion order; sequence numbers mostly arrive in increasing order,
+    and one that does not (a message put back) makes the next iteration sort once."""
+
+    __slots__ = ("_last", "_messages", "_sorted")
+
+    def __init__(self) -> None:
+        self._messages: dict[int, StoredMessage] = {}
+        self._last = 0
+        self._sorted = True
+
+    def append(self, message: StoredMessage) -> None:
+        seq = message.sequence_number
+        if seq < self._last:
+            self._sorted = False
+        self._last = max(self._last, seq)
+        self._messages[seq] = message
+
+    def remove(self, sequence_number: int) -> StoredMessage | None:
+        return self._messages.pop(sequence_number, None)
+
+    def get(self, sequence_number: int) -> StoredMessage | None:
+        return self._messages.get(sequence_number)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __iter__(self) -> Iterator[StoredMessage]:
+        if not self._sorted:
+            self._messages = dict(sorted(self._messages.items()))
+            self._sorted = True
+        return iter(list(self._messages.values()))

@@ -1,0 +1,556 @@
+"""The broker's Service Bus connections: links to namespace entities, ``$cbs`` and ``$management``.
+
+One :class:`ServiceBusHost` per broker holds the namespace, the SAS keys and the
+clock task; :meth:`ServiceBusHost.accept` gives each connection its event handler.
+
+* A peer's receiving link on ``ENTITY`` (``amqps://HOST/ENTITY`` as the SDK writes
+  it) takes messages: peek-lock (snd-settle-mode ``unsettled``) sends each message
+  unsettled with its lock token as delivery-tag (.NET GUID byte order, 16 bytes);
+  receive-and-delete (snd-settle-mode ``settled``) sends it settled.
+* Its outcomes map as PROTOCOL.md says: ``accepted`` = complete,
+  ``modified(undeliverable-here=false)`` = abandon, ``modified(undeliverable-here=true)``
+  = defer, ``rejected(com.microsoft:dead-letter)`` = dead-letter; the broker settles
+  with the same outcome, or with ``rejected(com.microsoft:message-lock-lost)`` when the
+  lock had gone.
+* A source filter ``com.microsoft:session-filter`` asks for a session (a given id, or
+  none for the next available); the attach answers with the id in the filter and
+  ``com.microsoft:locked-until-utc`` (.NET ticks) in its properties.
+* A dropped link or connection loses its locks: the messages come back.
+* Auth: on loopback (``require_auth=False``) a put token is verified and a refused
+  one makes the links under its audience fail with ``amqp:unauthorized-access``; a
+  client that puts none may use every entity. With ``require_auth`` a link needs a
+  live token covering its entity, a connection without any token is closed after
+  ``cbs_deadline`` seconds, and an expired token detaches the links under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from amqplink.aio.transport import EngineProtocol
+from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
+from amqplink.broker.namespace.entity import Entity
+from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
+from amqplink.broker.namespace.management import handle_management
+from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
+from amqplink.codec.errors import DecodeError
+from amqplink.codec.types import Long, Symbol
+from amqplink.engine import errors as engine_errors
+from amqplink.engine.connection import Connection as EngineConnection
+from amqplink.engine.events import (
+    ConnectionClosed,
+    DeliveryReceived,
+    DeliveryUpdated,
+    Event,
+    LinkAttachRequested,
+    LinkCreditChanged,
+    LinkDetached,
+)
+from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, ReceiverLink, SenderLink
+from amqplink.message import Message
+from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
+
+__all__ = [
+    "CBS_DEADLINE",
+    "EMULATOR_KEY",
+    "EMULATOR_KEY_NAME",
+    "MAX_PENDING_REPLIES",
+    "TICK_INTERVAL",
+    "TRANSFER_SIZE_CAP",
+    "ServiceBusHost",
+]
+
+log = logging.getLogger(__name__)
+
+EMULATOR_KEY_NAME = "RootManageSharedAccessKey"
+EMULATOR_KEY = "SAS_KEY_VALUE"
+"""The Service Bus emulator's well-known key: existing emulator connection strings work."""
+CBS_DEADLINE = 20.0
+"""Seconds a connection has to put a token in strict mode ("within 20 s or the connection is closed")."""
+TICK_INTERVAL = 0.05
+"""Seconds between the clock task's passes (lock expiry, schedules, TTL, token expiry)."""
+
+MAX_PENDING_REPLIES = 1000
+"""Responses one reply link may hold for want of credit; beyond it the request link is
+detached with ``amqp:resource-limit-exceeded``."""
+TRANSFER_SIZE_CAP = 16 << 20
+"""Bytes of one transfer the broker reads at most; beyond it the link is detached."""
+
+SESSION_FILTER = Symbol("com.microsoft:session-filter")
+LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
+DEAD_LETTER = "com.microsoft:dead-letter"
+_DOTNET_EPOCH_TICKS = 621355968000000000
+_ACCEPTED = Accepted()
+_REJECTED = Rejected()
+_CBS = "$cbs"
+
+
+def dotnet_ticks(seconds: float) -> int:
+    """.NET ``DateTime`` ticks (100 ns since 0001-01-01) of a Unix time, as the SDK reads them."""
+    return _DOTNET_EPOCH_TICKS + int(seconds * 10_000_000)
+
+
+def _error(condition: str, description: str) -> Error:
+    # info as an empty map, not left out: the SDK reads an error as a 3-item list.
+    return Error(condition=Symbol(condition), description=description, info={})
+
+
+@dataclass(eq=False)
+class _Consumer:
+    """A peer's receiving link on an entity."""
+
+    link: SenderLink
+    entity: Entity
+    path: str
+    lock: bool
+    session_id: str | None
+    flush: Callable[[], None]
+    writable: Callable[[], bool]
+    held: dict[uuid.UUID, Delivery] = field(default_factory=dict)
+    busy: bool = False
+    again: bool = False
+
+
+class ServiceBusHost:
+    """What every Service Bus connection of one broker shares."""
+
+    def __init__(
+        self,
+        namespace: Namespace,
+        *,
+        keys: Mapping[str, str] | None = None,
+        require_auth: bool | None = False,
+        credit_window: int = 1000,
+        cbs_deadline: float = CBS_DEADLINE,
+        max_pending_replies: int = MAX_PENDING_REPLIES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.namespace = namespace
+        self.keys = dict(keys) if keys is not None else {EMULATOR_KEY_NAME: EMULATOR_KEY}
+        self.emulator_key = keys is None
+        """True while the keys are the emulator's well-known default (fine on loopback only)."""
+        self.require_auth = require_auth
+        """Strict mode; ``None`` until the broker decides by its address (strict unless loopback)."""
+        self.credit_window = credit_window
+        self.cbs_deadline = cbs_deadline
+        self.max_pending_replies = max_pending_replies
+        self.clock = clock
+        self.connections: set[_ServiceBusConnection] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def secure_for(self, loopback: bool) -> None:
+        """Off loopback: strict unless told otherwise, and a random key instead of the emulator's."""
+        if self.require_auth is None:
+            self.require_auth = not loopback
+        if not loopback and self.emulator_key:
+            self.keys = {EMULATOR_KEY_NAME: secrets.token_urlsafe(32)}
+            self.emulator_key = False
+            log.warning("listening beyond loopback: made a random SAS key (see the connection string)")
+
+    def start(self) -> None:
+        """Start the clock task (call from the event loop)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run_clock())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run_clock(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL)
+            try:
+                self.tick()
+            except Exception:  # never let one bad pass stop the clock
+                log.exception("the broker's clock pass failed")
+
+    def tick(self) -> None:
+        """Apply time: lock expiry, scheduled messages, TTL, token deadlines."""
+        now = self.clock()
+        self.namespace.tick(now)
+        for conn in list(self.connections):
+            conn.tick(now)
+
+    def accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Callable[[list[Event]], None]:
+        """The event handler of one new connection."""
+        conn = _ServiceBusConnection(self, engine, protocol)
+        self.connections.add(conn)
+        return conn.on_events
+
+
+class _ServiceBusConnection:
+    def __init__(self, host: ServiceBusHost, engine: EngineConnection, protocol: EngineProtocol) -> None:
+        self.host = host
+        self.engine = engine
+        self.protocol = protocol
+        self.auth = Authorizations()
+        self.refused: dict[str, None] = {}
+        """Entity paths a put token was refused for (oldest first, bounded)."""
+        self.consumers: dict[SenderLink, _Consumer] = {}
+        self.producers: dict[ReceiverLink, tuple[Entity | Topic, str]] = {}
+        self.requests: dict[ReceiverLink, str] = {}
+        self.replies: dict[str, SenderLink] = {}
+        self.opened_at = host.clock()
+        if hasattr(protocol, "on_writable"):
+            protocol.on_writable = self._on_writable
+
+    # -- events ---------------------------------------------------------------------
+    def on_events(self, events: list[Event]) -> None:
+        try:
+            self._handle(events)
+        except Exception:
+            # A defect here must cost this connection only, never the broker.
+            log.exception("closing a Service Bus connection after an internal error")
+            if not self.engine.close_sent:
+                self.engine.close(_error("amqp:internal-error", "the broker failed handling this connection"))
+                self.protocol.schedule_flush()
+
+    def _handle(self, events: list[Event]) -> None:
+        for event in events:
+            t = type(event)
+            if t is DeliveryReceived:
+                self._on_delivery(event.link, event.delivery)  # type: ignore[attr-defined]
+            elif t is DeliveryUpdated:
+                consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
+                if consumer is not None:
+                    self._on_outcome(consumer, event.delivery, event.state)  # type: ignore[attr-defined]
+            elif t is LinkCreditChanged:
+                link = event.link  # type: ignore[attr-defined]
+                consumer = self.consumers.get(link)
+                if consumer is not None:
+                    self._dispatch(consumer)
+                if isinstance(link, SenderLink) and link.hold_drain:
+                    link.drained()
+            elif t is LinkAttachRequested:
+                self._on_attach(event.link)  # type: ignore[attr-defined]
+            elif t is LinkDetached:
+                link = event.link  # type: ignore[attr-defined]
+                if not link.detach_sent:
+                    link.detach()
+                self._drop(link)
+            elif t is ConnectionClosed:
+                for link in [*self.consumers, *self.producers, *self.requests, *self.replies.values()]:
+                    self._drop(link)
+                self.host.connections.discard(self)
+
+    def tick(self, now: float) -> None:
+        if self.host.require_auth:
+            late = now - self.opened_at >= self.host.cbs_deadline
+            if late and not self.auth.ever_granted and not self.engine.close_sent:
+                log.info("closing a connection that put no token within %s s", self.host.cbs_deadline)
+                self.engine.close(_error("amqp:unauthorized-access", "no token was put on $cbs in time"))
+                self.protocol.schedule_flush()
+                return
+            if self.auth.expire(now):
+                for link, path in [*((c.link, c.path) for c in self.consumers.values()),
+                                   *((p, path) for p, (_, path) in self.producers.items())]:  # fmt: skip
+                    if not self.auth.covers(path, now):
+                        link.detach(_error("amqp:unauthorized-access", f"the token for {path!r} expired"))
+                        self._drop(link)
+                self.protocol.schedule_flush()
+
+    def _on_writable(self) -> None:
+        for consumer in list(self.consumers.values()):
+            self._dispatch(consumer)
+
+    # -- attach ---------------------------------------------------------------------
+    def _authorized(self, path: str, now: float) -> Error | None:
+        if self.auth.covers(path, now):
+            return None
+        if self.host.require_auth:
+            return _error("amqp:unauthorized-access", f"no valid token for {path!r}: put one on $cbs first")
+        if any(path_covers(refused, path) for refused in self.refused):
+            return _error("amqp:unauthorized-access", f"the token put for {path!r} was refused")
+        return None
+
+    def _on_attach(self, link: Link) -> None:
+        remote = link.remote_attach
+        assert remote is not None
+        if link.is_detached:
+            return
+        now = self.host.clock()
+        if isinstance(link, SenderLink):
+            address = None if remote.source is None else remote.source.address
+        else:
+            address = None if remote.target is None else remote.target.address
+        if not address:
+            self._refuse(link, _error("amqp:not-found", "a link to the namespace needs an address"))
+            return
+        path = entity_path(str(address))
+        if path.lower() == _CBS:
+            self._attach_node(link, _CBS)
+            return
+        denied = self._authorized(path.lower(), now)
+        if denied is not None:
+            self._refuse(link, denied)
+            return
+        try:
+            if path.lower().endswith("/$management"):
+                self.host.namespace.resolve(path)
+                self._attach_node(link, path)
+            elif isinstance(link, SenderLink):
+                self._attach_consumer(link, path, now)
+            else:
+                assert isinstance(link, ReceiverLink)
+                target = self.host.namespace.sender_target(path)
+                # Advertise the entity's maximum (the SDK sizes its batches by it) ...
+                link.max_message_size = target.properties.max_message_size
+                link.answer_rcv_settle_mode = RCV_FIRST
+                link.attach()
+                # ... but read up to the hard cap, so that a message above the maximum is
+                # rejected with message-size-exceeded, as Service Bus does, not detached.
+                link.max_message_size = max(TRANSFER_SIZE_CAP, target.properties.max_message_size)
+                self.producers[link] = (target, path.lower())
+                link.flow(self.host.credit_window)
+        except EntityError as exc:
+            self._refuse(link, _error(exc.condition, exc.description))
+
+    def _attach_node(self, link: Link, path: str) -> None:
+        """``$cbs`` or ``<entity>/$management``: requests come on one link, replies leave on another."""
+        link.attach()
+        if isinstance(link, ReceiverLink):
+            self.requests[link] = path
+            link.flow(self.host.credit_window)
+        else:
+            assert isinstance(link, SenderLink)
+            remote = link.remote_attach
+            target = None if remote is None or remote.target is None else remote.target.address
+            self.replies[entity_path(str(target or path)).lower()] = link
+            self.replies.setdefault(path.lower(), link)
+
+    def _attach_consumer(self, link: SenderLink, path: str, now: float) -> None:
+        entity = self.host.namespace.receiver_source(path)
+        remote = link.remote_attach
+        assert remote is not None and remote.source is not None
+        filters = remote.source.filter if isinstance(remote.source.filter, dict) else {}
+        session_id: str | None = None
+        source = remote.source
+        if entity.requires_session:
+            if SESSION_FILTER not in filters:
+                raise EntityError(NOT_ALLOWED, f"{path!r} requires sessions: receive with a session receiver")
+            wanted = filters[SESSION_FILTER]
+            wanted = wanted.decode() if isinstance(wanted, bytes) else wanted
+            taken = entity.accept_session(None if wanted is None else str(wanted), link, now)
+            if taken is None:
+                raise EntityError("com.microsoft:timeout", f"no session of {path!r} is available")
+            session_id, until = taken
+            source = Source(
+                address=remote.source.address,
+                durable=remote.source.durable,
+                expiry_policy=remote.source.expiry_policy,
+                timeout=remote.source.timeout,
+                filter={**filters, SESSION_FILTER: session_id},
+            )
+            link.properties = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(until))}
+        elif SESSION_FILTER in filters:
+            raise EntityError(NOT_ALLOWED, f"{path!r} does not require sessions; receive without a session")
+        link.attach(source, remote.target)
+        link.auto_settle = False
+        link.hold_drain = True
+        protocol = self.protocol
+        consumer = _Consumer(
+            link,
+            entity,
+            path.lower(),
+            lock=link.snd_settle_mode != SND_SETTLED,
+            session_id=session_id,
+            flush=protocol.schedule_flush,
+            writable=lambda: not protocol.write_paused,
+        )
+        self.consumers[link] = consumer
+        wake = self._waker(consumer)
+        link.context = wake
+        entity.listeners.append(wake)
+
+    def _waker(self, consumer: _Consumer) -> Callable[[], None]:
+        return lambda: self._dispatch(consumer)
+
+    @staticmethod
+    def _refuse(link: Link, error: Error) -> None:
+        log.info("refusing link %r: %s (%s)", link.name, error.condition, error.description)
+        link.attach(None, None, keep=False)
+        link.detach(error)
+
+    # -- sending to the peer ----------------------------------------------------------
+    def _dispatch(self, consumer: _Consumer) -> None:
+        """Send messages while the link has credit and the socket keeps up."""
+        if consumer.busy:
+            consumer.again = True  # a listener fired inside receive(): loop once more
+            return
+        consumer.busy = True
+        link, entity = consumer.link, consumer.entity
+        sent = False
+        try:
+            while True:
+                consumer.again = False
+                while link.credit > 0 and link.is_attached and consumer.writable():
+                    now = self.host.clock()
+                    try:
+                        msg = entity.receive(now, lock=consumer.lock, session_id=consumer.session_id, owner=link)
+                    except EntityError as exc:  # the session lock ran out
+                        link.detach(_error(exc.condition, exc.description))
+                        self._drop(link)
+                        break
+                    if msg is None:
+                        break
+                    payload = entity.encode(msg)
+                    token = msg.lock_token if consumer.lock else None
+                    try:
+                        if token is not None:
+                            consumer.held[token] = link.send(payload, tag=token.bytes_le, settled=False, context=token)
+                        else:
+                            link.send(payload)
+                    except engine_errors.MessageSizeExceededError as exc:
+                        # "Any attempt to deliver a message larger than this results in a
+                        # message-size-exceeded link-error" (2.7.3): the link ends, the
+                        # message stays for other receivers.
+                        entity.restore(msg)
+                        log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
+                        link.detach(Error(condition=exc.condition, description=str(exc), info={}))
+                        self._drop(link)
+                        sent = True
+                        break
+                    sent = True
+                if not consumer.again:
+                    break
+        finally:
+            consumer.busy = False
+        if sent:
+            consumer.flush()
+
+    def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any) -> None:
+        token = delivery.context
+        if not isinstance(token, uuid.UUID) or consumer.held.pop(token, None) is None:
+            return
+        entity, now = consumer.entity, self.host.clock()
+        answer: Any = state
+        try:
+            if isinstance(state, Accepted):
+                entity.complete(token, now)
+            elif isinstance(state, Modified):
+                annotations = state.message_annotations if isinstance(state.message_annotations, dict) else None
+                if state.undeliverable_here:
+                    entity.defer(token, now, annotations)
+                else:
+                    entity.abandon(token, now, annotations)
+            elif isinstance(state, Rejected):
+                error = state.error
+                info = error.info if error is not None and isinstance(error.info, dict) else {}
+                info = {str(k): v for k, v in info.items()}
+                reason = info.get("DeadLetterReason")
+                description = info.get("DeadLetterErrorDescription")
+                if error is not None and str(error.condition) != DEAD_LETTER and reason is None:
+                    reason, description = str(error.condition), error.description
+                entity.dead_letter(token, now, _opt_text(reason), _opt_text(description))
+                # Echo the outcome applied; a rejected *with* an error means "not applied".
+                answer = _REJECTED
+            elif isinstance(state, Released):
+                entity.abandon(token, now)
+            else:  # settled with no outcome: as Service Bus, the lock is simply released
+                entity.release([token], now)
+                answer = None
+        except EntityError as exc:
+            log.info("%s: settlement refused: %s", consumer.path, exc.description)
+            answer = Rejected(error=_error(exc.condition, exc.description))
+        if not delivery.settled:
+            consumer.link.settle(delivery, answer)
+            consumer.flush()
+
+    # -- receiving from the peer ------------------------------------------------------
+    def _on_delivery(self, link: ReceiverLink, delivery: Delivery) -> None:
+        payload = delivery.payload
+        data = payload if type(payload) is bytes else bytes(payload)
+        now = self.host.clock()
+        node = self.requests.get(link)
+        outcome: Any = _ACCEPTED
+        if node is not None:
+            if not self._on_request(node, data, now):
+                link.detach(
+                    _error(
+                        "amqp:resource-limit-exceeded",
+                        f"more than {self.host.max_pending_replies} responses wait for credit on the reply link;"
+                        " grant credit to read them",
+                    )
+                )
+                self.requests.pop(link, None)
+                self.protocol.schedule_flush()
+                return
+        else:
+            producer = self.producers.get(link)
+            if producer is None:
+                return
+            try:
+                self.host.namespace.send(producer[0], data, now, delivery.message_format)
+            except EntityError as exc:
+                log.info("%s: message refused: %s", producer[1], exc.description)
+                outcome = Rejected(error=_error(exc.condition, exc.description))
+        if not delivery.settled:
+            link.settle(delivery, outcome)
+        if link.link_credit < self.host.credit_window // 2:
+            link.flow(self.host.credit_window)
+        self.protocol.schedule_flush()
+
+    def _on_request(self, node: str, data: bytes, now: float) -> bool:
+        """Answer one request; False when its reply link has too many answers waiting."""
+        try:
+            request = Message.decode(data)
+        except DecodeError as exc:
+            log.info("%s: undecodable request dropped (%s)", node, exc)
+            return True
+        if node == _CBS:
+            response = handle_put_token(request, keys=self.host.keys, now=now, authorizations=self.auth)
+            status = (response.application_properties or {}).get("status-code")
+            audience = (request.application_properties or {}).get("name")
+            if status != 202 and isinstance(audience, str | bytes):
+                text = audience.decode("utf-8", "replace") if isinstance(audience, bytes) else audience
+                self.refused[entity_path(text).lower()] = None
+                if len(self.refused) > MAX_TOKENS_PER_CONNECTION:
+                    del self.refused[next(iter(self.refused))]
+        else:
+            response = handle_management(self.host.namespace, node, request, now)
+        reply_to = request.reply_to
+        link = self.replies.get(entity_path(str(reply_to)).lower()) if reply_to else None
+        if link is None:
+            link = self.replies.get(node.lower())
+        if link is None or link.is_detached:
+            log.info("%s: no reply link for a response; dropped", node)
+            return True
+        if len(link.queue) >= self.host.max_pending_replies:
+            return False
+        if reply_to:
+            response.to = reply_to
+        link.send(response.encode())
+        return True
+
+    # -- links going away -------------------------------------------------------------
+    def _drop(self, link: Link) -> None:
+        now = self.host.clock()
+        consumer = self.consumers.pop(link, None)  # type: ignore[call-overload]
+        if consumer is not None:
+            if link.context in consumer.entity.listeners:
+                consumer.entity.listeners.remove(link.context)
+            consumer.entity.release(list(consumer.held), now)
+            consumer.held.clear()
+            if consumer.session_id is not None:
+                consumer.entity.close_session(consumer.session_id, link, now)
+        self.producers.pop(link, None)  # type: ignore[call-overload]
+        self.requests.pop(link, None)  # type: ignore[call-overload]
+        for key in [k for k, v in self.replies.items() if v is link]:
+            del self.replies[key]
+
+
+def _opt_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -1,0 +1,57 @@
+"""``amqplink broker --config``: the emulator's Config.json, the printed connection string, bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+
+from tests.broker.test_sdk import CONFIG
+
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
+def test_broker_command_with_an_emulator_config(tmp_path: Path) -> None:
+    path = tmp_path / "Config.json"
+    path.write_text(json.dumps(CONFIG))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--config", str(path)],
+        stdout=subprocess.PIPE, text=True, env=ENV,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert "listening on amqp://" in proc.stdout.readline()
+        conn_str = proc.stdout.readline().strip()
+        assert conn_str.startswith("Endpoint=sb://127.0.0.1:") and conn_str.endswith(
+            ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
+        )
+        with ServiceBusClient.from_connection_string(conn_str) as client:
+            with client.get_queue_sender("q0") as sender:
+                sender.send_messages(ServiceBusMessage("via the CLI"))
+            mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE
+            with client.get_queue_receiver("q0", receive_mode=mode, max_wait_time=5) as receiver:
+                assert [str(m) for m in receiver.receive_messages(max_wait_time=5)] == ["via the CLI"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_broker_command_names_the_bad_field(tmp_path: Path) -> None:
+    path = tmp_path / "Config.json"
+    path.write_text(
+        json.dumps(
+            {"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "Properties": {"LockDuration": "PT1X"}}]}]}}
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--config", str(path)],
+        capture_output=True, text=True, timeout=60, env=ENV, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert (
+        "UserConfig.Namespaces[0].Queues[0].Properties.LockDuration: 'PT1X' is not an ISO-8601 duration" in done.stderr
+    )
