@@ -1,0 +1,402 @@
+"""Closures that evaluate a compiled SQL filter against one message, in three-valued logic.
+
+Service Bus SQL filter semantics (syntax reference, "Property evaluation
+semantics"): "A property that doesn't exist is internally evaluated as unknown";
+for arithmetic and comparison operators "if either the left or right side of
+operands is evaluated as unknown, then the result is unknown"; for ``[NOT] LIKE``
+"if any operand is evaluated as unknown, then the result is unknown"; for
+``[NOT] IN`` "if the left operand is evaluated as unknown, then the result is
+unknown"; ``AND``/``OR`` follow the three-valued tables (F AND U = F, T OR U = T);
+"``property IS NULL`` is evaluated as true if either the property doesn't exist or
+the property's value is null". Unknown and null are both ``None`` here.
+
+Operators "follow C# implicit conversion semantics": integers and doubles mix,
+``/`` and ``%`` on integers truncate toward zero, ``+`` with a string
+concatenates. Where C# would throw at evaluation (comparing a string with a number,
+ordering booleans, integer division by zero, 64-bit overflow) the result here is
+unknown, so the rule does not match.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from amqplink.broker.namespace.envelope import Envelope, as_text
+from amqplink.codec.types import Symbol, Timestamp
+
+__all__ = [
+    "SYSTEM_PROPERTIES",
+    "UNAVAILABLE_SYSTEM_PROPERTIES",
+    "Pred",
+    "Value",
+    "all_of",
+    "any_of",
+    "arithmetic",
+    "comparison",
+    "constant",
+    "is_null",
+    "like",
+    "like_matcher",
+    "member_of",
+    "negate",
+    "signed",
+        "system_property",
+    "user_present",
+    "user_property",
+]
+
+Value = Callable[[Envelope], Any]
+Pred = Callable[[Envelope], "bool | None"]
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_NUM, _STR, _BOOL, _TIME, _OTHER = range(5)
+_MISSING: Any = object()
+
+
+def _kind(v: Any) -> int:
+    if isinstance(v, bool):
+        return _BOOL
+    if isinstance(v, Timestamp):
+        return _TIME
+    if isinstance(v, int | float):
+        return _NUM
+    if isinstance(v, str):
+        return _STR
+    return _OTHER
+
+
+# -- properties ----------------------------------------------------------------------
+def _lookup(app: dict[Any, Any] | None, name: str, folded: str) -> Any:
+    """The application property ``name``; "Property names are case-insensitive"."""
+    if not app:
+        return _MISSING
+    value = app.get(name, _MISSING)
+    if value is not _MISSING:
+        return value
+    for key, value in app.items():
+        if isinstance(key, str) and key.casefold() == folded:
+            return value
+    return _MISSING
+
+
+def user_property(name: str) -> Value:
+    folded = name.casefold()
+
+    def get(env: Envelope) -> Any:
+        value = _lookup(env.application_properties, name, folded)
+        return None if value is _MISSING else value
+
+    return get
+
+
+def user_present(name: str) -> Pred:
+    folded = name.casefold()
+    return lambda env: _lookup(env.application_properties, name, folded) is not _MISSING
+
+
+def _text(v: Any) -> Any:
+    v = as_text(v)
+    return v if v is None or isinstance(v, str) else str(v)
+
+
+def _field(attr: str) -> Value:
+    def get(env: Envelope) -> Any:
+        p = env.properties
+        return None if p is None else _text(getattr(p, attr))
+
+    return get
+
+
+def _annotation(key: str) -> Value:
+    symbol = Symbol(key)
+    return lambda env: env.annotations.get(symbol)
+
+
+SYSTEM_PROPERTIES: dict[str, Value] = {
+    "messageid": _field("message_id"),
+    "correlationid": _field("correlation_id"),
+    "to": _field("to"),
+    "replyto": _field("reply_to"),
+    "label": _field("subject"),
+    "subject": _field("subject"),
+    "sessionid": _field("group_id"),
+    "replytosessionid": _field("reply_to_group_id"),
+    "contenttype": _field("content_type"),
+    "partitionkey": _annotation("x-opt-partition-key"),
+    "viapartitionkey": _annotation("x-opt-via-partition-key"),
+    "scheduledenqueuetimeutc": _annotation("x-opt-scheduled-enqueue-time"),
+}
+"""``sys.`` properties a filter can read (lower-cased names) and how."""
+
+UNAVAILABLE_SYSTEM_PROPERTIES = frozenset(
+    (
+        "enqueuedtimeutc", "sequencenumber", "enqueuedsequencenumber", "locktoken", "lockeduntilutc",
+        "deliverycount", "expiresatutc", "size", "state", "timetolive", "deadlettersource",
+    )
+)  # fmt: skip
+"""Service Bus system properties that are stamped after filtering, or not kept by this broker."""
+
+
+def system_property(name: str) -> Value | None:
+    return SYSTEM_PROPERTIES.get(name.lower())
+
+
+def constant(value: Any) -> Value:
+    return lambda env: value
+
+
+# -- comparison ----------------------------------------------------------------------
+def _equal(a: Any, b: Any) -> bool | None:
+    ka, kb = _kind(a), _kind(b)
+    if ka != kb or (ka == _OTHER and type(a) is not type(b)):
+        return None
+    return bool(a == b)
+
+
+_ORDERING = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def comparison(op: str, left: Value, right: Value) -> Pred:
+    """``left op right`` for ``= <> != < <= > >=``."""
+    if op in _ORDERING:
+        test = _ORDERING[op]
+
+        def ordered(env: Envelope) -> bool | None:
+            a = left(env)
+            b = right(env)
+            if a is None or b is None:
+                return None
+            ka = _kind(a)
+            if ka != _kind(b) or ka in (_BOOL, _OTHER):
+                return None
+            return bool(test(a, b))
+
+        return ordered
+    differ = op != "="
+
+    def equality(env: Envelope) -> bool | None:
+        a = left(env)
+        b = right(env)
+        if a is None or b is None:
+            return None
+        same = _equal(a, b)
+        return None if same is None else same is not differ
+
+    return equality
+
+
+def member_of(value: Value, items: Sequence[Value], negated: bool) -> Pred:
+    """``value [NOT] IN (items)``."""
+    items = tuple(items)
+
+    def run(env: Envelope) -> bool | None:
+        v = value(env)
+        if v is None:
+            return None
+        for item in items:
+            if _equal(v, item(env)):
+                return not negated
+        return negated
+
+    return run
+
+
+def is_null(value: Value, negated: bool) -> Pred:
+    return lambda env: (value(env) is None) is not negated
+
+
+# -- logic ---------------------------------------------------------------------------
+def all_of(preds: Sequence[Pred]) -> Pred:
+    preds = tuple(preds)
+
+    def run(env: Envelope) -> bool | None:
+        result: bool | None = True
+        for p in preds:
+            v = p(env)
+            if v is False:
+                return False
+            if v is None:
+                result = None
+        return result
+
+    return run
+
+
+def any_of(preds: Sequence[Pred]) -> Pred:
+    preds = tuple(preds)
+
+    def run(env: Envelope) -> bool | None:
+        result: bool | None = False
+        for p in preds:
+            v = p(env)
+            if v is True:
+                return True
+            if v is None:
+                result = None
+        return result
+
+    return run
+
+
+def negate(pred: Pred) -> Pred:
+    def run(env: Envelope) -> bool | None:
+        v = pred(env)
+        return None if v is None else not v
+
+    return run
+
+
+# -- arithmetic ----------------------------------------------------------------------
+def _int64(v: int) -> int | None:
+    return v if _INT64_MIN <= v <= _INT64_MAX else None
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _numeric(a: Any, b: Any, op: str) -> Any:
+    if _kind(a) != _NUM or _kind(b) != _NUM:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        if op in "/%" and b == 0:
+            return None
+        if op == "/":
+            return _int64(_trunc_div(a, b))
+        if op == "%":
+            return _int64(a - b * _trunc_div(a, b))
+        return _int64(a + b if op == "+" else a - b if op == "-" else a * b)
+    a, b = float(a), float(b)
+    if op in "/%" and b == 0:
+        return None
+    if op == "%":
+        return abs(a) % abs(b) * (1 if a >= 0 else -1)
+    return a + b if op == "+" else a - b if op == "-" else a * b if op == "*" else a / b
+
+
+def _apply(op: str, a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if op == "+" and (isinstance(a, str) or isinstance(b, str)):
+        if _kind(a) in (_STR, _NUM, _BOOL) and _kind(b) in (_STR, _NUM, _BOOL):
+            return f"{a}{b}"
+        return None
+    return _numeric(a, b, op)
+
+
+def arithmetic(first: Value, rest: Sequence[tuple[str, Value]]) -> Value:
+    """``first op1 v1 op2 v2 ...`` evaluated left to right (one precedence level)."""
+    rest = tuple(rest)
+
+    def run(env: Envelope) -> Any:
+        acc = first(env)
+        for op, fn in rest:
+            if acc is None:
+                return None
+            acc = _apply(op, acc, fn(env))
+        return acc
+
+    return run
+
+
+def signed(value: Value, negated: bool) -> Value:
+    """Unary ``-`` (or ``+``): a number, else unknown."""
+
+    def run(env: Envelope) -> Any:
+        v = value(env)
+        if _kind(v) != _NUM:
+            return None
+        return -v if negated else v
+
+    return run
+
+
+# -- LIKE ----------------------------------------------------------------------------
+def like_matcher(pattern: str, escape: str | None) -> Callable[[str], bool]:
+    """A matcher for a LIKE pattern ("%: Any string of zero or more characters. _: Any
+    single character"); ValueError for an escape character at the pattern's end.
+
+    The pattern is split at ``%`` into fixed-length segments matched leftmost in turn,
+    so matching is linear in the text for a given pattern (no regex backtracking).
+    """
+    segments: list[tuple[re.Pattern[str], int]] = []
+    current: list[str] = []
+    i = 0
+    while i <= len(pattern):
+        c = pattern[i] if i < len(pattern) else "%"
+        if escape is not None and c == escape and i < len(pattern):
+            if i + 1 >= len(pattern):
+                raise ValueError(f"the pattern ends with the escape character {escape!r}")
+            current.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if c == "%":
+            segments.append((re.compile("".join(current), re.DOTALL), len(current)))
+            current = []
+        else:
+            current.append("." if c == "_" else re.escape(c))
+        i += 1
+    if len(segments) == 1:
+        only = segments[0][0]
+        return lambda s: only.fullmatch(s) is not None
+    (head, head_len), middle, (tail, tail_len) = segments[0], segments[1:-1], segments[-1]
+    middle = [(rx, n) for rx, n in middle if n]
+
+    def match(s: str) -> bool:
+        if head.match(s) is None:
+            return False
+        pos = head_len
+        for rx, _ in middle:
+            found = rx.search(s, pos)
+            if found is None:
+                return False
+            pos = found.end()
+        start = len(s) - tail_len
+        return start >= pos and tail.fullmatch(s, start) is not None
+
+    return match
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_matcher(pattern: str, escape: str | None) -> Callable[[str], bool] | None:
+    try:
+        return like_matcher(pattern, escape)
+    except ValueError:
+        return None
+
+
+def like(
+    value: Value, pattern: Value, escape: Value | None, negated: bool, fixed: Callable[[str], bool] | None = None
+) -> Pred:
+    """``value [NOT] LIKE pattern [ESCAPE escape]``; a non-string operand is unknown.
+
+    ``fixed`` is the matcher compiled ahead when the pattern and escape are constants.
+    """
+    if fixed is not None:
+        matches = fixed
+
+        def run_fixed(env: Envelope) -> bool | None:
+            v = value(env)
+            return None if not isinstance(v, str) else matches(v) is not negated
+
+        return run_fixed
+
+    def run(env: Envelope) -> bool | None:
+        v = value(env)
+        p = pattern(env)
+        e = None if escape is None else escape(env)
+        if not isinstance(v, str) or not isinstance(p, str):
+            return None
+        if escape is not None and (not isinstance(e, str) or len(e) != 1):
+            return None
+        matcher = _cached_matcher(p, e)
+        if matcher is None:
+            return None
+        return matcher(v) is not negated
+
+    return run
