@@ -22,7 +22,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from amqplink.broker.namespace.sql_filter import SqlFilter
 
 __all__ = [
     "DEFAULT_DUPLICATE_WINDOW",
@@ -42,6 +45,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "parse_duration",
+    "sql_rule",
 ]
 
 log = logging.getLogger(__name__)
@@ -128,12 +132,37 @@ class CorrelationFilter:
 
 @dataclass(frozen=True)
 class RuleConfig:
-    """A subscription rule: ``filter_type`` is ``"Correlation"``, ``"Sql"``, ``"True"`` or ``"False"``."""
+    """A subscription rule: ``filter_type`` is ``"Correlation"``, ``"Sql"``, ``"True"`` or ``"False"``.
+
+    A ``"Sql"`` rule carries ``sql_filter``, its expression compiled when the rule is made
+    (``SqlFilterError``, with the position, if it is not valid); see also :func:`sql_rule`.
+    """
 
     name: str
     filter_type: str = "True"
     correlation: CorrelationFilter | None = None
     sql_expression: str | None = None
+    sql_filter: SqlFilter | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.filter_type == "Sql" and self.sql_filter is None:
+            from amqplink.broker.namespace.sql_filter import SqlFilter  # the namespace package imports this module
+
+            object.__setattr__(self, "sql_filter", SqlFilter(self.sql_expression or ""))
+
+
+def sql_rule(name: str, expression: str) -> RuleConfig:
+    """A rule for a SQL filter expression, compiled now; ``SqlFilterError`` (with the position) if bad.
+
+    ``1=1``/``TRUE`` and ``1=0``/``FALSE`` become the True and False filters.
+    """
+    rule = RuleConfig(name, "Sql", sql_expression=expression)
+    normal = "".join(expression.split()).upper()
+    if normal in ("1=1", "TRUE"):
+        return RuleConfig(name, "True", sql_expression=expression)
+    if normal in ("1=0", "FALSE"):
+        return RuleConfig(name, "False", sql_expression=expression)
+    return rule
 
 
 @dataclass(frozen=True)
@@ -293,12 +322,10 @@ def _rule(value: Any, where: str) -> RuleConfig:
         sql = _obj(props.get("SqlFilter") or {}, f"{where}.Properties.SqlFilter").get("SqlExpression", "1=1")
         if not isinstance(sql, str):
             raise ConfigError(f"{where}.Properties.SqlFilter.SqlExpression: expected a string, not {sql!r}")
-        normal = sql.strip().upper()
-        if normal in ("1=1", "1 = 1", "TRUE"):
-            return RuleConfig(name, "True", sql_expression=sql)
-        if normal in ("1=0", "1 = 0", "FALSE"):
-            return RuleConfig(name, "False", sql_expression=sql)
-        return RuleConfig(name, "Sql", sql_expression=sql)
+        try:
+            return sql_rule(name, sql)
+        except ValueError as exc:  # SqlFilterError
+            raise ConfigError(f"{where}.Properties.SqlFilter.SqlExpression: {exc}") from None
     raise ConfigError(f"{where}.Properties.FilterType: {kind!r} is not Correlation or Sql")
 
 

@@ -1,11 +1,11 @@
-"""Subscription rules: TrueFilter, FalseFilter and CorrelationFilter.
+"""Subscription rules: TrueFilter, FalseFilter, CorrelationFilter and SqlFilter.
 
 "A correlation filter holds a set of conditions that are matched against one or
 more of an arriving message's user and system properties" (Service Bus topic
 filters); every condition given must equal, and a subscription takes a copy when
 any of its rules matches. A subscription without rules has the ``$Default``
-rule, a TrueFilter. SQL filters other than ``1=1`` / ``1=0`` are not evaluated:
-they match nothing, and the broker logs that once when it loads them.
+rule, a TrueFilter. A SqlFilter matches when its condition is true (not false,
+not unknown); it is compiled when the rule is loaded (:mod:`.sql_filter`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,10 @@ def rules_match(rules: Sequence[RuleConfig], envelope: Envelope) -> bool:
     for rule in rules:
         if rule.filter_type == "True":
             return True
-        if (
+        if rule.filter_type == "Sql":
+            if rule.sql_filter is not None and rule.sql_filter.matches(envelope):
+                return True
+        elif (
             rule.filter_type == "Correlation"
             and rule.correlation is not None
             and correlation_matches(rule.correlation, envelope)

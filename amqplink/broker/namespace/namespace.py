@@ -208,12 +208,6 @@ class Namespace:
         return topic
 
     def add_subscription(self, topic: Topic, config: SubscriptionConfig) -> Subscription:
-        for rule in config.rules:
-            if rule.filter_type == "Sql":
-                log.warning(
-                    "subscription %s/%s: SQL filter %r is not evaluated; it matches nothing",
-                    topic.name, config.name, rule.sql_expression,
-                )  # fmt: skip
         sub = Subscription(topic.name, config.name, config.properties, config.rules)
         topic.subscriptions[config.name.lower()] = sub
         self._wire_dead_letters(sub, sub.dead_letter_queue)
