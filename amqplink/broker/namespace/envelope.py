@@ -77,10 +77,10 @@ class Envelope:
             return float(value.timestamp())
         return int(value) / 1000
 
-    def with_application_properties(self, updates: dict[str, Any]) -> Envelope:
-        """A copy whose application properties are updated (re-encodes properties, not the body)."""
-        app = dict(self.application_properties or {})
-        app.update(updates)
+    def with_application_properties(self, updates: dict[str, Any], *, replace: bool = False) -> Envelope:
+        """A copy whose application properties are updated, or with ``replace`` replaced by ``updates``
+        (re-encodes properties, not the body)."""
+        app = dict(updates) if replace else {**(self.application_properties or {}), **updates}
         out = bytearray()
         if self.properties is not None:
             self.properties._amqp_encode(out)

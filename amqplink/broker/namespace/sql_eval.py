@@ -44,7 +44,7 @@ __all__ = [
     "member_of",
     "negate",
     "signed",
-        "system_property",
+    "system_property",
     "user_present",
     "user_property",
 ]

@@ -9,8 +9,9 @@ ESCAPE, IS [NOT] NULL, EXISTS, arithmetic, string/number/boolean/NULL constants,
 :mod:`.sql_parser`, :mod:`.sql_eval`). A message is taken only when the condition
 is true; false and unknown (a missing property) do not match.
 
-Not supported: the functions ``newid()`` and ``property(name)``, ``@parameters``,
-and ``SqlRuleAction``.
+A :class:`SqlRuleAction` (``SET name = expression``, ``REMOVE name``) changes user
+properties of the copy a matching rule produces. Not supported: the functions
+``newid()`` and ``property(name)``, ``@parameters``, and actions on ``sys.`` properties.
 """
 
 from __future__ import annotations
@@ -20,20 +21,50 @@ from typing import Any
 
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.sql_lexer import MAX_SQL_LENGTH, SqlFilterError
-from amqplink.broker.namespace.sql_parser import MAX_SQL_DEPTH, parse
+from amqplink.broker.namespace.sql_parser import MAX_ACTION_STATEMENTS, MAX_SQL_DEPTH, parse, parse_action
 
-__all__ = ["MAX_SQL_DEPTH", "MAX_SQL_LENGTH", "SqlFilter", "SqlFilterError"]
+__all__ = [
+    "MAX_ACTION_STATEMENTS",
+    "MAX_SQL_DEPTH",
+    "MAX_SQL_LENGTH",
+    "RULE_NAME_PROPERTY",
+    "SqlFilter",
+    "SqlFilterError",
+    "SqlRuleAction",
+]
+
+RULE_NAME_PROPERTY = "RuleName"
+"""Topic filters and actions: "Each rule with an action produces a copy of the message. This
+message has a property called RuleName where the value is the name of the matching rule"."""
 
 
-class SqlFilter:
-    """A compiled SQL filter expression; :class:`SqlFilterError` (with the 1-based position) if bad."""
+class _Compiled:
+    """An expression compiled once; equal when the text is."""
 
-    __slots__ = ("_predicate", "expression")
+    __slots__ = ("expression",)
 
-    def __init__(self, expression: str) -> None:
+    def __init__(self, expression: object) -> None:
         if not isinstance(expression, str):
             raise SqlFilterError(1, f"expected a string expression, not {type(expression).__name__}")
         self.expression = expression
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.expression!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and isinstance(other, _Compiled) and other.expression == self.expression
+
+    def __hash__(self) -> int:
+        return hash(self.expression)
+
+
+class SqlFilter(_Compiled):
+    """A compiled SQL filter expression; :class:`SqlFilterError` (with the 1-based position) if bad."""
+
+    __slots__ = ("_predicate",)
+
+    def __init__(self, expression: str) -> None:
+        super().__init__(expression)
         self._predicate: Callable[[Any], bool | None] = parse(expression)
 
     def evaluate(self, envelope: Envelope) -> bool | None:
@@ -44,11 +75,33 @@ class SqlFilter:
         """Whether a subscription with this filter takes the message (true only, not unknown)."""
         return self._predicate(envelope) is True
 
-    def __repr__(self) -> str:
-        return f"SqlFilter({self.expression!r})"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SqlFilter) and other.expression == self.expression
+def _key(app: dict[str, Any], name: str) -> str:
+    """The existing key for ``name`` ("Property names are case-insensitive"), else ``name``."""
+    if name in app:
+        return name
+    folded = name.casefold()
+    return next((k for k in app if isinstance(k, str) and k.casefold() == folded), name)
 
-    def __hash__(self) -> int:
-        return hash(self.expression)
+
+class SqlRuleAction(_Compiled):
+    """A compiled SQL rule action: ``SET`` and ``REMOVE`` statements on user properties, run in order."""
+
+    __slots__ = ("_steps",)
+
+    def __init__(self, expression: str) -> None:
+        super().__init__(expression)
+        self._steps = parse_action(expression)
+
+    def apply(self, envelope: Envelope, rule_name: str) -> Envelope:
+        """The copy of ``envelope`` the rule ``rule_name`` puts on its subscription."""
+        app: dict[str, Any] = dict(envelope.application_properties or {})
+        view = Envelope(envelope.header, envelope.annotations, envelope.properties, app, b"", b"")
+        for name, value in self._steps:
+            key = _key(app, name)
+            if value is None:
+                app.pop(key, None)
+            else:
+                app[key] = value(view)
+        app[_key(app, RULE_NAME_PROPERTY)] = rule_name
+        return envelope.with_application_properties(app, replace=True)

@@ -21,11 +21,9 @@ __all__ = ["KEYWORDS", "MAX_SQL_LENGTH", "SqlFilterError", "Token", "tokenize"]
 MAX_SQL_LENGTH = 1024
 """Characters; Service Bus quotas: "Maximum length of filter condition string: 1024 characters"."""
 
-KEYWORDS = frozenset(
-    ("AND", "OR", "NOT", "IN", "LIKE", "ESCAPE", "IS", "NULL", "EXISTS", "TRUE", "FALSE")
-)
+KEYWORDS = frozenset(("AND", "OR", "NOT", "IN", "LIKE", "ESCAPE", "IS", "NULL", "EXISTS", "TRUE", "FALSE"))
 _INT64 = (-(2**63), 2**63 - 1)
-_OPERATORS = ("<>", "!=", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",", ".")
+_OPERATORS = ("<>", "!=", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",", ".", ";")
 
 
 class SqlFilterError(ValueError):
@@ -55,6 +53,10 @@ class Token:
         return repr(self.text)
 
 
+def _digit(c: str) -> bool:
+    return c.isascii() and c.isdigit()
+
+
 def _closed(text: str, start: int, close: str, what: str) -> tuple[str, int]:
     """The content of a ``close``-delimited token starting at ``start`` (doubled ``close`` escapes)."""
     out: list[str] = []
@@ -75,22 +77,22 @@ def _closed(text: str, start: int, close: str, what: str) -> tuple[str, int]:
 def _number(text: str, i: int) -> tuple[Token, int]:
     n = len(text)
     j = i
-    while j < n and text[j].isascii() and text[j].isdigit():
+    while j < n and _digit(text[j]):
         j += 1
     is_float = False
     if j < n and text[j] == ".":
         is_float = True
         j += 1
-        while j < n and text[j].isascii() and text[j].isdigit():
+        while j < n and _digit(text[j]):
             j += 1
     if j < n and text[j] in "eE":
         k = j + 1
         if k < n and text[k] in "+-":
             k += 1
-        if k < n and text[k].isascii() and text[k].isdigit():
+        if k < n and _digit(text[k]):
             is_float = True
             j = k
-            while j < n and text[j].isascii() and text[j].isdigit():
+            while j < n and _digit(text[j]):
                 j += 1
     if j < n and (text[j].isalpha() or text[j] == "_"):
         raise SqlFilterError(j + 1, f"unexpected {text[j]!r} after a number")
@@ -124,13 +126,13 @@ def tokenize(text: str) -> list[Token]:
             value, j = _closed(text, i, "'", "string (a quote inside a string is written '')")
             tokens.append(Token("string", text[i:j], value, i + 1))
             i = j
-        elif c in "[\"":
+        elif c in '["':
             value, j = _closed(text, i, "]" if c == "[" else '"', "delimited name")
             if not value:
                 raise SqlFilterError(i + 1, "a delimited name cannot be empty")
             tokens.append(Token("name", text[i:j], value, i + 1))
             i = j
-        elif (c.isascii() and c.isdigit()) or (c == "." and i + 1 < n and text[i + 1].isascii() and text[i + 1].isdigit()):
+        elif _digit(c) or (c == "." and i + 1 < n and _digit(text[i + 1])):
             token, i = _number(text, i)
             tokens.append(token)
         elif c.isalpha():

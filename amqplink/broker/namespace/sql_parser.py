@@ -28,13 +28,38 @@ from typing import Any
 from amqplink.broker.namespace import sql_eval as ev
 from amqplink.broker.namespace.sql_lexer import SqlFilterError, Token, tokenize
 
-__all__ = ["MAX_SQL_DEPTH", "parse"]
+__all__ = ["MAX_ACTION_STATEMENTS", "MAX_SQL_DEPTH", "ActionStep", "parse", "parse_action"]
 
 MAX_SQL_DEPTH = 32
 """Parentheses, NOT and signs nested deeper than this are refused."""
+MAX_ACTION_STATEMENTS = 32
+"""Service Bus quotas: "Maximum number of expressions per rule action: 32"."""
+
+ActionStep = tuple[str, "Callable[[Any], Any] | None"]
+"""A rule action's statement: the user property's name and its new value (None: REMOVE)."""
 
 _COMPARISONS = frozenset(("=", "<>", "!=", "<", "<=", ">", ">="))
 _NOT_CONSTANT: Any = object()
+_NOT_A_VALUE = (
+    ")",
+    ",",
+    "=",
+    "<>",
+    "!=",
+    "<",
+    ">",
+    "<=",
+    ">=",
+    "*",
+    "/",
+    "%",
+    "AND",
+    "OR",
+    "IN",
+    "LIKE",
+    "IS",
+    "ESCAPE",
+)
 _CONDITION = "a condition (a comparison, IN, LIKE, IS NULL or EXISTS)"
 
 
@@ -48,6 +73,7 @@ class _Node:
     property: str | None = None
     """The property's display name when the node is one bare property."""
     present: Callable[[Any], Any] | None = None
+    system: bool = False
 
 
 class _Parser:
@@ -198,9 +224,7 @@ class _Parser:
         return _Node(ev.like(value, pattern_fn, esc_fn, negated, fixed), pos, True, False)
 
     def _primary_operand(self, operand: Callable[[], _Node], after: Token) -> _Node:
-        if self._is("end") or (self._is("op") and self.tok.text in (")", ",", "=", "<>", "!=", "<", ">", "<=", ">=", "*", "/", "%")):
-            raise self.fail("a value", after)
-        if self._is("keyword", "AND", "OR", "IN", "LIKE", "IS", "ESCAPE"):
+        if self._is("end") or self._is("op", *_NOT_A_VALUE) or self._is("keyword", *_NOT_A_VALUE):
             raise self.fail("a value", after)
         return operand()
 
@@ -286,11 +310,42 @@ class _Parser:
             if name.lower() in ev.UNAVAILABLE_SYSTEM_PROPERTIES:
                 raise SqlFilterError(tok.pos, f"sys.{name} is not available to filters in this broker")
             raise SqlFilterError(tok.pos, f"sys.{name} is not a Service Bus system property")
-        return _Node(getter, first.pos, False, True, property=f"sys.{name}", present=ev.is_null(getter, True))
+        present = ev.is_null(getter, True)
+        return _Node(getter, first.pos, False, True, property=f"sys.{name}", present=present, system=True)
+
+    def action(self) -> list[ActionStep]:
+        steps: list[ActionStep] = []
+        while not self._is("end") or not steps:
+            verb = self.tok
+            if verb.kind != "ident" or verb.text.upper() not in ("SET", "REMOVE"):
+                raise self.fail("SET or REMOVE")
+            if len(steps) == MAX_ACTION_STATEMENTS:
+                raise SqlFilterError(verb.pos, f"an action has at most {MAX_ACTION_STATEMENTS} statements")
+            self._next()
+            if not self._is("ident") and not self._is("name"):
+                raise self.fail("a property name", verb)
+            prop = self.property()
+            if prop.system:
+                raise SqlFilterError(prop.pos, f"{prop.property} cannot be changed by this broker's rule actions")
+            assert prop.property is not None
+            value = None
+            if verb.text.upper() == "SET":
+                eq = self._expect_op("=", self.tokens[self.i - 1])
+                value = self._value(self._primary_operand(self.additive, eq), " after '='")
+            steps.append((prop.property, value))
+            if self._is("op", ";"):
+                self._next()
+        return steps
 
     @staticmethod
     def _user(name: str, pos: int) -> _Node:
         return _Node(ev.user_property(name), pos, False, True, property=name, present=ev.user_present(name))
+
+
+def parse_action(text: str) -> list[ActionStep]:
+    """The statements of a SQL rule action: ``SET <property> = <expression>`` or ``REMOVE <property>``,
+    each optionally followed by ``;`` (SQL action syntax; "Semicolon is optional")."""
+    return _Parser(text).action()
 
 
 def parse(text: str) -> Callable[[Any], Any]:
