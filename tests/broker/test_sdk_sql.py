@@ -39,7 +39,25 @@ CONFIG = {
                             _sql("priced", "price * quantity > 100.0", "sys.CorrelationId = 'vip'"),
                             _sql("store5", "sys.To = 'store5' AND sys.MessageId LIKE 'm%'"),
                         ],
-                    }
+                    },
+                    {
+                        "Name": "audit",
+                        "Subscriptions": [
+                            {
+                                "Name": "tagged",
+                                "Rules": [
+                                    {
+                                        "Name": "mark-big",
+                                        "Properties": {
+                                            "FilterType": "Sql",
+                                            "SqlFilter": {"SqlExpression": "quantity > 10"},
+                                            "Action": {"SqlExpression": "SET size = 'big'; REMOVE price"},
+                                        },
+                                    }
+                                ],
+                            },
+                        ],
+                    },
                 ],
             }
         ]
@@ -86,3 +104,19 @@ def test_sdk_messages_are_routed_by_sql_filters(broker: Broker) -> None:
     assert got == expected
     for sub in expected:
         assert len(broker.namespace.receiver_source(f"shop/Subscriptions/{sub}").store) == 0, sub
+
+
+def test_sdk_sees_what_a_rule_action_changed(broker: Broker) -> None:
+    with ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        with client.get_topic_sender("audit") as sender:
+            sender.send_messages(ServiceBusMessage("big", application_properties={"quantity": 11, "price": 1.5}))
+            sender.send_messages(ServiceBusMessage("small", application_properties={"quantity": 1, "price": 1.5}))
+        with client.get_subscription_receiver(
+            "audit", "tagged", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        ) as receiver:
+            (msg,) = receive_n(receiver, 1)
+    assert str(msg) == "big"
+    props = {k.decode() if isinstance(k, bytes) else k: v for k, v in (msg.application_properties or {}).items()}
+    props = {k: v.decode() if isinstance(v, bytes) else v for k, v in props.items()}
+    assert props == {"quantity": 11, "size": "big", "RuleName": "mark-big"}
+    assert len(broker.namespace.receiver_source("audit/Subscriptions/tagged").store) == 0
