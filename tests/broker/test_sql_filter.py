@@ -397,7 +397,8 @@ def test_rule_action_sets_and_removes_user_properties_in_order() -> None:
         ("SET a = ", 9, "expected a value after '='"),
         ("SET a = 1;; ", 11, "expected SET or REMOVE, found ';'"),
         ("UPDATE a = 1", 1, "expected SET or REMOVE, found 'UPDATE'"),
-        ("SET sys.Label = 'x'", 5, "sys.Label cannot be changed"),
+        ("SET sys.PartitionKey = 'x'", 5, "sys.PartitionKey cannot be changed by a rule action"),
+        ("REMOVE sys.Nope", 12, "sys.Nope is not a Service Bus system property"),
         ("SET a = b = 1", 11, "expected SET or REMOVE, found '='"),
         ("SET a = 1; " * 33, 32 * 11 + 1, "at most 32 statements"),
     ],
@@ -445,3 +446,30 @@ def test_each_matching_rule_with_an_action_makes_its_own_copy() -> None:
         {"a": -1},
         {"tag": "two", "RuleName": "act2"},
     ]
+
+
+def test_rule_action_sets_system_properties_as_the_emulator_sample_does() -> None:
+    # Microsoft's emulator sample Config.json: "Action": {"SqlExpression": "SET sys.To = 'Entity'"}
+    rule = {
+        "Name": "sql-filter-1",
+        "Properties": {
+            "FilterType": "Sql",
+            "SqlFilter": {"SqlExpression": "sys.MessageId = '123456' AND userProp1 = 'value1'"},
+            "Action": {"SqlExpression": "SET sys.To = 'Entity'"},
+        },
+    }
+    doc = {"UserConfig": {"Namespaces": [{"Name": "ns", "Topics": [
+        {"Name": "t", "Subscriptions": [{"Name": "s", "Rules": [rule]}]}]}]}}  # fmt: skip
+    ns = Namespace(parse_config(doc).namespaces[0])
+    send(ns, "t", message_id="123456", to="elsewhere", application_properties={"userProp1": "value1"})
+    send(ns, "t", message_id="654321", application_properties={"userProp1": "value1"})
+    sub = ns.receiver_source("t/Subscriptions/s")
+    (msg,) = [delivered(sub, m) for m in sub.store]
+    assert msg.to == "Entity" and msg.message_id == "123456"
+    assert msg.application_properties == {"userProp1": "value1", "RuleName": "sql-filter-1"}
+    action = SqlRuleAction("SET sys.Label = sys.Label + '!'; SET sys.ContentType = 'text/plain'; REMOVE sys.ReplyTo")
+    out = split_message(action.apply(envelope(subject="hi", reply_to="r", body=b"payload"), "r").encode())
+    assert out.properties is not None
+    assert (out.properties.subject, out.properties.content_type, out.properties.reply_to) == ("hi!", "text/plain", None)
+    assert out.properties.content_type.__class__ is Symbol  # the AMQP type of content-type
+    assert out.body == envelope(body=b"payload").body

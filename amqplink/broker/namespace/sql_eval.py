@@ -29,6 +29,7 @@ from amqplink.broker.namespace.envelope import Envelope, as_text
 from amqplink.codec.types import Symbol, Timestamp
 
 __all__ = [
+    "PROPERTIES_FIELDS",
     "SYSTEM_PROPERTIES",
     "UNAVAILABLE_SYSTEM_PROPERTIES",
     "Pred",
@@ -116,16 +117,21 @@ def _annotation(key: str) -> Value:
     return lambda env: env.annotations.get(symbol)
 
 
+PROPERTIES_FIELDS = {
+    "messageid": "message_id",
+    "correlationid": "correlation_id",
+    "to": "to",
+    "replyto": "reply_to",
+    "label": "subject",
+    "subject": "subject",
+    "sessionid": "group_id",
+    "replytosessionid": "reply_to_group_id",
+    "contenttype": "content_type",
+}
+"""``sys.`` properties (lower-cased) kept in the AMQP properties section, and its field for each."""
+
 SYSTEM_PROPERTIES: dict[str, Value] = {
-    "messageid": _field("message_id"),
-    "correlationid": _field("correlation_id"),
-    "to": _field("to"),
-    "replyto": _field("reply_to"),
-    "label": _field("subject"),
-    "subject": _field("subject"),
-    "sessionid": _field("group_id"),
-    "replytosessionid": _field("reply_to_group_id"),
-    "contenttype": _field("content_type"),
+    **{name: _field(attr) for name, attr in PROPERTIES_FIELDS.items()},
     "partitionkey": _annotation("x-opt-partition-key"),
     "viapartitionkey": _annotation("x-opt-via-partition-key"),
     "scheduledenqueuetimeutc": _annotation("x-opt-scheduled-enqueue-time"),

@@ -11,17 +11,21 @@ is true; false and unknown (a missing property) do not match.
 
 A :class:`SqlRuleAction` (``SET name = expression``, ``REMOVE name``) changes user
 properties of the copy a matching rule produces. Not supported: the functions
-``newid()`` and ``property(name)``, ``@parameters``, and actions on ``sys.`` properties.
+``newid()`` and ``property(name)``, ``@parameters``, and actions on ``sys.`` properties
+outside the AMQP properties section (``sys.PartitionKey``, ``sys.ScheduledEnqueueTimeUtc``).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.sql_lexer import MAX_SQL_LENGTH, SqlFilterError
 from amqplink.broker.namespace.sql_parser import MAX_ACTION_STATEMENTS, MAX_SQL_DEPTH, parse, parse_action
+from amqplink.codec.types import Symbol
+from amqplink.protocol.definitions import Properties
 
 __all__ = [
     "MAX_ACTION_STATEMENTS",
@@ -85,7 +89,9 @@ def _key(app: dict[str, Any], name: str) -> str:
 
 
 class SqlRuleAction(_Compiled):
-    """A compiled SQL rule action: ``SET`` and ``REMOVE`` statements on user properties, run in order."""
+    """A compiled SQL rule action: ``SET`` and ``REMOVE`` statements, run in order, on user
+    properties and on the ``sys.`` properties kept in the AMQP properties section (``sys.To``,
+    ``sys.Label``, ``sys.CorrelationId``, ...; set as text)."""
 
     __slots__ = ("_steps",)
 
@@ -97,11 +103,23 @@ class SqlRuleAction(_Compiled):
         """The copy of ``envelope`` the rule ``rule_name`` puts on its subscription."""
         app: dict[str, Any] = dict(envelope.application_properties or {})
         view = Envelope(envelope.header, envelope.annotations, envelope.properties, app, b"", b"")
-        for name, value in self._steps:
-            key = _key(app, name)
-            if value is None:
-                app.pop(key, None)
+        for name, system, value in self._steps:
+            result = None if value is None else value(view)
+            if system:
+                props = copy.copy(view.properties) if view.properties is not None else Properties()
+                setattr(props, name, _as_field(name, result))
+                view.properties = props
+            elif value is None:
+                app.pop(_key(app, name), None)
             else:
-                app[key] = value(view)
+                app[_key(app, name)] = result
         app[_key(app, RULE_NAME_PROPERTY)] = rule_name
-        return envelope.with_application_properties(app, replace=True)
+        return envelope.with_head(view.properties, app)
+
+
+def _as_field(attr: str, value: Any) -> Any:
+    """``value`` as the AMQP properties field ``attr`` holds it (text; a symbol for content-type)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else str(value)
+    return Symbol(text) if attr == "content_type" else text

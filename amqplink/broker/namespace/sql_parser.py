@@ -35,8 +35,9 @@ MAX_SQL_DEPTH = 32
 MAX_ACTION_STATEMENTS = 32
 """Service Bus quotas: "Maximum number of expressions per rule action: 32"."""
 
-ActionStep = tuple[str, "Callable[[Any], Any] | None"]
-"""A rule action's statement: the user property's name and its new value (None: REMOVE)."""
+ActionStep = tuple[str, bool, "Callable[[Any], Any] | None"]
+"""A rule action's statement: the user property's name (or, when the flag is set, the AMQP
+properties field of a ``sys.`` property) and its new value (None: REMOVE)."""
 
 _COMPARISONS = frozenset(("=", "<>", "!=", "<", "<=", ">", ">="))
 _NOT_CONSTANT: Any = object()
@@ -325,14 +326,18 @@ class _Parser:
             if not self._is("ident") and not self._is("name"):
                 raise self.fail("a property name", verb)
             prop = self.property()
-            if prop.system:
-                raise SqlFilterError(prop.pos, f"{prop.property} cannot be changed by this broker's rule actions")
             assert prop.property is not None
+            target = prop.property
+            if prop.system:
+                field = ev.PROPERTIES_FIELDS.get(prop.property[4:].lower())
+                if field is None:
+                    raise SqlFilterError(prop.pos, f"{prop.property} cannot be changed by a rule action")
+                target = field
             value = None
             if verb.text.upper() == "SET":
                 eq = self._expect_op("=", self.tokens[self.i - 1])
                 value = self._value(self._primary_operand(self.additive, eq), " after '='")
-            steps.append((prop.property, value))
+            steps.append((target, prop.system, value))
             if self._is("op", ";"):
                 self._next()
         return steps
