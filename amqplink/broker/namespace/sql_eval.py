@@ -216,36 +216,31 @@ def is_null(value: Value, negated: bool) -> Pred:
 
 
 # -- logic ---------------------------------------------------------------------------
-def all_of(preds: Sequence[Pred]) -> Pred:
+def _connective(preds: Sequence[Pred], decisive: bool) -> Pred:
+    """AND (``decisive`` False) or OR (True): one decisive operand decides; else unknown if any is."""
     preds = tuple(preds)
 
     def run(env: Envelope) -> bool | None:
-        result: bool | None = True
+        result: bool | None = not decisive
         for p in preds:
             v = p(env)
-            if v is False:
-                return False
+            if v is decisive:
+                return decisive
             if v is None:
                 result = None
         return result
 
     return run
+
+
+def all_of(preds: Sequence[Pred]) -> Pred:
+    """AND: "F AND U = F", "T AND U = U"."""
+    return _connective(preds, False)
 
 
 def any_of(preds: Sequence[Pred]) -> Pred:
-    preds = tuple(preds)
-
-    def run(env: Envelope) -> bool | None:
-        result: bool | None = False
-        for p in preds:
-            v = p(env)
-            if v is True:
-                return True
-            if v is None:
-                result = None
-        return result
-
-    return run
+    """OR: "T OR U = T", "F OR U = U"."""
+    return _connective(preds, True)
 
 
 def negate(pred: Pred) -> Pred:
