@@ -27,6 +27,7 @@ from typing import Any
 
 from amqplink.broker.namespace import sql_eval as ev
 from amqplink.broker.namespace.sql_lexer import SqlFilterError, Token, tokenize
+from amqplink.broker.namespace.sql_like import like, like_matcher
 
 __all__ = ["MAX_ACTION_STATEMENTS", "MAX_SQL_DEPTH", "ActionStep", "parse", "parse_action"]
 
@@ -215,14 +216,14 @@ class _Parser:
         fixed = None
         if isinstance(pattern.const, str) and (escape is None or isinstance(escape.const, str)):
             try:
-                fixed = ev.like_matcher(pattern.const, None if escape is None else escape.const)
+                fixed = like_matcher(pattern.const, None if escape is None else escape.const)
             except ValueError as exc:
                 raise SqlFilterError(pattern.pos, str(exc)) from None
         elif pattern.const is not _NOT_CONSTANT:
             raise SqlFilterError(pattern.pos, "the LIKE pattern must be a string")
         esc_fn = None if escape is None else self._value(escape)
         pattern_fn = self._value(pattern, " after LIKE")
-        return _Node(ev.like(value, pattern_fn, esc_fn, negated, fixed), pos, True, False)
+        return _Node(like(value, pattern_fn, esc_fn, negated, fixed), pos, True, False)
 
     def _primary_operand(self, operand: Callable[[], _Node], after: Token) -> _Node:
         if self._is("end") or self._is("op", *_NOT_A_VALUE) or self._is("keyword", *_NOT_A_VALUE):
