@@ -278,6 +278,13 @@ def test_fuzz_mutated_valid_expressions(expression: str, data: st.DataObject) ->
     if flt is not None:
         for env in (ORDER, BARE):
             assert flt.evaluate(env) in (True, False, None)
+    try:
+        action = SqlRuleAction("SET x = " + text)
+    except SqlFilterError as exc:
+        assert 1 <= exc.position <= len(text) + 9
+    else:
+        for env in (ORDER, BARE):
+            assert split_message(action.apply(env, "r").encode()).application_properties is not None
 
 
 # -- three-valued NOT ------------------------------------------------------------------
