@@ -25,6 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from interop.bench_client import amqplink_receive, amqplink_send
+
 
 def start_broker() -> tuple[Any, asyncio.AbstractEventLoop, threading.Thread]:
     from amqplink.broker import Broker
@@ -73,48 +75,6 @@ def sdk_receive(conn_str: str, queue: str, count: int) -> float:
         return count / (time.perf_counter() - start)
 
 
-def amqplink_send(url: str, queue: str, count: int, size: int) -> float:
-    from amqplink import Message
-    from amqplink.aio import connect
-
-    async def run() -> float:
-        conn = await connect(url)
-        try:
-            sender = await conn.create_sender(queue, max_in_flight=1000)
-            body = bytes(size)
-            start = time.perf_counter()
-            for _ in range(count):
-                await sender.send_nowait(Message(body))
-            await sender.wait_settled()
-            return count / (time.perf_counter() - start)
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
-
-
-def amqplink_receive(url: str, queue: str, count: int) -> float:
-    from amqplink.aio import connect
-
-    async def run() -> float:
-        conn = await connect(url)
-        try:
-            receiver = await conn.create_receiver(queue, prefetch=1000)
-            got = 0
-            start = time.perf_counter()
-            while got < count:
-                messages = await receiver.receive(1000, timeout=5)
-                if not messages:
-                    raise RuntimeError(f"amqplink received {got} of {count} messages")
-                await receiver.accept(*messages)
-                got += len(messages)
-            return count / (time.perf_counter() - start)
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20000)
@@ -125,7 +85,10 @@ def main() -> None:
         conn_str, url = broker.connection_string, broker.url
         q1, q2 = f"sdk-{uuid.uuid4().hex[:8]}", f"amqplink-{uuid.uuid4().hex[:8]}"
         sdk = (sdk_send(conn_str, q1, args.count, args.size), sdk_receive(conn_str, q1, args.count))
-        own = (amqplink_send(url, q2, args.count, args.size), amqplink_receive(url, q2, args.count))
+        own = (
+            amqplink_send(url, q2, args.count, args.size, settled=False),
+            amqplink_receive(url, q2, args.count, args.size),
+        )
         rows = [("send (SDK: batches)", sdk[0], own[0]), ("receive + complete", sdk[1], own[1])]
         print(f"{args.count} messages of {args.size} B, embedded Service Bus namespace")
         print(f"{'scenario':<22}{'azure-servicebus':>18}{'amqplink':>12}{'ratio':>8}")

@@ -34,7 +34,7 @@ from amqplink.engine.events import (
     SessionBegun,
     SessionEnded,
 )
-from amqplink.engine.link import Link
+from amqplink.engine.link import DEFAULT_MAX_MESSAGE_SIZE, Link
 from amqplink.engine.sasl import SaslClient
 from amqplink.engine.session import Session
 from amqplink.protocol.definitions import Error
@@ -256,6 +256,7 @@ class Connection:
         properties: dict[Any, Any] | None = None,
         filters: dict[Any, Any] | None = None,
         timeout: float | None = None,
+        max_message_size: int | None = None,
     ) -> Receiver:
         """Attach a receiving link from ``address`` and grant ``prefetch`` credit.
 
@@ -265,7 +266,8 @@ class Connection:
         for rcv-settle-mode ``second`` so the peer confirms each settlement; a peer
         that refuses that (RabbitMQ ends the session with ``amqp:not-implemented``)
         is retried once with ``first`` and remembered; probe and retry share one
-        ``timeout``.
+        ``timeout``. ``max_message_size`` (bytes) overrides the connection's for this
+        link: a larger message detaches it with ``amqp:link:message-size-exceeded``.
         """
         wait = self.timeout if timeout is None else timeout
         deadline = asyncio.get_running_loop().time() + wait
@@ -275,7 +277,9 @@ class Connection:
             # Probe on a session of its own: a refusal ends only that session.
             session = await self.new_session()
             self._probe_session = session
-            receiver = Receiver(self, session, address, mode, prefetch, link_name, properties, filters, dynamic, True)
+            receiver = Receiver(
+                self, session, address, mode, prefetch, link_name, properties, filters, dynamic, True, max_message_size
+            )
             try:
                 await receiver._attach(wait, deadline)
             except SessionEndedError as exc:
@@ -296,7 +300,9 @@ class Connection:
                 return receiver
             confirm = False
         session = await self.session("receivers")
-        receiver = Receiver(self, session, address, mode, prefetch, link_name, properties, filters, dynamic, confirm)
+        receiver = Receiver(
+            self, session, address, mode, prefetch, link_name, properties, filters, dynamic, confirm, max_message_size
+        )
         await receiver._attach(wait, deadline)
         return receiver
 
@@ -418,6 +424,7 @@ async def connect(
     properties: dict[Any, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     on_excess_transfer: Literal["deliver", "detach"] = "deliver",
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
 ) -> Connection:
     """Connect to ``amqp://[user:pass@]host[:port]`` (or ``amqps://``) and open.
 
@@ -428,7 +435,9 @@ async def connect(
     ``idle_timeout / 2`` s and the connection fails after ``idle_timeout`` of silence.
     ``on_excess_transfer`` is what a receiver does with a delivery past its credit
     (2.6.7): ``"deliver"`` (the default, as RabbitMQ 3.x overshoots under load) or
-    ``"detach"`` with ``amqp:link:transfer-limit-exceeded``.
+    ``"detach"`` with ``amqp:link:transfer-limit-exceeded``. ``max_message_size``
+    is the largest message (bytes) a receiver accepts (0: no limit, 2.7.3): a larger
+    one detaches the receiver with ``amqp:link:message-size-exceeded``.
     """
     endpoint = parse_url(url)
     if endpoint.tls and ssl_context is None:
@@ -442,6 +451,7 @@ async def connect(
         idle_timeout=idle_timeout,
         properties=properties,
         on_excess_transfer=on_excess_transfer,
+        max_message_size=max_message_size,
     )
     engine = EngineConnection(config, sasl=_sasl_for(endpoint, sasl, virtual_host))
     conn = Connection(endpoint, engine, timeout)

@@ -72,6 +72,7 @@ class Receiver(LinkBase):
         filters: dict[Any, Any] | None,
         dynamic: bool,
         confirm: bool,
+        max_message_size: int | None = None,
     ) -> None:
         if mode not in ("receive-and-delete", "peek-lock"):
             raise ValueError(f"mode must be 'receive-and-delete' or 'peek-lock', not {mode!r}")
@@ -96,6 +97,7 @@ class Receiver(LinkBase):
             snd_settle_mode=SND_SETTLED if mode == "receive-and-delete" else SND_UNSETTLED,
             rcv_settle_mode=RCV_SECOND if confirm else RCV_FIRST,
             properties=properties,
+            max_message_size=max_message_size,
         )
         self._start(link)
 

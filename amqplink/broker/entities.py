@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from amqplink.engine import errors
 from amqplink.engine.link import Delivery, SenderLink
-from amqplink.protocol.definitions import Accepted, Modified, Rejected, Released
+from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released
 
 __all__ = ["DEFAULT_MAX_QUEUE_BYTES", "Consumer", "Queue"]
 
@@ -146,7 +147,17 @@ class Queue:
 
     def _send(self, consumer: Consumer, payload: bytes) -> None:
         link = consumer.link
-        delivery = link.send(payload)
+        try:
+            delivery = link.send(payload)
+        except errors.MessageSizeExceededError as exc:
+            # "Any attempt to deliver a message larger than this results in a
+            # message-size-exceeded link-error." (2.7.3): the consumer's link ends, the
+            # message stays at the head for the others.
+            self.messages.appendleft(payload)
+            log.info("queue %r: detaching consumer %r: %s", self.name, link.name, exc)
+            link.detach(Error(condition=exc.condition, description=str(exc)))
+            consumer.flush()
+            return
         if delivery.settled:
             self._release(len(payload))
         else:

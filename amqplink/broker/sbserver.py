@@ -42,6 +42,7 @@ from amqplink.broker.namespace.management import handle_management
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol
+from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
@@ -339,6 +340,8 @@ class _ServiceBusConnection:
                 filter={**filters, SESSION_FILTER: session_id},
             )
             link.properties = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(until))}
+        elif SESSION_FILTER in filters:
+            raise EntityError(NOT_ALLOWED, f"{path!r} does not require sessions; receive without a session")
         link.attach(source, remote.target)
         link.auto_settle = False
         link.hold_drain = True
@@ -381,7 +384,7 @@ class _ServiceBusConnection:
                 while link.credit > 0 and link.is_attached and consumer.writable():
                     now = self.host.clock()
                     try:
-                        msg = entity.receive(now, lock=consumer.lock, session_id=consumer.session_id)
+                        msg = entity.receive(now, lock=consumer.lock, session_id=consumer.session_id, owner=link)
                     except EntityError as exc:  # the session lock ran out
                         link.detach(_error(exc.condition, exc.description))
                         self._drop(link)
@@ -389,12 +392,22 @@ class _ServiceBusConnection:
                     if msg is None:
                         break
                     payload = entity.encode(msg)
-                    if consumer.lock and msg.lock_token is not None:
-                        token = msg.lock_token
-                        delivery = link.send(payload, tag=token.bytes_le, settled=False, context=token)
-                        consumer.held[token] = delivery
-                    else:
-                        link.send(payload)
+                    token = msg.lock_token if consumer.lock else None
+                    try:
+                        if token is not None:
+                            consumer.held[token] = link.send(payload, tag=token.bytes_le, settled=False, context=token)
+                        else:
+                            link.send(payload)
+                    except engine_errors.MessageSizeExceededError as exc:
+                        # "Any attempt to deliver a message larger than this results in a
+                        # message-size-exceeded link-error" (2.7.3): the link ends, the
+                        # message stays for other receivers.
+                        entity.restore(msg)
+                        log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
+                        link.detach(Error(condition=exc.condition, description=str(exc), info={}))
+                        self._drop(link)
+                        sent = True
+                        break
                     sent = True
                 if not consumer.again:
                     break

@@ -41,6 +41,7 @@ from amqplink.engine.frames import (
     heartbeat,
     write_frame,
 )
+from amqplink.engine.link import DEFAULT_MAX_MESSAGE_SIZE
 from amqplink.engine.sasl import (
     SASL_AUTH,
     SASL_SYS,
@@ -127,6 +128,11 @@ class ConnectionConfig:
     delivery on and counts it in ``ReceiverLink.excess_transfers`` (for peers such as
     RabbitMQ 3.x that overshoot under load).
 
+    ``max_message_size`` is the largest message a receiving link on this connection
+    accepts unless its own ``max_message_size`` says otherwise, in bytes (``0``: no
+    limit). It is advertised in the link's attach, and a larger delivery detaches the
+    link with ``amqp:link:message-size-exceeded`` (2.7.3) instead of being held.
+
     ``min_peer_idle_timeout`` (seconds) is the shortest idle time-out this side honours
     from the peer. "If a peer can not, for any reason support a proposed idle timeout,
     then it SHOULD close the connection using the close frame with an error explaining
@@ -148,6 +154,7 @@ class ConnectionConfig:
     offered_capabilities: list[str] | None = None
     desired_capabilities: list[str] | None = None
     on_excess_transfer: Literal["detach", "deliver"] = "detach"
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     min_peer_idle_timeout: float = 0.1
 
     def __post_init__(self) -> None:
@@ -161,6 +168,8 @@ class ConnectionConfig:
             raise ValueError("min_peer_idle_timeout must not be negative")
         if self.incoming_window < 1:
             raise ValueError("incoming_window must be at least 1")
+        if not 0 <= self.max_message_size <= 0xFFFFFFFFFFFFFFFF:
+            raise ValueError(f"max_message_size must be within 0..2**64-1 (0: no limit), not {self.max_message_size}")
         if self.on_excess_transfer not in ("detach", "deliver"):
             raise ValueError(f"on_excess_transfer must be 'detach' or 'deliver', not {self.on_excess_transfer!r}")
 

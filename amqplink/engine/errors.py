@@ -8,6 +8,7 @@ __all__ = [
     "ConnectionProtocolError",
     "EngineStateError",
     "LinkProtocolError",
+    "MessageSizeExceededError",
     "ProtocolError",
     "SessionProtocolError",
 ]
@@ -73,3 +74,13 @@ class EngineStateError(RuntimeError):
 
     Raised to the caller (never sent to the peer): e.g. sending on a detached link.
     """
+
+
+class MessageSizeExceededError(EngineStateError):
+    """A message is larger than the receiving peer's max-message-size (2.7.3).
+
+    Raised by ``SenderLink.send`` before anything is queued; ``condition`` is
+    ``amqp:link:message-size-exceeded``, the error the peer would detach with.
+    """
+
+    condition = MESSAGE_SIZE_EXCEEDED

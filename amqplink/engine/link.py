@@ -8,6 +8,14 @@ credit and its session's remote incoming window is open:
 
 A :class:`ReceiverLink` grants credit with :meth:`ReceiverLink.flow` and settles with
 :meth:`ReceiverLink.settle`.
+
+The credit fields carry the spec's names (2.6.7): ``delivery_count``, ``link_credit``,
+``available`` and ``drain``. Each rule lives in one method next to its quote:
+:meth:`SenderLink._take_credit` and :meth:`ReceiverLink._count_transfer` (a transfer
+moves delivery-count and link-credit), :meth:`SenderLink._on_flow` (the sender's
+link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
+:meth:`ReceiverLink._on_attach` (grants count from the initial-delivery-count) and
+:meth:`ReceiverLink._check_size` (max-message-size).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from amqplink.engine.events import (
     LinkCreditChanged,
     LinkDrained,
 )
-from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
 from amqplink.engine.states import LINK_TRANSITIONS, LinkState, Step, advance
 from amqplink.protocol.definitions import (
     Accepted,
@@ -44,6 +52,7 @@ if TYPE_CHECKING:
     from amqplink.engine.session import Session
 
 __all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
     "RCV_FIRST",
     "RCV_SECOND",
     "SND_MIXED",
@@ -65,6 +74,11 @@ ROLE_SENDER = False
 ROLE_RECEIVER = True
 # "delivery-tag: binary ... A delivery-tag can be up to 32 octets of binary data" (2.8.7)
 MAX_TAG_SIZE = 32
+# The largest message a receiving link accepts unless told otherwise (bytes): the
+# largest Service Bus carries (Premium, 100 MB), so a client works with it out of the
+# box, while a peer cannot make one delivery grow without bound. "max-message-size:
+# the maximum message size supported by the link endpoint" (2.7.3); 0 means no limit.
+DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 
 # Engine-made tags are 8-byte big-endian counters; after 2^64 of them the counter wraps
 # and skips the tags of deliveries still unsettled.
@@ -378,6 +392,10 @@ class SenderLink(Link):
         self.auto_settle = True
         self._next_tag = 0
         self.unsettled: dict[int, Delivery] = {}
+        self.initial_delivery_count: int | None = None
+        """The delivery-count this side's attach announced; ``None`` until it is written."""
+        self.peer_max_message_size = 0
+        """The receiver's max-message-size from its attach (0: none given)."""
         self._tags: dict[bytes, Delivery] | None = None
         """The tags of the unsettled deliveries, kept from the first time a tag could
         collide (a caller's tag, or the engine's counter wrapping); until then every
@@ -406,6 +424,17 @@ class SenderLink(Link):
         frame.available = UInt(min(0xFFFFFFFF, self.available + len(self.queue)))
         return frame
 
+    def _make_attach(self) -> Attach:
+        # "initial-delivery-count: ... the sender's initial value for delivery-count" (2.7.3)
+        self.initial_delivery_count = self.delivery_count
+        if self.drain:
+            self.session._answer_drain_later(self)  # a drain that arrived before this attach
+        return super()._make_attach()
+
+    def _on_attach(self, attach: Attach) -> None:
+        super()._on_attach(attach)
+        self.peer_max_message_size = int(attach.max_message_size or 0)
+
     def send(
         self,
         payload: bytes | bytearray | memoryview,
@@ -419,7 +448,11 @@ class SenderLink(Link):
 
         ``settled`` defaults from the link's sender settle mode (``settled`` ->
         pre-settled, else unsettled). With snd-settle-mode ``settled`` "the sender
-        will send all deliveries settled to the receiver" (2.8.2).
+        will send all deliveries settled to the receiver" (2.8.2). A payload larger
+        than the receiver's max-message-size raises
+        :class:`~amqplink.engine.errors.MessageSizeExceededError` ("Any attempt to
+        deliver a message larger than this results in a message-size-exceeded
+        link-error", 2.7.3): send a smaller message.
 
         Raises :class:`~amqplink.engine.errors.EngineStateError` at once, naming the
         link, once it is detached or its session or connection has ended (nothing is
@@ -437,6 +470,12 @@ class SenderLink(Link):
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
         elif not settled and self.snd_settle_mode == SND_SETTLED:
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
+        size = len(payload)
+        if self.peer_max_message_size and size > self.peer_max_message_size:
+            raise errors.MessageSizeExceededError(
+                f"link {self.name!r}: a message of {size} bytes exceeds the receiver's"
+                f" max-message-size {self.peer_max_message_size} ({errors.MESSAGE_SIZE_EXCEEDED})"
+            )
         if tag is not None:
             tag = self._check_tag(tag, settled)
         elif self._tags is None and self._next_tag < _TAG_SPACE - 1:
@@ -445,7 +484,7 @@ class SenderLink(Link):
         else:
             tag = self._new_tag()
         delivery = Delivery(self, tag, payload, message_format, settled)
-        delivery.size = len(payload)
+        delivery.size = size
         delivery.context = context
         if not settled and self._tags is not None:
             self._tags[tag] = delivery
@@ -513,26 +552,65 @@ class SenderLink(Link):
         self._forget(delivery)
         self.session._pump_sender(self)
 
+    # -- flow control (2.6.7) --------------------------------------------------------
+    def _take_credit(self) -> bool:
+        """Spend one credit on a delivery about to start; False when there is none.
+
+        "If the link-credit is less than or equal to zero ... a sender MUST NOT send
+        more messages"; each delivery sent increments delivery-count and decrements
+        link-credit (2.6.7).
+        """
+        if self.link_credit <= 0:
+            return False
+        self.link_credit -= 1
+        self.delivery_count = (self.delivery_count + 1) % SERIAL_MOD  # serial_add, inline
+        return True
+
     def _on_flow(self, flow: Flow) -> None:
         # "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)"
-        # (2.6.7). A missing delivery-count means the receiver has not seen our attach:
-        # use the value we started with (some brokers always omit it).
-        rcv_count = self.delivery_count if flow.delivery_count is None else int(flow.delivery_count)
+        # (2.6.7). A flow without delivery-count comes from a receiver that has not seen
+        # our attach (2.7.4: it "MUST NOT be set"): its grant counts from our
+        # initial-delivery-count.
+        if flow.delivery_count is not None:
+            rcv_count = int(flow.delivery_count)
+        elif self.initial_delivery_count is not None:
+            rcv_count = self.initial_delivery_count
+        else:
+            rcv_count = self.delivery_count  # our attach (and its initial count) is still to come
         if flow.link_credit is not None:
             self.link_credit = max(0, serial_diff(serial_add(rcv_count, int(flow.link_credit)), self.delivery_count))
         self.drain = bool(flow.drain)
         self._drain_held = self.drain and self.hold_drain
-        events = self.session.connection._events
-        events.append(LinkCreditChanged(self, self.link_credit, self.drain))
+        self.session.connection._events.append(LinkCreditChanged(self, self.link_credit, self.drain))
         self.session._pump_sender(self)
-        if self.drain and not self.queue and self.link_credit > 0 and not self._drain_held:
-            # "the sender ... if it has no deliveries, MUST advance the delivery-count by
-            # the remaining link-credit and set link-credit to zero" (2.6.7, drain)
-            self.delivery_count = serial_add(self.delivery_count, self.link_credit)
-            self.link_credit = 0
+        if self.drain:
+            self.session._answer_drain_later(self)
+        if flow.echo:
             self._send_flow()
-        elif flow.echo:
-            self._send_flow()
+
+    def _answer_drain(self) -> None:
+        """Give back the credit a drain left unused, once the application had its turn.
+
+        "If the sender's drain flag is set and there are no available messages, the
+        sender MUST advance the delivery-count until link-credit is zero, and send its
+        updated flow state to the receiver." (2.6.7) The session calls this at the next
+        :meth:`Connection.data_to_send`, so deliveries the application sends on
+        :class:`~amqplink.engine.events.LinkCreditChanged` use the credit first; a
+        drain that arrives before this side's attach is answered after it, and one held
+        by :attr:`hold_drain` once the application calls :meth:`drained`.
+        """
+        if (
+            not self.drain
+            or self._drain_held
+            or self.queue
+            or self.link_credit <= 0
+            or self.initial_delivery_count is None  # this side's attach is still to come
+            or self.detach_sent
+        ):
+            return
+        self.delivery_count = serial_add(self.delivery_count, self.link_credit)
+        self.link_credit = 0
+        self._send_flow()
 
     def drained(self) -> None:
         """Answer a drain held by ``hold_drain``, now that the application has sent what
@@ -540,6 +618,7 @@ class SenderLink(Link):
         if self._drain_held:
             self._drain_held = False
             self.session._pump_sender(self)
+            self.session._answer_drain_later(self)
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         delivery.remote_state = state
@@ -587,10 +666,13 @@ class ReceiverLink(Link):
         super().__init__(*args, **kwargs)
         self._partial: Delivery | None = None
         self.unsettled: dict[int, Delivery] = {}
-        self._delivery_limit = 0
+        # The grant is "delivery-count + link-credit" (2.6.7): the latest one, and the
+        # highest ever made (a delivery beyond that one exceeds every grant).
         self._grant_limit = 0
+        self._delivery_limit = 0
         self.excess_transfers = 0  # deliveries the sender made beyond any credit granted
 
+    # -- credit (2.6.7) ------------------------------------------------------------------
     def flow(self, credit: int, *, drain: bool = False, echo: bool = False) -> None:
         """Set link-credit to ``credit`` and tell the sender (2.6.7); no-op once detached.
 
@@ -605,14 +687,64 @@ class ReceiverLink(Link):
             return  # nothing more can arrive: a grant would be meaningless, not an error
         self.link_credit = credit
         self.drain = drain
-        # The grant is "delivery-count + link-credit" (2.6.7). Transfers the sender sent
-        # before it saw a lower grant are still legal: only a delivery beyond the
-        # highest limit ever advertised breaks the rules.
+        # Transfers the sender sent before it saw a lower grant are still legal: only a
+        # delivery beyond the highest limit ever advertised breaks the rules.
         self._grant_limit = serial_add(self.delivery_count, credit)
         if serial_diff(self._grant_limit, self._delivery_limit) > 0:
             self._delivery_limit = self._grant_limit
         self._send_flow(echo=echo)
         self._drained_if_done()
+
+    def add_credit(self, credit: int) -> None:
+        """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
+        self.flow(self.link_credit + credit, drain=self.drain)
+
+    def _on_attach(self, attach: Attach) -> None:
+        super()._on_attach(attach)
+        # "initial-delivery-count: ... the sender's initial value for delivery-count"
+        # (2.7.3). Grants made before it was known counted from zero, and the sender
+        # read them from its initial value (2.7.4): move them onto it.
+        initial = self.delivery_count
+        self._grant_limit = serial_add(self._grant_limit, initial)
+        self._delivery_limit = serial_add(self._delivery_limit, initial)
+
+    def _flow_frame(self, *, echo: bool = False) -> Flow:
+        frame = super()._flow_frame(echo=echo)
+        if self.remote_attach is None:
+            # "In the event that the receiving link endpoint has not yet seen the initial
+            # attach frame from the sender this field MUST NOT be set." (2.7.4, delivery-count)
+            frame.delivery_count = None
+        return frame
+
+    def _on_flow(self, flow: Flow) -> None:
+        if flow.delivery_count is not None:
+            # A drain answer advances the sender's delivery-count past the deliveries
+            # it made; the credit left is what remains of this side's latest grant.
+            self.delivery_count = int(flow.delivery_count)
+            self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
+        self.available = int(flow.available or 0)
+        self._drained_if_done()
+        if flow.echo:
+            self._send_flow()
+
+    def _count_transfer(self, delivery_id: int) -> None:
+        """A delivery's first transfer increments delivery-count and decrements
+        link-credit (2.6.7); one beyond every grant made is excess."""
+        if serial_diff(self._delivery_limit, self.delivery_count) <= 0:
+            # "the receiver MAY either handle the excess messages normally or detach
+            # the link with a transfer-limit-exceeded error code" (2.6.7): the
+            # connection's config chooses (RabbitMQ 3.x overshoots under load; the
+            # session window still bounds the frames in flight).
+            if self.session.connection.config.on_excess_transfer == "detach":
+                raise self._link_error(
+                    errors.TRANSFER_LIMIT_EXCEEDED,
+                    f"delivery-id {delivery_id} arrived with no link credit"
+                    f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
+                )
+            self.excess_transfers += 1
+        self.delivery_count = serial_add(self.delivery_count, 1)
+        if self.link_credit > 0:
+            self.link_credit -= 1
 
     def _drained_if_done(self) -> None:
         # "the sender ... MUST either use all the available credit or ... advance the
@@ -621,10 +753,7 @@ class ReceiverLink(Link):
             self.drain = False
             self.session.connection._events.append(LinkDrained(self))
 
-    def add_credit(self, credit: int) -> None:
-        """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
-        self.flow(self.link_credit + credit, drain=self.drain)
-
+    # -- settlement ------------------------------------------------------------------------
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
         """Settle with an outcome (``Accepted()``, ``Rejected(error=...)``, ...).
 
@@ -649,104 +778,22 @@ class ReceiverLink(Link):
             self.session._forget_incoming(delivery)
         self.session._queue_disposition(ROLE_RECEIVER, delivery.delivery_id, settle_now, state, batchable)
 
-    def _on_flow(self, flow: Flow) -> None:
-        if flow.delivery_count is not None:
-            # A drain answer advances the sender's delivery-count past the deliveries
-            # it made; the credit left is what remains of this side's latest grant.
-            self.delivery_count = int(flow.delivery_count)
-            self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
-        self.available = int(flow.available or 0)
-        self._drained_if_done()
-        if flow.echo:
-            self._send_flow()
-
+    # -- transfers (2.7.5) ---------------------------------------------------------------
     def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
         delivery = self._partial
-        events = self.session.connection._events
         if delivery is None:
-            if transfer.delivery_id is None or transfer.delivery_tag is None:
-                raise errors.LinkProtocolError(
-                    self.session.channel,
-                    self.handle,
-                    errors.NOT_ALLOWED,
-                    "first transfer of a delivery lacks delivery-id or delivery-tag",
-                )
-            if serial_diff(self._delivery_limit, self.delivery_count) <= 0:
-                # "the receiver MAY either handle the excess messages normally or detach
-                # the link with a transfer-limit-exceeded error code" (2.6.7): the
-                # connection's config chooses (RabbitMQ 3.x overshoots under load; the
-                # session window still bounds the frames in flight).
-                if self.session.connection.config.on_excess_transfer == "detach":
-                    raise errors.LinkProtocolError(
-                        self.session.channel,
-                        self.handle,
-                        errors.TRANSFER_LIMIT_EXCEEDED,
-                        f"delivery-id {int(transfer.delivery_id)} arrived with no link credit"
-                        f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
-                    )
-                self.excess_transfers += 1
-            # "delivery-count ... incremented ... and link-credit decremented" (2.6.7)
-            self.delivery_count = serial_add(self.delivery_count, 1)
-            self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
-            delivery = Delivery(self, bytes(transfer.delivery_tag), None, int(transfer.message_format or 0))
-            delivery.delivery_id = int(transfer.delivery_id)
-            if transfer.settled:
-                delivery.remote_settled = True
-            elif self.session._track_incoming(delivery):
-                self.unsettled[delivery.delivery_id] = delivery
-            else:
-                raise errors.SessionProtocolError(
-                    self.session.channel,
-                    errors.NOT_ALLOWED,
-                    f"delivery-id {delivery.delivery_id} is already in use",
-                )
-            if transfer.more:
-                delivery._chunks = []
+            delivery = self._first_transfer(transfer)
         else:
-            if transfer.delivery_id is not None and int(transfer.delivery_id) != delivery.delivery_id:
-                # "It is an error if the delivery-id on a continuation transfer differs
-                # from the delivery-id on the first transfer of a delivery." (2.7.5)
-                raise errors.LinkProtocolError(
-                    self.session.channel,
-                    self.handle,
-                    errors.NOT_ALLOWED,
-                    f"continuation transfer has delivery-id {int(transfer.delivery_id)},"
-                    f" the delivery began as {delivery.delivery_id}",
-                )
-            if transfer.settled:
-                delivery.remote_settled = True
+            self._continuation(delivery, transfer)
         if transfer.rcv_settle_mode is not None:
-            mode = int(transfer.rcv_settle_mode)
-            if mode == RCV_SECOND and self.rcv_settle_mode == RCV_FIRST:
-                # "If the negotiated link value is first, then it is illegal to set this
-                # field to second." (2.7.5)
-                raise errors.LinkProtocolError(
-                    self.session.channel,
-                    self.handle,
-                    errors.NOT_ALLOWED,
-                    "transfer asks rcv-settle-mode second on a link negotiated first",
-                )
-            # "If not set, this value is defaulted to the value negotiated on link attach."
-            delivery.rcv_settle_mode = mode
+            self._transfer_settle_mode(delivery, int(transfer.rcv_settle_mode))
         if transfer.aborted:
-            # "an aborted delivery ... MUST be discarded by the recipient" (2.6.14)
-            self._partial = None
-            delivery.aborted = True
-            delivery.settled = True
-            if delivery.delivery_id is not None:
-                self.unsettled.pop(delivery.delivery_id, None)
-                self.session._forget_incoming(delivery)
-            events.append(DeliveryAborted(self, delivery))
-            self._drained_if_done()
+            self._discard(delivery)
             return
-        delivery.size += len(payload)
-        if self.max_message_size and delivery.size > self.max_message_size:
-            raise errors.LinkProtocolError(
-                self.session.channel,
-                self.handle,
-                errors.MESSAGE_SIZE_EXCEEDED,
-                f"message of {delivery.size} bytes exceeds max-message-size {self.max_message_size}",
-            )
+        size = delivery.size = delivery.size + len(payload)
+        limit = self.max_message_size
+        if limit and size > limit:
+            self._refuse_oversize(delivery)
         if transfer.more:
             chunks = delivery._chunks
             if chunks is None:
@@ -754,6 +801,78 @@ class ReceiverLink(Link):
             chunks.append(payload)
             self._partial = delivery
             return
+        self._complete(delivery, payload)
+
+    def _link_error(self, condition: Symbol, description: str) -> errors.LinkProtocolError:
+        return errors.LinkProtocolError(self.session.channel, self.handle, condition, description)
+
+    def _first_transfer(self, transfer: Transfer) -> Delivery:
+        """A new delivery: its id and tag, its credit, and its place among the unsettled."""
+        delivery_id = transfer.delivery_id
+        tag = transfer.delivery_tag
+        if delivery_id is None or tag is None:
+            raise self._link_error(errors.NOT_ALLOWED, "first transfer of a delivery lacks delivery-id or delivery-tag")
+        self._count_transfer(int(delivery_id))
+        delivery = Delivery(self, bytes(tag), None, int(transfer.message_format or 0))
+        delivery.delivery_id = int(delivery_id)
+        if transfer.settled:
+            delivery.remote_settled = True
+        elif self.session._track_incoming(delivery):
+            self.unsettled[delivery.delivery_id] = delivery
+        else:
+            raise errors.SessionProtocolError(
+                self.session.channel, errors.NOT_ALLOWED, f"delivery-id {delivery.delivery_id} is already in use"
+            )
+        return delivery
+
+    def _continuation(self, delivery: Delivery, transfer: Transfer) -> None:
+        if transfer.delivery_id is not None and int(transfer.delivery_id) != delivery.delivery_id:
+            # "It is an error if the delivery-id on a continuation transfer differs
+            # from the delivery-id on the first transfer of a delivery." (2.7.5)
+            raise self._link_error(
+                errors.NOT_ALLOWED,
+                f"continuation transfer has delivery-id {int(transfer.delivery_id)},"
+                f" the delivery began as {delivery.delivery_id}",
+            )
+        if transfer.settled:
+            delivery.remote_settled = True
+
+    def _transfer_settle_mode(self, delivery: Delivery, mode: int) -> None:
+        if mode == RCV_SECOND and self.rcv_settle_mode == RCV_FIRST:
+            # "If the negotiated link value is first, then it is illegal to set this
+            # field to second." (2.7.5)
+            raise self._link_error(
+                errors.NOT_ALLOWED, "transfer asks rcv-settle-mode second on a link negotiated first"
+            )
+        # "If not set, this value is defaulted to the value negotiated on link attach."
+        delivery.rcv_settle_mode = mode
+
+    def _discard(self, delivery: Delivery) -> None:
+        # "an aborted delivery ... MUST be discarded by the recipient" (2.6.14)
+        self._partial = None
+        delivery._chunks = None
+        delivery.aborted = True
+        delivery.settled = True
+        if delivery.delivery_id is not None:
+            self.unsettled.pop(delivery.delivery_id, None)
+            self.session._forget_incoming(delivery)
+        self.session.connection._events.append(DeliveryAborted(self, delivery))
+        self._drained_if_done()
+
+    def _refuse_oversize(self, delivery: Delivery) -> None:
+        """ "Any attempt to deliver a message larger than this results in a
+        message-size-exceeded link-error." (2.7.3, max-message-size): the frames held so
+        far are dropped and the link detaches."""
+        self._partial = None
+        delivery._chunks = None
+        raise self._link_error(
+            errors.MESSAGE_SIZE_EXCEEDED,
+            f"link {self.name!r}: a message of {delivery.size} bytes or more exceeds max-message-size"
+            f" {self.max_message_size}; the sender must send smaller messages or the receiver allow larger ones",
+        )
+
+    def _complete(self, delivery: Delivery, payload: memoryview) -> None:
+        """The last transfer of a delivery: join its payload and hand it on."""
         self._partial = None
         chunks = delivery._chunks
         if chunks:
@@ -770,8 +889,9 @@ class ReceiverLink(Link):
                 self.session._forget_incoming(delivery)
             if self.snd_settle_mode != SND_SETTLED:
                 delivery.settled = True
-        events.append(DeliveryReceived(self, delivery))
-        self._drained_if_done()
+        self.session.connection._events.append(DeliveryReceived(self, delivery))
+        if self.drain:
+            self._drained_if_done()
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         if state is not None:

@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
-__all__ = ["serial_add", "serial_diff"]
+__all__ = ["SERIAL_MOD", "serial_add", "serial_diff"]
 
-_MOD = 1 << 32
+SERIAL_MOD = 1 << 32
+"""``serial_add(a, n)`` is ``(a + n) % SERIAL_MOD``; a hot path may write it inline."""
+_MOD = SERIAL_MOD
 _HALF = 1 << 31
 
 

@@ -1,15 +1,24 @@
 """Sessions (spec 2.5): transfer windows, link handles, deliveries and dispositions.
 
-Window bookkeeping follows 2.5.6 exactly:
+Window bookkeeping follows 2.5.6 exactly, each rule in one method:
 
-- on begin: "next-incoming-id := next-outgoing-id(begin)", "remote-incoming-window
-  := incoming-window(begin)", "remote-outgoing-window := outgoing-window(begin)";
-- on flow: "remote-incoming-window := next-incoming-id(flow) + incoming-window(flow)
-  - next-outgoing-id(endpoint)" (initial-outgoing-id when next-incoming-id is unset);
-- on sending a transfer frame: next-outgoing-id += 1, remote-incoming-window -= 1;
-- on receiving one: next-incoming-id += 1, incoming-window -= 1,
-  remote-outgoing-window -= 1; a transfer while incoming-window is 0 is a
-  ``amqp:session:window-violation``.
+- on begin (:meth:`Session._on_begin`): "next-incoming-id := next-outgoing-id(begin)",
+  "remote-incoming-window := incoming-window(begin)", "remote-outgoing-window :=
+  outgoing-window(begin)";
+- on flow (:meth:`Session._update_remote_window`): "remote-incoming-window :=
+  next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(endpoint)"
+  (initial-outgoing-id when next-incoming-id is unset); ids are serial numbers, the
+  windows uints up to 2**32-1;
+- on sending transfer frames (:meth:`Session._frames_sent`): next-outgoing-id += 1,
+  remote-incoming-window -= 1 for each; none is sent while the window is 0
+  (:meth:`Session._write_delivery`);
+- on receiving one (:meth:`Session._on_transfer`): next-incoming-id += 1,
+  incoming-window -= 1, remote-outgoing-window -= 1; a transfer while incoming-window
+  is 0 is a ``amqp:session:window-violation``.
+
+Link credit is spent in :meth:`SenderLink._take_credit` and counted in
+:meth:`ReceiverLink._count_transfer`; a drain is answered in one place,
+:meth:`SenderLink._answer_drain`, at the next :meth:`Connection.data_to_send`.
 
 The incoming window is reopened (to its configured size, once half of it is used) by
 a flow written at the next :meth:`Connection.data_to_send`: a grant counts from the
@@ -32,7 +41,7 @@ from amqplink.engine.link import (
     ReceiverLink,
     SenderLink,
 )
-from amqplink.engine.serial import serial_add, serial_diff
+from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
 from amqplink.engine.states import SESSION_TRANSITIONS, LinkState, SessionState, Step, advance
 from amqplink.protocol.definitions import (
     Attach,
@@ -105,7 +114,10 @@ class Session:
         self._outgoing: dict[int, Delivery] = {}
         self._incoming: dict[int, Delivery] = {}
         self._dispositions: list[tuple[bool, int, bool, Any, bool]] = []
-        self._blocked: list[SenderLink] = []
+        # Sender links waiting for the remote incoming window to open, each once.
+        self._blocked: dict[SenderLink, None] = {}
+        # Sender links with a drain to answer at the next data_to_send (2.6.7).
+        self._drains: dict[SenderLink, None] = {}
         self._pending = False  # registered with the connection for the next data_to_send
         self.error: Error | None = None
         """The error this side ended the session with."""
@@ -220,6 +232,8 @@ class Session:
     ) -> Link:
         if self.is_ended:
             raise errors.EngineStateError(f"session {self.channel} has ended")
+        if max_message_size is None and not cls.is_sender:
+            max_message_size = self.connection.config.max_message_size or None
         key = (name, cls.is_sender)
         if key in self._by_name:
             raise errors.EngineStateError(f"a link named {name!r} with this role already exists")
@@ -248,12 +262,20 @@ class Session:
         rcv_settle_mode: int = RCV_FIRST,
         properties: dict[Any, Any] | None = None,
         max_message_size: int | None = None,
+        initial_delivery_count: int = 0,
     ) -> SenderLink:
-        """Create a sending link and send its attach (2.6.3)."""
+        """Create a sending link and send its attach (2.6.3).
+
+        ``initial_delivery_count`` is "the sender's initial value for delivery-count"
+        (2.7.3), any serial number (RabbitMQ 4 starts at 2**32-5).
+        """
         link = self._new_link(
             SenderLink, name, source, target, snd_settle_mode, rcv_settle_mode, properties, max_message_size
         )
         assert isinstance(link, SenderLink)
+        if not 0 <= initial_delivery_count <= 0xFFFFFFFF:
+            raise ValueError(f"initial_delivery_count must be a sequence-no (0..2**32-1): {initial_delivery_count}")
+        link.delivery_count = initial_delivery_count
         link.attach(source, target)
         return link
 
@@ -382,16 +404,7 @@ class Session:
         self.connection._events.append(LinkDetached(link, error, bool(detach.closed), by_peer))
 
     def _on_flow(self, flow: Flow) -> None:
-        next_incoming = (
-            INITIAL_OUTGOING_ID if flow.next_incoming_id is None else int(flow.next_incoming_id)
-        )
-        self.remote_incoming_window = serial_diff(
-            serial_add(next_incoming, int(flow.incoming_window)), self.next_outgoing_id
-        )
-        # "it MUST update the next-incoming-id directly from the next-outgoing-id of the
-        # frame, and ... the remote-outgoing-window directly from the outgoing-window" (2.5.6)
-        self.next_incoming_id = int(flow.next_outgoing_id)
-        self.remote_outgoing_window = int(flow.outgoing_window)
+        self._update_remote_window(flow)
         if flow.handle is not None:
             link = self._link_for(flow.handle)
             if link.state < _LINK_DETACH_SENT:
@@ -399,9 +412,21 @@ class Session:
         elif flow.echo:
             self._session_flow()
         if self._blocked and self.remote_incoming_window > 0:
-            blocked, self._blocked = self._blocked, []
+            blocked, self._blocked = self._blocked, {}
             for sender in blocked:
                 self._pump_sender(sender)
+
+    def _update_remote_window(self, flow: Flow) -> None:
+        """ "remote-incoming-window := next-incoming-id(flow) + incoming-window(flow) -
+        next-outgoing-id(endpoint)", with initial-outgoing-id when next-incoming-id is
+        unset (2.5.6). The ids are serial numbers, but the window is a uint: a peer may
+        advertise up to 2**32-1 (Microsoft's stack does, for "unlimited")."""
+        next_incoming = INITIAL_OUTGOING_ID if flow.next_incoming_id is None else int(flow.next_incoming_id)
+        self.remote_incoming_window = serial_diff(next_incoming, self.next_outgoing_id) + int(flow.incoming_window)
+        # "it MUST update the next-incoming-id directly from the next-outgoing-id of the
+        # frame, and ... the remote-outgoing-window directly from the outgoing-window" (2.5.6)
+        self.next_incoming_id = int(flow.next_outgoing_id)
+        self.remote_outgoing_window = int(flow.outgoing_window)
 
     def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
         link = self._link_for(transfer.handle)
@@ -483,93 +508,103 @@ class Session:
         if link.state is not _LINK_ATTACHED:
             return
         queue = link.queue
-        max_frame = self.connection.remote_max_frame_size
-        while queue:
-            delivery = queue[0]
-            if delivery._offset == 0 and delivery.delivery_id is None:
-                if link.link_credit <= 0:
-                    break
-                if self.remote_incoming_window <= 0:
-                    self._blocked.append(link)
-                    break
-                delivery.delivery_id = self._next_delivery_id
-                self._next_delivery_id = serial_add(self._next_delivery_id, 1)
-                link.delivery_count = serial_add(link.delivery_count, 1)
-                link.link_credit -= 1
-                if not delivery.settled:
-                    self._outgoing[delivery.delivery_id] = delivery
-                    link.unsettled[delivery.delivery_id] = delivery
-            if not self._write_transfer(link, delivery, max_frame):
-                self._blocked.append(link)
-                break
+        while queue and self._write_delivery(link, queue[0]):
             queue.popleft()
-        if link.drain and not queue and link.link_credit > 0 and not link._drain_held:
-            link.delivery_count = serial_add(link.delivery_count, link.link_credit)
-            link.link_credit = 0
-            link._send_flow()
+        if link.drain and not queue and link.link_credit > 0:
+            self._answer_drain_later(link)
 
-    def _write_transfer(self, link: SenderLink, delivery: Delivery, max_frame: int) -> bool:
-        """Write the frames of ``delivery`` the window allows; True when all are out."""
-        if delivery.aborted:
-            if self.remote_incoming_window <= 0:
+    def _write_delivery(self, link: SenderLink, delivery: Delivery) -> bool:
+        """Write the frames of ``delivery`` that the session window and the link credit
+        allow; True when all of them are out.
+
+        No transfer frame leaves while remote-incoming-window is zero (2.5.6): the link
+        waits in ``_blocked`` (once, however many sends wait) for the peer's next flow.
+        """
+        if self.remote_incoming_window <= 0:
+            self._blocked[link] = None
+            return False
+        delivery_id = delivery.delivery_id
+        if delivery_id is None:
+            if not link._take_credit():
                 return False
-            self._write(Transfer(handle=UInt(link.handle), more=False, aborted=True, settled=True))
-            self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
-            self.remote_incoming_window -= 1
-            return True
-        payload = delivery.payload
-        total = len(payload)
+            delivery_id = delivery.delivery_id = self._next_delivery_id
+            self._next_delivery_id = serial_add(delivery_id, 1)
+            if not delivery.settled:
+                self._outgoing[delivery_id] = delivery
+                link.unsettled[delivery_id] = delivery
         tag = delivery.tag
-        room = max_frame - _TRANSFER_OVERHEAD - len(tag)
-        if delivery._offset == 0 and total <= room:
-            if len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF and not self.connection._trace:
-                if self._dispositions:
-                    self._flush_dispositions()
-                conn = self.connection
-                out = conn._deferred if conn._deferred is not None else conn._out
-                assert delivery.delivery_id is not None
-                write_transfer(
-                    out, self.channel, link.handle, delivery.delivery_id, tag, delivery.message_format,
-                    delivery.settled, payload,
-                )
-            else:
-                self._write(
-                    Transfer(
-                        handle=UInt(link.handle),
-                        delivery_id=UInt(delivery.delivery_id),
-                        delivery_tag=tag,
-                        message_format=UInt(delivery.message_format),
-                        settled=delivery.settled,
-                    ),
-                    payload,
-                )
-            self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
-            self.remote_incoming_window -= 1
+        conn = self.connection
+        room = conn.remote_max_frame_size - _TRANSFER_OVERHEAD - len(tag)
+        if delivery._offset or delivery.size > room:
+            return self._write_frames(link, delivery, room)  # started, aborted or larger than a frame
+        # One frame, hand-assembled when its fields allow (the hot path).
+        if len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF and not conn._trace:
+            if self._dispositions:
+                self._flush_dispositions()
+            write_transfer(
+                conn._deferred if conn._deferred is not None else conn._out,
+                self.channel, link.handle, delivery_id, tag, delivery.message_format,
+                delivery.settled, delivery.payload,
+            )
+        else:
+            self._write(
+                Transfer(
+                    handle=UInt(link.handle),
+                    delivery_id=UInt(delivery_id),
+                    delivery_tag=tag,
+                    message_format=UInt(delivery.message_format),
+                    settled=delivery.settled,
+                ),
+                delivery.payload,
+            )
+        self._frames_sent(1)
+        return True
+
+    def _frames_sent(self, frames: int) -> None:
+        """The one place transfer frames sent are counted (2.5.6): next-outgoing-id goes
+        up and remote-incoming-window down by one for each."""
+        self.next_outgoing_id = (self.next_outgoing_id + frames) % SERIAL_MOD  # serial_add, inline
+        self.remote_incoming_window -= frames
+
+    def _write_frames(self, link: SenderLink, delivery: Delivery, room: int) -> bool:
+        """The rest of a delivery that takes more than one frame, or its abort, as far as
+        the remote window allows (at least one frame: the caller checked)."""
+        if delivery.aborted:
+            self._write(Transfer(handle=UInt(link.handle), more=False, aborted=True, settled=True))
+            self._frames_sent(1)
             return True
         if room <= 0:
-            raise errors.EngineStateError(f"max-frame-size {max_frame} leaves no room for a transfer")
-        view = memoryview(payload)
-        while delivery._offset < total or (total == 0 and delivery._offset == 0):
-            if self.remote_incoming_window <= 0:
-                return False
+            raise errors.EngineStateError(
+                f"max-frame-size {self.connection.remote_max_frame_size} leaves no room for a transfer"
+            )
+        view = memoryview(delivery.payload)
+        total = delivery.size
+        frames = 0
+        while delivery._offset < total and frames < self.remote_incoming_window:
             start = delivery._offset
             end = min(total, start + room)
             first = start == 0
             transfer = Transfer(
                 handle=UInt(link.handle),
                 delivery_id=UInt(delivery.delivery_id) if first else None,
-                delivery_tag=tag if first else None,
+                delivery_tag=delivery.tag if first else None,
                 message_format=UInt(delivery.message_format) if first else None,
                 settled=delivery.settled,
                 more=end < total,
             )
             self._write(transfer, view[start:end])
-            self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
-            self.remote_incoming_window -= 1
             delivery._offset = end
-            if total == 0:
-                break
+            frames += 1
+        self._frames_sent(frames)
+        if delivery._offset < total:
+            self._blocked[link] = None  # the window closed part-way through the delivery
+            return False
         return True
+
+    def _answer_drain_later(self, link: SenderLink) -> None:
+        """Answer ``link``'s drain at the next ``data_to_send`` (see :meth:`SenderLink._answer_drain`)."""
+        self._drains[link] = None
+        self._mark_pending()
 
     # -- dispositions ----------------------------------------------------------------
     def _queue_disposition(
@@ -584,10 +619,14 @@ class Session:
             self.connection._pending_sessions.append(self)
 
     def _flush_pending(self) -> None:
-        """Called by :meth:`Connection.data_to_send`: queued dispositions, then the
-        flow that reopens the incoming window once half of it is used."""
+        """Called by :meth:`Connection.data_to_send`: queued dispositions, drain answers,
+        then the flow that reopens the incoming window once half of it is used."""
         self._pending = False
         self._flush_dispositions()
+        if self._drains:
+            drains, self._drains = self._drains, {}
+            for link in drains:
+                link._answer_drain()
         if self.incoming_window <= self.max_incoming_window // 2 and self.remote_begin is not None:
             self.incoming_window = self.max_incoming_window
             self._session_flow()

@@ -447,3 +447,71 @@ def test_topic_schedule_is_bounded() -> None:
     with pytest.raises(EntityError) as info:
         topic.schedule(envelope, T0 + 10)
     assert info.value.condition == "amqp:resource-limit-exceeded"
+
+
+def test_receive_after_the_session_lock_ran_out_loses_nothing() -> None:
+    ns = session_ns(lock=10.0)
+    send(ns, "s", session_id="A")
+    q = ns.receiver_source("s")
+    q.accept_session("A", object(), T0)
+    with pytest.raises(EntityError) as info:
+        q.receive(T0 + 10, session_id="A")
+    assert info.value.condition == "com.microsoft:session-lock-lost"
+    other = object()
+    q.accept_session("A", other, T0 + 11)
+    msg = q.receive(T0 + 11, session_id="A")  # still there, first attempt
+    assert msg is not None and msg.delivery_count == 1
+
+
+def test_message_that_expires_while_locked_is_expired_when_the_lock_ends() -> None:
+    ns = ns_with(dead_lettering_on_message_expiration=True, lock_duration=30.0)
+    send(ns, "q", ttl=5)
+    q = ns.receiver_source("q")
+    msg = q.receive(T0)
+    assert msg is not None and msg.lock_token is not None
+    q.abandon(msg.lock_token, T0 + 6)
+    assert len(q.store) == 0
+    dead = ns.receiver_source("q/$DeadLetterQueue").receive(T0 + 6)
+    assert dead is not None and dead.envelope.application_properties is not None
+    assert dead.envelope.application_properties["DeadLetterReason"] == "TTLExpiredException"
+
+
+def test_topic_default_ttl_bounds_its_subscriptions() -> None:
+    topic = TopicConfig("t", EntityProperties(default_message_ttl=5.0), subscriptions=(SubscriptionConfig("s"),))
+    ns = Namespace(NamespaceConfig(topics=(topic,)))
+    send(ns, "t")
+    sub = ns.receiver_source("t/Subscriptions/s")
+    assert sub.receive(T0 + 5) is None and len(sub.store) == 0
+
+
+def test_restore_undoes_a_receive_in_both_modes() -> None:
+    ns = Namespace()
+    send(ns, "q", message_id="a")
+    send(ns, "q", message_id="b")
+    q = ns.receiver_source("q")
+    taken = q.receive(T0, lock=False)
+    assert taken is not None and len(q.store) == 1
+    q.restore(taken)
+    assert [m.envelope.message_id for m in q.peek(0, 10, T0)] == ["a", "b"]  # back in sequence order
+    locked = q.receive(T0)
+    assert locked is taken and locked.delivery_count == 1
+    q.restore(locked)
+    assert locked.lock_token is None and locked.delivery_count == 0 and locked.state is MessageState.AVAILABLE
+    assert q.receive(T0) is locked
+
+
+def test_clock_visits_only_entities_with_deadlines() -> None:
+    ns = Namespace()
+    for i in range(50):
+        send(ns, f"idle{i}")
+    send(ns, "busy")
+    busy = ns.receiver_source("busy")
+    msg = busy.receive(T0)
+    assert msg is not None
+    assert ns._timed == {busy}  # fifty idle queues cost the clock nothing
+    ns.tick(T0 + 60)  # the lock expires: the message is available again
+    assert busy.receive(T0 + 60) is msg
+    assert msg.lock_token is not None
+    busy.complete(msg.lock_token, T0 + 61)
+    ns.tick(T0 + 200)
+    assert ns._timed == set()

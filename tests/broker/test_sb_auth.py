@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from proton import Message as PMessage
+from proton.reactor import AtMostOnce, LinkOption
 from proton.utils import BlockingConnection, ConnectionClosed, LinkDetached
 
 from amqplink.broker import Broker
@@ -154,5 +155,31 @@ def test_strict_mode_closes_a_connection_that_puts_no_token(strict: Broker) -> N
             conn.wait(lambda: False, timeout=10, msg="the broker to close the connection")
         assert "amqp:unauthorized-access" in str(info.value)
         assert time.monotonic() - started < 5
+    finally:
+        conn.close()
+
+
+class _SmallMessages(LinkOption):  # type: ignore[misc]
+    def apply(self, link: Any) -> None:
+        link.max_message_size = 1000
+
+
+@pytest.mark.parametrize("mode", ["peek-lock", "receive-and-delete"])
+def test_receiver_with_a_small_max_message_size_is_detached_and_the_message_stays(loopback: Broker, mode: str) -> None:
+    conn = BlockingConnection(loopback.url, timeout=10)
+    try:
+        conn.create_sender("big", name=_name()).send(PMessage(body=b"x" * 5000))
+        options: list[Any] = [_SmallMessages()]
+        if mode == "receive-and-delete":
+            options.append(AtMostOnce())
+        with pytest.raises(LinkDetached) as info:
+            receiver = conn.create_receiver("big", name=_name(), credit=1, options=options)
+            receiver.receive(timeout=10)
+        assert "amqp:link:message-size-exceeded" in str(info.value)
+        (msg,) = loopback.namespace.receiver_source("big").peek(0, 10, time.time())
+        assert msg.delivery_count == 0 and msg.state.value == "available"
+        receiver = conn.create_receiver("big", name=_name(), credit=1)  # a receiver that takes it
+        assert len(receiver.receive(timeout=10).body) == 5000
+        receiver.accept()
     finally:
         conn.close()

@@ -5,6 +5,7 @@ backlog bounds."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -116,3 +117,38 @@ async def test_an_internal_error_closes_only_that_connection(monkeypatch: Any) -
         finally:
             await victim.close()
             await bystander.close()
+
+
+async def test_session_filter_on_a_queue_without_sessions_is_refused() -> None:
+    async with Broker(config()) as broker:
+        conn = await connect(broker.url)
+        try:
+            with pytest.raises(LinkDetachedError) as info:
+                await conn.create_receiver("short", filters={Symbol("com.microsoft:session-filter"): "A"})
+            assert info.value.condition == "amqp:not-allowed"
+        finally:
+            await conn.close()
+
+
+async def test_session_receiver_attach_carries_session_and_locked_until() -> None:
+    cfg = BrokerConfig((NamespaceConfig(queues=(QueueConfig("s", EntityProperties(requires_session=True)),)),))
+    async with Broker(cfg) as broker:
+        conn = await connect(broker.url)
+        try:
+            sender = await conn.create_sender("s")
+            await sender.send(Message(b"x", session_id="A"))
+            before = time.time()
+            receiver = await conn.create_receiver("s", filters={Symbol("com.microsoft:session-filter"): None})
+            remote = receiver.link.remote_attach
+            assert remote is not None and remote.source is not None
+            assert remote.source.filter[Symbol("com.microsoft:session-filter")] == "A"
+            ticks = remote.properties[Symbol("com.microsoft:locked-until-utc")]
+            seconds = (ticks - 621355968000000000) / 10_000_000
+            assert before + 59 < seconds < time.time() + 61
+            (msg,) = await receiver.receive(1, timeout=10)
+            assert msg.session_id == "A"
+            with pytest.raises(LinkDetachedError) as info:  # the session is taken
+                await conn.create_receiver("s", filters={Symbol("com.microsoft:session-filter"): "A"})
+            assert info.value.condition == "com.microsoft:session-cannot-be-locked"
+        finally:
+            await conn.close()

@@ -50,6 +50,18 @@ CONFIG = {
                         "Subscriptions": [
                             {"Name": "all"},
                             {
+                                "Name": "sql",
+                                "Rules": [
+                                    {
+                                        "Name": "big",
+                                        "Properties": {
+                                            "FilterType": "Sql",
+                                            "SqlFilter": {"SqlExpression": "sys.Label = 'red' AND size = 'L'"},
+                                        },
+                                    }
+                                ],
+                            },
+                            {
                                 "Name": "red",
                                 "Rules": [
                                     {
@@ -276,7 +288,7 @@ def test_duplicate_detection(client: ServiceBusClient, broker: Broker) -> None:
     assert len(broker.namespace.receiver_source("dedup").store) == 0  # the repeat was dropped on arrival
 
 
-def test_topic_with_correlation_filter(client: ServiceBusClient, broker: Broker) -> None:
+def test_topic_with_correlation_and_sql_filters(client: ServiceBusClient, broker: Broker) -> None:
     with client.get_topic_sender("orders") as sender:
         sender.send_messages(ServiceBusMessage("big red", subject="red", application_properties={"size": "L"}))
         sender.send_messages(ServiceBusMessage("small red", subject="red", application_properties={"size": "S"}))
@@ -287,6 +299,9 @@ def test_topic_with_correlation_filter(client: ServiceBusClient, broker: Broker)
     with client.get_subscription_receiver("orders", "red", receive_mode=mode) as receiver:
         assert [str(m) for m in receive_n(receiver, 1)] == ["big red"]
     assert len(broker.namespace.receiver_source("orders/Subscriptions/red").store) == 0
+    with client.get_subscription_receiver("orders", "sql", receive_mode=mode) as receiver:
+        assert [str(m) for m in receive_n(receiver, 1)] == ["big red"]
+    assert len(broker.namespace.receiver_source("orders/Subscriptions/sql").store) == 0
 
 
 def test_sessions_with_state_and_lock_renewal(client: ServiceBusClient) -> None:
@@ -342,3 +357,14 @@ def test_next_available_session_when_none_is_free(client: ServiceBusClient) -> N
     receiver = client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1)
     with pytest.raises(OperationTimeoutError), receiver:
         receiver.receive_messages(max_wait_time=1)
+
+
+def test_topic_schedule_reaches_subscriptions_on_time(client: ServiceBusClient) -> None:
+    at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    with client.get_topic_sender("orders") as sender:
+        (seq,) = sender.schedule_messages([ServiceBusMessage("scheduled", subject="red")], at)
+        assert isinstance(seq, int)
+    mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    with client.get_subscription_receiver("orders", "all", receive_mode=mode) as receiver:
+        (msg,) = receive_n(receiver, 1, wait=10)
+        assert str(msg) == "scheduled" and dt.datetime.now(dt.UTC) >= at

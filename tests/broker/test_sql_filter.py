@@ -480,3 +480,48 @@ def test_rule_action_sets_system_properties_as_the_emulator_sample_does() -> Non
     assert (out.properties.subject, out.properties.content_type, out.properties.reply_to) == ("hi!", "text/plain", None)
     assert out.properties.content_type.__class__ is Symbol  # the AMQP type of content-type
     assert out.body == envelope(body=b"payload").body
+
+
+# -- cases from the first SQL filter subset on sbbroker (its tests/broker/test_sqlfilter.py) --
+SAMPLE = envelope(
+    message_id="123456",
+    subject="red",
+    content_type="application/json",
+    application_properties={"userProp1": "value1", "n": 5, "f": 2.5, "flag": True, "name": "it's"},
+)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("sys.MessageId = '123456' AND userProp1 = 'value1'", True),  # the emulator's sample rule
+        ("sys.Label = 'blue' OR user.n > 4", True),
+        ("n >= 5 AND n <= 5 AND n <> 4 AND n != 6 AND f < 3", True),
+        ("NOT (n = 5)", False),
+        ("missing = 1", False),
+        ("NOT missing = 1", False),  # unknown stays unknown
+        ("missing = 1 OR n = 5", True),
+        ("missing IS NULL AND n IS NOT NULL", True),
+        ("EXISTS(n) AND NOT EXISTS(missing)", True),
+        ("sys.ContentType LIKE 'application/%' AND sys.Label LIKE 'r_d'", True),
+        ("sys.Label NOT LIKE 'r%'", False),
+        ("n IN (1, 5, 9) AND sys.Label NOT IN ('blue', 'green')", True),
+        ("flag = TRUE AND flag <> FALSE", True),
+        ("name = 'it''s'", True),
+        ("[userProp1] = 'value1'", True),
+        ("1=1", True),
+        ("n = 'five'", False),
+    ],
+)
+def test_sample_expressions(expression: str, expected: bool) -> None:
+    assert SqlFilter(expression).matches(SAMPLE) is expected
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["n +", "n = ", "(n = 1", "sys.Nope = 1", "a.b = 1", "n = 1 extra", "NOT LIKE 'x'", "n ~ 1", "x" * 2000,
+     "(" * 40 + "n = 1" + ")" * 40],
+)  # fmt: skip
+def test_refused_expressions(expression: str) -> None:
+    with pytest.raises(SqlFilterError):
+        SqlFilter(expression)

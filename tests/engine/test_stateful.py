@@ -53,11 +53,19 @@ class LinkMachine(RuleBasedStateMachine):
 
     @initialize(
         frame_size=st.sampled_from([512, 700, 1024]),
-        window=st.integers(min_value=1, max_value=6),
+        # session windows are uints (2.5.6): small ones, and up to 2**32-1 ("unlimited")
+        window=st.integers(min_value=1, max_value=6) | st.sampled_from([2**31 - 1, 2**31, 2**32 - 1]),
         snd=st.sampled_from([SND_UNSETTLED, SND_SETTLED, SND_MIXED]),
         rcv=st.sampled_from([RCV_FIRST, RCV_SECOND]),
+        # delivery-count is a serial number: start at 0 or just below the wrap (RabbitMQ 4: 2**32-5)
+        initial=st.just(0) | st.integers(min_value=2**32 - 12, max_value=2**32 - 1),
     )
-    def setup(self, frame_size: int, window: int, snd: int, rcv: int) -> None:
+    def setup(self, frame_size: int, window: int, snd: int, rcv: int, initial: int) -> None:
+        if window > 6:
+            event("a window of 2**31 or more")
+        if initial:
+            event("delivery-count starts near 2**32")
+        self.initial = initial
         self.client = Connection(ConnectionConfig(container_id="c", max_frame_size=frame_size, incoming_window=window))
         self.server = Connection(
             ConnectionConfig(container_id="s", max_frame_size=frame_size, incoming_window=window), server=True
@@ -69,7 +77,8 @@ class LinkMachine(RuleBasedStateMachine):
         self.client.open()
         session = self.client.begin_session()
         self.sender = session.attach_sender(
-            "link", target=Target(address="q"), snd_settle_mode=snd, rcv_settle_mode=rcv
+            "link", target=Target(address="q"), snd_settle_mode=snd, rcv_settle_mode=rcv,
+            initial_delivery_count=initial,
         )
         self._flush_all()
         receivers = [e.link for e in self.server_events if isinstance(e, LinkAttachRequested)]
@@ -195,8 +204,9 @@ class LinkMachine(RuleBasedStateMachine):
         assert self.server.sessions[0].incoming_window >= 0
         assert self.client.sessions[0].remote_incoming_window >= 0
         # delivery-count only moves ahead of what arrived by a drain, never behind
-        assert self.receiver.delivery_count >= len(self.received)
-        assert self.sender.delivery_count >= len(self.sent) - len(self.sender.queue)
+        # (counted from the initial-delivery-count, as a serial number)
+        assert serial_diff(self.receiver.delivery_count, self.initial) >= len(self.received)
+        assert serial_diff(self.sender.delivery_count, self.initial) >= len(self.sent) - len(self.sender.queue)
         # 2.6.7: the sender never went past the credit the receiver granted (a transfer
         # beyond it would be counted here), not even by a drain's advance
         assert self.receiver.excess_transfers == 0

@@ -82,6 +82,9 @@ class Entity:
         self.sessions = SessionTable(path, properties.lock_duration)
         self.dead_letter_sink: DeadLetterSink | None = None
         """Where dead-lettered messages go (set by the namespace: the DLQ or a forward target)."""
+        self.on_timed: Callable[[Entity], None] | None = None
+        """Told when the entity gains something for :meth:`tick` to do (the namespace's clock
+        then visits it until :meth:`next_deadline` is infinite)."""
         self.listeners: list[Callable[[], None]] = []
         """Called when messages may have become available (after the change is complete)."""
         self._next_sequence = 1
@@ -145,6 +148,7 @@ class Entity:
         self._make_available(msg)
         if msg.expires_at != math.inf:
             heapq.heappush(self._expiry, (msg.expires_at, seq))
+            self._timed()
         self._notify()
         return seq
 
@@ -153,6 +157,7 @@ class Entity:
         msg = StoredMessage(seq, envelope, at, self._expires(envelope, at), MessageState.SCHEDULED, scheduled_at=at)
         self.store.append(msg)
         heapq.heappush(self._scheduled, (at, seq))
+        self._timed()
         return seq
 
     def cancel_scheduled(self, sequence_numbers: Iterable[int]) -> None:
@@ -174,6 +179,10 @@ class Entity:
         msg.state = MessageState.AVAILABLE
         msg.lock_token = None
         heapq.heappush(self._available.setdefault(self._key(msg), []), msg.sequence_number)
+
+    def _timed(self) -> None:
+        if self.on_timed is not None:
+            self.on_timed(self)
 
     def _notify(self) -> None:
         for listener in list(self.listeners):
@@ -226,12 +235,17 @@ class Entity:
             log.debug("%s: message %d expired", self.path, msg.sequence_number)
 
     # -- receiving ----------------------------------------------------------------
-    def receive(self, now: float, *, lock: bool = True, session_id: str | None = None) -> StoredMessage | None:
+    def receive(
+        self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
+    ) -> StoredMessage | None:
         """The next available message (of ``session_id`` on a session entity), locked or removed.
 
-        ``lock=False`` is receive-and-delete: the message leaves the entity.
+        ``lock=False`` is receive-and-delete: the message leaves the entity. On a
+        session entity the caller must hold the session (as ``owner``, when given).
         """
         self.tick(now)
+        if self.requires_session and session_id is not None:
+            self.sessions.held(session_id, now, owner)  # before anything changes: session-lock-lost
         heap = self._available.get(session_id if self.requires_session else None)
         while heap:
             seq = heapq.heappop(heap)
@@ -249,6 +263,18 @@ class Entity:
             return msg
         return None
 
+    def restore(self, msg: StoredMessage) -> None:
+        """Undo :meth:`receive` for a message that could not be handed over (the link
+        refused its size): it comes back as it was, its delivery count unchanged."""
+        msg.delivery_count -= 1
+        self._release_lock(msg)
+        if self.store.get(msg.sequence_number) is None:
+            self.store.append(msg)  # receive-and-delete had removed it
+        if msg.deferred:
+            msg.state = MessageState.DEFERRED
+        else:
+            self._make_available(msg)
+
     def _lock(self, msg: StoredMessage, now: float, session_id: str | None) -> None:
         token = uuid.uuid4()
         msg.state = MessageState.LOCKED
@@ -259,6 +285,7 @@ class Entity:
         else:
             msg.locked_until = now + self.properties.lock_duration
             heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
+            self._timed()
 
     def available_sessions(self, now: float) -> list[str]:
         """Sessions with available messages and no live lock, oldest message first."""
@@ -287,10 +314,18 @@ class Entity:
         return out
 
     def receive_deferred(
-        self, sequence_numbers: Iterable[int], now: float, *, lock: bool = True, session_id: str | None = None
+        self,
+        sequence_numbers: Iterable[int],
+        now: float,
+        *,
+        lock: bool = True,
+        session_id: str | None = None,
+        owner: object | None = None,
     ) -> list[StoredMessage]:
         """Deferred messages by sequence number; 404 ``message-not-found`` if any is not deferred."""
         self.tick(now)
+        if self.requires_session and session_id is not None:
+            self.sessions.held(session_id, now, owner)
         picked = []
         for seq in sequence_numbers:
             msg = self.store.get(seq)
@@ -374,6 +409,7 @@ class Entity:
             return msg.locked_until
         msg.locked_until = now + self.properties.lock_duration
         heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
+        self._timed()
         return msg.locked_until
 
     def release(self, tokens: Iterable[uuid.UUID], now: float) -> None:
@@ -398,6 +434,8 @@ class Entity:
                 f"Message could not be consumed after {self.properties.max_delivery_count} delivery attempts.",
                 now,
             )
+        elif msg.expires_at <= now:
+            self._expire(msg, now)  # it expired while locked: now that the lock is gone
         elif msg.deferred:
             msg.state = MessageState.DEFERRED
         else:
@@ -446,6 +484,7 @@ class Entity:
                 return None
             session_id = sessions[0]
         lock = self.sessions.lock(session_id, owner, now)
+        self._timed()
         return session_id, lock.locked_until
 
     def close_session(self, session_id: str, owner: object, now: float) -> None:

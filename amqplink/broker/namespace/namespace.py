@@ -14,6 +14,7 @@ than the entity's maximum is refused with ``amqp:link:message-size-exceeded``.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import math
@@ -179,6 +180,8 @@ class Namespace:
         self.default_properties = EntityProperties()
         self.queues: dict[str, Queue] = {}
         self.topics: dict[str, Topic] = {}
+        self._timed: set[Entity] = set()
+        """Entities with a deadline (locks, schedules, TTL, session locks): what tick visits."""
         if config is not None:
             for q in config.queues:
                 self.add_queue(q)
@@ -208,12 +211,16 @@ class Namespace:
         return topic
 
     def add_subscription(self, topic: Topic, config: SubscriptionConfig) -> Subscription:
-        sub = Subscription(topic.name, config.name, config.properties, config.rules)
+        # A message lives no longer than its topic's default time to live either.
+        ttl = min(config.properties.default_message_ttl, topic.properties.default_message_ttl)
+        properties = dataclasses.replace(config.properties, default_message_ttl=ttl)
+        sub = Subscription(topic.name, config.name, properties, config.rules)
         topic.subscriptions[config.name.lower()] = sub
         self._wire_dead_letters(sub, sub.dead_letter_queue)
         return sub
 
     def _wire_dead_letters(self, entity: Entity, dlq: Entity) -> None:
+        entity.on_timed = dlq.on_timed = self._timed.add
         forward = entity.properties.forward_dead_lettered_messages_to
 
         def sink(envelope: Envelope, now: float) -> None:
@@ -382,10 +389,14 @@ class Namespace:
             due = topic.due(now)
             if due:
                 self._fan_out(topic, due, now, 0)
-        for entity in self.entities():
-            if entity.next_deadline() <= now:
+        for entity in list(self._timed):
+            deadline = entity.next_deadline()
+            if deadline <= now:
                 entity.tick(now)
+                deadline = entity.next_deadline()
+            if deadline == math.inf:
+                self._timed.discard(entity)
 
     def next_deadline(self) -> float:
-        heads = [e.next_deadline() for e in self.entities()] + [t.next_deadline() for t in self.topics.values()]
+        heads = [e.next_deadline() for e in self._timed] + [t.next_deadline() for t in self.topics.values()]
         return min(heads, default=math.inf)
