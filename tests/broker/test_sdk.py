@@ -373,8 +373,9 @@ def test_topic_schedule_reaches_subscriptions_on_time(client: ServiceBusClient) 
 
 def test_closing_the_sdk_client_closes_its_connection_cleanly(broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     # When the SDK closes a receiver that used $management (peek here), it ends the
-    # session and then sends the management link's detach on the same channel; the broker drops the straggler instead of closing
-    # the connection with amqp:not-allowed (and a WARNING for every client that closes).
+    # session and then sends the management link's detach on the same channel; the
+    # broker drops the straggler instead of closing the connection with
+    # amqp:not-allowed (and a WARNING for every client that closes).
     caplog.set_level("DEBUG", logger="amqplink")
     with ServiceBusClient.from_connection_string(broker.connection_string) as own:
         with own.get_queue_sender("q11") as sender:
