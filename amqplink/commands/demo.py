@@ -1,5 +1,8 @@
 """``amqplink demo``: the main job against the embedded broker (or any broker by URL).
 
+Without ``--url`` the broker is the embedded Service Bus namespace (queues made on
+first use, locks, sequence numbers), as the rest of the product targets.
+
 Sends ``count`` messages pipelined with outcomes, receives them back in peek-lock
 mode with accept, and checks that every message arrived exactly once.
 """
@@ -42,7 +45,7 @@ async def run_demo(
 
     broker: Broker | None = None
     if url is None:
-        broker = await Broker().start()
+        broker = await Broker(servicebus=True).start()
         url = broker.url
     try:
         await run_send(url, address, count=count, size=size, progress=progress, summary=sent)
