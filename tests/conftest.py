@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -24,11 +25,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
-@pytest.fixture()
-def embedded_broker() -> Iterator[Broker]:
-    """The embedded broker on an event loop of its own, in a thread (for blocking clients)."""
+@contextmanager
+def broker_thread(broker: Broker) -> Iterator[Broker]:
+    """Run ``broker`` on an event loop of its own, in a thread (for blocking clients)."""
     loop = asyncio.new_event_loop()
-    broker = Broker()
     thread = threading.Thread(target=loop.run_forever, name="embedded-broker", daemon=True)
     thread.start()
     asyncio.run_coroutine_threadsafe(broker.start(), loop).result(10)
@@ -39,3 +39,10 @@ def embedded_broker() -> Iterator[Broker]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+@pytest.fixture()
+def embedded_broker() -> Iterator[Broker]:
+    """The embedded broker on an event loop of its own, in a thread (for blocking clients)."""
+    with broker_thread(Broker()) as broker:
+        yield broker

@@ -42,6 +42,7 @@ def test_demo_round_trips_through_the_embedded_broker(capsys: pytest.CaptureFixt
     assert len(out) == 1  # --json: the JSON line only
     result = json.loads(out[0])
     assert result["ok"] is True and result["received"] == 500 and result["lost"] == 0
+    assert result["broker"] == "embedded Service Bus namespace"
 
 
 def test_send_and_receive_commands_against_a_broker_process() -> None:
@@ -56,24 +57,56 @@ def test_send_and_receive_commands_against_a_broker_process() -> None:
         assert "listening on amqp://" in line, line
         url = line.split()[-1]
         send = subprocess.run(
-            [sys.executable, "-m", "amqplink.cli", "send", url, "cli-q", "--count", "300", "--size", "100",
-             "--in-flight", "50"],
-            capture_output=True, text=True, timeout=60, check=False,
+            [
+                sys.executable,
+                "-m",
+                "amqplink.cli",
+                "send",
+                url,
+                "cli-q",
+                "--count",
+                "300",
+                "--size",
+                "100",
+                "--in-flight",
+                "50",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert send.returncode == 0, send.stderr
         sent = json.loads(send.stdout.strip().splitlines()[-1])
         assert sent["outcomes"] == {"accepted": 300} and sent["messages_per_second"] > 0
         receive = subprocess.run(
             [sys.executable, "-m", "amqplink.cli", "receive", url, "cli-q", "--count", "300", "--json"],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert receive.returncode == 0, receive.stderr
         got = json.loads(receive.stdout)
         assert got["count"] == 300 and got["body_bytes"] == 300 * 100 and got["complete"]
         missing = subprocess.run(
-            [sys.executable, "-m", "amqplink.cli", "receive", url, "cli-q", "--count", "1", "--timeout", "0.2",
-             "--json"],
-            capture_output=True, text=True, timeout=60, check=False,
+            [
+                sys.executable,
+                "-m",
+                "amqplink.cli",
+                "receive",
+                url,
+                "cli-q",
+                "--count",
+                "1",
+                "--timeout",
+                "0.2",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert missing.returncode == 1 and json.loads(missing.stdout)["complete"] is False
     finally:

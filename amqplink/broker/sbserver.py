@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -35,13 +36,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
-from amqplink.broker.namespace.cbs import Authorizations, handle_put_token, path_covers
+from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.management import handle_management
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol
+from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
@@ -56,7 +58,15 @@ from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, Receive
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
 
-__all__ = ["CBS_DEADLINE", "EMULATOR_KEY", "EMULATOR_KEY_NAME", "TICK_INTERVAL", "ServiceBusHost"]
+__all__ = [
+    "CBS_DEADLINE",
+    "EMULATOR_KEY",
+    "EMULATOR_KEY_NAME",
+    "MAX_PENDING_REPLIES",
+    "TICK_INTERVAL",
+    "TRANSFER_SIZE_CAP",
+    "ServiceBusHost",
+]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +77,12 @@ CBS_DEADLINE = 20.0
 """Seconds a connection has to put a token in strict mode ("within 20 s or the connection is closed")."""
 TICK_INTERVAL = 0.05
 """Seconds between the clock task's passes (lock expiry, schedules, TTL, token expiry)."""
+
+MAX_PENDING_REPLIES = 1000
+"""Responses one reply link may hold for want of credit; beyond it the request link is
+detached with ``amqp:resource-limit-exceeded``."""
+TRANSFER_SIZE_CAP = 16 << 20
+"""Bytes of one transfer the broker reads at most; beyond it the link is detached."""
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
@@ -83,7 +99,8 @@ def dotnet_ticks(seconds: float) -> int:
 
 
 def _error(condition: str, description: str) -> Error:
-    return Error(condition=Symbol(condition), description=description)
+    # info as an empty map, not left out: the SDK reads an error as a 3-item list.
+    return Error(condition=Symbol(condition), description=description, info={})
 
 
 @dataclass(eq=False)
@@ -113,17 +130,30 @@ class ServiceBusHost:
         require_auth: bool | None = False,
         credit_window: int = 1000,
         cbs_deadline: float = CBS_DEADLINE,
+        max_pending_replies: int = MAX_PENDING_REPLIES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.namespace = namespace
         self.keys = dict(keys) if keys is not None else {EMULATOR_KEY_NAME: EMULATOR_KEY}
+        self.emulator_key = keys is None
+        """True while the keys are the emulator's well-known default (fine on loopback only)."""
         self.require_auth = require_auth
         """Strict mode; ``None`` until the broker decides by its address (strict unless loopback)."""
         self.credit_window = credit_window
         self.cbs_deadline = cbs_deadline
+        self.max_pending_replies = max_pending_replies
         self.clock = clock
         self.connections: set[_ServiceBusConnection] = set()
         self._task: asyncio.Task[None] | None = None
+
+    def secure_for(self, loopback: bool) -> None:
+        """Off loopback: strict unless told otherwise, and a random key instead of the emulator's."""
+        if self.require_auth is None:
+            self.require_auth = not loopback
+        if not loopback and self.emulator_key:
+            self.keys = {EMULATOR_KEY_NAME: secrets.token_urlsafe(32)}
+            self.emulator_key = False
+            log.warning("listening beyond loopback: made a random SAS key (see the connection string)")
 
     def start(self) -> None:
         """Start the clock task (call from the event loop)."""
@@ -165,7 +195,8 @@ class _ServiceBusConnection:
         self.engine = engine
         self.protocol = protocol
         self.auth = Authorizations()
-        self.refused: set[str] = set()
+        self.refused: dict[str, None] = {}
+        """Entity paths a put token was refused for (oldest first, bounded)."""
         self.consumers: dict[SenderLink, _Consumer] = {}
         self.producers: dict[ReceiverLink, tuple[Entity | Topic, str]] = {}
         self.requests: dict[ReceiverLink, str] = {}
@@ -176,6 +207,16 @@ class _ServiceBusConnection:
 
     # -- events ---------------------------------------------------------------------
     def on_events(self, events: list[Event]) -> None:
+        try:
+            self._handle(events)
+        except Exception:
+            # A defect here must cost this connection only, never the broker.
+            log.exception("closing a Service Bus connection after an internal error")
+            if not self.engine.close_sent:
+                self.engine.close(_error("amqp:internal-error", "the broker failed handling this connection"))
+                self.protocol.schedule_flush()
+
+    def _handle(self, events: list[Event]) -> None:
         for event in events:
             t = type(event)
             if t is DeliveryReceived:
@@ -205,7 +246,8 @@ class _ServiceBusConnection:
 
     def tick(self, now: float) -> None:
         if self.host.require_auth:
-            if not self.auth.granted and now - self.opened_at >= self.host.cbs_deadline and not self.engine.close_sent:
+            late = now - self.opened_at >= self.host.cbs_deadline
+            if late and not self.auth.ever_granted and not self.engine.close_sent:
                 log.info("closing a connection that put no token within %s s", self.host.cbs_deadline)
                 self.engine.close(_error("amqp:unauthorized-access", "no token was put on $cbs in time"))
                 self.protocol.schedule_flush()
@@ -262,9 +304,13 @@ class _ServiceBusConnection:
             else:
                 assert isinstance(link, ReceiverLink)
                 target = self.host.namespace.sender_target(path)
+                # Advertise the entity's maximum (the SDK sizes its batches by it) ...
                 link.max_message_size = target.properties.max_message_size
                 link.answer_rcv_settle_mode = RCV_FIRST
                 link.attach()
+                # ... but read up to the hard cap, so that a message above the maximum is
+                # rejected with message-size-exceeded, as Service Bus does, not detached.
+                link.max_message_size = max(TRANSFER_SIZE_CAP, target.properties.max_message_size)
                 self.producers[link] = (target, path.lower())
                 link.flow(self.host.credit_window)
         except EntityError as exc:
@@ -307,6 +353,8 @@ class _ServiceBusConnection:
                 filter={**filters, SESSION_FILTER: session_id},
             )
             link.properties = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(until))}
+        elif SESSION_FILTER in filters:
+            raise EntityError(NOT_ALLOWED, f"{path!r} does not require sessions; receive without a session")
         link.attach(source, remote.target)
         link.auto_settle = False
         link.hold_drain = True
@@ -349,7 +397,7 @@ class _ServiceBusConnection:
                 while link.credit > 0 and link.is_attached and consumer.writable():
                     now = self.host.clock()
                     try:
-                        msg = entity.receive(now, lock=consumer.lock, session_id=consumer.session_id)
+                        msg = entity.receive(now, lock=consumer.lock, session_id=consumer.session_id, owner=link)
                     except EntityError as exc:  # the session lock ran out
                         link.detach(_error(exc.condition, exc.description))
                         self._drop(link)
@@ -357,12 +405,22 @@ class _ServiceBusConnection:
                     if msg is None:
                         break
                     payload = entity.encode(msg)
-                    if consumer.lock and msg.lock_token is not None:
-                        token = msg.lock_token
-                        delivery = link.send(payload, tag=token.bytes_le, settled=False, context=token)
-                        consumer.held[token] = delivery
-                    else:
-                        link.send(payload)
+                    token = msg.lock_token if consumer.lock else None
+                    try:
+                        if token is not None:
+                            consumer.held[token] = link.send(payload, tag=token.bytes_le, settled=False, context=token)
+                        else:
+                            link.send(payload)
+                    except engine_errors.MessageSizeExceededError as exc:
+                        # "Any attempt to deliver a message larger than this results in a
+                        # message-size-exceeded link-error" (2.7.3): the link ends, the
+                        # message stays for other receivers.
+                        entity.restore(msg)
+                        log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
+                        link.detach(Error(condition=exc.condition, description=str(exc), info={}))
+                        self._drop(link)
+                        sent = True
+                        break
                     sent = True
                 if not consumer.again:
                     break
@@ -417,7 +475,17 @@ class _ServiceBusConnection:
         node = self.requests.get(link)
         outcome: Any = _ACCEPTED
         if node is not None:
-            self._on_request(node, data, now)
+            if not self._on_request(node, data, now):
+                link.detach(
+                    _error(
+                        "amqp:resource-limit-exceeded",
+                        f"more than {self.host.max_pending_replies} responses wait for credit on the reply link;"
+                        " grant credit to read them",
+                    )
+                )
+                self.requests.pop(link, None)
+                self.protocol.schedule_flush()
+                return
         else:
             producer = self.producers.get(link)
             if producer is None:
@@ -433,18 +501,22 @@ class _ServiceBusConnection:
             link.flow(self.host.credit_window)
         self.protocol.schedule_flush()
 
-    def _on_request(self, node: str, data: bytes, now: float) -> None:
+    def _on_request(self, node: str, data: bytes, now: float) -> bool:
+        """Answer one request; False when its reply link has too many answers waiting."""
         try:
             request = Message.decode(data)
         except DecodeError as exc:
             log.info("%s: undecodable request dropped (%s)", node, exc)
-            return
+            return True
         if node == _CBS:
             response = handle_put_token(request, keys=self.host.keys, now=now, authorizations=self.auth)
             status = (response.application_properties or {}).get("status-code")
             audience = (request.application_properties or {}).get("name")
             if status != 202 and isinstance(audience, str | bytes):
-                self.refused.add(entity_path(audience.decode() if isinstance(audience, bytes) else audience).lower())
+                text = audience.decode("utf-8", "replace") if isinstance(audience, bytes) else audience
+                self.refused[entity_path(text).lower()] = None
+                if len(self.refused) > MAX_TOKENS_PER_CONNECTION:
+                    del self.refused[next(iter(self.refused))]
         else:
             response = handle_management(self.host.namespace, node, request, now)
         reply_to = request.reply_to
@@ -453,10 +525,13 @@ class _ServiceBusConnection:
             link = self.replies.get(node.lower())
         if link is None or link.is_detached:
             log.info("%s: no reply link for a response; dropped", node)
-            return
+            return True
+        if len(link.queue) >= self.host.max_pending_replies:
+            return False
         if reply_to:
             response.to = reply_to
         link.send(response.encode())
+        return True
 
     # -- links going away -------------------------------------------------------------
     def _drop(self, link: Link) -> None:

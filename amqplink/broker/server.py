@@ -130,6 +130,7 @@ class Broker:
         if servicebus or (servicebus is None and config is not None):
             self.servicebus = _servicebus_host(config, keys, require_auth, credit_window)
         self._server: asyncio.Server | None = None
+        self._host = "127.0.0.1"
         self._tls = False
         self._protocols: set[EngineProtocol] = set()
 
@@ -163,8 +164,8 @@ class Broker:
         self._tls = ssl_context is not None
         log.info("amqplink broker listening on %s", self.url)
         if self.servicebus is not None:
-            if self.servicebus.require_auth is None:
-                self.servicebus.require_auth = not is_loopback(host)
+            self._host = host
+            self.servicebus.secure_for(is_loopback(host))
             self.servicebus.start()
             log.info("Service Bus namespace %r on %s", self.servicebus.namespace.name, self.url)
         return self
@@ -178,12 +179,14 @@ class Broker:
 
     @property
     def connection_string(self) -> str:
-        """``Endpoint=sb://127.0.0.1:PORT;SharedAccessKeyName=...;SharedAccessKey=...;UseDevelopmentEmulator=true``."""
+        """``Endpoint=sb://HOST:PORT;SharedAccessKeyName=...;SharedAccessKey=...;UseDevelopmentEmulator=true``
+        (HOST 127.0.0.1 when listening on every address)."""
         if self.servicebus is None:
             raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
         name, key = next(iter(self.servicebus.keys.items()))
+        host = "127.0.0.1" if self._host in ("", "0.0.0.0", "::") else self._host
         return (
-            f"Endpoint=sb://127.0.0.1:{self.port};SharedAccessKeyName={name};SharedAccessKey={key};"
+            f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={name};SharedAccessKey={key};"
             "UseDevelopmentEmulator=true"
         )
 

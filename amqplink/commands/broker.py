@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import sys
 
 from amqplink.broker import Broker
 from amqplink.broker.config import ConfigError, load_config
-from amqplink.broker.sbserver import EMULATOR_KEY, EMULATOR_KEY_NAME
-from amqplink.broker.server import is_loopback
+from amqplink.broker.sbserver import EMULATOR_KEY_NAME
 
 __all__ = ["run_broker"]
 
@@ -43,9 +41,7 @@ async def run_broker(
         except ConfigError as exc:
             print(f"amqplink broker: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
-        if key is None:
-            key = EMULATOR_KEY if is_loopback(host) else secrets.token_urlsafe(32)
-        keys = {key_name or EMULATOR_KEY_NAME: key}
+        keys = None if key is None else {key_name or EMULATOR_KEY_NAME: key}
         broker = Broker(loaded, servicebus=True, keys=keys, require_auth=require_auth)
     try:
         await broker.start(host, port)
@@ -53,7 +49,7 @@ async def run_broker(
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     print(f"amqplink broker listening on amqp://{host}:{broker.port}", flush=True)
     if not plain:
-        print(broker.connection_string.replace("127.0.0.1", host, 1), flush=True)
+        print(broker.connection_string, flush=True)
     if ready is not None:
         ready.set()
     try:

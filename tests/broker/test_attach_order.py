@@ -16,9 +16,7 @@ async def test_a_transfer_before_any_credit_is_refused_after_the_attach_is_answe
         client = await RawClient.connect(broker.port)
         client.open_session()
         client.attach_sender("early")
-        early = Transfer(
-            handle=UInt(0), delivery_id=UInt(0), delivery_tag=b"e", message_format=UInt(0), settled=False
-        )
+        early = Transfer(handle=UInt(0), delivery_id=UInt(0), delivery_tag=b"e", message_format=UInt(0), settled=False)
         client.send(frame(0, early, b"\x00Sw\xa1\x05early"))  # before the broker's attach and flow
         await client.wait_for(Detach)
         kinds = [type(p) for p in client.performatives() if isinstance(p, Attach | Detach)]

@@ -34,8 +34,12 @@ asyncio.run(main())
 
 async def test_a_client_is_served_while_silent_sockets_outnumber_the_broker_s_descriptors() -> None:
     child = subprocess.Popen(
-        [sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        [sys.executable, "-c", SERVE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     silent: list[RawClient] = []
     try:

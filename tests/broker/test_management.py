@@ -11,6 +11,8 @@ from typing import Any
 from urllib.parse import quote_plus
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfig, SubscriptionConfig, TopicConfig
 from amqplink.broker.namespace import Namespace
@@ -239,3 +241,32 @@ def test_put_token_bad_tokens_get_401(token: str) -> None:
     code, description = put(token, "sb://127.0.0.1/q", auth, time.time())
     assert code == 401 and description
     assert not auth.granted
+
+
+# -- hostile requests ----------------------------------------------------------------------
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8) | st.binary(max_size=8)
+    | st.uuids(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+_keys = st.sampled_from(
+    ["lock-tokens", "from-sequence-number", "message-count", "messages", "sequence-numbers", "session-id",
+     "session-state", "disposition-status", "receiver-settle-mode", "properties-to-modify", "message"]
+)  # fmt: skip
+_ops = st.sampled_from(
+    ["renew-lock", "peek-message", "schedule-message", "cancel-scheduled-message", "receive-by-sequence-number",
+     "update-disposition", "renew-session-lock", "get-session-state", "set-session-state", "nope"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(op=_ops, body=st.one_of(_values, st.dictionaries(_keys, _values, max_size=4)))
+def test_any_request_gets_a_response_never_an_exception(op: str, body: Any) -> None:
+    ns = Namespace()
+    send(ns, "q")
+    resp = handle_management(ns, "q/$management", request(op, body), T0)
+    code = (resp.application_properties or {})["statusCode"]
+    assert code in (200, 204, 400, 404, 410)
+    Message.decode(resp.encode())

@@ -15,7 +15,15 @@ from amqplink.broker.config import (
     SubscriptionConfig,
     TopicConfig,
 )
-from amqplink.broker.namespace import BATCH_FORMAT, EntityError, MessageState, Namespace, entity_path
+from amqplink.broker.namespace import (
+    BATCH_FORMAT,
+    Entity,
+    EntityError,
+    MessageState,
+    Namespace,
+    StoredMessage,
+    entity_path,
+)
 from amqplink.codec.types import Symbol, Timestamp
 from amqplink.message import Message
 from tests.broker.nsutil import T0, delivered, payload, send
@@ -23,6 +31,16 @@ from tests.broker.nsutil import T0, delivered, payload, send
 
 def ns_with(**props: object) -> Namespace:
     return Namespace(NamespaceConfig(queues=(QueueConfig("q", EntityProperties(**props)),)))  # type: ignore[arg-type]
+
+
+def one_locked(**props: object) -> tuple[Entity, StoredMessage, uuid.UUID]:
+    """A queue ``q`` with ``props``, one message sent and received under a lock at T0."""
+    ns = ns_with(**props)
+    send(ns, "q")
+    q = ns.receiver_source("q")
+    msg = q.receive(T0)
+    assert msg is not None and msg.lock_token is not None
+    return q, msg, msg.lock_token
 
 
 def test_peek_lock_stamps_service_bus_annotations_and_keeps_the_body() -> None:
@@ -45,12 +63,7 @@ def test_peek_lock_stamps_service_bus_annotations_and_keeps_the_body() -> None:
 
 
 def test_lock_expiry_redelivers_with_delivery_count_plus_one_and_old_token_is_lost() -> None:
-    ns = ns_with(lock_duration=30.0)
-    send(ns, "q")
-    q = ns.receiver_source("q")
-    first = q.receive(T0)
-    assert first is not None and first.lock_token is not None
-    token = first.lock_token
+    q, _, token = one_locked(lock_duration=30.0)
     assert q.receive(T0 + 29.9) is None
     again = q.receive(T0 + 30)
     assert again is not None and again.lock_token != token
@@ -63,14 +76,10 @@ def test_lock_expiry_redelivers_with_delivery_count_plus_one_and_old_token_is_lo
 
 
 def test_renew_lock_extends_from_now() -> None:
-    ns = ns_with(lock_duration=30.0)
-    send(ns, "q")
-    q = ns.receiver_source("q")
-    msg = q.receive(T0)
-    assert msg is not None and msg.lock_token is not None
-    assert q.renew_lock(msg.lock_token, T0 + 20) == T0 + 50
+    q, _, token = one_locked(lock_duration=30.0)
+    assert q.renew_lock(token, T0 + 20) == T0 + 50
     assert q.receive(T0 + 45) is None  # still locked past the first expiry
-    q.complete(msg.lock_token, T0 + 49)
+    q.complete(token, T0 + 49)
 
 
 def test_max_delivery_count_dead_letters() -> None:
@@ -424,3 +433,113 @@ def test_session_lock_expiry_and_renew_and_state() -> None:
     assert q.sessions.state["A"] == b"state"
     q.close_session("A", other, T0 + 17)
     assert msg.state is MessageState.AVAILABLE
+
+
+def test_queues_made_on_first_use_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from amqplink.broker.namespace import namespace as module
+
+    monkeypatch.setattr(module, "MAX_ENTITIES", 3)
+    ns = Namespace()
+    for name in ("a", "b", "c"):
+        ns.resolve(name)
+    with pytest.raises(EntityError) as info:
+        ns.resolve("d")
+    assert info.value.condition == "amqp:resource-limit-exceeded"
+    assert ns.resolve("A").entity is ns.queues["a"]  # existing ones still resolve
+
+
+def test_topic_schedule_is_bounded() -> None:
+    ns = Namespace(NamespaceConfig(topics=(TopicConfig("t", EntityProperties(max_messages=1)),)))
+    topic = ns.topics["t"]
+    envelope = ns.unpack(payload(), 0, 1 << 20)[0]
+    topic.schedule(envelope, T0 + 10)
+    with pytest.raises(EntityError) as info:
+        topic.schedule(envelope, T0 + 10)
+    assert info.value.condition == "amqp:resource-limit-exceeded"
+    assert topic.scheduled_bytes == envelope.size
+    ns.tick(T0 + 10)
+    assert topic.scheduled_bytes == 0
+
+
+def test_receive_after_the_session_lock_ran_out_loses_nothing() -> None:
+    ns = session_ns(lock=10.0)
+    send(ns, "s", session_id="A")
+    q = ns.receiver_source("s")
+    q.accept_session("A", object(), T0)
+    with pytest.raises(EntityError) as info:
+        q.receive(T0 + 10, session_id="A")
+    assert info.value.condition == "com.microsoft:session-lock-lost"
+    other = object()
+    q.accept_session("A", other, T0 + 11)
+    msg = q.receive(T0 + 11, session_id="A")  # still there, first attempt
+    assert msg is not None and msg.delivery_count == 1
+
+
+def test_message_that_expires_while_locked_is_expired_when_the_lock_ends() -> None:
+    ns = ns_with(dead_lettering_on_message_expiration=True, lock_duration=30.0)
+    send(ns, "q", ttl=5)
+    q = ns.receiver_source("q")
+    msg = q.receive(T0)
+    assert msg is not None and msg.lock_token is not None
+    q.abandon(msg.lock_token, T0 + 6)
+    assert len(q.store) == 0
+    dead = ns.receiver_source("q/$DeadLetterQueue").receive(T0 + 6)
+    assert dead is not None and dead.envelope.application_properties is not None
+    assert dead.envelope.application_properties["DeadLetterReason"] == "TTLExpiredException"
+
+
+def test_topic_default_ttl_bounds_its_subscriptions() -> None:
+    topic = TopicConfig("t", EntityProperties(default_message_ttl=5.0), subscriptions=(SubscriptionConfig("s"),))
+    ns = Namespace(NamespaceConfig(topics=(topic,)))
+    send(ns, "t")
+    sub = ns.receiver_source("t/Subscriptions/s")
+    assert sub.receive(T0 + 5) is None and len(sub.store) == 0
+
+
+def test_restore_undoes_a_receive_in_both_modes() -> None:
+    ns = Namespace()
+    send(ns, "q", message_id="a")
+    send(ns, "q", message_id="b")
+    q = ns.receiver_source("q")
+    taken = q.receive(T0, lock=False)
+    assert taken is not None and len(q.store) == 1
+    q.restore(taken)
+    assert [m.envelope.message_id for m in q.peek(0, 10, T0)] == ["a", "b"]  # back in sequence order
+    locked = q.receive(T0)
+    assert locked is taken and locked.delivery_count == 1
+    q.restore(locked)
+    assert locked.lock_token is None and locked.delivery_count == 0 and locked.state is MessageState.AVAILABLE
+    assert q.receive(T0) is locked
+
+
+def test_clock_visits_only_entities_with_deadlines() -> None:
+    ns = Namespace()
+    for i in range(50):
+        send(ns, f"idle{i}")
+    send(ns, "busy")
+    busy = ns.receiver_source("busy")
+    msg = busy.receive(T0)
+    assert msg is not None
+    assert ns._timed == {busy}  # fifty idle queues cost the clock nothing
+    ns.tick(T0 + 60)  # the lock expires: the message is available again
+    assert busy.receive(T0 + 60) is msg
+    assert msg.lock_token is not None
+    busy.complete(msg.lock_token, T0 + 61)
+    ns.tick(T0 + 200)
+    assert ns._timed == set()
+
+
+def test_entity_bytes_are_bounded_and_counted_back() -> None:
+    ns = ns_with(max_bytes=10_000)
+    q = ns.receiver_source("q")
+    for _ in range(3):
+        send(ns, "q", body=b"x" * 3000)
+    with pytest.raises(EntityError) as info:
+        send(ns, "q", body=b"x" * 3000)
+    assert info.value.condition == "amqp:resource-limit-exceeded" and "bytes" in info.value.description
+    msg = q.receive(T0, lock=False)
+    assert msg is not None
+    send(ns, "q", body=b"x" * 3000)  # room again
+    while (m := q.receive(T0, lock=False)) is not None:
+        assert m.envelope.size >= 3000
+    assert q.bytes == 0

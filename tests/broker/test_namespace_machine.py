@@ -121,6 +121,8 @@ class LockMachine(RuleBasedStateMachine):
         everywhere = in_queue + in_dlq + self.completed
         assert len(everywhere) == len(set(everywhere)), "a message is in two places"
         assert set(everywhere) == self.sent, "a message was lost"
+        assert self.q.bytes == sum(m.envelope.size for m in self.q.store), "byte count drifted"
+        assert self.dlq.bytes == sum(m.envelope.size for m in self.dlq.store), "byte count drifted"
         for m in self.dlq.store:
             assert m.envelope.application_properties is not None
             assert m.envelope.application_properties["DeadLetterReason"] in ("r", "MaxDeliveryCountExceeded")

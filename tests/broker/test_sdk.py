@@ -50,6 +50,18 @@ CONFIG = {
                         "Subscriptions": [
                             {"Name": "all"},
                             {
+                                "Name": "sql",
+                                "Rules": [
+                                    {
+                                        "Name": "big",
+                                        "Properties": {
+                                            "FilterType": "Sql",
+                                            "SqlFilter": {"SqlExpression": "sys.Label = 'red' AND size = 'L'"},
+                                        },
+                                    }
+                                ],
+                            },
+                            {
                                 "Name": "red",
                                 "Rules": [
                                     {
@@ -83,6 +95,11 @@ def client(broker: Broker) -> Iterator[ServiceBusClient]:
         yield c
 
 
+def send(client: ServiceBusClient, queue: str, messages: ServiceBusMessage | list[ServiceBusMessage]) -> None:
+    with client.get_queue_sender(queue) as sender:
+        sender.send_messages(messages)
+
+
 def receive_n(receiver: object, n: int, wait: float = 5) -> list[object]:
     out: list[object] = []
     deadline = time.monotonic() + wait
@@ -99,8 +116,7 @@ def test_connection_string_is_the_emulators(broker: Broker) -> None:
 
 
 def test_send_receive_complete(client: ServiceBusClient, broker: Broker) -> None:
-    with client.get_queue_sender("q0") as sender:
-        sender.send_messages(ServiceBusMessage("hello", message_id="m1", application_properties={"k": "v"}))
+    send(client, "q0", ServiceBusMessage("hello", message_id="m1", application_properties={"k": "v"}))
     with client.get_queue_receiver("q0") as receiver:
         (msg,) = receive_n(receiver, 1)
         assert str(msg) == "hello" and msg.message_id == "m1"  # type: ignore[attr-defined]
@@ -129,8 +145,7 @@ def test_send_batch(client: ServiceBusClient) -> None:
 
 
 def test_receive_and_delete(client: ServiceBusClient, broker: Broker) -> None:
-    with client.get_queue_sender("q2") as sender:
-        sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    send(client, "q2", [ServiceBusMessage("a"), ServiceBusMessage("b")])
     with client.get_queue_receiver("q2", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
         got = receive_n(receiver, 2)
         assert [str(m) for m in got] == ["a", "b"]
@@ -138,8 +153,7 @@ def test_receive_and_delete(client: ServiceBusClient, broker: Broker) -> None:
 
 
 def test_abandon_redelivers_with_delivery_count_plus_one(client: ServiceBusClient) -> None:
-    with client.get_queue_sender("q3") as sender:
-        sender.send_messages(ServiceBusMessage("again"))
+    send(client, "q3", ServiceBusMessage("again"))
     with client.get_queue_receiver("q3") as receiver:
         (first,) = receive_n(receiver, 1)
         receiver.abandon_message(first)  # type: ignore[arg-type]
@@ -151,8 +165,7 @@ def test_abandon_redelivers_with_delivery_count_plus_one(client: ServiceBusClien
 
 
 def test_defer_and_receive_deferred(client: ServiceBusClient) -> None:
-    with client.get_queue_sender("q4") as sender:
-        sender.send_messages(ServiceBusMessage("later"))
+    send(client, "q4", ServiceBusMessage("later"))
     with client.get_queue_receiver("q4") as receiver:
         (msg,) = receive_n(receiver, 1)
         seq = msg.sequence_number  # type: ignore[attr-defined]
@@ -165,8 +178,7 @@ def test_defer_and_receive_deferred(client: ServiceBusClient) -> None:
 
 
 def test_dead_letter_and_read_the_dlq(client: ServiceBusClient) -> None:
-    with client.get_queue_sender("q5") as sender:
-        sender.send_messages(ServiceBusMessage("poison"))
+    send(client, "q5", ServiceBusMessage("poison"))
     with client.get_queue_receiver("q5") as receiver:
         (msg,) = receive_n(receiver, 1)
         receiver.dead_letter_message(msg, reason="bad-input", error_description="cannot parse")  # type: ignore[arg-type]
@@ -179,8 +191,7 @@ def test_dead_letter_and_read_the_dlq(client: ServiceBusClient) -> None:
 
 
 def test_max_delivery_count_moves_to_dlq(client: ServiceBusClient) -> None:
-    with client.get_queue_sender("three-tries") as sender:
-        sender.send_messages(ServiceBusMessage("flaky"))
+    send(client, "three-tries", ServiceBusMessage("flaky"))
     with client.get_queue_receiver("three-tries") as receiver:
         for _ in range(2):
             (msg,) = receive_n(receiver, 1)
@@ -191,8 +202,7 @@ def test_max_delivery_count_moves_to_dlq(client: ServiceBusClient) -> None:
 
 
 def test_renew_lock(client: ServiceBusClient) -> None:
-    with client.get_queue_sender("q6") as sender:
-        sender.send_messages(ServiceBusMessage("hold"))
+    send(client, "q6", ServiceBusMessage("hold"))
     with client.get_queue_receiver("q6") as receiver:
         (msg,) = receive_n(receiver, 1)
         before = msg.locked_until_utc  # type: ignore[attr-defined]
@@ -203,8 +213,7 @@ def test_renew_lock(client: ServiceBusClient) -> None:
 
 
 def test_lock_expiry_gives_lock_lost_and_redelivery(client: ServiceBusClient) -> None:
-    with client.get_queue_sender("short-lock") as sender:
-        sender.send_messages(ServiceBusMessage("slow"))
+    send(client, "short-lock", ServiceBusMessage("slow"))
     with client.get_queue_receiver("short-lock") as receiver:
         (msg,) = receive_n(receiver, 1)
         deadline = time.monotonic() + 10
@@ -218,8 +227,7 @@ def test_lock_expiry_gives_lock_lost_and_redelivery(client: ServiceBusClient) ->
 
 
 def test_auto_lock_renewer_holds_past_three_lock_durations(client: ServiceBusClient) -> None:
-    with client.get_queue_sender("short-lock") as sender:
-        sender.send_messages(ServiceBusMessage("long job"))
+    send(client, "short-lock", ServiceBusMessage("long job"))
     renewer = AutoLockRenewer(max_lock_renewal_duration=30)
     try:
         with client.get_queue_receiver("short-lock", auto_lock_renewer=renewer) as receiver:
@@ -232,8 +240,7 @@ def test_auto_lock_renewer_holds_past_three_lock_durations(client: ServiceBusCli
 
 
 def test_peek(client: ServiceBusClient) -> None:
-    with client.get_queue_sender("q7") as sender:
-        sender.send_messages([ServiceBusMessage(f"p{i}") for i in range(4)])
+    send(client, "q7", [ServiceBusMessage(f"p{i}") for i in range(4)])
     with client.get_queue_receiver("q7") as receiver:
         first = receiver.peek_messages(max_message_count=2)
         assert [str(m) for m in first] == ["p0", "p1"]
@@ -262,8 +269,7 @@ def test_schedule_and_cancel(client: ServiceBusClient) -> None:
 
 
 def test_ttl_expiry_to_the_dlq(client: ServiceBusClient) -> None:
-    with client.get_queue_sender("expiring") as sender:
-        sender.send_messages(ServiceBusMessage("perishable", time_to_live=dt.timedelta(seconds=1)))
+    send(client, "expiring", ServiceBusMessage("perishable", time_to_live=dt.timedelta(seconds=1)))
     time.sleep(1.2)
     with client.get_queue_receiver("expiring") as receiver:
         assert receiver.receive_messages(max_wait_time=0.3) == []
@@ -282,7 +288,7 @@ def test_duplicate_detection(client: ServiceBusClient, broker: Broker) -> None:
     assert len(broker.namespace.receiver_source("dedup").store) == 0  # the repeat was dropped on arrival
 
 
-def test_topic_with_correlation_filter(client: ServiceBusClient, broker: Broker) -> None:
+def test_topic_with_correlation_and_sql_filters(client: ServiceBusClient, broker: Broker) -> None:
     with client.get_topic_sender("orders") as sender:
         sender.send_messages(ServiceBusMessage("big red", subject="red", application_properties={"size": "L"}))
         sender.send_messages(ServiceBusMessage("small red", subject="red", application_properties={"size": "S"}))
@@ -293,6 +299,9 @@ def test_topic_with_correlation_filter(client: ServiceBusClient, broker: Broker)
     with client.get_subscription_receiver("orders", "red", receive_mode=mode) as receiver:
         assert [str(m) for m in receive_n(receiver, 1)] == ["big red"]
     assert len(broker.namespace.receiver_source("orders/Subscriptions/red").store) == 0
+    with client.get_subscription_receiver("orders", "sql", receive_mode=mode) as receiver:
+        assert [str(m) for m in receive_n(receiver, 1)] == ["big red"]
+    assert len(broker.namespace.receiver_source("orders/Subscriptions/sql").store) == 0
 
 
 def test_sessions_with_state_and_lock_renewal(client: ServiceBusClient) -> None:
@@ -318,3 +327,70 @@ def test_sessions_with_state_and_lock_renewal(client: ServiceBusClient) -> None:
         (b0,) = receive_n(receiver, 1)
         assert str(b0) == "b0"
         receiver.complete_message(b0)  # type: ignore[arg-type]
+
+
+def test_closing_a_receiver_releases_its_locks(client: ServiceBusClient) -> None:
+    send(client, "q9", ServiceBusMessage("held"))
+    with client.get_queue_receiver("q9") as receiver:
+        (msg,) = receive_n(receiver, 1)
+        assert msg.delivery_count == 0  # type: ignore[attr-defined]
+    started = time.monotonic()
+    with client.get_queue_receiver("q9") as receiver:
+        (again,) = receive_n(receiver, 1)  # at once, not after the 60 s lock
+        assert time.monotonic() - started < 30
+        assert str(again) == "held" and again.delivery_count == 1  # type: ignore[attr-defined]
+        receiver.complete_message(again)  # type: ignore[arg-type]
+
+
+def test_message_above_256_kb_is_refused(client: ServiceBusClient) -> None:
+    from azure.servicebus.exceptions import MessageSizeExceededError
+
+    with client.get_queue_sender("q10") as sender:
+        sender.send_messages(ServiceBusMessage(b"x" * 200_000))
+        with pytest.raises(MessageSizeExceededError):
+            sender.send_messages(ServiceBusMessage(b"x" * 300_000))
+
+
+def test_next_available_session_when_none_is_free(client: ServiceBusClient) -> None:
+    from azure.servicebus.exceptions import OperationTimeoutError
+
+    receiver = client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1)
+    with pytest.raises(OperationTimeoutError), receiver:
+        receiver.receive_messages(max_wait_time=1)
+
+
+def test_topic_schedule_reaches_subscriptions_on_time(client: ServiceBusClient) -> None:
+    at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    with client.get_topic_sender("orders") as sender:
+        (seq,) = sender.schedule_messages([ServiceBusMessage("scheduled", subject="red")], at)
+        assert isinstance(seq, int)
+    mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    with client.get_subscription_receiver("orders", "all", receive_mode=mode) as receiver:
+        (msg,) = receive_n(receiver, 1, wait=10)
+        assert str(msg) == "scheduled" and dt.datetime.now(dt.UTC) >= at
+
+
+
+def test_closing_the_sdk_client_closes_its_connection_cleanly(broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    # When the SDK closes a receiver that used $management (peek here), it ends the
+    # session and then sends the management link's detach on the same channel; the
+    # broker drops the straggler instead of closing the connection with
+    # amqp:not-allowed (and a WARNING for every client that closes).
+    caplog.set_level("DEBUG", logger="amqplink")
+    with ServiceBusClient.from_connection_string(broker.connection_string) as own:
+        with own.get_queue_sender("q11") as sender:
+            sender.send_messages(ServiceBusMessage("one"))
+            with own.get_queue_receiver("q11") as receiver:
+                (msg,) = receive_n(receiver, 1)
+                receiver.complete_message(msg)  # type: ignore[arg-type]
+                assert receiver.peek_messages(max_message_count=1) == []
+            sender.send_messages(ServiceBusMessage("two"))
+        with own.get_queue_receiver("q11") as receiver:
+            (msg,) = receive_n(receiver, 1)
+            assert str(msg) == "two"
+    deadline = time.monotonic() + 10
+    while broker._protocols and time.monotonic() < deadline:  # the broker has seen the client go
+        time.sleep(0.01)
+    assert not broker._protocols
+    assert [r.getMessage() for r in caplog.records if "after the peer ended its session" in r.getMessage()]
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")], caplog.text

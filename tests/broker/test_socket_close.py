@@ -58,4 +58,3 @@ async def test_a_clean_close_by_the_client_ends_the_socket_too() -> None:
         data = await client.until_eof()
         closes = [p for _, p, _ in frames_in([data[data.index(AMQP_HEADER) :]]) if isinstance(p, Close)]
         assert closes == [Close()]
-

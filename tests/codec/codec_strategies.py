@@ -114,9 +114,7 @@ def make_values(keys: st.SearchStrategy[Any] = primitives) -> st.SearchStrategy[
             st.dictionaries(keys, children, max_size=5),
             primitive_arrays(),
             st.lists(st.lists(children, max_size=3), max_size=3).map(lambda v: Array(v, AMQPType.LIST)),
-            st.lists(st.dictionaries(keys, children, max_size=3), max_size=3).map(
-                lambda v: Array(v, AMQPType.MAP)
-            ),
+            st.lists(st.dictionaries(keys, children, max_size=3), max_size=3).map(lambda v: Array(v, AMQPType.MAP)),
             st.lists(primitive_arrays(described=False), max_size=3).map(lambda v: Array(v, AMQPType.ARRAY)),
             st.builds(Described, descriptors, children),
         )

@@ -74,15 +74,15 @@ def composite_bytes(values: list[Any], code: int = CODE) -> bytes:
     ("values", "expected"),
     [
         # trailing default (False) and trailing None dropped; inner None is null
-        ([UInt(1), None, "x", None, False], H("0053f3" "c00703" "5201" "40" "a10178")),
+        ([UInt(1), None, "x", None, False], H("0053f3c00703520140a10178")),
         # a trailing value equal to its default is dropped too
-        ([UInt(1), None, None, 7, False], H("0053f3" "c00301" "5201")),
+        ([UInt(1), None, None, 7, False], H("0053f3c003015201")),
         # ... but a default value followed by a non-default one stays
-        ([UInt(1), None, None, 7, True], H("0053f3" "c00805" "5201" "40" "40" "5207" "41")),
+        ([UInt(1), None, None, 7, True], H("0053f3c0080552014040520741")),
         # nothing left: list0
-        ([None, None, None, 7, False], H("0053f3" "45")),
-        ([None, None, None, None, None], H("0053f3" "45")),
-        ([0, 300, "", None, None], H("0053f3" "c00903" "43" "700000012c" "a100")),
+        ([None, None, None, 7, False], H("0053f345")),
+        ([None, None, None, None, None], H("0053f345")),
+        ([0, 300, "", None, None], H("0053f3c0090343700000012ca100")),
     ],
 )
 def test_encode_composite_bytes(values: list[Any], expected: bytes) -> None:
@@ -95,19 +95,19 @@ def test_encode_composite_list_widths() -> None:
     assert data[3:6] == H("c0ff03")
     # one more byte does not fit list8: list32 (size counts the 4-byte count field)
     data = composite_bytes([None, None, "x" * 251])
-    assert data[3:12] == H("d0" "00000103" "00000003")
+    assert data[3:12] == H("d00000010300000003")
     assert decode_all(data) == Described(ULong(CODE), [None, None, "x" * 251])
 
 
 def test_encode_composite_large_code_uses_ulong_descriptor() -> None:
-    assert composite_bytes([UInt(1)], BIG_CODE) == H("0080" "00004c4b00000001" "c00301" "5201")
+    assert composite_bytes([UInt(1)], BIG_CODE) == H("008000004c4b00000001c003015201")
 
 
 def test_encode_composite_many_fields_uses_list32() -> None:
     n = 300
     out = bytearray()
     encode_composite(out, CODE, [True] * n, [encode_boolean] * n, [None] * n)
-    assert out[:12] == H("0053f3" "d0") + (n + 4).to_bytes(4, "big") + n.to_bytes(4, "big")
+    assert out[:12] == H("0053f3d0") + (n + 4).to_bytes(4, "big") + n.to_bytes(4, "big")
     assert decode_all(out) == Described(ULong(CODE), [True] * n)
 
 
@@ -127,20 +127,20 @@ def test_decode_applies_registered_factory(registered: None) -> None:
     "descriptor",
     [
         H("53f3"),  # smallulong
-        H("80" "00000000000000f3"),  # full-width ulong
+        H("8000000000000000f3"),  # full-width ulong
         H("a3") + bytes([len(SYMBOL)]) + SYMBOL.encode(),  # sym8
         H("b3") + len(SYMBOL).to_bytes(4, "big") + SYMBOL.encode(),  # sym32
     ],
 )
 def test_every_descriptor_encoding_finds_the_factory(registered: None, descriptor: bytes) -> None:
-    obj = decode_all(b"\x00" + descriptor + H("c00301" "5205"))
+    obj = decode_all(b"\x00" + descriptor + H("c003015205"))
     assert isinstance(obj, Dummy) and obj.fields == [UInt(5)]
 
 
 @pytest.mark.parametrize(
     ("descriptor", "expected"),
     [
-        (H("81" "00000000000000f3"), 0xF3),  # a long, not a ulong: not the composite
+        (H("8100000000000000f3"), 0xF3),  # a long, not a ulong: not the composite
         (H("a1") + bytes([len(SYMBOL)]) + SYMBOL.encode(), SYMBOL),  # a string, not a symbol
     ],
 )
@@ -151,7 +151,7 @@ def test_descriptors_of_other_types_do_not_match(registered: None, descriptor: b
 
 
 def test_unknown_descriptors_give_described(registered: None) -> None:
-    obj = decode_all(H("0053f4" "45"))
+    obj = decode_all(H("0053f445"))
     assert isinstance(obj, Described)
     assert type(obj.descriptor) is ULong and obj.descriptor == 0xF4 and obj.value == []
 

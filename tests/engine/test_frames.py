@@ -78,7 +78,7 @@ def close_sent_by(conn: Connection) -> Close:
 def test_server_answers_an_unacceptable_header_with_its_own_then_stops(
     sasl: bool, header: bytes, answer: bytes
 ) -> None:
-    """"If the requested protocol version is not supported, the server MUST send a
+    """ "If the requested protocol version is not supported, the server MUST send a
     protocol header with a supported protocol version and then close the socket." (2.2)"""
     # A server that admits anonymous clients takes the AMQP header in place of SASL's:
     # this one does not.
@@ -104,7 +104,7 @@ def test_server_echoes_the_header_it_accepts() -> None:
 
 
 def test_extended_header_is_skipped() -> None:
-    """"The extended header ... Implementations MUST ignore extended header fields they
+    """ "The extended header ... Implementations MUST ignore extended header fields they
     do not understand": the body starts at doff * 4."""
     pair = Pair()
     session = pair.open()
@@ -122,7 +122,7 @@ def test_extended_header_is_skipped() -> None:
 
 @pytest.mark.parametrize("doff", [0, 1])
 def test_data_offset_below_two_is_a_framing_error(doff: int) -> None:
-    """"DOFF ... MUST be at least 2" (2.3.1): the header itself is 8 bytes."""
+    """ "DOFF ... MUST be at least 2" (2.3.1): the header itself is 8 bytes."""
     pair = Pair()
     pair.open()
     events = pair.server.receive_data(raw_frame(b"\x00" * 8, doff=doff))
@@ -163,7 +163,7 @@ def test_sasl_frame_after_sasl_is_a_framing_error() -> None:
 
 
 def test_empty_frames_on_any_valid_channel_are_heartbeats() -> None:
-    """"Implementations MUST be prepared to handle empty frames arriving on any valid
+    """ "Implementations MUST be prepared to handle empty frames arriving on any valid
     channel" (2.4.5); they have no meaning apart from keeping the connection alive."""
     config = ConnectionConfig(container_id="server", idle_timeout=4.0, channel_max=9)
     pair = Pair(server_config=config)
@@ -202,7 +202,7 @@ def test_heartbeats_start_after_open_and_stop_after_close() -> None:
 
 
 def test_frame_of_exactly_max_frame_size_is_accepted_one_larger_is_not() -> None:
-    """"A peer that receives an oversized frame MUST close the connection with the
+    """ "A peer that receives an oversized frame MUST close the connection with the
     framing-error error-code." (2.7.1)"""
     pair = Pair(server_config=ConnectionConfig(container_id="server", max_frame_size=512))
     pair.open()
@@ -217,7 +217,7 @@ def test_frame_of_exactly_max_frame_size_is_accepted_one_larger_is_not() -> None
 
 @pytest.mark.parametrize("tag_size", [1, 8, 32])
 def test_no_frame_exceeds_the_peer_max_frame_size(tag_size: int) -> None:
-    """"A peer MUST NOT send frames larger than its partner can handle." (2.7.1): transfers
+    """ "A peer MUST NOT send frames larger than its partner can handle." (2.7.1): transfers
     around the single-frame limit, split ones, and every other frame, both directions."""
     pair = Pair(
         ConnectionConfig(container_id="client", max_frame_size=600),
@@ -274,7 +274,7 @@ def test_a_close_too_large_for_the_peer_goes_out_with_its_condition_only() -> No
 
 
 def test_before_the_peers_open_frames_are_held_to_512_bytes() -> None:
-    """"Prior to any explicit negotiation, the maximum frame size is 512" (2.4.1):
+    """ "Prior to any explicit negotiation, the maximum frame size is 512" (2.4.1):
     pipelined frames must fit what every peer accepts (2.4.2)."""
     client = Connection(ConnectionConfig(container_id="client"))
     client.open()

@@ -184,9 +184,7 @@ def test_transfer_and_settlement_for_every_settle_mode_pair(snd: int, rcv: int) 
         if rcv == RCV_SECOND:
             # receiver: unsettled outcome, sender settles, receiver forgets
             assert [u.settled for u in updates] == [False] * 5
-            assert pair.of(DeliveryUpdated, "server") and all(
-                u.settled for u in pair.of(DeliveryUpdated, "server")
-            )
+            assert pair.of(DeliveryUpdated, "server") and all(u.settled for u in pair.of(DeliveryUpdated, "server"))
         else:
             assert [u.settled for u in updates] == [True] * 5
 
@@ -469,7 +467,7 @@ def test_handle_max_is_advertised_and_limits_links() -> None:
 
 
 def test_before_the_peers_open_only_channel_0_may_be_used() -> None:
-    """"Prior to any explicit negotiation ... the maximum channel number is 0." (2.4.1)"""
+    """ "Prior to any explicit negotiation ... the maximum channel number is 0." (2.4.1)"""
     pair = Pair()
     pair.client.open()
     pair.client.begin_session()

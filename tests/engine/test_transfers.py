@@ -64,7 +64,7 @@ def test_tags_and_message_format_arrive_as_sent() -> None:
 
 
 def test_default_tags_are_unique_and_a_tag_over_32_bytes_is_refused() -> None:
-    """"delivery-tag ... can be up to 32 octets of binary data" (2.8.7)."""
+    """ "delivery-tag ... can be up to 32 octets of binary data" (2.8.7)."""
     pair = Pair()
     sender, _ = link_pair(pair)
     tags = {sender.send(b"x").tag for _ in range(300)}
@@ -75,7 +75,7 @@ def test_default_tags_are_unique_and_a_tag_over_32_bytes_is_refused() -> None:
 
 
 def test_settled_on_a_later_frame_settles_the_whole_delivery() -> None:
-    """"For subsequent transfers ... if the settled flag is left unset then it MUST be
+    """ "For subsequent transfers ... if the settled flag is left unset then it MUST be
     interpreted as true if and only if the value of the settled flag on any of the
     preceding transfers was true" (2.7.5)."""
     server, session = server_with_session()
@@ -90,7 +90,7 @@ def test_settled_on_a_later_frame_settles_the_whole_delivery() -> None:
 
 
 def test_single_frame_aborted_delivery_uses_credit_and_is_dropped() -> None:
-    """"Aborted messages SHOULD be discarded by the recipient (any payload within the
+    """ "Aborted messages SHOULD be discarded by the recipient (any payload within the
     frame carrying the performative MUST be ignored). An aborted message is implicitly
     settled." (2.7.5)"""
     server, session = server_with_session()
@@ -138,7 +138,7 @@ def test_unsettled_maps_hold_every_delivery_until_it_is_settled() -> None:
 
 
 def test_incoming_disposition_ranges_reach_every_delivery_in_them() -> None:
-    """"first ... last: the lower and upper bounds of the range of deliveries", ids that
+    """ "first ... last: the lower and upper bounds of the range of deliveries", ids that
     are unknown or already settled inside the range are skipped (2.7.6); batchable is
     only a hint."""
     pair = Pair()
@@ -150,8 +150,9 @@ def test_incoming_disposition_ranges_reach_every_delivery_in_them() -> None:
     channel = sender.session.remote_channel or 0
     rejected = Rejected(error=None)
     events = pair.client.receive_data(
-        frame(channel, Disposition(role=True, first=UInt(1), last=UInt(3), settled=True, state=Accepted(),
-                                   batchable=True))
+        frame(
+            channel, Disposition(role=True, first=UInt(1), last=UInt(3), settled=True, state=Accepted(), batchable=True)
+        )
         + frame(channel, Disposition(role=True, first=UInt(0), last=UInt(100), settled=True, state=rejected))
     )
     updates = [(e.delivery.delivery_id, type(e.state)) for e in events if isinstance(e, DeliveryUpdated)]
@@ -179,7 +180,7 @@ def test_non_terminal_state_keeps_the_delivery_unsettled() -> None:
 
 
 def test_attach_unsettled_map_is_decoded() -> None:
-    """"unsettled: unsettled delivery state ... a map from delivery-tag to delivery-state"
+    """ "unsettled: unsettled delivery state ... a map from delivery-tag to delivery-state"
     (2.7.3), kept on the link as the peer's attach."""
     server, _ = server_with_session()
     attach = Attach(
@@ -196,7 +197,9 @@ def test_attach_unsettled_map_is_decoded() -> None:
     remote = event.link.remote_attach
     assert remote is not None and remote.incomplete_unsettled is True
     assert remote.unsettled == {
-        b"t1": Accepted(), b"t2": None, b"t3": Received(section_number=UInt(1), section_offset=ULong(2))
+        b"t1": Accepted(),
+        b"t2": None,
+        b"t3": Received(section_number=UInt(1), section_offset=ULong(2)),
     }
     assert type(remote.unsettled[b"t1"]) is Accepted and type(remote.unsettled[b"t3"]) is Received
 
@@ -224,8 +227,17 @@ def test_a_transfers_rcv_settle_mode_first_overrides_a_link_negotiated_second() 
     attach." (2.7.5)"""
     server, _ = server_with_session()
     events = server.receive_data(
-        frame(0, Attach(name="l", handle=UInt(0), role=False, target=Target(address="q"),
-                        rcv_settle_mode=UByte(RCV_SECOND), initial_delivery_count=UInt(0)))
+        frame(
+            0,
+            Attach(
+                name="l",
+                handle=UInt(0),
+                role=False,
+                target=Target(address="q"),
+                rcv_settle_mode=UByte(RCV_SECOND),
+                initial_delivery_count=UInt(0),
+            ),
+        )
     )
     link = events[0].link
     assert isinstance(link, ReceiverLink)
@@ -245,7 +257,7 @@ def test_a_transfers_rcv_settle_mode_first_overrides_a_link_negotiated_second() 
 
 
 def test_a_transfer_asking_second_on_a_link_negotiated_first_detaches_it() -> None:
-    """"If the negotiated link value is first, then it is illegal to set this field to
+    """ "If the negotiated link value is first, then it is illegal to set this field to
     second." (2.7.5)"""
     server, session = server_with_session()
     link = with_receiver(server)

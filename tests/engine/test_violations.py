@@ -95,11 +95,13 @@ def session_ended_with(server: Connection, session: Session, condition: str) -> 
 
 
 def test_frame_before_open_is_illegal_state() -> None:
-    """"each peer MUST send an open frame before sending any other frames" (2.4.1);
+    """ "each peer MUST send an open frame before sending any other frames" (2.4.1);
     "amqp:illegal-state: The peer sent a frame that is not permitted in the current state"."""
-    for first in (Begin(next_outgoing_id=UInt(0), incoming_window=UInt(1), outgoing_window=UInt(1)),
-                  Flow(incoming_window=UInt(1), next_outgoing_id=UInt(0), outgoing_window=UInt(1)),
-                  Close()):
+    for first in (
+        Begin(next_outgoing_id=UInt(0), incoming_window=UInt(1), outgoing_window=UInt(1)),
+        Flow(incoming_window=UInt(1), next_outgoing_id=UInt(0), outgoing_window=UInt(1)),
+        Close(),
+    ):
         server = Connection(ConnectionConfig(container_id="server"), server=True)
         events = server.receive_data(AMQP_HEADER + frame(0, first))
         assert closed_with(events) == "amqp:illegal-state"
@@ -152,7 +154,7 @@ def test_frames_after_this_side_ended_are_discarded_until_the_peer_ends() -> Non
 
 
 def test_channel_above_channel_max_is_a_framing_error() -> None:
-    """"A peer that receives a channel number outside the supported range MUST close the
+    """ "A peer that receives a channel number outside the supported range MUST close the
     connection with the framing-error error-code." (2.7.1)"""
     server, _ = server_with_session(channel_max=3)
     begin = Begin(next_outgoing_id=UInt(0), incoming_window=UInt(1), outgoing_window=UInt(1))
@@ -168,7 +170,7 @@ def test_empty_frame_above_channel_max_is_a_framing_error() -> None:
 
 
 def test_attach_above_handle_max_is_a_framing_error() -> None:
-    """"A peer that receives a handle outside the supported range MUST close the
+    """ "A peer that receives a handle outside the supported range MUST close the
     connection with the framing-error error-code." (2.7.2)"""
     server, _ = server_with_session(handle_max=7)
     assert [type(e) for e in server.receive_data(frame(0, attach("ok", 7)))] == [LinkAttachRequested]
@@ -208,7 +210,7 @@ def _frame_with_body(body: bytes) -> bytes:
 
 
 def test_transfer_on_an_unattached_handle_ends_the_session() -> None:
-    """"amqp:session:unattached-handle: An attempt was made to interact with a handle
+    """ "amqp:session:unattached-handle: An attempt was made to interact with a handle
     that is not currently attached." (2.8.16)"""
     server, session = server_with_session()
     assert server.receive_data(transfer(2, 0)) == []
@@ -217,8 +219,14 @@ def test_transfer_on_an_unattached_handle_ends_the_session() -> None:
 
 def test_flow_and_detach_on_an_unattached_handle_end_the_session() -> None:
     for performative in (
-        Flow(incoming_window=UInt(1), next_outgoing_id=UInt(0), outgoing_window=UInt(1), handle=UInt(4),
-             delivery_count=UInt(0), link_credit=UInt(1)),
+        Flow(
+            incoming_window=UInt(1),
+            next_outgoing_id=UInt(0),
+            outgoing_window=UInt(1),
+            handle=UInt(4),
+            delivery_count=UInt(0),
+            link_credit=UInt(1),
+        ),
         Detach(handle=UInt(4), closed=True),
     ):
         server, session = server_with_session()
@@ -227,7 +235,7 @@ def test_flow_and_detach_on_an_unattached_handle_end_the_session() -> None:
 
 
 def test_attach_on_a_handle_in_use_ends_the_session() -> None:
-    """"amqp:session:handle-in-use: An attempt was made to link to a handle that is
+    """ "amqp:session:handle-in-use: An attempt was made to link to a handle that is
     already in use." (2.8.16)"""
     server, session = server_with_session()
     with_receiver(server, handle=0)
@@ -236,7 +244,7 @@ def test_attach_on_a_handle_in_use_ends_the_session() -> None:
 
 
 def test_transfer_beyond_the_incoming_window_ends_the_session() -> None:
-    """"amqp:session:window-violation: The peer violated incoming window for the session."
+    """ "amqp:session:window-violation: The peer violated incoming window for the session."
     The window reopens only with a flow this side has written: transfers past the
     last one the peer was told of are a violation, however fast they come."""
     server, session = server_with_session(incoming_window=4)
@@ -263,7 +271,7 @@ def test_transfers_within_each_advertised_window_are_fine() -> None:
 
 
 def test_continuation_with_another_delivery_id_detaches_the_link() -> None:
-    """"It is an error if the delivery-id on a continuation transfer differs from the
+    """ "It is an error if the delivery-id on a continuation transfer differs from the
     delivery-id on the first transfer of a delivery." (2.7.5)"""
     server, session = server_with_session()
     link = with_receiver(server)
@@ -293,8 +301,9 @@ def test_a_peer_that_attaches_more_links_than_it_lets_this_side_have_ends_the_se
     server.receive_data(
         AMQP_HEADER
         + frame(0, Open(container_id="peer"))
-        + frame(0, Begin(next_outgoing_id=UInt(0), incoming_window=UInt(9), outgoing_window=UInt(9),
-                         handle_max=UInt(1)))
+        + frame(
+            0, Begin(next_outgoing_id=UInt(0), incoming_window=UInt(9), outgoing_window=UInt(9), handle_max=UInt(1))
+        )
     )
     server.data_to_send()
     session = server.sessions[0]
@@ -317,3 +326,25 @@ def test_the_pair_reports_a_violation_on_both_sides() -> None:
     (server_ended,) = pair.of(SessionEnded, "server")
     assert not server_ended.by_peer and server_ended.error == ended.error
     assert pair.client.is_open and pair.server.is_open
+
+
+def test_a_detach_flow_or_disposition_after_the_peers_own_end_is_dropped() -> None:
+    """azure-servicebus's _pyamqp ends a receiver's session, then sends the link's detach
+    on the same channel. The detach asks nothing of us: it is dropped, and the peer's
+    other sessions on the connection go on (closing the connection would end them)."""
+    server, _ = server_with_session()
+    other = Begin(next_outgoing_id=UInt(0), incoming_window=UInt(100), outgoing_window=UInt(100))
+    server.receive_data(frame(1, other))
+    server.data_to_send()
+    events = server.receive_data(frame(0, End()))
+    assert [type(e) for e in events] == [SessionEnded]
+    server.data_to_send()
+    late = frame(0, Detach(handle=UInt(0), closed=True)) + frame(
+        0, Flow(incoming_window=UInt(1), next_outgoing_id=UInt(0), outgoing_window=UInt(1))
+    )
+    assert server.receive_data(late) == []
+    assert server.is_open and server.data_to_send() == b""
+    assert [s.remote_channel for s in server.sessions.values()] == [1]
+    # A transfer there is still an error: it would carry a message no one can settle.
+    assert closed_with(server.receive_data(transfer(0, 0))) == "amqp:not-allowed"
+

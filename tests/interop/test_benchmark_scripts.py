@@ -18,9 +18,7 @@ RATE = r"([\d,]+) msg/s"
 
 
 def _run(*args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=240, check=False
-    )
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return result.stdout
 

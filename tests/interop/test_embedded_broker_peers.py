@@ -17,7 +17,7 @@ def _name() -> str:
 
 
 def test_proton_drain_gets_what_is_queued_before_the_broker_answers(embedded_broker: Broker) -> None:
-    """"drain: ... the sender ... MUST either use all the available credit or ... advance
+    """ "drain: ... the sender ... MUST either use all the available credit or ... advance
     the delivery-count" (2.6.7): what is queued is used first."""
     conn = BlockingConnection(embedded_broker.url, timeout=10)
     try:

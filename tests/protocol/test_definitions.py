@@ -196,8 +196,9 @@ def test_every_composite_round_trips_with_defaults(t: dict[str, Any]) -> None:
     assert len(fields) == last_mandatory + 1
 
 
-@pytest.mark.parametrize("t", [t for t in COMPOSITE_SPECS if any(f["mandatory"] for f in t["fields"])],
-                         ids=lambda t: t["name"])
+@pytest.mark.parametrize(
+    "t", [t for t in COMPOSITE_SPECS if any(f["mandatory"] for f in t["fields"])], ids=lambda t: t["name"]
+)
 def test_missing_or_null_mandatory_field_is_a_decode_error(t: dict[str, Any]) -> None:
     code = ULong(t["descriptor"]["ulong"])
     values = [sample_field(f, i) for i, f in enumerate(t["fields"])]
@@ -357,8 +358,12 @@ def test_sections_round_trip(section: Any) -> None:
 
 @pytest.mark.parametrize(
     ("code", "value", "name"),
-    [(0x75, "not binary", "data"), (0x76, {"a": 1}, "amqp-sequence"), (0x74, [1], "application-properties"),
-     (0x72, "x", "message-annotations")],
+    [
+        (0x75, "not binary", "data"),
+        (0x76, {"a": 1}, "amqp-sequence"),
+        (0x74, [1], "application-properties"),
+        (0x72, "x", "message-annotations"),
+    ],
 )
 def test_section_with_wrong_value_type_is_a_decode_error(code: int, value: Any, name: str) -> None:
     with pytest.raises(DecodeError, match=name):
@@ -367,10 +372,20 @@ def test_section_with_wrong_value_type_is_a_decode_error(code: int, value: Any, 
 
 def test_header_and_properties_sections() -> None:
     header = Header(durable=True, priority=UByte(4), ttl=UInt(60_000), first_acquirer=False, delivery_count=2)
-    props = Properties(message_id=uuid.UUID(int=9), user_id=b"u", to="queue", subject="s", reply_to="r",
-                       correlation_id=ULong(7), content_type=Symbol("application/json"),
-                       absolute_expiry_time=Timestamp(10), creation_time=Timestamp(5), group_id="session-1",
-                       group_sequence=UInt(3), reply_to_group_id="g")
+    props = Properties(
+        message_id=uuid.UUID(int=9),
+        user_id=b"u",
+        to="queue",
+        subject="s",
+        reply_to="r",
+        correlation_id=ULong(7),
+        content_type=Symbol("application/json"),
+        absolute_expiry_time=Timestamp(10),
+        creation_time=Timestamp(5),
+        group_id="session-1",
+        group_sequence=UInt(3),
+        reply_to_group_id="g",
+    )
     for section in (header, props, Header(), Properties()):
         assert round_trip(section) == section
         assert SECTIONS[section.DESCRIPTOR_CODE] is type(section)
@@ -460,13 +475,28 @@ def test_pattern_matching_by_position_and_keyword() -> None:
 
 
 def test_nested_attach_round_trip() -> None:
-    source = Source(address="q", durable=TerminusDurability.UNSETTLED_STATE,
-                    expiry_policy=TerminusExpiryPolicy.NEVER, timeout=30, dynamic=False,
-                    filter={Symbol("f"): Described(Symbol("apache.org:selector-filter:string"), "a = 1")},
-                    default_outcome=Modified(delivery_failed=True), outcomes=[Symbol("amqp:accepted:list")])
-    attach = Attach("receiver-1", 1, Role.RECEIVER, SenderSettleMode.UNSETTLED, ReceiverSettleMode.SECOND,
-                    source=source, target=Target(address="client"), initial_delivery_count=0,
-                    max_message_size=ULong(262144), properties={Symbol("com.microsoft:timeout"): UInt(60000)})
+    source = Source(
+        address="q",
+        durable=TerminusDurability.UNSETTLED_STATE,
+        expiry_policy=TerminusExpiryPolicy.NEVER,
+        timeout=30,
+        dynamic=False,
+        filter={Symbol("f"): Described(Symbol("apache.org:selector-filter:string"), "a = 1")},
+        default_outcome=Modified(delivery_failed=True),
+        outcomes=[Symbol("amqp:accepted:list")],
+    )
+    attach = Attach(
+        "receiver-1",
+        1,
+        Role.RECEIVER,
+        SenderSettleMode.UNSETTLED,
+        ReceiverSettleMode.SECOND,
+        source=source,
+        target=Target(address="client"),
+        initial_delivery_count=0,
+        max_message_size=ULong(262144),
+        properties={Symbol("com.microsoft:timeout"): UInt(60000)},
+    )
     back = round_trip(attach)
     assert back == attach
     assert back.source.filter[Symbol("f")].value == "a = 1"
@@ -494,8 +524,17 @@ delivery_states = st.sampled_from([None, Accepted(), Released(), Rejected(), Mod
     batchable=st.booleans(),
 )
 def test_transfer_round_trip_property(
-    handle: int, delivery_id: int | None, tag: bytes | None, message_format: int | None, settled: bool | None,
-    more: bool, rcv: int | None, state: Any, resume: bool, aborted: bool, batchable: bool,
+    handle: int,
+    delivery_id: int | None,
+    tag: bytes | None,
+    message_format: int | None,
+    settled: bool | None,
+    more: bool,
+    rcv: int | None,
+    state: Any,
+    resume: bool,
+    aborted: bool,
+    batchable: bool,
 ) -> None:
     obj = Transfer(handle, delivery_id, tag, message_format, settled, more, rcv, state, resume, aborted, batchable)
     assert round_trip(obj) == obj
@@ -514,12 +553,29 @@ def test_transfer_round_trip_property(
     echo=st.booleans(),
 )
 def test_flow_round_trip_property(
-    next_incoming_id: int | None, incoming_window: int, next_outgoing_id: int, outgoing_window: int,
-    handle: int | None, delivery_count: int | None, link_credit: int | None, available: int | None,
-    drain: bool, echo: bool,
+    next_incoming_id: int | None,
+    incoming_window: int,
+    next_outgoing_id: int,
+    outgoing_window: int,
+    handle: int | None,
+    delivery_count: int | None,
+    link_credit: int | None,
+    available: int | None,
+    drain: bool,
+    echo: bool,
 ) -> None:
-    obj = Flow(next_incoming_id, incoming_window, next_outgoing_id, outgoing_window, handle, delivery_count,
-               link_credit, available, drain, echo)
+    obj = Flow(
+        next_incoming_id,
+        incoming_window,
+        next_outgoing_id,
+        outgoing_window,
+        handle,
+        delivery_count,
+        link_credit,
+        available,
+        drain,
+        echo,
+    )
     assert round_trip(obj) == obj
 
 

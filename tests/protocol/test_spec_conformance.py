@@ -35,8 +35,11 @@ NS = "{http://www.amqp.org/schema/amqp.xsd}"
 def _install_amqp_specs() -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     log = []
-    for cmd in (["apt-get", "install", "-y", "amqp-specs"], ["apt-get", "update"],
-                ["apt-get", "install", "-y", "amqp-specs"]):
+    for cmd in (
+        ["apt-get", "install", "-y", "amqp-specs"],
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "amqp-specs"],
+    ):
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -111,9 +114,7 @@ def test_same_type_names_per_document(
 
 
 @pytest.mark.parametrize("doc", DOCUMENTS)
-def test_every_type_matches_the_xml(
-    doc: str, spec: dict[str, Any], xml_types: dict[str, list[dict[str, Any]]]
-) -> None:
+def test_every_type_matches_the_xml(doc: str, spec: dict[str, Any], xml_types: dict[str, list[dict[str, Any]]]) -> None:
     by_name = {t["name"]: t for t in _json_types(spec, doc)}
     checked = 0
     for x in xml_types[doc]:
@@ -125,13 +126,17 @@ def test_every_type_matches_the_xml(
         assert t["class"] == el.get("class"), where
         # Nothing in the element goes unread: only these children and attributes exist.
         assert set(el.attrib) <= {"name", "class", "source", "provides"}, where
-        assert {child.tag[len(NS):] for child in el} <= {"descriptor", "field", "choice", "encoding"}, where
+        assert {child.tag[len(NS) :] for child in el} <= {"descriptor", "field", "choice", "encoding"}, where
 
         if el.get("class") == "primitive":
             assert set(t) == {"name", "document", "section", "class", "encodings"}, where
             xml_encodings = [
-                {"name": e.get("name"), "code": e.get("code"), "category": e.get("category"),
-                 "width": int(e.get("width", "-1"))}
+                {
+                    "name": e.get("name"),
+                    "code": e.get("code"),
+                    "category": e.get("category"),
+                    "width": int(e.get("width", "-1")),
+                }
                 for e in el.findall(f"{NS}encoding")
             ]
             assert t["encodings"] == xml_encodings, where
@@ -147,13 +152,21 @@ def test_every_type_matches_the_xml(
             assert t["descriptor"] is None, where
         else:
             assert set(d.attrib) == {"name", "code"}, where
-            assert t["descriptor"] == {"name": d.get("name"), "code": d.get("code"),
-                                       "ulong": _code_to_int(d.get("code", ""))}, where
+            assert t["descriptor"] == {
+                "name": d.get("name"),
+                "code": d.get("code"),
+                "ulong": _code_to_int(d.get("code", "")),
+            }, where
 
         xml_fields = [
-            {"name": f.get("name"), "type": f.get("type"), "mandatory": f.get("mandatory") == "true",
-             "multiple": f.get("multiple") == "true", "default": f.get("default"),
-             "requires": f.get("requires")}
+            {
+                "name": f.get("name"),
+                "type": f.get("type"),
+                "mandatory": f.get("mandatory") == "true",
+                "multiple": f.get("multiple") == "true",
+                "default": f.get("default"),
+                "requires": f.get("requires"),
+            }
             for f in el.findall(f"{NS}field")
         ]
         for f in el.findall(f"{NS}field"):
@@ -163,14 +176,16 @@ def test_every_type_matches_the_xml(
         xml_choices = [{"name": c.get("name"), "value": c.get("value")} for c in el.findall(f"{NS}choice")]
 
         if el.get("class") == "composite":
-            assert set(t) == {"name", "document", "section", "class", "source", "provides", "descriptor",
-                              "fields"}, where
+            assert set(t) == {"name", "document", "section", "class", "source", "provides", "descriptor", "fields"}, (
+                where
+            )
             assert t["fields"] == xml_fields, where
             assert xml_choices == [], where
         else:
             assert el.get("class") == "restricted", where
-            assert set(t) == {"name", "document", "section", "class", "source", "provides", "descriptor",
-                              "choices"}, where
+            assert set(t) == {"name", "document", "section", "class", "source", "provides", "descriptor", "choices"}, (
+                where
+            )
             assert t["choices"] == xml_choices, where
             assert xml_fields == [], where
         checked += 1
@@ -182,19 +197,19 @@ def test_constants_match_the_xml_definitions(spec: dict[str, Any], xml_roots: di
     for doc, root in xml_roots.items():
         for section in root.findall(f"{NS}section"):
             for el in section.findall(f"{NS}definition"):
-                xml_constants.append({"name": el.get("name"), "value": el.get("value"), "document": doc,
-                                      "section": section.get("name")})
+                xml_constants.append(
+                    {"name": el.get("name"), "value": el.get("value"), "document": doc, "section": section.get("name")}
+                )
     json_constants = [dict(c, value=str(c["value"])) for c in spec["constants"]]
     assert json_constants == xml_constants
 
 
 def test_every_xml_element_is_accounted_for(xml_roots: dict[str, ET.Element], spec: dict[str, Any]) -> None:
     """Count every element of the XML and compare with what the JSON holds."""
-    counts = {"section": 0, "type": 0, "definition": 0, "descriptor": 0, "field": 0, "choice": 0,
-              "encoding": 0}
+    counts = {"section": 0, "type": 0, "definition": 0, "descriptor": 0, "field": 0, "choice": 0, "encoding": 0}
     for root in xml_roots.values():
         for el in root.iter():
-            tag = el.tag[len(NS):]
+            tag = el.tag[len(NS) :]
             if tag == "amqp":
                 continue
             assert tag in counts, f"unexpected element <{tag}> in the XML"
@@ -207,7 +222,8 @@ def test_every_xml_element_is_accounted_for(xml_roots: dict[str, ET.Element], sp
     assert counts["choice"] == sum(len(t.get("choices", [])) for t in types)
     assert counts["encoding"] == sum(len(t.get("encodings", [])) for t in types)
     sections = {(t["document"], t["section"]) for t in types} | {
-        (c["document"], c["section"]) for c in spec["constants"]}
+        (c["document"], c["section"]) for c in spec["constants"]
+    }
     assert counts["section"] == len(sections)
 
 
@@ -268,8 +284,16 @@ def _primitive(types: dict[str, Any], type_name: str) -> str | None:
     return None
 
 
-_WRAPPERS: dict[str, type] = {"ubyte": UByte, "ushort": UShort, "uint": UInt, "ulong": ULong, "byte": Byte,
-                              "short": Short, "int": Int, "symbol": Symbol}
+_WRAPPERS: dict[str, type] = {
+    "ubyte": UByte,
+    "ushort": UShort,
+    "uint": UInt,
+    "ulong": ULong,
+    "byte": Byte,
+    "short": Short,
+    "int": Int,
+    "symbol": Symbol,
+}
 
 
 def _choice_value(types: dict[str, Any], t: dict[str, Any], value: str) -> Any:
@@ -332,8 +356,14 @@ def test_composite_classes_agree_with_the_json(spec: dict[str, Any]) -> None:
 def test_section_classes_agree_with_the_json(spec: dict[str, Any]) -> None:
     sections = [t for t in spec["types"] if t["class"] == "restricted" and t["descriptor"]]
     assert [t["name"] for t in sections] == [
-        "delivery-annotations", "message-annotations", "application-properties", "data", "amqp-sequence",
-        "amqp-value", "footer"]
+        "delivery-annotations",
+        "message-annotations",
+        "application-properties",
+        "data",
+        "amqp-sequence",
+        "amqp-value",
+        "footer",
+    ]
     for t in sections:
         cls = getattr(definitions, _class_name(t["name"]))
         assert t["name"] == cls.SPEC_NAME
@@ -342,7 +372,8 @@ def test_section_classes_agree_with_the_json(spec: dict[str, Any]) -> None:
         assert cls.__slots__ == ("value",)
     section_types = [t for t in spec["types"] if "section" in t.get("provides", [])]
     assert {code: cls.SPEC_NAME for code, cls in definitions.SECTIONS.items()} == {
-        t["descriptor"]["ulong"]: t["name"] for t in section_types}
+        t["descriptor"]["ulong"]: t["name"] for t in section_types
+    }
 
 
 def test_choice_classes_agree_with_the_json(spec: dict[str, Any]) -> None:
@@ -361,8 +392,13 @@ def test_choice_classes_agree_with_the_json(spec: dict[str, Any]) -> None:
 
 def test_lookup_tables_agree_with_provides(spec: dict[str, Any]) -> None:
     def codes(provides: str, document: str | None = None) -> set[int]:
-        return {t["descriptor"]["ulong"] for t in spec["types"] if t["class"] == "composite"
-                and provides in t["provides"] and (document is None or t["document"] == document)}
+        return {
+            t["descriptor"]["ulong"]
+            for t in spec["types"]
+            if t["class"] == "composite"
+            and provides in t["provides"]
+            and (document is None or t["document"] == document)
+        }
 
     assert set(definitions.PERFORMATIVES) == codes("frame") == set(range(0x10, 0x19))
     assert set(definitions.SASL_FRAMES) == codes("sasl-frame") == set(range(0x40, 0x45))
@@ -412,18 +448,40 @@ def test_servicebus_error_conditions(servicebus: dict[str, Any]) -> None:
     retryable = {e["condition"]: e["retryable"] for e in servicebus["error_conditions"]}
     assert len(retryable) == len(servicebus["error_conditions"])
     assert {c for c, r in retryable.items() if r} == {
-        "com.microsoft:server-busy", "com.microsoft:timeout", "com.microsoft:operation-cancelled",
-        "amqp:internal-error", "amqp:connection:forced", "amqp:link:detach-forced",
-        "amqp:link:transfer-limit-exceeded", "com.microsoft:container-close"}
+        "com.microsoft:server-busy",
+        "com.microsoft:timeout",
+        "com.microsoft:operation-cancelled",
+        "amqp:internal-error",
+        "amqp:connection:forced",
+        "amqp:link:detach-forced",
+        "amqp:link:transfer-limit-exceeded",
+        "com.microsoft:container-close",
+    }
     assert {c for c, r in retryable.items() if not r} == {
-        "com.microsoft:message-lock-lost", "com.microsoft:session-lock-lost", "amqp:not-found",
-        "amqp:unauthorized-access", "amqp:not-allowed", "amqp:link:message-size-exceeded",
-        "amqp:resource-limit-exceeded", "com.microsoft:entity-disabled", "com.microsoft:argument-error",
-        "com.microsoft:argument-out-of-range", "amqp:decode-error", "amqp:precondition-failed"}
+        "com.microsoft:message-lock-lost",
+        "com.microsoft:session-lock-lost",
+        "amqp:not-found",
+        "amqp:unauthorized-access",
+        "amqp:not-allowed",
+        "amqp:link:message-size-exceeded",
+        "amqp:resource-limit-exceeded",
+        "com.microsoft:entity-disabled",
+        "com.microsoft:argument-error",
+        "com.microsoft:argument-out-of-range",
+        "amqp:decode-error",
+        "amqp:precondition-failed",
+    }
     assert [r["condition"] for r in servicebus["rejection_conditions"]] == ["com.microsoft:dead-letter"]
     # The AMQP conditions it names are the spec's own.
-    spec_conditions = {str(v) for cls in (definitions.AmqpErrorCondition, definitions.ConnectionErrorCondition,
-                                          definitions.LinkErrorCondition) for v in cls.CHOICES.values()}
+    spec_conditions = {
+        str(v)
+        for cls in (
+            definitions.AmqpErrorCondition,
+            definitions.ConnectionErrorCondition,
+            definitions.LinkErrorCondition,
+        )
+        for v in cls.CHOICES.values()
+    }
     assert {c for c in retryable if c.startswith("amqp:")} <= spec_conditions
 
 
@@ -435,8 +493,17 @@ def test_servicebus_management_operations(servicebus: dict[str, Any]) -> None:
         "schedule-message": (["messages"], ["sequence-numbers"]),
         "cancel-scheduled-message": (["sequence-numbers"], []),
         "receive-by-sequence-number": (["sequence-numbers", "receiver-settle-mode", "session-id"], ["messages"]),
-        "update-disposition": (["disposition-status", "lock-tokens", "deadletter-reason",
-                                "deadletter-description", "properties-to-modify", "session-id"], []),
+        "update-disposition": (
+            [
+                "disposition-status",
+                "lock-tokens",
+                "deadletter-reason",
+                "deadletter-description",
+                "properties-to-modify",
+                "session-id",
+            ],
+            [],
+        ),
         "renew-session-lock": (["session-id"], ["expiration"]),
         "get-session-state": (["session-id"], ["session-state"]),
         "set-session-state": (["session-id", "session-state"], []),

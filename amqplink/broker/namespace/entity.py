@@ -82,8 +82,13 @@ class Entity:
         self.sessions = SessionTable(path, properties.lock_duration)
         self.dead_letter_sink: DeadLetterSink | None = None
         """Where dead-lettered messages go (set by the namespace: the DLQ or a forward target)."""
+        self.on_timed: Callable[[Entity], None] | None = None
+        """Told when the entity gains something for :meth:`tick` to do (the namespace's clock
+        then visits it until :meth:`next_deadline` is infinite)."""
         self.listeners: list[Callable[[], None]] = []
         """Called when messages may have become available (after the change is complete)."""
+        self.bytes = 0
+        """Bytes of the messages held (bodies and properties), bounded by ``max_bytes``."""
         self._next_sequence = 1
         self._available: dict[str | None, list[int]] = {}
         self._locks: dict[uuid.UUID, int] = {}
@@ -95,27 +100,29 @@ class Entity:
         return f"Entity({self.path!r}, messages={len(self.store)}, locked={len(self._locks)})"
 
     # -- adding -------------------------------------------------------------------
-    def _check_accept(self, envelope: Envelope, count: int = 1) -> None:
-        if self.requires_session and envelope.session_id is None:
+    def check_accept(self, envelopes: list[Envelope]) -> None:
+        """Raise what storing these messages would raise (sessions, count, bytes), changing nothing."""
+        if self.requires_session and any(e.session_id is None for e in envelopes):
             raise EntityError(
                 NOT_ALLOWED,
                 f"{self.path!r} requires sessions: set a session id on the message (properties.group-id)",
             )
-        if len(self.store) + count > self.properties.max_messages:
+        if len(self.store) + len(envelopes) > self.properties.max_messages:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
                 f"{self.path!r} holds {len(self.store)} messages, its limit of {self.properties.max_messages};"
                 " receive some before sending more",
             )
-
-    def check_accept(self, envelopes: list[Envelope]) -> None:
-        """Raise what :meth:`accept` would raise for these messages, changing nothing."""
-        for envelope in envelopes:
-            self._check_accept(envelope, len(envelopes))
+        if self.bytes + sum(e.size for e in envelopes) > self.properties.max_bytes:
+            raise EntityError(
+                RESOURCE_LIMIT_EXCEEDED,
+                f"{self.path!r} holds {self.bytes} bytes of messages, near its limit of {self.properties.max_bytes};"
+                " receive some before sending more",
+            )
 
     def accept(self, envelope: Envelope, now: float) -> int:
         """Store a sent message (scheduled if it has a future scheduled enqueue time); its sequence number."""
-        self._check_accept(envelope)
+        self.check_accept([envelope])
         at = envelope.scheduled_enqueue_time()
         if at is not None and at > now:
             return self._schedule(envelope, at)
@@ -123,7 +130,7 @@ class Entity:
 
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
         """Hold a message until ``at``; its sequence number (for :meth:`cancel_scheduled`)."""
-        self._check_accept(envelope)
+        self.check_accept([envelope])
         if at <= now:
             return self._enqueue(envelope, now)
         return self._schedule(envelope, at)
@@ -141,18 +148,20 @@ class Entity:
     def _enqueue(self, envelope: Envelope, now: float) -> int:
         seq = self._new_sequence()
         msg = StoredMessage(seq, envelope, now, self._expires(envelope, now))
-        self.store.append(msg)
+        self._add(msg)
         self._make_available(msg)
         if msg.expires_at != math.inf:
             heapq.heappush(self._expiry, (msg.expires_at, seq))
+            self._timed()
         self._notify()
         return seq
 
     def _schedule(self, envelope: Envelope, at: float) -> int:
         seq = self._new_sequence()
         msg = StoredMessage(seq, envelope, at, self._expires(envelope, at), MessageState.SCHEDULED, scheduled_at=at)
-        self.store.append(msg)
+        self._add(msg)
         heapq.heappush(self._scheduled, (at, seq))
+        self._timed()
         return seq
 
     def cancel_scheduled(self, sequence_numbers: Iterable[int]) -> None:
@@ -165,7 +174,7 @@ class Entity:
                     MESSAGE_NOT_FOUND, f"no scheduled message with sequence number {seq} in {self.path!r}"
                 )
         for seq in seqs:
-            self.store.remove(seq)
+            self._remove(seq)
 
     def _key(self, msg: StoredMessage) -> str | None:
         return msg.session_id if self.requires_session else None
@@ -174,6 +183,19 @@ class Entity:
         msg.state = MessageState.AVAILABLE
         msg.lock_token = None
         heapq.heappush(self._available.setdefault(self._key(msg), []), msg.sequence_number)
+
+    def _add(self, msg: StoredMessage) -> None:
+        self.store.append(msg)
+        self.bytes += msg.envelope.size
+
+    def _remove(self, sequence_number: int) -> None:
+        msg = self.store.remove(sequence_number)
+        if msg is not None:
+            self.bytes -= msg.envelope.size
+
+    def _timed(self) -> None:
+        if self.on_timed is not None:
+            self.on_timed(self)
 
     def _notify(self) -> None:
         for listener in list(self.listeners):
@@ -222,16 +244,21 @@ class Entity:
         if self.properties.dead_lettering_on_message_expiration and not self.is_dead_letter_queue:
             self._dead_letter(msg, TTL_EXPIRED, "The message expired and was dead lettered.", now)
         else:
-            self.store.remove(msg.sequence_number)
+            self._remove(msg.sequence_number)
             log.debug("%s: message %d expired", self.path, msg.sequence_number)
 
     # -- receiving ----------------------------------------------------------------
-    def receive(self, now: float, *, lock: bool = True, session_id: str | None = None) -> StoredMessage | None:
+    def receive(
+        self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
+    ) -> StoredMessage | None:
         """The next available message (of ``session_id`` on a session entity), locked or removed.
 
-        ``lock=False`` is receive-and-delete: the message leaves the entity.
+        ``lock=False`` is receive-and-delete: the message leaves the entity. On a
+        session entity the caller must hold the session (as ``owner``, when given).
         """
         self.tick(now)
+        if self.requires_session and session_id is not None:
+            self.sessions.held(session_id, now, owner)  # before anything changes: session-lock-lost
         heap = self._available.get(session_id if self.requires_session else None)
         while heap:
             seq = heapq.heappop(heap)
@@ -245,9 +272,21 @@ class Entity:
             if lock:
                 self._lock(msg, now, session_id)
             else:
-                self.store.remove(seq)
+                self._remove(seq)
             return msg
         return None
+
+    def restore(self, msg: StoredMessage) -> None:
+        """Undo :meth:`receive` for a message that could not be handed over (the link
+        refused its size): it comes back as it was, its delivery count unchanged."""
+        msg.delivery_count -= 1
+        self._release_lock(msg)
+        if self.store.get(msg.sequence_number) is None:
+            self._add(msg)  # receive-and-delete had removed it
+        if msg.deferred:
+            msg.state = MessageState.DEFERRED
+        else:
+            self._make_available(msg)
 
     def _lock(self, msg: StoredMessage, now: float, session_id: str | None) -> None:
         token = uuid.uuid4()
@@ -259,6 +298,7 @@ class Entity:
         else:
             msg.locked_until = now + self.properties.lock_duration
             heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
+            self._timed()
 
     def available_sessions(self, now: float) -> list[str]:
         """Sessions with available messages and no live lock, oldest message first."""
@@ -287,10 +327,18 @@ class Entity:
         return out
 
     def receive_deferred(
-        self, sequence_numbers: Iterable[int], now: float, *, lock: bool = True, session_id: str | None = None
+        self,
+        sequence_numbers: Iterable[int],
+        now: float,
+        *,
+        lock: bool = True,
+        session_id: str | None = None,
+        owner: object | None = None,
     ) -> list[StoredMessage]:
         """Deferred messages by sequence number; 404 ``message-not-found`` if any is not deferred."""
         self.tick(now)
+        if self.requires_session and session_id is not None:
+            self.sessions.held(session_id, now, owner)
         picked = []
         for seq in sequence_numbers:
             msg = self.store.get(seq)
@@ -306,7 +354,7 @@ class Entity:
             if lock:
                 self._lock(msg, now, session_id)
             else:
-                self.store.remove(msg.sequence_number)
+                self._remove(msg.sequence_number)
         return picked
 
     # -- settling -----------------------------------------------------------------
@@ -333,7 +381,7 @@ class Entity:
     def complete(self, token: uuid.UUID, now: float) -> None:
         msg = self.locked(token, now)
         self._release_lock(msg)
-        self.store.remove(msg.sequence_number)
+        self._remove(msg.sequence_number)
 
     def abandon(self, token: uuid.UUID, now: float, annotations: dict[Any, Any] | None = None) -> None:
         """Give the message back (or to the DLQ once its delivery count reaches MaxDeliveryCount)."""
@@ -374,6 +422,7 @@ class Entity:
             return msg.locked_until
         msg.locked_until = now + self.properties.lock_duration
         heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
+        self._timed()
         return msg.locked_until
 
     def release(self, tokens: Iterable[uuid.UUID], now: float) -> None:
@@ -398,6 +447,8 @@ class Entity:
                 f"Message could not be consumed after {self.properties.max_delivery_count} delivery attempts.",
                 now,
             )
+        elif msg.expires_at <= now:
+            self._expire(msg, now)  # it expired while locked: now that the lock is gone
         elif msg.deferred:
             msg.state = MessageState.DEFERRED
         else:
@@ -411,7 +462,7 @@ class Entity:
         now: float,
         properties: dict[str, Any] | None = None,
     ) -> None:
-        self.store.remove(msg.sequence_number)
+        self._remove(msg.sequence_number)
         updates: dict[str, Any] = dict(properties or {})
         if reason is not None:
             updates[DEAD_LETTER_REASON] = reason
@@ -446,6 +497,7 @@ class Entity:
                 return None
             session_id = sessions[0]
         lock = self.sessions.lock(session_id, owner, now)
+        self._timed()
         return session_id, lock.locked_until
 
     def close_session(self, session_id: str, owner: object, now: float) -> None:

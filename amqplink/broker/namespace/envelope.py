@@ -50,6 +50,11 @@ class Envelope:
     """Body sections and footer exactly as received."""
 
     @property
+    def size(self) -> int:
+        """Bytes this message holds in memory, near enough (properties and body)."""
+        return len(self.props_raw) + len(self.body)
+
+    @property
     def message_id(self) -> Any:
         return None if self.properties is None else self.properties.message_id
 
@@ -79,13 +84,15 @@ class Envelope:
 
     def with_application_properties(self, updates: dict[str, Any]) -> Envelope:
         """A copy whose application properties are updated (re-encodes properties, not the body)."""
-        app = dict(self.application_properties or {})
-        app.update(updates)
+        return self.with_head(self.properties, {**(self.application_properties or {}), **updates})
+
+    def with_head(self, properties: Properties | None, application_properties: dict[str, Any]) -> Envelope:
+        """A copy with these properties and application properties (re-encoded; the body kept)."""
         out = bytearray()
-        if self.properties is not None:
-            self.properties._amqp_encode(out)
-        ApplicationProperties(app)._amqp_encode(out)
-        return Envelope(self.header, dict(self.annotations), self.properties, app, bytes(out), self.body)
+        if properties is not None:
+            properties._amqp_encode(out)
+        ApplicationProperties(application_properties)._amqp_encode(out)
+        return Envelope(self.header, dict(self.annotations), properties, application_properties, bytes(out), self.body)
 
     def with_annotations(self, updates: dict[Any, Any]) -> Envelope:
         """A copy with message annotations merged in (keys as symbols)."""
@@ -132,6 +139,12 @@ def _descriptor_code(buf: bytes, pos: int) -> int | None:
     return None
 
 
+def _map(value: Any, what: str, offset: int) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise DecodeError(f"{what} must be a map", offset)
+    return value
+
+
 def split_message(payload: bytes) -> Envelope:
     """Split an encoded message; :class:`DecodeError` if its head sections are malformed."""
     buf = payload
@@ -161,15 +174,11 @@ def split_message(payload: bytes) -> Envelope:
         if type(section) is Header:
             header = section
         elif type(section) is MessageAnnotations:
-            if not isinstance(section.value, dict):
-                raise DecodeError("message-annotations must be a map", start)
-            annotations = section.value
+            annotations = _map(section.value, "message-annotations", start)
         elif type(section) is Properties:
             properties = section
         elif type(section) is ApplicationProperties:
-            if not isinstance(section.value, dict):
-                raise DecodeError("application-properties must be a map", start)
-            app = section.value
+            app = _map(section.value, "application-properties", start)
     props_raw = b"" if props_start is None else bytes(buf[props_start:pos])
     return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:]))
 

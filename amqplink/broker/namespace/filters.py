@@ -1,11 +1,13 @@
-"""Subscription rules: TrueFilter, FalseFilter and CorrelationFilter.
+"""Subscription rules: TrueFilter, FalseFilter, CorrelationFilter and SqlFilter.
 
 "A correlation filter holds a set of conditions that are matched against one or
 more of an arriving message's user and system properties" (Service Bus topic
 filters); every condition given must equal, and a subscription takes a copy when
 any of its rules matches. A subscription without rules has the ``$Default``
-rule, a TrueFilter. SQL filters other than ``1=1`` / ``1=0`` are not evaluated:
-they match nothing, and the broker logs that once when it loads them.
+rule, a TrueFilter. A SqlFilter matches when its condition is true (not false,
+not unknown); it is compiled when the rule is loaded (:mod:`.sql_filter`). A rule
+with a SqlRuleAction puts its own, changed, copy of a matching message on the
+subscription.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from amqplink.broker.config import CorrelationFilter, RuleConfig
 from amqplink.broker.namespace.envelope import Envelope
 
-__all__ = ["correlation_matches", "rules_match"]
+__all__ = ["correlation_matches", "rule_matches", "rules_match", "subscription_copies"]
 
 # (filter field, Properties field)
 _SYSTEM_FIELDS = (
@@ -56,17 +58,43 @@ def correlation_matches(flt: CorrelationFilter, envelope: Envelope) -> bool:
     return True
 
 
+def rule_matches(rule: RuleConfig, envelope: Envelope) -> bool:
+    """Whether one rule's filter selects the message."""
+    if rule.filter_type == "True":
+        return True
+    if rule.filter_type == "Sql":
+        return rule.sql_filter is not None and rule.sql_filter.matches(envelope)
+    if rule.filter_type == "Correlation":
+        return rule.correlation is not None and correlation_matches(rule.correlation, envelope)
+    return False
+
+
 def rules_match(rules: Sequence[RuleConfig], envelope: Envelope) -> bool:
-    """Whether a subscription with ``rules`` takes a copy of the message."""
+    """Whether a subscription with ``rules`` (none: the ``$Default`` TrueFilter) selects the message."""
     if not rules:
         return True
-    for rule in rules:
-        if rule.filter_type == "True":
-            return True
-        if (
-            rule.filter_type == "Correlation"
-            and rule.correlation is not None
-            and correlation_matches(rule.correlation, envelope)
-        ):
+    for rule in rules:  # noqa: SIM110 -- a plain loop: no generator per message on the fan-out path
+        if rule_matches(rule, envelope):
             return True
     return False
+
+
+def subscription_copies(rules: Sequence[RuleConfig], envelopes: list[Envelope]) -> list[Envelope]:
+    """The messages a subscription with ``rules`` receives from ``envelopes``, in order.
+
+    "All rules without actions are combined using an OR condition and result in a single
+    message on the subscription even if you have multiple matching rules. Each rule with an
+    action produces a copy of the message" (Topic filters and actions).
+    """
+    if all(rule.action is None for rule in rules):
+        return [e for e in envelopes if rules_match(rules, e)]
+    acting = [rule for rule in rules if rule.action is not None]
+    plain = [rule for rule in rules if rule.action is None]
+    out: list[Envelope] = []
+    for envelope in envelopes:
+        if any(rule_matches(rule, envelope) for rule in plain):
+            out.append(envelope)
+        for rule in acting:
+            if rule.action is not None and rule_matches(rule, envelope):
+                out.append(rule.action.apply(envelope, rule.name))
+    return out

@@ -148,8 +148,6 @@ def _receive_by_sequence(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
     mode = body.get("receiver-settle-mode")
     lock = mode is None or int(mode) != RECEIVE_AND_DELETE
     session_id = as_text(body.get("session-id"))
-    if session_id is not None and entity.requires_session:
-        entity.sessions.held(session_id, ctx[2])
     found = entity.receive_deferred(seqs, ctx[2], lock=lock, session_id=session_id)
     out = []
     for m in found:

@@ -14,6 +14,7 @@ than the entity's maximum is refused with ``amqp:link:message-size-exceeded``.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import math
@@ -36,19 +37,31 @@ from amqplink.broker.namespace.errors import (
     MESSAGE_SIZE_EXCEEDED,
     NOT_ALLOWED,
     NOT_FOUND,
+    RESOURCE_LIMIT_EXCEEDED,
     EntityError,
 )
-from amqplink.broker.namespace.filters import rules_match
+from amqplink.broker.namespace.filters import subscription_copies
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Symbol
 from amqplink.message import Message
 
-__all__ = ["BATCH_FORMAT", "MAX_FORWARD_HOPS", "Namespace", "Queue", "Subscription", "Topic", "entity_path"]
+__all__ = [
+    "BATCH_FORMAT",
+    "MAX_ENTITIES",
+    "MAX_FORWARD_HOPS",
+    "Namespace",
+    "Queue",
+    "Subscription",
+    "Topic",
+    "entity_path",
+]
 
 log = logging.getLogger(__name__)
 
 BATCH_FORMAT = 0x80013700
 """Service Bus's message-format for a batch: one data section per encoded message."""
+MAX_ENTITIES = 10_000
+"""Queues and topics a namespace holds at most (queues made on first use count too)."""
 MAX_FORWARD_HOPS = 4
 """Service Bus: "a message can be forwarded through at most four entities"."""
 DEAD_LETTER_SUFFIX = "$deadletterqueue"
@@ -102,17 +115,24 @@ class Topic:
         )
         self._next_sequence = 1
         self._scheduled: dict[int, tuple[float, Envelope]] = {}
+        self.scheduled_bytes = 0
         self._schedule_heap: list[tuple[float, int]] = []
 
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, subscriptions={list(self.subscriptions)})"
 
     def schedule(self, envelope: Envelope, at: float) -> int:
-        if len(self._scheduled) >= self.properties.max_messages:
-            raise EntityError(ARGUMENT_ERROR, f"topic {self.name!r} holds too many scheduled messages")
+        full = len(self._scheduled) >= self.properties.max_messages
+        if full or self.scheduled_bytes + envelope.size > self.properties.max_bytes:
+            raise EntityError(
+                RESOURCE_LIMIT_EXCEEDED,
+                f"topic {self.name!r} holds {len(self._scheduled)} scheduled messages ({self.scheduled_bytes} bytes),"
+                " its limit; cancel some first",
+            )
         seq = self._next_sequence
         self._next_sequence += 1
         self._scheduled[seq] = (at, envelope)
+        self.scheduled_bytes += envelope.size
         heapq.heappush(self._schedule_heap, (at, seq))
         return seq
 
@@ -123,7 +143,7 @@ class Topic:
                     MESSAGE_NOT_FOUND, f"no scheduled message with sequence number {seq} in {self.name!r}"
                 )
         for seq in sequence_numbers:
-            del self._scheduled[seq]
+            self.scheduled_bytes -= self._scheduled.pop(seq)[1].size
 
     def due(self, now: float) -> list[Envelope]:
         out = []
@@ -132,6 +152,7 @@ class Topic:
             _, seq = heapq.heappop(heap)
             item = self._scheduled.pop(seq, None)
             if item is not None:
+                self.scheduled_bytes -= item[1].size
                 out.append(item[1])
         return out
 
@@ -164,6 +185,8 @@ class Namespace:
         self.default_properties = EntityProperties()
         self.queues: dict[str, Queue] = {}
         self.topics: dict[str, Topic] = {}
+        self._timed: set[Entity] = set()
+        """Entities with a deadline (locks, schedules, TTL, session locks): what tick visits."""
         if config is not None:
             for q in config.queues:
                 self.add_queue(q)
@@ -171,19 +194,21 @@ class Namespace:
                 self.add_topic(t)
 
     # -- building -----------------------------------------------------------------
-    def add_queue(self, config: QueueConfig) -> Queue:
-        key = config.name.lower()
+    def _new_name(self, name: str) -> str:
+        key = name.lower()
         if key in self.queues or key in self.topics:
-            raise ValueError(f"an entity called {config.name!r} exists already")
+            raise ValueError(f"an entity called {name!r} exists already")
+        return key
+
+    def add_queue(self, config: QueueConfig) -> Queue:
+        key = self._new_name(config.name)
         queue = Queue(config.name, config.properties)
         self.queues[key] = queue
         self._wire_dead_letters(queue, queue.dead_letter_queue)
         return queue
 
     def add_topic(self, config: TopicConfig) -> Topic:
-        key = config.name.lower()
-        if key in self.queues or key in self.topics:
-            raise ValueError(f"an entity called {config.name!r} exists already")
+        key = self._new_name(config.name)
         topic = Topic(config.name, config.properties)
         self.topics[key] = topic
         for sub in config.subscriptions:
@@ -191,18 +216,16 @@ class Namespace:
         return topic
 
     def add_subscription(self, topic: Topic, config: SubscriptionConfig) -> Subscription:
-        for rule in config.rules:
-            if rule.filter_type == "Sql":
-                log.warning(
-                    "subscription %s/%s: SQL filter %r is not evaluated; it matches nothing",
-                    topic.name, config.name, rule.sql_expression,
-                )  # fmt: skip
-        sub = Subscription(topic.name, config.name, config.properties, config.rules)
+        # A message lives no longer than its topic's default time to live either.
+        ttl = min(config.properties.default_message_ttl, topic.properties.default_message_ttl)
+        properties = dataclasses.replace(config.properties, default_message_ttl=ttl)
+        sub = Subscription(topic.name, config.name, properties, config.rules)
         topic.subscriptions[config.name.lower()] = sub
         self._wire_dead_letters(sub, sub.dead_letter_queue)
         return sub
 
     def _wire_dead_letters(self, entity: Entity, dlq: Entity) -> None:
+        entity.on_timed = dlq.on_timed = self._timed.add
         forward = entity.properties.forward_dead_lettered_messages_to
 
         def sink(envelope: Envelope, now: float) -> None:
@@ -244,6 +267,11 @@ class Namespace:
                 return Node(None, topic, management)
             queue = self.queues.get(first)
             if queue is None and self.auto_create and topic is None:
+                if len(self.queues) + len(self.topics) >= MAX_ENTITIES:
+                    raise EntityError(
+                        RESOURCE_LIMIT_EXCEEDED,
+                        f"the namespace holds {MAX_ENTITIES} entities, its limit: use an existing one",
+                    )
                 queue = self.add_queue(QueueConfig(parts[0], self.default_properties))
                 log.info("queue %r created on first use", parts[0])
             if queue is None:
@@ -327,7 +355,7 @@ class Namespace:
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         plan: list[tuple[Subscription, list[Envelope]]] = []
         for sub in topic.subscriptions.values():
-            passed = [e for e in envelopes if rules_match(sub.rules, e)]
+            passed = subscription_copies(sub.rules, envelopes)
             if passed:
                 if not sub.properties.forward_to:
                     sub.check_accept(passed)
@@ -366,10 +394,14 @@ class Namespace:
             due = topic.due(now)
             if due:
                 self._fan_out(topic, due, now, 0)
-        for entity in self.entities():
-            if entity.next_deadline() <= now:
+        for entity in list(self._timed):
+            deadline = entity.next_deadline()
+            if deadline <= now:
                 entity.tick(now)
+                deadline = entity.next_deadline()
+            if deadline == math.inf:
+                self._timed.discard(entity)
 
     def next_deadline(self) -> float:
-        heads = [e.next_deadline() for e in self.entities()] + [t.next_deadline() for t in self.topics.values()]
+        heads = [e.next_deadline() for e in self._timed] + [t.next_deadline() for t in self.topics.values()]
         return min(heads, default=math.inf)

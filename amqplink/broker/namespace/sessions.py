@@ -28,12 +28,13 @@ class SessionLock:
 class SessionTable:
     """Who holds which session until when, and each session's state."""
 
-    __slots__ = ("_locks", "entity_path", "lock_duration", "state")
+    __slots__ = ("_earliest", "_locks", "entity_path", "lock_duration", "state")
 
     def __init__(self, entity_path: str, lock_duration: float) -> None:
         self.entity_path = entity_path
         self.lock_duration = lock_duration
         self._locks: dict[str, SessionLock] = {}
+        self._earliest = math.inf  # no lock runs out before this (may be early, never late)
         self.state: dict[str, bytes] = {}
 
     def is_locked(self, session_id: str, now: float) -> bool:
@@ -50,6 +51,7 @@ class SessionTable:
             )
         lock = SessionLock(session_id, owner, now + self.lock_duration)
         self._locks[session_id] = lock
+        self._earliest = min(self._earliest, lock.locked_until)
         return lock
 
     def held(self, session_id: str, now: float, owner: object | None = None) -> SessionLock:
@@ -74,12 +76,15 @@ class SessionTable:
         return True
 
     def next_expiry(self) -> float:
-        """When the first session lock runs out (infinity without locks)."""
-        return min((lock.locked_until for lock in self._locks.values()), default=math.inf)
+        """No session lock runs out before this (infinity without locks; may be early)."""
+        return self._earliest
 
     def expired(self, now: float) -> list[str]:
-        """Drop and name the session locks that ran out."""
+        """Drop and name the session locks that ran out (cheap until the earliest may have)."""
+        if now < self._earliest:
+            return []
         gone = [sid for sid, lock in self._locks.items() if lock.locked_until <= now]
         for sid in gone:
             del self._locks[sid]
+        self._earliest = min((lock.locked_until for lock in self._locks.values()), default=math.inf)
         return gone

@@ -57,15 +57,22 @@ class MessageStore(Protocol):
 
 
 class MemoryStore:
-    """A dict in insertion order: sequence numbers are appended in increasing order."""
+    """A dict in insertion order; sequence numbers mostly arrive in increasing order,
+    and one that does not (a message put back) makes the next iteration sort once."""
 
-    __slots__ = ("_messages",)
+    __slots__ = ("_last", "_messages", "_sorted")
 
     def __init__(self) -> None:
         self._messages: dict[int, StoredMessage] = {}
+        self._last = 0
+        self._sorted = True
 
     def append(self, message: StoredMessage) -> None:
-        self._messages[message.sequence_number] = message
+        seq = message.sequence_number
+        if seq < self._last:
+            self._sorted = False
+        self._last = max(self._last, seq)
+        self._messages[seq] = message
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
         return self._messages.pop(sequence_number, None)
@@ -77,4 +84,7 @@ class MemoryStore:
         return len(self._messages)
 
     def __iter__(self) -> Iterator[StoredMessage]:
+        if not self._sorted:
+            self._messages = dict(sorted(self._messages.items()))
+            self._sorted = True
         return iter(list(self._messages.values()))
