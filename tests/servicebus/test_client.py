@@ -91,8 +91,8 @@ async def test_a_partition_key_other_than_the_session_id_is_refused_before_sendi
 
 
 async def test_a_message_over_the_max_size_is_refused_before_sending(broker: BrokerThread) -> None:
-    """(The SDK sends it; the broker detaches the link with amqp:link:message-size-exceeded,
-    which the SDK 7.15 reports as ServiceBusConnectionError amqp:unknown-error.)"""
+    """amqplink checks the entity's max-message-size (from the attach) before sending; the SDK
+    sends and the broker rejects (the scenario suite checks both raise the same error)."""
     async with client_for(broker) as client, client.get_queue_sender("plain") as sender:
         with pytest.raises(MessageSizeExceededError):
             await sender.send_messages(ServiceBusMessage(b"x" * (300 * 1024)))

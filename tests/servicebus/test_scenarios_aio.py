@@ -332,6 +332,10 @@ async def test_errors_name_the_same_exception(api: Api, broker: BrokerThread) ->
                 await receiver.receive_deferred_messages([12345])
             with pytest.raises(ValueError):
                 await receiver.receive_messages(max_message_count=0)
+        async with client.get_queue_sender("plain") as sender:
+            with pytest.raises(exceptions.MessageSizeExceededError):
+                await sender.send_messages(api.sb.ServiceBusMessage(b"x" * (300 * 1024)))
+            await sender.send_messages(api.sb.ServiceBusMessage("the sender is still usable"))
 
 
 async def test_auto_lock_renewer_holds_a_session_past_its_lock(api: Api, broker: BrokerThread) -> None:
