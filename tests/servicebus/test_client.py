@@ -329,3 +329,18 @@ async def test_server_busy_waits_at_least_four_seconds_then_succeeds(broker: Bro
         assert 4.0 <= waited < 8.0
         async with client.get_queue_receiver("plain") as receiver:
             assert [str(m) for m in await receive_all(receiver)] == ["patient"]
+
+
+async def test_tokens_are_put_again_on_a_new_connection() -> None:
+    """Strict broker: after a reconnect the links are attached only under tokens put anew."""
+    strict = BrokerThread(require_auth=True)
+    try:
+        async with client_for(strict) as client:
+            async with client.get_queue_sender("plain") as sender:
+                await sender.send_messages(ServiceBusMessage("before"))
+                drop_connection(client)
+                await sender.send_messages(ServiceBusMessage("after"))
+            async with client.get_queue_receiver("plain") as receiver:
+                assert [str(m) for m in await receive_all(receiver)] == ["before", "after"]
+    finally:
+        strict.stop()
