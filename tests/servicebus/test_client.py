@@ -117,14 +117,20 @@ async def test_the_namespace_and_credential_constructor(broker: BrokerThread) ->
             assert b"".join(msg.body) == b"plain amqplink message"
 
 
-async def test_a_sender_reconnects_after_the_connection_drops(broker: BrokerThread) -> None:
-    async with client_for(broker) as client:
-        async with client.get_queue_sender("plain") as sender:
-            await sender.send_messages(ServiceBusMessage("before"))
-            drop_connection(client)
-            await sender.send_messages(ServiceBusMessage("after"))
-        async with client.get_queue_receiver("plain") as receiver:
-            assert [str(m) for m in await receive_all(receiver)] == ["before", "after"]
+@pytest.mark.parametrize("strict", [False, True])
+async def test_a_sender_reconnects_after_the_connection_drops(strict: bool) -> None:
+    """Strict broker: the links are attached again only under tokens put on the new connection."""
+    namespace = BrokerThread(require_auth=strict)
+    try:
+        async with client_for(namespace) as client:
+            async with client.get_queue_sender("plain") as sender:
+                await sender.send_messages(ServiceBusMessage("before"))
+                drop_connection(client)
+                await sender.send_messages(ServiceBusMessage("after"))
+            async with client.get_queue_receiver("plain") as receiver:
+                assert [str(m) for m in await receive_all(receiver)] == ["before", "after"]
+    finally:
+        namespace.stop()
 
 
 async def test_connection_dropped_mid_send_loses_no_acknowledged_message(broker: BrokerThread) -> None:
@@ -330,17 +336,3 @@ async def test_server_busy_waits_at_least_four_seconds_then_succeeds(broker: Bro
         async with client.get_queue_receiver("plain") as receiver:
             assert [str(m) for m in await receive_all(receiver)] == ["patient"]
 
-
-async def test_tokens_are_put_again_on_a_new_connection() -> None:
-    """Strict broker: after a reconnect the links are attached only under tokens put anew."""
-    strict = BrokerThread(require_auth=True)
-    try:
-        async with client_for(strict) as client:
-            async with client.get_queue_sender("plain") as sender:
-                await sender.send_messages(ServiceBusMessage("before"))
-                drop_connection(client)
-                await sender.send_messages(ServiceBusMessage("after"))
-            async with client.get_queue_receiver("plain") as receiver:
-                assert [str(m) for m in await receive_all(receiver)] == ["before", "after"]
-    finally:
-        strict.stop()
