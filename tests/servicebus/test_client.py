@@ -336,3 +336,21 @@ async def test_server_busy_waits_at_least_four_seconds_then_succeeds(broker: Bro
         async with client.get_queue_receiver("plain") as receiver:
             assert [str(m) for m in await receive_all(receiver)] == ["patient"]
 
+
+async def test_a_ready_made_sas_credential_covers_the_namespace() -> None:
+    from amqplink.servicebus import AzureSasCredential
+    from amqplink.servicebus.sas import generate_sas_token
+
+    strict = BrokerThread(require_auth=True)
+    try:
+        token = generate_sas_token(
+            "sb://127.0.0.1/", "RootManageSharedAccessKey", "SAS_KEY_VALUE", int(time.time()) + 600
+        )
+        namespace = f"127.0.0.1:{strict.broker.port}"
+        async with ServiceBusClient(namespace, AzureSasCredential(token), use_tls=False) as client:
+            async with client.get_queue_sender("plain") as sender:
+                await sender.send_messages(ServiceBusMessage("signed"))
+            async with client.get_queue_receiver("plain") as receiver:
+                assert [str(m) for m in await receive_all(receiver)] == ["signed"]
+    finally:
+        strict.stop()
