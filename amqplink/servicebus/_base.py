@@ -11,6 +11,7 @@ when they are gone, and runs every operation under the client's retry policy.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import ssl
 import uuid
@@ -202,12 +203,20 @@ class Handler:
             self._generation = self._holder.generation
             self._running = True
 
-    async def _retry(self, operation: Callable[[float], Awaitable[T]], *, timeout: float | None = None) -> T:
-        """Run ``operation(remaining)`` under the retry policy; each attempt reattaches if needed."""
+    async def _retry(
+        self, operation: Callable[[float], Awaitable[T]], *, timeout: float | None = None, tried: int = 0
+    ) -> T:
+        """Run ``operation(remaining)`` under the retry policy; each attempt reattaches if needed.
+
+        ``timeout`` replaces the policy's overall timeout; ``tried`` attempts already made
+        (a fast path's) count against ``retry_total``."""
         policy = self._policy
-        if timeout is not None and timeout > 0 and timeout != policy.timeout:
-            policy = RetryPolicy(policy.retry_total, policy.retry_backoff_factor, policy.retry_backoff_max,
-                                 policy.retry_mode, timeout)  # fmt: skip
+        if (timeout is not None and timeout > 0 and timeout != policy.timeout) or tried:
+            policy = dataclasses.replace(
+                policy,
+                retry_total=max(0, policy.retry_total - tried),
+                timeout=timeout if timeout is not None and timeout > 0 else policy.timeout,
+            )
 
         async def attempt(remaining: float) -> T:
             await self._open()
@@ -270,4 +279,3 @@ class Handler:
 
 async def _done() -> None:
     return None
-

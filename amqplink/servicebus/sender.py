@@ -99,31 +99,37 @@ class ServiceBusSender(Handler):
     async def _send_payload(self, payload: bytes, message_format: int, timeout: float | None) -> None:
         """One transfer, retried on a new link when a retryable error ends it.
 
-        Fast path: on a live link, the first attempt is a plain pipelined transfer (no task,
-        no timer); the retry machinery with its overall deadline starts only after a
-        retryable failure, or when the caller gave a ``timeout``.
+        Fast path: on a live link, the first attempt is a plain pipelined transfer (no task;
+        one timer bounds the wait for its outcome by the operation timeout); the retry
+        machinery starts only after a retryable failure, or when the caller gave a ``timeout``.
         """
-        link = self._link
-        if timeout is None and link is not None and self._ready():
-            try:
-                _check_outcome(await (await link.send_payload_nowait(payload, message_format=message_format)),
-                               self.entity_name)  # fmt: skip
-                return
-            except (AMQPError, OSError, ServiceBusError) as exc:
-                error = from_amqp_error(exc, entity=self.entity_name)
-                if not error.retryable:
-                    raise error from exc
-                delay = backoff_delay(self._policy, 1, error)  # server-busy: at least 4 s
-                log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
-                await asyncio.sleep(delay)
 
         async def attempt(_remaining: float) -> None:
             _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)
 
+        link = self._link
+        if timeout is None and link is not None and self._ready():
+            try:
+                sent = await link.send_payload_nowait(payload, message_format=message_format)
+                async with asyncio.timeout(self._policy.timeout):
+                    outcome = await asyncio.shield(sent)  # a time-out must not cancel the link's future
+                _check_outcome(outcome, self.entity_name)
+                return
+            except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+                error = from_amqp_error(exc, entity=self.entity_name)
+                if not error.retryable or self._policy.retry_total == 0:
+                    raise error from exc
+                delay = backoff_delay(self._policy, 1, error)  # server-busy: at least 4 s
+                log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
+                await asyncio.sleep(delay)
+                await self._retry(attempt, tried=1)
+                return
+
         await self._retry(attempt, timeout=timeout)
 
     async def _transfer_outcome(self, payload: bytes, message_format: int) -> Any:
-        return await (await self._transfer(payload, message_format))
+        # shielded: the retry's deadline cancels this wait, never the link's outcome future
+        return await asyncio.shield(await self._transfer(payload, message_format))
 
     async def send_nowait(self, message: ServiceBusMessage | Mapping[str, Any] | Message) -> asyncio.Future[None]:
         """Hand one message to the link (waiting only for room under ``max_in_flight``) and
@@ -204,7 +210,7 @@ class ServiceBusSender(Handler):
         for payload, future in pending:
             try:
                 _check_outcome(await future, self.entity_name)
-            except (AMQPError, OSError, ServiceBusError) as exc:
+            except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
                 error = from_amqp_error(exc, entity=self.entity_name)
                 if not error.retryable:
                     failure = failure or error

@@ -17,6 +17,7 @@ from amqplink.servicebus.exceptions import (
     MessageLockLostError,
     MessageSizeExceededError,
     MessagingEntityNotFoundError,
+    OperationTimeoutError,
     ServiceBusAuthenticationError,
     ServiceBusError,
     SessionLockLostError,
@@ -354,3 +355,17 @@ async def test_a_ready_made_sas_credential_covers_the_namespace() -> None:
                 assert [str(m) for m in await receive_all(receiver)] == ["signed"]
     finally:
         strict.stop()
+
+
+async def test_a_send_the_broker_never_answers_times_out(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operation timeout bounds the wait for an outcome; the link's own accounting is intact."""
+    from amqplink.broker import sbserver
+
+    async with client_for(broker, timeout=1, retry_total=0) as client, client.get_queue_sender("plain") as sender:
+        await sender.send_messages(ServiceBusMessage("answered"))
+        monkeypatch.setattr(sbserver._ServiceBusConnection, "_on_delivery", lambda self, link, delivery: None)
+        started = time.monotonic()
+        with pytest.raises(OperationTimeoutError):
+            await sender.send_messages(ServiceBusMessage("ignored"))
+        assert 0.9 <= time.monotonic() - started < 3
+        assert sender._link is not None and sender._link.in_flight == 1  # still unsettled, not lost count
