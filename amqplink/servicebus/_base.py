@@ -149,6 +149,12 @@ class Handler:
         self._open_lock: asyncio.Lock | None = None
         self._management: ManagementClient | None = None
         self._name = f"{self._kind}-{uuid.uuid4()}"
+        self._attaches = 0
+
+    def _next_link_name(self) -> str:
+        """A name for the next attach: the previous link may still be detaching under its own."""
+        self._attaches += 1
+        return self._name if self._attaches == 1 else f"{self._name}-{self._attaches}"
 
     @property
     def client_identifier(self) -> str:

@@ -143,7 +143,7 @@ class ServiceBusReceiver(Handler):
             self.entity_name,
             mode="peek-lock" if peek_lock else "receive-and-delete",
             prefetch=self._prefetch_count,
-            name=self._name,
+            name=self._next_link_name(),
             filters=filters,
         )
         if self._is_session:

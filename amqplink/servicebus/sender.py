@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT = 1000
 """Transfers awaiting their outcome at once per sender; the next send waits for room."""
+WATCH_INTERVAL_MIN, WATCH_INTERVAL_MAX = 0.05, 5.0
+"""Bounds (seconds) of the outcome watchdog's period: a quarter of the operation timeout."""
 
 SendInput = ServiceBusMessage | ServiceBusMessageBatch | Mapping[str, Any] | Message | Iterable[Any]
 
@@ -70,15 +73,24 @@ class ServiceBusSender(Handler):
         self.queue_name = queue_name
         self.topic_name = topic_name
         self._link: Sender | None = None
+        self._watched: deque[tuple[float, asyncio.Future[Any]]] = deque()
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._closing: asyncio.Task[None] | None = None
 
     # -- links ------------------------------------------------------------------------
     def _links_alive(self) -> bool:
         return self._link is not None and not self._link.closed
 
     async def _attach(self, connection: Connection) -> None:
-        self._link = await connection.create_sender(self.entity_name, max_in_flight=self.max_in_flight, name=self._name)
+        self._link = await connection.create_sender(
+            self.entity_name, max_in_flight=self.max_in_flight, name=self._next_link_name()
+        )
 
     async def _close_links(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        self._watched.clear()
         if self._link is not None:
             await self._link.close()
 
@@ -94,14 +106,55 @@ class ServiceBusSender(Handler):
     async def _transfer(self, payload: bytes, message_format: int) -> asyncio.Future[Any]:
         await self._open()
         assert self._link is not None
-        return await self._link.send_payload_nowait(payload, message_format=message_format)
+        return self._watch(await self._link.send_payload_nowait(payload, message_format=message_format))
+
+    # -- outcome watchdog ---------------------------------------------------------------
+    def _watch(self, outcome: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        """Note when ``outcome`` was sent; one timer per sender (not per send) checks the oldest."""
+        loop = asyncio.get_running_loop()
+        self._watched.append((loop.time(), outcome))
+        if self._watchdog is None:
+            self._watchdog = loop.call_later(self._watch_interval(), self._check_outcomes)
+        return outcome
+
+    def _watch_interval(self) -> float:
+        return min(WATCH_INTERVAL_MAX, max(WATCH_INTERVAL_MIN, self._policy.timeout / 4))
+
+    def _check_outcomes(self) -> None:
+        """A link whose oldest transfer has had no outcome for the operation timeout is taken
+        as dead: it is closed, which fails every transfer on it, and the sends are retried on
+        a new link under the retry policy (at least once)."""
+        self._watchdog = None
+        watched = self._watched
+        while watched and watched[0][1].done():
+            watched.popleft()
+        if not watched:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() - watched[0][0] >= self._policy.timeout:
+            timeout = self._policy.timeout
+            failure = AMQPError(
+                f"{self.entity_name}: no outcome from the broker within {timeout:.1f} s",
+                condition="com.microsoft:timeout",
+            )
+            for _, outcome in watched:
+                if not outcome.done():
+                    outcome.set_exception(failure)  # the link is dropped below, its count with it
+            watched.clear()
+            link, self._link = self._link, None  # the next send attaches a new link
+            if link is not None and not link.closed:
+                log.warning("%s; closing the link to send again on a new one", failure)
+                self._closing = loop.create_task(link.close())
+            return
+        self._watchdog = loop.call_later(self._watch_interval(), self._check_outcomes)
 
     async def _send_payload(self, payload: bytes, message_format: int, timeout: float | None) -> None:
         """One transfer, retried on a new link when a retryable error ends it.
 
-        Fast path: on a live link, the first attempt is a plain pipelined transfer (no task;
-        one timer bounds the wait for its outcome by the operation timeout); the retry
-        machinery starts only after a retryable failure, or when the caller gave a ``timeout``.
+        Fast path: on a live link, the first attempt is a plain pipelined transfer (no task,
+        no timer: the sender's outcome watchdog bounds the wait by the operation timeout);
+        the retry machinery starts only after a retryable failure, or when the caller gave a
+        ``timeout``.
         """
 
         async def attempt(_remaining: float) -> None:
@@ -110,10 +163,8 @@ class ServiceBusSender(Handler):
         link = self._link
         if timeout is None and link is not None and self._ready():
             try:
-                sent = await link.send_payload_nowait(payload, message_format=message_format)
-                async with asyncio.timeout(self._policy.timeout):
-                    outcome = await asyncio.shield(sent)  # a time-out must not cancel the link's future
-                _check_outcome(outcome, self.entity_name)
+                sent = self._watch(await link.send_payload_nowait(payload, message_format=message_format))
+                _check_outcome(await sent, self.entity_name)
                 return
             except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
                 error = from_amqp_error(exc, entity=self.entity_name)
