@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ARGUMENT_ERROR",
+    "INTERNAL_ERROR",
     "MESSAGE_LOCK_LOST",
     "MESSAGE_NOT_FOUND",
     "MESSAGE_SIZE_EXCEEDED",
@@ -31,6 +32,7 @@ NOT_ALLOWED = "amqp:not-allowed"
 UNAUTHORIZED = "amqp:unauthorized-access"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
+INTERNAL_ERROR = "amqp:internal-error"
 
 _STATUS = {
     MESSAGE_LOCK_LOST: 410,
