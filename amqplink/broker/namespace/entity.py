@@ -322,9 +322,7 @@ class Entity:
                 heapq.heappop(heap)
         return [sid for _, sid in sorted(found)]
 
-    def peek(
-        self, from_sequence: int, count: int, now: float, *, session_id: str | None = None
-    ) -> list[StoredMessage]:
+    def peek(self, from_sequence: int, count: int, now: float, *, session_id: str | None = None) -> list[StoredMessage]:
         """Up to ``count`` messages from ``from_sequence`` on (of ``session_id`` if given), in order,
         any state; nothing is locked."""
         self.tick(now)

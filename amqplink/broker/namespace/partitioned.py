@@ -99,18 +99,14 @@ class Partitions:
     (and duplicates are detected per fragment, within ``duplicate_window`` seconds).
     """
 
-    def __init__(
-        self, path: str, count: int, *, by_message_id: bool = False, duplicate_window: float = 0.0
-    ) -> None:
+    def __init__(self, path: str, count: int, *, by_message_id: bool = False, duplicate_window: float = 0.0) -> None:
         if not 1 <= count < 1 << 15:
             raise ValueError(f"{path!r}: a partitioned entity needs 1 to 32767 fragments, not {count}")
         self.path = path
         self.count = count
         self.by_message_id = by_message_id
         self.down = [False] * count
-        self.duplicates = (
-            [DuplicateDetector(duplicate_window) for _ in range(count)] if by_message_id else None
-        )
+        self.duplicates = [DuplicateDetector(duplicate_window) for _ in range(count)] if by_message_id else None
         self._next = 0
 
     def __repr__(self) -> str:
@@ -482,9 +478,7 @@ class PartitionedEntity(Entity):
             out += self.fragments[index].available_sessions(now)
         return out
 
-    def peek(
-        self, from_sequence: int, count: int, now: float, *, session_id: str | None = None
-    ) -> list[StoredMessage]:
+    def peek(self, from_sequence: int, count: int, now: float, *, session_id: str | None = None) -> list[StoredMessage]:
         """Messages of one fragment only: the first (by sequence number) with any at or after
         ``from_sequence``; so fewer than ``count`` may come back while more remain."""
         if session_id is not None:
@@ -594,4 +588,3 @@ def partitions_for(path: str, properties: EntityProperties, default_count: int) 
         by_message_id=properties.requires_duplicate_detection,
         duplicate_window=properties.duplicate_detection_window,
     )
-
