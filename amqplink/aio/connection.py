@@ -17,8 +17,8 @@ from amqplink.aio.sender import Sender, SettleMode
 from amqplink.aio.transport import EngineProtocol
 from amqplink.aio.url import Endpoint, parse_url
 from amqplink.engine import errors as engine_errors
+from amqplink.engine.connection import DEFAULT_MIN_PEER_IDLE_TIMEOUT, ConnectionConfig
 from amqplink.engine.connection import Connection as EngineConnection
-from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.events import (
     ConnectionClosed,
     ConnectionOpened,
@@ -425,6 +425,7 @@ async def connect(
     timeout: float = DEFAULT_TIMEOUT,
     on_excess_transfer: Literal["deliver", "detach"] = "deliver",
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    min_peer_idle_timeout: float = DEFAULT_MIN_PEER_IDLE_TIMEOUT,
 ) -> Connection:
     """Connect to ``amqp://[user:pass@]host[:port]`` (or ``amqps://``) and open.
 
@@ -438,6 +439,9 @@ async def connect(
     ``"detach"`` with ``amqp:link:transfer-limit-exceeded``. ``max_message_size``
     is the largest message (bytes) a receiver accepts (0: no limit, 2.7.3): a larger
     one detaches the receiver with ``amqp:link:message-size-exceeded``.
+    ``min_peer_idle_timeout`` (seconds) is the smallest idle time-out a peer may ask
+    of us: below it the connection is closed with ``amqp:not-implemented`` rather
+    than flooding the peer with heartbeats.
     """
     endpoint = parse_url(url)
     if endpoint.tls and ssl_context is None:
@@ -452,6 +456,7 @@ async def connect(
         properties=properties,
         on_excess_transfer=on_excess_transfer,
         max_message_size=max_message_size,
+        min_peer_idle_timeout=min_peer_idle_timeout,
     )
     engine = EngineConnection(config, sasl=_sasl_for(endpoint, sasl, virtual_host))
     conn = Connection(endpoint, engine, timeout)

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 __all__ = ["Outcome", "Sendable", "Sender", "SettleMode"]
 
 SettleMode = Literal["unsettled", "settled"]
+
+YIELD_EVERY = 256
+"""Sends in a row that found room at once before a sender lets the event loop run
+(reads, heartbeats, other tasks): without it a peer that grants 65,536 credit and
+reads fast lets one ``send_many`` hold the loop for the whole burst."""
 Outcome = Accepted | Rejected | Released | Modified
 Sendable = (
     Message
@@ -77,6 +82,7 @@ class Sender(LinkBase):
         self.max_in_flight = max_in_flight
         self._presettled = settle_mode == "settled"
         self._in_flight = 0
+        self._unyielded = 0
         self._room: asyncio.Future[None] | None = None
         self._sent: asyncio.Future[Any] = self._loop.create_future()
         self._sent.set_result(None)
@@ -150,6 +156,11 @@ class Sender(LinkBase):
         """
         if self._detached.done() or not self._has_room() or self._protocol.write_paused:
             await self._wait_room()
+            self._unyielded = 0
+        elif self._unyielded >= YIELD_EVERY:
+            self._unyielded = 0
+            await asyncio.sleep(0)
+        self._unyielded += 1
         if type(message) is not Message and not isinstance(message, Message):
             message = Message(message)
         payload = message.encode()

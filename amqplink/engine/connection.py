@@ -74,7 +74,7 @@ from amqplink.protocol.definitions import (
 )
 from amqplink.protocol.hot_decode import decode_performative
 
-__all__ = ["Connection", "ConnectionConfig"]
+__all__ = ["DEFAULT_MIN_PEER_IDLE_TIMEOUT", "Connection", "ConnectionConfig"]
 
 log = logging.getLogger(__name__)
 # Every frame in and out, at DEBUG (as proton's PN_TRACE_FRM): performatives with
@@ -110,6 +110,10 @@ _END = ConnectionState.END
 _SESSION_BEGIN_SENT = SessionState.BEGIN_SENT
 _SESSION_END_SENT = SessionState.END_SENT
 _SESSION_ENDED = SessionState.ENDED
+
+
+DEFAULT_MIN_PEER_IDLE_TIMEOUT = 0.1
+"""Seconds: a peer asking for a shorter idle time-out is refused (2.4.5), see ConnectionConfig."""
 
 
 @dataclass(slots=True)
@@ -155,7 +159,7 @@ class ConnectionConfig:
     desired_capabilities: list[str] | None = None
     on_excess_transfer: Literal["detach", "deliver"] = "detach"
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    min_peer_idle_timeout: float = 0.1
+    min_peer_idle_timeout: float = DEFAULT_MIN_PEER_IDLE_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.max_frame_size < MIN_MAX_FRAME_SIZE:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from amqplink import Message, connect
+from amqplink.aio.sender import YIELD_EVERY
 from amqplink.aio.transport import ENGINE_OUTPUT_HIGH, WRITE_BUFFER_HIGH
 from tests.aio.helpers import HoldingServer, eventually
 
@@ -63,3 +64,26 @@ async def test_presettled_burst_is_bounded_by_the_write_buffer_not_by_credit() -
         await asyncio.wait_for(sender.wait_settled(), 10)
         await eventually(lambda: len(server.held) == count, timeout=30)
         assert most <= bound, f"{most} bytes buffered (bound {bound})"
+
+
+async def test_a_long_presettled_burst_lets_the_event_loop_run() -> None:
+    """A peer that grants more credit than the burst and reads fast never pauses the
+    socket; the sender still lets other tasks run every YIELD_EVERY sends."""
+    count = 50_000
+    async with HoldingServer(credit=60_000) as server, await connect(server.url) as conn:
+        sender = await conn.create_sender("q", settle_mode="settled")
+        turns = 0
+        done = False
+
+        async def other_task() -> None:
+            nonlocal turns
+            while not done:
+                await asyncio.sleep(0)
+                turns += 1
+
+        task = asyncio.ensure_future(other_task())
+        await sender.send_many(Message(b"x" * 16) for _ in range(count))
+        done = True
+        await task
+        assert turns >= count // YIELD_EVERY - 1, turns
+        await eventually(lambda: len(server.held) == count, timeout=30)

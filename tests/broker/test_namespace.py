@@ -15,7 +15,15 @@ from amqplink.broker.config import (
     SubscriptionConfig,
     TopicConfig,
 )
-from amqplink.broker.namespace import BATCH_FORMAT, EntityError, MessageState, Namespace, entity_path
+from amqplink.broker.namespace import (
+    BATCH_FORMAT,
+    Entity,
+    EntityError,
+    MessageState,
+    Namespace,
+    StoredMessage,
+    entity_path,
+)
 from amqplink.codec.types import Symbol, Timestamp
 from amqplink.message import Message
 from tests.broker.nsutil import T0, delivered, payload, send
@@ -23,6 +31,16 @@ from tests.broker.nsutil import T0, delivered, payload, send
 
 def ns_with(**props: object) -> Namespace:
     return Namespace(NamespaceConfig(queues=(QueueConfig("q", EntityProperties(**props)),)))  # type: ignore[arg-type]
+
+
+def one_locked(**props: object) -> tuple[Entity, StoredMessage, uuid.UUID]:
+    """A queue ``q`` with ``props``, one message sent and received under a lock at T0."""
+    ns = ns_with(**props)
+    send(ns, "q")
+    q = ns.receiver_source("q")
+    msg = q.receive(T0)
+    assert msg is not None and msg.lock_token is not None
+    return q, msg, msg.lock_token
 
 
 def test_peek_lock_stamps_service_bus_annotations_and_keeps_the_body() -> None:
@@ -45,12 +63,7 @@ def test_peek_lock_stamps_service_bus_annotations_and_keeps_the_body() -> None:
 
 
 def test_lock_expiry_redelivers_with_delivery_count_plus_one_and_old_token_is_lost() -> None:
-    ns = ns_with(lock_duration=30.0)
-    send(ns, "q")
-    q = ns.receiver_source("q")
-    first = q.receive(T0)
-    assert first is not None and first.lock_token is not None
-    token = first.lock_token
+    q, _, token = one_locked(lock_duration=30.0)
     assert q.receive(T0 + 29.9) is None
     again = q.receive(T0 + 30)
     assert again is not None and again.lock_token != token
@@ -63,14 +76,10 @@ def test_lock_expiry_redelivers_with_delivery_count_plus_one_and_old_token_is_lo
 
 
 def test_renew_lock_extends_from_now() -> None:
-    ns = ns_with(lock_duration=30.0)
-    send(ns, "q")
-    q = ns.receiver_source("q")
-    msg = q.receive(T0)
-    assert msg is not None and msg.lock_token is not None
-    assert q.renew_lock(msg.lock_token, T0 + 20) == T0 + 50
+    q, _, token = one_locked(lock_duration=30.0)
+    assert q.renew_lock(token, T0 + 20) == T0 + 50
     assert q.receive(T0 + 45) is None  # still locked past the first expiry
-    q.complete(msg.lock_token, T0 + 49)
+    q.complete(token, T0 + 49)
 
 
 def test_max_delivery_count_dead_letters() -> None:
