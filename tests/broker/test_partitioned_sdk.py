@@ -26,8 +26,7 @@ CONFIG = {
             {
                 "Name": "sbemulatorns",
                 "Queues": [
-                    {"Name": f"p{i}", "Properties": {"EnablePartitioning": True, "PartitionCount": 4}}
-                    for i in range(6)
+                    {"Name": f"p{i}", "Properties": {"EnablePartitioning": True, "PartitionCount": 4}} for i in range(6)
                 ]
                 + [
                     {
