@@ -495,3 +495,29 @@ def test_duplicate_detection_on_a_partitioned_topic() -> None:
     for _ in range(3):
         send(ns, "t", message_id=str(uuid.UUID(int=7)))
     assert len(ns.receiver_source("t/Subscriptions/a").store) == 1
+
+
+def test_scheduling_on_a_partitioned_topic_keeps_the_key_rules() -> None:
+    topic = TopicConfig("t", EntityProperties(enable_partitioning=True, partition_count=4), (SubscriptionConfig("a"),))
+    ns = Namespace(NamespaceConfig(topics=(topic,)))
+    target = ns.sender_target("t")
+    parts = ns.topics["t"].partitions
+    assert parts is not None
+    refused(
+        "com.microsoft:argument-error",
+        ns.schedule,
+        target,
+        delivered_envelope(session_id="a", partition_key="b"),
+        T0 + 5,
+        T0,
+    )
+    key = key_in(parts, 1)
+    ns.set_fragment_down("t", 1)
+    refused("amqp:internal-error", ns.schedule, target, delivered_envelope(partition_key=key), T0 + 5, T0)
+    ns.set_fragment_down("t", 1, down=False)
+    ns.schedule(target, delivered_envelope(session_id=key), T0 + 5, T0)
+    ns.tick(T0 + 6)
+    sub = ns.receiver_source("t/Subscriptions/a")
+    (msg,) = sub.store
+    assert fragment_of(msg.sequence_number) == 1
+    assert delivered(sub, msg).message_annotations[Symbol("x-opt-partition-key")] == key

@@ -40,16 +40,17 @@ CONFIG = {
 }
 
 
+@pytest.fixture()
+def client(broker: Broker) -> Iterator[ServiceBusClient]:
+    sdk = ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0)  # refusals surface at once
+    with sdk:
+        yield sdk
+
+
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
     with running_broker(parse_config(CONFIG)) as b:
         yield b
-
-
-@pytest.fixture()
-def client(broker: Broker) -> Iterator[ServiceBusClient]:
-    with ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0) as c:
-        yield c
 
 
 def entity(broker: Broker, name: str) -> PartitionedEntity:

@@ -430,6 +430,11 @@ class Namespace:
     def schedule(self, target: Entity | Topic, envelope: Envelope, at: float, now: float) -> int:
         """Schedule a message on a queue or topic (``schedule-message``); its sequence number."""
         if isinstance(target, Topic):
+            if target.partitions is not None:
+                key = target.partitions.key(envelope)  # the key rules hold for a scheduled send too
+                if key is not None:
+                    target.partitions.pinned(key)
+                    envelope = target.partitions.stamp(envelope)
             return target.schedule(envelope, at)
         return target.schedule(envelope, at, now)
 

@@ -196,12 +196,17 @@ class Partitions:
                 )
         if first is None:
             return envelopes
-        index = self.index(first)
-        self.require_up(index, "the message's partition key pins it there")
+        index = self.pinned(first)
         if self.duplicates is not None:
             detector = self.duplicates[index]
             envelopes = [e for e in envelopes if not detector.is_duplicate(e.message_id, now)]
         return [self.stamp(e) for e in envelopes]
+
+    def pinned(self, key: Any) -> int:
+        """The fragment ``key`` pins to; ``amqp:internal-error`` (retryable) if it is down."""
+        index = self.index(key)
+        self.require_up(index, "the message's partition key pins it there")
+        return index
 
     def stamp(self, envelope: Envelope) -> Envelope:
         """``x-opt-partition-key`` on the stored message when a SessionId or PartitionKey decided."""
@@ -422,8 +427,7 @@ class PartitionedEntity(Entity):
         key = self.partitions.key(envelope)
         if key is None:
             return self.fragments[self.partitions.round_robin()].schedule(envelope, at, now)
-        index = self.partitions.index(key)
-        self.partitions.require_up(index, "the message's partition key pins it there")
+        index = self.partitions.pinned(key)
         return self.fragments[index].schedule(self.partitions.stamp(envelope), at, now)
 
     def cancel_scheduled(self, sequence_numbers: Iterable[int]) -> None:
