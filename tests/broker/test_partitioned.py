@@ -521,3 +521,12 @@ def test_scheduling_on_a_partitioned_topic_keeps_the_key_rules() -> None:
     (msg,) = sub.store
     assert fragment_of(msg.sequence_number) == 1
     assert delivered(sub, msg).message_annotations[Symbol("x-opt-partition-key")] == key
+
+
+def test_a_down_fragment_may_answer_server_busy_instead() -> None:
+    ns = namespace(partition_count=2)
+    key = key_in(pq(ns).partitions, 0)
+    ns.set_fragment_down("pq", 0, condition="com.microsoft:server-busy")
+    assert refused("com.microsoft:server-busy", send, ns, "pq", partition_key=key).status == 503
+    with pytest.raises(ValueError, match="server-busy"):
+        ns.set_fragment_down("pq", 0, condition="amqp:not-found")

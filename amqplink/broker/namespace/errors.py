@@ -16,6 +16,7 @@ __all__ = [
     "NOT_ALLOWED",
     "NOT_FOUND",
     "RESOURCE_LIMIT_EXCEEDED",
+    "SERVER_BUSY",
     "SESSION_CANNOT_BE_LOCKED",
     "SESSION_LOCK_LOST",
     "UNAUTHORIZED",
@@ -33,6 +34,7 @@ UNAUTHORIZED = "amqp:unauthorized-access"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
 INTERNAL_ERROR = "amqp:internal-error"
+SERVER_BUSY = "com.microsoft:server-busy"
 
 _STATUS = {
     MESSAGE_LOCK_LOST: 410,
@@ -45,6 +47,7 @@ _STATUS = {
     UNAUTHORIZED: 401,
     MESSAGE_SIZE_EXCEEDED: 413,
     RESOURCE_LIMIT_EXCEEDED: 403,
+    SERVER_BUSY: 503,
 }
 
 

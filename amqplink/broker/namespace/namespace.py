@@ -34,6 +34,7 @@ from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import Envelope, split_message
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
+    INTERNAL_ERROR,
     MESSAGE_NOT_FOUND,
     MESSAGE_SIZE_EXCEEDED,
     NOT_ALLOWED,
@@ -439,17 +440,19 @@ class Namespace:
         return target.schedule(envelope, at, now)
 
     # -- faults -------------------------------------------------------------------
-    def set_fragment_down(self, path: str, index: int, down: bool = True) -> None:
+    def set_fragment_down(self, path: str, index: int, down: bool = True, *, condition: str = INTERNAL_ERROR) -> None:
         """Take fragment ``index`` of the partitioned queue or topic at ``path`` down (or up again).
 
         A topic's subscriptions and a queue's dead-letter queue share its fragments, so they
-        follow. ``amqp:not-found`` for an unknown path, ``amqp:not-allowed`` if it is not
+        follow. While down, requests that need the fragment get ``condition``
+        (``amqp:internal-error``, as Service Bus, or ``com.microsoft:server-busy``).
+        ``amqp:not-found`` for an unknown path, ``amqp:not-allowed`` if it is not
         partitioned; ``IndexError`` for a fragment it does not have.
         """
         partitions = self.resolve(path).target.partitions
         if partitions is None:
             raise EntityError(NOT_ALLOWED, f"{path!r} is not partitioned: it has no fragments to take down")
-        partitions.set_down(index, down)
+        partitions.set_down(index, down, condition=condition)
 
     # -- time ---------------------------------------------------------------------
     def entities(self) -> list[Entity]:

@@ -57,6 +57,7 @@ from amqplink.broker.namespace.errors import (
     INTERNAL_ERROR,
     MESSAGE_LOCK_LOST,
     MESSAGE_NOT_FOUND,
+    SERVER_BUSY,
     EntityError,
 )
 from amqplink.broker.namespace.sessions import SessionLock
@@ -64,6 +65,7 @@ from amqplink.broker.namespace.store import MessageState, StoredMessage
 from amqplink.codec.types import Symbol
 
 __all__ = [
+    "DOWN_CONDITIONS",
     "PARTITION_KEY",
     "SEQUENCE_SHIFT",
     "PartitionedEntity",
@@ -78,6 +80,8 @@ log = logging.getLogger(__name__)
 PARTITION_KEY = Symbol("x-opt-partition-key")
 SEQUENCE_SHIFT = 48
 """Fragment ``i``'s sequence numbers are ``(i << 48) + n``: the top 16 bits name the partition."""
+DOWN_CONDITIONS = (INTERNAL_ERROR, SERVER_BUSY)
+"""What a request needing a down fragment may be refused with (both retryable)."""
 RETRY = "The service was unable to process the request; please retry the operation."
 
 
@@ -106,6 +110,8 @@ class Partitions:
         self.count = count
         self.by_message_id = by_message_id
         self.down = [False] * count
+        self.conditions = [INTERNAL_ERROR] * count
+        """The condition each fragment refuses with while down."""
         self.duplicates = [DuplicateDetector(duplicate_window) for _ in range(count)] if by_message_id else None
         self._next = 0
 
@@ -114,10 +120,17 @@ class Partitions:
         return f"Partitions({self.path!r}, count={self.count}, down={down})"
 
     # -- availability -----------------------------------------------------------------
-    def set_down(self, index: int, down: bool = True) -> None:
-        """Take fragment ``index`` down (or bring it back): the fault-injection hook."""
+    def set_down(self, index: int, down: bool = True, *, condition: str = INTERNAL_ERROR) -> None:
+        """Take fragment ``index`` down (or bring it back): the fault-injection hook.
+
+        ``condition``: what requests needing the fragment get while it is down,
+        ``amqp:internal-error`` (Service Bus's answer) or ``com.microsoft:server-busy``.
+        """
         if not 0 <= index < self.count:
             raise IndexError(f"{self.path!r} has fragments 0 to {self.count - 1}, not {index}")
+        if condition not in DOWN_CONDITIONS:
+            raise ValueError(f"a down fragment refuses with {' or '.join(DOWN_CONDITIONS)}, not {condition!r}")
+        self.conditions[index] = condition
         if self.down[index] != down:
             self.down[index] = down
             log.warning("%s: fragment %d is %s", self.path, index, "down" if down else "up again")
@@ -129,7 +142,7 @@ class Partitions:
         """``amqp:internal-error`` (retryable) when fragment ``index`` is down."""
         if self.down[index]:
             raise EntityError(
-                INTERNAL_ERROR,
+                self.conditions[index],
                 f"{RETRY} Fragment {index} of {self.path!r} is unavailable ({what}); retry later,"
                 " or send without a partition key so another fragment takes the message",
             )
@@ -173,11 +186,6 @@ class Partitions:
             return i
         self._next = (start + 1) % self.count
         return start
-
-    def place(self, envelope: Envelope) -> int:
-        """The fragment a message goes to (by key, else round robin); nothing is checked."""
-        key = self.key(envelope)
-        return self.round_robin() if key is None else self.index(key)
 
     # -- a send arriving --------------------------------------------------------------
     def admit(self, envelopes: list[Envelope], now: float) -> list[Envelope]:
@@ -462,10 +470,10 @@ class PartitionedEntity(Entity):
     ) -> StoredMessage | None:
         """The next message of any fragment that is up, starting after the one that answered last."""
         if self.requires_session and session_id is not None:
-            fragment = self.session_fragment(session_id)
-            if self.partitions.is_down(self.partitions.index(session_id)):
-                return None
-            return fragment.receive(now, lock=lock, session_id=session_id, owner=owner)
+            index = self.partitions.index(session_id)
+            if self.partitions.is_down(index):
+                return None  # the session's messages are out of reach until its fragment is up
+            return self.fragments[index].receive(now, lock=lock, session_id=session_id, owner=owner)
         for index in self.partitions.up_from(self._next_receive):
             msg = self.fragments[index].receive(now, lock=lock, session_id=session_id, owner=owner)
             if msg is not None:
