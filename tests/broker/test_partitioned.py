@@ -530,3 +530,16 @@ def test_a_down_fragment_may_answer_server_busy_instead() -> None:
     assert refused("com.microsoft:server-busy", send, ns, "pq", partition_key=key).status == 503
     with pytest.raises(ValueError, match="server-busy"):
         ns.set_fragment_down("pq", 0, condition="amqp:not-found")
+
+
+def test_the_store_of_a_partitioned_entity_is_its_fragments() -> None:
+    ns = namespace(partition_count=2)
+    queue = pq(ns)
+    for _ in range(3):
+        send(ns, "pq")
+    assert len(queue.store) == 3 == sum(len(f.store) for f in queue.fragments)
+    seq = next(iter(queue.store)).sequence_number
+    assert queue.store.get(seq) is queue.fragment(fragment_of(seq)).store.get(seq)
+    assert queue.bytes == sum(f.bytes for f in queue.fragments) > 0
+    with pytest.raises(TypeError, match="each of its fragments"):
+        queue.store = queue.fragment(0).store  # a durable store goes under each fragment instead

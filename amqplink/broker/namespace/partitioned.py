@@ -61,7 +61,7 @@ from amqplink.broker.namespace.errors import (
     EntityError,
 )
 from amqplink.broker.namespace.sessions import SessionLock
-from amqplink.broker.namespace.store import MessageState, StoredMessage
+from amqplink.broker.namespace.store import MessageState, MessageStore, StoredMessage
 from amqplink.codec.types import Symbol
 
 __all__ = [
@@ -341,12 +341,22 @@ class PartitionedEntity(Entity):
             fragment.on_timed = self._fragment_timed
             if not self.is_dead_letter_queue:
                 fragment.dead_letter_sink = self._fragment_dead_letter
-        self.store = _Store(self.fragments)
+        self._view = _Store(self.fragments)
         self.sessions = _Sessions(self)  # type: ignore[assignment]
         self._next_receive = 0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, fragments={len(self.fragments)}, messages={len(self.store)})"
+
+    @property
+    def store(self) -> MessageStore:
+        """The fragments' stores seen as one: counts, iteration, lookups by sequence number."""
+        return self._view
+
+    @store.setter
+    def store(self, value: MessageStore) -> None:
+        if hasattr(self, "_view"):  # Entity.__init__'s own store is ignored; nothing else may replace it
+            raise TypeError(f"{self.path!r} is partitioned: give each of its fragments (.fragments) a store of its own")
 
     @property
     def bytes(self) -> int:
