@@ -8,6 +8,8 @@ import uuid
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amqplink.broker.config import (
     ConfigError,
@@ -543,3 +545,40 @@ def test_the_store_of_a_partitioned_entity_is_its_fragments() -> None:
     assert queue.bytes == sum(f.bytes for f in queue.fragments) > 0
     with pytest.raises(TypeError, match="each of its fragments"):
         queue.store = queue.fragment(0).store  # a durable store goes under each fragment instead
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("send"), st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d", "e"]))),
+            st.tuples(st.just("down"), st.integers(0, 3)),
+            st.tuples(st.just("up"), st.integers(0, 3)),
+        ),
+        max_size=40,
+    )
+)
+def test_every_accepted_send_is_received_once_from_where_the_rules_put_it(steps: list[tuple[str, Any]]) -> None:
+    ns = namespace(partition_count=4)
+    queue = pq(ns)
+    accepted: dict[int, str | None] = {}
+    for n, (op, arg) in enumerate(steps):
+        if op in ("down", "up"):
+            ns.set_fragment_down("pq", arg, down=op == "down")
+            continue
+        down = list(queue.partitions.down)
+        try:
+            send(ns, "pq", body=str(n).encode(), partition_key=arg)
+        except EntityError as exc:
+            assert exc.condition == "amqp:internal-error"
+            assert (arg is not None and down[queue.partitions.index(arg)]) or all(down)
+            continue
+        accepted[n] = arg
+        (where,) = [m for m in queue.store if delivered(queue, m).body == str(n).encode()]
+        fragment = fragment_of(where.sequence_number)
+        assert not down[fragment]
+        assert arg is None or fragment == queue.partitions.index(arg)
+    for i in range(4):
+        ns.set_fragment_down("pq", i, down=False)
+    got = sorted(int(delivered(queue, m).body) for m in receive_all(queue))
+    assert got == sorted(accepted)

@@ -484,10 +484,15 @@ class PartitionedEntity(Entity):
             if self.partitions.is_down(index):
                 return None  # the session's messages are out of reach until its fragment is up
             return self.fragments[index].receive(now, lock=lock, session_id=session_id, owner=owner)
-        for index in self.partitions.up_from(self._next_receive):
-            msg = self.fragments[index].receive(now, lock=lock, session_id=session_id, owner=owner)
+        fragments, down = self.fragments, self.partitions.down
+        count, start = len(fragments), self._next_receive
+        for k in range(count):  # per message: no generator, no allocation
+            index = start + k if start + k < count else start + k - count
+            if down[index]:
+                continue
+            msg = fragments[index].receive(now, lock=lock, session_id=session_id, owner=owner)
             if msg is not None:
-                self._next_receive = (index + 1) % len(self.fragments)
+                self._next_receive = index + 1 if index + 1 < count else 0
                 return msg
         return None
 
