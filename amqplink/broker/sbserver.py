@@ -553,7 +553,9 @@ class _ServiceBusConnection:
         return True
 
     # -- after a store commit -----------------------------------------------------------
-    def _settle_stored(self, link: SenderLink | ReceiverLink, delivery: Delivery, outcome: Any, error: BaseException | None) -> None:
+    def _settle_stored(
+        self, link: SenderLink | ReceiverLink, delivery: Delivery, outcome: Any, error: BaseException | None
+    ) -> None:
         """Settle a transfer whose effect is now on disk (or, when the write failed, refuse it)."""
         if link.is_detached or delivery.settled:
             return

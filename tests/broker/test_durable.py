@@ -83,7 +83,7 @@ async def test_sequence_numbers_keep_growing_after_everything_is_completed(tmp_p
     send(ns, "made-on-use", now)
     send(ns, "made-on-use", now)
     q = ns.receiver_source("made-on-use")
-    while (m := q.receive(now, lock=False)) is not None:
+    while q.receive(now, lock=False) is not None:
         pass
     store, ns = await restart(store, tmp_path, None)
     assert "made-on-use" in ns.queues
@@ -144,7 +144,6 @@ async def test_scheduled_deferred_and_dead_lettered_messages_survive(tmp_path: P
 
 
 async def test_session_state_survives(tmp_path: Path) -> None:
-    now = time.time()
     store, ns = await opened(tmp_path)
     s = ns.receiver_source("s")
     s.sessions.set_state("alpha", b"state-1")

@@ -31,6 +31,10 @@ Committed = Callable[[BaseException | None], None]
 
 _INSERT, _UPDATE, _DELETE = 0, 1, 2
 
+LAZY_WRITE_DELAY = 0.05
+"""Seconds a change nobody waits for (a lock taken: the delivery count) may stay pending,
+so that the completion which usually follows replaces it before it is written."""
+
 
 class GroupCommit:
     """The loop's side of the writer: records changes, hands batches over, runs callbacks."""
@@ -46,6 +50,7 @@ class GroupCommit:
         self._callbacks: list[Committed] = []
         self._in_flight = False
         self._scheduled = False
+        self._lazy: asyncio.TimerHandle | None = None
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: asyncio.Event | None = None
@@ -67,7 +72,10 @@ class GroupCommit:
         key = entity << SEQ_BITS | message.sequence_number
         if key not in self._ops:
             self._ops[key] = (_INSERT if envelope else _UPDATE, message)
-            self._kick()
+            if envelope:
+                self._kick()
+            elif self._lazy is None and not self._scheduled and self._loop is not None:
+                self._lazy = self._loop.call_later(LAZY_WRITE_DELAY, self._kick)
         elif envelope:
             self._ops[key] = (_INSERT, message)
 
@@ -133,6 +141,9 @@ class GroupCommit:
 
     def _flush(self) -> None:
         self._scheduled = False
+        if self._lazy is not None:
+            self._lazy.cancel()
+            self._lazy = None
         if self._in_flight or not (self._ops or self._callbacks or self._sequences or _has_rows(self._extra)):
             return
         callbacks, self._callbacks = self._callbacks, []
