@@ -110,8 +110,9 @@ async def test_scheduled_deferred_and_dead_lettered_messages_survive(tmp_path: P
     send(ns, "q", now, body=b"defer me", message_id="d")
     send(ns, "q", now, body=b"dead-letter me", message_id="x")
     scheduled = ns.schedule(q, ns.unpack(Message(b"later").encode(), 0, 1 << 20)[0], now + 60, now)
-    topic_scheduled = ns.schedule(ns.sender_target("t"), ns.unpack(Message(b"t-later").encode(), 0, 1 << 20)[0],
-                                  now + 60, now)  # fmt: skip
+    t_envelope = ns.unpack(Message(b"t-later").encode(), 0, 1 << 20)[0]
+    ns.schedule(ns.sender_target("t"), t_envelope, now + 60, now)
+    topic_scheduled = ns.schedule(ns.sender_target("t"), t_envelope, now + 60, now)  # same batch
     d = q.receive(now)
     x = q.receive(now)
     assert d is not None and d.lock_token is not None and x is not None and x.lock_token is not None
@@ -137,6 +138,7 @@ async def test_scheduled_deferred_and_dead_lettered_messages_survive(tmp_path: P
     sub = ns.receiver_source("t/Subscriptions/a")
     t_due = sub.receive(now + 61, lock=False)
     assert t_due is not None and delivered(sub, t_due).body == b"t-later"
+    assert sub.receive(now + 61, lock=False) is not None
     store, ns = await restart(store, tmp_path)
     assert ns.topics["t"]._scheduled == {}  # the delivered schedule is gone from disk too
     assert ns.schedule(ns.sender_target("t"), t_due.envelope, now + 60, now) > topic_scheduled

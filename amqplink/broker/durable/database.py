@@ -44,6 +44,16 @@ CREATE TABLE IF NOT EXISTS duplicates(
     PRIMARY KEY(entity, message_id));
 """
 
+ROWS_PER_STATEMENT = 200
+"""Rows one multi-row statement writes at most (10 columns: 2,000 of SQLite's 32,766 parameters)."""
+_INSERT = ("INSERT OR REPLACE INTO messages VALUES ", "")
+_UPDATE = (
+    "UPDATE messages SET state = v.column1, delivery_count = v.column2, deferred = v.column3,"
+    " enqueued_at = v.column4, expires_at = v.column5, scheduled_at = v.column6 FROM (VALUES ",
+    ") AS v WHERE messages.key = v.column7",
+)
+_DELETE = ("DELETE FROM messages WHERE key IN (VALUES ", ")")
+
 SEQ_BITS = 40
 """A message's row key is ``entity << SEQ_BITS | sequence number``."""
 
@@ -81,6 +91,7 @@ class Database:
     on the writer thread only."""
 
     def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self._sql: dict[tuple[tuple[str, str], int], str] = {}
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(os.fspath(directory), DB_NAME)
         try:
@@ -129,18 +140,11 @@ class Database:
             if batch.entities:
                 db.executemany("INSERT OR IGNORE INTO entities(id, path) VALUES (?, ?)", batch.entities)
             if batch.inserts:
-                db.executemany(
-                    "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(*row[:7], _real(row[7]), row[8], row[9].encode()) for row in batch.inserts],
-                )
+                self._many(_INSERT, 10, [(*r[:7], _real(r[7]), r[8], r[9].encode()) for r in batch.inserts])
             if batch.updates:
-                db.executemany(
-                    "UPDATE messages SET state = ?, delivery_count = ?, deferred = ?, enqueued_at = ?,"
-                    " expires_at = ?, scheduled_at = ? WHERE key = ?",
-                    [(*row[:4], _real(row[4]), row[5], row[6]) for row in batch.updates],
-                )
+                self._many(_UPDATE, 7, [(*r[:4], _real(r[4]), r[5], r[6]) for r in batch.updates])
             if batch.deletes:
-                db.executemany("DELETE FROM messages WHERE key = ?", batch.deletes)
+                self._many(_DELETE, 1, batch.deletes)
             if batch.sequences:
                 db.executemany("UPDATE entities SET next_sequence = ? WHERE id = ?", batch.sequences)
             for entity, session_id, state in batch.sessions:
@@ -157,6 +161,19 @@ class Database:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+    def _many(self, template: tuple[str, str], width: int, rows: list[tuple[Any, ...]]) -> None:
+        """Run a statement over ``rows``, up to :data:`ROWS_PER_STATEMENT` rows per statement:
+        SQLite lets go of the GIL once per statement, not once per row, so the event loop's
+        thread and this one do not hand the GIL back and forth for every message."""
+        db = self._db
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            chunk = rows[start : start + ROWS_PER_STATEMENT]
+            sql = self._sql.get((template, len(chunk)))
+            if sql is None:
+                one = "(" + ", ".join("?" * width) + ")"
+                sql = self._sql[(template, len(chunk))] = template[0] + ", ".join([one] * len(chunk)) + template[1]
+            db.execute(sql, [value for row in chunk for value in row])
 
     def close(self) -> None:
         self._db.close()

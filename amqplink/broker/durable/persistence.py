@@ -148,8 +148,9 @@ class Persistence:
             for msg in self._messages.pop(eid, []):
                 if msg.scheduled_at is not None:
                     entity.load_scheduled(msg.sequence_number, msg.scheduled_at, msg.envelope)
-            entity._next_sequence = max(entity._next_sequence, self._next_sequence.pop(eid, 1))
-            entity.on_scheduled = lambda seq, at, envelope: self._topic_scheduled(eid, seq, at, envelope)
+            entity.next_sequence = self._next_sequence.pop(eid, 1)
+            topic = entity
+            entity.on_scheduled = lambda seq, at, envelope: self._topic_scheduled(topic, eid, seq, at, envelope)
             self._duplicates_of(eid, entity.duplicates)
             return
         eid = self._attach_entity(entity)
@@ -178,13 +179,13 @@ class Persistence:
         detector.on_seen = lambda message_id, now: self._duplicate(eid, message_id, now, window)
 
     # -- recording ----------------------------------------------------------------
-    def _topic_scheduled(self, eid: int, seq: int, at: float, envelope: Envelope | None) -> None:
+    def _topic_scheduled(self, topic: Topic, eid: int, seq: int, at: float, envelope: Envelope | None) -> None:
         if envelope is None:
             self.commits.delete(eid, seq)
             return
         msg = StoredMessage(seq, envelope, at, math.inf, MessageState.SCHEDULED, scheduled_at=at)
         self.commits.insert(eid, msg, False)
-        self.commits.sequence(eid, lambda: seq + 1)
+        self.commits.sequence(eid, lambda: topic.next_sequence)
 
     def _session_state(self, eid: int, session_id: str, state: bytes | None) -> None:
         self.commits.extra.sessions.append((eid, session_id, state))

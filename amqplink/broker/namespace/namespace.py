@@ -140,6 +140,15 @@ class Topic:
             self.on_scheduled(seq, at, envelope)
         return seq
 
+    @property
+    def next_sequence(self) -> int:
+        """The sequence number the next scheduled message gets."""
+        return self._next_sequence
+
+    @next_sequence.setter
+    def next_sequence(self, value: int) -> None:
+        self._next_sequence = max(self._next_sequence, value)
+
     def load_scheduled(self, seq: int, at: float, envelope: Envelope) -> None:
         """Hold a scheduled message under a known sequence number (also: taken back from a store)."""
         self._next_sequence = max(self._next_sequence, seq + 1)
