@@ -8,7 +8,7 @@
    ``--data-dir``; amqplink's client sends 1 KiB messages unsettled (each waits for
    its ``accepted``), then receives them peek-lock and completes each one.
 
-    python3 interop/bench_store.py [--count 20000] [--batch 1000] [--skip-micro]
+    python3 interop/bench_store.py [--count 20000] [--batch 1000] [--runs 2] [--skip-micro]
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--skip-micro", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
@@ -106,9 +107,13 @@ def main() -> None:
                     f.unlink()
                 rates = f"sqlite FULL {full:9,.0f}  sqlite NORMAL {normal:9,.0f}  journal+fsync {journal:9,.0f}"
                 print(f"  batch {batch:5}: {rates}")
-        print(f"broker, amqplink client, {args.count} x 1 KiB (msg/s):")
-        memory = broker_rates(args.count, None)
-        durable = broker_rates(args.count, os.path.join(directory, "data"))
+        print(f"broker, amqplink client, {args.count} x 1 KiB (msg/s, best of {args.runs} alternating runs):")
+        runs: dict[str, list[tuple[float, float]]] = {"memory": [], "durable": []}
+        for run in range(args.runs):  # alternating, so that a busy moment of the machine hits both
+            runs["memory"].append(broker_rates(args.count, None))
+            runs["durable"].append(broker_rates(args.count, os.path.join(directory, f"data{run}")))
+        memory = (max(r[0] for r in runs["memory"]), max(r[1] for r in runs["memory"]))
+        durable = (max(r[0] for r in runs["durable"]), max(r[1] for r in runs["durable"]))
         print(f"  {'':10} {'send unsettled':>15} {'receive+complete':>17}")
         print(f"  {'memory':10} {memory[0]:15,.0f} {memory[1]:17,.0f}")
         print(f"  {'--data-dir':10} {durable[0]:15,.0f} {durable[1]:17,.0f}")

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from amqplink.broker.config import (
     EntityProperties,
     NamespaceConfig,
@@ -16,7 +18,7 @@ from amqplink.broker.config import (
     SubscriptionConfig,
     TopicConfig,
 )
-from amqplink.broker.durable import Persistence
+from amqplink.broker.durable import DB_NAME, Persistence, StoreError
 from amqplink.broker.namespace import MessageState, Namespace
 from amqplink.message import Message
 from tests.broker.nsutil import delivered, send
@@ -170,3 +172,20 @@ async def test_a_message_stored_and_completed_in_one_batch_is_never_written(tmp_
     send(ns, "q", now, message_id="next")
     assert ns.receiver_source("q").peek(1, 10, now)[0].sequence_number == 2
     await store.close()
+
+
+def test_a_second_broker_on_the_same_directory_is_refused(tmp_path: Path) -> None:
+    first = Persistence(tmp_path)
+    try:
+        with pytest.raises(StoreError, match="in use by another broker"):
+            Persistence(tmp_path)
+    finally:
+        first.commits.close_now()
+    Persistence(tmp_path).commits.close_now()  # free again once the first is closed
+
+
+def test_a_damaged_store_file_is_refused_naming_it(tmp_path: Path) -> None:
+    Persistence(tmp_path).commits.close_now()
+    (tmp_path / DB_NAME).write_bytes(b"not a database" * 1000)
+    with pytest.raises(StoreError, match=f"{DB_NAME}.*move the directory away"):
+        Persistence(tmp_path)

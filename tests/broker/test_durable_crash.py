@@ -192,3 +192,14 @@ async def test_a_torn_tail_of_the_store_is_dropped(tmp_path: Path, damage: str) 
     # The damaged transaction is dropped whole: of the second group, some batches may
     # survive, each complete.
     assert set(seen) - set(first) <= set(second)
+
+
+def test_the_command_refuses_a_damaged_store_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / DB_NAME).write_bytes(b"not a database" * 1000)
+    done = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--data-dir", str(tmp_path)],
+        capture_output=True, text=True, env=ENV, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert DB_NAME in done.stderr and "move the directory away" in done.stderr

@@ -15,6 +15,7 @@ message, its state and its encoded bytes), ``session_state``, ``duplicates``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -96,14 +97,31 @@ class Database:
         self.path = os.path.join(os.fspath(directory), DB_NAME)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open the broker's store {self.path!r}: {exc}") from None
+        with self.reading():
+            # One broker per directory: the first write takes a lock held until close, so a
+            # second broker on the same directory fails at once instead of mixing its writes.
+            self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
             self._db.execute("PRAGMA journal_mode=WAL")
             # FULL: the WAL is fsynced at every commit (survives power loss); NORMAL: a
             # process crash loses nothing, a power cut may lose the last commits.
             self._db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
             self._db.executescript(_SCHEMA)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Turn SQLite's errors while opening or reading the file into a :class:`StoreError` naming it."""
+        try:
+            yield
         except sqlite3.DatabaseError as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise StoreError(
+                    f"the broker's store {self.path!r} is in use by another broker: give each its own --data-dir"
+                ) from None
             raise StoreError(
-                f"cannot open the broker's store {self.path!r}: {exc}; move the directory away to start empty"
+                f"cannot read the broker's store {self.path!r} ({exc}); move the directory away to start empty"
             ) from None
 
     # -- reading (at start) -------------------------------------------------------

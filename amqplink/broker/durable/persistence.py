@@ -40,12 +40,13 @@ DUPLICATE_PURGE_INTERVAL = 60.0
 class DurableStore(MemoryStore):
     """An entity's messages in memory, each change also recorded for the disk."""
 
-    __slots__ = ("_commits", "_entity", "high")
+    __slots__ = ("_commits", "_entity", "_next_sequence", "high")
 
     def __init__(self, entity: int, commits: GroupCommit) -> None:
         super().__init__()
         self._entity = entity
         self._commits = commits
+        self._next_sequence = self._next  # bound once: not one method object per message
         self.high = 0
         """The highest sequence number ever stored here."""
 
@@ -60,7 +61,7 @@ class DurableStore(MemoryStore):
         fresh = seq > self.high
         if fresh:
             self.high = seq
-            self._commits.sequence(self._entity, self._next)
+            self._commits.sequence(self._entity, self._next_sequence)
         self._commits.insert(self._entity, message, fresh)
 
     def _next(self) -> int:
@@ -82,6 +83,13 @@ class Persistence:
     def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.directory = os.fspath(directory)
         database = Database(directory, fsync=fsync)
+        with database.reading():
+            self._read(database)
+        self.commits = GroupCommit(database)
+        count = sum(len(m) for m in self._messages.values())
+        log.info("store %s: %d messages in %d entities read back", database.path, count, len(self._ids))
+
+    def _read(self, database: Database) -> None:
         self._ids: dict[str, int] = {}
         self._next_sequence: dict[int, int] = {}
         for eid, path, next_sequence in database.entities():
@@ -107,10 +115,7 @@ class Persistence:
         self._duplicates: dict[int, list[tuple[Any, float]]] = {}
         for eid, raw, seen_at in database.duplicate_ids(now):
             self._duplicates.setdefault(eid, []).append((decode(raw)[0], seen_at))
-        self.commits = GroupCommit(database)
         self._purged_at = now
-        count = sum(len(m) for m in self._messages.values())
-        log.info("store %s: %d messages in %d entities read back", database.path, count, len(self._ids))
 
     # -- wiring -------------------------------------------------------------------
     def attach(self, namespace: Namespace) -> None:
@@ -122,10 +127,12 @@ class Persistence:
             for sub in topic.subscriptions.values():
                 self._added(sub)
         namespace.on_entity_added = self._added
-        # Queues made on first use in an earlier run come back (with their messages).
+        # Queues made on first use in an earlier run come back (with their messages); a
+        # queue is known by its dead-letter queue (a topic has none).
         if namespace.auto_create:
             for path in list(self._ids):
-                if "/" not in path and path not in namespace.queues and path not in namespace.topics:
+                is_queue = f"{path}/$deadletterqueue" in self._ids
+                if is_queue and path not in namespace.queues and path not in namespace.topics:
                     namespace.resolve(path)
         left = [path for path, eid in self._ids.items() if eid in self._messages]
         if left:
