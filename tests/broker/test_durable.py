@@ -5,12 +5,15 @@ duplicate-detection ids, locks turned back into deliveries with delivery-count +
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from amqplink.aio import connect
+from amqplink.broker import Broker
 from amqplink.broker.config import (
     EntityProperties,
     NamespaceConfig,
@@ -21,6 +24,7 @@ from amqplink.broker.config import (
 from amqplink.broker.durable import DB_NAME, Persistence, StoreError
 from amqplink.broker.namespace import MessageState, Namespace
 from amqplink.message import Message
+from amqplink.protocol.definitions import Accepted
 from tests.broker.nsutil import delivered, send
 
 CONFIG = NamespaceConfig(
@@ -189,3 +193,58 @@ def test_a_damaged_store_file_is_refused_naming_it(tmp_path: Path) -> None:
     (tmp_path / DB_NAME).write_bytes(b"not a database" * 1000)
     with pytest.raises(StoreError, match=f"{DB_NAME}.*move the directory away"):
         Persistence(tmp_path)
+
+
+class HeldWriter:
+    """Holds the store's writer thread inside each commit until released."""
+
+    def __init__(self, broker: Broker) -> None:
+        assert broker.servicebus is not None and broker.servicebus.persistence is not None
+        database = broker.servicebus.persistence.commits.database
+        self._apply = database.apply
+        database.apply = self._held  # type: ignore[method-assign]
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def _held(self, batch: Any) -> None:
+        self.entered.set()
+        self.gate.wait(30)
+        self._apply(batch)
+
+    async def wait_entered(self) -> None:
+        assert await asyncio.to_thread(self.entered.wait, 30)
+
+    def hold(self) -> None:
+        self.entered.clear()
+        self.gate.clear()
+
+
+async def test_transfers_and_dispositions_are_settled_only_after_their_commit(tmp_path: Path) -> None:
+    async with Broker(servicebus=True, data_dir=tmp_path) as broker:
+        writer = HeldWriter(broker)
+        conn = await connect(broker.url)
+        try:
+            sender = await conn.create_sender("q")
+            writer.gate.set()
+            assert isinstance(await sender.send(Message(b"x"), timeout=10), Accepted)
+            writer.hold()
+            second = await sender.send_nowait(Message(b"y"))
+            await writer.wait_entered()
+            # A round trip the broker answers after reading the transfer: had it settled the
+            # transfer before writing it, the disposition would have come first.
+            await conn.create_sender("q")
+            assert not second.done()
+            writer.gate.set()
+            assert isinstance(await asyncio.wait_for(second, 10), Accepted)
+            receiver = await conn.create_receiver("q", prefetch=2)
+            got = await receiver.receive(2, timeout=10)
+            writer.hold()
+            completing = asyncio.ensure_future(receiver.accept(*got))
+            await writer.wait_entered()
+            await conn.create_sender("q")
+            assert not completing.done()
+            writer.gate.set()
+            await asyncio.wait_for(completing, 10)
+        finally:
+            writer.gate.set()
+            await conn.close()

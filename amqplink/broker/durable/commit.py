@@ -191,17 +191,18 @@ class GroupCommit:
             if not self._in_flight:
                 self._flush()
             await self._idle.wait()
-        self._queue.put(None)
-        await asyncio.to_thread(self._thread.join)
-        self.database.close()
+        await asyncio.to_thread(self._stop)  # closing checkpoints the WAL: not on the loop
 
     def close_now(self) -> None:
         """Stop without an event loop (nothing was recorded, or the loop is gone)."""
         if not self._closed:
             self._closed = True
-            self._queue.put(None)
-            self._thread.join()
-            self.database.close()
+            self._stop()
+
+    def _stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self.database.close()
 
 
 def _has_rows(batch: Batch) -> bool:
