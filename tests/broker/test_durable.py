@@ -245,6 +245,21 @@ async def test_transfers_and_dispositions_are_settled_only_after_their_commit(tm
             assert not completing.done()
             writer.gate.set()
             await asyncio.wait_for(completing, 10)
+            # A $management reply waits for the commit too (here: of nothing but itself).
+            requests = await conn.create_sender("q/$management")
+            replies = await conn.create_receiver("q/$management", prefetch=10)
+            writer.hold()
+            app = {"operation": "com.microsoft:peek-message"}
+            body = {"from-sequence-number": 1, "message-count": 1}
+            await requests.send_nowait(
+                Message(body, application_properties=app, message_id="p", reply_to="q/$management")
+            )
+            await writer.wait_entered()
+            await conn.create_sender("q")
+            assert replies.buffered == 0
+            writer.gate.set()
+            (reply,) = await replies.receive(1, timeout=10)
+            assert reply.application_properties["statusCode"] == 204  # type: ignore[index]
         finally:
             writer.gate.set()
             await conn.close()
