@@ -34,7 +34,8 @@ async def run_demo(
     so far while the run goes, for a caller that is interrupted.
     """
     result = summary if summary is not None else {}
-    result.update(command="demo", broker=parse_url(url).url if url else "embedded Service Bus namespace", sent=0, accepted=0, received=0)
+    target = parse_url(url).url if url else "embedded Service Bus namespace"
+    result.update(command="demo", broker=target, sent=0, accepted=0, received=0)
     sent: dict[str, Any] = {}
     got: dict[str, Any] = {}
 

@@ -20,9 +20,11 @@ def test_a_primary_and_a_secondary_namespace_run_side_by_side() -> None:
         assert "SharedAccessKey=primary-key" in primary.connection_string
         assert "SharedAccessKey=secondary-key" in secondary.connection_string
         for broker, body in ((primary, "to primary"), (secondary, "to secondary")):
-            with ServiceBusClient.from_connection_string(broker.connection_string) as client:
-                with client.get_queue_sender("orders") as sender:
-                    sender.send_messages(ServiceBusMessage(body))
+            with (
+                ServiceBusClient.from_connection_string(broker.connection_string) as client,
+                client.get_queue_sender("orders") as sender,
+            ):
+                sender.send_messages(ServiceBusMessage(body))
         for broker, body in ((primary, "to primary"), (secondary, "to secondary")):
             with (
                 ServiceBusClient.from_connection_string(broker.connection_string) as client,
