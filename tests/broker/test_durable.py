@@ -5,6 +5,7 @@ duplicate-detection ids, locks turned back into deliveries with delivery-count +
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from pathlib import Path
@@ -22,7 +23,8 @@ from amqplink.broker.config import (
     TopicConfig,
 )
 from amqplink.broker.durable import DB_NAME, Persistence, StoreError
-from amqplink.broker.namespace import MessageState, Namespace
+from amqplink.broker.durable.database import ROWS_PER_STATEMENT, Batch, Database
+from amqplink.broker.namespace import MessageState, Namespace, split_message
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
 from tests.broker.nsutil import delivered, send
@@ -263,3 +265,21 @@ async def test_transfers_and_dispositions_are_settled_only_after_their_commit(tm
         finally:
             writer.gate.set()
             await conn.close()
+
+
+def test_batches_larger_than_one_statement_are_written_whole(tmp_path: Path) -> None:
+    database = Database(tmp_path)
+    envelope = split_message(Message(b"body", message_id="x").encode())
+    n = ROWS_PER_STATEMENT * 2 + 7
+    database.apply(Batch(inserts=[(k, 1, k, 0, 0, 0, 1.0, math.inf, None, envelope) for k in range(n)]))
+    database.apply(
+        Batch(
+            deletes=[(k,) for k in range(0, n, 2)],
+            updates=[(1, 2, 1, 2.0, 5.0, 9.0, k) for k in range(1, n, 2)],
+        )
+    )
+    rows = list(database.messages())
+    assert [row[1] for row in rows] == list(range(1, n, 2))
+    assert {row[2:8] for row in rows} == {(1, 2, 1, 2.0, 5.0, 9.0)}
+    assert {split_message(row[8]).body for row in rows} == {envelope.body}
+    database.close()

@@ -45,8 +45,10 @@ CREATE TABLE IF NOT EXISTS duplicates(
     PRIMARY KEY(entity, message_id));
 """
 
-ROWS_PER_STATEMENT = 200
-"""Rows one multi-row statement writes at most (10 columns: 2,000 of SQLite's 32,766 parameters)."""
+ROWS_PER_STATEMENT = 1000
+"""Rows one multi-row statement writes at most (10 columns: 10,000 of SQLite's 32,766 parameters)."""
+STATEMENT_CACHE = 16
+"""Compiled statements the connection keeps (multi-row ones are large)."""
 _INSERT = ("INSERT OR REPLACE INTO messages VALUES ", "")
 _UPDATE = (
     "UPDATE messages SET state = v.column1, delivery_count = v.column2, deferred = v.column3,"
@@ -92,11 +94,13 @@ class Database:
     on the writer thread only."""
 
     def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
-        self._sql: dict[tuple[tuple[str, str], int], str] = {}
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(os.fspath(directory), DB_NAME)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            # Few cached statements: a multi-row statement is compiled per row count.
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, cached_statements=STATEMENT_CACHE
+            )
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open the broker's store {self.path!r}: {exc}") from None
         with self.reading():
@@ -187,10 +191,8 @@ class Database:
         db = self._db
         for start in range(0, len(rows), ROWS_PER_STATEMENT):
             chunk = rows[start : start + ROWS_PER_STATEMENT]
-            sql = self._sql.get((template, len(chunk)))
-            if sql is None:
-                one = "(" + ", ".join("?" * width) + ")"
-                sql = self._sql[(template, len(chunk))] = template[0] + ", ".join([one] * len(chunk)) + template[1]
+            one = "(" + ", ".join("?" * width) + ")"
+            sql = template[0] + ", ".join([one] * len(chunk)) + template[1]
             db.execute(sql, [value for row in chunk for value in row])
 
     def close(self) -> None:
