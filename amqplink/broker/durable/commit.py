@@ -65,7 +65,7 @@ class GroupCommit:
         self._ops[key] = (_INSERT, message)
         if fresh:
             self._fresh.add(key)
-        self._kick()
+        self.kick()
 
     def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
         """A message's state (``envelope``: also its bytes) changed."""
@@ -73,9 +73,9 @@ class GroupCommit:
         if key not in self._ops:
             self._ops[key] = (_INSERT if envelope else _UPDATE, message)
             if envelope:
-                self._kick()
+                self.kick()
             elif self._lazy is None and not self._scheduled and self._loop is not None:
-                self._lazy = self._loop.call_later(LAZY_WRITE_DELAY, self._kick)
+                self._lazy = self._loop.call_later(LAZY_WRITE_DELAY, self.kick)
         elif envelope:
             self._ops[key] = (_INSERT, message)
 
@@ -86,13 +86,13 @@ class GroupCommit:
             del self._ops[key]
             return
         self._ops[key] = (_DELETE, None)
-        self._kick()
+        self.kick()
 
     def sequence(self, entity: int, next_sequence: Callable[[], int]) -> None:
         """Write the entity's next sequence number (as ``next_sequence()`` tells it then) with this batch."""
         if entity not in self._sequences:
             self._sequences[entity] = next_sequence
-            self._kick()
+            self.kick()
 
     @property
     def extra(self) -> Batch:
@@ -102,9 +102,10 @@ class GroupCommit:
     def after_commit(self, callback: Committed) -> None:
         """Run ``callback`` once everything recorded so far is written."""
         self._callbacks.append(callback)
-        self._kick()
+        self.kick()
 
-    def _kick(self) -> None:
+    def kick(self) -> None:
+        """Have the pending batch written at the end of this loop turn (or after the one in flight)."""
         if self._scheduled or self._in_flight:
             return
         if self._loop is None:
@@ -114,8 +115,6 @@ class GroupCommit:
                 return
         self._scheduled = True
         self._loop.call_soon(self._flush)
-
-    kick = _kick
 
     # -- handing over -------------------------------------------------------------
     def _take(self) -> Batch:
