@@ -182,9 +182,14 @@ class ManagementClient:
         result = await self.request(Operation.RENEW_LOCK, {"lock-tokens": _uuids(lock_tokens)})
         return [_datetime(t) for t in (result or {}).get("expirations", [])]
 
-    async def peek_messages(self, from_sequence_number: int, message_count: int) -> list[bytes]:
-        """``peek-message``: the encoded messages from ``from_sequence_number`` on ([] on 204)."""
-        body = {"from-sequence-number": Long(from_sequence_number), "message-count": Int(message_count)}
+    async def peek_messages(
+        self, from_sequence_number: int, message_count: int, *, session_id: str | None = None
+    ) -> list[bytes]:
+        """``peek-message``: the encoded messages from ``from_sequence_number`` on ([] on 204);
+        ``session_id`` peeks into one session."""
+        body: dict[str, Any] = {"from-sequence-number": Long(from_sequence_number), "message-count": Int(message_count)}
+        if session_id is not None:
+            body["session-id"] = session_id
         result = await self.request(Operation.PEEK_MESSAGE, body)
         return [bytes(m["message"]) for m in (result or {}).get("messages", [])]
 

@@ -1,0 +1,287 @@
+"""What every Service Bus handler shares: the client's one connection, CBS, retries.
+
+A :class:`ConnectionHolder` owns the client's AMQP connection (SASL ANONYMOUS, then a
+CBS put-token per entity audience, PROTOCOL.md) and opens it again when it is found
+closed (``amqp:connection:forced``, a socket error, an idle close): the tokens of every
+audience are put again on the new connection (:meth:`CbsAuthorizer.reauthorize`).
+A :class:`Handler` (sender or receiver) attaches its links lazily, reattaches them
+when they are gone, and runs every operation under the client's retry policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import ssl
+import uuid
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from amqplink.aio.connection import Connection, connect
+from amqplink.aio.errors import AMQPError
+from amqplink.aio.url import Endpoint
+from amqplink.servicebus.cbs import CbsAuthorizer
+from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
+from amqplink.servicebus.exceptions import ServiceBusError
+from amqplink.servicebus.management import ManagementClient
+from amqplink.servicebus.retry import RetryPolicy, run_with_retry
+from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
+
+__all__ = ["ConnectionHolder", "Handler"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Credential = AzureNamedKeyCredential | AzureSasCredential
+
+TOKEN_EXPIRY_MARGIN = 1.0
+"""A token this close to expiry (seconds) is put again before a link is attached under it."""
+
+
+class ConnectionHolder:
+    """The client's connection to one namespace, (re)opened on demand, with its CBS authorizer."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        credential: Credential | None,
+        *,
+        policy: RetryPolicy,
+        ssl_context: ssl.SSLContext | None = None,
+        idle_timeout: float | None = None,
+        token_ttl: int = DEFAULT_TOKEN_TTL,
+    ) -> None:
+        self.endpoint = endpoint
+        self.token_ttl = token_ttl
+        self.credential = credential
+        self.policy = policy
+        self.ssl_context = ssl_context
+        self.idle_timeout = idle_timeout
+        self._connection: Connection | None = None
+        self._cbs: CbsAuthorizer | None = None
+        self._lock: asyncio.Lock | None = None
+        self.generation = 0
+        """Counts the connections opened; a handler whose links belong to an older one reattaches."""
+
+    @property
+    def host(self) -> str:
+        """The namespace host (the audience's host)."""
+        return self.endpoint.host
+
+    def audience(self, entity: str) -> str:
+        """``sb://HOST/ENTITY`` (PROTOCOL.md)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"sb://{host}/{entity}"
+
+    async def connection(self) -> Connection:
+        """The open connection; a closed one is replaced and every audience put on it again."""
+        conn = self._connection
+        if conn is not None and not conn.closed and not conn.engine.close_sent:
+            return conn
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            conn = self._connection
+            if conn is not None and not conn.closed and not conn.engine.close_sent:
+                return conn
+            url = f"{'amqps' if self.endpoint.tls else 'amqp'}://{self.endpoint.host}:{self.endpoint.port}"
+            new = await connect(
+                url,
+                sasl="anonymous",
+                ssl_context=self.ssl_context,
+                hostname=self.endpoint.host,
+                idle_timeout=self.idle_timeout,
+                timeout=self.policy.timeout,
+            )
+            if conn is not None:
+                log.info("reconnected to %s (the previous connection ended: %s)", self.endpoint.url, conn.error)
+            self._connection = new
+            self.generation += 1
+            if self.credential is not None:
+                if self._cbs is None:
+                    self._cbs = CbsAuthorizer(
+                        new, self.credential, token_ttl=self.token_ttl, timeout=self.policy.timeout
+                    )
+                else:
+                    await self._cbs.reauthorize(new)
+            return new
+
+    async def authorize(self, entity: str) -> Connection:
+        """The connection, with a token for ``entity`` put on it (none without a credential)."""
+        conn = await self.connection()
+        cbs = self._cbs
+        if cbs is not None:
+            audience = self.audience(entity)
+            expires = cbs.expires_on(audience)
+            if expires is None or expires <= cbs.clock() + TOKEN_EXPIRY_MARGIN:
+                await cbs.authorize(audience)  # none yet, or its refresh failed and it has run out
+        return conn
+
+    async def close(self) -> None:
+        """Stop token refreshes and close the connection."""
+        if self._cbs is not None:
+            cbs, self._cbs = self._cbs, None
+            try:
+                await cbs.close()
+            except (AMQPError, OSError) as exc:
+                log.debug("closing $cbs: %s", exc)
+        if self._connection is not None:
+            conn, self._connection = self._connection, None
+            await conn.close()
+
+
+class Handler:
+    """Base of senders and receivers: lazy attach, reattach, retries, management, close."""
+
+    _kind = "handler"
+
+    def __init__(self, holder: ConnectionHolder, entity_name: str, *, policy: RetryPolicy) -> None:
+        self._holder = holder
+        self.entity_name = entity_name
+        self.fully_qualified_namespace = holder.host
+        self._policy = policy
+        self._running = False
+        self._closed = False
+        self._generation = -1
+        self._open_lock: asyncio.Lock | None = None
+        self._management: ManagementClient | None = None
+        self._name = f"{self._kind}-{uuid.uuid4()}"
+        self._attaches = 0
+
+    def _next_link_name(self) -> str:
+        """A name for the next attach: the previous link may still be detaching under its own."""
+        self._attaches += 1
+        return self._name if self._attaches == 1 else f"{self._name}-{self._attaches}"
+
+    @property
+    def client_identifier(self) -> str:
+        """A name unique to this handler (in its link names)."""
+        return self._name
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open" if self._running else "not opened"
+        return f"<{type(self).__name__} {self.entity_name!r} on {self.fully_qualified_namespace} {state}>"
+
+    # -- links ------------------------------------------------------------------------
+    def _links_alive(self) -> bool:
+        """Hook: True while the handler's links are attached."""
+        raise NotImplementedError
+
+    async def _attach(self, connection: Connection) -> None:
+        """Hook: attach the handler's links on ``connection``."""
+        raise NotImplementedError
+
+    def _on_links_lost(self) -> None:
+        """Hook: the links are gone (before reattaching)."""
+
+    @property
+    def _management_link_name(self) -> str | None:
+        return None
+
+    def _check_not_closed(self) -> None:
+        if self._closed:
+            raise ValueError(
+                f"The {self._kind} for {self.entity_name!r} has already been shut down."
+                " Please use ServiceBusClient to create a new instance."
+            )
+
+    def _ready(self) -> bool:
+        """True while the links are attached on the client's current connection."""
+        return self._running and self._links_alive() and self._generation == self._holder.generation
+
+    async def _open(self) -> None:
+        """Attach (or reattach) the links; idempotent while they are alive."""
+        self._check_not_closed()
+        if self._ready():
+            return
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._ready():
+                return
+            if self._running:
+                self._on_links_lost()
+            conn = await self._holder.authorize(self.entity_name)
+            await self._attach(conn)
+            self._generation = self._holder.generation
+            self._running = True
+
+    async def _retry(
+        self, operation: Callable[[float], Awaitable[T]], *, timeout: float | None = None, tried: int = 0
+    ) -> T:
+        """Run ``operation(remaining)`` under the retry policy; each attempt reattaches if needed.
+
+        ``timeout`` replaces the policy's overall timeout; ``tried`` attempts already made
+        (a fast path's) count against ``retry_total``."""
+        policy = self._policy
+        if (timeout is not None and timeout > 0 and timeout != policy.timeout) or tried:
+            policy = dataclasses.replace(
+                policy,
+                retry_total=max(0, policy.retry_total - tried),
+                timeout=timeout if timeout is not None and timeout > 0 else policy.timeout,
+            )
+
+        async def attempt(remaining: float) -> T:
+            await self._open()
+            return await operation(remaining)
+
+        return await run_with_retry(attempt, policy, entity=self.entity_name)
+
+    async def _mgmt(self) -> ManagementClient:
+        """The handler's ``$management`` link pair (opened on first use, again after a loss)."""
+        await self._open()
+        mgmt = self._management
+        if mgmt is None or mgmt.closed:
+            conn = await self._holder.authorize(self.entity_name)
+            mgmt = self._management = await ManagementClient.open(
+                conn, self.entity_name, associated_link_name=self._management_link_name
+            )
+        mgmt.associated_link_name = self._management_link_name
+        return mgmt
+
+    async def _mgmt_call(self, call: Callable[[ManagementClient], Awaitable[T]], timeout: float | None = None) -> T:
+        async def operation(_remaining: float) -> T:
+            return await call(await self._mgmt())
+
+        return await self._retry(operation, timeout=timeout)
+
+    # -- closing ----------------------------------------------------------------------
+    async def _close_links(self) -> None:
+        """Hook: detach the handler's links."""
+
+    async def close(self) -> None:
+        """Detach the handler's links (the client's connection stays open)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._running = False
+        mgmt, self._management = self._management, None
+        try:
+            await self._close_links()
+            if mgmt is not None:
+                await mgmt.close()
+        except (AMQPError, OSError, ServiceBusError) as exc:
+            log.debug("%s: error while closing: %s", self.entity_name, exc)
+
+    async def __aenter__(self) -> Any:
+        await self._open_for_context()
+        return self
+
+    async def _open_for_context(self) -> None:
+        try:
+            await self._retry(lambda _remaining: _done())
+        except BaseException:
+            await self.close()
+            raise
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+async def _done() -> None:
+    return None

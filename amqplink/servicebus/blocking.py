@@ -1,0 +1,335 @@
+"""The blocking Service Bus API (``azure.servicebus``'s classes): the asyncio objects run
+on :mod:`amqplink.sync`'s event-loop thread, and each call waits for its result.
+
+Lock renewal therefore never waits for user code: an :class:`AutoLockRenewer` renews on
+the loop thread while the calling thread is busy, even with CPU-bound work (its failure
+callback runs in a worker thread, so a slow callback cannot hold the loop either).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime as dt
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import TracebackType
+from typing import Any
+
+from amqplink.servicebus import client as aio_client
+from amqplink.servicebus import lock_renewer as aio_renewer
+from amqplink.servicebus import receiver as aio_receiver
+from amqplink.servicebus import sender as aio_sender
+from amqplink.servicebus import session as aio_session
+from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
+from amqplink.sync import _bridge, _run
+
+__all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
+
+
+class _Closable:
+    """What the blocking handlers share: close, ``with``, the handler's name."""
+
+    _aio: (
+        aio_client.ServiceBusClient
+        | aio_sender.ServiceBusSender
+        | aio_receiver.ServiceBusReceiver
+        | (aio_renewer.AutoLockRenewer)
+    )
+
+    def close(self) -> None:
+        """Close (and wait until closed)."""
+        _run(self._aio.close())
+
+    @property
+    def client_identifier(self) -> str:
+        """The handler's unique name (in its link names)."""
+        inner = self._aio
+        return (
+            inner.client_identifier
+            if isinstance(inner, aio_sender.ServiceBusSender | aio_receiver.ServiceBusReceiver)
+            else ""
+        )
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class ServiceBusClient(_Closable):
+    """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusClient`; same arguments."""
+
+    _aio: aio_client.ServiceBusClient
+
+    def __init__(self, fully_qualified_namespace: str, credential: Any, **kwargs: Any) -> None:
+        self._aio = aio_client.ServiceBusClient(fully_qualified_namespace, credential, **kwargs)
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> ServiceBusClient:
+        """A client from a connection string (the SDK's retry options accepted)."""
+        obj = cls.__new__(cls)
+        obj._aio = aio_client.ServiceBusClient.from_connection_string(conn_str, **kwargs)
+        return obj
+
+    def __repr__(self) -> str:
+        return repr(self._aio)
+
+    @property
+    def fully_qualified_namespace(self) -> str:
+        """The namespace host."""
+        return self._aio.fully_qualified_namespace
+
+    def __enter__(self) -> ServiceBusClient:
+        return self
+
+    def get_queue_sender(self, queue_name: str, **kwargs: Any) -> ServiceBusSender:
+        """A sender to ``queue_name``."""
+        return ServiceBusSender(self._aio.get_queue_sender(queue_name, **kwargs))
+
+    def get_topic_sender(self, topic_name: str, **kwargs: Any) -> ServiceBusSender:
+        """A sender to ``topic_name``."""
+        return ServiceBusSender(self._aio.get_topic_sender(topic_name, **kwargs))
+
+    def get_queue_receiver(self, queue_name: str, **kwargs: Any) -> ServiceBusReceiver:
+        """A receiver from ``queue_name`` (same options as the asyncio client)."""
+        renewer = kwargs.pop("auto_lock_renewer", None)
+        inner = self._aio.get_queue_receiver(queue_name, auto_lock_renewer=_inner_renewer(renewer), **kwargs)
+        return ServiceBusReceiver(inner, renewer)
+
+    def get_subscription_receiver(self, topic_name: str, subscription_name: str, **kwargs: Any) -> ServiceBusReceiver:
+        """A receiver from ``topic_name/Subscriptions/subscription_name``."""
+        renewer = kwargs.pop("auto_lock_renewer", None)
+        inner = self._aio.get_subscription_receiver(
+            topic_name, subscription_name, auto_lock_renewer=_inner_renewer(renewer), **kwargs
+        )
+        return ServiceBusReceiver(inner, renewer)
+
+
+def _inner_renewer(renewer: AutoLockRenewer | None) -> aio_renewer.AutoLockRenewer | None:
+    return None if renewer is None else renewer._aio
+
+
+class ServiceBusSender(_Closable):
+    """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusSender`."""
+
+    _aio: aio_sender.ServiceBusSender
+
+    def __init__(self, inner: aio_sender.ServiceBusSender) -> None:
+        self._aio = inner
+
+    def __repr__(self) -> str:
+        return repr(self._aio)
+
+    def __enter__(self) -> ServiceBusSender:
+        _run(self._aio._open_for_context())
+        return self
+
+    @property
+    def entity_name(self) -> str:
+        """The queue or topic."""
+        return self._aio.entity_name
+
+    def send_messages(self, message: Any, *, timeout: float | None = None, **kwargs: Any) -> None:
+        """Send one message, a list, a batch or an iterable (pipelined in batches)."""
+        _run(self._aio.send_messages(message, timeout=timeout))
+
+    def send_nowait(self, message: ServiceBusMessage | Mapping[str, Any]) -> concurrent.futures.Future[None]:
+        """Hand one message over (blocking only for room under ``max_in_flight``); a future for its outcome."""
+
+        async def hand_over() -> concurrent.futures.Future[None]:
+            target: concurrent.futures.Future[None] = concurrent.futures.Future()
+            _bridge(await self._aio.send_nowait(message), target)
+            return target
+
+        return _run(hand_over())
+
+    def create_message_batch(self, max_size_in_bytes: int | None = None) -> ServiceBusMessageBatch:
+        """An empty batch bounded by the link's max-message-size."""
+        return _run(self._aio.create_message_batch(max_size_in_bytes))
+
+    def schedule_messages(
+        self, messages: Any, schedule_time_utc: dt.datetime, *, timeout: float | None = None, **kwargs: Any
+    ) -> list[int]:
+        """Schedule messages; their sequence numbers."""
+        return _run(self._aio.schedule_messages(messages, schedule_time_utc, timeout=timeout))
+
+    def cancel_scheduled_messages(
+        self, sequence_numbers: int | Iterable[int], *, timeout: float | None = None, **kwargs: Any
+    ) -> None:
+        """Cancel scheduled messages."""
+        _run(self._aio.cancel_scheduled_messages(sequence_numbers, timeout=timeout))
+
+
+class ServiceBusSession:
+    """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusSession`."""
+
+    def __init__(self, inner: aio_session.ServiceBusSession) -> None:
+        self._aio = inner
+
+    def __repr__(self) -> str:
+        return repr(self._aio)
+
+    @property
+    def session_id(self) -> str:
+        return self._aio.session_id
+
+    @property
+    def locked_until_utc(self) -> dt.datetime | None:
+        return self._aio.locked_until_utc
+
+    @property
+    def auto_renew_error(self) -> BaseException | None:
+        return self._aio.auto_renew_error
+
+    def get_state(self, *, timeout: float | None = None, **kwargs: Any) -> bytes | None:
+        """The session state."""
+        return _run(self._aio.get_state(timeout=timeout))
+
+    def set_state(self, state: str | bytes | bytearray | None, *, timeout: float | None = None, **kwargs: Any) -> None:
+        """Replace the session state."""
+        _run(self._aio.set_state(state, timeout=timeout))
+
+    def renew_lock(self, *, timeout: float | None = None, **kwargs: Any) -> dt.datetime:
+        """Extend the session lock."""
+        return _run(self._aio.renew_lock(timeout=timeout))
+
+
+class ServiceBusReceiver(_Closable):
+    """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusReceiver`."""
+
+    _aio: aio_receiver.ServiceBusReceiver
+
+    def __init__(self, inner: aio_receiver.ServiceBusReceiver, renewer: AutoLockRenewer | None = None) -> None:
+        self._aio = inner
+        self._renewer = renewer
+        self._session: ServiceBusSession | None = None
+
+    def __repr__(self) -> str:
+        return repr(self._aio)
+
+    def __enter__(self) -> ServiceBusReceiver:
+        _run(self._aio._open_for_context())
+        return self
+
+    @property
+    def entity_name(self) -> str:
+        return self._aio.entity_name
+
+    @property
+    def receive_mode(self) -> Any:
+        return self._aio.receive_mode
+
+    @property
+    def session(self) -> ServiceBusSession:
+        """The locked session (session receivers)."""
+        inner = self._aio.session
+        if self._session is None or self._session._aio is not inner:
+            self._session = ServiceBusSession(inner)
+            if self._renewer is not None:
+                self._renewer._sessions[inner] = self._session
+        return self._session
+
+    def receive_messages(
+        self, max_message_count: int | None = 1, max_wait_time: float | None = None
+    ) -> list[ServiceBusReceivedMessage]:
+        """Up to ``max_message_count`` messages, waiting up to ``max_wait_time`` s for the first."""
+        return _run(self._aio.receive_messages(max_message_count, max_wait_time))
+
+    def __iter__(self) -> Iterator[ServiceBusReceivedMessage]:
+        return self
+
+    def __next__(self) -> ServiceBusReceivedMessage:
+        message = _run(_next(self._aio))
+        if message is None:
+            raise StopIteration
+        return message
+
+    next = __next__  # the SDK's name too
+
+    def peek_messages(self, max_message_count: int = 1, **kwargs: Any) -> list[ServiceBusReceivedMessage]:
+        """Browse messages without locking them."""
+        return _run(self._aio.peek_messages(max_message_count, **kwargs))
+
+    def receive_deferred_messages(
+        self, sequence_numbers: int | Iterable[int], **kwargs: Any
+    ) -> list[ServiceBusReceivedMessage]:
+        """Deferred messages by sequence number."""
+        return _run(self._aio.receive_deferred_messages(sequence_numbers, **kwargs))
+
+    def complete_message(self, message: ServiceBusReceivedMessage) -> None:
+        _run(self._aio.complete_message(message))
+
+    def abandon_message(self, message: ServiceBusReceivedMessage) -> None:
+        _run(self._aio.abandon_message(message))
+
+    def defer_message(self, message: ServiceBusReceivedMessage) -> None:
+        _run(self._aio.defer_message(message))
+
+    def dead_letter_message(
+        self, message: ServiceBusReceivedMessage, reason: str | None = None, error_description: str | None = None
+    ) -> None:
+        _run(self._aio.dead_letter_message(message, reason, error_description))
+
+    def renew_message_lock(
+        self, message: ServiceBusReceivedMessage, *, timeout: float | None = None, **kwargs: Any
+    ) -> dt.datetime:
+        return _run(self._aio.renew_message_lock(message, timeout=timeout))
+
+
+async def _next(receiver: aio_receiver.ServiceBusReceiver) -> ServiceBusReceivedMessage | None:
+    try:
+        return await receiver.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+SyncFailureCallback = Callable[[Any, BaseException | None], None]
+
+
+class AutoLockRenewer(_Closable):
+    """Blocking twin of the renewer: the renewals run on the loop thread, the failure callback
+    in a worker thread."""
+
+    _aio: aio_renewer.AutoLockRenewer
+
+    def __init__(
+        self,
+        max_lock_renewal_duration: float = 300,
+        on_lock_renew_failure: SyncFailureCallback | None = None,
+        executor: concurrent.futures.ThreadPoolExecutor | None = None,
+        max_workers: int | None = None,
+    ) -> None:
+        self._executor = executor
+        self._sessions: dict[aio_session.ServiceBusSession, ServiceBusSession] = {}
+        self._aio = aio_renewer.AutoLockRenewer(
+            max_lock_renewal_duration, None if on_lock_renew_failure is None else self._threaded(on_lock_renew_failure)
+        )
+
+    def __enter__(self) -> AutoLockRenewer:
+        return self
+
+    def _threaded(self, callback: SyncFailureCallback) -> aio_renewer.FailureCallback:
+        async def call(renewable: Any, error: BaseException | None) -> None:
+            shown = self._sessions.get(renewable, renewable)
+            await asyncio.get_running_loop().run_in_executor(self._executor, callback, shown, error)
+
+        return call
+
+    def register(
+        self,
+        receiver: ServiceBusReceiver,
+        renewable: ServiceBusReceivedMessage | ServiceBusSession,
+        max_lock_renewal_duration: float | None = None,
+        on_lock_renew_failure: SyncFailureCallback | None = None,
+    ) -> None:
+        """Keep ``renewable``'s lock alive (on the loop thread) for up to ``max_lock_renewal_duration`` s."""
+        inner: Any = renewable
+        if isinstance(renewable, ServiceBusSession):
+            inner = renewable._aio
+            self._sessions[inner] = renewable
+        callback = None if on_lock_renew_failure is None else self._threaded(on_lock_renew_failure)
+
+        async def register() -> None:
+            self._aio.register(receiver._aio, inner, max_lock_renewal_duration, callback)
+
+        _run(register())

@@ -1,0 +1,218 @@
+"""The asyncio ``ServiceBusClient`` (azure-servicebus's ``aio.ServiceBusClient``).
+
+One AMQP connection per client, shared by its senders and receivers (each on links of
+its own), authenticated per entity over CBS. ``from_connection_string`` accepts the
+SDK's retry options; ``ServiceBusClient(fully_qualified_namespace, credential)`` takes
+:class:`AzureNamedKeyCredential` or :class:`AzureSasCredential`.
+"""
+
+from __future__ import annotations
+
+import ssl
+from types import TracebackType
+from typing import Any, TypeVar
+
+from amqplink.aio.url import Endpoint
+from amqplink.servicebus._base import ConnectionHolder, Credential
+from amqplink.servicebus.connection_string import PLAIN_PORT, TLS_PORT, parse_connection_string
+from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
+from amqplink.servicebus.receiver import ServiceBusReceiver
+from amqplink.servicebus.retry import RetryMode, RetryPolicy
+from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
+from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
+
+__all__ = ["ServiceBusClient"]
+
+H = TypeVar("H", ServiceBusSender, ServiceBusReceiver)
+
+
+def _strip_namespace(value: str) -> tuple[str, int | None]:
+    """``sb://host:port/`` or ``host`` -> (host, port or None)."""
+    text = value.strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    text = text.split("/", 1)[0]
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else None
+    if text.count(":") == 1:
+        host, port = text.split(":")
+        return host, int(port)
+    return text, None
+
+
+class ServiceBusClient:
+    """Creates senders and receivers for one Service Bus namespace.
+
+    Beyond the SDK's keyword arguments: ``token_ttl`` (seconds a minted SAS token lives,
+    default 3600; tokens are refreshed before expiry), ``timeout`` (the overall operation
+    timeout, default 60 s), ``idle_timeout`` and ``ssl_context``.
+    """
+
+    def __init__(
+        self,
+        fully_qualified_namespace: str,
+        credential: Credential,
+        *,
+        retry_total: int = 3,
+        retry_backoff_factor: float = 0.8,
+        retry_backoff_max: float = 120,
+        retry_mode: str | RetryMode = "exponential",
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(credential, AzureNamedKeyCredential | AzureSasCredential):
+            raise TypeError(
+                "credential must be an AzureNamedKeyCredential or AzureSasCredential (from amqplink.servicebus);"
+                f" not {type(credential).__name__}"
+            )
+        host, port = _strip_namespace(fully_qualified_namespace)
+        use_tls = bool(kwargs.get("use_tls", True))
+        self.fully_qualified_namespace = host
+        self._policy = RetryPolicy(
+            retry_total=retry_total,
+            retry_backoff_factor=retry_backoff_factor,
+            retry_backoff_max=retry_backoff_max,
+            retry_mode=retry_mode,  # type: ignore[arg-type]
+            timeout=float(kwargs.get("timeout") or kwargs.get("operation_timeout") or 60.0),
+        )
+        endpoint = Endpoint(host=host, port=port or (TLS_PORT if use_tls else PLAIN_PORT), tls=use_tls)
+        ssl_context: ssl.SSLContext | None = kwargs.get("ssl_context")
+        self._holder = ConnectionHolder(
+            endpoint,
+            credential,
+            policy=self._policy,
+            ssl_context=ssl_context,
+            idle_timeout=kwargs.get("idle_timeout"),
+            token_ttl=int(kwargs.get("token_ttl") or DEFAULT_TOKEN_TTL),
+        )
+        self._entity_name: str | None = kwargs.get("entity_name")
+        self._handlers: list[ServiceBusSender | ServiceBusReceiver] = []
+
+    def __repr__(self) -> str:
+        return f"<ServiceBusClient {self.fully_qualified_namespace}>"
+
+    @classmethod
+    def from_connection_string(
+        cls,
+        conn_str: str,
+        *,
+        retry_total: int = 3,
+        retry_backoff_factor: float = 0.8,
+        retry_backoff_max: float = 120,
+        retry_mode: str | RetryMode = "exponential",
+        **kwargs: Any,
+    ) -> ServiceBusClient:
+        """A client from ``Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...[;EntityPath=...]``."""
+        parsed = parse_connection_string(conn_str)
+        credential: Credential
+        if parsed.shared_access_key is not None:
+            assert parsed.shared_access_key_name is not None
+            credential = AzureNamedKeyCredential(parsed.shared_access_key_name, parsed.shared_access_key)
+        else:
+            assert parsed.shared_access_signature is not None
+            credential = AzureSasCredential(parsed.shared_access_signature)
+        host = parsed.fully_qualified_namespace
+        namespace = f"[{host}]:{parsed.port}" if ":" in host else f"{host}:{parsed.port}"
+        return cls(
+            namespace,
+            credential,
+            retry_total=retry_total,
+            retry_backoff_factor=retry_backoff_factor,
+            retry_backoff_max=retry_backoff_max,
+            retry_mode=retry_mode,
+            use_tls=parsed.use_tls,
+            entity_name=parsed.entity_path,
+            **kwargs,
+        )
+
+    async def __aenter__(self) -> ServiceBusClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every sender and receiver made here, then the connection."""
+        handlers, self._handlers = self._handlers, []
+        for handler in handlers:
+            await handler.close()
+        await self._holder.close()
+
+    def _check_entity(self, name: str) -> None:
+        if self._entity_name and name != self._entity_name:
+            raise ValueError(
+                f"The queue or topic name {name!r} does not match the EntityPath {self._entity_name!r}"
+                " in the connection string."
+            )
+
+    def _track(self, handler: H) -> H:
+        self._handlers = [h for h in self._handlers if not h._closed]
+        self._handlers.append(handler)
+        return handler
+
+    # -- senders ----------------------------------------------------------------------
+    def _sender(
+        self, entity: str, max_in_flight: int, *, queue_name: str | None = None, topic_name: str | None = None
+    ) -> ServiceBusSender:
+        self._check_entity(entity)
+        sender = ServiceBusSender(
+            self._holder,
+            entity,
+            policy=self._policy,
+            max_in_flight=max_in_flight,
+            queue_name=queue_name,
+            topic_name=topic_name,
+        )
+        return self._track(sender)
+
+    def get_queue_sender(
+        self, queue_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
+    ) -> ServiceBusSender:
+        """A sender to ``queue_name``; ``max_in_flight`` bounds the transfers awaiting an outcome."""
+        return self._sender(queue_name, max_in_flight, queue_name=queue_name)
+
+    def get_topic_sender(
+        self, topic_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
+    ) -> ServiceBusSender:
+        """A sender to ``topic_name``."""
+        return self._sender(topic_name, max_in_flight, topic_name=topic_name)
+
+    # -- receivers --------------------------------------------------------------------
+    def _receiver(
+        self,
+        checked: str,
+        entity: str,
+        options: dict[str, Any],
+        *,
+        queue_name: str | None = None,
+        topic_name: str | None = None,
+        subscription_name: str | None = None,
+    ) -> ServiceBusReceiver:
+        self._check_entity(checked)
+        known = ("session_id", "sub_queue", "receive_mode", "max_wait_time", "auto_lock_renewer", "prefetch_count")
+        chosen: dict[str, Any] = {name: options[name] for name in known if name in options}
+        receiver = ServiceBusReceiver(
+            self._holder,
+            entity,
+            policy=self._policy,
+            queue_name=queue_name,
+            topic_name=topic_name,
+            subscription_name=subscription_name,
+            **chosen,
+        )
+        return self._track(receiver)
+
+    def get_queue_receiver(self, queue_name: str, **kwargs: Any) -> ServiceBusReceiver:
+        """A receiver from ``queue_name``. Keywords as the SDK's: ``receive_mode`` (PEEK_LOCK),
+        ``prefetch_count`` (0: credit per call), ``max_wait_time`` (None: wait for ever),
+        ``sub_queue`` (DEAD_LETTER...), ``session_id`` (an id or ``NEXT_AVAILABLE_SESSION``),
+        ``auto_lock_renewer``."""
+        return self._receiver(queue_name, queue_name, kwargs, queue_name=queue_name)
+
+    def get_subscription_receiver(self, topic_name: str, subscription_name: str, **kwargs: Any) -> ServiceBusReceiver:
+        """A receiver from ``topic_name/Subscriptions/subscription_name`` (keywords as
+        :meth:`get_queue_receiver`)."""
+        entity = f"{topic_name}/Subscriptions/{subscription_name}"
+        return self._receiver(topic_name, entity, kwargs, topic_name=topic_name, subscription_name=subscription_name)

@@ -1,0 +1,67 @@
+"""The SDK's enums and constants (``azure.servicebus``'s names and values)."""
+
+from __future__ import annotations
+
+import enum
+from typing import TypeVar
+
+__all__ = [
+    "NEXT_AVAILABLE_SESSION",
+    "ServiceBusReceiveMode",
+    "ServiceBusSessionFilter",
+    "ServiceBusSubQueue",
+    "TransportType",
+]
+
+
+E = TypeVar("E", bound=enum.StrEnum)
+
+
+def _lenient(cls: type[E], value: object) -> E | None:
+    """The SDK's enums are case-insensitive: ``"PEEK_LOCK"`` and ``"peeklock"`` both name PEEK_LOCK."""
+    text = str(value).lower().replace("_", "")
+    return next((m for m in cls if m.value == text), None)
+
+
+class ServiceBusReceiveMode(enum.StrEnum):
+    """PEEK_LOCK: settle each message (locked meanwhile); RECEIVE_AND_DELETE: gone on delivery."""
+
+    PEEK_LOCK = "peeklock"
+    RECEIVE_AND_DELETE = "receiveanddelete"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ServiceBusReceiveMode | None:
+        return _lenient(cls, value)
+
+
+class ServiceBusSubQueue(enum.StrEnum):
+    """A receiver's sub-queue: the dead-letter queue or the transfer dead-letter queue."""
+
+    DEAD_LETTER = "deadletter"
+    TRANSFER_DEAD_LETTER = "transferdeadletter"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ServiceBusSubQueue | None:
+        return _lenient(cls, value)
+
+
+class ServiceBusSessionFilter(enum.Enum):
+    """``NEXT_AVAILABLE``: lock whichever session the broker offers."""
+
+    NEXT_AVAILABLE = 0
+
+
+NEXT_AVAILABLE_SESSION = ServiceBusSessionFilter.NEXT_AVAILABLE
+
+
+class TransportType(enum.Enum):
+    """AMQP over TCP (5671/5672); WebSockets are not supported by amqplink."""
+
+    Amqp = 1
+    AmqpOverWebsocket = 2
+
+
+SUB_QUEUE_SUFFIX = {
+    ServiceBusSubQueue.DEAD_LETTER: "/$DeadLetterQueue",
+    ServiceBusSubQueue.TRANSFER_DEAD_LETTER: "/$Transfer/$DeadLetterQueue",
+}

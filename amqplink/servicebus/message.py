@@ -1,0 +1,606 @@
+"""Service Bus messages with azure-servicebus 7.x's names, over :class:`amqplink.message.Message`.
+
+* :class:`ServiceBusMessage` — what a sender sends: ``body`` (str, bytes or None;
+  a str is sent as UTF-8 in one data section), ``application_properties``,
+  ``session_id`` (properties.group-id), ``message_id``, ``partition_key``
+  (``x-opt-partition-key``), ``content_type``, ``correlation_id``, ``subject``, ``to``,
+  ``reply_to``, ``reply_to_session_id`` (reply-to-group-id), ``time_to_live`` (header
+  ttl) and ``scheduled_enqueue_time_utc`` (``x-opt-scheduled-enqueue-time``).
+* :class:`ServiceBusReceivedMessage` — what a receiver hands out, with the broker's
+  annotations (PROTOCOL.md): ``x-opt-sequence-number``, ``x-opt-enqueued-time``,
+  ``x-opt-locked-until``, ``x-opt-enqueue-sequence-number``,
+  ``x-opt-deadletter-source``; application properties ``DeadLetterReason`` and
+  ``DeadLetterErrorDescription``; the lock token is the delivery-tag (.NET GUID order).
+* :class:`ServiceBusMessageBatch` — messages sent as one transfer: message-format
+  ``0x80013700``, "one Data section per encoded inner message".
+
+As in the SDK, a received message's application properties come back with ``bytes``
+keys and ``bytes`` string values (the SDK documents it; ported code indexes with
+``b"key"``), and a data body is read as an iterable of ``bytes`` (``b"".join(msg.body)``
+or ``str(msg)``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from amqplink.codec.types import Symbol, Timestamp
+from amqplink.message import Message
+from amqplink.servicebus.exceptions import MessageSizeExceededError
+from amqplink.servicebus.lock_token import lock_token_from_delivery_tag
+
+if TYPE_CHECKING:
+    from amqplink.aio.receiver import ReceivedMessage
+
+__all__ = [
+    "BATCH_MESSAGE_FORMAT",
+    "MAX_MESSAGE_LENGTH_BYTES",
+    "MESSAGE_PROPERTY_MAX_LENGTH",
+    "AmqpMessageBodyType",
+    "ServiceBusMessage",
+    "ServiceBusMessageBatch",
+    "ServiceBusMessageState",
+    "ServiceBusReceivedMessage",
+]
+
+BATCH_MESSAGE_FORMAT = 0x80013700
+"""PROTOCOL.md: "Batch send: message-format ``0x80013700``, one Data section per encoded inner message"."""
+MAX_MESSAGE_LENGTH_BYTES = 1024 * 1024
+"""The SDK's batch size when neither the caller nor the link gives one."""
+MESSAGE_PROPERTY_MAX_LENGTH = 128
+"""Service Bus: message_id, session_id, partition_key, reply_to_session_id are at most 128 characters."""
+MAX_DURATION_MS = 922337203685477
+"""The SDK's "no time to live" (TimeSpan.MaxValue in ms): no absolute expiry is computed for it."""
+MAX_ABSOLUTE_EXPIRY_MS = 253402243199000
+"""9999-12-31: the latest absolute-expiry-time the SDK writes."""
+
+X_OPT_SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
+X_OPT_ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
+X_OPT_LOCKED_UNTIL = Symbol("x-opt-locked-until")
+X_OPT_ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
+X_OPT_SCHEDULED_ENQUEUE_TIME = Symbol("x-opt-scheduled-enqueue-time")
+X_OPT_DEAD_LETTER_SOURCE = Symbol("x-opt-deadletter-source")
+X_OPT_LOCK_TOKEN = Symbol("x-opt-lock-token")
+X_OPT_MESSAGE_STATE = Symbol("x-opt-message-state")
+DEAD_LETTER_REASON = "DeadLetterReason"
+DEAD_LETTER_ERROR_DESCRIPTION = "DeadLetterErrorDescription"
+
+# A data section's constructor and size: 5 bytes up to 255 bytes of data, else 8.
+_SMALL_OVERHEAD, _LARGE_OVERHEAD = 5, 8
+
+
+class AmqpMessageBodyType(enum.StrEnum):
+    """How the body travels (the SDK's ``azure.servicebus.amqp.AmqpMessageBodyType``)."""
+
+    DATA = "data"
+    SEQUENCE = "sequence"
+    VALUE = "value"
+
+
+class ServiceBusMessageState(int, enum.Enum):
+    """``x-opt-message-state``: active, deferred or scheduled."""
+
+    ACTIVE = 0
+    DEFERRED = 1
+    SCHEDULED = 2
+
+
+def _check_length(name: str, value: Any) -> None:
+    if value and len(str(value)) > MESSAGE_PROPERTY_MAX_LENGTH:
+        raise ValueError(f"{name} cannot be longer than {MESSAGE_PROPERTY_MAX_LENGTH} characters.")
+
+
+def _text(value: Any) -> str | None:
+    """Strings as the SDK returns them (bytes decoded as UTF-8; other ids, e.g. a uuid, as text)."""
+    if value is None or type(value) is str:
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _utc(ms: Any) -> dt.datetime | None:
+    if ms is None:
+        return None
+    return Timestamp(int(ms)).to_datetime()
+
+
+def _text_field(name: str, doc: str, *, limit: bool = False) -> Any:
+    """A str property over the :class:`Message` field ``name``; ``limit``: at most 128 characters."""
+
+    def get(self: ServiceBusMessage) -> str | None:
+        return _text(getattr(self._message, name))
+
+    def set_(self: ServiceBusMessage, value: str | None) -> None:
+        if limit:
+            _check_length(name, value)
+        setattr(self._message, name, value)
+
+    return property(get, set_, doc=doc)
+
+
+class ServiceBusMessage:
+    """A Service Bus message to send (azure-servicebus's ``ServiceBusMessage``)."""
+
+    __slots__ = ("_message",)
+
+    def __init__(
+        self,
+        body: str | bytes | None,
+        *,
+        application_properties: Mapping[str | bytes, Any] | None = None,
+        session_id: str | None = None,
+        message_id: str | None = None,
+        scheduled_enqueue_time_utc: dt.datetime | None = None,
+        time_to_live: dt.timedelta | int | None = None,
+        content_type: str | None = None,
+        correlation_id: str | None = None,
+        subject: str | None = None,
+        partition_key: str | None = None,
+        to: str | None = None,
+        reply_to: str | None = None,
+        reply_to_session_id: str | None = None,
+    ) -> None:
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        elif body is not None and not isinstance(body, bytes):
+            raise TypeError(f"ServiceBusMessage body must be a string, bytes, or None.  Got instead: {type(body)}")
+        self._message = Message(body)
+        if application_properties:
+            self.application_properties = application_properties
+        # As the SDK (its scheduled_enqueue_time_utc setter runs in __init__): every message has an id.
+        self.message_id = str(uuid.uuid4()) if message_id is None else message_id
+        optional = (
+            ("session_id", session_id),  # before partition_key, which must equal it
+            ("content_type", content_type),
+            ("correlation_id", correlation_id),
+            ("subject", subject),
+            ("to", to),
+            ("reply_to", reply_to),
+            ("reply_to_session_id", reply_to_session_id),
+            ("scheduled_enqueue_time_utc", scheduled_enqueue_time_utc),
+            ("time_to_live", time_to_live),
+            ("partition_key", partition_key),
+        )
+        for name, value in optional:
+            if value is not None:
+                setattr(self, name, value)
+
+    @classmethod
+    def _wrap(cls, message: Message) -> ServiceBusMessage:
+        obj = cls.__new__(cls)
+        obj._message = message
+        return obj
+
+    def __str__(self) -> str:
+        message = self._message
+        if message.body_type == "data":
+            return "".join(chunk.decode("utf-8", "replace") for chunk in _chunks(message.body))
+        return "" if message.body is None else str(message.body)
+
+    def __repr__(self) -> str:
+        fields = ("application_properties", "session_id", "message_id", "content_type", "correlation_id", "to",
+                  "reply_to", "reply_to_session_id", "subject", "time_to_live", "partition_key",
+                  "scheduled_enqueue_time_utc")  # fmt: skip
+        shown = ", ".join(f"{name}={getattr(self, name)}" for name in fields)
+        return f"{type(self).__name__}(body={self}, {shown})"[:1024]
+
+    # -- the AMQP message -----------------------------------------------------------
+    @property
+    def raw_amqp_message(self) -> Message:
+        """The underlying :class:`amqplink.message.Message` (advanced use)."""
+        return self._message
+
+    @property
+    def body(self) -> Any:
+        """Data: an iterator over the body's ``bytes`` sections; sequence: over its lists; value: the value."""
+        message = self._message
+        if message.body_type == "data":
+            return iter(_chunks(message.body))
+        if message.body_type == "sequence":
+            return iter([message.body])
+        if message.body_type == "sequences":
+            return iter(message.body)
+        return message.body
+
+    @property
+    def body_type(self) -> AmqpMessageBodyType:
+        """DATA, SEQUENCE or VALUE."""
+        kind = self._message.body_type
+        if kind == "data":
+            return AmqpMessageBodyType.DATA
+        if kind in ("sequence", "sequences"):
+            return AmqpMessageBodyType.SEQUENCE
+        return AmqpMessageBodyType.VALUE
+
+    # -- properties -----------------------------------------------------------------
+    @property
+    def application_properties(self) -> dict[str | bytes, Any] | None:
+        """The user's properties (None when there are none)."""
+        return self._message.application_properties  # type: ignore[return-value]
+
+    @application_properties.setter
+    def application_properties(self, value: Mapping[str | bytes, Any] | None) -> None:
+        if not value:
+            self._message.application_properties = None if value is None else {}
+            return
+        self._message.application_properties = {
+            (k.decode("utf-8") if isinstance(k, bytes) else k): v for k, v in value.items()
+        }
+
+    session_id = _text_field("session_id", "The session (properties.group-id).", limit=True)
+    message_id = _text_field(
+        "message_id", "The application's id of the message (duplicate detection uses it).", limit=True
+    )
+
+    @property
+    def partition_key(self) -> str | None:
+        """``x-opt-partition-key``; must equal ``session_id`` when both are set."""
+        return _text(self._message.partition_key)
+
+    @partition_key.setter
+    def partition_key(self, value: str | None) -> None:
+        _check_length("partition_key", value)
+        session_id = self.session_id
+        if value and session_id is not None and value != session_id:
+            raise ValueError(f"partition_key:{value} cannot be set to a different value than session_id:{session_id}")
+        self._message.partition_key = value
+
+    @property
+    def time_to_live(self) -> dt.timedelta | None:
+        """How long the message lives after it is enqueued (header ttl)."""
+        header = self._message.header
+        if header is None or not header.ttl:
+            return None
+        return dt.timedelta(milliseconds=int(header.ttl))
+
+    @time_to_live.setter
+    def time_to_live(self, value: dt.timedelta | int | None) -> None:
+        message = self._message
+        if value is None:
+            message.ttl = None
+            if message.properties is not None:
+                message.properties.absolute_expiry_time = None
+            return
+        seconds = int(value.total_seconds()) if isinstance(value, dt.timedelta) else int(value)
+        message.ttl = seconds
+        ms = seconds * 1000
+        if ms and ms != MAX_DURATION_MS:
+            now_ms = int(dt.datetime.now(dt.UTC).timestamp()) * 1000
+            message.creation_time = Timestamp(now_ms)
+            message.absolute_expiry_time = Timestamp(min(MAX_ABSOLUTE_EXPIRY_MS, now_ms + ms))
+
+    @property
+    def scheduled_enqueue_time_utc(self) -> dt.datetime | None:
+        """When the broker makes the message visible (``x-opt-scheduled-enqueue-time``)."""
+        anns = self._message.message_annotations
+        value = anns.get(X_OPT_SCHEDULED_ENQUEUE_TIME) if anns else None
+        if isinstance(value, dt.datetime):
+            return value
+        return _utc(value) if value else None
+
+    @scheduled_enqueue_time_utc.setter
+    def scheduled_enqueue_time_utc(self, value: dt.datetime | None) -> None:
+        message = self._message
+        if message.message_id is None:
+            message.message_id = str(uuid.uuid4())
+        stamp = None if value is None else Timestamp.from_datetime(value)
+        _set_annotation(message, X_OPT_SCHEDULED_ENQUEUE_TIME, stamp)
+
+    content_type = _text_field("content_type", "MIME type of the body, e.g. ``application/json``.")
+    correlation_id = _text_field("correlation_id", "The id this message answers or relates to.")
+    subject = _text_field("subject", "The application's label.")
+    to = _text_field("to", "The ``to`` address (auto-forward chaining).")
+    reply_to = _text_field("reply_to", "Where replies go.")
+    reply_to_session_id = _text_field(
+        "reply_to_session_id", "The session replies go to (reply-to-group-id).", limit=True
+    )
+
+
+def _chunks(body: Any) -> list[bytes]:
+    if body is None:
+        return []
+    return body if isinstance(body, list) else [body]
+
+
+def _set_annotation(message: Message, key: Symbol, value: Any) -> None:
+    anns = message.message_annotations
+    if value is None:
+        if anns:
+            anns.pop(key, None)
+        return
+    if anns is None:
+        anns = message.message_annotations = {}
+    anns[key] = value
+
+
+def _bytes_strings(props: dict[Any, Any]) -> dict[Any, Any]:
+    """The SDK's received application properties: str keys and values as UTF-8 bytes."""
+    return {
+        (k.encode("utf-8") if isinstance(k, str) else k): (v.encode("utf-8") if isinstance(v, str) else v)
+        for k, v in props.items()
+    }
+
+
+class ServiceBusReceivedMessage(ServiceBusMessage):
+    """A message a receiver handed out (azure-servicebus's ``ServiceBusReceivedMessage``).
+
+    ``auto_renew_error`` holds the error when an :class:`AutoLockRenewer` could not keep
+    the lock (``AutoLockRenewFailed`` or ``AutoLockRenewTimeout``).
+    """
+
+    __slots__ = (
+        "_app_properties",
+        "_delivery",
+        "_expiry",
+        "_is_deferred_message",
+        "_is_peeked_message",
+        "_lock_lost",
+        "_lock_token",
+        "_receiver",
+        "_settled",
+        "auto_renew_error",
+    )
+
+    def __init__(
+        self,
+        message: Message,
+        *,
+        receiver: Any = None,
+        settled: bool = False,
+        lock_token: uuid.UUID | None = None,
+        delivery: ReceivedMessage | None = None,
+        is_deferred_message: bool = False,
+        is_peeked_message: bool = False,
+    ) -> None:
+        self._message = message
+        self._receiver = receiver
+        self._settled = settled
+        self._delivery = delivery
+        self._lock_token = lock_token
+        self._expiry: dt.datetime | None = None
+        self._lock_lost = False
+        self._is_deferred_message = is_deferred_message
+        self._is_peeked_message = is_peeked_message
+        self._app_properties: dict[Any, Any] | None = None
+        self.auto_renew_error: BaseException | None = None
+
+    @classmethod
+    def from_bytes(cls, message: bytes) -> ServiceBusReceivedMessage:
+        """A message decoded from an encoded AMQP payload, without a receiver (it cannot be settled)."""
+        if not isinstance(message, bytes):
+            raise TypeError("message must be bytes.")
+        if not message:
+            raise ValueError("message cannot be empty.")
+        return cls(Message.decode(message), settled=False)
+
+    def __repr__(self) -> str:
+        extra = ("auto_renew_error", "dead_letter_error_description", "dead_letter_reason", "dead_letter_source",
+                 "delivery_count", "enqueued_sequence_number", "enqueued_time_utc", "expires_at_utc",
+                 "sequence_number", "lock_token", "locked_until_utc")  # fmt: skip
+        shown = ", ".join(f"{name}={getattr(self, name)}" for name in extra)
+        return f"{super().__repr__()[:-1]}, {shown})"[:1024]
+
+    def _annotation(self, key: Symbol) -> Any:
+        anns = self._message.message_annotations
+        return anns.get(key) if anns else None
+
+    # -- the broker's annotations -------------------------------------------------------
+    @property
+    def application_properties(self) -> dict[str | bytes, Any] | None:
+        """As the SDK returns them: ``bytes`` keys and ``bytes`` string values."""
+        props = self._message.application_properties
+        if not props:
+            return None
+        if self._app_properties is None:
+            self._app_properties = _bytes_strings(props)
+        return self._app_properties
+
+    @application_properties.setter
+    def application_properties(self, value: Mapping[str | bytes, Any] | None) -> None:
+        self._app_properties = None
+        ServiceBusMessage.application_properties.fset(self, value)  # type: ignore[attr-defined]
+
+    def _app_text(self, name: str) -> str | None:
+        props = self._message.application_properties
+        value = props.get(name) if props else None
+        return _text(value)
+
+    @property
+    def dead_letter_reason(self) -> str | None:
+        """Why the message was dead-lettered (application property ``DeadLetterReason``)."""
+        return self._app_text(DEAD_LETTER_REASON)
+
+    @property
+    def dead_letter_error_description(self) -> str | None:
+        """Application property ``DeadLetterErrorDescription``."""
+        return self._app_text(DEAD_LETTER_ERROR_DESCRIPTION)
+
+    @property
+    def dead_letter_source(self) -> str | None:
+        """The entity it was dead-lettered in, once auto-forwarded (``x-opt-deadletter-source``)."""
+        return _text(self._annotation(X_OPT_DEAD_LETTER_SOURCE))
+
+    @property
+    def state(self) -> ServiceBusMessageState:
+        """Active, deferred or scheduled (``x-opt-message-state``)."""
+        value = self._annotation(X_OPT_MESSAGE_STATE)
+        try:
+            return ServiceBusMessageState(int(value or 0))
+        except ValueError:
+            return ServiceBusMessageState.ACTIVE
+
+    @property
+    def delivery_count(self) -> int | None:
+        """Deliveries attempted before this one (header delivery-count)."""
+        header = self._message.header
+        if header is None:
+            return None
+        return int(header.delivery_count or 0)
+
+    @property
+    def sequence_number(self) -> int | None:
+        """The broker's number for the message (``x-opt-sequence-number``)."""
+        value = self._annotation(X_OPT_SEQUENCE_NUMBER)
+        return None if value is None else int(value)
+
+    @property
+    def enqueued_sequence_number(self) -> int | None:
+        """The sequence number first given to an auto-forwarded message."""
+        value = self._annotation(X_OPT_ENQUEUE_SEQUENCE_NUMBER)
+        return None if value is None else int(value)
+
+    @property
+    def enqueued_time_utc(self) -> dt.datetime | None:
+        """When the broker stored the message (``x-opt-enqueued-time``)."""
+        value = self._annotation(X_OPT_ENQUEUED_TIME)
+        return _utc(value) if value else None
+
+    @property
+    def expires_at_utc(self) -> dt.datetime | None:
+        """``enqueued_time_utc + time_to_live``."""
+        enqueued, ttl = self.enqueued_time_utc, self.time_to_live
+        return enqueued + ttl if enqueued and ttl else None
+
+    # -- the lock -------------------------------------------------------------------------
+    @property
+    def lock_token(self) -> uuid.UUID | str | None:
+        """The lock held in PEEK_LOCK mode: the delivery-tag as a .NET GUID (None once settled)."""
+        if self._settled:
+            return None
+        if self._lock_token is not None:
+            return self._lock_token
+        if self._delivery is not None:
+            tag = self._delivery.delivery_tag
+            if tag is not None and len(tag) == 16:
+                self._lock_token = lock_token_from_delivery_tag(tag)
+                return self._lock_token
+        anns = self._message.delivery_annotations
+        return anns.get(X_OPT_LOCK_TOKEN) if anns else None
+
+    @property
+    def locked_until_utc(self) -> dt.datetime | None:
+        """Until when the lock holds (None when settled, or for a session's message: see the session)."""
+        if self._settled or getattr(self._receiver, "_session", None) is not None:
+            return None
+        if self._expiry is None:
+            value = self._annotation(X_OPT_LOCKED_UNTIL)
+            if value is not None:
+                self._expiry = _utc(value)
+        return self._expiry
+
+    @property
+    def _lock_expired(self) -> bool:
+        if self._lock_lost:
+            return True
+        until = self.locked_until_utc
+        return until is not None and until <= dt.datetime.now(dt.UTC)
+
+
+class ServiceBusMessageBatch:
+    """Messages sent as one transfer (message-format ``0x80013700``); ``add_message`` raises
+    :class:`MessageSizeExceededError` once the next message would pass ``max_size_in_bytes``."""
+
+    __slots__ = ("_count", "_encoded", "_first", "_max_size_in_bytes", "_messages", "_size")
+
+    def __init__(self, max_size_in_bytes: int | None = None) -> None:
+        self._max_size_in_bytes = max_size_in_bytes or MAX_MESSAGE_LENGTH_BYTES
+        self._encoded: list[bytes] = []
+        self._messages: list[ServiceBusMessage] = []
+        self._first: ServiceBusMessage | None = None
+        self._size = len(Message(None).encode())
+        self._count = 0
+
+    def __repr__(self) -> str:
+        return f"ServiceBusMessageBatch(max_size_in_bytes={self.max_size_in_bytes}, message_count={self._count})"
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def max_size_in_bytes(self) -> int:
+        """The largest encoded size the batch may reach."""
+        return self._max_size_in_bytes
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The batch's encoded size so far."""
+        return self._size
+
+    def add_message(self, message: ServiceBusMessage | Mapping[str, Any] | Message) -> None:
+        """Add ``message``; ``MessageSizeExceededError`` if the batch would grow past its maximum."""
+        from amqplink.servicebus.partitioning import check_partition_key
+
+        outgoing = to_outgoing(message)
+        check_partition_key(outgoing)
+        encoded = outgoing._message.encode()
+        n = len(encoded)
+        size_after = self._size + n + (_SMALL_OVERHEAD if n < 256 else _LARGE_OVERHEAD)
+        if self._count == 0:
+            size_after += _envelope_size(outgoing)
+        if size_after > self._max_size_in_bytes:
+            raise MessageSizeExceededError(
+                f"ServiceBusMessageBatch has reached its size limit: {self._max_size_in_bytes}"
+            )
+        self._encoded.append(encoded)
+        self._messages.append(outgoing)
+        if self._first is None:
+            self._first = outgoing
+        self._size = size_after
+        self._count += 1
+
+    def _payload(self) -> bytes:
+        """The transfer payload: an envelope with the first message's ids, one data section per message."""
+        envelope = Message(list(self._encoded), body_type="data")
+        first = self._first
+        if first is not None:
+            _copy_envelope(first._message, envelope)
+        return envelope.encode()
+
+
+def _copy_envelope(first: Message, envelope: Message) -> None:
+    """The SDK puts the first message's message-id, session-id and partition key on the envelope."""
+    if first.message_id is not None:
+        envelope.message_id = first.message_id
+    if first.session_id is not None:
+        envelope.session_id = first.session_id
+    if first.partition_key is not None:
+        envelope.partition_key = first.partition_key
+
+
+def _envelope_size(first: ServiceBusMessage) -> int:
+    envelope = Message(None)
+    _copy_envelope(first._message, envelope)
+    return len(envelope.encode()) - len(Message(None).encode())
+
+
+def to_outgoing(message: ServiceBusMessage | Mapping[str, Any] | Message) -> ServiceBusMessage:
+    """A ``ServiceBusMessage`` from what the SDK accepts: itself, a dict of its keyword arguments,
+    or (beyond the SDK) a plain :class:`amqplink.message.Message`."""
+    if isinstance(message, ServiceBusMessage):
+        return message
+    if isinstance(message, Message):
+        return ServiceBusMessage._wrap(message)
+    if isinstance(message, Mapping):
+        try:
+            return ServiceBusMessage(**message)
+        except TypeError:
+            raise TypeError(
+                "Only ServiceBusMessage, amqplink Message or a mapping of ServiceBusMessage keyword"
+                f" arguments can be sent; this mapping has the keys {sorted(message)}"
+            ) from None
+    raise TypeError(f"Only ServiceBusMessage instances or Mappings representing messages are supported. "
+                    f"Received instead: {type(message).__name__}")  # fmt: skip
+
+
+def iter_outgoing(messages: Any) -> Iterator[ServiceBusMessage]:
+    """Each message of a single message, a list or any iterable of them."""
+    if isinstance(messages, ServiceBusMessage | Message | Mapping):
+        yield to_outgoing(messages)
+        return
+    for message in messages:
+        yield to_outgoing(message)

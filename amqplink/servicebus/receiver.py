@@ -1,0 +1,474 @@
+"""The asyncio Service Bus receiver (azure-servicebus's ``aio.ServiceBusReceiver``).
+
+Settlement on the receiving link, as PROTOCOL.md maps it: complete = ``accepted``,
+abandon = ``modified(delivery-failed, not undeliverable-here)``, defer =
+``modified(delivery-failed, undeliverable-here)``, dead-letter =
+``rejected(com.microsoft:dead-letter, info={DeadLetterReason, DeadLetterErrorDescription})``.
+The link asks rcv-settle-mode ``second``, so the broker confirms each settlement;
+``rejected(com.microsoft:message-lock-lost)`` raises :class:`MessageLockLostError`.
+A message whose link is gone (the connection broke, the link was detached) has lost
+its lock: settling or renewing it raises ``MessageLockLostError`` without asking the
+broker. Deferred messages (no link delivery) settle over ``$management``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from amqplink.aio.connection import Connection
+from amqplink.aio.errors import AMQPError
+from amqplink.aio.receiver import ReceivedMessage, Receiver
+from amqplink.message import Message
+from amqplink.protocol.definitions import Rejected
+from amqplink.servicebus._base import ConnectionHolder, Handler
+from amqplink.servicebus.constants import (
+    SUB_QUEUE_SUFFIX,
+    ServiceBusReceiveMode,
+    ServiceBusSessionFilter,
+    ServiceBusSubQueue,
+)
+from amqplink.servicebus.errors import from_amqp_error
+from amqplink.servicebus.exceptions import (
+    MessageAlreadySettled,
+    MessageLockLostError,
+    ServiceBusError,
+    SessionLockLostError,
+)
+from amqplink.servicebus.management import DispositionStatus
+from amqplink.servicebus.message import ServiceBusReceivedMessage
+from amqplink.servicebus.retry import backoff_delay
+from amqplink.servicebus.session import LOCKED_UNTIL_UTC, SESSION_FILTER, ServiceBusSession, datetime_from_ticks
+
+if TYPE_CHECKING:
+    from amqplink.servicebus.lock_renewer import AutoLockRenewer
+    from amqplink.servicebus.retry import RetryPolicy
+
+__all__ = ["DEAD_LETTER_CONDITION", "GATHER_WINDOW", "ServiceBusReceiver"]
+
+log = logging.getLogger(__name__)
+
+DEAD_LETTER_CONDITION = "com.microsoft:dead-letter"
+LOCK_LOST_CONDITION = "com.microsoft:message-lock-lost"
+GATHER_WINDOW = 0.02
+"""Seconds ``receive_messages`` keeps collecting after the first message, while fewer than
+``max_message_count`` have come (messages still on the wire join the same call)."""
+RECEIVER_SETTLE_FIRST, RECEIVER_SETTLE_SECOND = 0, 1
+
+SessionArg = str | ServiceBusSessionFilter | None
+
+
+class ServiceBusReceiver(Handler):
+    """Receives from a queue, a subscription, or their dead-letter queue; get one from
+    ``ServiceBusClient.get_queue_receiver`` / ``get_subscription_receiver``."""
+
+    _kind = "receiver"
+
+    def __init__(
+        self,
+        holder: ConnectionHolder,
+        entity_name: str,
+        *,
+        policy: RetryPolicy,
+        receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
+        prefetch_count: int = 0,
+        max_wait_time: float | None = None,
+        sub_queue: ServiceBusSubQueue | str | None = None,
+        session_id: SessionArg = None,
+        is_session: bool = False,
+        auto_lock_renewer: AutoLockRenewer | None = None,
+        queue_name: str | None = None,
+        topic_name: str | None = None,
+        subscription_name: str | None = None,
+    ) -> None:
+        if prefetch_count < 0:
+            raise ValueError("prefetch_count must be 0 or greater.")
+        if max_wait_time is not None and max_wait_time <= 0:
+            raise ValueError("max_wait_time must be greater than 0.")
+        suffix = SUB_QUEUE_SUFFIX[ServiceBusSubQueue(sub_queue)] if sub_queue is not None else ""
+        super().__init__(holder, f"{entity_name}{suffix}", policy=policy)
+        self._receive_mode = ServiceBusReceiveMode(receive_mode)
+        self._prefetch_count = prefetch_count
+        self._max_wait_time = max_wait_time
+        self._sub_queue = sub_queue
+        self._is_session = is_session or session_id is not None
+        self._session_id: SessionArg = session_id
+        self._session: ServiceBusSession | None = None
+        self._auto_lock_renewer = auto_lock_renewer
+        self._link: Receiver | None = None
+        self._last_peeked: int | None = None
+        self.queue_name = queue_name
+        self.topic_name = topic_name
+        self.subscription_name = subscription_name
+
+    @property
+    def receive_mode(self) -> ServiceBusReceiveMode:
+        """PEEK_LOCK or RECEIVE_AND_DELETE."""
+        return self._receive_mode
+
+    @property
+    def session(self) -> ServiceBusSession:
+        """The locked session of a session receiver (after it opened)."""
+        if not self._is_session:
+            raise TypeError("session is only available to receivers of sessionful entities (session_id given).")
+        if self._session is None:
+            raise ValueError("the session receiver has not opened yet: use it as `async with` or receive first.")
+        return self._session
+
+    # -- links ------------------------------------------------------------------------
+    def _links_alive(self) -> bool:
+        return self._link is not None and not self._link.closed
+
+    @property
+    def _management_link_name(self) -> str | None:
+        return None if self._link is None else self._link.name
+
+    def _on_links_lost(self) -> None:
+        if self._session is not None:
+            self._session._lock_lost = True
+
+    async def _attach(self, connection: Connection) -> None:
+        filters = None
+        if self._is_session:
+            wanted = self._session_id
+            if self._session is not None:
+                wanted = self._session.session_id  # reattach to the session this receiver had
+            filters = {SESSION_FILTER: None if isinstance(wanted, ServiceBusSessionFilter) else wanted}
+        peek_lock = self._receive_mode is ServiceBusReceiveMode.PEEK_LOCK
+        self._link = await connection.create_receiver(
+            self.entity_name,
+            mode="peek-lock" if peek_lock else "receive-and-delete",
+            prefetch=self._prefetch_count,
+            name=self._next_link_name(),
+            filters=filters,
+        )
+        if self._is_session:
+            first = self._session is None
+            self._session = self._session_from_attach(self._link)
+            if first and self._auto_lock_renewer is not None:
+                self._auto_lock_renewer.register(self, self._session)
+
+    def _session_from_attach(self, link: Receiver) -> ServiceBusSession:
+        remote = link.link.remote_attach
+        assert remote is not None and remote.source is not None
+        answered = (remote.source.filter or {}).get(SESSION_FILTER)
+        if isinstance(answered, bytes):
+            answered = answered.decode("utf-8")
+        if answered is None:
+            answered = self._session_id if isinstance(self._session_id, str) else None
+        ticks = (remote.properties or {}).get(LOCKED_UNTIL_UTC)
+        until = None if ticks is None else datetime_from_ticks(int(ticks))
+        if answered is None:
+            raise ServiceBusError(description="the broker locked a session without naming it", entity=self.entity_name)
+        return ServiceBusSession(str(answered), self, until)
+
+    async def _close_links(self) -> None:
+        if self._link is not None:
+            await self._link.close()
+
+    # -- receiving --------------------------------------------------------------------
+    def _wrap(self, raw: ReceivedMessage) -> ServiceBusReceivedMessage:
+        settled = self._receive_mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        message = ServiceBusReceivedMessage(raw, receiver=self, settled=settled, delivery=raw)
+        renewer = self._auto_lock_renewer
+        if renewer is not None and not settled and not self._is_session:
+            renewer.register(self, message)
+        return message
+
+    async def _receive_raw(self, max_message_count: int, timeout: float | None) -> list[ReceivedMessage]:
+        """Wait up to ``timeout`` s for a message; reattach (under the retry policy) when the link breaks."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        retried = 0
+        while True:
+            try:
+                await self._open()
+                assert self._link is not None
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                return await self._link.receive(max_message_count, left)
+            except (AMQPError, OSError) as exc:
+                error = from_amqp_error(exc, entity=self.entity_name)
+                retried += 1
+                if self._is_session and isinstance(error, ServiceBusError) and self._session is not None:
+                    self._session._lock_lost = True
+                    raise SessionLockLostError(description=str(error), entity=self.entity_name, error=exc) from exc
+                if not error.retryable or retried > self._policy.retry_total:
+                    raise error from exc
+                delay = backoff_delay(self._policy, retried, error)
+                if deadline is not None and loop.time() + delay >= deadline:
+                    return []
+                log.info("%s: receiving failed (%s); reattaching in %.1f s", self.entity_name, error, delay)
+                await asyncio.sleep(delay)
+
+    async def receive_messages(
+        self, max_message_count: int | None = 1, max_wait_time: float | None = None
+    ) -> list[ServiceBusReceivedMessage]:
+        """Up to ``max_message_count`` messages, waiting up to ``max_wait_time`` s (default: the
+        receiver's ``max_wait_time``; None waits until one comes) for the first."""
+        self._check_not_closed()
+        count = 1 if max_message_count is None else int(max_message_count)
+        if count < 1:
+            raise ValueError("max_message_count must be 1 or greater.")
+        if max_wait_time is not None and max_wait_time <= 0:
+            raise ValueError("max_wait_time must be greater than 0.")
+        wait = max_wait_time if max_wait_time is not None else self._max_wait_time
+        raws = await self._receive_raw(count, wait)
+        link = self._link
+        while raws and len(raws) < count and link is not None and not link.closed:
+            try:
+                more = await link.receive(count - len(raws), GATHER_WINDOW)
+            except AMQPError:
+                break  # hand out what came; the next call reports the link's error
+            if not more:
+                break
+            raws += more
+        return [self._wrap(raw) for raw in raws]
+
+    def __aiter__(self) -> ServiceBusReceiver:
+        return self
+
+    async def __anext__(self) -> ServiceBusReceivedMessage:
+        """The next message; iteration ends after ``max_wait_time`` s without one (never if None)."""
+        self._check_not_closed()
+        raws = await self._receive_raw(1, self._max_wait_time)
+        if not raws:
+            raise StopAsyncIteration
+        return self._wrap(raws[0])
+
+    async def peek_messages(
+        self, max_message_count: int = 1, *, sequence_number: int = 0, timeout: float | None = None, **kwargs: Any
+    ) -> list[ServiceBusReceivedMessage]:
+        """Browse messages without locking them, from ``sequence_number`` (default: after the last peeked)."""
+        self._check_not_closed()
+        if timeout is not None and timeout <= 0:
+            raise ValueError("The timeout must be greater than 0.")
+        if int(max_message_count) < 0:
+            raise ValueError("max_message_count must be 1 or greater.")
+        start = sequence_number or ((self._last_peeked + 1) if self._last_peeked else 1)
+        session_id = await self._session_id_for_management()
+        count = int(max_message_count)
+        found = await self._mgmt_call(lambda m: m.peek_messages(start, count, session_id=session_id), timeout)
+        messages = [
+            ServiceBusReceivedMessage(Message.decode(payload), receiver=self, settled=True, is_peeked_message=True)
+            for payload in found
+        ]
+        if messages:
+            self._last_peeked = messages[-1].sequence_number
+        return messages
+
+    async def receive_deferred_messages(
+        self, sequence_numbers: int | Iterable[int], *, timeout: float | None = None, **kwargs: Any
+    ) -> list[ServiceBusReceivedMessage]:
+        """The deferred messages with these sequence numbers (locked, in PEEK_LOCK mode)."""
+        self._check_not_closed()
+        if timeout is not None and timeout <= 0:
+            raise ValueError("The timeout must be greater than 0.")
+        numbers = [sequence_numbers] if isinstance(sequence_numbers, int) else [int(n) for n in sequence_numbers]
+        if not numbers:
+            return []
+        peek_lock = self._receive_mode is ServiceBusReceiveMode.PEEK_LOCK
+        mode = RECEIVER_SETTLE_SECOND if peek_lock else RECEIVER_SETTLE_FIRST
+        session_id = await self._session_id_for_management()
+        found = await self._mgmt_call(
+            lambda m: m.receive_by_sequence_number(numbers, receiver_settle_mode=mode, session_id=session_id), timeout
+        )
+        out = []
+        for token, payload in found:
+            message = ServiceBusReceivedMessage(
+                Message.decode(payload),
+                receiver=self,
+                settled=not peek_lock,
+                lock_token=token if isinstance(token, uuid.UUID) else None,
+                is_deferred_message=True,
+            )
+            if self._auto_lock_renewer is not None and peek_lock and not self._is_session:
+                self._auto_lock_renewer.register(self, message)
+            out.append(message)
+        return out
+
+    async def _session_id_for_management(self) -> str | None:
+        if not self._is_session:
+            return None
+        await self._retry(lambda _remaining: _noop())
+        return self.session.session_id
+
+    # -- settlement -------------------------------------------------------------------
+    def _check_message_alive(self, message: ServiceBusReceivedMessage, action: str) -> None:
+        if not isinstance(message, ServiceBusReceivedMessage):
+            raise TypeError(f"{action} needs a ServiceBusReceivedMessage, not {type(message).__name__}")
+        if message._is_peeked_message:
+            raise ValueError(
+                f"The operation {action} is not supported for peeked messages."
+                "Only messages received using receive methods in PEEK_LOCK mode can be settled."
+            )
+        if self._receive_mode is ServiceBusReceiveMode.RECEIVE_AND_DELETE:
+            raise ValueError(f"The operation {action} is not supported in 'RECEIVE_AND_DELETE' receive mode.")
+        if message._settled:
+            raise MessageAlreadySettled(f"Unable to {action} the message as it has already been settled.")
+        if self._closed:
+            raise ValueError(
+                f"Failed to {action} the message as the handler has already been shutdown."
+                "Please use ServiceBusClient to create a new instance."
+            )
+
+    def _lock_lost(self, message: ServiceBusReceivedMessage, action: str) -> ServiceBusError | None:
+        """A lost lock known without asking the broker: the message's link is gone (for a
+        session receiver, the session's lock went with it)."""
+        raw = message._delivery
+        gone = message._lock_lost
+        if not gone and raw is not None and not message._is_deferred_message:
+            delivery = raw._delivery
+            link = self._link
+            gone = link is None or link.closed or delivery is None or delivery.link is not link.link
+        if not gone:
+            return None
+        message._lock_lost = True
+        cls = SessionLockLostError if self._is_session else MessageLockLostError
+        return cls(
+            description=f"cannot {action}: the link that delivered the message is gone, so its lock is lost"
+            " and Service Bus will deliver it again",
+            entity=self.entity_name,
+        )
+
+    async def _settle(
+        self,
+        message: ServiceBusReceivedMessage,
+        action: str,
+        status: DispositionStatus,
+        *,
+        dead_letter_reason: str | None = None,
+        dead_letter_error_description: str | None = None,
+    ) -> None:
+        self._check_message_alive(message, action)
+        lost = self._lock_lost(message, action)
+        if lost is not None:
+            raise lost
+        raw = message._delivery
+        if raw is None or message._is_deferred_message:
+            await self._settle_by_management(message, status, dead_letter_reason, dead_letter_error_description)
+        else:
+            await self._settle_on_link(raw, action, status, dead_letter_reason, dead_letter_error_description)
+        message._settled = True
+        if self._auto_lock_renewer is not None:
+            self._auto_lock_renewer._settled(message)
+
+    async def _settle_on_link(
+        self,
+        raw: ReceivedMessage,
+        action: str,
+        status: DispositionStatus,
+        reason: str | None,
+        description: str | None,
+    ) -> None:
+        link = self._link
+        assert link is not None
+        try:
+            if status is DispositionStatus.COMPLETED:
+                await link.accept(raw)
+            elif status is DispositionStatus.ABANDONED:
+                await link.modify(raw, delivery_failed=True, undeliverable_here=False)
+            elif status is DispositionStatus.DEFERRED:
+                await link.modify(raw, delivery_failed=True, undeliverable_here=True)
+            else:
+                info: dict[str, Any] = {}
+                if reason is not None:
+                    info["DeadLetterReason"] = reason
+                if description is not None:
+                    info["DeadLetterErrorDescription"] = description
+                await link.reject(raw, condition=DEAD_LETTER_CONDITION, description=description, info=info or None)
+        except (AMQPError, OSError) as exc:
+            raise from_amqp_error(exc, entity=self.entity_name) from exc
+        delivery = raw._delivery
+        answer = None if delivery is None else delivery.remote_state
+        if type(answer) is Rejected and answer.error is not None:
+            condition = str(answer.error.condition)
+            if condition != DEAD_LETTER_CONDITION or status is not DispositionStatus.SUSPENDED:
+                raise from_amqp_error(
+                    AMQPError(
+                        f"{self.entity_name}: cannot {action}: {answer.error.description or condition}",
+                        condition=condition,
+                        description=answer.error.description,
+                    ),
+                    entity=self.entity_name,
+                )
+
+    async def _settle_by_management(
+        self,
+        message: ServiceBusReceivedMessage,
+        status: DispositionStatus,
+        reason: str | None,
+        description: str | None,
+    ) -> None:
+        token = message.lock_token
+        if token is None:
+            raise ValueError("the message carries no lock token: it cannot be settled")
+        session_id = self._session.session_id if self._session is not None else None
+        await self._mgmt_call(
+            lambda m: m.update_disposition(
+                status,
+                [token],
+                dead_letter_reason=reason,
+                dead_letter_description=description,
+                session_id=session_id,
+            )
+        )
+
+    async def complete_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Done with the message: the broker removes it."""
+        await self._settle(message, "complete", DispositionStatus.COMPLETED)
+
+    async def abandon_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Give the message back: it is delivered again (delivery count + 1)."""
+        await self._settle(message, "abandon", DispositionStatus.ABANDONED)
+
+    async def defer_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Set the message aside: only ``receive_deferred_messages`` with its sequence number gets it."""
+        await self._settle(message, "defer", DispositionStatus.DEFERRED)
+
+    async def dead_letter_message(
+        self, message: ServiceBusReceivedMessage, reason: str | None = None, error_description: str | None = None
+    ) -> None:
+        """Move the message to the dead-letter queue with ``reason`` and ``error_description``."""
+        await self._settle(
+            message,
+            "dead-letter",
+            DispositionStatus.SUSPENDED,
+            dead_letter_reason=reason,
+            dead_letter_error_description=error_description,
+        )
+
+    async def renew_message_lock(
+        self, message: ServiceBusReceivedMessage, *, timeout: float | None = None, **kwargs: Any
+    ) -> dt.datetime:
+        """Extend the message's lock; the new ``locked_until_utc``."""
+        if self._is_session:
+            raise TypeError(
+                "Renewing message lock is an invalid operation when working with sessions."
+                " Please renew the session lock instead."
+            )
+        self._check_message_alive(message, "renew lock for")
+        if timeout is not None and timeout <= 0:
+            raise ValueError("The timeout must be greater than 0.")
+        lost = self._lock_lost(message, "renew the lock of")
+        if lost is not None:
+            raise lost
+        token = message.lock_token
+        if token is None:
+            raise ValueError("Unable to renew lock - no lock token found.")
+        try:
+            expirations = await self._mgmt_call(lambda m: m.renew_lock([token]), timeout)
+        except MessageLockLostError:
+            message._lock_lost = True
+            raise
+        if not expirations:
+            raise ServiceBusError(description="renew-lock answered without an expiration", entity=self.entity_name)
+        message._expiry = expirations[0]
+        return expirations[0]
+
+
+async def _noop() -> None:
+    return None

@@ -1,0 +1,357 @@
+"""The asyncio Service Bus sender (azure-servicebus's ``aio.ServiceBusSender``), pipelined.
+
+``send_messages`` takes one message, a list, a :class:`ServiceBusMessageBatch` or any
+iterable. A list that fits the link's max-message-size goes as one batch transfer (as
+the SDK sends it); a larger list or an iterable is split into batches by that size and
+the batches are pipelined (up to ``max_in_flight`` transfers unsettled at once). Beyond
+the SDK: :meth:`ServiceBusSender.send_nowait` hands one message over and returns a
+future for its outcome. A send whose link or connection breaks is sent again on a new
+one under the retry policy (at least once: never dropped silently).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from amqplink.aio.connection import Connection
+from amqplink.aio.errors import AMQPError
+from amqplink.aio.sender import Sender
+from amqplink.message import Message
+from amqplink.protocol.definitions import Accepted, Rejected
+from amqplink.servicebus._base import ConnectionHolder, Handler
+from amqplink.servicebus.errors import from_amqp_error
+from amqplink.servicebus.exceptions import ServiceBusError
+from amqplink.servicebus.management import ScheduledMessage
+from amqplink.servicebus.message import (
+    BATCH_MESSAGE_FORMAT,
+    MAX_MESSAGE_LENGTH_BYTES,
+    ServiceBusMessage,
+    ServiceBusMessageBatch,
+    iter_outgoing,
+    to_outgoing,
+)
+from amqplink.servicebus.partitioning import check_partition_key
+from amqplink.servicebus.retry import RetryPolicy, backoff_delay
+
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "ServiceBusSender"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_IN_FLIGHT = 1000
+"""Transfers awaiting their outcome at once per sender; the next send waits for room."""
+WATCH_INTERVAL_MIN, WATCH_INTERVAL_MAX = 0.05, 5.0
+"""Bounds (seconds) of the outcome watchdog's period: a quarter of the operation timeout."""
+
+SendInput = ServiceBusMessage | ServiceBusMessageBatch | Mapping[str, Any] | Message | Iterable[Any]
+
+
+class ServiceBusSender(Handler):
+    """Sends to a queue or topic. Get one from ``ServiceBusClient.get_queue_sender`` /
+    ``get_topic_sender``; use it as ``async with``."""
+
+    _kind = "sender"
+
+    def __init__(
+        self,
+        holder: ConnectionHolder,
+        entity_name: str,
+        *,
+        policy: RetryPolicy,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        queue_name: str | None = None,
+        topic_name: str | None = None,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
+        super().__init__(holder, entity_name, policy=policy)
+        self.max_in_flight = max_in_flight
+        self.queue_name = queue_name
+        self.topic_name = topic_name
+        self._link: Sender | None = None
+        self._watched: deque[tuple[float, asyncio.Future[Any]]] = deque()
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._closing: asyncio.Task[None] | None = None
+
+    # -- links ------------------------------------------------------------------------
+    def _links_alive(self) -> bool:
+        return self._link is not None and not self._link.closed
+
+    async def _attach(self, connection: Connection) -> None:
+        self._link = await connection.create_sender(
+            self.entity_name, max_in_flight=self.max_in_flight, name=self._next_link_name()
+        )
+
+    async def _close_links(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        self._watched.clear()
+        if self._link is not None:
+            await self._link.close()
+
+    @property
+    def max_message_size(self) -> int:
+        """The largest transfer the entity takes (the peer's max-message-size), once attached."""
+        link = self._link
+        remote = None if link is None else link.link.remote_attach
+        size = None if remote is None else remote.max_message_size
+        return int(size) if size else MAX_MESSAGE_LENGTH_BYTES
+
+    # -- sending ----------------------------------------------------------------------
+    async def _transfer(self, payload: bytes, message_format: int) -> asyncio.Future[Any]:
+        await self._open()
+        assert self._link is not None
+        return self._watch(await self._link.send_payload_nowait(payload, message_format=message_format))
+
+    # -- outcome watchdog ---------------------------------------------------------------
+    def _watch(self, outcome: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        """Note when ``outcome`` was sent; one timer per sender (not per send) checks the oldest."""
+        loop = asyncio.get_running_loop()
+        self._watched.append((loop.time(), outcome))
+        if self._watchdog is None:
+            self._watchdog = loop.call_later(self._watch_interval(), self._check_outcomes)
+        return outcome
+
+    def _watch_interval(self) -> float:
+        return min(WATCH_INTERVAL_MAX, max(WATCH_INTERVAL_MIN, self._policy.timeout / 4))
+
+    def _check_outcomes(self) -> None:
+        """A link whose oldest transfer has had no outcome for the operation timeout is taken
+        as dead: it is closed, which fails every transfer on it, and the sends are retried on
+        a new link under the retry policy (at least once)."""
+        self._watchdog = None
+        watched = self._watched
+        while watched and watched[0][1].done():
+            watched.popleft()
+        if not watched:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() - watched[0][0] >= self._policy.timeout:
+            timeout = self._policy.timeout
+            failure = AMQPError(
+                f"{self.entity_name}: no outcome from the broker within {timeout:.1f} s",
+                condition="com.microsoft:timeout",
+            )
+            for _, outcome in watched:
+                if not outcome.done():
+                    outcome.set_exception(failure)  # the link is dropped below, its count with it
+            watched.clear()
+            link, self._link = self._link, None  # the next send attaches a new link
+            if link is not None and not link.closed:
+                log.warning("%s; closing the link to send again on a new one", failure)
+                self._closing = loop.create_task(link.close())
+            return
+        self._watchdog = loop.call_later(self._watch_interval(), self._check_outcomes)
+
+    async def _send_payload(self, payload: bytes, message_format: int, timeout: float | None) -> None:
+        """One transfer, retried on a new link when a retryable error ends it.
+
+        Fast path: on a live link, the first attempt is a plain pipelined transfer (no task,
+        no timer: the sender's outcome watchdog bounds the wait by the operation timeout);
+        the retry machinery starts only after a retryable failure, or when the caller gave a
+        ``timeout``.
+        """
+
+        async def attempt(_remaining: float) -> None:
+            _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)
+
+        link = self._link
+        if timeout is None and link is not None and self._ready():
+            try:
+                sent = self._watch(await link.send_payload_nowait(payload, message_format=message_format))
+                _check_outcome(await sent, self.entity_name)
+                return
+            except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+                error = from_amqp_error(exc, entity=self.entity_name)
+                if not error.retryable or self._policy.retry_total == 0:
+                    raise error from exc
+                delay = backoff_delay(self._policy, 1, error)  # server-busy: at least 4 s
+                log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
+                await asyncio.sleep(delay)
+                await self._retry(attempt, tried=1)
+                return
+
+        await self._retry(attempt, timeout=timeout)
+
+    async def _transfer_outcome(self, payload: bytes, message_format: int) -> Any:
+        # shielded: the retry's deadline cancels this wait, never the link's outcome future
+        return await asyncio.shield(await self._transfer(payload, message_format))
+
+    async def send_nowait(self, message: ServiceBusMessage | Mapping[str, Any] | Message) -> asyncio.Future[None]:
+        """Hand one message to the link (waiting only for room under ``max_in_flight``) and
+        return a future that resolves to None when the broker accepted it, or fails with the
+        Service Bus error. Not retried: retry on the error if you need at-least-once."""
+        outgoing = to_outgoing(message)
+        check_partition_key(outgoing)
+        self._check_not_closed()
+        try:
+            inner = await self._transfer(outgoing._message.encode(), 0)
+        except (AMQPError, OSError, TimeoutError) as exc:
+            raise from_amqp_error(exc, entity=self.entity_name) from exc
+        result: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entity = self.entity_name
+
+        def done(outcome: asyncio.Future[Any]) -> None:
+            if result.done():
+                return
+            if outcome.cancelled():
+                result.cancel()
+                return
+            exc = outcome.exception()
+            try:
+                if exc is not None:
+                    raise exc
+                _check_outcome(outcome.result(), entity)
+            except BaseException as failure:  # handed to the caller's future
+                result.set_exception(from_amqp_error(failure, entity=entity))
+                return
+            result.set_result(None)
+
+        inner.add_done_callback(done)
+        return result
+
+    async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
+        """Send one message, a list, a batch or an iterable (pipelined in size-bounded batches).
+
+        Raises ``MessageSizeExceededError`` for a single message larger than the entity takes,
+        ``ValueError`` for a partition key that differs from the session id, and the Service
+        Bus error the broker answered (after the retry policy gave up).
+        """
+        self._check_not_closed()
+        if timeout is not None and timeout <= 0:
+            raise ValueError("The timeout must be greater than 0.")
+        if isinstance(message, ServiceBusMessageBatch):
+            if len(message) == 0:
+                return
+            await self._send_payload(message._payload(), BATCH_MESSAGE_FORMAT, timeout)
+            return
+        if isinstance(message, ServiceBusMessage | Mapping | Message):
+            outgoing = to_outgoing(message)
+            check_partition_key(outgoing)
+            await self._send_payload(outgoing._message.encode(), 0, timeout)
+            return
+        await self._send_many(iter_outgoing(message), timeout)
+
+    async def _send_many(self, messages: Iterable[ServiceBusMessage], timeout: float | None) -> None:
+        """Fill batches up to the link's size and pipeline them; then wait for every outcome.
+
+        A batch whose transfer failed with a retryable error is sent again under the policy;
+        the first error that cannot be retried is raised once all outcomes are in.
+        """
+        await self._retry(lambda _remaining: _noop(), timeout=timeout)  # attach: learn the max size
+        pending: list[tuple[bytes, asyncio.Future[Any]]] = []
+        batch = ServiceBusMessageBatch(self.max_message_size)
+        for message in messages:
+            try:
+                batch.add_message(message)
+            except ServiceBusError:
+                if len(batch) == 0:
+                    raise
+                pending.append(await self._pipeline(batch))
+                batch = ServiceBusMessageBatch(self.max_message_size)
+                batch.add_message(message)
+        if len(batch):
+            pending.append(await self._pipeline(batch))
+        failure: BaseException | None = None
+        for payload, future in pending:
+            try:
+                _check_outcome(await future, self.entity_name)
+            except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+                error = from_amqp_error(exc, entity=self.entity_name)
+                if not error.retryable:
+                    failure = failure or error
+                    continue
+                log.info("%s: a batch failed (%s); sending it again", self.entity_name, error)
+                try:
+                    await self._send_payload(payload, BATCH_MESSAGE_FORMAT, timeout)
+                except ServiceBusError as again:
+                    failure = failure or again
+        if failure is not None:
+            raise failure
+
+    async def _pipeline(self, batch: ServiceBusMessageBatch) -> tuple[bytes, asyncio.Future[Any]]:
+        payload = batch._payload()
+        try:
+            return payload, await self._transfer(payload, BATCH_MESSAGE_FORMAT)
+        except (AMQPError, OSError) as exc:
+            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return payload, failed
+
+    async def create_message_batch(self, max_size_in_bytes: int | None = None) -> ServiceBusMessageBatch:
+        """An empty batch bounded by ``max_size_in_bytes`` (default and maximum: the link's max-message-size)."""
+        self._check_not_closed()
+        await self._retry(lambda _remaining: _noop())
+        limit = self.max_message_size
+        if max_size_in_bytes and max_size_in_bytes > limit:
+            raise ValueError(
+                f"Max message size: {max_size_in_bytes} is too large, acceptable max batch size is: {limit} bytes."
+            )
+        return ServiceBusMessageBatch(max_size_in_bytes or limit)
+
+    # -- scheduling -------------------------------------------------------------------
+    async def schedule_messages(
+        self,
+        messages: ServiceBusMessage | Mapping[str, Any] | Iterable[Any],
+        schedule_time_utc: dt.datetime,
+        *,
+        timeout: float | None = None,
+    ) -> list[int]:
+        """Have the broker enqueue ``messages`` at ``schedule_time_utc``; their sequence numbers
+        (for :meth:`cancel_scheduled_messages`)."""
+        self._check_not_closed()
+        entries = []
+        for message in iter_outgoing(messages):
+            check_partition_key(message)
+            message.scheduled_enqueue_time_utc = schedule_time_utc
+            entries.append(
+                ScheduledMessage(
+                    message_id=str(message.message_id),
+                    message=message._message.encode(),
+                    session_id=message.session_id,
+                    partition_key=message.partition_key,
+                )
+            )
+        if not entries:
+            return []
+        return await self._mgmt_call(lambda mgmt: mgmt.schedule_messages(entries), timeout)
+
+    async def cancel_scheduled_messages(
+        self, sequence_numbers: int | Iterable[int], *, timeout: float | None = None
+    ) -> None:
+        """Cancel scheduled messages by their sequence numbers."""
+        self._check_not_closed()
+        numbers = [sequence_numbers] if isinstance(sequence_numbers, int) else [int(n) for n in sequence_numbers]
+        if not numbers:
+            return
+        await self._mgmt_call(lambda mgmt: mgmt.cancel_scheduled_messages(numbers), timeout)
+
+
+async def _noop() -> None:
+    return None
+
+
+def _check_outcome(outcome: Any, entity: str) -> None:
+    """Accepted: done. Rejected: the error its condition names. Released/modified: retry."""
+    if outcome is None or type(outcome) is Accepted:
+        return
+    if type(outcome) is Rejected:
+        error = outcome.error
+        if error is None or error.condition is None:
+            raise ServiceBusError(description="the broker rejected the message", entity=entity, retryable=False)
+        raise AMQPError(
+            f"{entity}: the broker rejected the message",
+            condition=str(error.condition),
+            description=error.description,
+            info=error.info,
+        )
+    raise ServiceBusError(
+        description=f"the broker did not take the message ({type(outcome).__name__.lower()})",
+        entity=entity,
+        retryable=True,
+    )
