@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
+from amqplink.broker.control import CONTROL_NODE, handle_control
+from amqplink.broker.faults import Faults
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
@@ -47,6 +49,7 @@ from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
+    ConnectionOpened,
     DeliveryReceived,
     DeliveryUpdated,
     Event,
@@ -144,6 +147,8 @@ class ServiceBusHost:
         self.max_pending_replies = max_pending_replies
         self.clock = clock
         self.connections: set[_ServiceBusConnection] = set()
+        self.faults = Faults(self)
+        """Fault injection (:mod:`amqplink.broker.faults`), also reachable through ``$control``."""
         self._task: asyncio.Task[None] | None = None
 
     def secure_for(self, loopback: bool) -> None:
@@ -178,6 +183,7 @@ class ServiceBusHost:
     def tick(self) -> None:
         """Apply time: lock expiry, scheduled messages, TTL, token deadlines."""
         now = self.clock()
+        self.faults.tick(now)
         self.namespace.tick(now)
         for conn in list(self.connections):
             conn.tick(now)
@@ -239,6 +245,10 @@ class _ServiceBusConnection:
                 if not link.detach_sent:
                     link.detach()
                 self._drop(link)
+            elif t is ConnectionOpened:
+                refusal = self.host.faults.refuse_connection(self.protocol.peername)
+                if refusal is not None:
+                    self.force_close(refusal)
             elif t is ConnectionClosed:
                 for link in [*self.consumers, *self.producers, *self.requests, *self.replies.values()]:
                     self._drop(link)
@@ -289,6 +299,9 @@ class _ServiceBusConnection:
         path = entity_path(str(address))
         if path.lower() == _CBS:
             self._attach_node(link, _CBS)
+            return
+        if path.lower() == CONTROL_NODE:  # each request carries its own authority
+            self._attach_node(link, CONTROL_NODE)
             return
         denied = self._authorized(path.lower(), now)
         if denied is not None:
@@ -463,6 +476,9 @@ class _ServiceBusConnection:
             log.info("%s: settlement refused: %s", consumer.path, exc.description)
             answer = Rejected(error=_error(exc.condition, exc.description))
         if not delivery.settled:
+            faults = self.host.faults
+            if faults.delays and self._settle_later(consumer.link, delivery, answer, faults.delay_for(consumer.path)):
+                return
             consumer.link.settle(delivery, answer)
             consumer.flush()
 
@@ -473,6 +489,7 @@ class _ServiceBusConnection:
         now = self.host.clock()
         node = self.requests.get(link)
         outcome: Any = _ACCEPTED
+        delayed = False
         if node is not None:
             if not self._on_request(node, data, now):
                 link.detach(
@@ -489,12 +506,19 @@ class _ServiceBusConnection:
             producer = self.producers.get(link)
             if producer is None:
                 return
-            try:
-                self.host.namespace.send(producer[0], data, now, delivery.message_format)
-            except EntityError as exc:
-                log.info("%s: message refused: %s", producer[1], exc.description)
-                outcome = Rejected(error=_error(exc.condition, exc.description))
-        if not delivery.settled:
+            faults = self.host.faults
+            refused = faults.refuse_send(producer[1]) if faults.unavailable else None
+            if refused is not None:
+                outcome = Rejected(error=refused)
+            else:
+                try:
+                    self.host.namespace.send(producer[0], data, now, delivery.message_format)
+                except EntityError as exc:
+                    log.info("%s: message refused: %s", producer[1], exc.description)
+                    outcome = Rejected(error=_error(exc.condition, exc.description))
+            if faults.delays and not delivery.settled:
+                delayed = self._settle_later(link, delivery, outcome, faults.delay_for(producer[1]))
+        if not delivery.settled and not delayed:
             link.settle(delivery, outcome)
         if link.link_credit < self.host.credit_window // 2:
             link.flow(self.host.credit_window)
@@ -516,6 +540,8 @@ class _ServiceBusConnection:
                 self.refused[entity_path(text).lower()] = None
                 if len(self.refused) > MAX_TOKENS_PER_CONNECTION:
                     del self.refused[next(iter(self.refused))]
+        elif node == CONTROL_NODE:
+            response = handle_control(self.host.faults, self.host.keys, self.auth, request, now)
         else:
             response = handle_management(self.host.namespace, node, request, now)
         reply_to = request.reply_to
@@ -531,6 +557,48 @@ class _ServiceBusConnection:
             response.to = reply_to
         link.send(response.encode())
         return True
+
+    # -- faults -----------------------------------------------------------------------
+    def _settle_later(self, link: SenderLink | ReceiverLink, delivery: Delivery, outcome: Any, delay: float) -> bool:
+        """Settle ``delivery`` in ``delay`` seconds (delay-dispositions); False for no delay."""
+        if not delay:
+            return False
+
+        def settle() -> None:
+            if not link.is_detached and not delivery.settled and not self.engine.close_sent:
+                link.settle(delivery, outcome)
+                self.protocol.schedule_flush()
+
+        asyncio.get_running_loop().call_later(delay, settle)
+        return True
+
+    def force_close(self, error: Error) -> None:
+        """Close the connection with ``error`` (its links' locks come back when it ends)."""
+        log.info("closing the connection from %s: %s", self.protocol.peername, error.condition)
+        self.engine.close(error)
+        self.protocol.schedule_flush()
+
+    def detach_links(self, path: str | None, error: Error) -> list[str]:
+        """Detach the links to entity ``path`` (None: every entity and management link) with
+        ``error``; the names of those detached."""
+        links: list[tuple[Link, str]] = [
+            *((c.link, c.path) for c in self.consumers.values()),
+            *((p, entity) for p, (_, entity) in self.producers.items()),
+            *((r, node.lower()) for r, node in self.requests.items()),
+            *((s, node) for node, s in self.replies.items()),
+        ]
+        names: list[str] = []
+        for link, where in links:
+            if link.is_detached or link.detach_sent or not (link in self.consumers or link in self.producers
+                                                           or where.endswith("/$management")):  # fmt: skip
+                continue
+            if path is None or where == path or where.startswith(path + "/"):
+                link.detach(error)
+                self._drop(link)
+                names.append(link.name)
+        if names:
+            self.protocol.schedule_flush()
+        return names
 
     # -- links going away -------------------------------------------------------------
     def _drop(self, link: Link) -> None:
