@@ -257,7 +257,8 @@ class Faults:
         return fault
 
     def refuse_connections(self, *, duration: float | None = None) -> Fault:
-        """Answer every new connection's open with a close carrying ``amqp:connection:forced``."""
+        """Close every new connection with ``amqp:connection:forced`` at its first link
+        (a ``$control`` link excepted: the controller must be able to undo this)."""
         if self.refusing is not None:
             raise FaultError(f"connections are refused already (fault {self.refusing.id})")
         fault = self._standing(FaultKind.REFUSE_CONNECTIONS, duration)
@@ -265,10 +266,11 @@ class Faults:
         return fault
 
     def close_connections(self) -> Fault:
-        """Close every open connection now with ``amqp:connection:forced`` (one-shot)."""
+        """Close every open connection now with ``amqp:connection:forced`` (one-shot; a
+        connection with a ``$control`` link is spared)."""
         fault = self._one_shot(FaultKind.CLOSE_CONNECTIONS)
         for conn in list(self.host.connections):
-            if not conn.engine.close_sent:
+            if not conn.engine.close_sent and not conn.controls:
                 conn.force_close(_error(CONNECTION_FORCED, "the namespace closed the connection (fault injected)"))
                 self.fire(fault, f"closed the connection from {conn.protocol.peername}")
         return fault
@@ -288,7 +290,8 @@ class Faults:
         self, *, after_bytes: int | None = None, after_frames: int | None = None, duration: float | None = None
     ) -> Fault:
         """Abort the socket of every open connection (no close frame), at once or after
-        exactly ``after_bytes`` more bytes or ``after_frames`` more frames written to it."""
+        exactly ``after_bytes`` more bytes or ``after_frames`` more frames written to it
+        (a connection with a ``$control`` link is spared)."""
         if after_bytes is not None and after_frames is not None:
             raise FaultError("give after-bytes or after-frames, not both")
         for name, value in (("after-bytes", after_bytes), ("after-frames", after_frames)):
@@ -304,7 +307,7 @@ class Faults:
         cutters: list[_Cutter] = []
         for conn in list(self.host.connections):
             transport = conn.protocol.transport
-            if transport is None or transport.is_closing():
+            if transport is None or transport.is_closing() or conn.controls:
                 continue
             if at_once:
                 self.drop_now(conn, fault)
@@ -410,10 +413,10 @@ class Faults:
         self.fire(fault, f"delayed a disposition on {path!r} by {round(fault.delay * 1000)} ms")
         return fault.delay
 
-    def refuse_connection(self, peer: object) -> Error | None:
-        """The close error for a new connection while connections are refused."""
-        fault = self.refusing
-        if fault is None:
+    def refuse_connection(self, fault: Fault, peer: object) -> Error | None:
+        """The close error for a connection opened while ``fault`` refuses connections
+        (None when it has been cleared since)."""
+        if not fault.active:
             return None
         self.fire(fault, f"refused the connection from {peer}")
         return _error(CONNECTION_FORCED, "the namespace refuses connections (fault injected): retry later")

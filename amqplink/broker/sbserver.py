@@ -37,7 +37,7 @@ from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.control import CONTROL_NODE, handle_control
-from amqplink.broker.faults import Faults
+from amqplink.broker.faults import Fault, Faults
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
@@ -208,6 +208,9 @@ class _ServiceBusConnection:
         self.requests: dict[ReceiverLink, str] = {}
         self.replies: dict[str, SenderLink] = {}
         self.opened_at = host.clock()
+        self.refused_by: Fault | None = None
+        """The refuse-connections fault active when it opened: its first link that is not
+        to ``$control`` closes it (so that a controller can still undo the fault)."""
         if hasattr(protocol, "on_writable"):
             protocol.on_writable = self._on_writable
 
@@ -246,9 +249,7 @@ class _ServiceBusConnection:
                     link.detach()
                 self._drop(link)
             elif t is ConnectionOpened:
-                refusal = self.host.faults.refuse_connection(self.protocol.peername)
-                if refusal is not None:
-                    self.force_close(refusal)
+                self.refused_by = self.host.faults.refusing
             elif t is ConnectionClosed:
                 for link in [*self.consumers, *self.producers, *self.requests, *self.replies.values()]:
                     self._drop(link)
@@ -297,6 +298,12 @@ class _ServiceBusConnection:
             self._refuse(link, _error("amqp:not-found", "a link to the namespace needs an address"))
             return
         path = entity_path(str(address))
+        if self.refused_by is not None and path.lower() != CONTROL_NODE:
+            refusal = self.host.faults.refuse_connection(self.refused_by, self.protocol.peername)
+            self.refused_by = None
+            if refusal is not None:
+                self.force_close(refusal)  # the close answers the attach too
+                return
         if path.lower() == _CBS:
             self._attach_node(link, _CBS)
             return
@@ -571,6 +578,11 @@ class _ServiceBusConnection:
 
         asyncio.get_running_loop().call_later(delay, settle)
         return True
+
+    @property
+    def controls(self) -> bool:
+        """Whether it has a ``$control`` link (faults on connections spare it)."""
+        return CONTROL_NODE in self.requests.values()
 
     def force_close(self, error: Error) -> None:
         """Close the connection with ``error`` (its links' locks come back when it ends)."""
