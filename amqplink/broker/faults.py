@@ -536,12 +536,15 @@ def _send(condition: str) -> str:
 
 def _fragment_count(host: ServiceBusHost, path: str) -> int:
     """Fragments of entity ``path``: 1 unless it is partitioned (partitioned entities say
-    how many in ``properties.partition_count``)."""
-    try:
-        target = host.namespace.resolve(path).target
-    except Exception as exc:  # EntityError: unknown entity
-        raise FaultError(f"no entity {path!r} in the namespace") from exc
-    properties = getattr(target, "properties", None)
+    how many in ``properties.partition_count``). Never makes the entity."""
+    namespace = host.namespace
+    name = path.split("/", 1)[0]
+    target = namespace.queues.get(name) or namespace.topics.get(name)
+    if target is None:
+        if namespace.auto_create:
+            return 1  # a queue made on first use: plain
+        raise FaultError(f"no entity {path!r} in the namespace")
+    properties = target.properties
     if getattr(properties, "enable_partitioning", False):
         return int(getattr(properties, "partition_count", 16))
     return 1
