@@ -23,6 +23,7 @@ for some reason", AMQP 1.0 2.8.16; "an operator intervened to close the connecti
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import math
@@ -30,7 +31,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplink.codec.types import Symbol
 from amqplink.protocol.definitions import Error
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 SERVER_BUSY = "com.microsoft:server-busy"
 INTERNAL_ERROR = "amqp:internal-error"
@@ -212,6 +214,8 @@ class Faults:
         self.fragment_listeners: list[Callable[[str, int, bool], None]] = []
         """Called with (entity path, fragment, down) when a fragment fault starts or ends:
         the hook for partitioned entities (which fragment a send goes to is theirs)."""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The broker's event loop (set when it starts): :meth:`run` calls onto it."""
         self._cutters: dict[int, list[_Cutter]] = {}
         self._next_id = 1
         self._deadline = math.inf
@@ -364,6 +368,18 @@ class Faults:
             raise FaultError("delay-dispositions needs delay-ms")
         maker: Callable[..., Fault] = getattr(self, kind.value.replace("-", "_"))
         return maker(**kwargs)
+
+    def run(self, method: Callable[..., R], *args: Any, timeout: float = 10.0, **kwargs: Any) -> R:
+        """Call ``method`` (one of these, such as ``faults.entity_unavailable``) on the
+        broker's event loop from another thread and return its result: for a broker
+        running in a thread of its own while a blocking client is tested."""
+        if self.loop is None:
+            raise RuntimeError("the broker is not started")
+
+        async def call() -> R:
+            return method(*args, **kwargs)
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout)
 
     # -- undoing ----------------------------------------------------------------------
     def clear(self, fault: Fault | int) -> bool:

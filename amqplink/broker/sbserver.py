@@ -163,7 +163,8 @@ class ServiceBusHost:
     def start(self) -> None:
         """Start the clock task (call from the event loop)."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run_clock())
+            self.faults.loop = asyncio.get_running_loop()
+            self._task = self.faults.loop.create_task(self._run_clock())
 
     async def stop(self) -> None:
         if self._task is not None:

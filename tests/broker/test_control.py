@@ -23,7 +23,9 @@ def token(audience: str, key: str = EMULATOR_KEY, ttl: int = 300) -> str:
     return generate_sas_token(audience, EMULATOR_KEY_NAME, key, int(time.time()) + ttl)
 
 
-async def raw_request(broker: Broker, app: dict[str, Any], body: Any = None, *, cbs_token: str | None = None) -> Message:
+async def raw_request(
+    broker: Broker, app: dict[str, Any], body: Any = None, *, cbs_token: str | None = None
+) -> Message:
     conn = await connect(broker.url)
     try:
         if cbs_token is not None:
