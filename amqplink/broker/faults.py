@@ -31,7 +31,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from amqplink.codec.types import Symbol
 from amqplink.protocol.definitions import Error
@@ -217,6 +217,8 @@ class Faults:
         self.loop: asyncio.AbstractEventLoop | None = None
         """The broker's event loop (set when it starts): :meth:`run` calls onto it."""
         self._cutters: dict[int, list[_Cutter]] = {}
+        self._partitioned: set[int] = set()
+        """Ids of the fragment faults on partitioned entities."""
         self._next_id = 1
         self._deadline = math.inf
 
@@ -234,11 +236,14 @@ class Faults:
     def fragment_unavailable(
         self, entity: str, fragment: int, *, condition: str = SERVER_BUSY, duration: float | None = None
     ) -> Fault:
-        """Take fragment ``fragment`` of a partitioned ``entity`` down.
+        """Take fragment ``fragment`` of ``entity`` down.
 
-        The partitioned entity decides where a send goes and asks
-        :meth:`fragment_down` (or listens on :attr:`fragment_listeners`). An entity that
-        is not partitioned is one fragment, 0: taking it down makes the entity unavailable.
+        A partitioned queue or topic (one with ``partitions``) is told through
+        ``Namespace.set_fragment_down`` and applies its own rules: a send without a key
+        goes to another fragment, a key pinned to the fragment is refused with the
+        retryable condition it chooses. An entity that is not partitioned is one
+        fragment, 0: taking it down makes the entity unavailable (sends get ``condition``).
+        :attr:`fragment_listeners` hear of both.
         """
         path = self._entity(entity)
         if not isinstance(fragment, int) or isinstance(fragment, bool) or fragment < 0:
@@ -256,8 +261,9 @@ class Faults:
                 self._finish(fault)
                 raise FaultError(f"{path!r} is unavailable already (fault {self.unavailable[path].id})")
             self.unavailable[path] = fault
-        for listener in list(self.fragment_listeners):
-            listener(path, fragment, True)
+        if fragments > 1:
+            self._partitioned.add(fault.id)
+        self._fragment_changed(path, fragment, down=True, partitioned=fragments > 1)
         return fault
 
     def refuse_connections(self, *, duration: float | None = None) -> Fault:
@@ -521,8 +527,16 @@ class Faults:
         for cutter in self._cutters.pop(fault.id, []):
             cutter.restore()
         if fault.kind is FaultKind.FRAGMENT_UNAVAILABLE and fault.entity is not None and fault.fragment is not None:
-            for listener in list(self.fragment_listeners):
-                listener(fault.entity, fault.fragment, False)
+            partitioned = fault.id in self._partitioned
+            self._partitioned.discard(fault.id)
+            self._fragment_changed(fault.entity, fault.fragment, down=False, partitioned=partitioned)
+
+    def _fragment_changed(self, path: str, fragment: int, *, down: bool, partitioned: bool) -> None:
+        if partitioned:
+            # The partitioned namespace's hook (branch ``partitions``): it owns the fragment rules.
+            cast(Any, self.host.namespace).set_fragment_down(path, fragment, down)
+        for listener in list(self.fragment_listeners):
+            listener(path, fragment, down)
 
 
 _PARAMETERS: dict[FaultKind, frozenset[str]] = {
@@ -551,8 +565,8 @@ def _send(condition: str) -> str:
 
 
 def _fragment_count(host: ServiceBusHost, path: str) -> int:
-    """Fragments of entity ``path``: 1 unless it is partitioned (partitioned entities say
-    how many in ``properties.partition_count``). Never makes the entity."""
+    """Fragments of entity ``path``: 1 unless it is partitioned (then ``partitions.count``).
+    Never makes the entity."""
     namespace = host.namespace
     name = path.split("/", 1)[0]
     target = namespace.queues.get(name) or namespace.topics.get(name)
@@ -560,10 +574,8 @@ def _fragment_count(host: ServiceBusHost, path: str) -> int:
         if namespace.auto_create:
             return 1  # a queue made on first use: plain
         raise FaultError(f"no entity {path!r} in the namespace")
-    properties = target.properties
-    if getattr(properties, "enable_partitioning", False):
-        return int(getattr(properties, "partition_count", 16))
-    return 1
+    partitions = getattr(target, "partitions", None)  # set on partitioned entities (branch ``partitions``)
+    return 1 if partitions is None else int(partitions.count)
 
 
 def _error(condition: str, description: str) -> Error:
