@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from amqplink.aio import connect
-from amqplink.aio.errors import MessageRejected
+from amqplink.aio.errors import ConnectionClosedError, MessageRejected
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.broker import Broker
 from amqplink.broker.faults import INTERNAL_ERROR, FaultKind
@@ -98,3 +98,20 @@ async def test_refused_without_a_root_token_signed_with_the_key() -> None:
         # A root token put on $cbs authorises the connection's requests too.
         code, _ = status(await raw_request(broker, inject, spec, cbs_token=token(root)))
         assert code == 200 and broker.faults.refusing is not None
+
+
+async def test_connection_faults_spare_the_controller() -> None:
+    async with Broker(servicebus=True) as broker:
+        other = await connect(broker.url)
+        sender = await other.create_sender("q")
+        target = broker.connection_string
+        closed = await control_request(target, "inject", {"fault": "close-connections"})
+        assert closed["fired"] == 1 and closed["active"] is False  # the client's, not $control's
+        with pytest.raises(ConnectionClosedError) as failure:
+            await sender.send(Message(b"x"))
+        assert failure.value.condition == "amqp:connection:forced"
+        refusing = await control_request(target, "inject", {"fault": "refuse-connections"})
+        assert await control_request(target, "list") == [refusing]  # a new $control connection is let in
+        dropped = await control_request(target, "inject", {"fault": "drop-connections"})
+        assert dropped["fired"] == 0
+        await control_request(target, "clear-all")
