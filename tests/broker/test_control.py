@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from amqplink.aio import connect
-from amqplink.aio.errors import ConnectionClosedError, MessageRejected
+from amqplink.aio.errors import ConnectionClosedError
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.broker import Broker
 from amqplink.broker.faults import INTERNAL_ERROR, FaultKind
@@ -17,6 +17,7 @@ from amqplink.commands.broker_fault import ControlError, control_request
 from amqplink.message import Message
 from amqplink.servicebus.cbs import put_token_request
 from amqplink.servicebus.sas import AccessToken, generate_sas_token
+from tests.broker.test_faults import refusal
 
 
 def token(audience: str, key: str = EMULATOR_KEY, ttl: int = 300) -> str:
@@ -56,9 +57,7 @@ async def test_authorised_inject_list_and_clear() -> None:
         conn = await connect(broker.url)
         try:
             sender = await conn.create_sender("q")
-            with pytest.raises(MessageRejected) as refused:
-                await sender.send(Message(b"x"))
-            assert refused.value.condition == INTERNAL_ERROR
+            assert await refusal(sender) == INTERNAL_ERROR
             listed = await control_request(target, "list")
             assert [f["id"] for f in listed] == [fault["id"]] and listed[0]["fired"] == 1
             assert await control_request(target, "clear", {"id": fault["id"]}) == {"cleared": 1}

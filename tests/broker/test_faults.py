@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from amqplink.aio import connect
+from amqplink.aio import Connection, Sender, connect
 from amqplink.aio.errors import ConnectionClosedError, LinkDetachedError, MessageRejected
 from amqplink.broker import Broker
 from amqplink.broker.faults import (
@@ -29,6 +29,22 @@ def stored(broker: Broker, path: str) -> int:
     return len(broker.namespace.receiver_source(path).store)
 
 
+async def refusal(sender: Sender) -> str | None:
+    """The condition the next send on ``sender`` is refused with."""
+    with pytest.raises(MessageRejected) as refused:
+        await sender.send(Message(b"refused"))
+    assert "(fault injected)" in str(refused.value)
+    return refused.value.condition
+
+
+async def sending(broker: Broker) -> tuple[Connection, Sender]:
+    """A connection with a sender to ``q`` that has sent one message."""
+    conn = await connect(broker.url)
+    sender = await conn.create_sender("q")
+    await sender.send(Message(b"first"))
+    return conn, sender
+
+
 async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     """Wait (yielding to the loop) until ``condition()`` holds; fail after ``timeout`` s."""
     loop = asyncio.get_running_loop()
@@ -45,10 +61,7 @@ async def test_entity_unavailable_refuses_sends_until_cleared(condition: str) ->
         try:
             sender = await conn.create_sender("q")
             fault = broker.faults.entity_unavailable("Q", condition=condition)
-            with pytest.raises(MessageRejected) as refused:
-                await sender.send(Message(b"refused"))
-            assert refused.value.condition == condition
-            assert "'q' is unavailable" in str(refused.value)
+            assert await refusal(sender) == condition
             assert fault.fired == 1 and fault.fired_event.is_set()
             assert [r.what for r in broker.faults.history] == ["refused a send to 'q'"]
             assert stored(broker, "q") == 0
@@ -87,9 +100,7 @@ async def test_fragment_of_a_plain_entity_is_the_entity() -> None:
         conn = await connect(broker.url)
         try:
             sender = await conn.create_sender("q")
-            with pytest.raises(MessageRejected) as refused:
-                await sender.send(Message(b"x"))
-            assert refused.value.condition == SERVER_BUSY
+            assert await refusal(sender) == SERVER_BUSY
             broker.faults.clear_all()
             await sender.send(Message(b"y"))
         finally:
@@ -131,9 +142,7 @@ async def test_refused_connections_get_connection_forced() -> None:
 
 async def test_closed_connections_get_connection_forced_and_lose_their_locks() -> None:
     async with Broker(servicebus=True) as broker:
-        conn = await connect(broker.url)
-        sender = await conn.create_sender("q")
-        await sender.send(Message(b"locked"))
+        conn, sender = await sending(broker)
         receiver = await conn.create_receiver("q", prefetch=1)
         (msg,) = await receiver.receive(1, timeout=10)
         entity = broker.namespace.receiver_source("q")
@@ -201,9 +210,7 @@ async def test_drop_a_consumer_mid_transfer_after_n_bytes() -> None:
 
 async def test_drop_a_producer_after_n_frames() -> None:
     async with Broker(servicebus=True) as broker:
-        conn = await connect(broker.url)
-        sender = await conn.create_sender("q")
-        await sender.send(Message(b"first"))
+        _, sender = await sending(broker)
         fault = broker.faults.drop_connections(after_frames=0)
         with pytest.raises(ConnectionClosedError):
             await sender.send(Message(b"second"))  # stored, but its disposition never goes out
