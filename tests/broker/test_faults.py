@@ -20,9 +20,12 @@ from amqplink.broker.faults import (
     FaultError,
     FaultKind,
 )
+from amqplink.broker.namespace import EntityError
 from amqplink.codec.types import Symbol
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
+from tests.broker.nsutil import T0, send
+from tests.broker.test_namespace import session_ns
 
 
 def stored(broker: Broker, path: str) -> int:
@@ -279,3 +282,22 @@ def test_inject_spells_faults_as_control_does() -> None:
     assert fault.kind is FaultKind.DELAY_DISPOSITIONS and fault.delay == 0.25
     assert fault.describe()["delay-ms"] == 250 and faults.active == [fault]
     assert faults.clear_all() == 1 and faults.active == []
+
+
+def test_expire_locks_ends_message_and_session_locks_in_the_model() -> None:
+    namespace = session_ns()
+    send(namespace, "s", session_id="A")
+    entity = namespace.receiver_source("s")
+    owner = object()
+    entity.accept_session("A", owner, T0)
+    msg = entity.receive(T0, session_id="A", owner=owner)
+    assert msg is not None and msg.lock_token is not None
+    assert entity.expire_locks(T0 + 1) == 2  # one message lock, one session lock
+    with pytest.raises(EntityError) as lost:
+        entity.complete(msg.lock_token, T0 + 1)
+    assert lost.value.condition == "com.microsoft:message-lock-lost"
+    with pytest.raises(EntityError) as session_lost:
+        entity.receive(T0 + 1, session_id="A", owner=owner)
+    assert session_lost.value.condition == "com.microsoft:session-lock-lost"
+    assert entity.accept_session(None, object(), T0 + 1) == ("A", T0 + 31)  # free for anyone again
+    assert entity.expire_locks(T0 + 2) == 1  # that session lock; no message is locked
