@@ -6,12 +6,16 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amqplink.aio import connect
 from amqplink.aio.errors import ConnectionClosedError
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.broker import Broker
+from amqplink.broker.control import handle_control
 from amqplink.broker.faults import INTERNAL_ERROR, FaultKind
+from amqplink.broker.namespace.cbs import Authorizations
 from amqplink.broker.sbserver import EMULATOR_KEY, EMULATOR_KEY_NAME
 from amqplink.commands.broker_fault import ControlError, control_request
 from amqplink.message import Message
@@ -114,3 +118,38 @@ async def test_connection_faults_spare_the_controller() -> None:
         dropped = await control_request(target, "inject", {"fault": "drop-connections"})
         assert dropped["fired"] == 0
         await control_request(target, "clear-all")
+
+
+_values = st.none() | st.booleans() | st.integers(-5, 2**40) | st.floats(allow_nan=True) | st.text(max_size=30)
+_keys = st.sampled_from(
+    ["fault", "entity", "condition", "fragment", "after-bytes", "after-frames", "delay-ms", "duration", "id", "x"]
+)
+_faults = st.sampled_from([*(k.value for k in FaultKind), "explode"])
+
+
+@given(
+    operation=st.sampled_from(["inject", "clear", "clear-all", "list", "boom"]) | st.text(max_size=5),
+    fault=_faults,
+    body=st.dictionaries(_keys, _values, max_size=5),
+)
+@settings(max_examples=300, deadline=None)
+def test_any_control_request_gets_an_answer(operation: str, fault: str, body: dict[str, Any]) -> None:
+    broker = Broker(servicebus=True)
+    assert broker.servicebus is not None
+    root = "sb://127.0.0.1:5672/"
+    app = {"operation": operation, "security_token": token(root)}
+    request = Message({"fault": fault, **body}, application_properties=app, message_id="m")
+    response = handle_control(broker.faults, broker.servicebus.keys, Authorizations(), request, time.time())
+    code, _ = status(response)
+    assert code in (200, 400, 404) and response.correlation_id == "m"
+    broker.faults.clear_all()
+
+
+async def test_a_strict_namespace_takes_its_own_key_only() -> None:
+    async with Broker(servicebus=True, keys={"admin": "s3cret"}, require_auth=True) as broker:
+        fault = await control_request(broker.connection_string, "inject", {"fault": "expire-locks"})
+        assert fault["fault"] == "expire-locks"
+        url = f"amqp://127.0.0.1:{broker.port}"
+        with pytest.raises(ControlError, match=r"401 the token was refused: .*no key named 'RootManage"):
+            await control_request(url, "list")  # the emulator's key
+        assert await control_request(url, "list", key_name="admin", key="s3cret") == []
