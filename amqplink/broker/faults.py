@@ -253,15 +253,14 @@ class Faults:
             raise FaultError(f"{path!r} has {fragments} fragment(s): {fragment} is not one of them")
         if self.fragment_down(path, fragment):
             raise FaultError(f"fragment {fragment} of {path!r} is down already")
+        if fragments == 1 and path in self.unavailable:
+            raise FaultError(f"{path!r} is unavailable already (fault {self.unavailable[path].id})")
         fault = self._standing(
             FaultKind.FRAGMENT_UNAVAILABLE, duration, entity=path, condition=_send(condition), fragment=fragment
         )
         if fragments == 1:
-            if path in self.unavailable:
-                self._finish(fault)
-                raise FaultError(f"{path!r} is unavailable already (fault {self.unavailable[path].id})")
             self.unavailable[path] = fault
-        if fragments > 1:
+        else:
             self._partitioned.add(fault.id)
         self._fragment_changed(path, fragment, down=True, partitioned=fragments > 1)
         return fault
@@ -308,12 +307,15 @@ class Faults:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise FaultError(f"{name} is a number from 0, not {value!r}")
         at_once = after_bytes is None and after_frames is None
-        fault = (self._one_shot if at_once else self._standing_no_duration)(
-            FaultKind.DROP_CONNECTIONS, after_bytes=after_bytes, after_frames=after_frames
+        if at_once and duration is not None:
+            raise FaultError("a drop at once is over at once: give a duration with after-bytes or after-frames")
+        fault = (
+            self._one_shot(FaultKind.DROP_CONNECTIONS)
+            if at_once
+            else self._standing(
+                FaultKind.DROP_CONNECTIONS, duration, after_bytes=after_bytes, after_frames=after_frames
+            )
         )
-        if not at_once and duration is not None:
-            fault.until = self._until(duration)
-            self._deadline = min(self._deadline, fault.until)
         cutters: list[_Cutter] = []
         for conn in list(self.host.connections):
             transport = conn.protocol.transport
@@ -496,15 +498,10 @@ class Faults:
 
     def _standing(self, kind: FaultKind, duration: float | None, **params: Any) -> Fault:
         until = self._until(duration)
-        fault = self._standing_no_duration(kind, **params)
-        fault.until = until
-        self._deadline = min(self._deadline, until)
-        return fault
-
-    def _standing_no_duration(self, kind: FaultKind, **params: Any) -> Fault:
         if len(self.faults) >= MAX_FAULTS:
             raise FaultError(f"{MAX_FAULTS} faults are active: clear some first")
-        fault = self._new(kind, **params)
+        fault = self._new(kind, until=until, **params)
+        self._deadline = min(self._deadline, until)
         self.faults[fault.id] = fault
         log.info("fault %d (%s) injected: %s", fault.id, kind.value, fault.describe())
         return fault
