@@ -301,3 +301,20 @@ def test_expire_locks_ends_message_and_session_locks_in_the_model() -> None:
     assert session_lost.value.condition == "com.microsoft:session-lock-lost"
     assert entity.accept_session(None, object(), T0 + 1) == ("A", T0 + 31)  # free for anyone again
     assert entity.expire_locks(T0 + 2) == 1  # that session lock; no message is locked
+
+
+async def test_an_armed_drop_that_is_cleared_leaves_the_connection_alone() -> None:
+    async with Broker(servicebus=True) as broker:
+        conn, sender = await sending(broker)
+        try:
+            (served,) = broker.servicebus.connections  # type: ignore[union-attr]
+            transport = served.protocol.transport
+            fault = broker.faults.drop_connections(after_frames=1000, duration=10)
+            assert "write" in vars(transport) and fault.active
+            with pytest.raises(FaultError, match="over at once"):
+                broker.faults.drop_connections(duration=10)
+            broker.faults.tick(fault.until)
+            assert "write" not in vars(transport) and not fault.active and fault.fired == 0
+            await sender.send(Message(b"still connected"))
+        finally:
+            await conn.close()
