@@ -262,7 +262,7 @@ class Faults:
             self.unavailable[path] = fault
         else:
             self._partitioned.add(fault.id)
-        self._fragment_changed(path, fragment, down=True, partitioned=fragments > 1)
+        self._fragment_changed(fault, down=True)
         return fault
 
     def refuse_connections(self, *, duration: float | None = None) -> Fault:
@@ -524,14 +524,15 @@ class Faults:
         for cutter in self._cutters.pop(fault.id, []):
             cutter.restore()
         if fault.kind is FaultKind.FRAGMENT_UNAVAILABLE and fault.entity is not None and fault.fragment is not None:
-            partitioned = fault.id in self._partitioned
+            self._fragment_changed(fault, down=False)
             self._partitioned.discard(fault.id)
-            self._fragment_changed(fault.entity, fault.fragment, down=False, partitioned=partitioned)
 
-    def _fragment_changed(self, path: str, fragment: int, *, down: bool, partitioned: bool) -> None:
-        if partitioned:
+    def _fragment_changed(self, fault: Fault, *, down: bool) -> None:
+        path, fragment = fault.entity, fault.fragment
+        assert path is not None and fragment is not None
+        if fault.id in self._partitioned:
             # The partitioned namespace's hook (branch ``partitions``): it owns the fragment rules.
-            cast(Any, self.host.namespace).set_fragment_down(path, fragment, down)
+            cast(Any, self.host.namespace).set_fragment_down(path, fragment, down, condition=fault.condition)
         for listener in list(self.fragment_listeners):
             listener(path, fragment, down)
 

@@ -116,17 +116,20 @@ def test_fragment_of_a_partitioned_entity_is_taken_down_by_its_partitions(monkey
     broker = Broker(servicebus=True)
     namespace = broker.namespace
     namespace.sender_target("p")
-    calls: list[tuple[str, int, bool]] = []
+    calls: list[tuple[str, int, bool, str]] = []
     # What the partitions branch provides: entity.partitions.count and Namespace.set_fragment_down.
     monkeypatch.setattr(namespace.queues["p"], "partitions", SimpleNamespace(count=4), raising=False)
-    monkeypatch.setattr(namespace, "set_fragment_down", lambda *call: calls.append(call), raising=False)
+    monkeypatch.setattr(
+        namespace, "set_fragment_down", lambda *call, condition: calls.append((*call, condition)), raising=False
+    )
     with pytest.raises(FaultError, match="'p' has 4 fragment"):
         broker.faults.fragment_unavailable("p", 4)
     fault = broker.faults.fragment_unavailable("P", 3, duration=10)
-    assert calls == [("p", 3, True)] and broker.faults.fragment_down("p", 3)
+    assert calls == [("p", 3, True, SERVER_BUSY)] and broker.faults.fragment_down("p", 3)
     assert broker.faults.unavailable == {}  # sends are the partitioned entity's to route
     broker.faults.tick(fault.until)
-    assert calls == [("p", 3, True), ("p", 3, False)] and not broker.faults.fragment_down("p", 3)
+    assert calls == [("p", 3, True, SERVER_BUSY), ("p", 3, False, SERVER_BUSY)]
+    assert not broker.faults.fragment_down("p", 3)
 
 
 async def test_refused_connections_get_connection_forced() -> None:
