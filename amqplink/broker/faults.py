@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from amqplink.broker.namespace.errors import EntityError
 from amqplink.codec.types import Symbol
 from amqplink.protocol.definitions import Error
 
@@ -412,15 +413,14 @@ class Faults:
         return list(self.faults.values())
 
     # -- queries the server makes ---------------------------------------------------------
-    def refuse_send(self, path: str) -> Error | None:
-        """The error a send to ``path`` gets while it is unavailable (call only when
+    def check_send(self, path: str) -> None:
+        """Raise the error a send to ``path`` gets while it is unavailable (call only when
         :attr:`unavailable` is not empty)."""
         fault = self.unavailable.get(path)
-        if fault is None:
-            return None
-        self.fire(fault, f"refused a send to {path!r}")
-        assert fault.condition is not None
-        return _error(fault.condition, f"{path!r} is unavailable (fault injected): retry later")
+        if fault is not None:
+            self.fire(fault, f"refused a send to {path!r}")
+            assert fault.condition is not None
+            raise EntityError(fault.condition, f"{path!r} is unavailable (fault injected): retry later")
 
     def fragment_down(self, path: str, fragment: int) -> bool:
         """Whether fragment ``fragment`` of entity ``path`` (lower case) is down."""

@@ -516,15 +516,13 @@ class _ServiceBusConnection:
             if producer is None:
                 return
             faults = self.host.faults
-            refused = faults.refuse_send(producer[1]) if faults.unavailable else None
-            if refused is not None:
-                outcome = Rejected(error=refused)
-            else:
-                try:
-                    self.host.namespace.send(producer[0], data, now, delivery.message_format)
-                except EntityError as exc:
-                    log.info("%s: message refused: %s", producer[1], exc.description)
-                    outcome = Rejected(error=_error(exc.condition, exc.description))
+            try:
+                if faults.unavailable:
+                    faults.check_send(producer[1])
+                self.host.namespace.send(producer[0], data, now, delivery.message_format)
+            except EntityError as exc:
+                log.info("%s: message refused: %s", producer[1], exc.description)
+                outcome = Rejected(error=_error(exc.condition, exc.description))
             if faults.delays and not delivery.settled:
                 delayed = self._settle_later(link, delivery, outcome, faults.delay_for(producer[1]))
         if not delivery.settled and not delayed:
@@ -595,16 +593,16 @@ class _ServiceBusConnection:
     def detach_links(self, path: str | None, error: Error) -> list[str]:
         """Detach the links to entity ``path`` (None: every entity and management link) with
         ``error``; the names of those detached."""
+        management = "/$management"
         links: list[tuple[Link, str]] = [
             *((c.link, c.path) for c in self.consumers.values()),
             *((p, entity) for p, (_, entity) in self.producers.items()),
-            *((r, node.lower()) for r, node in self.requests.items()),
-            *((s, node) for node, s in self.replies.items()),
+            *((r, node.lower()) for r, node in self.requests.items() if node.lower().endswith(management)),
+            *((s, node) for node, s in self.replies.items() if node.endswith(management)),
         ]
         names: list[str] = []
         for link, where in links:
-            if link.is_detached or link.detach_sent or not (link in self.consumers or link in self.producers
-                                                           or where.endswith("/$management")):  # fmt: skip
+            if link.is_detached or link.detach_sent:
                 continue
             if path is None or where == path or where.startswith(path + "/"):
                 link.detach(error)
