@@ -110,9 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     fault = command("broker-fault", "inject (or clear) a fault in a running broker through its $control node")
     fault.add_argument("target", help="the broker's connection string, or amqp://host:port (with --key)")
-    fault.add_argument("fault", choices=[*(k.value for k in FaultKind), *OPERATIONS], help="what to do")
+    faults = [*(k.value for k in FaultKind), *OPERATIONS]
+    fault.add_argument("fault", choices=faults, metavar="FAULT", help=f"one of: {', '.join(faults)}")
     fault.add_argument("--entity", default=None, help="queue, topic or subscription path the fault applies to")
-    fault.add_argument("--condition", default=None, help="server-busy or internal-error condition of a refused send")
+    fault.add_argument("--condition", default=None, help="a refused send's condition: server-busy or internal-error")
     fault.add_argument("--fragment", type=_non_negative, default=None, help="fragment of a partitioned entity")
     fault.add_argument("--after-bytes", type=_non_negative, default=None, help="drop after this many more bytes")
     fault.add_argument("--after-frames", type=_non_negative, default=None, help="drop after this many more frames")

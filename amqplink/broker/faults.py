@@ -557,6 +557,8 @@ def parameters(kind: FaultKind) -> frozenset[str]:
 
 
 def _send(condition: str) -> str:
+    """A send refusal's condition; ``server-busy`` and ``internal-error`` are short for the two."""
+    condition = {"server-busy": SERVER_BUSY, "internal-error": INTERNAL_ERROR}.get(condition, condition)
     if condition not in SEND_CONDITIONS:
         raise FaultError(f"a send may be refused with {' or '.join(SEND_CONDITIONS)}, not {condition!r}")
     return condition
