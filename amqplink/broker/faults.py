@@ -4,7 +4,7 @@ Every fault is deterministic (no randomness: it fires on the next matching event
 or after an exact number of bytes or frames) and observable: a :class:`Fault`
 counts its firings (``fired``, ``first_fired_at``, ``last_fired_at``), sets
 ``fired_event`` (a :class:`threading.Event`, for tests on another thread) at the
-first one, logs each firing once, and :attr:`Faults.history` keeps the last
+first one, logs each firing once (the first at INFO), and :attr:`Faults.history` keeps the last
 :data:`MAX_HISTORY` firings.
 
 Standing faults (``entity_unavailable``, ``fragment_unavailable``,
@@ -463,7 +463,14 @@ class Faults:
             fault.first_fired_at = now
         fault.last_fired_at = now
         self.history.append(FaultRecord(fault.id, fault.kind, now, what))
-        log.info("fault %d (%s) fired: %s", fault.id, fault.kind.value, what)
+        # The first firing at INFO; repeats (a refused send each) at DEBUG, as the server logs them.
+        log.log(
+            logging.INFO if fault.fired == 1 else logging.DEBUG,
+            "fault %d (%s) fired: %s",
+            fault.id,
+            fault.kind.value,
+            what,
+        )
         fault.fired_event.set()
 
     def drop_now(self, conn: Any, fault: Fault) -> None:

@@ -586,7 +586,6 @@ class _ServiceBusConnection:
 
     def force_close(self, error: Error) -> None:
         """Close the connection with ``error`` (its links' locks come back when it ends)."""
-        log.info("closing the connection from %s: %s", self.protocol.peername, error.condition)
         self.engine.close(error)
         self.protocol.schedule_flush()
 
