@@ -275,12 +275,13 @@ class Faults:
         self.refusing = fault
         return fault
 
-    def close_connections(self) -> Fault:
-        """Close every open connection now with ``amqp:connection:forced`` (one-shot; a
-        connection with a ``$control`` link is spared)."""
-        fault = self._one_shot(FaultKind.CLOSE_CONNECTIONS)
-        for conn in list(self.host.connections):
-            if not conn.engine.close_sent and not conn.controls:
+    def close_connections(self, entity: str | None = None) -> Fault:
+        """Close every open connection (with a link to ``entity``, when given) now with
+        ``amqp:connection:forced`` (one-shot; a connection with a ``$control`` link is spared)."""
+        path = None if entity is None else self._entity(entity)
+        fault = self._one_shot(FaultKind.CLOSE_CONNECTIONS, entity=path)
+        for conn in self._connections(path):
+            if not conn.engine.close_sent:
                 conn.force_close(_error(CONNECTION_FORCED, "the namespace closed the connection (fault injected)"))
                 self.fire(fault, f"closed the connection from {conn.protocol.peername}")
         return fault
@@ -297,11 +298,18 @@ class Faults:
         return fault
 
     def drop_connections(
-        self, *, after_bytes: int | None = None, after_frames: int | None = None, duration: float | None = None
+        self,
+        entity: str | None = None,
+        *,
+        after_bytes: int | None = None,
+        after_frames: int | None = None,
+        duration: float | None = None,
     ) -> Fault:
-        """Abort the socket of every open connection (no close frame), at once or after
-        exactly ``after_bytes`` more bytes or ``after_frames`` more frames written to it
-        (a connection with a ``$control`` link is spared)."""
+        """Abort the socket of every open connection (with a link to ``entity``, when
+        given; no close frame), at once or after exactly ``after_bytes`` more bytes or
+        ``after_frames`` more frames written to it (a connection with a ``$control`` link
+        is spared)."""
+        path = None if entity is None else self._entity(entity)
         if after_bytes is not None and after_frames is not None:
             raise FaultError("give after-bytes or after-frames, not both")
         for name, value in (("after-bytes", after_bytes), ("after-frames", after_frames)):
@@ -310,23 +318,21 @@ class Faults:
         at_once = after_bytes is None and after_frames is None
         if at_once and duration is not None:
             raise FaultError("a drop at once is over at once: give a duration with after-bytes or after-frames")
-        fault = (
-            self._one_shot(FaultKind.DROP_CONNECTIONS)
-            if at_once
-            else self._standing(
-                FaultKind.DROP_CONNECTIONS, duration, after_bytes=after_bytes, after_frames=after_frames
-            )
-        )
+        kind = FaultKind.DROP_CONNECTIONS
+        if at_once:
+            fault = self._one_shot(kind, entity=path)
+        else:
+            fault = self._standing(kind, duration, entity=path, after_bytes=after_bytes, after_frames=after_frames)
         cutters: list[_Cutter] = []
-        for conn in list(self.host.connections):
+        for conn in self._connections(path):
             transport = conn.protocol.transport
-            if transport is None or transport.is_closing() or conn.controls:
+            if transport is None or transport.is_closing():
                 continue
             if at_once:
                 self.drop_now(conn, fault)
                 continue
             cutter = _Cutter(self, fault, conn, transport)
-            transport.write = cutter  # type: ignore[method-assign]  # undone by restore()
+            transport.write = cutter  # undone by restore()
             cutters.append(cutter)
         if not at_once:
             self._cutters[fault.id] = cutters
@@ -486,6 +492,14 @@ class Faults:
         if fault.id in self._cutters and not cutters:
             self._finish(fault)
 
+    def _connections(self, path: str | None) -> list[Any]:
+        """The open connections, but those with a ``$control`` link; with a link to ``path`` if given."""
+        return [
+            conn
+            for conn in self.host.connections
+            if not conn.controls and (path is None or any(under(where, path) for where in conn.entity_paths()))
+        ]
+
     def _entity(self, entity: str) -> str:
         if not isinstance(entity, str) or not entity.strip("/"):
             raise FaultError(f"an entity is a path such as 'queue' or 'topic/subscriptions/sub', not {entity!r}")
@@ -548,9 +562,9 @@ _PARAMETERS: dict[FaultKind, frozenset[str]] = {
     FaultKind.ENTITY_UNAVAILABLE: frozenset({"entity", "condition", "duration"}),
     FaultKind.FRAGMENT_UNAVAILABLE: frozenset({"entity", "fragment", "condition", "duration"}),
     FaultKind.REFUSE_CONNECTIONS: frozenset({"duration"}),
-    FaultKind.CLOSE_CONNECTIONS: frozenset(),
+    FaultKind.CLOSE_CONNECTIONS: frozenset({"entity"}),
     FaultKind.DETACH_LINKS: frozenset({"entity"}),
-    FaultKind.DROP_CONNECTIONS: frozenset({"after-bytes", "after-frames", "duration"}),
+    FaultKind.DROP_CONNECTIONS: frozenset({"entity", "after-bytes", "after-frames", "duration"}),
     FaultKind.DELAY_DISPOSITIONS: frozenset({"delay-ms", "entity", "duration"}),
     FaultKind.EXPIRE_LOCKS: frozenset({"entity"}),
 }
@@ -561,6 +575,11 @@ _ARGUMENT = {"after-bytes": "after_bytes", "after-frames": "after_frames", "dela
 def parameters(kind: FaultKind) -> frozenset[str]:
     """The parameters ``kind`` takes (``$control`` spelling)."""
     return _PARAMETERS[kind]
+
+
+def under(where: str, path: str) -> bool:
+    """Whether entity path ``where`` is ``path`` or below it (``t`` covers ``t/subscriptions/s``)."""
+    return where == path or where.startswith(path + "/")
 
 
 def _send(condition: str) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.control import CONTROL_NODE, handle_control
-from amqplink.broker.faults import Fault, Faults
+from amqplink.broker.faults import Fault, Faults, under
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
@@ -589,6 +589,10 @@ class _ServiceBusConnection:
         self.engine.close(error)
         self.protocol.schedule_flush()
 
+    def entity_paths(self) -> list[str]:
+        """The entity paths its senders and receivers are attached to (lower case)."""
+        return [*(c.path for c in self.consumers.values()), *(path for _, path in self.producers.values())]
+
     def detach_links(self, path: str | None, error: Error) -> list[str]:
         """Detach the links to entity ``path`` (None: every entity and management link) with
         ``error``; the names of those detached."""
@@ -603,7 +607,7 @@ class _ServiceBusConnection:
         for link, where in links:
             if link.is_detached or link.detach_sent:
                 continue
-            if path is None or where == path or where.startswith(path + "/"):
+            if path is None or under(where, path):
                 link.detach(error)
                 self._drop(link)
                 names.append(link.name)

@@ -12,6 +12,7 @@ import pytest
 from amqplink.aio import Connection, Sender, connect
 from amqplink.aio.errors import ConnectionClosedError, LinkDetachedError, MessageRejected
 from amqplink.broker import Broker
+from amqplink.broker.config import parse_config
 from amqplink.broker.faults import (
     CONNECTION_FORCED,
     DETACH_FORCED,
@@ -321,3 +322,31 @@ async def test_an_armed_drop_that_is_cleared_leaves_the_connection_alone() -> No
             await sender.send(Message(b"still connected"))
         finally:
             await conn.close()
+
+
+async def test_connection_faults_may_pick_the_connections_of_one_entity() -> None:
+    config = parse_config(
+        {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "q"}, {"Name": "other"}],
+                                        "Topics": [{"Name": "t", "Subscriptions": [{"Name": "s"}]}]}]}}
+    )  # fmt: skip
+    async with Broker(config) as broker:
+        on_q, q_sender = await sending(broker)
+        on_other = await connect(broker.url)
+        other_sender = await on_other.create_sender("other")
+        on_topic = await connect(broker.url)
+        subscriber = await on_topic.create_receiver("t/subscriptions/s", prefetch=1)
+        try:
+            assert broker.faults.close_connections("Q").fired == 1
+            with pytest.raises(ConnectionClosedError):
+                await q_sender.send(Message(b"x"))
+            await other_sender.send(Message(b"untouched"))
+            assert broker.faults.drop_connections("other").fired == 1
+            with pytest.raises(ConnectionClosedError):
+                await other_sender.send(Message(b"x"))
+            assert broker.faults.close_connections("nothing-here").fired == 0
+            assert broker.faults.close_connections("t").fired == 1  # a topic covers its subscriptions
+            with pytest.raises(ConnectionClosedError):
+                await subscriber.receive(1, timeout=10)
+        finally:
+            for conn in (on_q, on_other, on_topic):
+                await conn.close()
