@@ -390,6 +390,12 @@ class Faults:
         running in a thread of its own while a blocking client is tested."""
         if self.loop is None:
             raise RuntimeError("the broker is not started")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:  # on the broker's own loop already: waiting would deadlock
+            return method(*args, **kwargs)
 
         async def call() -> R:
             return method(*args, **kwargs)

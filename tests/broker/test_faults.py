@@ -350,3 +350,11 @@ async def test_connection_faults_may_pick_the_connections_of_one_entity() -> Non
         finally:
             for conn in (on_q, on_other, on_topic):
                 await conn.close()
+
+
+async def test_run_on_the_brokers_own_loop_calls_at_once() -> None:
+    async with Broker(servicebus=True) as broker:
+        fault = broker.faults.run(broker.faults.refuse_connections, duration=5)
+        assert broker.faults.active == [fault]
+    with pytest.raises(RuntimeError, match="not started"):
+        Broker(servicebus=True).faults.run(print)
