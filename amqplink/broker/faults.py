@@ -31,13 +31,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplink.broker.namespace.errors import EntityError
 from amqplink.codec.types import Symbol
 from amqplink.protocol.definitions import Error
 
 if TYPE_CHECKING:
+    from amqplink.broker.namespace.partitioned import Partitions
     from amqplink.broker.sbserver import ServiceBusHost
 
 __all__ = [
@@ -506,6 +507,14 @@ class Faults:
             if not conn.controls and (path is None or any(under(where, path) for where in conn.entity_paths()))
         ]
 
+    def _fragment_refused(self, path: str) -> Callable[[int, str], None]:
+        def refused(fragment: int, what: str) -> None:
+            for fault in list(self.faults.values()):
+                if fault.kind is FaultKind.FRAGMENT_UNAVAILABLE and fault.entity == path and fault.fragment == fragment:
+                    self.fire(fault, f"refused {what} on fragment {fragment} of {path!r}")
+
+        return refused
+
     def _entity(self, entity: str) -> str:
         if not isinstance(entity, str) or not entity.strip("/"):
             raise FaultError(f"an entity is a path such as 'queue' or 'topic/subscriptions/sub', not {entity!r}")
@@ -558,8 +567,13 @@ class Faults:
         path, fragment = fault.entity, fault.fragment
         assert path is not None and fragment is not None
         if fault.id in self._partitioned:
-            # The partitioned namespace's hook (branch ``partitions``): it owns the fragment rules.
-            cast(Any, self.host.namespace).set_fragment_down(path, fragment, down, condition=fault.condition)
+            # The partitioned entity owns the fragment rules; it tells us of each refusal.
+            assert fault.condition is not None
+            self.host.namespace.set_fragment_down(path, fragment, down, condition=fault.condition)
+            partitions = _partitions(self.host, path)
+            still = any(f.kind is FaultKind.FRAGMENT_UNAVAILABLE and f.entity == path for f in self.faults.values())
+            if partitions is not None:
+                partitions.on_refused = self._fragment_refused(path) if still else None
         for listener in list(self.fragment_listeners):
             listener(path, fragment, down)
 
@@ -596,18 +610,22 @@ def _send(condition: str) -> str:
     return condition
 
 
-def _fragment_count(host: ServiceBusHost, path: str) -> int:
-    """Fragments of entity ``path``: 1 unless it is partitioned (then ``partitions.count``).
-    Never makes the entity."""
+def _partitions(host: ServiceBusHost, path: str) -> Partitions | None:
+    """The fragments of the queue or topic at ``path`` (None: not partitioned).
+
+    Never makes the entity; ``FaultError`` if there is none and none is made on first use."""
     namespace = host.namespace
     name = path.split("/", 1)[0]
     target = namespace.queues.get(name) or namespace.topics.get(name)
-    if target is None:
-        if namespace.auto_create:
-            return 1  # a queue made on first use: plain
+    if target is None and not namespace.auto_create:
         raise FaultError(f"no entity {path!r} in the namespace")
-    partitions = getattr(target, "partitions", None)  # set on partitioned entities (branch ``partitions``)
-    return 1 if partitions is None else int(partitions.count)
+    return None if target is None else target.partitions
+
+
+def _fragment_count(host: ServiceBusHost, path: str) -> int:
+    """Fragments of entity ``path``: 1 unless it is partitioned."""
+    partitions = _partitions(host, path)
+    return 1 if partitions is None else partitions.count
 
 
 def _error(condition: str, description: str) -> Error:

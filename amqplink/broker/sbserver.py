@@ -37,11 +37,13 @@ from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.control import CONTROL_NODE, handle_control
+from amqplink.broker.durable import Persistence
 from amqplink.broker.faults import Fault, Faults, under
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.management import handle_management
+from amqplink.broker.namespace.management import response as status_response
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol
@@ -135,8 +137,11 @@ class ServiceBusHost:
         cbs_deadline: float = CBS_DEADLINE,
         max_pending_replies: int = MAX_PENDING_REPLIES,
         clock: Callable[[], float] = time.time,
+        persistence: Persistence | None = None,
     ) -> None:
         self.namespace = namespace
+        self.persistence = persistence
+        """The durable store (``--data-dir``): transfers are settled once what they caused is written."""
         self.keys = dict(keys) if keys is not None else {EMULATOR_KEY_NAME: EMULATOR_KEY}
         self.emulator_key = keys is None
         """True while the keys are the emulator's well-known default (fine on loopback only)."""
@@ -484,12 +489,19 @@ class _ServiceBusConnection:
         except EntityError as exc:
             log.info("%s: settlement refused: %s", consumer.path, exc.description)
             answer = Rejected(error=_error(exc.condition, exc.description))
-        if not delivery.settled:
-            faults = self.host.faults
-            if faults.delays and self._settle_later(consumer.link, delivery, answer, faults.delay_for(consumer.path)):
-                return
-            consumer.link.settle(delivery, answer)
-            consumer.flush()
+        if delivery.settled:
+            return
+        faults = self.host.faults
+        delay = faults.delay_for(consumer.path) if faults.delays else 0.0
+        stored = self.host.persistence
+        if stored is not None:
+            stored.after_commit(lambda error: self._settle_stored(consumer.link, delivery, answer, error, delay))
+            return
+        if delay:
+            self._settle_stored(consumer.link, delivery, answer, None, delay)
+            return
+        consumer.link.settle(delivery, answer)
+        consumer.flush()
 
     # -- receiving from the peer ------------------------------------------------------
     def _on_delivery(self, link: ReceiverLink, delivery: Delivery) -> None:
@@ -498,7 +510,7 @@ class _ServiceBusConnection:
         now = self.host.clock()
         node = self.requests.get(link)
         outcome: Any = _ACCEPTED
-        delayed = False
+        delay = 0.0
         if node is not None:
             if not self._on_request(node, data, now):
                 link.detach(
@@ -523,9 +535,16 @@ class _ServiceBusConnection:
             except EntityError as exc:
                 log.info("%s: message refused: %s", producer[1], exc.description)
                 outcome = Rejected(error=_error(exc.condition, exc.description))
-            if faults.delays and not delivery.settled:
-                delayed = self._settle_later(link, delivery, outcome, faults.delay_for(producer[1]))
-        if not delivery.settled and not delayed:
+            if faults.delays:
+                delay = faults.delay_for(producer[1])
+        stored = self.host.persistence
+        if stored is not None and not delivery.settled:
+            # Settled (and credit topped up) once the message is on disk.
+            stored.after_commit(lambda error: self._settle_stored(link, delivery, outcome, error, delay))
+            return
+        if delay and not delivery.settled:
+            self._settle_stored(link, delivery, outcome, None, delay)
+        elif not delivery.settled:
             link.settle(delivery, outcome)
         if link.link_credit < self.host.credit_window // 2:
             link.flow(self.host.credit_window)
@@ -562,23 +581,15 @@ class _ServiceBusConnection:
             return False
         if reply_to:
             response.to = reply_to
-        link.send(response.encode())
+        stored = self.host.persistence
+        if stored is None:
+            link.send(response.encode())
+        else:
+            reply = response
+            stored.after_commit(lambda error: self._reply_stored(link, request, reply, error))
         return True
 
     # -- faults -----------------------------------------------------------------------
-    def _settle_later(self, link: SenderLink | ReceiverLink, delivery: Delivery, outcome: Any, delay: float) -> bool:
-        """Settle ``delivery`` in ``delay`` seconds (delay-dispositions); False for no delay."""
-        if not delay:
-            return False
-
-        def settle() -> None:
-            if not link.is_detached and not delivery.settled and not self.engine.close_sent:
-                link.settle(delivery, outcome)
-                self.protocol.schedule_flush()
-
-        asyncio.get_running_loop().call_later(delay, settle)
-        return True
-
     @property
     def controls(self) -> bool:
         """Whether it has a ``$control`` link (faults on connections spare it)."""
@@ -614,6 +625,38 @@ class _ServiceBusConnection:
         if names:
             self.protocol.schedule_flush()
         return names
+
+    # -- after a store commit -----------------------------------------------------------
+    def _settle_stored(
+        self,
+        link: SenderLink | ReceiverLink,
+        delivery: Delivery,
+        outcome: Any,
+        error: BaseException | None,
+        delay: float = 0.0,
+    ) -> None:
+        """Settle a transfer whose effect is now on disk (or, when the write failed, refuse it),
+        ``delay`` seconds from now when a delay-dispositions fault holds it."""
+        if delay:
+            asyncio.get_running_loop().call_later(delay, self._settle_stored, link, delivery, outcome, error)
+            return
+        if link.is_detached or delivery.settled or self.engine.close_sent:
+            return
+        if error is not None and not isinstance(outcome, Rejected):
+            outcome = Rejected(error=_error("amqp:internal-error", f"the broker could not store this: {error}"))
+        link.settle(delivery, outcome)
+        if isinstance(link, ReceiverLink) and link.link_credit < self.host.credit_window // 2:
+            link.flow(self.host.credit_window)
+        self.protocol.schedule_flush()
+
+    def _reply_stored(self, link: SenderLink, request: Message, answer: Message, error: BaseException | None) -> None:
+        if link.is_detached:
+            return
+        if error is not None:
+            description = f"the broker could not store this: {error}"
+            answer = status_response(request, 500, description=description, condition="amqp:internal-error")
+        link.send(answer.encode())
+        self.protocol.schedule_flush()
 
     # -- links going away -------------------------------------------------------------
     def _drop(self, link: Link) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 
 from amqplink.aio import Connection, Sender, connect
 from amqplink.aio.errors import ConnectionClosedError, LinkDetachedError, MessageRejected
 from amqplink.broker import Broker
-from amqplink.broker.config import parse_config
+from amqplink.broker.config import BrokerConfig, EntityProperties, NamespaceConfig, QueueConfig, parse_config
 from amqplink.broker.faults import (
     CONNECTION_FORCED,
     DETACH_FORCED,
@@ -27,6 +27,7 @@ from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
 from tests.broker.nsutil import T0, send
 from tests.broker.test_namespace import session_ns
+from tests.broker.test_partitioned import key_in, pq
 
 
 def stored(broker: Broker, path: str) -> int:
@@ -113,24 +114,31 @@ async def test_fragment_of_a_plain_entity_is_the_entity() -> None:
         assert fault.fired == 1
 
 
-def test_fragment_of_a_partitioned_entity_is_taken_down_by_its_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
-    broker = Broker(servicebus=True)
-    namespace = broker.namespace
-    namespace.sender_target("p")
-    calls: list[tuple[str, int, bool, str]] = []
-    # What the partitions branch provides: entity.partitions.count and Namespace.set_fragment_down.
-    monkeypatch.setattr(namespace.queues["p"], "partitions", SimpleNamespace(count=4), raising=False)
-    monkeypatch.setattr(
-        namespace, "set_fragment_down", lambda *call, condition: calls.append((*call, condition)), raising=False
-    )
-    with pytest.raises(FaultError, match="'p' has 4 fragment"):
-        broker.faults.fragment_unavailable("p", 4)
-    fault = broker.faults.fragment_unavailable("P", 3, duration=10)
-    assert calls == [("p", 3, True, SERVER_BUSY)] and broker.faults.fragment_down("p", 3)
-    assert broker.faults.unavailable == {}  # sends are the partitioned entity's to route
-    broker.faults.tick(fault.until)
-    assert calls == [("p", 3, True, SERVER_BUSY), ("p", 3, False, SERVER_BUSY)]
-    assert not broker.faults.fragment_down("p", 3)
+async def test_fragment_of_a_partitioned_queue() -> None:
+    config = BrokerConfig((NamespaceConfig(queues=(QueueConfig("pq", EntityProperties(enable_partitioning=True)),)),))
+    async with Broker(config) as broker:
+        queue = pq(broker.namespace)
+        key = key_in(queue.partitions, 5)
+        with pytest.raises(FaultError, match="'pq' has 16 fragment"):
+            broker.faults.fragment_unavailable("pq", 16)
+        fault = broker.faults.fragment_unavailable("PQ", 5, duration=60)
+        assert queue.partitions.is_down(5) and broker.faults.unavailable == {}
+        conn = await connect(broker.url)
+        try:
+            sender = await conn.create_sender("pq")
+            with pytest.raises(MessageRejected) as refused:
+                await sender.send(Message(b"pinned", partition_key=key))
+            assert refused.value.condition == SERVER_BUSY  # the fault's condition, retryable
+            assert fault.fired == 1
+            await sender.send(Message(b"no key"))  # round robin skips fragment 5
+            assert len(queue.fragment(5).store) == 0
+            broker.faults.tick(fault.until)  # its duration ran out
+            assert not queue.partitions.is_down(5) and not fault.active
+            assert queue.partitions.on_refused is None
+            await sender.send(Message(b"pinned", partition_key=key))
+            assert len(queue.fragment(5).store) == 1
+        finally:
+            await conn.close()
 
 
 async def test_refused_connections_get_connection_forced() -> None:
@@ -358,3 +366,18 @@ async def test_run_on_the_brokers_own_loop_calls_at_once() -> None:
         assert broker.faults.active == [fault]
     with pytest.raises(RuntimeError, match="not started"):
         Broker(servicebus=True).faults.run(print)
+
+
+async def test_delayed_dispositions_on_a_durable_broker(tmp_path: Path) -> None:
+    async with Broker(servicebus=True, data_dir=tmp_path) as broker:
+        conn = await connect(broker.url)
+        loop = asyncio.get_running_loop()
+        try:
+            sender = await conn.create_sender("q")
+            await sender.send(Message(b"warm"))
+            fault = broker.faults.delay_dispositions(300)
+            started = loop.time()
+            await sender.send(Message(b"stored, then held"))
+            assert loop.time() - started >= 0.3 and fault.fired == 1
+        finally:
+            await conn.close()

@@ -16,8 +16,10 @@ from azure.servicebus.exceptions import (
 )
 
 from amqplink.broker import Broker
+from amqplink.broker.config import BrokerConfig, EntityProperties, NamespaceConfig, QueueConfig
 from amqplink.broker.faults import INTERNAL_ERROR
 from tests.broker.sdkutil import running_broker
+from tests.broker.test_partitioned import key_in, pq
 
 
 @pytest.fixture()
@@ -76,6 +78,22 @@ def test_fragment_of_a_plain_entity_down(broker: Broker) -> None:
         faults.run(faults.clear_all)
         sender.send_messages(ServiceBusMessage("after"))
     assert fault.fired == 1
+
+
+def test_fragment_of_a_partitioned_queue_down() -> None:
+    config = BrokerConfig((NamespaceConfig(queues=(QueueConfig("pq", EntityProperties(enable_partitioning=True)),)),))
+    with running_broker(config) as broker:
+        faults = broker.faults
+        key = key_in(pq(broker.namespace).partitions, 2)
+        fault = faults.run(faults.fragment_unavailable, "pq", 2)
+        with client(broker) as sb, sb.get_queue_sender("pq") as sender:
+            with pytest.raises(ServiceBusServerBusyError):
+                sender.send_messages(ServiceBusMessage("pinned", partition_key=key))
+            sender.send_messages(ServiceBusMessage("no key"))  # goes to a fragment that is up
+            faults.run(faults.clear, fault)
+            sender.send_messages(ServiceBusMessage("pinned", partition_key=key))
+        assert fault.fired == 1 and "fragment 2 of 'pq'" in broker.faults.history[-1].what
+        assert stored(broker, "pq") == 2
 
 
 def test_refused_connections_are_a_connection_error_then_recover(broker: Broker) -> None:

@@ -24,7 +24,7 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.envelope import Envelope, timestamp
@@ -38,6 +38,9 @@ from amqplink.broker.namespace.errors import (
 from amqplink.broker.namespace.sessions import SessionTable
 from amqplink.broker.namespace.store import MemoryStore, MessageState, MessageStore, StoredMessage
 from amqplink.codec.types import Long, Symbol
+
+if TYPE_CHECKING:
+    from amqplink.broker.namespace.partitioned import Partitions
 
 __all__ = [
     "DEAD_LETTER_REASON",
@@ -66,6 +69,9 @@ DeadLetterSink = Callable[[Envelope, float], None]
 class Entity:
     """One message source: a queue, a subscription, or the dead-letter queue of either."""
 
+    partitions: Partitions | None = None
+    """Set on a partitioned entity (:mod:`.partitioned`): its fragments' shared state."""
+
     def __init__(
         self,
         path: str,
@@ -73,6 +79,7 @@ class Entity:
         *,
         store: MessageStore | None = None,
         is_dead_letter_queue: bool = False,
+        first_sequence: int = 1,
     ) -> None:
         self.path = path
         self.properties = properties
@@ -89,7 +96,7 @@ class Entity:
         """Called when messages may have become available (after the change is complete)."""
         self.bytes = 0
         """Bytes of the messages held (bodies and properties), bounded by ``max_bytes``."""
-        self._next_sequence = 1
+        self._next_sequence = first_sequence
         self._available: dict[str | None, list[int]] = {}
         self._locks: dict[uuid.UUID, int] = {}
         self._lock_expiry: list[tuple[float, int, uuid.UUID]] = []
@@ -183,6 +190,7 @@ class Entity:
         msg.state = MessageState.AVAILABLE
         msg.lock_token = None
         heapq.heappush(self._available.setdefault(self._key(msg), []), msg.sequence_number)
+        self.store.update(msg)
 
     def _add(self, msg: StoredMessage) -> None:
         self.store.append(msg)
@@ -247,6 +255,30 @@ class Entity:
             self._remove(msg.sequence_number)
             log.debug("%s: message %d expired", self.path, msg.sequence_number)
 
+    def recover(self, next_sequence: int) -> None:
+        """Index the messages a durable store brought back (call once, on an entity with no
+        other messages): locks do not survive a restart, so a message that was locked is
+        available again, its delivery count as taken with the lock (Service Bus does the same)."""
+        self._next_sequence = max(self._next_sequence, next_sequence)
+        for msg in self.store:
+            self.bytes += msg.envelope.size
+            seq = msg.sequence_number
+            if msg.state is MessageState.SCHEDULED and msg.scheduled_at is not None:
+                heapq.heappush(self._scheduled, (msg.scheduled_at, seq))
+                continue
+            if msg.deferred:
+                msg.state = MessageState.DEFERRED
+            else:
+                msg.state = MessageState.AVAILABLE
+                msg.lock_token = None
+                heapq.heappush(self._available.setdefault(self._key(msg), []), seq)
+            if msg.expires_at != math.inf:
+                heapq.heappush(self._expiry, (msg.expires_at, seq))
+        if self._scheduled or self._expiry:
+            self._timed()
+        if len(self.store):
+            self._notify()
+
     # -- receiving ----------------------------------------------------------------
     def receive(
         self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
@@ -285,6 +317,7 @@ class Entity:
             self._add(msg)  # receive-and-delete had removed it
         if msg.deferred:
             msg.state = MessageState.DEFERRED
+            self.store.update(msg)
         else:
             self._make_available(msg)
 
@@ -292,6 +325,7 @@ class Entity:
         token = uuid.uuid4()
         msg.state = MessageState.LOCKED
         msg.lock_token = token
+        self.store.update(msg)  # the delivery count taken with the lock survives a restart
         self._locks[token] = msg.sequence_number
         if self.requires_session and session_id is not None:
             msg.locked_until = self.sessions.held(session_id, now).locked_until
@@ -315,12 +349,17 @@ class Entity:
                 heapq.heappop(heap)
         return [sid for _, sid in sorted(found)]
 
-    def peek(self, from_sequence: int, count: int, now: float) -> list[StoredMessage]:
-        """Up to ``count`` messages from ``from_sequence`` on, in order, any state; nothing is locked."""
+    def peek(self, from_sequence: int, count: int, now: float, *, session_id: str | None = None) -> list[StoredMessage]:
+        """Up to ``count`` messages from ``from_sequence`` on (of ``session_id`` if given), in order,
+        any state; nothing is locked."""
         self.tick(now)
         out = []
         for msg in self.store:
-            if msg.sequence_number >= from_sequence and msg.expires_at > now:
+            if (
+                msg.sequence_number >= from_sequence
+                and msg.expires_at > now
+                and (session_id is None or msg.session_id == session_id)
+            ):
                 out.append(msg)
                 if len(out) >= count:
                     break
@@ -358,6 +397,10 @@ class Entity:
         return picked
 
     # -- settling -----------------------------------------------------------------
+    def holds_lock(self, token: uuid.UUID) -> bool:
+        """Whether ``token`` names a lock this entity handed out (live or not yet noticed expired)."""
+        return token in self._locks
+
     def locked(self, token: uuid.UUID, now: float) -> StoredMessage:
         """The message ``token`` locks; ``com.microsoft:message-lock-lost`` if the lock is gone."""
         self.tick(now)
@@ -388,6 +431,7 @@ class Entity:
         msg = self.locked(token, now)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
+            self.store.update(msg, envelope=True)
         self._unlock(msg, now)
         self._notify()
 
@@ -395,9 +439,11 @@ class Entity:
         msg = self.locked(token, now)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
+            self.store.update(msg, envelope=True)
         self._release_lock(msg)
         msg.state = MessageState.DEFERRED
         msg.deferred = True
+        self.store.update(msg)
 
     def dead_letter(
         self,
@@ -462,6 +508,7 @@ class Entity:
             self._expire(msg, now)  # it expired while locked: now that the lock is gone
         elif msg.deferred:
             msg.state = MessageState.DEFERRED
+            self.store.update(msg)
         else:
             self._make_available(msg)
 
