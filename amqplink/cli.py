@@ -1,4 +1,4 @@
-"""The ``amqplink`` command: ``demo`` (the main job), ``send``, ``receive``, ``broker``."""
+"""The ``amqplink`` command: ``demo`` (the main job), ``send``, ``receive``, ``broker``, ``broker-fault``."""
 
 from __future__ import annotations
 
@@ -105,6 +105,24 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--key", default=None, help="SAS key (default: the emulator's on loopback, else random)")
     broker.add_argument("--plain", action="store_true", help="plain AMQP queues instead of a Service Bus namespace")
     broker.add_argument("--data-dir", default=None, help="keep messages in this directory (default: in memory)")
+
+    from amqplink.broker.faults import FaultKind
+    from amqplink.commands.broker_fault import OPERATIONS
+
+    fault = command("broker-fault", "inject (or clear) a fault in a running broker through its $control node")
+    fault.add_argument("target", help="the broker's connection string, or amqp://host:port (with --key)")
+    faults = [*(k.value for k in FaultKind), *OPERATIONS]
+    fault.add_argument("fault", choices=faults, metavar="FAULT", help=f"one of: {', '.join(faults)}")
+    fault.add_argument("--entity", default=None, help="queue, topic or subscription path the fault applies to")
+    fault.add_argument("--condition", default=None, help="a refused send's condition: server-busy or internal-error")
+    fault.add_argument("--fragment", type=_non_negative, default=None, help="fragment of a partitioned entity")
+    fault.add_argument("--after-bytes", type=_non_negative, default=None, help="drop after this many more bytes")
+    fault.add_argument("--after-frames", type=_non_negative, default=None, help="drop after this many more frames")
+    fault.add_argument("--delay-ms", type=_positive, default=None, help="how long dispositions are held")
+    fault.add_argument("--duration", type=_seconds, default=None, help="seconds until the fault ends by itself")
+    fault.add_argument("--id", type=_positive, default=None, help="the fault to clear")
+    fault.add_argument("--key-name", default=None, help="SAS key name (default: the connection string's)")
+    fault.add_argument("--key", default=None, help="SAS key (default: the connection string's, or the emulator's)")
     return parser
 
 
@@ -143,6 +161,12 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
             progress=progress,
             summary=summary,
         )
+    if args.command == "broker-fault":
+        from amqplink.commands.broker_fault import run_broker_fault
+
+        names = ("entity", "condition", "fragment", "after_bytes", "after_frames", "delay_ms", "duration", "id")
+        params = {name.replace("_", "-"): getattr(args, name) for name in names}
+        return await run_broker_fault(args.target, args.fault, params=params, key_name=args.key_name, key=args.key)
     if args.command == "broker":
         from amqplink.commands.broker import run_broker
 

@@ -1,8 +1,8 @@
 """asyncio client: the only layer that owns sockets and tasks.
 
-    async with await amqplink.aio.connect("amqp://localhost:5672") as conn:
-        sender = await conn.create_sender("orders")
-        outcome = await sender.send(amqplink.Message(b"hello"))
+async with await amqplink.aio.connect("amqp://localhost:5672") as conn:
+    sender = await conn.create_sender("orders")
+    outcome = await sender.send(amqplink.Message(b"hello"))
 """
 
 from __future__ import annotations

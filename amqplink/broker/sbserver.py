@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
+from amqplink.broker.control import CONTROL_NODE, handle_control
 from amqplink.broker.durable import Persistence
+from amqplink.broker.faults import Fault, Faults, under
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
@@ -49,6 +51,7 @@ from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
+    ConnectionOpened,
     DeliveryReceived,
     DeliveryUpdated,
     Event,
@@ -149,6 +152,8 @@ class ServiceBusHost:
         self.max_pending_replies = max_pending_replies
         self.clock = clock
         self.connections: set[_ServiceBusConnection] = set()
+        self.faults = Faults(self)
+        """Fault injection (:mod:`amqplink.broker.faults`), also reachable through ``$control``."""
         self._task: asyncio.Task[None] | None = None
 
     def secure_for(self, loopback: bool) -> None:
@@ -163,7 +168,8 @@ class ServiceBusHost:
     def start(self) -> None:
         """Start the clock task (call from the event loop)."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run_clock())
+            self.faults.loop = asyncio.get_running_loop()
+            self._task = self.faults.loop.create_task(self._run_clock())
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -183,6 +189,7 @@ class ServiceBusHost:
     def tick(self) -> None:
         """Apply time: lock expiry, scheduled messages, TTL, token deadlines."""
         now = self.clock()
+        self.faults.tick(now)
         self.namespace.tick(now)
         for conn in list(self.connections):
             conn.tick(now)
@@ -207,6 +214,9 @@ class _ServiceBusConnection:
         self.requests: dict[ReceiverLink, str] = {}
         self.replies: dict[str, SenderLink] = {}
         self.opened_at = host.clock()
+        self.refused_by: Fault | None = None
+        """The refuse-connections fault active when it opened: its first link that is not
+        to ``$control`` closes it (so that a controller can still undo the fault)."""
         if hasattr(protocol, "on_writable"):
             protocol.on_writable = self._on_writable
 
@@ -244,6 +254,8 @@ class _ServiceBusConnection:
                 if not link.detach_sent:
                     link.detach()
                 self._drop(link)
+            elif t is ConnectionOpened:
+                self.refused_by = self.host.faults.refusing
             elif t is ConnectionClosed:
                 for link in [*self.consumers, *self.producers, *self.requests, *self.replies.values()]:
                     self._drop(link)
@@ -293,8 +305,17 @@ class _ServiceBusConnection:
             self._refuse(link, _error("amqp:not-found", "a link to the namespace needs an address"))
             return
         path = entity_path(str(address))
+        if self.refused_by is not None and path.lower() != CONTROL_NODE:
+            refusal = self.host.faults.refuse_connection(self.refused_by, self.protocol.peername)
+            self.refused_by = None
+            if refusal is not None:
+                self.force_close(refusal)  # the close answers the attach too
+                return
         if path.lower() == _CBS:
             self._attach_node(link, _CBS)
+            return
+        if path.lower() == CONTROL_NODE:  # each request carries its own authority
+            self._attach_node(link, CONTROL_NODE)
             return
         denied = self._authorized(path.lower(), now)
         if denied is not None:
@@ -470,9 +491,14 @@ class _ServiceBusConnection:
             answer = Rejected(error=_error(exc.condition, exc.description))
         if delivery.settled:
             return
+        faults = self.host.faults
+        delay = faults.delay_for(consumer.path) if faults.delays else 0.0
         stored = self.host.persistence
         if stored is not None:
-            stored.after_commit(lambda error: self._settle_stored(consumer.link, delivery, answer, error))
+            stored.after_commit(lambda error: self._settle_stored(consumer.link, delivery, answer, error, delay))
+            return
+        if delay:
+            self._settle_stored(consumer.link, delivery, answer, None, delay)
             return
         consumer.link.settle(delivery, answer)
         consumer.flush()
@@ -484,6 +510,7 @@ class _ServiceBusConnection:
         now = self.host.clock()
         node = self.requests.get(link)
         outcome: Any = _ACCEPTED
+        delay = 0.0
         if node is not None:
             if not self._on_request(node, data, now):
                 link.detach(
@@ -500,17 +527,24 @@ class _ServiceBusConnection:
             producer = self.producers.get(link)
             if producer is None:
                 return
+            faults = self.host.faults
             try:
+                if faults.unavailable:
+                    faults.check_send(producer[1])
                 self.host.namespace.send(producer[0], data, now, delivery.message_format)
             except EntityError as exc:
                 log.info("%s: message refused: %s", producer[1], exc.description)
                 outcome = Rejected(error=_error(exc.condition, exc.description))
+            if faults.delays:
+                delay = faults.delay_for(producer[1])
         stored = self.host.persistence
         if stored is not None and not delivery.settled:
             # Settled (and credit topped up) once the message is on disk.
-            stored.after_commit(lambda error: self._settle_stored(link, delivery, outcome, error))
+            stored.after_commit(lambda error: self._settle_stored(link, delivery, outcome, error, delay))
             return
-        if not delivery.settled:
+        if delay and not delivery.settled:
+            self._settle_stored(link, delivery, outcome, None, delay)
+        elif not delivery.settled:
             link.settle(delivery, outcome)
         if link.link_credit < self.host.credit_window // 2:
             link.flow(self.host.credit_window)
@@ -532,6 +566,8 @@ class _ServiceBusConnection:
                 self.refused[entity_path(text).lower()] = None
                 if len(self.refused) > MAX_TOKENS_PER_CONNECTION:
                     del self.refused[next(iter(self.refused))]
+        elif node == CONTROL_NODE:
+            response = handle_control(self.host.faults, self.host.keys, self.auth, request, now)
         else:
             response = handle_management(self.host.namespace, node, request, now)
         reply_to = request.reply_to
@@ -553,12 +589,58 @@ class _ServiceBusConnection:
             stored.after_commit(lambda error: self._reply_stored(link, request, reply, error))
         return True
 
+    # -- faults -----------------------------------------------------------------------
+    @property
+    def controls(self) -> bool:
+        """Whether it has a ``$control`` link (faults on connections spare it)."""
+        return CONTROL_NODE in self.requests.values()
+
+    def force_close(self, error: Error) -> None:
+        """Close the connection with ``error`` (its links' locks come back when it ends)."""
+        self.engine.close(error)
+        self.protocol.schedule_flush()
+
+    def entity_paths(self) -> list[str]:
+        """The entity paths its senders and receivers are attached to (lower case)."""
+        return [*(c.path for c in self.consumers.values()), *(path for _, path in self.producers.values())]
+
+    def detach_links(self, path: str | None, error: Error) -> list[str]:
+        """Detach the links to entity ``path`` (None: every entity and management link) with
+        ``error``; the names of those detached."""
+        management = "/$management"
+        links: list[tuple[Link, str]] = [
+            *((c.link, c.path) for c in self.consumers.values()),
+            *((p, entity) for p, (_, entity) in self.producers.items()),
+            *((r, node.lower()) for r, node in self.requests.items() if node.lower().endswith(management)),
+            *((s, node) for node, s in self.replies.items() if node.endswith(management)),
+        ]
+        names: list[str] = []
+        for link, where in links:
+            if link.is_detached or link.detach_sent:
+                continue
+            if path is None or under(where, path):
+                link.detach(error)
+                self._drop(link)
+                names.append(link.name)
+        if names:
+            self.protocol.schedule_flush()
+        return names
+
     # -- after a store commit -----------------------------------------------------------
     def _settle_stored(
-        self, link: SenderLink | ReceiverLink, delivery: Delivery, outcome: Any, error: BaseException | None
+        self,
+        link: SenderLink | ReceiverLink,
+        delivery: Delivery,
+        outcome: Any,
+        error: BaseException | None,
+        delay: float = 0.0,
     ) -> None:
-        """Settle a transfer whose effect is now on disk (or, when the write failed, refuse it)."""
-        if link.is_detached or delivery.settled:
+        """Settle a transfer whose effect is now on disk (or, when the write failed, refuse it),
+        ``delay`` seconds from now when a delay-dispositions fault holds it."""
+        if delay:
+            asyncio.get_running_loop().call_later(delay, self._settle_stored, link, delivery, outcome, error)
+            return
+        if link.is_detached or delivery.settled or self.engine.close_sent:
             return
         if error is not None and not isinstance(outcome, Rejected):
             outcome = Rejected(error=_error("amqp:internal-error", f"the broker could not store this: {error}"))

@@ -38,6 +38,7 @@ from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.config import BrokerConfig, load_config
 from amqplink.broker.durable import Persistence
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
+from amqplink.broker.faults import Faults
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.engine import errors as engine_errors
@@ -189,6 +190,13 @@ class Broker:
         if self.servicebus is None:
             raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
         return self.servicebus.namespace
+
+    @property
+    def faults(self) -> Faults:
+        """Fault injection on the namespace served (:mod:`amqplink.broker.faults`)."""
+        if self.servicebus is None:
+            raise RuntimeError("faults are injected into a Service Bus namespace: give it a config or servicebus=True")
+        return self.servicebus.faults
 
     @property
     def connection_string(self) -> str:

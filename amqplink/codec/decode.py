@@ -467,9 +467,7 @@ def _d_sym32(buf: Buffer, pos: int, depth: int, ctx: _Ctx) -> tuple[Any, int]:
 # ---------------------------------------------------------------------------
 
 
-def _items(
-    buf: Buffer, p: int, end: int, count: int, depth: int, ctx: _Ctx, start: int, what: str
-) -> list[Any]:
+def _items(buf: Buffer, p: int, end: int, count: int, depth: int, ctx: _Ctx, start: int, what: str) -> list[Any]:
     """Read ``count`` constructor-prefixed values from ``p``; they must end exactly at ``end``."""
     if count > end - p:
         raise DecodeError(f"{what} declares {count} elements but holds only {end - p} bytes", start)

@@ -1010,9 +1010,7 @@ ENCODERS: dict[AMQPType, Encoder] = {
     AMQPType.DESCRIBED: encode_value,
 }
 
-_TYPE_OF_ENCODER: dict[Encoder, AMQPType] = {
-    enc: t for t, enc in ENCODERS.items() if t is not AMQPType.DESCRIBED
-}
+_TYPE_OF_ENCODER: dict[Encoder, AMQPType] = {enc: t for t, enc in ENCODERS.items() if t is not AMQPType.DESCRIBED}
 
 
 class _Multiple:

@@ -413,9 +413,7 @@ class Connection:
             self._abandon_sessions("the connection's transport closed")
             if self.remote_close is None:
                 self._events.append(
-                    ConnectionClosed(
-                        Error(condition=errors.CONNECTION_FORCED, description="transport closed"), True
-                    )
+                    ConnectionClosed(Error(condition=errors.CONNECTION_FORCED, description="transport closed"), True)
                 )
         return self._take_events()
 
@@ -613,9 +611,7 @@ class Connection:
         size = f" +{len(payload)} bytes" if payload else ""
         frame_log.debug("%s %s [%d] %r%s", self.config.container_id, direction, channel, frame, size)
 
-    def _end_without_close(
-        self, condition: Symbol, description: str, info: dict[Any, Any] | None = None
-    ) -> None:
+    def _end_without_close(self, condition: Symbol, description: str, info: dict[Any, Any] | None = None) -> None:
         self._step(Step.ABANDON)
         self._expect = _EXPECT_NOTHING
         self._abandon_sessions("the connection failed")
@@ -668,9 +664,7 @@ class Connection:
             return
         if self.remote_open is None and kind is not Open:
             # "each peer MUST send an open frame before sending any other frames" (2.4.1)
-            raise errors.ConnectionProtocolError(
-                errors.ILLEGAL_STATE, f"{kind.__name__} received before open"
-            )
+            raise errors.ConnectionProtocolError(errors.ILLEGAL_STATE, f"{kind.__name__} received before open")
         if kind is Attach or kind is Detach:
             session = self._session_for(channel, straggler=kind is Detach)
             if session is None:
@@ -697,9 +691,7 @@ class Connection:
         elif kind is Close:
             self._on_close(frame)
         else:
-            raise errors.ConnectionProtocolError(
-                errors.NOT_ALLOWED, f"{kind.__name__} is not an AMQP performative"
-            )
+            raise errors.ConnectionProtocolError(errors.NOT_ALLOWED, f"{kind.__name__} is not an AMQP performative")
 
     def _session_for(self, channel: int, *, allow_ending: bool = False, straggler: bool = False) -> Session | None:
         """The session the peer's frame on ``channel`` is for; ``None`` drops the frame.
@@ -779,10 +771,7 @@ class Connection:
             session._send_begin()
         else:
             session_or_none = self.sessions.get(int(frame.remote_channel))
-            if (
-                session_or_none is None
-                or session_or_none.state is not _SESSION_BEGIN_SENT
-            ):
+            if session_or_none is None or session_or_none.state is not _SESSION_BEGIN_SENT:
                 raise errors.ConnectionProtocolError(
                     errors.NOT_ALLOWED, f"begin answers channel {int(frame.remote_channel)}, which began no session"
                 )

@@ -1,7 +1,7 @@
 """Serial-number arithmetic on 32-bit sequence numbers (RFC 1982).
 
-    "sequence-no: 32-bit RFC-1982 serial number" (2.8.9). Transfer ids, delivery ids
-    and delivery-counts wrap around at 2**32.
+"sequence-no: 32-bit RFC-1982 serial number" (2.8.9). Transfer ids, delivery ids
+and delivery-counts wrap around at 2**32.
 """
 
 from __future__ import annotations

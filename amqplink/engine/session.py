@@ -351,8 +351,10 @@ class Session:
         if link is not None and link.state is _LINK_ENDED:
             return  # the peer's answer crossed this side's close
         events = self.connection._events
-        if link is not None and link.remote_attach is None and (
-            link.state is _LINK_ATTACH_SENT or link.state is _LINK_DETACH_SENT
+        if (
+            link is not None
+            and link.remote_attach is None
+            and (link.state is _LINK_ATTACH_SENT or link.state is _LINK_DETACH_SENT)
         ):
             # The peer answers this side's attach (perhaps one this side has detached
             # since: the peer's detach follows and ends the link).
@@ -543,8 +545,13 @@ class Session:
                 self._flush_dispositions()
             write_transfer(
                 conn._deferred if conn._deferred is not None else conn._out,
-                self.channel, link.handle, delivery_id, tag, delivery.message_format,
-                delivery.settled, delivery.payload,
+                self.channel,
+                link.handle,
+                delivery_id,
+                tag,
+                delivery.message_format,
+                delivery.settled,
+                delivery.payload,
             )
         else:
             self._write(

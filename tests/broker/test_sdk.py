@@ -370,7 +370,6 @@ def test_topic_schedule_reaches_subscriptions_on_time(client: ServiceBusClient) 
         assert str(msg) == "scheduled" and dt.datetime.now(dt.UTC) >= at
 
 
-
 def test_closing_the_sdk_client_closes_its_connection_cleanly(broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     # When the SDK closes a receiver that used $management (peek here), it ends the
     # session and then sends the management link's detach on the same channel; the

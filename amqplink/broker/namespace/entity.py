@@ -483,6 +483,17 @@ class Entity:
         if changed:
             self._notify()
 
+    def expire_locks(self, now: float) -> int:
+        """End every message and session lock now, as if each had run out (fault
+        injection): the messages come back (or go to the DLQ) as after expiry. How many."""
+        locked = [msg for msg in self.store if msg.state is MessageState.LOCKED]
+        for msg in locked:
+            self._unlock(msg, now)
+        sessions = self.sessions.expire_all()
+        if locked:
+            self._notify()
+        return len(locked) + sessions
+
     def _unlock(self, msg: StoredMessage, now: float) -> None:
         """A lock ended without settlement: back to available/deferred, or to the DLQ."""
         self._release_lock(msg)

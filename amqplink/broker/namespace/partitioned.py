@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
@@ -112,6 +112,9 @@ class Partitions:
         self.down = [False] * count
         self.conditions = [INTERNAL_ERROR] * count
         """The condition each fragment refuses with while down."""
+        self.on_refused: Callable[[int, str], None] | None = None
+        """Told (fragment, what) of each request refused because its fragment is down
+        (fault injection counts its firings with it)."""
         self.duplicates = [DuplicateDetector(duplicate_window) for _ in range(count)] if by_message_id else None
         self._next = 0
 
@@ -141,6 +144,8 @@ class Partitions:
     def require_up(self, index: int, what: str) -> None:
         """``amqp:internal-error`` (retryable) when fragment ``index`` is down."""
         if self.down[index]:
+            if self.on_refused is not None:
+                self.on_refused(index, what)
             raise EntityError(
                 self.conditions[index],
                 f"{RETRY} Fragment {index} of {self.path!r} is unavailable ({what}); retry later,"

@@ -87,6 +87,13 @@ class SessionTable:
         del self._locks[session_id]
         return True
 
+    def expire_all(self) -> int:
+        """Drop every session lock now (fault injection); how many there were."""
+        count = len(self._locks)
+        self._locks.clear()
+        self._earliest = math.inf
+        return count
+
     def next_expiry(self) -> float:
         """No session lock runs out before this (infinity without locks; may be early)."""
         return self._earliest
