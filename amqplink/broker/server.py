@@ -37,6 +37,7 @@ from amqplink.aio.server import (
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.config import BrokerConfig, load_config
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
+from amqplink.broker.http import Certificate, ManagementApi, self_signed, server_context
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.engine import errors as engine_errors
@@ -112,6 +113,8 @@ class Broker:
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        http_port: int | None = None,
+        http_cert: tuple[str, str] | None = None,
     ) -> None:
         if credit_window < 1:
             raise ValueError(f"credit_window must be at least 1, not {credit_window}")
@@ -129,6 +132,14 @@ class Broker:
         """The Service Bus namespace this broker serves, when given a config or ``servicebus=True``."""
         if servicebus or (servicebus is None and config is not None):
             self.servicebus = _servicebus_host(config, keys, require_auth, credit_window)
+        self.http_port_wanted = http_port
+        """Port of the management REST API (``None``: not served; 0: any free port); see :mod:`.http`."""
+        self.http_cert = http_cert
+        """``(cert.pem, key.pem)`` for the management API; ``None``: a self-signed one made at start."""
+        self.management: ManagementApi | None = None
+        self.http_certificate: Certificate | None = None
+        if http_port is not None and self.servicebus is None:
+            raise ValueError("http_port needs a Service Bus namespace: give a config or servicebus=True")
         self._server: asyncio.Server | None = None
         self._host = "127.0.0.1"
         self._tls = False
@@ -168,7 +179,32 @@ class Broker:
             self.servicebus.secure_for(is_loopback(host))
             self.servicebus.start()
             log.info("Service Bus namespace %r on %s", self.servicebus.namespace.name, self.url)
+            if self.http_port_wanted is not None:
+                await self._start_management(host, self.http_port_wanted, self.servicebus)
         return self
+
+    async def _start_management(self, host: str, port: int, servicebus: ServiceBusHost) -> None:
+        if self.http_cert is not None:
+            self.http_certificate = Certificate(*self.http_cert)
+        else:
+            self.http_certificate = self_signed()
+        self.management = ManagementApi(servicebus.namespace, lambda: servicebus.keys)
+        await self.management.start(host, port, server_context(self.http_certificate))
+        log.info("management API on https://%s:%d", host, self.management.port)
+
+    @property
+    def http_port(self) -> int:
+        """The port of the management REST API (after :meth:`start` with ``http_port``)."""
+        if self.management is None:
+            raise RuntimeError("the management API is not served: start the broker with http_port")
+        return self.management.port
+
+    @property
+    def http_ca(self) -> str:
+        """The PEM file of the management API's certificate (a CA bundle for a client such as the SDK)."""
+        if self.http_certificate is None:
+            raise RuntimeError("the management API is not served: start the broker with http_port")
+        return self.http_certificate.cert_path
 
     @property
     def namespace(self) -> Namespace:
@@ -192,6 +228,12 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop listening and drop every connection."""
+        if self.management is not None:
+            await self.management.stop()
+            self.management = None
+        if self.http_certificate is not None:
+            self.http_certificate.remove()
+            self.http_certificate = None
         if self.servicebus is not None:
             await self.servicebus.stop()
         if self._server is not None:

@@ -129,6 +129,11 @@ class Topic:
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, subscriptions={list(self.subscriptions)})"
 
+    @property
+    def scheduled_count(self) -> int:
+        """Messages scheduled on the topic, not yet fanned out."""
+        return len(self._scheduled)
+
     def schedule(self, envelope: Envelope, at: float) -> int:
         full = len(self._scheduled) >= self.properties.max_messages
         if full or self.scheduled_bytes + envelope.size > self.properties.max_bytes:
