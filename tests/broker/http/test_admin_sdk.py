@@ -61,3 +61,104 @@ def test_queue_create_get_update_list_delete(broker: Broker) -> None:
         with pytest.raises(ResourceNotFoundError):
             client.delete_queue("adm-q1")
         assert "adm-q1" not in [q.name for q in client.list_queues()]
+
+
+def test_topic_subscription_rules(broker: Broker) -> None:
+    with admin(broker) as client:
+        topic = client.create_topic("adm-t1", default_message_time_to_live=dt.timedelta(hours=1))
+        assert topic.default_message_time_to_live == dt.timedelta(hours=1)
+        sub = client.create_subscription("adm-t1", "s1", max_delivery_count=4)
+        assert sub.max_delivery_count == 4
+        # a new subscription has the $Default rule, a TrueFilter
+        assert [(r.name, type(r.filter)) for r in client.list_rules("adm-t1", "s1")] == [("$Default", TrueRuleFilter)]
+        client.delete_rule("adm-t1", "s1", "$Default")
+        rule = client.create_rule(
+            "adm-t1", "s1", "red", filter=SqlRuleFilter("color = 'red' AND size > 3"),
+            action=SqlRuleAction("SET seen = 'yes'"),
+        )
+        assert isinstance(rule.filter, SqlRuleFilter) and rule.filter.sql_expression == "color = 'red' AND size > 3"
+        assert isinstance(rule.action, SqlRuleAction) and rule.action.sql_expression == "SET seen = 'yes'"
+        client.create_rule(
+            "adm-t1", "s1", "corr", filter=CorrelationRuleFilter(correlation_id="c-1", properties={"n": 5, "b": True})
+        )
+        corr = client.get_rule("adm-t1", "s1", "corr")
+        assert isinstance(corr.filter, CorrelationRuleFilter)
+        assert corr.filter.correlation_id == "c-1" and corr.filter.properties == {"n": 5, "b": True}
+        assert sorted(r.name for r in client.list_rules("adm-t1", "s1")) == ["corr", "red"]
+        with pytest.raises(HttpResponseError) as bad:
+            client.create_rule("adm-t1", "s1", "bad", filter=SqlRuleFilter("color = = 'red'"))
+        assert bad.value.status_code == 400 and "position 9" in str(bad.value)
+        red = client.get_rule("adm-t1", "s1", "red")
+        red.filter = SqlRuleFilter("color = 'blue'")
+        client.update_rule("adm-t1", "s1", red)
+        assert client.get_rule("adm-t1", "s1", "red").filter.sql_expression == "color = 'blue'"
+        sub = client.get_subscription("adm-t1", "s1")
+        sub.max_delivery_count = 9
+        client.update_subscription("adm-t1", sub)
+        assert client.get_subscription("adm-t1", "s1").max_delivery_count == 9
+        assert [s.name for s in client.list_subscriptions("adm-t1")] == ["s1"]
+        assert client.get_topic_runtime_properties("adm-t1").subscription_count == 1
+        topic = client.get_topic("adm-t1")
+        topic.default_message_time_to_live = dt.timedelta(minutes=30)
+        client.update_topic(topic)
+        assert client.get_topic("adm-t1").default_message_time_to_live == dt.timedelta(minutes=30)
+        assert "adm-t1" in [t.name for t in client.list_topics()]
+        client.delete_subscription("adm-t1", "s1")
+        with pytest.raises(ResourceNotFoundError):
+            client.get_subscription("adm-t1", "s1")
+        client.delete_topic("adm-t1")
+        with pytest.raises(ResourceNotFoundError):
+            client.get_topic("adm-t1")
+
+
+def test_created_entities_route_messages_over_amqp(broker: Broker) -> None:
+    """A queue, topic, subscription and rules made over HTTP are used at once over AMQP; counts match."""
+    with admin(broker) as client:
+        client.create_queue("adm-q2")
+        client.create_topic("adm-t2")
+        client.create_subscription("adm-t2", "reds")
+        client.delete_rule("adm-t2", "reds", "$Default")
+        client.create_rule("adm-t2", "reds", "r", filter=SqlRuleFilter("color = 'red'"))
+        client.create_subscription("adm-t2", "c7")
+        client.delete_rule("adm-t2", "c7", "$Default")
+        client.create_rule("adm-t2", "c7", "c", filter=CorrelationRuleFilter(correlation_id="7"))
+        with ServiceBusClient.from_connection_string(broker.connection_string) as sb:
+            with sb.get_queue_sender("adm-q2") as sender:
+                sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(5)])
+                sender.schedule_messages(ServiceBusMessage("later"), dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+            with sb.get_queue_receiver("adm-q2", max_wait_time=5) as receiver:
+                got = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+                assert len(got) == 2
+                receiver.dead_letter_message(got[0], reason="test")
+                receiver.complete_message(got[1])
+            with sb.get_topic_sender("adm-t2") as sender:
+                sender.send_messages(
+                    [
+                        ServiceBusMessage("a", application_properties={"color": "red"}),
+                        ServiceBusMessage("b", application_properties={"color": "blue"}, correlation_id="7"),
+                        ServiceBusMessage("c", application_properties={"color": "red"}, correlation_id="7"),
+                    ]
+                )
+        runtime = client.get_queue_runtime_properties("adm-q2")
+        assert runtime.active_message_count == 3
+        assert runtime.dead_letter_message_count == 1
+        assert runtime.scheduled_message_count == 1
+        assert runtime.total_message_count == 5
+        assert runtime.size_in_bytes > 0
+        reds = client.get_subscription_runtime_properties("adm-t2", "reds")
+        c7 = client.get_subscription_runtime_properties("adm-t2", "c7")
+        assert (reds.active_message_count, c7.active_message_count) == (2, 2)
+        assert [(q.name, q.active_message_count) for q in client.list_queues_runtime_properties()] == [("adm-q2", 3)]
+
+
+def test_namespace_properties_and_paging(broker: Broker) -> None:
+    with admin(broker) as client:
+        props = client.get_namespace_properties()
+        assert props.name == broker.namespace.name and props.messaging_sku == "Standard"
+        names = [f"page-{i:03d}" for i in range(105)]
+        for name in names:
+            client.create_queue(name)
+        listed = [q.name for q in client.list_queues() if q.name.startswith("page-")]
+        assert listed == names
+        for name in names:
+            client.delete_queue(name)
