@@ -66,10 +66,7 @@ def format_time(timestamp: float) -> str:
 
 def element(name: str, value: object, attrs: str = "") -> str:
     """``<name attrs>value</name>`` with the value escaped (booleans as ``true``/``false``)."""
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    else:
-        text = escape(str(value))
+    text = ("true" if value else "false") if isinstance(value, bool) else escape(str(value))
     return f"<{name}{attrs}>{text}</{name}>"
 
 

@@ -195,7 +195,7 @@ def _key_value(node: ET.Element, where: str) -> tuple[str, Any]:
         return key.text, _bool(text, f"{where}.{key.text}")
     if kind == "string":
         return key.text, text
-    raise ValueError(f"{where}.{key.text}: values of type {kind!r} are not supported (string, int, long, double, boolean)")
+    raise ValueError(f"{where}.{key.text}: type {kind!r} is not supported (string, int, long, double, boolean)")
 
 
 def _parameters(node: ET.Element | None, where: str) -> None:
@@ -226,7 +226,7 @@ def read_rule(desc: ET.Element, name: str) -> RuleConfig:
             raise ValueError(f"{where}: a correlation filter needs at least one field or property")
         rule = RuleConfig(name, "Correlation", CorrelationFilter(**kwargs))
     else:
-        raise ValueError(f"RuleDescription.Filter: {kind!r} is not SqlFilter, CorrelationFilter, TrueFilter or FalseFilter")
+        raise ValueError(f"RuleDescription.Filter: {kind!r} is not a Sql, Correlation, True or False filter")
     action = fields.get("Action")
     action_kind = "EmptyRuleAction" if action is None else _xsi_type(action)
     if action_kind == "SqlRuleAction":
@@ -366,7 +366,9 @@ def _sql(kind: str, expression: str | None, tag: str = "Filter") -> str:
         f'<{tag} i:type="{kind}">'
         + element("SqlExpression", expression or "")
         + element("CompatibilityLevel", 20)
-        + "</" + tag + ">"
+        + "</"
+        + tag
+        + ">"
     )
 
 

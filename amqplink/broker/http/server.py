@@ -135,10 +135,9 @@ class ManagementApi:
     @property
     def port(self) -> int:
         """The TCP port it listens on (after :meth:`start`)."""
-        server = None if self._site is None else self._site._server
-        if server is None or not getattr(server, "sockets", None):
+        if self._runner is None or not self._runner.addresses:
             raise RuntimeError("the management API is not started")
-        port: int = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port: int = self._runner.addresses[0][1]
         return port
 
     async def stop(self) -> None:
@@ -170,7 +169,8 @@ class ManagementApi:
         if not token:
             raise ApiError(401, "the request has no Authorization header: send a SAS token for the namespace")
         try:
-            verify_sas_token(token, keys=self._keys(), audience=f"https://{request.host}{request.path}", now=self.clock())
+            audience = f"https://{request.host}{request.path}"
+            verify_sas_token(token, keys=self._keys(), audience=audience, now=self.clock())
         except SasTokenError as exc:
             log.info("management API: refused a token for %s %s (%s)", request.method, request.path, exc.reason.name)
             raise ApiError(401, f"the SAS token is not valid: {exc}") from None
@@ -271,19 +271,25 @@ class ManagementApi:
             + atom.element("NamespaceType", "Messaging")
             + "</NamespaceInfo>"
         )
-        return _xml_response(200, atom.entry(self._url(request, "$namespaceinfo"), ns, info,
-                                             published=self.started, updated=self.started, author=ns))
+        return _xml_response(
+            200,
+            atom.entry(
+                self._url(request, "$namespaceinfo"), ns, info, published=self.started, updated=self.started, author=ns
+            ),
+        )
 
     # -- queues and topics --------------------------------------------------------
     def _list_entities(self, request: web.Request, kind: str) -> web.Response:
         if kind == "queues":
             queues = self.namespace.queues
-            return self._feed(request, "Queues", [q.name for q in queues.values()],
-                              lambda n: self._queue_entry(request, n))
+            return self._feed(
+                request, "Queues", [q.name for q in queues.values()], lambda n: self._queue_entry(request, n)
+            )
         if kind == "topics":
             topics = self.namespace.topics
-            return self._feed(request, "Topics", [t.name for t in topics.values()],
-                              lambda n: self._topic_entry(request, n))
+            return self._feed(
+                request, "Topics", [t.name for t in topics.values()], lambda n: self._topic_entry(request, n)
+            )
         raise ApiError(404, f"no entity type {kind!r}: queues or topics")
 
     def _queue_xml(self, name: str) -> str:
@@ -305,14 +311,26 @@ class ManagementApi:
     def _queue_entry(self, request: web.Request, name: str) -> str:
         queue = self.namespace.queue(name)
         meta = self._get_meta(queue.name)
-        return atom.entry(self._url(request, queue.name), queue.name, self._queue_xml(name),
-                          published=meta.created, updated=meta.updated, author=self.namespace.name)
+        return atom.entry(
+            self._url(request, queue.name),
+            queue.name,
+            self._queue_xml(name),
+            published=meta.created,
+            updated=meta.updated,
+            author=self.namespace.name,
+        )
 
     def _topic_entry(self, request: web.Request, name: str) -> str:
         topic = self.namespace.topic(name)
         meta = self._get_meta(topic.name)
-        return atom.entry(self._url(request, topic.name), topic.name, self._topic_xml(name),
-                          published=meta.created, updated=meta.updated, author=self.namespace.name)
+        return atom.entry(
+            self._url(request, topic.name),
+            topic.name,
+            self._topic_xml(name),
+            published=meta.created,
+            updated=meta.updated,
+            author=self.namespace.name,
+        )
 
     def _entity(self, request: web.Request, method: str, name: str, body: bytes) -> web.Response:
         ns = self.namespace
@@ -386,8 +404,14 @@ class ManagementApi:
     def _list_subscriptions(self, request: web.Request, topic: Topic) -> web.Response:
         def render(name: str) -> str:
             meta = self._get_meta(self._sub_path(topic, name))
-            return atom.entry(self._url(request, self._sub_path(topic, name)), name, self._sub_xml(topic, name),
-                              published=meta.created, updated=meta.updated, author=self.namespace.name)
+            return atom.entry(
+                self._url(request, self._sub_path(topic, name)),
+                name,
+                self._sub_xml(topic, name),
+                published=meta.created,
+                updated=meta.updated,
+                author=self.namespace.name,
+            )
 
         return self._feed(request, "Subscriptions", [s.name for s in topic.subscriptions.values()], render)
 
@@ -433,8 +457,14 @@ class ManagementApi:
         def render(name: str) -> str:
             path = f"{sub.path}/rules/{name}"
             meta = self._get_meta(path)
-            return atom.entry(self._url(request, path), name, self._rule_entry_xml(sub, rules[name]),
-                              published=meta.created, updated=meta.updated, author=self.namespace.name)
+            return atom.entry(
+                self._url(request, path),
+                name,
+                self._rule_entry_xml(sub, rules[name]),
+                published=meta.created,
+                updated=meta.updated,
+                author=self.namespace.name,
+            )
 
         return self._feed(request, "Rules", list(rules), render)
 
@@ -459,7 +489,7 @@ class ManagementApi:
         if self._updating(request):
             if index is None:
                 raise ApiError(404, f"no rule {name!r} on {sub.path!r}")
-            rules = sub.rules[:index] + (rule,) + sub.rules[index + 1 :]
+            rules = (*sub.rules[:index], rule, *sub.rules[index + 1 :])
             status = 200
             self._meta[path.lower()] = EntityMeta(self._get_meta(path).created, now)
         else:

@@ -30,9 +30,7 @@ def broker() -> Iterator[Broker]:
 
 
 def admin(broker: Broker) -> ServiceBusAdministrationClient:
-    conn = (
-        f"Endpoint=sb://127.0.0.1:{broker.http_port};SharedAccessKeyName={KEY[0]};SharedAccessKey={KEY[1]}"
-    )
+    conn = f"Endpoint=sb://127.0.0.1:{broker.http_port};SharedAccessKeyName={KEY[0]};SharedAccessKey={KEY[1]}"
     return ServiceBusAdministrationClient.from_connection_string(conn, connection_verify=broker.http_ca)
 
 
@@ -73,7 +71,10 @@ def test_topic_subscription_rules(broker: Broker) -> None:
         assert [(r.name, type(r.filter)) for r in client.list_rules("adm-t1", "s1")] == [("$Default", TrueRuleFilter)]
         client.delete_rule("adm-t1", "s1", "$Default")
         rule = client.create_rule(
-            "adm-t1", "s1", "red", filter=SqlRuleFilter("color = 'red' AND size > 3"),
+            "adm-t1",
+            "s1",
+            "red",
+            filter=SqlRuleFilter("color = 'red' AND size > 3"),
             action=SqlRuleAction("SET seen = 'yes'"),
         )
         assert isinstance(rule.filter, SqlRuleFilter) and rule.filter.sql_expression == "color = 'red' AND size > 3"
