@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--key-name", default=None, help="SAS key name (default RootManageSharedAccessKey)")
     broker.add_argument("--key", default=None, help="SAS key (default: the emulator's on loopback, else random)")
     broker.add_argument("--plain", action="store_true", help="plain AMQP queues instead of a Service Bus namespace")
+    broker.add_argument(
+        "--http-port", type=_port, default=None, help="serve the management REST API (HTTPS) on this port (0: any)"
+    )
+    broker.add_argument("--http-cert", default=None, help="PEM certificate for --http-port (default: self-signed)")
+    broker.add_argument("--http-key", default=None, help="PEM private key of --http-cert")
     return parser
 
 
@@ -153,6 +158,8 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
             require_auth=True if args.require_auth else None,
             key_name=args.key_name,
             key=args.key,
+            http_port=args.http_port,
+            http_cert=None if args.http_cert is None else (args.http_cert, args.http_key or args.http_cert),
         )
     return None
 

@@ -55,3 +55,40 @@ def test_broker_command_names_the_bad_field(tmp_path: Path) -> None:
     assert (
         "UserConfig.Namespaces[0].Queues[0].Properties.LockDuration: 'PT1X' is not an ISO-8601 duration" in done.stderr
     )
+
+
+def test_broker_command_serves_the_management_api(tmp_path: Path) -> None:
+    from azure.servicebus.management import ServiceBusAdministrationClient
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--http-port", "0"],
+        stdout=subprocess.PIPE, text=True, env=ENV,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert "listening on amqp://" in proc.stdout.readline()
+        conn_str = proc.stdout.readline().strip()
+        line = proc.stdout.readline()
+        assert line.startswith("management API on https://127.0.0.1:")
+        port = int(line.split("https://127.0.0.1:")[1].split()[0])
+        ca = line.rsplit("CA certificate: ", 1)[1].strip().rstrip(")")
+        admin_conn = (
+            f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE"
+        )
+        with ServiceBusAdministrationClient.from_connection_string(admin_conn, connection_verify=ca) as admin:
+            admin.create_queue("made-over-http")
+        with ServiceBusClient.from_connection_string(conn_str) as client, client.get_queue_sender("made-over-http") as s:
+            s.send_messages(ServiceBusMessage("x"))
+        with ServiceBusAdministrationClient.from_connection_string(admin_conn, connection_verify=ca) as admin:
+            assert admin.get_queue_runtime_properties("made-over-http").active_message_count == 1
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_broker_command_refuses_http_port_with_plain() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--plain", "--http-port", "0"],
+        capture_output=True, text=True, timeout=60, env=ENV, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--http-port" in done.stderr
