@@ -77,7 +77,7 @@ def test_broker_command_serves_the_management_api(tmp_path: Path) -> None:
         )
         with ServiceBusAdministrationClient.from_connection_string(admin_conn, connection_verify=ca) as admin:
             admin.create_queue("made-over-http")
-        with ServiceBusClient.from_connection_string(conn_str) as client, client.get_queue_sender("made-over-http") as s:
+        with ServiceBusClient.from_connection_string(conn_str) as c, c.get_queue_sender("made-over-http") as s:
             s.send_messages(ServiceBusMessage("x"))
         with ServiceBusAdministrationClient.from_connection_string(admin_conn, connection_verify=ca) as admin:
             assert admin.get_queue_runtime_properties("made-over-http").active_message_count == 1
