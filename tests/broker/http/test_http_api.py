@@ -241,7 +241,8 @@ def test_fuzzed_rules_get_201_or_400(
     props: list[tuple[str, str, str]],
 ) -> None:
     pairs = "".join(
-        f'<KeyValueOfstringanyType><Key>{_escape(k)}</Key><Value i:type="{t}">{_escape(v)}</Value></KeyValueOfstringanyType>'
+        f'<KeyValueOfstringanyType><Key>{_escape(k)}</Key><Value i:type="{t}">{_escape(v)}</Value>'
+        "</KeyValueOfstringanyType>"
         for k, t, v in props
     )
     body = (
