@@ -25,7 +25,7 @@ import os
 import ssl
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.server import (
     DEFAULT_HANDSHAKE_TIMEOUT,
@@ -37,7 +37,6 @@ from amqplink.aio.server import (
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.config import BrokerConfig, load_config
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
-from amqplink.broker.http import Certificate, ManagementApi, self_signed, server_context
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.engine import errors as engine_errors
@@ -54,6 +53,9 @@ from amqplink.engine.events import (
 )
 from amqplink.engine.link import RCV_FIRST, TERMINAL_OUTCOMES, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
+
+if TYPE_CHECKING:  # aiohttp (the ``broker`` extra) is imported only when the management API is served
+    from amqplink.broker.http import Certificate, ManagementApi
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_MESSAGE_SIZE", "Broker"]
 
@@ -97,7 +99,10 @@ class Broker:
     ``idle_timeout`` (seconds, ``None``: none): silent connections are closed with
     ``amqp:resource-limit-exceeded``. ``handshake_timeout`` (seconds): time from TCP
     connect to open. ``max_connections``: beyond it, new connections are closed with
-    ``amqp:resource-limit-exceeded``.
+    ``amqp:resource-limit-exceeded``. ``http_port`` (Service Bus namespaces only): also
+    serve the management REST API over HTTPS on that port (0: any free one), with
+    ``http_cert=(cert.pem, key.pem)`` or a self-signed certificate made at start
+    (:attr:`http_ca` is its file); needs aiohttp (the ``broker`` extra).
     """
 
     def __init__(
@@ -184,6 +189,10 @@ class Broker:
         return self
 
     async def _start_management(self, host: str, port: int, servicebus: ServiceBusHost) -> None:
+        try:
+            from amqplink.broker.http import Certificate, ManagementApi, self_signed, server_context
+        except ImportError as exc:
+            raise RuntimeError(f"the management API needs aiohttp: pip install 'amqplink[broker]' ({exc})") from None
         if self.http_cert is not None:
             self.http_certificate = Certificate(*self.http_cert)
         else:
