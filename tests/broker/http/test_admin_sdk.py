@@ -163,3 +163,17 @@ def test_namespace_properties_and_paging(broker: Broker) -> None:
         assert listed == names
         for name in names:
             client.delete_queue(name)
+
+
+async def test_async_client_manages_a_queue() -> None:
+    from azure.servicebus.aio.management import ServiceBusAdministrationClient as AsyncAdmin
+
+    async with Broker(BrokerConfig(), servicebus=True, http_port=0) as broker:
+        conn = f"Endpoint=sb://127.0.0.1:{broker.http_port};SharedAccessKeyName={KEY[0]};SharedAccessKey={KEY[1]}"
+        async with AsyncAdmin.from_connection_string(conn, connection_verify=broker.http_ca) as client:
+            created = await client.create_queue("async-q", requires_session=True)
+            assert created.requires_session
+            assert [q.name async for q in client.list_queues()] == ["async-q"]
+            assert broker.namespace.queue("async-q").requires_session
+            await client.delete_queue("async-q")
+            assert not broker.namespace.queues
