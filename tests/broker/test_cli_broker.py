@@ -15,17 +15,23 @@ from tests.broker.test_sdk import CONFIG
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 
+def start_broker(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """``amqplink broker --port 0 ARGS`` as a subprocess, and the connection string it prints."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", *args],
+        stdout=subprocess.PIPE, text=True, env=ENV,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert "listening on amqp://" in proc.stdout.readline()
+    return proc, proc.stdout.readline().strip()
+
+
 def test_broker_command_with_an_emulator_config(tmp_path: Path) -> None:
     path = tmp_path / "Config.json"
     path.write_text(json.dumps(CONFIG))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--config", str(path)],
-        stdout=subprocess.PIPE, text=True, env=ENV,
-    )  # fmt: skip
+    proc, conn_str = start_broker("--config", str(path))
     try:
         assert proc.stdout is not None
-        assert "listening on amqp://" in proc.stdout.readline()
-        conn_str = proc.stdout.readline().strip()
         assert conn_str.startswith("Endpoint=sb://127.0.0.1:") and conn_str.endswith(
             ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
         )
@@ -60,14 +66,9 @@ def test_broker_command_names_the_bad_field(tmp_path: Path) -> None:
 def test_broker_command_serves_the_management_api(tmp_path: Path) -> None:
     from azure.servicebus.management import ServiceBusAdministrationClient
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--http-port", "0"],
-        stdout=subprocess.PIPE, text=True, env=ENV,
-    )  # fmt: skip
+    proc, conn_str = start_broker("--http-port", "0")
     try:
         assert proc.stdout is not None
-        assert "listening on amqp://" in proc.stdout.readline()
-        conn_str = proc.stdout.readline().strip()
         line = proc.stdout.readline()
         assert line.startswith("management API on https://127.0.0.1:")
         port = int(line.split("https://127.0.0.1:")[1].split()[0])

@@ -20,9 +20,8 @@ from tests.broker.nsutil import T0, send
 
 
 def namespace() -> Namespace:
-    return Namespace(
-        NamespaceConfig(queues=(QueueConfig("q"),), topics=(TopicConfig("t", subscriptions=(SubscriptionConfig("s"),)),))
-    )
+    topic = TopicConfig("t", subscriptions=(SubscriptionConfig("s"),))
+    return Namespace(NamespaceConfig(queues=(QueueConfig("q"),), topics=(topic,)))
 
 
 def test_a_subscription_made_without_rules_has_default_and_one_left_without_rules_receives_nothing() -> None:

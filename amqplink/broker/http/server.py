@@ -218,9 +218,9 @@ class ManagementApi:
         for key in [k for k in self._meta if k == path.lower() or k.startswith(prefix)]:
             del self._meta[key]
 
-    def _entry(self, request: web.Request, path: str, title: str, description: str, status: int = 200) -> web.Response:
+    def _entry_xml(self, request: web.Request, path: str, title: str, description: str) -> str:
         meta = self._get_meta(path)
-        body = atom.entry(
+        return atom.entry(
             self._url(request, path),
             title,
             description,
@@ -228,7 +228,9 @@ class ManagementApi:
             updated=meta.updated,
             author=self.namespace.name,
         )
-        return _xml_response(status, body)
+
+    def _entry(self, request: web.Request, path: str, title: str, description: str, status: int = 200) -> web.Response:
+        return _xml_response(status, self._entry_xml(request, path, title, description))
 
     def _page(self, request: web.Request) -> tuple[int, int]:
         try:
@@ -310,27 +312,11 @@ class ManagementApi:
 
     def _queue_entry(self, request: web.Request, name: str) -> str:
         queue = self.namespace.queue(name)
-        meta = self._get_meta(queue.name)
-        return atom.entry(
-            self._url(request, queue.name),
-            queue.name,
-            self._queue_xml(name),
-            published=meta.created,
-            updated=meta.updated,
-            author=self.namespace.name,
-        )
+        return self._entry_xml(request, queue.name, queue.name, self._queue_xml(name))
 
     def _topic_entry(self, request: web.Request, name: str) -> str:
         topic = self.namespace.topic(name)
-        meta = self._get_meta(topic.name)
-        return atom.entry(
-            self._url(request, topic.name),
-            topic.name,
-            self._topic_xml(name),
-            published=meta.created,
-            updated=meta.updated,
-            author=self.namespace.name,
-        )
+        return self._entry_xml(request, topic.name, topic.name, self._topic_xml(name))
 
     def _entity(self, request: web.Request, method: str, name: str, body: bytes) -> web.Response:
         ns = self.namespace
@@ -403,15 +389,7 @@ class ManagementApi:
 
     def _list_subscriptions(self, request: web.Request, topic: Topic) -> web.Response:
         def render(name: str) -> str:
-            meta = self._get_meta(self._sub_path(topic, name))
-            return atom.entry(
-                self._url(request, self._sub_path(topic, name)),
-                name,
-                self._sub_xml(topic, name),
-                published=meta.created,
-                updated=meta.updated,
-                author=self.namespace.name,
-            )
+            return self._entry_xml(request, self._sub_path(topic, name), name, self._sub_xml(topic, name))
 
         return self._feed(request, "Subscriptions", [s.name for s in topic.subscriptions.values()], render)
 
@@ -455,16 +433,7 @@ class ManagementApi:
         rules = {r.name: r for r in sub.rules}
 
         def render(name: str) -> str:
-            path = f"{sub.path}/rules/{name}"
-            meta = self._get_meta(path)
-            return atom.entry(
-                self._url(request, path),
-                name,
-                self._rule_entry_xml(sub, rules[name]),
-                published=meta.created,
-                updated=meta.updated,
-                author=self.namespace.name,
-            )
+            return self._entry_xml(request, f"{sub.path}/rules/{name}", name, self._rule_entry_xml(sub, rules[name]))
 
         return self._feed(request, "Rules", list(rules), render)
 
