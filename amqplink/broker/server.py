@@ -39,6 +39,7 @@ from amqplink.broker.config import BrokerConfig, load_config
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.sbserver import ServiceBusHost
+from amqplink.codec.types import Symbol
 from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.connection import ConnectionConfig
@@ -197,7 +198,10 @@ class Broker:
             self.http_certificate = Certificate(*self.http_cert)
         else:
             self.http_certificate = self_signed()
-        self.management = ManagementApi(servicebus.namespace, lambda: servicebus.keys)
+        gone = Error(Symbol("amqp:not-found"), "the entity was deleted through the management API")
+        self.management = ManagementApi(
+            servicebus.namespace, lambda: servicebus.keys, on_deleted=lambda nodes: servicebus.detach_links(nodes, gone)
+        )
         await self.management.start(host, port, server_context(self.http_certificate))
         log.info("management API on https://%s:%d", host, self.management.port)
 

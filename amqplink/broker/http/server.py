@@ -111,9 +111,12 @@ class ManagementApi:
         *,
         max_body: int = MAX_BODY,
         clock: Callable[[], float] = time.time,
+        on_deleted: Callable[[set[object]], None] | None = None,
     ) -> None:
         self.namespace = namespace
         self._keys = keys
+        self.on_deleted = on_deleted
+        """Told the queues, topics, subscriptions and dead-letter queues a DELETE removed (to detach their links)."""
         self.max_body = max_body
         self.clock = clock
         self.started = clock()
@@ -212,6 +215,20 @@ class ManagementApi:
     def _get_meta(self, path: str) -> EntityMeta:
         meta = self._meta.get(path.lower())
         return meta if meta is not None else EntityMeta(self.started, self.started)
+
+    def _deleted(self, path: str, *nodes: Entity | Topic) -> web.Response:
+        found: set[object] = set()
+        for node in nodes:
+            found.add(node)
+            if isinstance(node, Topic):
+                for sub in node.subscriptions.values():
+                    found.update((sub, sub.dead_letter_queue))
+            else:
+                found.add(getattr(node, "dead_letter_queue", node))
+        if self.on_deleted is not None:
+            self.on_deleted(found)
+        self._forget(path)
+        return web.Response(status=200)
 
     def _forget(self, path: str) -> None:
         prefix = path.lower() + "/"
@@ -329,13 +346,10 @@ class ManagementApi:
             raise ApiError(404, f"no queue or topic {name!r} in namespace {ns.name!r}")
         if method == "DELETE":
             if key in ns.queues:
-                ns.delete_queue(name)
-            elif key in ns.topics:
-                ns.delete_topic(name)
-            else:
-                raise ApiError(404, f"no queue or topic {name!r} in namespace {ns.name!r}")
-            self._forget(name)
-            return web.Response(status=200)
+                return self._deleted(name, ns.delete_queue(name))
+            if key in ns.topics:
+                return self._deleted(name, ns.delete_topic(name))
+            raise ApiError(404, f"no queue or topic {name!r} in namespace {ns.name!r}")
         if method != "PUT":
             raise ApiError(405, f"{method} is not allowed on {name!r}")
         root = self._root(body)
@@ -400,9 +414,7 @@ class ManagementApi:
             sub = ns.subscription(topic.name, name)
             return self._entry(request, sub.path, sub.name, self._sub_xml(topic, name))
         if method == "DELETE":
-            ns.delete_subscription(topic.name, name)
-            self._forget(path)
-            return web.Response(status=200)
+            return self._deleted(path, ns.delete_subscription(topic.name, name))
         if method != "PUT":
             raise ApiError(405, f"{method} is not allowed on {path!r}")
         desc = self._parse(body, "SubscriptionDescription")

@@ -177,3 +177,38 @@ async def test_async_client_manages_a_queue() -> None:
             assert broker.namespace.queue("async-q").requires_session
             await client.delete_queue("async-q")
             assert not broker.namespace.queues
+
+
+def test_deleting_an_entity_detaches_its_links(broker: Broker) -> None:
+    """Links to a queue deleted over HTTP end with amqp:not-found; sends no longer reach a lost queue."""
+    from azure.servicebus.exceptions import ServiceBusError
+
+    with admin(broker) as client:
+        client.create_queue("adm-gone")
+        with ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0) as sb:
+            with sb.get_queue_sender("adm-gone") as sender:
+                sender.send_messages(ServiceBusMessage("before"))
+                client.delete_queue("adm-gone")
+                with pytest.raises(ServiceBusError):
+                    sender.send_messages(ServiceBusMessage("after"))
+        assert "adm-gone" not in broker.namespace.queues
+
+
+async def test_a_given_certificate_is_served() -> None:
+    import asyncio
+    import ssl
+
+    from amqplink.broker.http import self_signed
+
+    given = self_signed("given")
+    try:
+        broker = Broker(BrokerConfig(), servicebus=True, http_port=0, http_cert=(given.cert_path, given.key_path))
+        async with broker:
+            assert broker.http_ca == given.cert_path
+            served = await asyncio.to_thread(ssl.get_server_certificate, ("127.0.0.1", broker.http_port))
+            with open(given.cert_path) as f:
+                assert served.strip() == f.read().strip()
+        with open(given.cert_path) as f:
+            assert f.read()  # the broker leaves a given certificate in place
+    finally:
+        given.remove()
