@@ -185,12 +185,12 @@ def test_deleting_an_entity_detaches_its_links(broker: Broker) -> None:
 
     with admin(broker) as client:
         client.create_queue("adm-gone")
-        with ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0) as sb:
-            with sb.get_queue_sender("adm-gone") as sender:
-                sender.send_messages(ServiceBusMessage("before"))
-                client.delete_queue("adm-gone")
-                with pytest.raises(ServiceBusError):
-                    sender.send_messages(ServiceBusMessage("after"))
+        sb = ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0)
+        with sb, sb.get_queue_sender("adm-gone") as sender:
+            sender.send_messages(ServiceBusMessage("before"))
+            client.delete_queue("adm-gone")
+            with pytest.raises(ServiceBusError):
+                sender.send_messages(ServiceBusMessage("after"))
         assert "adm-gone" not in broker.namespace.queues
 
 
