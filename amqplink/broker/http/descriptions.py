@@ -54,6 +54,14 @@ MAX_USER_METADATA = 1024
 _XSI_TYPE = f"{{{XSI_NS}}}type"
 _BOOL_KEYS = {"RequiresSession", "RequiresDuplicateDetection", "DeadLetteringOnMessageExpiration"}
 _INT_KEYS = {"MaxDeliveryCount", "MaxMessageSizeInKilobytes", "MaxSizeInMegabytes"}
+_TEXT_KEYS = {
+    "LockDuration",
+    "DefaultMessageTimeToLive",
+    "DuplicateDetectionHistoryTimeWindow",
+    "ForwardTo",
+    "ForwardDeadLetteredMessagesTo",
+}
+"""Elements read as text; any other a config reader knows is typed by its text (a boolean or a number)."""
 _CORRELATION = (
     ("CorrelationId", "correlation_id"),
     ("MessageId", "message_id"),
@@ -124,9 +132,9 @@ def _bool(text: str, where: str) -> bool:
 
 
 def _typed(key: str, text: str, where: str) -> Any:
-    if key in _BOOL_KEYS:
+    if key in _BOOL_KEYS or (key not in _TEXT_KEYS and text.strip().lower() in ("true", "false")):
         return _bool(text, where)
-    if key in _INT_KEYS:
+    if key in _INT_KEYS or (key not in _TEXT_KEYS and text.strip().isdigit()):
         stripped = text.strip()
         if not stripped.isascii() or not stripped.lstrip("-").isdigit() or len(stripped) > 12:
             raise ConfigError(f"{where}: expected an integer, not {text!r}")
