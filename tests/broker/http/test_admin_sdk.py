@@ -212,3 +212,26 @@ async def test_a_given_certificate_is_served() -> None:
             assert f.read()  # the broker leaves a given certificate in place
     finally:
         given.remove()
+
+
+def test_partitioned_queue_made_over_http(broker: Broker) -> None:
+    with admin(broker) as client:
+        created = client.create_queue("adm-part", enable_partitioning=True)
+        assert created.enable_partitioning
+        queue = broker.namespace.queue("adm-part")
+        assert len(getattr(queue, "fragments", ())) == 16
+        with (
+            ServiceBusClient.from_connection_string(broker.connection_string) as sb,
+            sb.get_queue_sender("adm-part") as sender,
+        ):
+            sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(20)])
+        assert client.get_queue_runtime_properties("adm-part").active_message_count == 20
+        props = client.get_queue("adm-part")
+        props.lock_duration = dt.timedelta(seconds=20)
+        client.update_queue(props)
+        assert {f.properties.lock_duration for f in queue.fragments} == {20.0}  # type: ignore[attr-defined]
+        props.enable_partitioning = False
+        with pytest.raises(HttpResponseError) as refused:
+            client.update_queue(props)
+        assert refused.value.status_code == 400 and "EnablePartitioning" in str(refused.value)
+        client.delete_queue("adm-part")
