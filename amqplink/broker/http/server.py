@@ -22,6 +22,7 @@ import logging
 import re
 import ssl
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -268,11 +269,20 @@ class ManagementApi:
         body = atom.feed(url, title, (render(n) for n in page), updated=self.clock(), next_url=next_url)
         return _xml_response(200, body, _FEED)
 
-    def _parse(self, body: bytes, kind: str) -> Any:
+    @staticmethod
+    def _parse(body: bytes, *kinds: str) -> ET.Element:
+        """The first of ``kinds`` the body's Atom entry holds; 400 naming what is wrong otherwise."""
+        problem = "no description"
         try:
-            return description_of(parse_xml(body), kind)
+            root = parse_xml(body)
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
+        for kind in kinds:
+            try:
+                return description_of(root, kind)
+            except ValueError as exc:
+                problem = str(exc)
+        raise ApiError(400, problem if len(kinds) == 1 else f"the entry's content holds no {' or '.join(kinds)}")
 
     @staticmethod
     def _updating(request: web.Request) -> bool:
@@ -352,11 +362,8 @@ class ManagementApi:
             raise ApiError(404, f"no queue or topic {name!r} in namespace {ns.name!r}")
         if method != "PUT":
             raise ApiError(405, f"{method} is not allowed on {name!r}")
-        root = self._root(body)
-        kind = next((k for k in ("QueueDescription", "TopicDescription") if _holds(root, k)), None)
-        if kind is None:
-            raise ApiError(400, "the entry's content holds no QueueDescription or TopicDescription")
-        desc = self._parse(body, kind)
+        desc = self._parse(body, "QueueDescription", "TopicDescription")
+        kind = local_name(desc.tag)
         now = self.clock()
         if self._updating(request):
             if kind == "QueueDescription":
@@ -384,12 +391,6 @@ class ManagementApi:
         log.info("management API: topic %r created", name)
         self._meta[key] = meta
         return self._entry(request, name, name, self._topic_xml(name), status=201)
-
-    def _root(self, body: bytes) -> Any:
-        try:
-            return parse_xml(body)
-        except ValueError as exc:
-            raise ApiError(400, str(exc)) from None
 
     # -- subscriptions ------------------------------------------------------------
     def _sub_path(self, topic: Topic, name: str) -> str:
@@ -482,14 +483,6 @@ class ManagementApi:
         self.namespace.set_rules(sub, rules)
         log.info("management API: rule %r of %r %s", name, sub.path, "updated" if status == 200 else "created")
         return self._entry(request, path, rule.name, self._rule_entry_xml(sub, rule), status=status)
-
-
-def _holds(root: Any, kind: str) -> bool:
-    try:
-        description_of(root, kind)
-    except ValueError:
-        return False
-    return True
 
 
 def _read_properties(desc: Any, base: EntityProperties) -> EntityProperties:
