@@ -235,3 +235,19 @@ def test_partitioned_queue_made_over_http(broker: Broker) -> None:
             client.update_queue(props)
         assert refused.value.status_code == 400 and "EnablePartitioning" in str(refused.value)
         client.delete_queue("adm-part")
+
+
+def test_forward_to_set_over_http_routes_messages(broker: Broker) -> None:
+    with admin(broker) as client:
+        client.create_queue("adm-target")
+        source = client.create_queue("adm-source", forward_to="adm-target")
+        assert source.forward_to is not None and source.forward_to.endswith("/adm-target")
+        with (
+            ServiceBusClient.from_connection_string(broker.connection_string) as sb,
+            sb.get_queue_sender("adm-source") as sender,
+        ):
+            sender.send_messages(ServiceBusMessage("forwarded"))
+        assert client.get_queue_runtime_properties("adm-target").active_message_count == 1
+        assert client.get_queue_runtime_properties("adm-source").active_message_count == 0
+        client.delete_queue("adm-source")
+        client.delete_queue("adm-target")
