@@ -16,6 +16,7 @@ import sys
 
 from amqplink.broker import Broker
 from amqplink.broker.config import ConfigError, load_config
+from amqplink.broker.durable import StoreError
 from amqplink.broker.sbserver import EMULATOR_KEY_NAME
 
 __all__ = ["run_broker"]
@@ -33,6 +34,7 @@ async def run_broker(
     require_auth: bool | None = None,
     key_name: str | None = None,
     key: str | None = None,
+    data_dir: str | None = None,
     http_port: int | None = None,
     http_cert: tuple[str, str] | None = None,
 ) -> None:
@@ -41,17 +43,26 @@ async def run_broker(
         print("amqplink broker: --http-port serves a Service Bus namespace, not --plain queues", file=sys.stderr)
         raise SystemExit(2)
     if plain:
+        if data_dir is not None:
+            print("amqplink broker: --data-dir keeps a Service Bus namespace; leave out --plain", file=sys.stderr)
+            raise SystemExit(2)
         broker = Broker()
     else:
         try:
             loaded = None if config is None else load_config(config)
-        except ConfigError as exc:
+            keys = None if key is None else {key_name or EMULATOR_KEY_NAME: key}
+            broker = Broker(
+                loaded,
+                servicebus=True,
+                keys=keys,
+                require_auth=require_auth,
+                data_dir=data_dir,
+                http_port=http_port,
+                http_cert=http_cert,
+            )
+        except (ConfigError, StoreError) as exc:
             print(f"amqplink broker: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
-        keys = None if key is None else {key_name or EMULATOR_KEY_NAME: key}
-        broker = Broker(
-            loaded, servicebus=True, keys=keys, require_auth=require_auth, http_port=http_port, http_cert=http_cert
-        )
     try:
         await broker.start(host, port)
     except OSError as exc:

@@ -190,6 +190,7 @@ class Entity:
         msg.state = MessageState.AVAILABLE
         msg.lock_token = None
         heapq.heappush(self._available.setdefault(self._key(msg), []), msg.sequence_number)
+        self.store.update(msg)
 
     def _add(self, msg: StoredMessage) -> None:
         self.store.append(msg)
@@ -254,6 +255,30 @@ class Entity:
             self._remove(msg.sequence_number)
             log.debug("%s: message %d expired", self.path, msg.sequence_number)
 
+    def recover(self, next_sequence: int) -> None:
+        """Index the messages a durable store brought back (call once, on an entity with no
+        other messages): locks do not survive a restart, so a message that was locked is
+        available again, its delivery count as taken with the lock (Service Bus does the same)."""
+        self._next_sequence = max(self._next_sequence, next_sequence)
+        for msg in self.store:
+            self.bytes += msg.envelope.size
+            seq = msg.sequence_number
+            if msg.state is MessageState.SCHEDULED and msg.scheduled_at is not None:
+                heapq.heappush(self._scheduled, (msg.scheduled_at, seq))
+                continue
+            if msg.deferred:
+                msg.state = MessageState.DEFERRED
+            else:
+                msg.state = MessageState.AVAILABLE
+                msg.lock_token = None
+                heapq.heappush(self._available.setdefault(self._key(msg), []), seq)
+            if msg.expires_at != math.inf:
+                heapq.heappush(self._expiry, (msg.expires_at, seq))
+        if self._scheduled or self._expiry:
+            self._timed()
+        if len(self.store):
+            self._notify()
+
     # -- receiving ----------------------------------------------------------------
     def receive(
         self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
@@ -292,6 +317,7 @@ class Entity:
             self._add(msg)  # receive-and-delete had removed it
         if msg.deferred:
             msg.state = MessageState.DEFERRED
+            self.store.update(msg)
         else:
             self._make_available(msg)
 
@@ -299,6 +325,7 @@ class Entity:
         token = uuid.uuid4()
         msg.state = MessageState.LOCKED
         msg.lock_token = token
+        self.store.update(msg)  # the delivery count taken with the lock survives a restart
         self._locks[token] = msg.sequence_number
         if self.requires_session and session_id is not None:
             msg.locked_until = self.sessions.held(session_id, now).locked_until
@@ -404,6 +431,7 @@ class Entity:
         msg = self.locked(token, now)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
+            self.store.update(msg, envelope=True)
         self._unlock(msg, now)
         self._notify()
 
@@ -411,9 +439,11 @@ class Entity:
         msg = self.locked(token, now)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
+            self.store.update(msg, envelope=True)
         self._release_lock(msg)
         msg.state = MessageState.DEFERRED
         msg.deferred = True
+        self.store.update(msg)
 
     def dead_letter(
         self,
@@ -467,6 +497,7 @@ class Entity:
             self._expire(msg, now)  # it expired while locked: now that the lock is gone
         elif msg.deferred:
             msg.state = MessageState.DEFERRED
+            self.store.update(msg)
         else:
             self._make_available(msg)
 

@@ -248,6 +248,11 @@ class _Store:
         fragment = self._of(sequence_number)
         return None if fragment is None else fragment.store.get(sequence_number)
 
+    def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
+        fragment = self._of(message.sequence_number)
+        if fragment is not None:
+            fragment.store.update(message, envelope=envelope)
+
     def __len__(self) -> int:
         return sum(len(f.store) for f in self._fragments)
 

@@ -251,3 +251,31 @@ def test_forward_to_set_over_http_routes_messages(broker: Broker) -> None:
         assert client.get_queue_runtime_properties("adm-source").active_message_count == 0
         client.delete_queue("adm-source")
         client.delete_queue("adm-target")
+
+
+def test_a_deleted_entity_leaves_no_messages_in_the_data_dir(tmp_path: object) -> None:
+    """Made again under the same name (and after a restart) a deleted queue or topic starts empty."""
+    for run in range(2):
+        with running_broker(None, http_port=0, data_dir=tmp_path) as durable, admin(durable) as client:
+            if run == 0:
+                client.create_queue("dq")
+                client.create_topic("dt")
+                client.create_subscription("dt", "s")
+                with ServiceBusClient.from_connection_string(durable.connection_string) as sb:
+                    with sb.get_queue_sender("dq") as sender:
+                        sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(3)])
+                    with sb.get_topic_sender("dt") as sender:
+                        sender.send_messages(ServiceBusMessage("t"))
+                        later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+                        sender.schedule_messages(ServiceBusMessage("later"), later)
+                assert client.get_queue_runtime_properties("dq").active_message_count == 3
+                assert client.get_topic_runtime_properties("dt").scheduled_message_count == 1
+                client.delete_queue("dq")
+                client.delete_topic("dt")
+                client.create_queue("dq")
+            # Made over HTTP, a topic does not outlive the broker (a queue made on first use does)
+            client.create_topic("dt")
+            client.create_subscription("dt", "s")
+            assert client.get_queue_runtime_properties("dq").total_message_count == 0
+            assert client.get_subscription_runtime_properties("dt", "s").total_message_count == 0
+            assert client.get_topic_runtime_properties("dt").scheduled_message_count == 0
