@@ -292,6 +292,9 @@ class _Sessions:
         self._owner = owner
         self.state = _SessionState(owner)
 
+    def set_state(self, session_id: str, state: bytes | None) -> None:
+        self._owner.session_fragment(session_id).sessions.set_state(session_id, state)
+
     def is_locked(self, session_id: str, now: float) -> bool:
         return self._owner.session_fragment(session_id).sessions.is_locked(session_id, now)
 
