@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--key", default=None, help="SAS key (default: the emulator's on loopback, else random)")
     broker.add_argument("--plain", action="store_true", help="plain AMQP queues instead of a Service Bus namespace")
     broker.add_argument("--data-dir", default=None, help="keep messages in this directory (default: in memory)")
+    broker.add_argument(
+        "--http-port", type=_port, default=None, help="serve the management REST API (HTTPS) on this port (0: any)"
+    )
+    broker.add_argument("--http-cert", default=None, help="PEM certificate for --http-port (default: self-signed)")
+    broker.add_argument("--http-key", default=None, help="PEM private key of --http-cert")
 
     from amqplink.broker.faults import FaultKind
     from amqplink.commands.broker_fault import OPERATIONS
@@ -179,6 +184,8 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
             key_name=args.key_name,
             key=args.key,
             data_dir=args.data_dir,
+            http_port=args.http_port,
+            http_cert=None if args.http_cert is None else (args.http_cert, args.http_key or args.http_cert),
         )
     return None
 

@@ -194,6 +194,11 @@ class ServiceBusHost:
         for conn in list(self.connections):
             conn.tick(now)
 
+    def detach_links(self, nodes: set[object], error: Error) -> None:
+        """Detach every link to one of ``nodes`` (entities or topics deleted at run time) with ``error``."""
+        for conn in list(self.connections):
+            conn.detach_links(nodes, error)
+
     def accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Callable[[list[Event]], None]:
         """The event handler of one new connection."""
         conn = _ServiceBusConnection(self, engine, protocol)
@@ -659,6 +664,16 @@ class _ServiceBusConnection:
         self.protocol.schedule_flush()
 
     # -- links going away -------------------------------------------------------------
+    def detach_links(self, nodes: set[object], error: Error) -> None:
+        links: list[Link] = [link for link, c in self.consumers.items() if c.entity in nodes]
+        links += [link for link, (target, _) in self.producers.items() if target in nodes]
+        for link in links:
+            if not link.detach_sent:
+                link.detach(error)
+            self._drop(link)
+        if links:
+            self.protocol.schedule_flush()
+
     def _drop(self, link: Link) -> None:
         now = self.host.clock()
         consumer = self.consumers.pop(link, None)  # type: ignore[call-overload]

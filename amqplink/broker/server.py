@@ -25,7 +25,7 @@ import os
 import ssl
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.server import (
     DEFAULT_HANDSHAKE_TIMEOUT,
@@ -41,6 +41,7 @@ from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
 from amqplink.broker.faults import Faults
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.sbserver import ServiceBusHost
+from amqplink.codec.types import Symbol
 from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.connection import ConnectionConfig
@@ -55,6 +56,9 @@ from amqplink.engine.events import (
 )
 from amqplink.engine.link import RCV_FIRST, TERMINAL_OUTCOMES, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
+
+if TYPE_CHECKING:  # aiohttp (the ``broker`` extra) is imported only when the management API is served
+    from amqplink.broker.http import Certificate, ManagementApi
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_MESSAGE_SIZE", "Broker"]
 
@@ -107,7 +111,10 @@ class Broker:
     connect to open. ``max_connections``: beyond it, new connections are closed with
     ``amqp:resource-limit-exceeded``. ``data_dir``: keep the Service Bus namespace in
     this directory (an SQLite file, read back on start); a transfer is settled only
-    once what it caused is written there.
+    once what it caused is written there. ``http_port`` (Service Bus namespaces only): also
+    serve the management REST API over HTTPS on that port (0: any free one), with
+    ``http_cert=(cert.pem, key.pem)`` or a self-signed certificate made at start
+    (:attr:`http_ca` is its file); needs aiohttp (the ``broker`` extra).
     """
 
     def __init__(
@@ -124,6 +131,8 @@ class Broker:
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         data_dir: str | os.PathLike[str] | None = None,
+        http_port: int | None = None,
+        http_cert: tuple[str, str] | None = None,
     ) -> None:
         if credit_window < 1:
             raise ValueError(f"credit_window must be at least 1, not {credit_window}")
@@ -143,6 +152,14 @@ class Broker:
             self.servicebus = _servicebus_host(config, keys, require_auth, credit_window, data_dir)
         elif data_dir is not None:
             raise ValueError("data_dir keeps a Service Bus namespace: it cannot be used with servicebus=False")
+        self.http_port_wanted = http_port
+        """Port of the management REST API (``None``: not served; 0: any free port); see :mod:`.http`."""
+        self.http_cert = http_cert
+        """``(cert.pem, key.pem)`` for the management API; ``None``: a self-signed one made at start."""
+        self.management: ManagementApi | None = None
+        self.http_certificate: Certificate | None = None
+        if http_port is not None and self.servicebus is None:
+            raise ValueError("http_port needs a Service Bus namespace: give a config or servicebus=True")
         self._server: asyncio.Server | None = None
         self._host = "127.0.0.1"
         self._tls = False
@@ -182,7 +199,39 @@ class Broker:
             self.servicebus.secure_for(is_loopback(host))
             self.servicebus.start()
             log.info("Service Bus namespace %r on %s", self.servicebus.namespace.name, self.url)
+            if self.http_port_wanted is not None:
+                await self._start_management(host, self.http_port_wanted, self.servicebus)
         return self
+
+    async def _start_management(self, host: str, port: int, servicebus: ServiceBusHost) -> None:
+        try:
+            from amqplink.broker.http import Certificate, ManagementApi, self_signed, server_context
+        except ImportError as exc:
+            raise RuntimeError(f"the management API needs aiohttp: pip install 'amqplink[broker]' ({exc})") from None
+        if self.http_cert is not None:
+            self.http_certificate = Certificate(*self.http_cert)
+        else:
+            self.http_certificate = self_signed()
+        gone = Error(Symbol("amqp:not-found"), "the entity was deleted through the management API")
+        self.management = ManagementApi(
+            servicebus.namespace, lambda: servicebus.keys, on_deleted=lambda nodes: servicebus.detach_links(nodes, gone)
+        )
+        await self.management.start(host, port, server_context(self.http_certificate))
+        log.info("management API on https://%s:%d", host, self.management.port)
+
+    @property
+    def http_port(self) -> int:
+        """The port of the management REST API (after :meth:`start` with ``http_port``)."""
+        if self.management is None:
+            raise RuntimeError("the management API is not served: start the broker with http_port")
+        return self.management.port
+
+    @property
+    def http_ca(self) -> str:
+        """The PEM file of the management API's certificate (a CA bundle for a client such as the SDK)."""
+        if self.http_certificate is None:
+            raise RuntimeError("the management API is not served: start the broker with http_port")
+        return self.http_certificate.cert_path
 
     @property
     def namespace(self) -> Namespace:
@@ -213,6 +262,12 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop listening and drop every connection."""
+        if self.management is not None:
+            await self.management.stop()
+            self.management = None
+        if self.http_certificate is not None:
+            self.http_certificate.remove()
+            self.http_certificate = None
         if self.servicebus is not None:
             await self.servicebus.stop()
         if self._server is not None:

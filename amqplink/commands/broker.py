@@ -3,7 +3,9 @@
 On loopback the emulator's well-known key (``SAS_KEY_VALUE`` for
 ``RootManageSharedAccessKey``) is the default, so existing emulator connection
 strings work; bound to any other address the broker is strict and, without a
-key, makes a random one. Either way it prints its connection string.
+key, makes a random one. Either way it prints its connection string. With ``--http-port`` it also serves the
+management REST API over HTTPS (a self-signed certificate unless ``--http-cert``/``--http-key``)
+and prints its URL and the certificate file to trust.
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ async def run_broker(
     key_name: str | None = None,
     key: str | None = None,
     data_dir: str | None = None,
+    http_port: int | None = None,
+    http_cert: tuple[str, str] | None = None,
 ) -> None:
     """Serve on ``host:port`` until cancelled; prints the URL (and connection string) once listening."""
+    if plain and http_port is not None:
+        print("amqplink broker: --http-port serves a Service Bus namespace, not --plain queues", file=sys.stderr)
+        raise SystemExit(2)
     if plain:
         if data_dir is not None:
             print("amqplink broker: --data-dir keeps a Service Bus namespace; leave out --plain", file=sys.stderr)
@@ -44,7 +51,15 @@ async def run_broker(
         try:
             loaded = None if config is None else load_config(config)
             keys = None if key is None else {key_name or EMULATOR_KEY_NAME: key}
-            broker = Broker(loaded, servicebus=True, keys=keys, require_auth=require_auth, data_dir=data_dir)
+            broker = Broker(
+                loaded,
+                servicebus=True,
+                keys=keys,
+                require_auth=require_auth,
+                data_dir=data_dir,
+                http_port=http_port,
+                http_cert=http_cert,
+            )
         except (ConfigError, StoreError) as exc:
             print(f"amqplink broker: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
@@ -55,6 +70,8 @@ async def run_broker(
     print(f"amqplink broker listening on amqp://{host}:{broker.port}", flush=True)
     if not plain:
         print(broker.connection_string, flush=True)
+        if broker.management is not None:
+            print(f"management API on https://{host}:{broker.http_port} (CA certificate: {broker.http_ca})", flush=True)
     if ready is not None:
         ready.set()
     try:

@@ -131,7 +131,8 @@ class Persistence:
         # queue is known by its dead-letter queue (a topic has none).
         if namespace.auto_create:
             for path in list(self._ids):
-                is_queue = f"{path}/$deadletterqueue" in self._ids
+                # (a subscription has a dead-letter queue too, but is no queue: its path has a '/')
+                is_queue = "/" not in path and f"{path}/$deadletterqueue" in self._ids
                 if is_queue and path not in namespace.queues and path not in namespace.topics:
                     namespace.resolve(path)
         left = [path for path, eid in self._ids.items() if eid in self._messages]

@@ -3,8 +3,8 @@
 "A correlation filter holds a set of conditions that are matched against one or
 more of an arriving message's user and system properties" (Service Bus topic
 filters); every condition given must equal, and a subscription takes a copy when
-any of its rules matches. A subscription without rules has the ``$Default``
-rule, a TrueFilter. A SqlFilter matches when its condition is true (not false,
+any of its rules matches. A subscription made without rules has the ``$Default``
+rule, a TrueFilter (one left with none receives nothing). A SqlFilter matches when its condition is true (not false,
 not unknown); it is compiled when the rule is loaded (:mod:`.sql_filter`). A rule
 with a SqlRuleAction puts its own, changed, copy of a matching message on the
 subscription.
@@ -70,9 +70,11 @@ def rule_matches(rule: RuleConfig, envelope: Envelope) -> bool:
 
 
 def rules_match(rules: Sequence[RuleConfig], envelope: Envelope) -> bool:
-    """Whether a subscription with ``rules`` (none: the ``$Default`` TrueFilter) selects the message."""
-    if not rules:
-        return True
+    """Whether a subscription with ``rules`` selects the message (none: it receives nothing).
+
+    A subscription made without rules gets the ``$Default`` TrueFilter (:mod:`.namespace`);
+    "if you remove the default rule and add no others, the subscription receives no messages".
+    """
     for rule in rules:  # noqa: SIM110 -- a plain loop: no generator per message on the fan-out path
         if rule_matches(rule, envelope):
             return True

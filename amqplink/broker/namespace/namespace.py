@@ -58,6 +58,8 @@ __all__ = [
     "BATCH_FORMAT",
     "MAX_ENTITIES",
     "MAX_FORWARD_HOPS",
+    "MAX_RULES",
+    "MAX_SUBSCRIPTIONS",
     "Namespace",
     "PartitionedQueue",
     "PartitionedSubscription",
@@ -74,6 +76,12 @@ BATCH_FORMAT = 0x80013700
 MAX_ENTITIES = 10_000
 """Queues and topics a namespace holds at most (queues made on first use count too)."""
 MAX_FORWARD_HOPS = 4
+MAX_SUBSCRIPTIONS = 2000
+"""Subscriptions one topic holds at most (Service Bus: 2,000 per topic)."""
+MAX_RULES = 2000
+"""Rules one subscription holds at most (Service Bus: 2,000 filters per topic)."""
+DEFAULT_RULE = RuleConfig("$Default", "True")
+"""Service Bus: "every newly created topic subscription has an initial default rule" (a TrueFilter)."""
 """Service Bus: "a message can be forwarded through at most four entities"."""
 DEAD_LETTER_SUFFIX = "$deadletterqueue"
 DEADLETTER_SOURCE = Symbol("x-opt-deadletter-source")
@@ -158,6 +166,16 @@ class Topic:
 
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, subscriptions={list(self.subscriptions)})"
+
+    @property
+    def scheduled_count(self) -> int:
+        """Messages scheduled on the topic, not yet fanned out."""
+        return len(self._scheduled)
+
+    @property
+    def scheduled_sequence_numbers(self) -> list[int]:
+        """Sequence numbers of the messages scheduled on the topic."""
+        return list(self._scheduled)
 
     def schedule(self, envelope: Envelope, at: float) -> int:
         full = len(self._scheduled) >= self.properties.max_messages
@@ -305,10 +323,11 @@ class Namespace:
         # A message lives no longer than its topic's default time to live either.
         ttl = min(config.properties.default_message_ttl, topic.properties.default_message_ttl)
         properties = dataclasses.replace(config.properties, default_message_ttl=ttl)
+        rules = config.rules or (DEFAULT_RULE,)
         if topic.partitions is None:
-            sub = Subscription(topic.name, config.name, properties, config.rules)
+            sub = Subscription(topic.name, config.name, properties, rules)
         else:
-            sub = PartitionedSubscription(topic.name, config.name, properties, config.rules, topic.partitions)
+            sub = PartitionedSubscription(topic.name, config.name, properties, rules, topic.partitions)
         topic.subscriptions[config.name.lower()] = sub
         self._wire_dead_letters(sub, sub.dead_letter_queue)
         self._added(sub)
@@ -337,6 +356,116 @@ class Namespace:
 
         entity.dead_letter_sink = sink
 
+    # -- runtime management (the management REST API) -------------------------------
+    def check_room(self) -> None:
+        """``amqp:resource-limit-exceeded`` when the namespace holds :data:`MAX_ENTITIES` queues and topics."""
+        if len(self.queues) + len(self.topics) >= MAX_ENTITIES:
+            raise EntityError(
+                RESOURCE_LIMIT_EXCEEDED,
+                f"the namespace holds {MAX_ENTITIES} entities, its limit: delete one or use an existing one",
+            )
+
+    def queue(self, name: str) -> Queue:
+        """The queue called ``name`` (any case); ``amqp:not-found`` otherwise."""
+        queue = self.queues.get(name.lower())
+        if queue is None:
+            raise EntityError(NOT_FOUND, f"no queue {name!r} in namespace {self.name!r}")
+        return queue
+
+    def topic(self, name: str) -> Topic:
+        """The topic called ``name`` (any case); ``amqp:not-found`` otherwise."""
+        topic = self.topics.get(name.lower())
+        if topic is None:
+            raise EntityError(NOT_FOUND, f"no topic {name!r} in namespace {self.name!r}")
+        return topic
+
+    def subscription(self, topic: str, name: str) -> Subscription:
+        """Subscription ``name`` of ``topic``; ``amqp:not-found`` otherwise."""
+        sub = self.topic(topic).subscriptions.get(name.lower())
+        if sub is None:
+            raise EntityError(NOT_FOUND, f"no subscription {name!r} on topic {topic!r}")
+        return sub
+
+    def create_subscription(self, topic: Topic, config: SubscriptionConfig) -> Subscription:
+        """Add a subscription at run time; ``ValueError`` if it exists, bounded by :data:`MAX_SUBSCRIPTIONS`."""
+        if config.name.lower() in topic.subscriptions:
+            raise ValueError(f"subscription {config.name!r} exists already on topic {topic.name!r}")
+        if len(topic.subscriptions) >= MAX_SUBSCRIPTIONS:
+            raise EntityError(
+                RESOURCE_LIMIT_EXCEEDED,
+                f"topic {topic.name!r} holds {MAX_SUBSCRIPTIONS} subscriptions, its limit: delete one first",
+            )
+        return self.add_subscription(topic, config)
+
+    def delete_queue(self, name: str) -> Queue:
+        """Remove a queue and its messages (links already attached keep the detached object)."""
+        queue = self.queue(name)
+        del self.queues[name.lower()]
+        self._forget(queue, queue.dead_letter_queue)
+        log.info("queue %r deleted", queue.name)
+        return queue
+
+    def delete_topic(self, name: str) -> Topic:
+        """Remove a topic with its subscriptions and their messages."""
+        topic = self.topic(name)
+        del self.topics[name.lower()]
+        for sub in topic.subscriptions.values():
+            self._forget(sub, sub.dead_letter_queue)
+        topic.cancel_scheduled(list(topic.scheduled_sequence_numbers))
+        log.info("topic %r deleted", topic.name)
+        return topic
+
+    def delete_subscription(self, topic: str, name: str) -> Subscription:
+        """Remove a subscription and its messages."""
+        sub = self.subscription(topic, name)
+        del self.topic(topic).subscriptions[name.lower()]
+        self._forget(sub, sub.dead_letter_queue)
+        log.info("subscription %r deleted", sub.path)
+        return sub
+
+    def _forget(self, *entities: Entity) -> None:
+        # Its messages leave its store (a durable one records the deletes), so an entity made
+        # again under the same name starts empty, as on Service Bus.
+        for entity in entities:
+            self._timed.discard(entity)
+            for msg in list(entity.store):
+                entity.store.remove(msg.sequence_number)
+
+    def update_queue(self, queue: Queue, properties: EntityProperties) -> None:
+        """Apply new settings to a queue (``ValueError`` for one Service Bus does not let change)."""
+        _check_unchanged(queue.path, queue.properties, properties)
+        self._set_properties(queue, queue.dead_letter_queue, properties)
+        _set_window(queue.duplicates, getattr(queue, "partitions", None), properties)
+
+    def update_topic(self, topic: Topic, properties: EntityProperties) -> None:
+        """Apply new settings to a topic (``ValueError`` for one Service Bus does not let change)."""
+        _check_unchanged(topic.path, topic.properties, properties)
+        topic.properties = properties
+        _set_window(topic.duplicates, topic.partitions, properties)
+
+    def update_subscription(self, topic: Topic, sub: Subscription, properties: EntityProperties) -> None:
+        """Apply new settings to a subscription (its time to live no longer than its topic's)."""
+        _check_unchanged(sub.path, sub.properties, properties)
+        ttl = min(properties.default_message_ttl, topic.properties.default_message_ttl)
+        self._set_properties(sub, sub.dead_letter_queue, dataclasses.replace(properties, default_message_ttl=ttl))
+
+    def _set_properties(self, entity: Entity, dlq: Entity, properties: EntityProperties) -> None:
+        for e in (entity, dlq):
+            e.properties = properties
+            for part in getattr(e, "fragments", None) or (e,):  # a partitioned entity's own fragments
+                part.properties = properties
+                part.sessions.lock_duration = properties.lock_duration
+        self._wire_dead_letters(entity, dlq)
+
+    @staticmethod
+    def set_rules(sub: Subscription, rules: tuple[RuleConfig, ...]) -> None:
+        """Replace a subscription's rules (none: it receives nothing), bounded by :data:`MAX_RULES`."""
+        if len(rules) > MAX_RULES:
+            raise EntityError(
+                RESOURCE_LIMIT_EXCEEDED, f"{sub.path!r} would hold {len(rules)} rules, above its limit of {MAX_RULES}"
+            )
+        sub.rules = rules
+
     # -- addresses ----------------------------------------------------------------
     def resolve(self, address: str) -> Node:
         """The node an address names; ``amqp:not-found`` if it names nothing."""
@@ -357,11 +486,7 @@ class Namespace:
                 return Node(None, topic, management)
             queue = self.queues.get(first)
             if queue is None and self.auto_create and topic is None:
-                if len(self.queues) + len(self.topics) >= MAX_ENTITIES:
-                    raise EntityError(
-                        RESOURCE_LIMIT_EXCEEDED,
-                        f"the namespace holds {MAX_ENTITIES} entities, its limit: use an existing one",
-                    )
+                self.check_room()
                 queue = self.add_queue(QueueConfig(parts[0], self.default_properties))
                 log.info("queue %r created on first use", parts[0])
             if queue is None:
@@ -518,3 +643,26 @@ class Namespace:
     def next_deadline(self) -> float:
         heads = [e.next_deadline() for e in self._timed] + [t.next_deadline() for t in self.topics.values()]
         return min(heads, default=math.inf)
+
+
+def _check_unchanged(path: str, old: EntityProperties, new: EntityProperties) -> None:
+    # Service Bus: "The value for the RequiresSession property of an existing Queue cannot be changed";
+    # duplicate detection likewise is chosen at creation only.
+    for attr, name in (
+        ("requires_session", "RequiresSession"),
+        ("requires_duplicate_detection", "RequiresDuplicateDetection"),
+        ("enable_partitioning", "EnablePartitioning"),
+        ("partition_count", "PartitionCount"),
+    ):
+        if getattr(old, attr) != getattr(new, attr):
+            raise ValueError(f"the value for the {name} property of an existing entity {path!r} cannot be changed")
+
+
+def _set_window(
+    duplicates: DuplicateDetector | None, partitions: Partitions | None, properties: EntityProperties
+) -> None:
+    detectors = [duplicates] if duplicates is not None else []
+    if partitions is not None and partitions.duplicates is not None:
+        detectors += partitions.duplicates
+    for detector in detectors:
+        detector.window = properties.duplicate_detection_window

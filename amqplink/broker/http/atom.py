@@ -1,0 +1,106 @@
+"""Writing the Atom documents of the Service Bus management API.
+
+An entity is an Atom ``entry`` whose ``content`` holds its description
+(``QueueDescription``, ``TopicDescription``, ``SubscriptionDescription``,
+``RuleDescription``) in the Service Bus namespace; a list is a ``feed`` of entries
+with a ``next`` link while more remain; an error is ``<Error><Code/><Detail/></Error>``.
+Times are ISO-8601 UTC, durations ISO-8601 as .NET's XmlConvert writes a TimeSpan
+(an unbounded one is ``TimeSpan.MaxValue``, ``P10675199DT2H48M5.4775807S``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Iterable
+from xml.sax.saxutils import escape, quoteattr
+
+__all__ = [
+    "ATOM_NS",
+    "MAX_TIMESPAN",
+    "SB_NS",
+    "XSI_NS",
+    "element",
+    "entry",
+    "error_document",
+    "feed",
+    "format_duration",
+    "format_time",
+]
+
+ATOM_NS = "http://www.w3.org/2005/Atom"
+SB_NS = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
+XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
+COUNTS_NS = "http://schemas.microsoft.com/netservices/2011/06/servicebus"
+XSD_NS = "http://www.w3.org/2001/XMLSchema"
+MAX_TIMESPAN = "P10675199DT2H48M5.4775807S"
+_MAX_TIMESPAN_SECONDS = 10675199 * 86400 + 2 * 3600 + 48 * 60 + 5.4775807
+_TICKS_PER_SECOND = 10_000_000
+
+
+def format_duration(seconds: float) -> str:
+    """``60.0`` -> ``PT1M``; infinity (or more than .NET can hold) -> :data:`MAX_TIMESPAN`."""
+    if not math.isfinite(seconds) or seconds >= _MAX_TIMESPAN_SECONDS:
+        return MAX_TIMESPAN
+    ticks = max(0, round(seconds * _TICKS_PER_SECOND))
+    days, ticks = divmod(ticks, 86400 * _TICKS_PER_SECOND)
+    hours, ticks = divmod(ticks, 3600 * _TICKS_PER_SECOND)
+    minutes, ticks = divmod(ticks, 60 * _TICKS_PER_SECOND)
+    whole, fraction = divmod(ticks, _TICKS_PER_SECOND)
+    out = "P" + (f"{days}D" if days else "")
+    clock = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
+    if fraction:
+        clock += f"{whole}.{fraction:07d}".rstrip("0") + "S"
+    elif whole:
+        clock += f"{whole}S"
+    if clock:
+        out += "T" + clock
+    return out if out != "P" else "PT0S"
+
+
+def format_time(timestamp: float) -> str:
+    """Unix seconds -> ``2026-11-23T09:00:00.123456Z``."""
+    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def element(name: str, value: object, attrs: str = "") -> str:
+    """``<name attrs>value</name>`` with the value escaped (booleans as ``true``/``false``)."""
+    text = ("true" if value else "false") if isinstance(value, bool) else escape(str(value))
+    return f"<{name}{attrs}>{text}</{name}>"
+
+
+def entry(url: str, title: str, description: str, *, published: float, updated: float, author: str) -> str:
+    """One Atom entry for an entity at ``url`` (without query) holding ``description``."""
+    return (
+        f'<entry xmlns="{ATOM_NS}">'
+        + element("id", url)
+        + element("title", title, ' type="text"')
+        + element("published", format_time(published))
+        + element("updated", format_time(updated))
+        + f"<author>{element('name', author)}</author>"
+        + f'<link rel="self" href={quoteattr(url)}/>'
+        + f'<content type="application/xml">{description}</content>'
+        + "</entry>"
+    )
+
+
+def feed(url: str, title: str, entries: Iterable[str], *, updated: float, next_url: str | None) -> str:
+    """An Atom feed of ``entries``; ``next_url`` names the next page when more remain."""
+    links = f'<link rel="self" href={quoteattr(url)}/>'
+    if next_url is not None:
+        links += f'<link rel="next" href={quoteattr(next_url)}/>'
+    return (
+        f'<feed xmlns="{ATOM_NS}">'
+        + element("title", title, ' type="text"')
+        + element("id", url)
+        + element("updated", format_time(updated))
+        + links
+        + "".join(entries)
+        + "</feed>"
+    )
+
+
+def error_document(code: int, detail: str) -> str:
+    """The body of an error response, as Service Bus writes it."""
+    return f"<Error>{element('Code', code)}{element('Detail', detail)}</Error>"

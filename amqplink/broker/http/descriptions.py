@@ -1,0 +1,411 @@
+"""Entity descriptions of the management API <-> the namespace's settings and rules.
+
+Reading takes the description element of a request's Atom entry (element names as
+the SDK's ``_generated`` models write them, in any order, in the Service Bus
+namespace or none) and checks every value with the same readers as ``Config.json``
+(:mod:`amqplink.broker.config`), so a bad value is a :class:`ValueError` naming the
+element. Writing emits elements in the order of the service's data contracts.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from amqplink.broker.config import (
+    _PROPERTY_READERS,
+    ConfigError,
+    CorrelationFilter,
+    EntityProperties,
+    RuleConfig,
+    parse_duration,
+)
+from amqplink.broker.http.atom import (
+    COUNTS_NS,
+    MAX_TIMESPAN,
+    SB_NS,
+    XSD_NS,
+    XSI_NS,
+    element,
+    format_duration,
+    format_time,
+)
+from amqplink.broker.http.xmlsafe import local_name
+
+__all__ = [
+    "Counts",
+    "EntityMeta",
+    "MAX_USER_METADATA",
+    "description_of",
+    "queue_description",
+    "read_meta",
+    "read_properties",
+    "read_rule",
+    "rule_description",
+    "subscription_description",
+    "topic_description",
+]
+
+MAX_USER_METADATA = 1024
+"""Characters of ``UserMetadata`` (Service Bus: "maximum length is 1024")."""
+_XSI_TYPE = f"{{{XSI_NS}}}type"
+_BOOL_KEYS = {"RequiresSession", "RequiresDuplicateDetection", "DeadLetteringOnMessageExpiration"}
+_INT_KEYS = {"MaxDeliveryCount", "MaxMessageSizeInKilobytes", "MaxSizeInMegabytes"}
+_TEXT_KEYS = {
+    "LockDuration",
+    "DefaultMessageTimeToLive",
+    "DuplicateDetectionHistoryTimeWindow",
+    "ForwardTo",
+    "ForwardDeadLetteredMessagesTo",
+}
+"""Elements read as text; any other a config reader knows is typed by its text (a boolean or a number)."""
+_CORRELATION = (
+    ("CorrelationId", "correlation_id"),
+    ("MessageId", "message_id"),
+    ("To", "to"),
+    ("ReplyTo", "reply_to"),
+    ("Label", "subject"),
+    ("SessionId", "session_id"),
+    ("ReplyToSessionId", "reply_to_session_id"),
+    ("ContentType", "content_type"),
+)
+
+
+@dataclass(frozen=True)
+class EntityMeta:
+    """What the API keeps about an entity beyond its settings."""
+
+    created: float
+    updated: float
+    user_metadata: str = ""
+    auto_delete_on_idle: str = MAX_TIMESPAN
+    enable_batched_operations: bool = True
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Runtime counts of a queue, topic or subscription (``CountDetails``, ``MessageCount``, ``SizeInBytes``)."""
+
+    active: int = 0
+    dead_letter: int = 0
+    scheduled: int = 0
+    total: int = 0
+    size: int = 0
+
+    def xml(self) -> str:
+        items = (
+            ("ActiveMessageCount", self.active),
+            ("DeadLetterMessageCount", self.dead_letter),
+            ("ScheduledMessageCount", self.scheduled),
+            ("TransferDeadLetterMessageCount", 0),
+            ("TransferMessageCount", 0),
+        )
+        inner = "".join(element(f"d2p1:{name}", value) for name, value in items)
+        return f'<CountDetails xmlns:d2p1="{COUNTS_NS}">{inner}</CountDetails>'
+
+
+# -- reading -------------------------------------------------------------------------
+def description_of(root: ET.Element, kind: str) -> ET.Element:
+    """The ``kind`` element (e.g. ``QueueDescription``) inside an Atom ``entry``'s ``content``."""
+    if local_name(root.tag) != "entry":
+        raise ValueError(f"expected an Atom entry, not <{local_name(root.tag)}>")
+    for content in root:
+        if local_name(content.tag) == "content":
+            for child in content:
+                if local_name(child.tag) == kind:
+                    return child
+    raise ValueError(f"the entry's content holds no {kind}")
+
+
+def _fields(desc: ET.Element) -> dict[str, ET.Element]:
+    return {local_name(child.tag): child for child in desc}
+
+
+def _bool(text: str, where: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{where}: expected true or false, not {text!r}")
+    return value == "true"
+
+
+def _typed(key: str, text: str, where: str) -> Any:
+    if key in _BOOL_KEYS or (key not in _TEXT_KEYS and text.strip().lower() in ("true", "false")):
+        return _bool(text, where)
+    if key in _INT_KEYS or (key not in _TEXT_KEYS and text.strip().isdigit()):
+        stripped = text.strip()
+        if not stripped.isascii() or not stripped.lstrip("-").isdigit() or len(stripped) > 12:
+            raise ConfigError(f"{where}: expected an integer, not {text!r}")
+        return int(stripped)
+    return text.strip()
+
+
+def read_properties(desc: ET.Element, base: EntityProperties) -> EntityProperties:
+    """``base`` with the settings ``desc`` gives; :class:`ConfigError` names a bad element."""
+    kind = local_name(desc.tag)
+    fields = _fields(desc)
+    changed: dict[str, Any] = {}
+    for key, (attr, read) in _PROPERTY_READERS.items():
+        child = fields.get(key)
+        if child is not None:
+            where = f"{kind}.{key}"
+            changed[attr] = read(_typed(key, child.text or "", where), where)
+    return replace(base, **changed)
+
+
+def read_meta(desc: ET.Element, base: EntityMeta, now: float) -> EntityMeta:
+    """``base`` with the API-only fields ``desc`` gives (``Status`` other than Active is refused)."""
+    kind = local_name(desc.tag)
+    fields = _fields(desc)
+    changed: dict[str, Any] = {"updated": now}
+    status = fields.get("Status")
+    if status is not None and (status.text or "").strip() not in ("", "Active"):
+        raise ConfigError(f"{kind}.Status: {status.text!r} is not supported by this broker (only Active)")
+    if "UserMetadata" in fields:
+        text = fields["UserMetadata"].text or ""
+        if len(text) > MAX_USER_METADATA:
+            raise ConfigError(f"{kind}.UserMetadata: longer than {MAX_USER_METADATA} characters")
+        changed["user_metadata"] = text
+    if "AutoDeleteOnIdle" in fields:
+        text = (fields["AutoDeleteOnIdle"].text or "").strip()
+        parse_duration(text, f"{kind}.AutoDeleteOnIdle")
+        changed["auto_delete_on_idle"] = text
+    if "EnableBatchedOperations" in fields:
+        text = fields["EnableBatchedOperations"].text or ""
+        changed["enable_batched_operations"] = _bool(text, f"{kind}.EnableBatchedOperations")
+    return replace(base, **changed)
+
+
+def _xsi_type(node: ET.Element) -> str:
+    return node.attrib.get(_XSI_TYPE, "").rsplit(":", 1)[-1]
+
+
+def _key_value(node: ET.Element, where: str) -> tuple[str, Any]:
+    fields = _fields(node)
+    key, value = fields.get("Key"), fields.get("Value")
+    if key is None or value is None or not key.text:
+        raise ValueError(f"{where}: a KeyValueOfstringanyType needs a Key and a Value")
+    text = value.text or ""
+    kind = _xsi_type(value)
+    try:
+        if kind in ("int", "long"):
+            return key.text, int(text)
+        if kind == "double":
+            number = float(text)
+            if not math.isfinite(number):
+                raise ValueError(text)
+            return key.text, number
+    except ValueError:
+        raise ValueError(f"{where}.{key.text}: {text!r} is not a {kind}") from None
+    if kind == "boolean":
+        return key.text, _bool(text, f"{where}.{key.text}")
+    if kind == "string":
+        return key.text, text
+    raise ValueError(f"{where}.{key.text}: type {kind!r} is not supported (string, int, long, double, boolean)")
+
+
+def _parameters(node: ET.Element | None, where: str) -> None:
+    if node is not None and len(node):
+        raise ValueError(f"{where}.Parameters: SQL parameters (@name) are not supported by this broker")
+
+
+def read_rule(desc: ET.Element, name: str) -> RuleConfig:
+    """The rule a ``RuleDescription`` describes; :class:`ValueError` (``SqlFilterError`` with the position)."""
+    fields = _fields(desc)
+    flt = fields.get("Filter")
+    kind = "TrueFilter" if flt is None else _xsi_type(flt)
+    f = {} if flt is None else _fields(flt)
+    where = f"RuleDescription.Filter({kind})"
+    if kind == "TrueFilter":
+        rule = RuleConfig(name, "True", sql_expression="1=1")
+    elif kind == "FalseFilter":
+        rule = RuleConfig(name, "False", sql_expression="1=0")
+    elif kind == "SqlFilter":
+        _parameters(f.get("Parameters"), where)
+        rule = RuleConfig(name, "Sql", sql_expression=(f["SqlExpression"].text or "") if "SqlExpression" in f else "")
+    elif kind == "CorrelationFilter":
+        kwargs: dict[str, Any] = {attr: f[key].text for key, attr in _CORRELATION if key in f and f[key].text}
+        props = f.get("Properties")
+        if props is not None:
+            kwargs["properties"] = tuple(_key_value(kv, f"{where}.Properties") for kv in props)
+        if not kwargs:
+            raise ValueError(f"{where}: a correlation filter needs at least one field or property")
+        rule = RuleConfig(name, "Correlation", CorrelationFilter(**kwargs))
+    else:
+        raise ValueError(f"RuleDescription.Filter: {kind!r} is not a Sql, Correlation, True or False filter")
+    action = fields.get("Action")
+    action_kind = "EmptyRuleAction" if action is None else _xsi_type(action)
+    if action_kind == "SqlRuleAction":
+        a = _fields(action) if action is not None else {}
+        _parameters(a.get("Parameters"), "RuleDescription.Action")
+        return replace(rule, action_expression=(a["SqlExpression"].text or "") if "SqlExpression" in a else "")
+    if action_kind != "EmptyRuleAction":
+        raise ValueError(f"RuleDescription.Action: {action_kind!r} is not SqlRuleAction or EmptyRuleAction")
+    return rule
+
+
+# -- writing -------------------------------------------------------------------------
+def _open(kind: str) -> str:
+    return f'<{kind} xmlns="{SB_NS}" xmlns:i="{XSI_NS}">'
+
+
+def _times(meta: EntityMeta) -> str:
+    return (
+        element("CreatedAt", format_time(meta.created))
+        + element("UpdatedAt", format_time(meta.updated))
+        + element("AccessedAt", format_time(meta.updated))
+    )
+
+
+def _forward(value: str | None) -> str:
+    return element("ForwardTo", value) if value else ""
+
+
+def _forward_dead_letters(value: str | None) -> str:
+    return element("ForwardDeadLetteredMessagesTo", value) if value else ""
+
+
+def queue_description(p: EntityProperties, meta: EntityMeta, counts: Counts) -> str:
+    """A ``QueueDescription``, elements in the service's order."""
+    return (
+        _open("QueueDescription")
+        + element("LockDuration", format_duration(p.lock_duration))
+        + element("MaxSizeInMegabytes", p.max_bytes >> 20)
+        + element("RequiresDuplicateDetection", p.requires_duplicate_detection)
+        + element("RequiresSession", p.requires_session)
+        + element("DefaultMessageTimeToLive", format_duration(p.default_message_ttl))
+        + element("DeadLetteringOnMessageExpiration", p.dead_lettering_on_message_expiration)
+        + element("DuplicateDetectionHistoryTimeWindow", format_duration(p.duplicate_detection_window))
+        + element("MaxDeliveryCount", p.max_delivery_count)
+        + element("EnableBatchedOperations", meta.enable_batched_operations)
+        + element("SizeInBytes", counts.size)
+        + element("MessageCount", counts.total)
+        + element("IsAnonymousAccessible", False)
+        + "<AuthorizationRules/>"
+        + element("Status", "Active")
+        + _forward(p.forward_to)
+        + element("UserMetadata", meta.user_metadata)
+        + _times(meta)
+        + element("SupportOrdering", True)
+        + counts.xml()
+        + element("AutoDeleteOnIdle", meta.auto_delete_on_idle)
+        + element("EnablePartitioning", p.enable_partitioning)
+        + element("EntityAvailabilityStatus", "Available")
+        + _forward_dead_letters(p.forward_dead_lettered_messages_to)
+        + element("EnableExpress", False)
+        + element("MaxMessageSizeInKilobytes", p.max_message_size >> 10)
+        + "</QueueDescription>"
+    )
+
+
+def topic_description(
+    p: EntityProperties, meta: EntityMeta, counts: Counts, subscriptions: int, filters: Mapping[str, int]
+) -> str:
+    """A ``TopicDescription``; ``filters`` counts rules by filter type (``Sql``, ``Correlation``)."""
+    return (
+        _open("TopicDescription")
+        + element("DefaultMessageTimeToLive", format_duration(p.default_message_ttl))
+        + element("MaxSizeInMegabytes", p.max_bytes >> 20)
+        + element("RequiresDuplicateDetection", p.requires_duplicate_detection)
+        + element("DuplicateDetectionHistoryTimeWindow", format_duration(p.duplicate_detection_window))
+        + element("EnableBatchedOperations", meta.enable_batched_operations)
+        + element("SizeInBytes", counts.size)
+        + element("FilteringMessagesBeforePublishing", False)
+        + element("IsAnonymousAccessible", False)
+        + "<AuthorizationRules/>"
+        + element("Status", "Active")
+        + _times(meta)
+        + element("SupportOrdering", True)
+        + counts.xml()
+        + element("SubscriptionCount", subscriptions)
+        + element("SqlFilterCount", filters.get("Sql", 0))
+        + element("CorrelationFilterCount", filters.get("Correlation", 0))
+        + element("AutoDeleteOnIdle", meta.auto_delete_on_idle)
+        + element("EnablePartitioning", p.enable_partitioning)
+        + element("EntityAvailabilityStatus", "Available")
+        + element("EnableSubscriptionPartitioning", False)
+        + element("EnableExpress", False)
+        + element("UserMetadata", meta.user_metadata)
+        + element("MaxMessageSizeInKilobytes", p.max_message_size >> 10)
+        + "</TopicDescription>"
+    )
+
+
+def subscription_description(p: EntityProperties, meta: EntityMeta, counts: Counts) -> str:
+    """A ``SubscriptionDescription``, elements in the service's order."""
+    return (
+        _open("SubscriptionDescription")
+        + element("LockDuration", format_duration(p.lock_duration))
+        + element("RequiresSession", p.requires_session)
+        + element("DefaultMessageTimeToLive", format_duration(p.default_message_ttl))
+        + element("DeadLetteringOnMessageExpiration", p.dead_lettering_on_message_expiration)
+        + element("DeadLetteringOnFilterEvaluationExceptions", False)
+        + element("MessageCount", counts.total)
+        + element("MaxDeliveryCount", p.max_delivery_count)
+        + element("EnableBatchedOperations", meta.enable_batched_operations)
+        + element("Status", "Active")
+        + _forward(p.forward_to)
+        + _times(meta)
+        + counts.xml()
+        + element("UserMetadata", meta.user_metadata)
+        + _forward_dead_letters(p.forward_dead_lettered_messages_to)
+        + element("AutoDeleteOnIdle", meta.auto_delete_on_idle)
+        + element("EntityAvailabilityStatus", "Available")
+        + "</SubscriptionDescription>"
+    )
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        kind = "boolean"
+    elif isinstance(value, int):
+        kind = "int" if -(2**31) <= value < 2**31 else "long"
+    elif isinstance(value, float):
+        kind = "double"
+    else:
+        kind = "string"
+    return element("Value", value, f' i:type="d6p1:{kind}" xmlns:d6p1="{XSD_NS}"')
+
+
+def _sql(kind: str, expression: str | None, tag: str = "Filter") -> str:
+    return (
+        f'<{tag} i:type="{kind}">'
+        + element("SqlExpression", expression or "")
+        + element("CompatibilityLevel", 20)
+        + "</"
+        + tag
+        + ">"
+    )
+
+
+def _filter(rule: RuleConfig) -> str:
+    if rule.filter_type == "True":
+        return _sql("TrueFilter", "1=1")
+    if rule.filter_type == "False":
+        return _sql("FalseFilter", "1=0")
+    if rule.filter_type == "Sql":
+        return _sql("SqlFilter", rule.sql_expression)
+    c = rule.correlation or CorrelationFilter()
+    inner = "".join(element(key, getattr(c, attr)) for key, attr in _CORRELATION if getattr(c, attr) is not None)
+    pairs = "".join(
+        f"<KeyValueOfstringanyType>{element('Key', k)}{_value(v)}</KeyValueOfstringanyType>" for k, v in c.properties
+    )
+    return f'<Filter i:type="CorrelationFilter">{inner}<Properties>{pairs}</Properties></Filter>'
+
+
+def rule_description(rule: RuleConfig, created: float) -> str:
+    """A ``RuleDescription``: filter, action, creation time, name."""
+    if rule.action_expression is None:
+        action = '<Action i:type="EmptyRuleAction"/>'
+    else:
+        action = _sql("SqlRuleAction", rule.action_expression, "Action")
+    return (
+        _open("RuleDescription")
+        + _filter(rule)
+        + action
+        + element("CreatedAt", format_time(created))
+        + element("Name", rule.name)
+        + "</RuleDescription>"
+    )
