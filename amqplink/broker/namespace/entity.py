@@ -27,7 +27,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
-from amqplink.broker.namespace.envelope import Envelope, timestamp
+from amqplink.broker.namespace.envelope import (
+    ENQUEUE_SEQUENCE_NUMBER,
+    ENQUEUED_TIME,
+    LOCKED_UNTIL,
+    SEQUENCE_NUMBER,
+    Envelope,
+    timestamp,
+)
 from amqplink.broker.namespace.errors import (
     MESSAGE_LOCK_LOST,
     MESSAGE_NOT_FOUND,
@@ -51,11 +58,10 @@ DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
 TTL_EXPIRED = "TTLExpiredException"
+LOCK_EXPIRY_SLACK = 1024
+"""Settled locks' entries the lock-expiry heap may keep beyond twice the live locks
+before it is rebuilt (settling leaves its entry behind until then)."""
 
-SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
-ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
-LOCKED_UNTIL = Symbol("x-opt-locked-until")
-ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
 MESSAGE_STATE = Symbol("x-opt-message-state")
 # Service Bus's message state annotation: 0 active, 1 deferred, 2 scheduled.
 _STATE_CODE = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 0, MessageState.DEFERRED: 1, MessageState.SCHEDULED: 2}
@@ -113,7 +119,8 @@ class Entity:
                 f"{self.path!r} holds {len(self.store)} messages, its limit of {self.properties.max_messages};"
                 " receive some before sending more",
             )
-        if self.bytes + sum(e.size for e in envelopes) > self.properties.max_bytes:
+        size = envelopes[0].size if len(envelopes) == 1 else sum(e.size for e in envelopes)
+        if self.bytes + size > self.properties.max_bytes:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
                 f"{self.path!r} holds {self.bytes} bytes of messages, near its limit of {self.properties.max_bytes};"
@@ -123,6 +130,15 @@ class Entity:
     def accept(self, envelope: Envelope, now: float) -> int:
         """Store a sent message (scheduled if it has a future scheduled enqueue time); its sequence number."""
         self.check_accept([envelope])
+        return self._store(envelope, now)
+
+    def accept_all(self, envelopes: list[Envelope], now: float) -> None:
+        """Store several sent messages, all or none (checked together first)."""
+        self.check_accept(envelopes)
+        for envelope in envelopes:
+            self._store(envelope, now)
+
+    def _store(self, envelope: Envelope, now: float) -> int:
         at = envelope.scheduled_enqueue_time()
         if at is not None and at > now:
             return self._schedule(envelope, at)
@@ -176,13 +192,14 @@ class Entity:
         for seq in seqs:
             self._remove(seq)
 
-    def _key(self, msg: StoredMessage) -> str | None:
-        return msg.session_id if self.requires_session else None
-
     def _make_available(self, msg: StoredMessage) -> None:
         msg.state = MessageState.AVAILABLE
         msg.lock_token = None
-        heapq.heappush(self._available.setdefault(self._key(msg), []), msg.sequence_number)
+        key = msg.session_id if self.requires_session else None
+        heap = self._available.get(key)
+        if heap is None:
+            heap = self._available[key] = []
+        heapq.heappush(heap, msg.sequence_number)
 
     def _add(self, msg: StoredMessage) -> None:
         self.store.append(msg)
@@ -198,8 +215,9 @@ class Entity:
             self.on_timed(self)
 
     def _notify(self) -> None:
-        for listener in list(self.listeners):
-            listener()
+        if self.listeners:
+            for listener in list(self.listeners):  # a listener may remove itself
+                listener()
 
     # -- time ---------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -297,8 +315,7 @@ class Entity:
             msg.locked_until = self.sessions.held(session_id, now).locked_until
         else:
             msg.locked_until = now + self.properties.lock_duration
-            heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
-            self._timed()
+            self._push_lock_expiry(msg, token)
 
     def available_sessions(self, now: float) -> list[str]:
         """Sessions with available messages and no live lock, oldest message first."""
@@ -378,6 +395,24 @@ class Entity:
             self._locks.pop(msg.lock_token, None)
         msg.lock_token = None
 
+    def _push_lock_expiry(self, msg: StoredMessage, token: uuid.UUID) -> None:
+        if len(self._lock_expiry) > 2 * len(self._locks) + LOCK_EXPIRY_SLACK:
+            self._compact_lock_expiry()
+        heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
+        self._timed()
+
+    def _compact_lock_expiry(self) -> None:
+        """Keep only the entries of live locks (amortised O(1) per lock taken)."""
+        live = []
+        get = self.store.get
+        for entry in self._lock_expiry:
+            until, seq, token = entry
+            msg = get(seq)
+            if msg is not None and msg.lock_token == token and msg.locked_until == until:
+                live.append(entry)
+        heapq.heapify(live)
+        self._lock_expiry = live
+
     def complete(self, token: uuid.UUID, now: float) -> None:
         msg = self.locked(token, now)
         self._release_lock(msg)
@@ -421,8 +456,7 @@ class Entity:
             msg.locked_until = self.sessions.renew(msg.session_id, now)
             return msg.locked_until
         msg.locked_until = now + self.properties.lock_duration
-        heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
-        self._timed()
+        self._push_lock_expiry(msg, token)
         return msg.locked_until
 
     def release(self, tokens: Iterable[uuid.UUID], now: float) -> None:
@@ -508,6 +542,10 @@ class Entity:
     # -- wire form ----------------------------------------------------------------
     def encode(self, msg: StoredMessage, *, peek: bool = False) -> bytes:
         """The message as delivered: Service Bus's annotations stamped, the body bytes untouched."""
+        if not peek:
+            # The header carries prior attempts: the count of deliveries before this one.
+            locked = msg.locked_until if msg.state is MessageState.LOCKED else None
+            return msg.envelope.deliver(msg.sequence_number, msg.enqueued_at, locked, max(0, msg.delivery_count - 1))
         stamps: dict[Symbol, Any] = {
             SEQUENCE_NUMBER: Long(msg.sequence_number),
             ENQUEUED_TIME: timestamp(msg.enqueued_at),
@@ -515,8 +553,5 @@ class Entity:
         }
         if msg.state is MessageState.LOCKED:
             stamps[LOCKED_UNTIL] = timestamp(msg.locked_until)
-        if peek:
-            stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
-        # The header carries prior attempts: the count of deliveries before this one.
-        count = msg.delivery_count if peek else max(0, msg.delivery_count - 1)
-        return msg.envelope.encode(stamps, count)
+        stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
+        return msg.envelope.encode(stamps, msg.delivery_count)

@@ -348,9 +348,7 @@ class Namespace:
         if forward and not target.is_dead_letter_queue:
             self._route(self._send_target(forward), envelopes, now, hops + 1)
             return
-        target.check_accept(envelopes)
-        for envelope in envelopes:
-            target.accept(envelope, now)
+        target.accept_all(envelopes, now)
 
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         plan: list[tuple[Subscription, list[Envelope]]] = []
@@ -369,8 +367,7 @@ class Namespace:
             if sub.properties.forward_to:
                 self._route(self._send_target(sub.properties.forward_to), due, now, hops + 1)
             else:
-                for envelope in due:
-                    sub.accept(envelope, now)
+                sub.accept_all(due, now)
 
     def schedule(self, target: Entity | Topic, envelope: Envelope, at: float, now: float) -> int:
         """Schedule a message on a queue or topic (``schedule-message``); its sequence number."""
