@@ -22,7 +22,9 @@ last client's end (CLOCK_MONOTONIC is shared by the processes). Brokers:
   when its header says ``durable=true`` (delivery-mode 2), transient otherwise;
 * ``proton-c``: Debian's proton C example broker, in memory (the near-native reference).
 
-Prints a table and the ratios the issue sets as goals. ``--profile FILE`` runs the
+Besides msg/s it prints the broker's CPU time per message moved (user + system of its
+processes over the phase), which the other helpers sharing the machine disturb far
+less than the wall-clock rates. Prints a table and the ratios the issue sets as goals. ``--profile FILE`` runs the
 embedded broker under cProfile and writes its stats to FILE.
 
     python3 interop/bench_broker.py [--count 20000] [--producers 4] [--consumers 4]
@@ -154,14 +156,16 @@ def serve(profile: str | None) -> None:
 def embedded_broker(profile: str | None) -> Iterator[str]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--serve"] + (["--profile", profile] if profile else [])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
         match = re.match(r"listening (\S+)", line)
         if match is None:
             raise RuntimeError(f"the embedded broker did not start: {line!r}")
-        yield match.group(1)
+        yield match.group(1), process.pid
     finally:
         assert process.stdin is not None
         process.stdin.close()  # the broker stops (and writes its profile)
@@ -173,23 +177,40 @@ def embedded_broker(profile: str | None) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def start_broker(name: str, profile: str | None) -> Iterator[tuple[str, str]]:
-    """(url, address prefix) of a running broker of kind ``name``."""
+def start_broker(name: str, profile: str | None) -> Iterator[tuple[str, str, int]]:
+    """(url, address prefix, process group whose CPU time is the broker's) of a running broker."""
     if name == "servicebus":
-        with embedded_broker(profile) as url:
-            yield url, ""
+        with embedded_broker(profile) as (url, pid):
+            yield url, "", pid
     elif name.startswith("rabbitmq"):
         from interop.peers.rabbitmq import RabbitMQ
 
         with RabbitMQ() as rabbit:
-            yield rabbit.url, "/queue/"
+            server = rabbit._server  # started under setsid: its pid is the node's process group
+            yield rabbit.url, "/queue/", 0 if server is None else server.pid
     elif name == "proton-c":
         from interop.peers.proton_c import ProtonCBroker
 
         with ProtonCBroker() as peer:
-            yield peer.url, ""
+            process = peer._process
+            yield peer.url, "", 0 if process is None else process.pid
     else:
         raise ValueError(f"unknown broker {name!r}")
+
+
+def cpu_seconds(leader: int) -> float:
+    """User + system CPU seconds of process ``leader`` and the live processes of its group."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[2]) == leader or stat.parent.name == str(
+            leader
+        ):  # pgrp; utime and stime are fields 14 and 15 of stat
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 # -- a phase: many client processes at once --------------------------------------------------
@@ -199,8 +220,9 @@ class Phase:
     """(role, address, count) per client process."""
 
 
-def run_phase(url: str, phase: Phase, size: int) -> float:
-    """Start every client, let them attach, say go at once; messages per second."""
+def run_phase(url: str, phase: Phase, size: int, group: int) -> tuple[float, float]:
+    """Start every client, let them attach, say go at once; messages per second and the
+    broker's CPU microseconds per message."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
@@ -215,11 +237,13 @@ def run_phase(url: str, phase: Phase, size: int) -> float:
     try:
         for proc in procs:
             _expect(proc, "ready", READY_TIMEOUT)
+        cpu = cpu_seconds(group)
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write("go\n")
             proc.stdin.flush()
         results = [json.loads(_expect(proc, "{", PHASE_TIMEOUT)) for proc in procs]
+        cpu = cpu_seconds(group) - cpu
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -231,7 +255,7 @@ def run_phase(url: str, phase: Phase, size: int) -> float:
     moved = sum(r["count"] for r, (role, _, _) in zip(results, phase.clients, strict=True) if role == "consume")
     if not moved:  # a send phase: messages sent
         moved = sum(r["count"] for r in results)
-    return moved / (max(r["end"] for r in results) - min(r["start"] for r in results))
+    return moved / (max(r["end"] for r in results) - min(r["start"] for r in results)), cpu * 1e6 / moved
 
 
 def _expect(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
@@ -253,44 +277,48 @@ def _expect(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
                 return line
 
 
-def bench(name: str, args: argparse.Namespace) -> dict[str, float]:
-    durable = name == "rabbitmq-persistent"
-    produce = "produce-durable" if durable else "produce"
-    out: dict[str, float] = {}
-    with start_broker(name, args.profile if name == "servicebus" else None) as (url, prefix):
+def bench(name: str, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
+    """Per phase: msg/s and the broker's CPU microseconds per message."""
+    produce = "produce-durable" if name == "rabbitmq-persistent" else "produce"
+    out: dict[str, tuple[float, float]] = {}
+    with start_broker(name, args.profile if name == "servicebus" else None) as (url, prefix, leader):
         tag = uuid.uuid4().hex[:6]
-        queues = [f"{prefix}bench-{tag}-{i}" for i in range(max(args.producers, args.consumers))]
-        per_producer = args.count
-        filled = Phase([(produce, queues[i % len(queues)], per_producer) for i in range(args.producers)])
-        out["send"] = run_phase(url, filled, args.size)
-        # Each consumer drains one queue; the producers filled them evenly.
-        total = per_producer * args.producers
-        per_queue = total // len(queues)
-        drain = Phase([("consume", q, per_queue) for q in queues[: args.consumers]])
-        out["receive"] = run_phase(url, drain, args.size)
+        pairs = max(args.producers, args.consumers)
+        # Each producer fills one queue, each consumer drains one; with fewer of one
+        # kind, queues are shared round robin.
+        total = args.count * args.producers
+        per_queue = total // pairs
+
+        def clients(queues: list[str]) -> list[tuple[str, str, int]]:
+            return [(produce, queues[i % pairs], args.count) for i in range(args.producers)]
+
+        def drains(queues: list[str]) -> list[tuple[str, str, int]]:
+            return [("consume", q, per_queue) for q in queues[: args.consumers]]
+
+        queues = [f"{prefix}bench-{tag}-{i}" for i in range(pairs)]
+        out["send"] = run_phase(url, Phase(clients(queues)), args.size, leader)
+        out["receive"] = run_phase(url, Phase(drains(queues)), args.size, leader)
         if "both" in args.phases:
-            fresh = [f"{prefix}bench-{tag}-both-{i}" for i in range(len(queues))]
-            both = Phase(
-                [(produce, fresh[i % len(fresh)], per_producer) for i in range(args.producers)]
-                + [("consume", q, per_queue) for q in fresh[: args.consumers]]
-            )
-            out["both"] = run_phase(url, both, args.size)
+            fresh = [f"{prefix}bench-{tag}-both-{i}" for i in range(pairs)]
+            out["both"] = run_phase(url, Phase(clients(fresh) + drains(fresh)), args.size, leader)
     return out
 
 
-def print_table(results: dict[str, dict[str, float]], phases: list[str]) -> None:
+def print_table(results: dict[str, dict[str, tuple[float, float]]], phases: list[str]) -> None:
     print()
-    print(f"{'broker':<22}" + "".join(f"{p + ' msg/s':>16}" for p in phases))
+    print(f"{'broker':<22}" + "".join(f"{p + ' msg/s':>15}{'us/msg':>8}" for p in phases))
     for name, row in results.items():
-        print(f"{name:<22}" + "".join(f"{row[p]:>16,.0f}" if p in row else f"{'-':>16}" for p in phases))
+        cells = "".join(f"{row[p][0]:>15,.0f}{row[p][1]:>8.1f}" if p in row else f"{'-':>15}{'-':>8}" for p in phases)
+        print(f"{name:<22}{cells}")
     for name, reason in NOT_LANDED.items():
         print(f"{name:<22}  not measured: {reason}")
+    print("(us/msg: the broker's CPU time per message moved, user + system)")
     print()
     goals = (("servicebus", "rabbitmq", 3.0), ("servicebus", "proton-c", 0.5))
     for ours, theirs, goal in goals:
         if ours in results and theirs in results:
             ratios = ", ".join(
-                f"{p} {results[ours][p] / results[theirs][p]:.2f}x" for p in phases if p in results[theirs]
+                f"{p} {results[ours][p][0] / results[theirs][p][0]:.2f}x" for p in phases if p in results[theirs]
             )
             print(f"{ours} / {theirs}: {ratios}   (goal >= {goal}x)")
 
@@ -323,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, float]] = {}
     for name in args.brokers.split(","):
         results[name] = bench(name, args)
-        print(f"  {name:<20} " + "  ".join(f"{p} {v:,.0f}/s" for p, v in results[name].items()), flush=True)
+        row = results[name]
+        print(f"  {name:<20} " + "  ".join(f"{p} {v:,.0f}/s ({us:.1f} us)" for p, (v, us) in row.items()), flush=True)
     print_table(results, args.phases)
     return 0
 

@@ -117,6 +117,8 @@ class _Consumer:
     held: dict[uuid.UUID, Delivery] = field(default_factory=dict)
     busy: bool = False
     again: bool = False
+    woken: bool = False
+    """A dispatch is scheduled on the event loop (wakes coalesce into it)."""
 
 
 class ServiceBusHost:
@@ -373,7 +375,21 @@ class _ServiceBusConnection:
         entity.listeners.append(wake)
 
     def _waker(self, consumer: _Consumer) -> Callable[[], None]:
-        return lambda: self._dispatch(consumer)
+        """The entity's listener: one dispatch on the next loop pass, however many messages
+        arrive before it (a producer's whole read is stored first, then sent on in one go)."""
+        call_soon = asyncio.get_running_loop().call_soon
+
+        def dispatch() -> None:
+            consumer.woken = False
+            if self.consumers.get(consumer.link) is consumer:
+                self._dispatch(consumer)
+
+        def wake() -> None:
+            if not consumer.woken:
+                consumer.woken = True
+                call_soon(dispatch)
+
+        return wake
 
     @staticmethod
     def _refuse(link: Link, error: Error) -> None:

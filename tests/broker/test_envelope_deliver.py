@@ -46,15 +46,15 @@ def messages(draw: Any) -> Message:
         header=header,
         message_annotations=annotations or None,
         message_id=draw(st.one_of(st.none(), st.text(max_size=8))),
-        application_properties=draw(st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.integers(0, 1000), max_size=3))),
+        application_properties=draw(
+            st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.integers(0, 1000), max_size=3))
+        ),
     )
 
 
 @settings(max_examples=200, deadline=None)
 @given(messages(), st.integers(1, 2**63 - 1), _times, st.one_of(st.none(), _times), st.integers(0, 2**32 - 1))
-def test_deliver_matches_encode(
-    message: Message, seq: int, enqueued: float, locked: float | None, count: int
-) -> None:
+def test_deliver_matches_encode(message: Message, seq: int, enqueued: float, locked: float | None, count: int) -> None:
     envelope = split_message(message.encode())
     stamps: dict[Symbol, Any] = {
         SEQUENCE_NUMBER: Long(seq),

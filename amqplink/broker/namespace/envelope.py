@@ -65,7 +65,9 @@ def _symbol_bytes(name: Symbol) -> bytes:
 
 
 # The stamps of a delivery, packed in one go: key, long (0x81) or timestamp (0x83), value.
-_K_SEQ, _K_ENQ, _K_ESEQ, _K_LOCK = map(_symbol_bytes, (SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL))
+_K_SEQ, _K_ENQ, _K_ESEQ, _K_LOCK = map(
+    _symbol_bytes, (SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL)
+)
 _STAMPS = struct.Struct(f">{len(_K_SEQ)}sBq{len(_K_ENQ)}sBq{len(_K_ESEQ)}sBq")
 _LOCK_STAMP = struct.Struct(f">{len(_K_LOCK)}sBq")
 _STAMP_KEYS = frozenset((SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL))
@@ -167,8 +169,9 @@ class Envelope:
         out += self.body
         return bytes(out)
 
-
-    def deliver(self, sequence_number: int, enqueued_at: float, locked_until: float | None, delivery_count: int) -> bytes:
+    def deliver(
+        self, sequence_number: int, enqueued_at: float, locked_until: float | None, delivery_count: int
+    ) -> bytes:
         """The transfer payload of a delivery: as :meth:`encode` with the sequence number,
         enqueued time and (when locked) locked-until stamps, without building sections."""
         own = self.own_annotations
