@@ -328,6 +328,10 @@ class Namespace:
     def send(self, target: Entity | Topic, payload: bytes, now: float, message_format: int = 0) -> None:
         """Store one transfer's message(s) in a queue or topic: all of them or none."""
         envelopes = self.unpack(payload, message_format, target.properties.max_message_size)
+        if len(envelopes) == 1:  # the common case: no list to filter
+            if not envelopes[0].is_ping:
+                self._route(target, envelopes, now, 0)
+            return
         self._route(target, [e for e in envelopes if not e.is_ping], now, 0)
 
     def send_envelopes(self, target: Entity | Topic, envelopes: list[Envelope], now: float) -> None:
