@@ -248,7 +248,8 @@ class _ServiceBusConnection:
 
     def tick(self, now: float) -> None:
         if self.host.require_auth:
-            if not self.auth.granted and now - self.opened_at >= self.host.cbs_deadline and not self.engine.close_sent:
+            late = now - self.opened_at >= self.host.cbs_deadline
+            if late and not self.auth.ever_granted and not self.engine.close_sent:
                 log.info("closing a connection that put no token within %s s", self.host.cbs_deadline)
                 self.engine.close(_error("amqp:unauthorized-access", "no token was put on $cbs in time"))
                 self.protocol.schedule_flush()

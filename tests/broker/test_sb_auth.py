@@ -183,3 +183,34 @@ def test_receiver_with_a_small_max_message_size_is_detached_and_the_message_stay
         receiver.accept()
     finally:
         conn.close()
+
+
+def test_strict_mode_keeps_a_connection_whose_token_expired(strict: Broker) -> None:
+    assert strict.servicebus is not None
+    strict.servicebus.cbs_deadline = 0.5
+    cbs = CbsClient(strict)
+    try:
+        soon = int(time.time()) + 1
+        assert cbs.put(mint("sb://127.0.0.1/q", expiry=soon), "sb://127.0.0.1/q")[0] == 202
+        time.sleep(1.5)  # past the token and the deadline: the test is about what time does
+        # the connection is still open: a fresh token puts and a link attaches
+        assert cbs.put(mint("sb://127.0.0.1/q"), "sb://127.0.0.1/q")[0] == 202
+        attach_receiver(cbs.conn, "q").close()
+    finally:
+        cbs.close()
+
+
+def test_sdk_in_strict_mode_with_the_right_and_a_wrong_key(strict: Broker) -> None:
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+    from azure.servicebus.exceptions import ServiceBusAuthenticationError
+
+    with ServiceBusClient.from_connection_string(strict.connection_string) as client:
+        with client.get_queue_sender("strict-q") as sender:
+            sender.send_messages(ServiceBusMessage("authorised"))
+        mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        with client.get_queue_receiver("strict-q", receive_mode=mode) as receiver:
+            assert [str(m) for m in receiver.receive_messages(max_wait_time=5)] == ["authorised"]
+    wrong = strict.connection_string.replace("SharedAccessKey=SAS_KEY_VALUE", "SharedAccessKey=not-it")
+    refused = ServiceBusClient.from_connection_string(wrong, retry_total=0)
+    with refused, pytest.raises(ServiceBusAuthenticationError), refused.get_queue_sender("strict-q") as sender:
+        sender.send_messages(ServiceBusMessage("refused"))

@@ -168,3 +168,17 @@ def test_beyond_loopback_the_namespace_is_strict_with_a_random_key() -> None:
     given = ServiceBusHost(Namespace(), keys={"me": "mine"}, require_auth=None)
     given.secure_for(loopback=False)
     assert given.keys == {"me": "mine"} and given.require_auth is True
+
+
+async def test_broker_takes_a_config_path(tmp_path: Any) -> None:
+    path = tmp_path / "Config.json"
+    path.write_text('{"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "only"}]}]}}')
+    async with Broker(str(path)) as broker:
+        assert broker.namespace.name == "ns" and list(broker.namespace.queues) == ["only"]
+        conn = await connect(broker.url)
+        try:
+            with pytest.raises(LinkDetachedError) as info:  # configured: no queue made on first use
+                await conn.create_sender("other")
+            assert info.value.condition == "amqp:not-found"
+        finally:
+            await conn.close()

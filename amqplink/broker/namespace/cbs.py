@@ -42,8 +42,11 @@ class Authorizations:
     """
 
     granted: dict[str, float] = field(default_factory=dict)
+    ever_granted: bool = False
+    """Whether any token was accepted on this connection (strict mode's 20 s rule)."""
 
     def grant(self, audience: str, expires_at: float) -> None:
+        self.ever_granted = True
         path = entity_path(audience).lower()
         self.granted.pop(path, None)
         self.granted[path] = expires_at
