@@ -42,6 +42,7 @@ def test_demo_round_trips_through_the_embedded_broker(capsys: pytest.CaptureFixt
     assert len(out) == 1  # --json: the JSON line only
     result = json.loads(out[0])
     assert result["ok"] is True and result["received"] == 500 and result["lost"] == 0
+    assert result["broker"] == "embedded Service Bus namespace"
 
 
 def test_send_and_receive_commands_against_a_broker_process() -> None:

@@ -20,11 +20,12 @@ import logging
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from amqplink.broker.sqlfilter import SqlFilterError, compile_sql_filter
+if TYPE_CHECKING:
+    from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
 
 __all__ = [
     "DEFAULT_DUPLICATE_WINDOW",
@@ -45,6 +46,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "parse_duration",
+    "sql_rule",
 ]
 
 log = logging.getLogger(__name__)
@@ -135,12 +137,43 @@ class CorrelationFilter:
 
 @dataclass(frozen=True)
 class RuleConfig:
-    """A subscription rule: ``filter_type`` is ``"Correlation"``, ``"Sql"``, ``"True"`` or ``"False"``."""
+    """A subscription rule: ``filter_type`` is ``"Correlation"``, ``"Sql"``, ``"True"`` or ``"False"``.
+
+    A ``"Sql"`` rule carries ``sql_filter``, its expression compiled when the rule is made, and
+    any rule with an ``action_expression`` (a SqlRuleAction) carries ``action`` compiled
+    (``SqlFilterError``, with the position, if either is not valid); see also :func:`sql_rule`.
+    """
 
     name: str
     filter_type: str = "True"
     correlation: CorrelationFilter | None = None
     sql_expression: str | None = None
+    action_expression: str | None = None
+    sql_filter: SqlFilter | None = field(default=None, compare=False, repr=False)
+    action: SqlRuleAction | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # imported here: the namespace package imports this module
+        from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
+
+        if self.filter_type == "Sql" and self.sql_filter is None:
+            object.__setattr__(self, "sql_filter", SqlFilter(self.sql_expression or ""))
+        if self.action_expression is not None and self.action is None:
+            object.__setattr__(self, "action", SqlRuleAction(self.action_expression))
+
+
+def sql_rule(name: str, expression: str) -> RuleConfig:
+    """A rule for a SQL filter expression, compiled now; ``SqlFilterError`` (with the position) if bad.
+
+    ``1=1``/``TRUE`` and ``1=0``/``FALSE`` become the True and False filters.
+    """
+    rule = RuleConfig(name, "Sql", sql_expression=expression)
+    normal = "".join(expression.split()).upper()
+    if normal in ("1=1", "TRUE"):
+        return RuleConfig(name, "True", sql_expression=expression)
+    if normal in ("1=0", "FALSE"):
+        return RuleConfig(name, "False", sql_expression=expression)
+    return rule
 
 
 @dataclass(frozen=True)
@@ -286,32 +319,38 @@ def _correlation(value: Any, where: str) -> CorrelationFilter:
     return CorrelationFilter(**kwargs)
 
 
+def _sql_text(props: dict[str, Any], key: str, where: str, default: str | None) -> str | None:
+    value = _obj(props.get(key) or {}, f"{where}.{key}").get("SqlExpression", default)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{where}.{key}.SqlExpression: expected a string, not {value!r}")
+    return value
+
+
 def _rule(value: Any, where: str) -> RuleConfig:
     obj = _obj(value, where)
     name = _name(obj, where)
-    props = _obj(obj.get("Properties") or {}, f"{where}.Properties")
+    at = f"{where}.Properties"
+    props = _obj(obj.get("Properties") or {}, at)
     kind = props.get("FilterType", "Correlation" if "CorrelationFilter" in props else "Sql")
     if kind == "Correlation":
-        return RuleConfig(
-            name,
-            "Correlation",
-            _correlation(props.get("CorrelationFilter") or {}, f"{where}.Properties.CorrelationFilter"),
+        rule = RuleConfig(
+            name, "Correlation", _correlation(props.get("CorrelationFilter") or {}, f"{at}.CorrelationFilter")
         )
-    if kind == "Sql":
-        sql = _obj(props.get("SqlFilter") or {}, f"{where}.Properties.SqlFilter").get("SqlExpression", "1=1")
-        if not isinstance(sql, str):
-            raise ConfigError(f"{where}.Properties.SqlFilter.SqlExpression: expected a string, not {sql!r}")
-        normal = sql.strip().upper()
-        if normal in ("1=1", "1 = 1", "TRUE"):
-            return RuleConfig(name, "True", sql_expression=sql)
-        if normal in ("1=0", "1 = 0", "FALSE"):
-            return RuleConfig(name, "False", sql_expression=sql)
+    elif kind == "Sql":
+        sql = _sql_text(props, "SqlFilter", at, "1=1")
         try:
-            compile_sql_filter(sql)
-        except SqlFilterError as exc:
-            raise ConfigError(f"{where}.Properties.SqlFilter.SqlExpression: {exc}") from None
-        return RuleConfig(name, "Sql", sql_expression=sql)
-    raise ConfigError(f"{where}.Properties.FilterType: {kind!r} is not Correlation or Sql")
+            rule = sql_rule(name, sql or "")
+        except ValueError as exc:  # SqlFilterError
+            raise ConfigError(f"{at}.SqlFilter.SqlExpression: {exc}") from None
+    else:
+        raise ConfigError(f"{at}.FilterType: {kind!r} is not Correlation or Sql")
+    action = _sql_text(props, "Action", at, None)
+    if action is None:
+        return rule
+    try:
+        return replace(rule, action_expression=action)
+    except ValueError as exc:  # SqlFilterError
+        raise ConfigError(f"{at}.Action.SqlExpression: {exc}") from None
 
 
 def _entity_list(container: dict[str, Any], key: str, where: str) -> list[tuple[str, dict[str, Any], str]]:

@@ -1,5 +1,8 @@
 """``amqplink demo``: the main job against the embedded broker (or any broker by URL).
 
+Without ``--url`` the broker is the embedded Service Bus namespace (queues made on
+first use, locks, sequence numbers), as the rest of the product targets.
+
 Sends ``count`` messages pipelined with outcomes, receives them back in peek-lock
 mode with accept, and checks that every message arrived exactly once.
 """
@@ -31,7 +34,8 @@ async def run_demo(
     so far while the run goes, for a caller that is interrupted.
     """
     result = summary if summary is not None else {}
-    result.update(command="demo", broker=parse_url(url).url if url else "embedded", sent=0, accepted=0, received=0)
+    target = parse_url(url).url if url else "embedded Service Bus namespace"
+    result.update(command="demo", broker=target, sent=0, accepted=0, received=0)
     sent: dict[str, Any] = {}
     got: dict[str, Any] = {}
 
@@ -42,7 +46,7 @@ async def run_demo(
 
     broker: Broker | None = None
     if url is None:
-        broker = await Broker().start()
+        broker = await Broker(servicebus=True).start()
         url = broker.url
     try:
         await run_send(url, address, count=count, size=size, progress=progress, summary=sent)

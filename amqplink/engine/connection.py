@@ -217,6 +217,9 @@ class Connection:
         self.remote_channel_max = 0
         self.sessions: dict[int, Session] = {}
         self._remote_sessions: dict[int, Session] = {}
+        self._ended_remote_channels: set[int] = set()
+        """Channels the peer ended a session on and has not begun one on since (at most
+        channel-max + 1 of them): frames it still sends there are stragglers."""
         self._pending_sessions: list[Session] = []
         self._rx = False
         self._tx = False
@@ -646,7 +649,7 @@ class Connection:
     def _dispatch(self, channel: int, frame: Any, payload: memoryview) -> None:
         kind = type(frame)
         if kind is Transfer or kind is Disposition or kind is Flow:
-            session = self._session_for(channel)
+            session = self._session_for(channel, straggler=kind is not Transfer)
             if session is None:
                 return
             try:
@@ -669,7 +672,7 @@ class Connection:
                 errors.ILLEGAL_STATE, f"{kind.__name__} received before open"
             )
         if kind is Attach or kind is Detach:
-            session = self._session_for(channel)
+            session = self._session_for(channel, straggler=kind is Detach)
             if session is None:
                 return
             try:
@@ -687,6 +690,8 @@ class Connection:
             session = self._session_for(channel, allow_ending=True)
             if session is not None:
                 session._on_end(frame)
+                if channel not in self._remote_sessions:
+                    self._ended_remote_channels.add(channel)
         elif kind is Open:
             self._on_open(frame)
         elif kind is Close:
@@ -696,11 +701,23 @@ class Connection:
                 errors.NOT_ALLOWED, f"{kind.__name__} is not an AMQP performative"
             )
 
-    def _session_for(self, channel: int, *, allow_ending: bool = False) -> Session | None:
+    def _session_for(self, channel: int, *, allow_ending: bool = False, straggler: bool = False) -> Session | None:
+        """The session the peer's frame on ``channel`` is for; ``None`` drops the frame.
+
+        ``straggler``: the frame (detach, flow, disposition) asks nothing of this side,
+        so after the peer's own end on the channel it is dropped, not an error.
+        """
         session = self._remote_sessions.get(channel)
         if session is None:
             if self.remote_open is None:
                 raise errors.ConnectionProtocolError(errors.ILLEGAL_STATE, "frame received before open")
+            if straggler and channel in self._ended_remote_channels:
+                # A frame after the peer's own end on this channel: azure-servicebus's
+                # _pyamqp sends a receiver's detach after its session's end. Nothing can
+                # act on it any more, and closing the connection would take the peer's
+                # other sessions down with it, so it is dropped.
+                log.debug("ignoring a frame on channel %d after the peer ended its session there", channel)
+                return None
             raise errors.ConnectionProtocolError(
                 errors.NOT_ALLOWED, f"frame on channel {channel}, where no session is mapped"
             )
@@ -744,6 +761,7 @@ class Connection:
             )
 
     def _on_begin(self, channel: int, frame: Begin) -> None:
+        self._ended_remote_channels.discard(channel)
         if channel in self._remote_sessions:
             raise errors.ConnectionProtocolError(
                 errors.ILLEGAL_STATE, f"begin on channel {channel}, where a session is already mapped"

@@ -368,3 +368,29 @@ def test_topic_schedule_reaches_subscriptions_on_time(client: ServiceBusClient) 
     with client.get_subscription_receiver("orders", "all", receive_mode=mode) as receiver:
         (msg,) = receive_n(receiver, 1, wait=10)
         assert str(msg) == "scheduled" and dt.datetime.now(dt.UTC) >= at
+
+
+
+def test_closing_the_sdk_client_closes_its_connection_cleanly(broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    # When the SDK closes a receiver that used $management (peek here), it ends the
+    # session and then sends the management link's detach on the same channel; the
+    # broker drops the straggler instead of closing the connection with
+    # amqp:not-allowed (and a WARNING for every client that closes).
+    caplog.set_level("DEBUG", logger="amqplink")
+    with ServiceBusClient.from_connection_string(broker.connection_string) as own:
+        with own.get_queue_sender("q11") as sender:
+            sender.send_messages(ServiceBusMessage("one"))
+            with own.get_queue_receiver("q11") as receiver:
+                (msg,) = receive_n(receiver, 1)
+                receiver.complete_message(msg)  # type: ignore[arg-type]
+                assert receiver.peek_messages(max_message_count=1) == []
+            sender.send_messages(ServiceBusMessage("two"))
+        with own.get_queue_receiver("q11") as receiver:
+            (msg,) = receive_n(receiver, 1)
+            assert str(msg) == "two"
+    deadline = time.monotonic() + 10
+    while broker._protocols and time.monotonic() < deadline:  # the broker has seen the client go
+        time.sleep(0.01)
+    assert not broker._protocols
+    assert [r.getMessage() for r in caplog.records if "after the peer ended its session" in r.getMessage()]
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")], caplog.text

@@ -326,3 +326,25 @@ def test_the_pair_reports_a_violation_on_both_sides() -> None:
     (server_ended,) = pair.of(SessionEnded, "server")
     assert not server_ended.by_peer and server_ended.error == ended.error
     assert pair.client.is_open and pair.server.is_open
+
+
+def test_a_detach_flow_or_disposition_after_the_peers_own_end_is_dropped() -> None:
+    """azure-servicebus's _pyamqp ends a receiver's session, then sends the link's detach
+    on the same channel. The detach asks nothing of us: it is dropped, and the peer's
+    other sessions on the connection go on (closing the connection would end them)."""
+    server, _ = server_with_session()
+    other = Begin(next_outgoing_id=UInt(0), incoming_window=UInt(100), outgoing_window=UInt(100))
+    server.receive_data(frame(1, other))
+    server.data_to_send()
+    events = server.receive_data(frame(0, End()))
+    assert [type(e) for e in events] == [SessionEnded]
+    server.data_to_send()
+    late = frame(0, Detach(handle=UInt(0), closed=True)) + frame(
+        0, Flow(incoming_window=UInt(1), next_outgoing_id=UInt(0), outgoing_window=UInt(1))
+    )
+    assert server.receive_data(late) == []
+    assert server.is_open and server.data_to_send() == b""
+    assert [s.remote_channel for s in server.sessions.values()] == [1]
+    # A transfer there is still an error: it would carry a message no one can settle.
+    assert closed_with(server.receive_data(transfer(0, 0))) == "amqp:not-allowed"
+

@@ -128,13 +128,15 @@ class Envelope:
 
     def with_application_properties(self, updates: dict[str, Any]) -> Envelope:
         """A copy whose application properties are updated (re-encodes properties, not the body)."""
-        app = dict(self.application_properties or {})
-        app.update(updates)
+        return self.with_head(self.properties, {**(self.application_properties or {}), **updates})
+
+    def with_head(self, properties: Properties | None, application_properties: dict[str, Any]) -> Envelope:
+        """A copy with these properties and application properties (re-encoded; the body kept)."""
         out = bytearray()
-        if self.properties is not None:
-            self.properties._amqp_encode(out)
-        ApplicationProperties(app)._amqp_encode(out)
-        return Envelope(self.header, dict(self.annotations), self.properties, app, bytes(out), self.body)
+        if properties is not None:
+            properties._amqp_encode(out)
+        ApplicationProperties(application_properties)._amqp_encode(out)
+        return Envelope(self.header, dict(self.annotations), properties, application_properties, bytes(out), self.body)
 
     def with_annotations(self, updates: dict[Any, Any]) -> Envelope:
         """A copy with message annotations merged in (keys as symbols)."""

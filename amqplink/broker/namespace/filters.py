@@ -1,23 +1,24 @@
-"""Subscription rules: TrueFilter, FalseFilter and CorrelationFilter.
+"""Subscription rules: TrueFilter, FalseFilter, CorrelationFilter and SqlFilter.
 
 "A correlation filter holds a set of conditions that are matched against one or
 more of an arriving message's user and system properties" (Service Bus topic
 filters); every condition given must equal, and a subscription takes a copy when
 any of its rules matches. A subscription without rules has the ``$Default``
-rule, a TrueFilter. SQL filters run through :mod:`amqplink.broker.sqlfilter`.
+rule, a TrueFilter. A SqlFilter matches when its condition is true (not false,
+not unknown); it is compiled when the rule is loaded (:mod:`.sql_filter`). A rule
+with a SqlRuleAction puts its own, changed, copy of a matching message on the
+subscription.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from amqplink.broker.config import CorrelationFilter, RuleConfig
 from amqplink.broker.namespace.envelope import Envelope
-from amqplink.broker.sqlfilter import Getter, compile_sql_filter
 
-__all__ = ["correlation_matches", "rules_match"]
+__all__ = ["correlation_matches", "rule_matches", "rules_match", "subscription_copies"]
 
 # (filter field, Properties field)
 _SYSTEM_FIELDS = (
@@ -57,58 +58,43 @@ def correlation_matches(flt: CorrelationFilter, envelope: Envelope) -> bool:
     return True
 
 
-# sys.<name> of the SQL language -> Properties field
-_SQL_SYSTEM = {
-    "messageid": "message_id",
-    "correlationid": "correlation_id",
-    "to": "to",
-    "replyto": "reply_to",
-    "label": "subject",
-    "subject": "subject",
-    "sessionid": "group_id",
-    "replytosessionid": "reply_to_group_id",
-    "contenttype": "content_type",
-}
-
-
-@functools.lru_cache(maxsize=1024)
-def _sql(expression: str) -> Callable[[Getter], bool]:
-    return compile_sql_filter(expression)
-
-
-def _getter(envelope: Envelope) -> Getter:
-    props = envelope.properties
-    app = envelope.application_properties or {}
-
-    def get(name: str, system: bool) -> tuple[bool, Any]:
-        if system:
-            value = None if props is None else getattr(props, _SQL_SYSTEM[name])
-            if value is not None and not isinstance(value, str | int | float):
-                value = str(value)
-        else:
-            value = app.get(name)
-        return value is not None, value
-
-    return get
+def rule_matches(rule: RuleConfig, envelope: Envelope) -> bool:
+    """Whether one rule's filter selects the message."""
+    if rule.filter_type == "True":
+        return True
+    if rule.filter_type == "Sql":
+        return rule.sql_filter is not None and rule.sql_filter.matches(envelope)
+    if rule.filter_type == "Correlation":
+        return rule.correlation is not None and correlation_matches(rule.correlation, envelope)
+    return False
 
 
 def rules_match(rules: Sequence[RuleConfig], envelope: Envelope) -> bool:
-    """Whether a subscription with ``rules`` takes a copy of the message."""
+    """Whether a subscription with ``rules`` (none: the ``$Default`` TrueFilter) selects the message."""
     if not rules:
         return True
-    for rule in rules:
-        if rule.filter_type == "True":
-            return True
-        if (
-            rule.filter_type == "Correlation"
-            and rule.correlation is not None
-            and correlation_matches(rule.correlation, envelope)
-        ):
-            return True
-        if (
-            rule.filter_type == "Sql"
-            and rule.sql_expression is not None
-            and _sql(rule.sql_expression)(_getter(envelope))
-        ):
+    for rule in rules:  # noqa: SIM110 -- a plain loop: no generator per message on the fan-out path
+        if rule_matches(rule, envelope):
             return True
     return False
+
+
+def subscription_copies(rules: Sequence[RuleConfig], envelopes: list[Envelope]) -> list[Envelope]:
+    """The messages a subscription with ``rules`` receives from ``envelopes``, in order.
+
+    "All rules without actions are combined using an OR condition and result in a single
+    message on the subscription even if you have multiple matching rules. Each rule with an
+    action produces a copy of the message" (Topic filters and actions).
+    """
+    if all(rule.action is None for rule in rules):
+        return [e for e in envelopes if rules_match(rules, e)]
+    acting = [rule for rule in rules if rule.action is not None]
+    plain = [rule for rule in rules if rule.action is None]
+    out: list[Envelope] = []
+    for envelope in envelopes:
+        if any(rule_matches(rule, envelope) for rule in plain):
+            out.append(envelope)
+        for rule in acting:
+            if rule.action is not None and rule_matches(rule, envelope):
+                out.append(rule.action.apply(envelope, rule.name))
+    return out

@@ -40,7 +40,7 @@ from amqplink.broker.namespace.errors import (
     RESOURCE_LIMIT_EXCEEDED,
     EntityError,
 )
-from amqplink.broker.namespace.filters import rules_match
+from amqplink.broker.namespace.filters import subscription_copies
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Symbol
 from amqplink.message import Message
@@ -357,7 +357,7 @@ class Namespace:
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         plan: list[tuple[Subscription, list[Envelope]]] = []
         for sub in topic.subscriptions.values():
-            passed = [e for e in envelopes if rules_match(sub.rules, e)]
+            passed = subscription_copies(sub.rules, envelopes)
             if passed:
                 if not sub.properties.forward_to:
                     sub.check_accept(passed)
