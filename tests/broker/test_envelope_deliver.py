@@ -9,14 +9,13 @@ from hypothesis import strategies as st
 
 from amqplink.broker.namespace import envelope as envelope_module
 from amqplink.broker.namespace.envelope import (
-    ENQUEUE_SEQUENCE_NUMBER,
     ENQUEUED_TIME,
     LOCKED_UNTIL,
     SEQUENCE_NUMBER,
+    delivery_stamps,
     split_message,
-    timestamp,
 )
-from amqplink.codec.types import Long, Symbol, UByte, UInt
+from amqplink.codec.types import Symbol, UByte, UInt
 from amqplink.message import Message
 from amqplink.protocol.definitions import Header
 
@@ -56,14 +55,7 @@ def messages(draw: Any) -> Message:
 @given(messages(), st.integers(1, 2**63 - 1), _times, st.one_of(st.none(), _times), st.integers(0, 2**32 - 1))
 def test_deliver_matches_encode(message: Message, seq: int, enqueued: float, locked: float | None, count: int) -> None:
     envelope = split_message(message.encode())
-    stamps: dict[Symbol, Any] = {
-        SEQUENCE_NUMBER: Long(seq),
-        ENQUEUED_TIME: timestamp(enqueued),
-        ENQUEUE_SEQUENCE_NUMBER: Long(seq),
-    }
-    if locked is not None:
-        stamps[LOCKED_UNTIL] = timestamp(locked)
-    expected = Message.decode(envelope.encode(stamps, count))
+    expected = Message.decode(envelope.encode(delivery_stamps(seq, enqueued, locked), count))
     for _ in range(2):  # the second time from the cached annotations and header
         got = Message.decode(envelope.deliver(seq, enqueued, locked, count))
         assert got.header == expected.header

@@ -27,14 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
-from amqplink.broker.namespace.envelope import (
-    ENQUEUE_SEQUENCE_NUMBER,
-    ENQUEUED_TIME,
-    LOCKED_UNTIL,
-    SEQUENCE_NUMBER,
-    Envelope,
-    timestamp,
-)
+from amqplink.broker.namespace.envelope import Envelope, delivery_stamps
 from amqplink.broker.namespace.errors import (
     MESSAGE_LOCK_LOST,
     MESSAGE_NOT_FOUND,
@@ -542,16 +535,10 @@ class Entity:
     # -- wire form ----------------------------------------------------------------
     def encode(self, msg: StoredMessage, *, peek: bool = False) -> bytes:
         """The message as delivered: Service Bus's annotations stamped, the body bytes untouched."""
+        locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         if not peek:
             # The header carries prior attempts: the count of deliveries before this one.
-            locked = msg.locked_until if msg.state is MessageState.LOCKED else None
             return msg.envelope.deliver(msg.sequence_number, msg.enqueued_at, locked, max(0, msg.delivery_count - 1))
-        stamps: dict[Symbol, Any] = {
-            SEQUENCE_NUMBER: Long(msg.sequence_number),
-            ENQUEUED_TIME: timestamp(msg.enqueued_at),
-            ENQUEUE_SEQUENCE_NUMBER: Long(msg.sequence_number),
-        }
-        if msg.state is MessageState.LOCKED:
-            stamps[LOCKED_UNTIL] = timestamp(msg.locked_until)
+        stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
         stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
         return msg.envelope.encode(stamps, msg.delivery_count)

@@ -40,6 +40,7 @@ __all__ = [
     "SEQUENCE_NUMBER",
     "Envelope",
     "as_text",
+    "delivery_stamps",
     "split_message",
     "timestamp",
 ]
@@ -180,14 +181,7 @@ class Envelope:
         if own is None:
             own = self.own_annotations = _entries(self.annotations)
         if own[1] < 0:  # the message carries a stamp itself: the general path merges it
-            stamps: dict[Symbol, Any] = {
-                SEQUENCE_NUMBER: Long(sequence_number),
-                ENQUEUED_TIME: timestamp(enqueued_at),
-                ENQUEUE_SEQUENCE_NUMBER: Long(sequence_number),
-            }
-            if locked_until is not None:
-                stamps[LOCKED_UNTIL] = timestamp(locked_until)
-            return self.encode(stamps, delivery_count)
+            return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count)
         entries = own[0] + _STAMPS.pack(
             _K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, _ms(enqueued_at), _K_ESEQ, 0x81, sequence_number
         )
@@ -219,6 +213,18 @@ class Envelope:
                 _headers.clear()
             _headers[key] = raw
         return raw
+
+
+def delivery_stamps(sequence_number: int, enqueued_at: float, locked_until: float | None) -> dict[Symbol, Any]:
+    """The annotations Service Bus stamps on a delivered message (locked-until when locked)."""
+    stamps: dict[Symbol, Any] = {
+        SEQUENCE_NUMBER: Long(sequence_number),
+        ENQUEUED_TIME: timestamp(enqueued_at),
+        ENQUEUE_SEQUENCE_NUMBER: Long(sequence_number),
+    }
+    if locked_until is not None:
+        stamps[LOCKED_UNTIL] = timestamp(locked_until)
+    return stamps
 
 
 def _entries(annotations: dict[Any, Any]) -> tuple[bytes, int]:
