@@ -235,14 +235,16 @@ def run_phase(url: str, phase: Phase, size: int, group: int) -> tuple[float, flo
         for role, address, count in phase.clients
     ]
     try:
+        ready_by = time.monotonic() + READY_TIMEOUT
         for proc in procs:
-            _expect(proc, "ready", READY_TIMEOUT)
+            _expect(proc, "ready", ready_by - time.monotonic())
         cpu = cpu_seconds(group)
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write("go\n")
             proc.stdin.flush()
-        results = [json.loads(_expect(proc, "{", PHASE_TIMEOUT)) for proc in procs]
+        deadline = time.monotonic() + PHASE_TIMEOUT  # one bound for the whole phase
+        results = [json.loads(_expect(proc, "{", deadline - time.monotonic())) for proc in procs]
         cpu = cpu_seconds(group) - cpu
     finally:
         for proc in procs:
