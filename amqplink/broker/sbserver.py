@@ -378,7 +378,7 @@ class _ServiceBusConnection:
     def _waker(self, consumer: _Consumer) -> Callable[[], None]:
         """The entity's listener: one dispatch on the next loop pass, however many messages
         arrive before it (a producer's whole read is stored first, then sent on in one go)."""
-        call_soon = asyncio.get_running_loop().call_soon
+        loop = asyncio.get_running_loop()
 
         def dispatch() -> None:
             consumer.woken = False
@@ -386,9 +386,10 @@ class _ServiceBusConnection:
                 self._dispatch(consumer)
 
         def wake() -> None:
-            if not consumer.woken:
+            # A closed loop: the connection died with it and has no one to send to.
+            if not consumer.woken and not loop.is_closed():
                 consumer.woken = True
-                call_soon(dispatch)
+                loop.call_soon(dispatch)
 
         return wake
 
