@@ -34,6 +34,9 @@ __all__ = [
     "DEFAULT_MAX_ENTITY_BYTES",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "DEFAULT_MAX_QUEUE_MESSAGES",
+    "DEFAULT_PARTITION_COUNT",
+    "MAX_PARTITION_COUNT",
+    "PREMIUM_PARTITION_COUNT",
     "BrokerConfig",
     "ConfigError",
     "CorrelationFilter",
@@ -65,6 +68,14 @@ DEFAULT_MAX_ENTITY_BYTES = 256 << 20
 (Service Bus counts ``MaxSizeInMegabytes``; the emulator's file may set it)."""
 MAX_LOCK_DURATION = 300.0
 """Seconds; "The maximum value for LockDuration is 5 minutes"."""
+DEFAULT_PARTITION_COUNT = 16
+"""Fragments of a partitioned entity: "When partitioning is enabled in the Basic or Standard
+SKUs, we will always create 16 partitions"."""
+PREMIUM_PARTITION_COUNT = 2
+"""Fragments per entity in a ``"Tier": "Premium"`` namespace (seed 002: two on Premium)."""
+MAX_PARTITION_COUNT = 1024
+"""Fragments one entity may have at most (the fragment index lives in the top 16 bits of a
+sequence number, and each fragment is a store of its own)."""
 
 
 class ConfigError(ValueError):
@@ -118,6 +129,11 @@ class EntityProperties:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_messages: int = DEFAULT_MAX_QUEUE_MESSAGES
     max_bytes: int = DEFAULT_MAX_ENTITY_BYTES
+    """Bytes one store holds (each fragment's own limit on a partitioned entity, as Service Bus
+    gives a partitioned entity 16 times ``MaxSizeInMegabytes``)."""
+    enable_partitioning: bool = False
+    partition_count: int | None = None
+    """Fragments when partitioned; ``None``: the namespace's count (16, or 2 on Premium)."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +217,11 @@ class NamespaceConfig:
     name: str = "sbemulatorns"
     queues: tuple[QueueConfig, ...] = ()
     topics: tuple[TopicConfig, ...] = ()
+    partition_count: int = DEFAULT_PARTITION_COUNT
+    """Fragments of a partitioned entity that names no ``PartitionCount`` of its own."""
+    partition_all: bool = False
+    """Partition every queue and topic ("queues and topics in a Premium namespace are always
+    partitioned"); set by ``"Tier": "Premium"``."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +292,8 @@ _PROPERTY_READERS: dict[str, tuple[str, Any]] = {
     "ForwardDeadLetteredMessagesTo": ("forward_dead_lettered_messages_to", _opt_str),
     "MaxMessageSizeInKilobytes": ("max_message_size", lambda v, w: 1024 * _int(v, w, 1, 102400)),
     "MaxSizeInMegabytes": ("max_bytes", lambda v, w: (1 << 20) * _int(v, w, 1, 81920)),
+    "EnablePartitioning": ("enable_partitioning", _bool),
+    "PartitionCount": ("partition_count", lambda v, w: _int(v, w, 1, MAX_PARTITION_COUNT)),
 }
 
 
@@ -387,7 +410,14 @@ def _namespace(value: Any, where: str) -> NamespaceConfig:
     for t in topics:
         if t.name.lower() in names:
             raise ConfigError(f"{where}.Topics: {t.name!r} is also a queue's name")
-    return NamespaceConfig(name, queues, tuple(topics))
+    tier = obj.get("Tier", "Standard")
+    if tier not in ("Basic", "Standard", "Premium"):
+        raise ConfigError(f"{where}.Tier: expected Basic, Standard or Premium, not {tier!r}")
+    premium = tier == "Premium"
+    count = PREMIUM_PARTITION_COUNT if premium else DEFAULT_PARTITION_COUNT
+    if "PartitionCount" in obj:
+        count = _int(obj["PartitionCount"], f"{where}.PartitionCount", 1, MAX_PARTITION_COUNT)
+    return NamespaceConfig(name, queues, tuple(topics), partition_count=count, partition_all=premium)
 
 
 def parse_config(document: Any) -> BrokerConfig:

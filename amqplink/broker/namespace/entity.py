@@ -24,7 +24,7 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.envelope import Envelope, delivery_stamps
@@ -38,6 +38,9 @@ from amqplink.broker.namespace.errors import (
 from amqplink.broker.namespace.sessions import SessionTable
 from amqplink.broker.namespace.store import MemoryStore, MessageState, MessageStore, StoredMessage
 from amqplink.codec.types import Long, Symbol
+
+if TYPE_CHECKING:
+    from amqplink.broker.namespace.partitioned import Partitions
 
 __all__ = [
     "DEAD_LETTER_REASON",
@@ -65,6 +68,9 @@ DeadLetterSink = Callable[[Envelope, float], None]
 class Entity:
     """One message source: a queue, a subscription, or the dead-letter queue of either."""
 
+    partitions: Partitions | None = None
+    """Set on a partitioned entity (:mod:`.partitioned`): its fragments' shared state."""
+
     def __init__(
         self,
         path: str,
@@ -72,6 +78,7 @@ class Entity:
         *,
         store: MessageStore | None = None,
         is_dead_letter_queue: bool = False,
+        first_sequence: int = 1,
     ) -> None:
         self.path = path
         self.properties = properties
@@ -88,7 +95,7 @@ class Entity:
         """Called when messages may have become available (after the change is complete)."""
         self.bytes = 0
         """Bytes of the messages held (bodies and properties), bounded by ``max_bytes``."""
-        self._next_sequence = 1
+        self._next_sequence = first_sequence
         self._available: dict[str | None, list[int]] = {}
         self._locks: dict[uuid.UUID, int] = {}
         self._lock_expiry: list[tuple[float, int, uuid.UUID]] = []
@@ -325,12 +332,17 @@ class Entity:
                 heapq.heappop(heap)
         return [sid for _, sid in sorted(found)]
 
-    def peek(self, from_sequence: int, count: int, now: float) -> list[StoredMessage]:
-        """Up to ``count`` messages from ``from_sequence`` on, in order, any state; nothing is locked."""
+    def peek(self, from_sequence: int, count: int, now: float, *, session_id: str | None = None) -> list[StoredMessage]:
+        """Up to ``count`` messages from ``from_sequence`` on (of ``session_id`` if given), in order,
+        any state; nothing is locked."""
         self.tick(now)
         out = []
         for msg in self.store:
-            if msg.sequence_number >= from_sequence and msg.expires_at > now:
+            if (
+                msg.sequence_number >= from_sequence
+                and msg.expires_at > now
+                and (session_id is None or msg.session_id == session_id)
+            ):
                 out.append(msg)
                 if len(out) >= count:
                     break
@@ -368,6 +380,10 @@ class Entity:
         return picked
 
     # -- settling -----------------------------------------------------------------
+    def holds_lock(self, token: uuid.UUID) -> bool:
+        """Whether ``token`` names a lock this entity handed out (live or not yet noticed expired)."""
+        return token in self._locks
+
     def locked(self, token: uuid.UUID, now: float) -> StoredMessage:
         """The message ``token`` locks; ``com.microsoft:message-lock-lost`` if the lock is gone."""
         self.tick(now)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 __all__ = [
     "ARGUMENT_ERROR",
+    "INTERNAL_ERROR",
     "MESSAGE_LOCK_LOST",
     "MESSAGE_NOT_FOUND",
     "MESSAGE_SIZE_EXCEEDED",
     "NOT_ALLOWED",
     "NOT_FOUND",
     "RESOURCE_LIMIT_EXCEEDED",
+    "SERVER_BUSY",
     "SESSION_CANNOT_BE_LOCKED",
     "SESSION_LOCK_LOST",
     "UNAUTHORIZED",
@@ -31,6 +33,8 @@ NOT_ALLOWED = "amqp:not-allowed"
 UNAUTHORIZED = "amqp:unauthorized-access"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
+INTERNAL_ERROR = "amqp:internal-error"
+SERVER_BUSY = "com.microsoft:server-busy"
 
 _STATUS = {
     MESSAGE_LOCK_LOST: 410,
@@ -43,6 +47,7 @@ _STATUS = {
     UNAUTHORIZED: 401,
     MESSAGE_SIZE_EXCEEDED: 413,
     RESOURCE_LIMIT_EXCEEDED: 403,
+    SERVER_BUSY: 503,
 }
 
 

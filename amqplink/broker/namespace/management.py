@@ -105,10 +105,7 @@ def _peek(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
     start = int(_field(body, "from-sequence-number"))
     count = max(0, min(int(_field(body, "message-count")), MAX_PEEK_COUNT))
     session_id = as_text(body.get("session-id"))
-    found = [
-        m for m in entity.peek(start, MAX_PEEK_COUNT if session_id else count, ctx[2])
-        if session_id is None or m.session_id == session_id
-    ][:count]  # fmt: skip
+    found = entity.peek(start, count, ctx[2], session_id=session_id)
     if not found:
         return 204, None
     return 200, {"messages": [{"message": entity.encode(m, peek=True)} for m in found]}

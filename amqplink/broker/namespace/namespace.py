@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from amqplink.broker.config import (
+    DEFAULT_PARTITION_COUNT,
     EntityProperties,
     NamespaceConfig,
     QueueConfig,
@@ -33,6 +34,7 @@ from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import Envelope, split_message
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
+    INTERNAL_ERROR,
     MESSAGE_NOT_FOUND,
     MESSAGE_SIZE_EXCEEDED,
     NOT_ALLOWED,
@@ -41,6 +43,12 @@ from amqplink.broker.namespace.errors import (
     EntityError,
 )
 from amqplink.broker.namespace.filters import subscription_copies
+from amqplink.broker.namespace.partitioned import (
+    PartitionedEntity,
+    Partitions,
+    partitioned_dead_letter_queue,
+    partitions_for,
+)
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Symbol
 from amqplink.message import Message
@@ -50,6 +58,8 @@ __all__ = [
     "MAX_ENTITIES",
     "MAX_FORWARD_HOPS",
     "Namespace",
+    "PartitionedQueue",
+    "PartitionedSubscription",
     "Queue",
     "Subscription",
     "Topic",
@@ -100,8 +110,32 @@ class Subscription(Entity):
         self.dead_letter_queue = Entity(f"{self.path}/$DeadLetterQueue", properties, is_dead_letter_queue=True)
 
 
+class PartitionedQueue(PartitionedEntity, Queue):
+    """A queue made of fragments (``EnablePartitioning``); duplicates are detected per fragment."""
+
+    def __init__(self, name: str, properties: EntityProperties, partitions: Partitions) -> None:
+        Queue.__init__(self, name, properties)
+        self.duplicates = None
+        self._partition(partitions)
+        self.dead_letter_queue = partitioned_dead_letter_queue(name, properties, partitions)
+
+
+class PartitionedSubscription(PartitionedEntity, Subscription):
+    """A subscription of a partitioned topic: fragments sharing the topic's."""
+
+    def __init__(
+        self, topic: str, name: str, properties: EntityProperties, rules: tuple[RuleConfig, ...], partitions: Partitions
+    ) -> None:
+        Subscription.__init__(self, topic, name, properties, rules)
+        self._partition(partitions)
+        self.dead_letter_queue = partitioned_dead_letter_queue(self.path, properties, partitions)
+
+
 class Topic:
     """A topic: fans every message out to the subscriptions whose rules pass it."""
+
+    partitions: Partitions | None = None
+    """Set on a partitioned topic: the fragments its subscriptions share."""
 
     def __init__(self, name: str, properties: EntityProperties) -> None:
         self.name = name
@@ -183,6 +217,10 @@ class Namespace:
         self.auto_create = config is None if auto_create is None else auto_create
         """Create a queue on first use of an unknown name (default: only without a configuration)."""
         self.default_properties = EntityProperties()
+        self.partition_count = config.partition_count if config is not None else DEFAULT_PARTITION_COUNT
+        """Fragments of a partitioned entity that names no ``PartitionCount`` (16; 2 on Premium)."""
+        self.partition_all = config is not None and config.partition_all
+        """Every queue and topic is partitioned (a Premium namespace)."""
         self.queues: dict[str, Queue] = {}
         self.topics: dict[str, Topic] = {}
         self._timed: set[Entity] = set()
@@ -200,9 +238,18 @@ class Namespace:
             raise ValueError(f"an entity called {name!r} exists already")
         return key
 
+    def _partitions(self, name: str, properties: EntityProperties) -> Partitions | None:
+        if not (properties.enable_partitioning or self.partition_all):
+            return None
+        return partitions_for(name, properties, self.partition_count)
+
     def add_queue(self, config: QueueConfig) -> Queue:
         key = self._new_name(config.name)
-        queue = Queue(config.name, config.properties)
+        partitions = self._partitions(config.name, config.properties)
+        if partitions is None:
+            queue = Queue(config.name, config.properties)
+        else:
+            queue = PartitionedQueue(config.name, config.properties, partitions)
         self.queues[key] = queue
         self._wire_dead_letters(queue, queue.dead_letter_queue)
         return queue
@@ -210,6 +257,9 @@ class Namespace:
     def add_topic(self, config: TopicConfig) -> Topic:
         key = self._new_name(config.name)
         topic = Topic(config.name, config.properties)
+        topic.partitions = self._partitions(config.name, config.properties)
+        if topic.partitions is not None:
+            topic.duplicates = None  # per fragment, in topic.partitions
         self.topics[key] = topic
         for sub in config.subscriptions:
             self.add_subscription(topic, sub)
@@ -219,7 +269,10 @@ class Namespace:
         # A message lives no longer than its topic's default time to live either.
         ttl = min(config.properties.default_message_ttl, topic.properties.default_message_ttl)
         properties = dataclasses.replace(config.properties, default_message_ttl=ttl)
-        sub = Subscription(topic.name, config.name, properties, config.rules)
+        if topic.partitions is None:
+            sub = Subscription(topic.name, config.name, properties, config.rules)
+        else:
+            sub = PartitionedSubscription(topic.name, config.name, properties, config.rules, topic.partitions)
         topic.subscriptions[config.name.lower()] = sub
         self._wire_dead_letters(sub, sub.dead_letter_queue)
         return sub
@@ -342,6 +395,9 @@ class Namespace:
             return
         if hops > MAX_FORWARD_HOPS:
             raise EntityError(NOT_ALLOWED, f"message forwarded through more than {MAX_FORWARD_HOPS} entities")
+        partitions = target.partitions
+        if partitions is not None:
+            envelopes = partitions.admit(envelopes, now)  # key rules, a pinned fragment down, duplicates
         duplicates = getattr(target, "duplicates", None)
         if duplicates is not None:
             envelopes = [e for e in envelopes if not duplicates.is_duplicate(e.message_id, now)]
@@ -376,8 +432,28 @@ class Namespace:
     def schedule(self, target: Entity | Topic, envelope: Envelope, at: float, now: float) -> int:
         """Schedule a message on a queue or topic (``schedule-message``); its sequence number."""
         if isinstance(target, Topic):
+            if target.partitions is not None:
+                key = target.partitions.key(envelope)  # the key rules hold for a scheduled send too
+                if key is not None:
+                    target.partitions.pinned(key)
+                    envelope = target.partitions.stamp(envelope)
             return target.schedule(envelope, at)
         return target.schedule(envelope, at, now)
+
+    # -- faults -------------------------------------------------------------------
+    def set_fragment_down(self, path: str, index: int, down: bool = True, *, condition: str = INTERNAL_ERROR) -> None:
+        """Take fragment ``index`` of the partitioned queue or topic at ``path`` down (or up again).
+
+        A topic's subscriptions and a queue's dead-letter queue share its fragments, so they
+        follow. While down, requests that need the fragment get ``condition``
+        (``amqp:internal-error``, as Service Bus, or ``com.microsoft:server-busy``).
+        ``amqp:not-found`` for an unknown path, ``amqp:not-allowed`` if it is not
+        partitioned; ``IndexError`` for a fragment it does not have.
+        """
+        partitions = self.resolve(path).target.partitions
+        if partitions is None:
+            raise EntityError(NOT_ALLOWED, f"{path!r} is not partitioned: it has no fragments to take down")
+        partitions.set_down(index, down, condition=condition)
 
     # -- time ---------------------------------------------------------------------
     def entities(self) -> list[Entity]:

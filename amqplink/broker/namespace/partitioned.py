@@ -1,0 +1,617 @@
+"""Partitioned queues, topics and subscriptions (seed 002, "Partitioned queues and topics").
+
+"Each partitioned queue or topic consists of multiple fragments. Each fragment is stored
+in a different messaging store and handled by a different message broker." Here a
+fragment is a plain :class:`Entity` with its own store; :class:`Partitions` is what an
+entity and its dead-letter queue (and, for a topic, every subscription) share: the
+fragment count, which fragments are down, and the rules that pick a fragment.
+
+Rules, each kept in one place:
+
+* the partition key (:meth:`Partitions.key`): "SessionId ... else PartitionKey ... else
+  MessageId if RequiresDuplicateDetection"; "If the PartitionKey property is set to a
+  value different from the SessionId property, Service Bus returns an invalid operation
+  exception" (``com.microsoft:argument-error`` here, not retryable);
+* a key pins the message to one fragment (a stable hash, so a restart keeps it); "if
+  the fragment is temporarily unavailable, Service Bus returns an error": the send fails
+  with ``amqp:internal-error`` and "The service was unable to process the request;
+  please retry the operation", which is what Service Bus answers for a pinned send to a
+  partition it cannot reach (Azure/azure-service-bus-go#178); the SDKs retry it;
+* no key: "round robin ... If the chosen fragment is unavailable, Service Bus assigns
+  the message to another fragment", so the send still succeeds;
+* a batch is stored in one fragment, so its messages must share one key ("Batching
+  brokered messages with distinct SessionId, PartitionKey, or MessageId is not
+  supported for an entity with partitioning", ``com.microsoft:argument-error``);
+* sequence numbers: "For partitioned entities, the topmost 16 bits reflect the
+  partition identifier" (fragment ``i`` numbers from ``i << 48``); a request naming a
+  sequence number goes to the fragment its top bits name;
+* duplicate detection is per fragment ("all copies of the same message are handled by
+  the same message broker");
+* receiving "queries all fragments" and returns the first message found (fairly: the
+  search starts after the fragment that answered last); a down fragment is skipped;
+* peek reads one fragment at a time, so it "may return fewer messages than asked";
+  callers loop from the last sequence number + 1, as the SDKs do;
+* a session lives in its key's fragment: its messages, its lock and its state.
+
+A fragment taken down (:meth:`Partitions.set_down`, or
+:meth:`~amqplink.broker.namespace.namespace.Namespace.set_fragment_down`) keeps its
+messages; receives skip it, and every request that needs it (a pinned send, settling a
+message it holds, a deferred receive, a session in it) fails with ``amqp:internal-error``
+until it is up again. The broker's own moves (dead-lettering, expiry) still reach it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+import zlib
+from collections.abc import Iterable, Iterator, MutableMapping
+from typing import Any
+
+from amqplink.broker.config import EntityProperties
+from amqplink.broker.namespace.duplicates import DuplicateDetector
+from amqplink.broker.namespace.entity import Entity
+from amqplink.broker.namespace.envelope import Envelope
+from amqplink.broker.namespace.errors import (
+    ARGUMENT_ERROR,
+    INTERNAL_ERROR,
+    MESSAGE_LOCK_LOST,
+    MESSAGE_NOT_FOUND,
+    SERVER_BUSY,
+    EntityError,
+)
+from amqplink.broker.namespace.sessions import SessionLock
+from amqplink.broker.namespace.store import MessageState, MessageStore, StoredMessage
+from amqplink.codec.types import Symbol
+
+__all__ = [
+    "DOWN_CONDITIONS",
+    "PARTITION_KEY",
+    "SEQUENCE_SHIFT",
+    "PartitionedEntity",
+    "Partitions",
+    "fragment_of",
+    "partitioned_dead_letter_queue",
+    "partitions_for",
+]
+
+log = logging.getLogger(__name__)
+
+PARTITION_KEY = Symbol("x-opt-partition-key")
+SEQUENCE_SHIFT = 48
+"""Fragment ``i``'s sequence numbers are ``(i << 48) + n``: the top 16 bits name the partition."""
+DOWN_CONDITIONS = (INTERNAL_ERROR, SERVER_BUSY)
+"""What a request needing a down fragment may be refused with (both retryable)."""
+RETRY = "The service was unable to process the request; please retry the operation."
+
+
+def fragment_of(sequence_number: int) -> int:
+    """The fragment a sequence number of a partitioned entity belongs to."""
+    return sequence_number >> SEQUENCE_SHIFT
+
+
+def _key_bytes(key: Any) -> bytes:
+    if isinstance(key, bytes | bytearray | memoryview):
+        return bytes(key)
+    return str(key).encode("utf-8", "surrogatepass")
+
+
+class Partitions:
+    """The fragments' shared state: count, availability, round robin, per-fragment duplicates.
+
+    ``by_message_id``: the entity requires duplicate detection, so a MessageId is a key
+    (and duplicates are detected per fragment, within ``duplicate_window`` seconds).
+    """
+
+    def __init__(self, path: str, count: int, *, by_message_id: bool = False, duplicate_window: float = 0.0) -> None:
+        if not 1 <= count < 1 << 15:
+            raise ValueError(f"{path!r}: a partitioned entity needs 1 to 32767 fragments, not {count}")
+        self.path = path
+        self.count = count
+        self.by_message_id = by_message_id
+        self.down = [False] * count
+        self.conditions = [INTERNAL_ERROR] * count
+        """The condition each fragment refuses with while down."""
+        self.duplicates = [DuplicateDetector(duplicate_window) for _ in range(count)] if by_message_id else None
+        self._next = 0
+
+    def __repr__(self) -> str:
+        down = [i for i, d in enumerate(self.down) if d]
+        return f"Partitions({self.path!r}, count={self.count}, down={down})"
+
+    # -- availability -----------------------------------------------------------------
+    def set_down(self, index: int, down: bool = True, *, condition: str = INTERNAL_ERROR) -> None:
+        """Take fragment ``index`` down (or bring it back): the fault-injection hook.
+
+        ``condition``: what requests needing the fragment get while it is down,
+        ``amqp:internal-error`` (Service Bus's answer) or ``com.microsoft:server-busy``.
+        """
+        if not 0 <= index < self.count:
+            raise IndexError(f"{self.path!r} has fragments 0 to {self.count - 1}, not {index}")
+        if condition not in DOWN_CONDITIONS:
+            raise ValueError(f"a down fragment refuses with {' or '.join(DOWN_CONDITIONS)}, not {condition!r}")
+        self.conditions[index] = condition
+        if self.down[index] != down:
+            self.down[index] = down
+            log.warning("%s: fragment %d is %s", self.path, index, "down" if down else "up again")
+
+    def is_down(self, index: int) -> bool:
+        return self.down[index]
+
+    def require_up(self, index: int, what: str) -> None:
+        """``amqp:internal-error`` (retryable) when fragment ``index`` is down."""
+        if self.down[index]:
+            raise EntityError(
+                self.conditions[index],
+                f"{RETRY} Fragment {index} of {self.path!r} is unavailable ({what}); retry later,"
+                " or send without a partition key so another fragment takes the message",
+            )
+
+    def up_from(self, start: int) -> Iterator[int]:
+        """The fragments that are up, starting at ``start`` and wrapping around."""
+        down, n = self.down, self.count
+        for k in range(n):
+            i = (start + k) % n
+            if not down[i]:
+                yield i
+
+    # -- choosing a fragment ----------------------------------------------------------
+    def key(self, envelope: Envelope) -> Any:
+        """The partition key: SessionId, else PartitionKey, else MessageId (with duplicate detection)."""
+        session_id = envelope.session_id
+        partition_key = envelope.annotations.get(PARTITION_KEY)
+        if session_id is not None:
+            if partition_key is not None and str(partition_key) != session_id:
+                raise EntityError(
+                    ARGUMENT_ERROR,
+                    f"{self.path!r}: the PartitionKey {str(partition_key)!r} differs from the SessionId"
+                    f" {session_id!r}; leave PartitionKey unset or make it equal to the SessionId",
+                )
+            return session_id
+        if partition_key is not None:
+            return partition_key
+        if self.by_message_id:
+            return envelope.message_id
+        return None
+
+    def index(self, key: Any) -> int:
+        """The fragment a key pins to (stable across restarts: CRC-32, not ``hash``)."""
+        return zlib.crc32(_key_bytes(key)) % self.count
+
+    def round_robin(self) -> int:
+        """The next fragment that is up (any fragment when all are down: the broker's own moves)."""
+        start = self._next
+        for i in self.up_from(start):
+            self._next = (i + 1) % self.count
+            return i
+        self._next = (start + 1) % self.count
+        return start
+
+    # -- a send arriving --------------------------------------------------------------
+    def admit(self, envelopes: list[Envelope], now: float) -> list[Envelope]:
+        """Check a send against the partition rules; the messages to store, deduplicated and stamped.
+
+        Refused: a PartitionKey that differs from the SessionId, a batch with distinct keys
+        (``com.microsoft:argument-error``), a key whose fragment is down (``amqp:internal-error``).
+        """
+        first = self.key(envelopes[0])
+        for envelope in envelopes[1:]:
+            if self.key(envelope) != first:
+                raise EntityError(
+                    ARGUMENT_ERROR,
+                    f"{self.path!r}: batching messages with distinct SessionId, PartitionKey, or MessageId"
+                    " is not supported for a partitioned entity; send them separately or give them one key",
+                )
+        if first is None:
+            return envelopes
+        index = self.pinned(first)
+        if self.duplicates is not None:
+            detector = self.duplicates[index]
+            envelopes = [e for e in envelopes if not detector.is_duplicate(e.message_id, now)]
+        return [self.stamp(e) for e in envelopes]
+
+    def pinned(self, key: Any) -> int:
+        """The fragment ``key`` pins to; ``amqp:internal-error`` (retryable) if it is down."""
+        index = self.index(key)
+        self.require_up(index, "the message's partition key pins it there")
+        return index
+
+    def stamp(self, envelope: Envelope) -> Envelope:
+        """``x-opt-partition-key`` on the stored message when a SessionId or PartitionKey decided."""
+        session_id = envelope.session_id
+        if session_id is None or envelope.annotations.get(PARTITION_KEY) == session_id:
+            return envelope
+        return envelope.with_annotations({PARTITION_KEY: session_id})
+
+
+class _Store:
+    """The fragments' stores seen as one (counts, iteration in sequence order, lookups)."""
+
+    def __init__(self, fragments: list[Entity]) -> None:
+        self._fragments = fragments
+
+    def _of(self, sequence_number: int) -> Entity | None:
+        i = fragment_of(sequence_number)
+        return self._fragments[i] if 0 <= i < len(self._fragments) else None
+
+    def append(self, message: StoredMessage) -> None:
+        fragment = self._of(message.sequence_number)
+        if fragment is None:
+            raise ValueError(f"sequence number {message.sequence_number} names no fragment")
+        fragment.store.append(message)
+
+    def remove(self, sequence_number: int) -> StoredMessage | None:
+        fragment = self._of(sequence_number)
+        return None if fragment is None else fragment.store.remove(sequence_number)
+
+    def get(self, sequence_number: int) -> StoredMessage | None:
+        fragment = self._of(sequence_number)
+        return None if fragment is None else fragment.store.get(sequence_number)
+
+    def __len__(self) -> int:
+        return sum(len(f.store) for f in self._fragments)
+
+    def __iter__(self) -> Iterator[StoredMessage]:
+        # Fragment i's numbers are all below fragment i+1's: concatenation is sequence order.
+        for fragment in self._fragments:
+            yield from fragment.store
+
+
+class _SessionState(MutableMapping[str, bytes]):
+    """Session state by session id, kept in the session's fragment."""
+
+    def __init__(self, owner: PartitionedEntity) -> None:
+        self._owner = owner
+
+    def __getitem__(self, session_id: str) -> bytes:
+        return self._owner.session_fragment(session_id).sessions.state[session_id]
+
+    def __setitem__(self, session_id: str, value: bytes) -> None:
+        self._owner.session_fragment(session_id).sessions.state[session_id] = value
+
+    def __delitem__(self, session_id: str) -> None:
+        del self._owner.session_fragment(session_id).sessions.state[session_id]
+
+    def __iter__(self) -> Iterator[str]:
+        for fragment in self._owner.fragments:
+            yield from fragment.sessions.state
+
+    def __len__(self) -> int:
+        return sum(len(f.sessions.state) for f in self._owner.fragments)
+
+
+class _Sessions:
+    """The session table interface, each call sent to the session's fragment."""
+
+    def __init__(self, owner: PartitionedEntity) -> None:
+        self._owner = owner
+        self.state = _SessionState(owner)
+
+    def is_locked(self, session_id: str, now: float) -> bool:
+        return self._owner.session_fragment(session_id).sessions.is_locked(session_id, now)
+
+    def lock(self, session_id: str, owner: object, now: float) -> SessionLock:
+        return self._owner.session_fragment(session_id, "locking a session").sessions.lock(session_id, owner, now)
+
+    def held(self, session_id: str, now: float, owner: object | None = None) -> SessionLock:
+        return self._owner.session_fragment(session_id).sessions.held(session_id, now, owner)
+
+    def renew(self, session_id: str, now: float, owner: object | None = None) -> float:
+        fragment = self._owner.session_fragment(session_id, "renewing a session lock")
+        return fragment.sessions.renew(session_id, now, owner)
+
+    def release(self, session_id: str, owner: object | None = None) -> bool:
+        return self._owner.session_fragment(session_id).sessions.release(session_id, owner)
+
+
+class PartitionedEntity(Entity):
+    """A queue, subscription or dead-letter queue made of fragments; receivers see one entity.
+
+    ``fragment(i)`` is fragment ``i`` (a plain :class:`Entity` with its own store);
+    ``partitions`` is the shared state (:meth:`Partitions.set_down` takes one down).
+    """
+
+    partitions: Partitions
+
+    def __init__(
+        self,
+        path: str,
+        properties: EntityProperties,
+        partitions: Partitions,
+        *,
+        is_dead_letter_queue: bool = False,
+    ) -> None:
+        Entity.__init__(self, path, properties, is_dead_letter_queue=is_dead_letter_queue)
+        self._partition(partitions)
+
+    def _partition(self, partitions: Partitions) -> None:
+        """Make the fragments (called once, after the entity's own ``__init__``)."""
+        self.partitions = partitions
+        self.fragments = [
+            Entity(
+                self.path,
+                self.properties,
+                is_dead_letter_queue=self.is_dead_letter_queue,
+                first_sequence=(i << SEQUENCE_SHIFT) + 1,
+            )
+            for i in range(partitions.count)
+        ]
+        for fragment in self.fragments:
+            fragment.listeners = self.listeners  # one list: a wake-up from any fragment reaches every receiver
+            fragment.on_timed = self._fragment_timed
+            if not self.is_dead_letter_queue:
+                fragment.dead_letter_sink = self._fragment_dead_letter
+        self._view = _Store(self.fragments)
+        self.sessions = _Sessions(self)  # type: ignore[assignment]
+        self._next_receive = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r}, fragments={len(self.fragments)}, messages={len(self.store)})"
+
+    @property
+    def store(self) -> MessageStore:
+        """The fragments' stores seen as one: counts, iteration, lookups by sequence number."""
+        return self._view
+
+    @store.setter
+    def store(self, value: MessageStore) -> None:
+        if hasattr(self, "_view"):  # Entity.__init__'s own store is ignored; nothing else may replace it
+            raise TypeError(f"{self.path!r} is partitioned: give each of its fragments (.fragments) a store of its own")
+
+    @property
+    def bytes(self) -> int:
+        """Bytes held by all fragments (``Entity.__init__``'s assignment is ignored)."""
+        return sum(f.bytes for f in getattr(self, "fragments", ()))
+
+    @bytes.setter
+    def bytes(self, value: int) -> None:
+        pass
+
+    def fragment(self, index: int) -> Entity:
+        """Fragment ``index`` (0-based)."""
+        return self.fragments[index]
+
+    def _fragment_timed(self, fragment: Entity) -> None:
+        if self.on_timed is not None:
+            self.on_timed(fragment)
+
+    def _fragment_dead_letter(self, envelope: Envelope, now: float) -> None:
+        sink = self.dead_letter_sink
+        if sink is None:
+            log.warning("%s: no dead-letter queue wired; a dead-lettered message was dropped", self.path)
+            return
+        sink(envelope, now)
+
+    def session_fragment(self, session_id: str, what: str | None = None) -> Entity:
+        """The fragment a session lives in; ``amqp:internal-error`` if it is down and ``what`` needs it."""
+        index = self.partitions.index(session_id)
+        if what is not None:
+            self.partitions.require_up(index, what)
+        return self.fragments[index]
+
+    def _by_sequence(self, sequence_number: int, what: str) -> Entity:
+        index = fragment_of(sequence_number)
+        if not 0 <= index < len(self.fragments):
+            raise EntityError(MESSAGE_NOT_FOUND, f"no message with sequence number {sequence_number} in {self.path!r}")
+        self.partitions.require_up(index, what)
+        return self.fragments[index]
+
+    def _by_token(self, token: uuid.UUID, what: str | None) -> Entity:
+        for index, fragment in enumerate(self.fragments):
+            if fragment.holds_lock(token):
+                if what is not None:
+                    self.partitions.require_up(index, what)
+                return fragment
+        raise EntityError(
+            MESSAGE_LOCK_LOST, f"the lock {token} on a message of {self.path!r} expired or was lost; receive it again"
+        )
+
+    # -- adding -----------------------------------------------------------------------
+    def check_accept(self, envelopes: list[Envelope]) -> None:
+        """Refuse what storing would: a keyed batch is checked against its fragment; a keyless
+        one needs a fragment that is up and can take it all."""
+        key = self.partitions.key(envelopes[0]) if envelopes else None
+        if key is not None:
+            self.fragments[self.partitions.index(key)].check_accept(envelopes)
+            return
+        refused: EntityError | None = None
+        for index in self.partitions.up_from(0):
+            try:
+                self.fragments[index].check_accept(envelopes)
+                return
+            except EntityError as exc:
+                refused = exc
+        if refused is not None:
+            raise refused
+        raise EntityError(INTERNAL_ERROR, f"{RETRY} Every fragment of {self.path!r} is unavailable; retry later")
+
+    def accept(self, envelope: Envelope, now: float) -> int:
+        """Store in the key's fragment, or the next fragment (round robin) that is up and has room."""
+        partitions = self.partitions
+        key = partitions.key(envelope)
+        if key is not None:
+            return self.fragments[partitions.index(key)].accept(envelope, now)
+        refused: EntityError | None = None
+        for _ in range(partitions.count):
+            fragment = self.fragments[partitions.round_robin()]
+            try:
+                return fragment.accept(envelope, now)
+            except EntityError as exc:
+                refused = exc
+        assert refused is not None
+        raise refused
+
+    def schedule(self, envelope: Envelope, at: float, now: float) -> int:
+        key = self.partitions.key(envelope)
+        if key is None:
+            return self.fragments[self.partitions.round_robin()].schedule(envelope, at, now)
+        index = self.partitions.pinned(key)
+        return self.fragments[index].schedule(self.partitions.stamp(envelope), at, now)
+
+    def cancel_scheduled(self, sequence_numbers: Iterable[int]) -> None:
+        groups = self._groups(sequence_numbers, MessageState.SCHEDULED, "cancelling scheduled messages")
+        for index, seqs in groups.items():
+            self.fragments[index].cancel_scheduled(seqs)
+
+    def _groups(self, sequence_numbers: Iterable[int], state: MessageState, what: str) -> dict[int, list[int]]:
+        """Sequence numbers by fragment, each checked to be in ``state`` first (all or nothing)."""
+        groups: dict[int, list[int]] = {}
+        for seq in sequence_numbers:
+            fragment = self._by_sequence(seq, what)
+            msg = fragment.store.get(seq)
+            if msg is None or msg.state is not state:
+                raise EntityError(
+                    MESSAGE_NOT_FOUND, f"no {state.value} message with sequence number {seq} in {self.path!r}"
+                )
+            groups.setdefault(fragment_of(seq), []).append(seq)
+        return groups
+
+    # -- time -------------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        for fragment in self.fragments:
+            fragment.tick(now)
+
+    def next_deadline(self) -> float:
+        return min(f.next_deadline() for f in self.fragments)
+
+    # -- receiving --------------------------------------------------------------------
+    def receive(
+        self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
+    ) -> StoredMessage | None:
+        """The next message of any fragment that is up, starting after the one that answered last."""
+        if self.requires_session and session_id is not None:
+            index = self.partitions.index(session_id)
+            if self.partitions.is_down(index):
+                return None  # the session's messages are out of reach until its fragment is up
+            return self.fragments[index].receive(now, lock=lock, session_id=session_id, owner=owner)
+        fragments, down = self.fragments, self.partitions.down
+        count, start = len(fragments), self._next_receive
+        for k in range(count):  # per message: no generator, no allocation
+            index = start + k if start + k < count else start + k - count
+            if down[index]:
+                continue
+            msg = fragments[index].receive(now, lock=lock, session_id=session_id, owner=owner)
+            if msg is not None:
+                self._next_receive = index + 1 if index + 1 < count else 0
+                return msg
+        return None
+
+    def restore(self, msg: StoredMessage) -> None:
+        self.fragments[fragment_of(msg.sequence_number)].restore(msg)
+
+    def available_sessions(self, now: float) -> list[str]:
+        out: list[str] = []
+        for index in self.partitions.up_from(0):
+            out += self.fragments[index].available_sessions(now)
+        return out
+
+    def peek(self, from_sequence: int, count: int, now: float, *, session_id: str | None = None) -> list[StoredMessage]:
+        """Messages of one fragment only: the first (by sequence number) with any at or after
+        ``from_sequence``; so fewer than ``count`` may come back while more remain."""
+        if session_id is not None:
+            index = self.partitions.index(session_id)
+            if self.partitions.is_down(index):
+                return []
+            return self.fragments[index].peek(from_sequence, count, now, session_id=session_id)
+        start = max(0, fragment_of(from_sequence))
+        for index in range(start, len(self.fragments)):
+            if self.partitions.is_down(index):
+                continue
+            low = from_sequence if index == start else index << SEQUENCE_SHIFT
+            found = self.fragments[index].peek(low, count, now)
+            if found:
+                return found
+        return []
+
+    def receive_deferred(
+        self,
+        sequence_numbers: Iterable[int],
+        now: float,
+        *,
+        lock: bool = True,
+        session_id: str | None = None,
+        owner: object | None = None,
+    ) -> list[StoredMessage]:
+        seqs = list(sequence_numbers)
+        groups = self._groups(seqs, MessageState.DEFERRED, "receiving deferred messages")
+        found: dict[int, StoredMessage] = {}
+        for index, group in groups.items():
+            for msg in self.fragments[index].receive_deferred(
+                group, now, lock=lock, session_id=session_id, owner=owner
+            ):
+                found[msg.sequence_number] = msg
+        return [found[seq] for seq in seqs if seq in found]
+
+    # -- settling ---------------------------------------------------------------------
+    def holds_lock(self, token: uuid.UUID) -> bool:
+        return any(f.holds_lock(token) for f in self.fragments)
+
+    def locked(self, token: uuid.UUID, now: float) -> StoredMessage:
+        return self._by_token(token, "reading a locked message").locked(token, now)
+
+    def complete(self, token: uuid.UUID, now: float) -> None:
+        self._by_token(token, "completing a message").complete(token, now)
+
+    def abandon(self, token: uuid.UUID, now: float, annotations: dict[Any, Any] | None = None) -> None:
+        self._by_token(token, "abandoning a message").abandon(token, now, annotations)
+
+    def defer(self, token: uuid.UUID, now: float, annotations: dict[Any, Any] | None = None) -> None:
+        self._by_token(token, "deferring a message").defer(token, now, annotations)
+
+    def dead_letter(
+        self,
+        token: uuid.UUID,
+        now: float,
+        reason: str | None = None,
+        description: str | None = None,
+        annotations: dict[Any, Any] | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> None:
+        self._by_token(token, "dead-lettering a message").dead_letter(
+            token, now, reason, description, annotations, properties
+        )
+
+    def renew_lock(self, token: uuid.UUID, now: float) -> float:
+        return self._by_token(token, "renewing a lock").renew_lock(token, now)
+
+    def release(self, tokens: Iterable[uuid.UUID], now: float) -> None:
+        """Locks lost with their link: released in whichever fragment holds them, up or down."""
+        by_fragment: dict[int, list[uuid.UUID]] = {}
+        for token in tokens:
+            for index, fragment in enumerate(self.fragments):
+                if fragment.holds_lock(token):
+                    by_fragment.setdefault(index, []).append(token)
+                    break
+        for index, group in by_fragment.items():
+            self.fragments[index].release(group, now)
+
+    # -- sessions ---------------------------------------------------------------------
+    def accept_session(self, session_id: str | None, owner: object, now: float) -> tuple[str, float] | None:
+        if session_id is not None:
+            return self.session_fragment(session_id, "locking a session").accept_session(session_id, owner, now)
+        if not self.requires_session:
+            return self.fragments[0].accept_session(None, owner, now)  # refused: not a session entity
+        for index in self.partitions.up_from(self._next_receive):
+            taken = self.fragments[index].accept_session(None, owner, now)
+            if taken is not None:
+                self._next_receive = (index + 1) % len(self.fragments)
+                return taken
+        return None
+
+    def close_session(self, session_id: str, owner: object, now: float) -> None:
+        self.session_fragment(session_id).close_session(session_id, owner, now)
+
+
+def partitioned_dead_letter_queue(path: str, properties: EntityProperties, partitions: Partitions) -> PartitionedEntity:
+    """The dead-letter queue of a partitioned entity: partitioned alike, sharing its fragments' health."""
+    return PartitionedEntity(f"{path}/$DeadLetterQueue", properties, partitions, is_dead_letter_queue=True)
+
+
+def partitions_for(path: str, properties: EntityProperties, default_count: int) -> Partitions:
+    """The shared fragment state of a new partitioned queue or topic."""
+    return Partitions(
+        path,
+        properties.partition_count or default_count,
+        by_message_id=properties.requires_duplicate_detection,
+        duplicate_window=properties.duplicate_detection_window,
+    )
