@@ -441,6 +441,12 @@ class PartitionedEntity(Entity):
         assert refused is not None
         raise refused
 
+    def accept_all(self, envelopes: list[Envelope], now: float) -> None:
+        """Each message to its fragment through :meth:`accept` (all or none: checked first)."""
+        self.check_accept(envelopes)
+        for envelope in envelopes:
+            self.accept(envelope, now)
+
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
         key = self.partitions.key(envelope)
         if key is None:
