@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import logging
 import math
+import os
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,8 @@ DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
 TTL_EXPIRED = "TTLExpiredException"
+LOCK_TAG_MASK = 0xFFFF
+"""The low bits of a lock token that carry its entity's :attr:`Entity.lock_tag`."""
 LOCK_EXPIRY_SLACK = 1024
 """Settled locks' entries the lock-expiry heap may keep beyond twice the live locks
 before it is rebuilt (settling leaves its entry behind until then)."""
@@ -95,6 +98,9 @@ class Entity:
         """Called when messages may have become available (after the change is complete)."""
         self.bytes = 0
         """Bytes of the messages held (bodies and properties), bounded by ``max_bytes``."""
+        self.lock_tag: int | None = None
+        """Carried in the low 16 bits of every lock token handed out (a fragment's index, so a
+        partitioned entity finds the fragment of a settlement at once); None: plain uuid4."""
         self._next_sequence = first_sequence
         self._available: dict[str | None, list[int]] = {}
         self._locks: dict[uuid.UUID, int] = {}
@@ -307,7 +313,12 @@ class Entity:
             self._make_available(msg)
 
     def _lock(self, msg: StoredMessage, now: float, session_id: str | None) -> None:
-        token = uuid.uuid4()
+        tag = self.lock_tag
+        if tag is None:
+            token = uuid.uuid4()
+        else:  # a version-4 GUID whose last 16 of 122 random bits are the tag
+            raw = int.from_bytes(os.urandom(16), "big") & ~LOCK_TAG_MASK | tag
+            token = uuid.UUID(int=raw, version=4)
         msg.state = MessageState.LOCKED
         msg.lock_token = token
         self._locks[token] = msg.sequence_number
