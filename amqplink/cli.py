@@ -104,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--key-name", default=None, help="SAS key name (default RootManageSharedAccessKey)")
     broker.add_argument("--key", default=None, help="SAS key (default: the emulator's on loopback, else random)")
     broker.add_argument("--plain", action="store_true", help="plain AMQP queues instead of a Service Bus namespace")
+    broker.add_argument("--data-dir", default=None, help="keep messages in this directory (default: in memory)")
     return parser
 
 
@@ -153,6 +154,7 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
             require_auth=True if args.require_auth else None,
             key_name=args.key_name,
             key=args.key,
+            data_dir=args.data_dir,
         )
     return None
 

@@ -36,10 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
+from amqplink.broker.durable import Persistence
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.management import handle_management
+from amqplink.broker.namespace.management import response as status_response
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol
@@ -134,8 +136,11 @@ class ServiceBusHost:
         cbs_deadline: float = CBS_DEADLINE,
         max_pending_replies: int = MAX_PENDING_REPLIES,
         clock: Callable[[], float] = time.time,
+        persistence: Persistence | None = None,
     ) -> None:
         self.namespace = namespace
+        self.persistence = persistence
+        """The durable store (``--data-dir``): transfers are settled once what they caused is written."""
         self.keys = dict(keys) if keys is not None else {EMULATOR_KEY_NAME: EMULATOR_KEY}
         self.emulator_key = keys is None
         """True while the keys are the emulator's well-known default (fine on loopback only)."""
@@ -480,9 +485,14 @@ class _ServiceBusConnection:
         except EntityError as exc:
             log.info("%s: settlement refused: %s", consumer.path, exc.description)
             answer = Rejected(error=_error(exc.condition, exc.description))
-        if not delivery.settled:
-            consumer.link.settle(delivery, answer)
-            consumer.flush()
+        if delivery.settled:
+            return
+        stored = self.host.persistence
+        if stored is not None:
+            stored.after_commit(lambda error: self._settle_stored(consumer.link, delivery, answer, error))
+            return
+        consumer.link.settle(delivery, answer)
+        consumer.flush()
 
     # -- receiving from the peer ------------------------------------------------------
     def _on_delivery(self, link: ReceiverLink, delivery: Delivery) -> None:
@@ -512,6 +522,11 @@ class _ServiceBusConnection:
             except EntityError as exc:
                 log.info("%s: message refused: %s", producer[1], exc.description)
                 outcome = Rejected(error=_error(exc.condition, exc.description))
+        stored = self.host.persistence
+        if stored is not None and not delivery.settled:
+            # Settled (and credit topped up) once the message is on disk.
+            stored.after_commit(lambda error: self._settle_stored(link, delivery, outcome, error))
+            return
         if not delivery.settled:
             link.settle(delivery, outcome)
         if link.link_credit < self.host.credit_window // 2:
@@ -547,8 +562,36 @@ class _ServiceBusConnection:
             return False
         if reply_to:
             response.to = reply_to
-        link.send(response.encode())
+        stored = self.host.persistence
+        if stored is None:
+            link.send(response.encode())
+        else:
+            reply = response
+            stored.after_commit(lambda error: self._reply_stored(link, request, reply, error))
         return True
+
+    # -- after a store commit -----------------------------------------------------------
+    def _settle_stored(
+        self, link: SenderLink | ReceiverLink, delivery: Delivery, outcome: Any, error: BaseException | None
+    ) -> None:
+        """Settle a transfer whose effect is now on disk (or, when the write failed, refuse it)."""
+        if link.is_detached or delivery.settled:
+            return
+        if error is not None and not isinstance(outcome, Rejected):
+            outcome = Rejected(error=_error("amqp:internal-error", f"the broker could not store this: {error}"))
+        link.settle(delivery, outcome)
+        if isinstance(link, ReceiverLink) and link.link_credit < self.host.credit_window // 2:
+            link.flow(self.host.credit_window)
+        self.protocol.schedule_flush()
+
+    def _reply_stored(self, link: SenderLink, request: Message, answer: Message, error: BaseException | None) -> None:
+        if link.is_detached:
+            return
+        if error is not None:
+            description = f"the broker could not store this: {error}"
+            answer = status_response(request, 500, description=description, condition="amqp:internal-error")
+        link.send(answer.encode())
+        self.protocol.schedule_flush()
 
     # -- links going away -------------------------------------------------------------
     def _drop(self, link: Link) -> None:

@@ -36,6 +36,7 @@ from amqplink.aio.server import (
 )
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.config import BrokerConfig, load_config
+from amqplink.broker.durable import Persistence
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.sbserver import ServiceBusHost
@@ -70,11 +71,18 @@ def _servicebus_host(
     keys: Mapping[str, str] | None,
     require_auth: bool | None,
     credit_window: int,
+    data_dir: str | os.PathLike[str] | None,
 ) -> ServiceBusHost:
     if config is not None and not isinstance(config, BrokerConfig):
         config = load_config(config)
     namespace = Namespace(None if config is None else config.namespaces[0])
-    return ServiceBusHost(namespace, keys=keys, require_auth=require_auth, credit_window=credit_window)
+    persistence = None
+    if data_dir is not None:
+        persistence = Persistence(data_dir)
+        persistence.attach(namespace)
+    return ServiceBusHost(
+        namespace, keys=keys, require_auth=require_auth, credit_window=credit_window, persistence=persistence
+    )
 
 
 log = logging.getLogger(__name__)
@@ -96,7 +104,9 @@ class Broker:
     ``idle_timeout`` (seconds, ``None``: none): silent connections are closed with
     ``amqp:resource-limit-exceeded``. ``handshake_timeout`` (seconds): time from TCP
     connect to open. ``max_connections``: beyond it, new connections are closed with
-    ``amqp:resource-limit-exceeded``.
+    ``amqp:resource-limit-exceeded``. ``data_dir``: keep the Service Bus namespace in
+    this directory (an SQLite file, read back on start); a transfer is settled only
+    once what it caused is written there.
     """
 
     def __init__(
@@ -112,6 +122,7 @@ class Broker:
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if credit_window < 1:
             raise ValueError(f"credit_window must be at least 1, not {credit_window}")
@@ -127,8 +138,10 @@ class Broker:
         self.queues: dict[str, Queue] = {}
         self.servicebus: ServiceBusHost | None = None
         """The Service Bus namespace this broker serves, when given a config or ``servicebus=True``."""
-        if servicebus or (servicebus is None and config is not None):
-            self.servicebus = _servicebus_host(config, keys, require_auth, credit_window)
+        if servicebus or (servicebus is None and (config is not None or data_dir is not None)):
+            self.servicebus = _servicebus_host(config, keys, require_auth, credit_window, data_dir)
+        elif data_dir is not None:
+            raise ValueError("data_dir keeps a Service Bus namespace: it cannot be used with servicebus=False")
         self._server: asyncio.Server | None = None
         self._host = "127.0.0.1"
         self._tls = False
@@ -198,6 +211,8 @@ class Broker:
             self._server.close()
         for protocol in list(self._protocols):
             protocol.abort()
+        if self.servicebus is not None and self.servicebus.persistence is not None:
+            await self.servicebus.persistence.close()
         if self._server is not None:
             await self._server.wait_closed()
 

@@ -14,6 +14,7 @@ import sys
 
 from amqplink.broker import Broker
 from amqplink.broker.config import ConfigError, load_config
+from amqplink.broker.durable import StoreError
 from amqplink.broker.sbserver import EMULATOR_KEY_NAME
 
 __all__ = ["run_broker"]
@@ -31,18 +32,22 @@ async def run_broker(
     require_auth: bool | None = None,
     key_name: str | None = None,
     key: str | None = None,
+    data_dir: str | None = None,
 ) -> None:
     """Serve on ``host:port`` until cancelled; prints the URL (and connection string) once listening."""
     if plain:
+        if data_dir is not None:
+            print("amqplink broker: --data-dir keeps a Service Bus namespace; leave out --plain", file=sys.stderr)
+            raise SystemExit(2)
         broker = Broker()
     else:
         try:
             loaded = None if config is None else load_config(config)
-        except ConfigError as exc:
+            keys = None if key is None else {key_name or EMULATOR_KEY_NAME: key}
+            broker = Broker(loaded, servicebus=True, keys=keys, require_auth=require_auth, data_dir=data_dir)
+        except (ConfigError, StoreError) as exc:
             print(f"amqplink broker: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
-        keys = None if key is None else {key_name or EMULATOR_KEY_NAME: key}
-        broker = Broker(loaded, servicebus=True, keys=keys, require_auth=require_auth)
     try:
         await broker.start(host, port)
     except OSError as exc:

@@ -10,6 +10,7 @@ the newly sent message is instantly ignored and dropped." (Service Bus docs)
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["MAX_REMEMBERED_IDS", "DuplicateDetector"]
@@ -18,15 +19,22 @@ MAX_REMEMBERED_IDS = 1_000_000
 """Message ids one entity remembers at most; the oldest are forgotten first."""
 
 
+def _key(message_id: Any) -> Any:
+    """Ids of different types never match (the int 1 is not the string "1")."""
+    return message_id if isinstance(message_id, str) else (type(message_id).__name__, message_id)
+
+
 class DuplicateDetector:
     """Message ids seen in the last ``window`` seconds, oldest first."""
 
-    __slots__ = ("_seen", "limit", "window")
+    __slots__ = ("_seen", "limit", "on_seen", "window")
 
     def __init__(self, window: float, limit: int = MAX_REMEMBERED_IDS) -> None:
         self.window = window
         self.limit = limit
         self._seen: OrderedDict[Any, float] = OrderedDict()
+        self.on_seen: Callable[[Any, float], None] | None = None
+        """Told of every id recorded (a durable store keeps them for the window)."""
 
     def _prune(self, now: float) -> None:
         seen = self._seen
@@ -42,11 +50,18 @@ class DuplicateDetector:
         if message_id is None:
             return False
         self._prune(now)
-        key = (type(message_id).__name__, message_id) if not isinstance(message_id, str) else message_id
+        key = _key(message_id)
         if key in self._seen:
             return True
         self._seen[key] = now
+        if self.on_seen is not None:
+            self.on_seen(message_id, now)
         return False
+
+    def remember(self, message_id: Any, seen_at: float) -> None:
+        """Take back an id recorded at ``seen_at`` (ids must come oldest first)."""
+        key = _key(message_id)
+        self._seen[key] = seen_at
 
     def __len__(self) -> int:
         return len(self._seen)

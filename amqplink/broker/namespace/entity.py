@@ -198,14 +198,18 @@ class Entity:
         for seq in seqs:
             self._remove(seq)
 
+    def _key(self, msg: StoredMessage) -> str | None:
+        return msg.session_id if self.requires_session else None
+
     def _make_available(self, msg: StoredMessage) -> None:
         msg.state = MessageState.AVAILABLE
         msg.lock_token = None
-        key = msg.session_id if self.requires_session else None
+        key = self._key(msg)
         heap = self._available.get(key)
         if heap is None:
             heap = self._available[key] = []
         heapq.heappush(heap, msg.sequence_number)
+        self.store.update(msg)
 
     def _add(self, msg: StoredMessage) -> None:
         self.store.append(msg)
@@ -271,6 +275,30 @@ class Entity:
             self._remove(msg.sequence_number)
             log.debug("%s: message %d expired", self.path, msg.sequence_number)
 
+    def recover(self, next_sequence: int) -> None:
+        """Index the messages a durable store brought back (call once, on an entity with no
+        other messages): locks do not survive a restart, so a message that was locked is
+        available again, its delivery count as taken with the lock (Service Bus does the same)."""
+        self._next_sequence = max(self._next_sequence, next_sequence)
+        for msg in self.store:
+            self.bytes += msg.envelope.size
+            seq = msg.sequence_number
+            if msg.state is MessageState.SCHEDULED and msg.scheduled_at is not None:
+                heapq.heappush(self._scheduled, (msg.scheduled_at, seq))
+                continue
+            if msg.deferred:
+                msg.state = MessageState.DEFERRED
+            else:
+                msg.state = MessageState.AVAILABLE
+                msg.lock_token = None
+                heapq.heappush(self._available.setdefault(self._key(msg), []), seq)
+            if msg.expires_at != math.inf:
+                heapq.heappush(self._expiry, (msg.expires_at, seq))
+        if self._scheduled or self._expiry:
+            self._timed()
+        if len(self.store):
+            self._notify()
+
     # -- receiving ----------------------------------------------------------------
     def receive(
         self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
@@ -309,6 +337,7 @@ class Entity:
             self._add(msg)  # receive-and-delete had removed it
         if msg.deferred:
             msg.state = MessageState.DEFERRED
+            self.store.update(msg)
         else:
             self._make_available(msg)
 
@@ -321,6 +350,7 @@ class Entity:
             token = uuid.UUID(int=raw, version=4)
         msg.state = MessageState.LOCKED
         msg.lock_token = token
+        self.store.update(msg)  # the delivery count taken with the lock survives a restart
         self._locks[token] = msg.sequence_number
         if self.requires_session and session_id is not None:
             msg.locked_until = self.sessions.held(session_id, now).locked_until
@@ -443,6 +473,7 @@ class Entity:
         msg = self.locked(token, now)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
+            self.store.update(msg, envelope=True)
         self._unlock(msg, now)
         self._notify()
 
@@ -450,9 +481,11 @@ class Entity:
         msg = self.locked(token, now)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
+            self.store.update(msg, envelope=True)
         self._release_lock(msg)
         msg.state = MessageState.DEFERRED
         msg.deferred = True
+        self.store.update(msg)
 
     def dead_letter(
         self,
@@ -505,6 +538,7 @@ class Entity:
             self._expire(msg, now)  # it expired while locked: now that the lock is gone
         elif msg.deferred:
             msg.state = MessageState.DEFERRED
+            self.store.update(msg)
         else:
             self._make_available(msg)
 

@@ -204,12 +204,9 @@ def _set_state(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
     sid = _session_id(body)
     entity.sessions.held(sid, ctx[2])
     state = body.get("session-state")
-    if state is None:
-        entity.sessions.state.pop(sid, None)
-    elif not isinstance(state, bytes) or len(state) > MAX_SESSION_STATE:
+    if state is not None and (not isinstance(state, bytes) or len(state) > MAX_SESSION_STATE):
         raise EntityError(ARGUMENT_ERROR, f"session state must be binary of at most {MAX_SESSION_STATE} bytes")
-    else:
-        entity.sessions.state[sid] = state
+    entity.sessions.set_state(sid, state)
     return 200, None
 
 

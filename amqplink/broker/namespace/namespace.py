@@ -18,6 +18,7 @@ import dataclasses
 import heapq
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from amqplink.broker.config import (
@@ -151,6 +152,9 @@ class Topic:
         self._scheduled: dict[int, tuple[float, Envelope]] = {}
         self.scheduled_bytes = 0
         self._schedule_heap: list[tuple[float, int]] = []
+        self.on_scheduled: Callable[[int, float, Envelope | None], None] | None = None
+        """Told of each scheduled message (sequence number, time, envelope) and of each
+        that leaves the schedule (envelope ``None``): a durable store keeps them."""
 
     def __repr__(self) -> str:
         return f"Topic({self.name!r}, subscriptions={list(self.subscriptions)})"
@@ -165,10 +169,34 @@ class Topic:
             )
         seq = self._next_sequence
         self._next_sequence += 1
+        self.load_scheduled(seq, at, envelope)
+        if self.on_scheduled is not None:
+            self.on_scheduled(seq, at, envelope)
+        return seq
+
+    @property
+    def next_sequence(self) -> int:
+        """The sequence number the next scheduled message gets."""
+        return self._next_sequence
+
+    @next_sequence.setter
+    def next_sequence(self, value: int) -> None:
+        self._next_sequence = max(self._next_sequence, value)
+
+    def load_scheduled(self, seq: int, at: float, envelope: Envelope) -> None:
+        """Hold a scheduled message under a known sequence number (also: taken back from a store)."""
+        self._next_sequence = max(self._next_sequence, seq + 1)
         self._scheduled[seq] = (at, envelope)
         self.scheduled_bytes += envelope.size
         heapq.heappush(self._schedule_heap, (at, seq))
-        return seq
+
+    def _unscheduled(self, seq: int) -> tuple[float, Envelope] | None:
+        item = self._scheduled.pop(seq, None)
+        if item is not None:
+            self.scheduled_bytes -= item[1].size
+            if self.on_scheduled is not None:
+                self.on_scheduled(seq, item[0], None)
+        return item
 
     def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
         for seq in sequence_numbers:
@@ -177,16 +205,15 @@ class Topic:
                     MESSAGE_NOT_FOUND, f"no scheduled message with sequence number {seq} in {self.name!r}"
                 )
         for seq in sequence_numbers:
-            self.scheduled_bytes -= self._scheduled.pop(seq)[1].size
+            self._unscheduled(seq)
 
     def due(self, now: float) -> list[Envelope]:
         out = []
         heap = self._schedule_heap
         while heap and heap[0][0] <= now:
             _, seq = heapq.heappop(heap)
-            item = self._scheduled.pop(seq, None)
+            item = self._unscheduled(seq)
             if item is not None:
-                self.scheduled_bytes -= item[1].size
                 out.append(item[1])
         return out
 
@@ -225,6 +252,9 @@ class Namespace:
         self.topics: dict[str, Topic] = {}
         self._timed: set[Entity] = set()
         """Entities with a deadline (locks, schedules, TTL, session locks): what tick visits."""
+        self.on_entity_added: Callable[[Queue | Topic | Subscription], None] | None = None
+        """Told of each queue, topic and subscription made from now on (a durable store
+        attaches itself to them)."""
         if config is not None:
             for q in config.queues:
                 self.add_queue(q)
@@ -252,7 +282,12 @@ class Namespace:
             queue = PartitionedQueue(config.name, config.properties, partitions)
         self.queues[key] = queue
         self._wire_dead_letters(queue, queue.dead_letter_queue)
+        self._added(queue)
         return queue
+
+    def _added(self, entity: Queue | Topic | Subscription) -> None:
+        if self.on_entity_added is not None:
+            self.on_entity_added(entity)
 
     def add_topic(self, config: TopicConfig) -> Topic:
         key = self._new_name(config.name)
@@ -261,6 +296,7 @@ class Namespace:
         if topic.partitions is not None:
             topic.duplicates = None  # per fragment, in topic.partitions
         self.topics[key] = topic
+        self._added(topic)
         for sub in config.subscriptions:
             self.add_subscription(topic, sub)
         return topic
@@ -275,6 +311,7 @@ class Namespace:
             sub = PartitionedSubscription(topic.name, config.name, properties, config.rules, topic.partitions)
         topic.subscriptions[config.name.lower()] = sub
         self._wire_dead_letters(sub, sub.dead_letter_queue)
+        self._added(sub)
         return sub
 
     def _wire_dead_letters(self, entity: Entity, dlq: Entity) -> None:

@@ -8,6 +8,7 @@ is renewed with ``renew-session-lock``. State is an opaque binary kept per sessi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from amqplink.broker.namespace.errors import SESSION_CANNOT_BE_LOCKED, SESSION_LOCK_LOST, EntityError
@@ -28,7 +29,7 @@ class SessionLock:
 class SessionTable:
     """Who holds which session until when, and each session's state."""
 
-    __slots__ = ("_earliest", "_locks", "entity_path", "lock_duration", "state")
+    __slots__ = ("_earliest", "_locks", "entity_path", "lock_duration", "on_state", "state")
 
     def __init__(self, entity_path: str, lock_duration: float) -> None:
         self.entity_path = entity_path
@@ -36,6 +37,17 @@ class SessionTable:
         self._locks: dict[str, SessionLock] = {}
         self._earliest = math.inf  # no lock runs out before this (may be early, never late)
         self.state: dict[str, bytes] = {}
+        self.on_state: Callable[[str, bytes | None], None] | None = None
+        """Told of every change of a session's state (a durable store keeps it)."""
+
+    def set_state(self, session_id: str, state: bytes | None) -> None:
+        """Set (``None``: clear) the state of ``session_id``."""
+        if state is None:
+            self.state.pop(session_id, None)
+        else:
+            self.state[session_id] = state
+        if self.on_state is not None:
+            self.on_state(session_id, state)
 
     def is_locked(self, session_id: str, now: float) -> bool:
         lock = self._locks.get(session_id)

@@ -1,0 +1,285 @@
+"""The durable store read back: what a namespace kept in its data directory is there after
+a restart (sequence numbers, schedules, deferrals, dead letters, session state,
+duplicate-detection ids, locks turned back into deliveries with delivery-count + 1)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from amqplink.aio import connect
+from amqplink.broker import Broker
+from amqplink.broker.config import (
+    EntityProperties,
+    NamespaceConfig,
+    QueueConfig,
+    SubscriptionConfig,
+    TopicConfig,
+)
+from amqplink.broker.durable import DB_NAME, Persistence, StoreError
+from amqplink.broker.durable.database import ROWS_PER_STATEMENT, Batch, Database
+from amqplink.broker.namespace import MessageState, Namespace, split_message
+from amqplink.message import Message
+from amqplink.protocol.definitions import Accepted
+from tests.broker.nsutil import delivered, send
+
+CONFIG = NamespaceConfig(
+    queues=(
+        QueueConfig("q", EntityProperties(requires_duplicate_detection=True, duplicate_detection_window=600)),
+        QueueConfig("s", EntityProperties(requires_session=True)),
+    ),
+    topics=(TopicConfig("t", subscriptions=(SubscriptionConfig("a"),)),),
+)
+
+
+async def committed(persistence: Persistence) -> None:
+    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    persistence.after_commit(done.set_result)
+    assert await asyncio.wait_for(done, 10) is None
+
+
+async def opened(directory: Path, config: NamespaceConfig | None = CONFIG) -> tuple[Persistence, Namespace]:
+    persistence = Persistence(directory)
+    namespace = Namespace(config)
+    persistence.attach(namespace)
+    return persistence, namespace
+
+
+async def restart(persistence: Persistence, directory: Path, config: NamespaceConfig | None = CONFIG) -> Any:
+    await committed(persistence)
+    await persistence.close()
+    return await opened(directory, config)
+
+
+async def test_messages_settlements_and_sequence_numbers_survive(tmp_path: Path) -> None:
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    q = ns.receiver_source("q")
+    for i in range(5):
+        send(ns, "q", now, body=b"%d" % i, message_id=f"m{i}")
+    first = q.receive(now)
+    assert first is not None and first.sequence_number == 1
+    assert first.lock_token is not None
+    q.complete(first.lock_token, now)
+    locked = q.receive(now)  # seq 2: locked when the broker goes away
+    assert locked is not None
+    assert Message.decode(q.encode(locked)).header.delivery_count == 0  # type: ignore[union-attr]
+    gone = q.receive(now, lock=False)  # seq 3: received and deleted
+    assert gone is not None and gone.sequence_number == 3
+    store, ns = await restart(store, tmp_path)
+    q = ns.receiver_source("q")
+    assert [m.sequence_number for m in q.peek(1, 100, now)] == [2, 4, 5]
+    again = q.receive(now)
+    assert again is not None and again.sequence_number == 2
+    # The lock did not survive, the delivery it was taken for counts: delivery-count + 1.
+    assert delivered(q, again).header.delivery_count == 1  # type: ignore[union-attr]
+    assert again.delivery_count == 2
+    send(ns, "q", now, body=b"new", message_id="m-new")
+    assert max(m.sequence_number for m in q.peek(1, 100, now)) == 6
+    await store.close()
+
+
+async def test_sequence_numbers_keep_growing_after_everything_is_completed(tmp_path: Path) -> None:
+    now = time.time()
+    store, ns = await opened(tmp_path, None)  # auto-created queues come back too
+    send(ns, "made-on-use", now)
+    send(ns, "made-on-use", now)
+    q = ns.receiver_source("made-on-use")
+    while q.receive(now, lock=False) is not None:
+        pass
+    store, ns = await restart(store, tmp_path, None)
+    assert "made-on-use" in ns.queues
+    send(ns, "made-on-use", now)
+    assert [m.sequence_number for m in ns.receiver_source("made-on-use").peek(1, 10, now)] == [3]
+    await store.close()
+
+
+async def test_duplicate_detection_ids_survive_within_the_window(tmp_path: Path) -> None:
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    send(ns, "q", now, message_id="once")
+    store, ns = await restart(store, tmp_path)
+    send(ns, "q", now + 1, message_id="once")
+    send(ns, "q", now + 1, message_id="twice")
+    assert [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 10, now + 1)] == ["once", "twice"]
+    await store.close()
+
+
+async def test_scheduled_deferred_and_dead_lettered_messages_survive(tmp_path: Path) -> None:
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    q = ns.receiver_source("q")
+    send(ns, "q", now, body=b"defer me", message_id="d")
+    send(ns, "q", now, body=b"dead-letter me", message_id="x")
+    scheduled = ns.schedule(q, ns.unpack(Message(b"later").encode(), 0, 1 << 20)[0], now + 60, now)
+    t_envelope = ns.unpack(Message(b"t-later").encode(), 0, 1 << 20)[0]
+    ns.schedule(ns.sender_target("t"), t_envelope, now + 60, now)
+    topic_scheduled = ns.schedule(ns.sender_target("t"), t_envelope, now + 60, now)  # same batch
+    d = q.receive(now)
+    x = q.receive(now)
+    assert d is not None and d.lock_token is not None and x is not None and x.lock_token is not None
+    q.defer(d.lock_token, now, {"why": "later"})
+    q.dead_letter(x.lock_token, now, "Poisoned", "bad input")
+    store, ns = await restart(store, tmp_path)
+    q = ns.receiver_source("q")
+    assert q.store.get(scheduled) is not None and q.store.get(scheduled).state is MessageState.SCHEDULED  # type: ignore[union-attr]
+    assert q.receive(now) is None  # nothing active: one deferred, one scheduled
+    (back,) = q.receive_deferred([d.sequence_number], now)
+    assert delivered(q, back).body == b"defer me"
+    assert delivered(q, back).message_annotations.get("why") == "later"  # type: ignore[union-attr]
+    dlq = ns.receiver_source("q/$DeadLetterQueue")
+    dead = dlq.receive(now, lock=False)
+    assert dead is not None
+    assert delivered(dlq, dead).application_properties == {
+        "DeadLetterReason": "Poisoned",
+        "DeadLetterErrorDescription": "bad input",
+    }
+    ns.tick(now + 61)
+    due = q.receive(now + 61, lock=False)
+    assert due is not None and due.sequence_number == scheduled
+    sub = ns.receiver_source("t/Subscriptions/a")
+    t_due = sub.receive(now + 61, lock=False)
+    assert t_due is not None and delivered(sub, t_due).body == b"t-later"
+    assert sub.receive(now + 61, lock=False) is not None
+    store, ns = await restart(store, tmp_path)
+    assert ns.topics["t"]._scheduled == {}  # the delivered schedule is gone from disk too
+    assert ns.schedule(ns.sender_target("t"), t_due.envelope, now + 60, now) > topic_scheduled
+    await store.close()
+
+
+async def test_session_state_survives(tmp_path: Path) -> None:
+    store, ns = await opened(tmp_path)
+    s = ns.receiver_source("s")
+    s.sessions.set_state("alpha", b"state-1")
+    s.sessions.set_state("beta", b"state-2")
+    s.sessions.set_state("beta", None)
+    store, ns = await restart(store, tmp_path)
+    assert ns.receiver_source("s").sessions.state == {"alpha": b"state-1"}
+    await store.close()
+
+
+async def test_a_message_stored_and_completed_in_one_batch_is_never_written(tmp_path: Path) -> None:
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    q = ns.receiver_source("q")
+    send(ns, "q", now, message_id="fleeting")
+    m = q.receive(now)
+    assert m is not None and m.lock_token is not None
+    q.complete(m.lock_token, now)
+    assert store.commits._ops == {}  # coalesced away before any write
+    store, ns = await restart(store, tmp_path)
+    assert ns.receiver_source("q").peek(1, 10, now) == []
+    send(ns, "q", now, message_id="next")
+    assert ns.receiver_source("q").peek(1, 10, now)[0].sequence_number == 2
+    await store.close()
+
+
+def test_a_second_broker_on_the_same_directory_is_refused(tmp_path: Path) -> None:
+    first = Persistence(tmp_path)
+    try:
+        with pytest.raises(StoreError, match="in use by another broker"):
+            Persistence(tmp_path)
+    finally:
+        first.commits.close_now()
+    Persistence(tmp_path).commits.close_now()  # free again once the first is closed
+
+
+def test_a_damaged_store_file_is_refused_naming_it(tmp_path: Path) -> None:
+    Persistence(tmp_path).commits.close_now()
+    (tmp_path / DB_NAME).write_bytes(b"not a database" * 1000)
+    with pytest.raises(StoreError, match=f"{DB_NAME}.*move the directory away"):
+        Persistence(tmp_path)
+
+
+class HeldWriter:
+    """Holds the store's writer thread inside each commit until released."""
+
+    def __init__(self, broker: Broker) -> None:
+        assert broker.servicebus is not None and broker.servicebus.persistence is not None
+        database = broker.servicebus.persistence.commits.database
+        self._apply = database.apply
+        database.apply = self._held  # type: ignore[method-assign]
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def _held(self, batch: Any) -> None:
+        self.entered.set()
+        self.gate.wait(30)
+        self._apply(batch)
+
+    async def wait_entered(self) -> None:
+        assert await asyncio.to_thread(self.entered.wait, 30)
+
+    def hold(self) -> None:
+        self.entered.clear()
+        self.gate.clear()
+
+
+async def test_transfers_and_dispositions_are_settled_only_after_their_commit(tmp_path: Path) -> None:
+    async with Broker(servicebus=True, data_dir=tmp_path) as broker:
+        writer = HeldWriter(broker)
+        conn = await connect(broker.url)
+        try:
+            sender = await conn.create_sender("q")
+            writer.gate.set()
+            assert isinstance(await sender.send(Message(b"x"), timeout=10), Accepted)
+            writer.hold()
+            second = await sender.send_nowait(Message(b"y"))
+            await writer.wait_entered()
+            # A round trip the broker answers after reading the transfer: had it settled the
+            # transfer before writing it, the disposition would have come first.
+            await conn.create_sender("q")
+            assert not second.done()
+            writer.gate.set()
+            assert isinstance(await asyncio.wait_for(second, 10), Accepted)
+            receiver = await conn.create_receiver("q", prefetch=2)
+            got = await receiver.receive(2, timeout=10)
+            writer.hold()
+            completing = asyncio.ensure_future(receiver.accept(*got))
+            await writer.wait_entered()
+            await conn.create_sender("q")
+            assert not completing.done()
+            writer.gate.set()
+            await asyncio.wait_for(completing, 10)
+            # A $management reply waits for the commit too (here: of nothing but itself).
+            requests = await conn.create_sender("q/$management")
+            replies = await conn.create_receiver("q/$management", prefetch=10)
+            writer.hold()
+            app = {"operation": "com.microsoft:peek-message"}
+            body = {"from-sequence-number": 1, "message-count": 1}
+            await requests.send_nowait(
+                Message(body, application_properties=app, message_id="p", reply_to="q/$management")
+            )
+            await writer.wait_entered()
+            await conn.create_sender("q")
+            assert replies.buffered == 0
+            writer.gate.set()
+            (reply,) = await replies.receive(1, timeout=10)
+            assert reply.application_properties["statusCode"] == 204  # type: ignore[index]
+        finally:
+            writer.gate.set()
+            await conn.close()
+
+
+def test_batches_larger_than_one_statement_are_written_whole(tmp_path: Path) -> None:
+    database = Database(tmp_path)
+    envelope = split_message(Message(b"body", message_id="x").encode())
+    n = ROWS_PER_STATEMENT * 2 + 7
+    database.apply(Batch(inserts=[(k, 1, k, 0, 0, 0, 1.0, math.inf, None, envelope) for k in range(n)]))
+    database.apply(
+        Batch(
+            deletes=[(k,) for k in range(0, n, 2)],
+            updates=[(1, 2, 1, 2.0, 5.0, 9.0, k) for k in range(1, n, 2)],
+        )
+    )
+    rows = list(database.messages())
+    assert [row[1] for row in rows] == list(range(1, n, 2))
+    assert {row[2:8] for row in rows} == {(1, 2, 1, 2.0, 5.0, 9.0)}
+    assert {split_message(row[8]).body for row in rows} == {envelope.body}
+    database.close()
