@@ -17,7 +17,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from amqplink.broker.durable.database import SEQ_BITS, Batch, Database
+from amqplink.broker.durable.database import SEQ_BITS, Batch, Database, row_key
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
 __all__ = ["STATE_CODES", "Committed", "GroupCommit"]
@@ -61,7 +61,7 @@ class GroupCommit:
     # -- recording (event loop) ---------------------------------------------------
     def insert(self, entity: int, message: StoredMessage, fresh: bool) -> None:
         """A message stored (``fresh``: under a sequence number never written before)."""
-        key = entity << SEQ_BITS | message.sequence_number
+        key = row_key(entity, message.sequence_number)
         self._ops[key] = (_INSERT, message)
         if fresh:
             self._fresh.add(key)
@@ -69,7 +69,7 @@ class GroupCommit:
 
     def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
         """A message's state (``envelope``: also its bytes) changed."""
-        key = entity << SEQ_BITS | message.sequence_number
+        key = row_key(entity, message.sequence_number)
         if key not in self._ops:
             self._ops[key] = (_INSERT if envelope else _UPDATE, message)
             if envelope:
@@ -80,7 +80,7 @@ class GroupCommit:
             self._ops[key] = (_INSERT, message)
 
     def delete(self, entity: int, sequence_number: int) -> None:
-        key = entity << SEQ_BITS | sequence_number
+        key = row_key(entity, sequence_number)
         if key in self._fresh:  # never written: nothing to delete
             self._fresh.discard(key)
             del self._ops[key]

@@ -61,7 +61,16 @@ _UPDATE = (
 _DELETE = ("DELETE FROM messages WHERE key IN (VALUES ", ")")
 
 SEQ_BITS = 40
-"""A message's row key is ``entity << SEQ_BITS | sequence number``."""
+"""A message's row key is ``entity << SEQ_BITS`` plus the low ``SEQ_BITS`` bits of its
+sequence number (:func:`row_key`); the whole number has a column of its own."""
+_SEQ_MASK = (1 << SEQ_BITS) - 1
+
+
+def row_key(entity: int, sequence_number: int) -> int:
+    """The row key of a message: a partitioned entity's fragment numbers its messages from
+    ``i << 48`` (its own entity id here), so only the low bits tell them apart, and the key
+    stays within SQLite's 64-bit integers."""
+    return entity << SEQ_BITS | (sequence_number & _SEQ_MASK)
 
 MessageRow = tuple[int, int, int, int, int, float, float, float | None, bytes]
 """(entity, seq, state, delivery_count, deferred, enqueued_at, expires_at, scheduled_at, payload)."""

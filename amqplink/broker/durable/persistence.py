@@ -159,14 +159,33 @@ class Persistence:
             topic = entity
             entity.on_scheduled = lambda seq, at, envelope: self._topic_scheduled(topic, eid, seq, at, envelope)
             self._duplicates_of(eid, entity.duplicates)
+            self._fragment_duplicates(entity)
             return
         eid = self._attach_entity(entity)
         self._attach_entity(entity.dead_letter_queue)
         if isinstance(entity, Queue):
             self._duplicates_of(eid, entity.duplicates)
+            self._fragment_duplicates(entity)
+
+    def _fragment_duplicates(self, entity: Queue | Topic) -> None:
+        """A partitioned entity detects duplicates per fragment: each detector is kept
+        under its fragment's id (``path#i``)."""
+        partitions = entity.partitions
+        if partitions is not None and partitions.duplicates is not None:
+            for i, detector in enumerate(partitions.duplicates):
+                self._duplicates_of(self._entity_id(f"{entity.path}#{i}"), detector)
 
     def _attach_entity(self, entity: Entity) -> int:
-        eid = self._entity_id(entity.path)
+        fragments: list[Entity] | None = getattr(entity, "fragments", None)
+        if fragments is not None:
+            # A partitioned entity: each fragment is its own store and failure domain
+            # (seed 002), kept under the id of ``path#i``.
+            for i, fragment in enumerate(fragments):
+                self._attach_store(fragment, self._entity_id(f"{entity.path}#{i}"))
+            return self._entity_id(entity.path)
+        return self._attach_store(entity, self._entity_id(entity.path))
+
+    def _attach_store(self, entity: Entity, eid: int) -> int:
         store = DurableStore(eid, self.commits)
         for msg in self._messages.pop(eid, []):
             store.load(msg)

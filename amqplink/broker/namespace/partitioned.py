@@ -248,6 +248,11 @@ class _Store:
         fragment = self._of(sequence_number)
         return None if fragment is None else fragment.store.get(sequence_number)
 
+    def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
+        fragment = self._of(message.sequence_number)
+        if fragment is not None:
+            fragment.store.update(message, envelope=envelope)
+
     def __len__(self) -> int:
         return sum(len(f.store) for f in self._fragments)
 
@@ -286,6 +291,9 @@ class _Sessions:
     def __init__(self, owner: PartitionedEntity) -> None:
         self._owner = owner
         self.state = _SessionState(owner)
+
+    def set_state(self, session_id: str, state: bytes | None) -> None:
+        self._owner.session_fragment(session_id).sessions.set_state(session_id, state)
 
     def is_locked(self, session_id: str, now: float) -> bool:
         return self._owner.session_fragment(session_id).sessions.is_locked(session_id, now)
