@@ -57,6 +57,9 @@ MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
 TTL_EXPIRED = "TTLExpiredException"
 LOCK_TAG_MASK = 0xFFFF
 """The low bits of a lock token that carry its entity's :attr:`Entity.lock_tag`."""
+TOKEN_POOL = 256
+"""Lock tokens' random bits read from the OS at once (one ``os.urandom`` call, which lets
+other threads such as the durable store's writer take the GIL, per this many locks)."""
 LOCK_EXPIRY_SLACK = 1024
 """Settled locks' entries the lock-expiry heap may keep beyond twice the live locks
 before it is rebuilt (settling leaves its entry behind until then)."""
@@ -66,6 +69,16 @@ MESSAGE_STATE = Symbol("x-opt-message-state")
 _STATE_CODE = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 0, MessageState.DEFERRED: 1, MessageState.SCHEDULED: 2}
 
 DeadLetterSink = Callable[[Envelope, float], None]
+
+_pool: list[int] = []
+
+
+def _random_bits() -> int:
+    """128 random bits from the OS, read :data:`TOKEN_POOL` tokens' worth at a time."""
+    if not _pool:
+        raw = os.urandom(16 * TOKEN_POOL)
+        _pool.extend(int.from_bytes(raw[i : i + 16], "big") for i in range(0, len(raw), 16))
+    return _pool.pop()
 
 
 class Entity:
@@ -343,11 +356,9 @@ class Entity:
 
     def _lock(self, msg: StoredMessage, now: float, session_id: str | None) -> None:
         tag = self.lock_tag
-        if tag is None:
-            token = uuid.uuid4()
-        else:  # a version-4 GUID whose last 16 of 122 random bits are the tag
-            raw = int.from_bytes(os.urandom(16), "big") & ~LOCK_TAG_MASK | tag
-            token = uuid.UUID(int=raw, version=4)
+        # A version-4 GUID (as uuid4); a fragment's carries its tag in the last 16 random bits.
+        raw = _random_bits()
+        token = uuid.UUID(int=raw if tag is None else raw & ~LOCK_TAG_MASK | tag, version=4)
         msg.state = MessageState.LOCKED
         msg.lock_token = token
         self.store.update(msg)  # the delivery count taken with the lock survives a restart
