@@ -122,6 +122,8 @@ class _Consumer:
     held: dict[uuid.UUID, Delivery] = field(default_factory=dict)
     busy: bool = False
     again: bool = False
+    woken: bool = False
+    """A dispatch is scheduled on the event loop (wakes coalesce into it)."""
 
 
 class ServiceBusHost:
@@ -405,7 +407,22 @@ class _ServiceBusConnection:
         entity.listeners.append(wake)
 
     def _waker(self, consumer: _Consumer) -> Callable[[], None]:
-        return lambda: self._dispatch(consumer)
+        """The entity's listener: one dispatch on the next loop pass, however many messages
+        arrive before it (a producer's whole read is stored first, then sent on in one go)."""
+        loop = asyncio.get_running_loop()
+
+        def dispatch() -> None:
+            consumer.woken = False
+            if self.consumers.get(consumer.link) is consumer:
+                self._dispatch(consumer)
+
+        def wake() -> None:
+            # A closed loop: the connection died with it and has no one to send to.
+            if not consumer.woken and not loop.is_closed():
+                consumer.woken = True
+                loop.call_soon(dispatch)
+
+        return wake
 
     @staticmethod
     def _refuse(link: Link, error: Error) -> None:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import heapq
 import logging
 import math
+import os
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
-from amqplink.broker.namespace.envelope import Envelope, timestamp
+from amqplink.broker.namespace.envelope import Envelope, delivery_stamps
 from amqplink.broker.namespace.errors import (
     MESSAGE_LOCK_LOST,
     MESSAGE_NOT_FOUND,
@@ -54,16 +55,30 @@ DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
 TTL_EXPIRED = "TTLExpiredException"
+LOCK_TAG_MASK = 0xFFFF
+"""The low bits of a lock token that carry its entity's :attr:`Entity.lock_tag`."""
+TOKEN_POOL = 256
+"""Lock tokens' random bits read from the OS at once (one ``os.urandom`` call, which lets
+other threads such as the durable store's writer take the GIL, per this many locks)."""
+LOCK_EXPIRY_SLACK = 1024
+"""Settled locks' entries the lock-expiry heap may keep beyond twice the live locks
+before it is rebuilt (settling leaves its entry behind until then)."""
 
-SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
-ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
-LOCKED_UNTIL = Symbol("x-opt-locked-until")
-ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
 MESSAGE_STATE = Symbol("x-opt-message-state")
 # Service Bus's message state annotation: 0 active, 1 deferred, 2 scheduled.
 _STATE_CODE = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 0, MessageState.DEFERRED: 1, MessageState.SCHEDULED: 2}
 
 DeadLetterSink = Callable[[Envelope, float], None]
+
+_pool: list[int] = []
+
+
+def _random_bits() -> int:
+    """128 random bits from the OS, read :data:`TOKEN_POOL` tokens' worth at a time."""
+    if not _pool:
+        raw = os.urandom(16 * TOKEN_POOL)
+        _pool.extend(int.from_bytes(raw[i : i + 16], "big") for i in range(0, len(raw), 16))
+    return _pool.pop()
 
 
 class Entity:
@@ -96,6 +111,9 @@ class Entity:
         """Called when messages may have become available (after the change is complete)."""
         self.bytes = 0
         """Bytes of the messages held (bodies and properties), bounded by ``max_bytes``."""
+        self.lock_tag: int | None = None
+        """Carried in the low 16 bits of every lock token handed out (a fragment's index, so a
+        partitioned entity finds the fragment of a settlement at once); None: plain uuid4."""
         self._next_sequence = first_sequence
         self._available: dict[str | None, list[int]] = {}
         self._locks: dict[uuid.UUID, int] = {}
@@ -120,7 +138,8 @@ class Entity:
                 f"{self.path!r} holds {len(self.store)} messages, its limit of {self.properties.max_messages};"
                 " receive some before sending more",
             )
-        if self.bytes + sum(e.size for e in envelopes) > self.properties.max_bytes:
+        size = envelopes[0].size if len(envelopes) == 1 else sum(e.size for e in envelopes)
+        if self.bytes + size > self.properties.max_bytes:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
                 f"{self.path!r} holds {self.bytes} bytes of messages, near its limit of {self.properties.max_bytes};"
@@ -130,6 +149,15 @@ class Entity:
     def accept(self, envelope: Envelope, now: float) -> int:
         """Store a sent message (scheduled if it has a future scheduled enqueue time); its sequence number."""
         self.check_accept([envelope])
+        return self._store(envelope, now)
+
+    def accept_all(self, envelopes: list[Envelope], now: float) -> None:
+        """Store several sent messages, all or none (checked together first)."""
+        self.check_accept(envelopes)
+        for envelope in envelopes:
+            self._store(envelope, now)
+
+    def _store(self, envelope: Envelope, now: float) -> int:
         at = envelope.scheduled_enqueue_time()
         if at is not None and at > now:
             return self._schedule(envelope, at)
@@ -189,7 +217,11 @@ class Entity:
     def _make_available(self, msg: StoredMessage) -> None:
         msg.state = MessageState.AVAILABLE
         msg.lock_token = None
-        heapq.heappush(self._available.setdefault(self._key(msg), []), msg.sequence_number)
+        key = self._key(msg)
+        heap = self._available.get(key)
+        if heap is None:
+            heap = self._available[key] = []
+        heapq.heappush(heap, msg.sequence_number)
         self.store.update(msg)
 
     def _add(self, msg: StoredMessage) -> None:
@@ -206,8 +238,9 @@ class Entity:
             self.on_timed(self)
 
     def _notify(self) -> None:
-        for listener in list(self.listeners):
-            listener()
+        if self.listeners:
+            for listener in list(self.listeners):  # a listener may remove itself
+                listener()
 
     # -- time ---------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -322,7 +355,10 @@ class Entity:
             self._make_available(msg)
 
     def _lock(self, msg: StoredMessage, now: float, session_id: str | None) -> None:
-        token = uuid.uuid4()
+        tag = self.lock_tag
+        # A version-4 GUID (as uuid4); a fragment's carries its tag in the last 16 random bits.
+        raw = _random_bits()
+        token = uuid.UUID(int=raw if tag is None else raw & ~LOCK_TAG_MASK | tag, version=4)
         msg.state = MessageState.LOCKED
         msg.lock_token = token
         self.store.update(msg)  # the delivery count taken with the lock survives a restart
@@ -331,8 +367,7 @@ class Entity:
             msg.locked_until = self.sessions.held(session_id, now).locked_until
         else:
             msg.locked_until = now + self.properties.lock_duration
-            heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
-            self._timed()
+            self._push_lock_expiry(msg, token)
 
     def available_sessions(self, now: float) -> list[str]:
         """Sessions with available messages and no live lock, oldest message first."""
@@ -421,6 +456,24 @@ class Entity:
             self._locks.pop(msg.lock_token, None)
         msg.lock_token = None
 
+    def _push_lock_expiry(self, msg: StoredMessage, token: uuid.UUID) -> None:
+        if len(self._lock_expiry) > 2 * len(self._locks) + LOCK_EXPIRY_SLACK:
+            self._compact_lock_expiry()
+        heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
+        self._timed()
+
+    def _compact_lock_expiry(self) -> None:
+        """Keep only the entries of live locks (amortised O(1) per lock taken)."""
+        live = []
+        get = self.store.get
+        for entry in self._lock_expiry:
+            until, seq, token = entry
+            msg = get(seq)
+            if msg is not None and msg.lock_token == token and msg.locked_until == until:
+                live.append(entry)
+        heapq.heapify(live)
+        self._lock_expiry = live
+
     def complete(self, token: uuid.UUID, now: float) -> None:
         msg = self.locked(token, now)
         self._release_lock(msg)
@@ -467,8 +520,7 @@ class Entity:
             msg.locked_until = self.sessions.renew(msg.session_id, now)
             return msg.locked_until
         msg.locked_until = now + self.properties.lock_duration
-        heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
-        self._timed()
+        self._push_lock_expiry(msg, token)
         return msg.locked_until
 
     def release(self, tokens: Iterable[uuid.UUID], now: float) -> None:
@@ -566,15 +618,10 @@ class Entity:
     # -- wire form ----------------------------------------------------------------
     def encode(self, msg: StoredMessage, *, peek: bool = False) -> bytes:
         """The message as delivered: Service Bus's annotations stamped, the body bytes untouched."""
-        stamps: dict[Symbol, Any] = {
-            SEQUENCE_NUMBER: Long(msg.sequence_number),
-            ENQUEUED_TIME: timestamp(msg.enqueued_at),
-            ENQUEUE_SEQUENCE_NUMBER: Long(msg.sequence_number),
-        }
-        if msg.state is MessageState.LOCKED:
-            stamps[LOCKED_UNTIL] = timestamp(msg.locked_until)
-        if peek:
-            stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
-        # The header carries prior attempts: the count of deliveries before this one.
-        count = msg.delivery_count if peek else max(0, msg.delivery_count - 1)
-        return msg.envelope.encode(stamps, count)
+        locked = msg.locked_until if msg.state is MessageState.LOCKED else None
+        if not peek:
+            # The header carries prior attempts: the count of deliveries before this one.
+            return msg.envelope.deliver(msg.sequence_number, msg.enqueued_at, locked, max(0, msg.delivery_count - 1))
+        stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
+        stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
+        return msg.envelope.encode(stamps, msg.delivery_count)

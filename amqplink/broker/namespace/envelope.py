@@ -6,6 +6,9 @@ bytes from the first body section to the end (body and footer) are kept verbatim
 To deliver, it re-encodes only the header (delivery-count) and the message
 annotations (the ``x-opt-*`` stamps), then appends the properties and
 application-properties sections as they arrived and the body bytes.
+:meth:`Envelope.deliver` is that path made cheap for every delivery: the header's
+bytes come from a small cache, the message's own annotations are encoded once, and
+the stamps are packed straight into the annotations map.
 
 Delivery annotations are dropped: they are "for the next hop only" (3.2.2).
 """
@@ -13,12 +16,14 @@ Delivery annotations are dropped: they are "for the next hop only" (3.2.2).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
 from typing import Any
 
 from amqplink.codec.decode import decode
+from amqplink.codec.encode import encode_map, encode_symbol
 from amqplink.codec.errors import DecodeError
-from amqplink.codec.types import Symbol, Timestamp, UInt
+from amqplink.codec.types import Long, Symbol, Timestamp, UInt
 from amqplink.protocol.definitions import (
     ApplicationProperties,
     DeliveryAnnotations,
@@ -27,13 +32,50 @@ from amqplink.protocol.definitions import (
     Properties,
 )
 
-__all__ = ["Envelope", "as_text", "split_message", "timestamp"]
+__all__ = [
+    "ENQUEUED_TIME",
+    "ENQUEUE_SEQUENCE_NUMBER",
+    "HEADER_CACHE_MAX",
+    "LOCKED_UNTIL",
+    "SEQUENCE_NUMBER",
+    "Envelope",
+    "as_text",
+    "delivery_stamps",
+    "split_message",
+    "timestamp",
+]
 
 SCHEDULED_ENQUEUE_TIME = Symbol("x-opt-scheduled-enqueue-time")
+SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
+ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
+ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
+LOCKED_UNTIL = Symbol("x-opt-locked-until")
+HEADER_CACHE_MAX = 1024
+"""Distinct encoded headers :meth:`Envelope.deliver` keeps (cleared when full)."""
 PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
 
 _BODY_OR_FOOTER = frozenset((0x75, 0x76, 0x77, 0x78))
 _ORDER = {Header: 0, DeliveryAnnotations: 1, MessageAnnotations: 2, Properties: 3, ApplicationProperties: 4}
+_MAX_TIMESTAMP_MS = 253402300799999  # 9999-12-31T23:59:59.999, .NET's DateTime.MaxValue
+
+
+def _symbol_bytes(name: Symbol) -> bytes:
+    out = bytearray()
+    encode_symbol(out, name)
+    return bytes(out)
+
+
+# The stamps of a delivery, packed in one go: key, long (0x81) or timestamp (0x83), value.
+_K_SEQ, _K_ENQ, _K_ESEQ, _K_LOCK = map(
+    _symbol_bytes, (SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL)
+)
+_STAMPS = struct.Struct(f">{len(_K_SEQ)}sBq{len(_K_ENQ)}sBq{len(_K_ESEQ)}sBq")
+_LOCK_STAMP = struct.Struct(f">{len(_K_LOCK)}sBq")
+_STAMP_KEYS = frozenset((SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL))
+_MAP8 = struct.Struct(">BBB")
+_MAP32 = struct.Struct(">BII")
+_ANNOTATIONS_DESCRIPTOR = b"\x00\x53\x72"
+_headers: dict[tuple[Any, ...], bytes] = {}
 
 
 @dataclass(slots=True)
@@ -48,6 +90,9 @@ class Envelope:
     """The properties and application-properties sections exactly as received."""
     body: bytes
     """Body sections and footer exactly as received."""
+    own_annotations: tuple[bytes, int] | None = field(default=None, repr=False, compare=False)
+    """The message annotations' entries encoded and their item count, made by the first
+    :meth:`deliver` (``annotations`` is not changed in place: ``with_*`` make copies)."""
 
     @property
     def size(self) -> int:
@@ -127,6 +172,77 @@ class Envelope:
         out += self.body
         return bytes(out)
 
+    def deliver(
+        self, sequence_number: int, enqueued_at: float, locked_until: float | None, delivery_count: int
+    ) -> bytes:
+        """The transfer payload of a delivery: as :meth:`encode` with the sequence number,
+        enqueued time and (when locked) locked-until stamps, without building sections."""
+        own = self.own_annotations
+        if own is None:
+            own = self.own_annotations = _entries(self.annotations)
+        if own[1] < 0:  # the message carries a stamp itself: the general path merges it
+            return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count)
+        entries = own[0] + _STAMPS.pack(
+            _K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, _ms(enqueued_at), _K_ESEQ, 0x81, sequence_number
+        )
+        count = own[1] + 6
+        if locked_until is not None:
+            entries += _LOCK_STAMP.pack(_K_LOCK, 0x83, _ms(locked_until))
+            count += 2
+        size = len(entries)
+        head = _MAP8.pack(0xC1, size + 1, count) if size < 255 and count < 256 else _MAP32.pack(0xD1, size + 4, count)
+        return b"".join(
+            (self._header(delivery_count), _ANNOTATIONS_DESCRIPTOR, head, entries, self.props_raw, self.body)
+        )
+
+    def _header(self, delivery_count: int) -> bytes:
+        h = self.header
+        key = (delivery_count,) if h is None else (delivery_count, h.durable, h.priority, h.ttl, h.first_acquirer)
+        raw = _headers.get(key)
+        if raw is None:
+            out = bytearray()
+            Header(
+                durable=None if h is None else h.durable,
+                priority=None if h is None else h.priority,
+                ttl=None if h is None else h.ttl,
+                first_acquirer=None if h is None else h.first_acquirer,
+                delivery_count=UInt(delivery_count),
+            )._amqp_encode(out)
+            raw = bytes(out)
+            if len(_headers) >= HEADER_CACHE_MAX:
+                _headers.clear()
+            _headers[key] = raw
+        return raw
+
+
+def delivery_stamps(sequence_number: int, enqueued_at: float, locked_until: float | None) -> dict[Symbol, Any]:
+    """The annotations Service Bus stamps on a delivered message (locked-until when locked)."""
+    stamps: dict[Symbol, Any] = {
+        SEQUENCE_NUMBER: Long(sequence_number),
+        ENQUEUED_TIME: timestamp(enqueued_at),
+        ENQUEUE_SEQUENCE_NUMBER: Long(sequence_number),
+    }
+    if locked_until is not None:
+        stamps[LOCKED_UNTIL] = timestamp(locked_until)
+    return stamps
+
+
+def _entries(annotations: dict[Any, Any]) -> tuple[bytes, int]:
+    """A map's encoded entries and item count; count -1 when it holds one of the delivery stamps."""
+    if not annotations:
+        return b"", 0
+    if not _STAMP_KEYS.isdisjoint(annotations):
+        return b"", -1
+    out = bytearray()
+    encode_map(out, annotations)
+    if out[0] == 0xC1:
+        return bytes(out[3:]), out[2]
+    return bytes(out[9:]), int.from_bytes(out[5:9], "big")
+
+
+def _ms(seconds: float) -> int:
+    return _MAX_TIMESTAMP_MS if seconds >= 253402300799 else int(seconds * 1000)
+
 
 def _descriptor_code(buf: bytes, pos: int) -> int | None:
     """The numeric descriptor of the described value at ``pos`` (None if not a small-ulong/ulong one)."""
@@ -192,6 +308,4 @@ def as_text(value: Any) -> Any:
 
 def timestamp(seconds: float) -> Timestamp:
     """An AMQP timestamp (ms) for ``seconds`` since the epoch, clamped to the type's range."""
-    if seconds >= 253402300799:  # 9999-12-31, .NET's DateTime.MaxValue
-        return Timestamp(253402300799999)
-    return Timestamp(int(seconds * 1000))
+    return Timestamp(_ms(seconds))

@@ -543,6 +543,10 @@ class Namespace:
     def send(self, target: Entity | Topic, payload: bytes, now: float, message_format: int = 0) -> None:
         """Store one transfer's message(s) in a queue or topic: all of them or none."""
         envelopes = self.unpack(payload, message_format, target.properties.max_message_size)
+        if len(envelopes) == 1:  # the common case: no list to filter
+            if not envelopes[0].is_ping:
+                self._route(target, envelopes, now, 0)
+            return
         self._route(target, [e for e in envelopes if not e.is_ping], now, 0)
 
     def send_envelopes(self, target: Entity | Topic, envelopes: list[Envelope], now: float) -> None:
@@ -566,9 +570,7 @@ class Namespace:
         if forward and not target.is_dead_letter_queue:
             self._route(self._send_target(forward), envelopes, now, hops + 1)
             return
-        target.check_accept(envelopes)
-        for envelope in envelopes:
-            target.accept(envelope, now)
+        target.accept_all(envelopes, now)
 
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         plan: list[tuple[Subscription, list[Envelope]]] = []
@@ -587,8 +589,7 @@ class Namespace:
             if sub.properties.forward_to:
                 self._route(self._send_target(sub.properties.forward_to), due, now, hops + 1)
             else:
-                for envelope in due:
-                    sub.accept(envelope, now)
+                sub.accept_all(due, now)
 
     def schedule(self, target: Entity | Topic, envelope: Envelope, at: float, now: float) -> int:
         """Schedule a message on a queue or topic (``schedule-message``); its sequence number."""

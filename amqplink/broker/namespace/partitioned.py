@@ -50,7 +50,7 @@ from typing import Any
 
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.duplicates import DuplicateDetector
-from amqplink.broker.namespace.entity import Entity
+from amqplink.broker.namespace.entity import LOCK_TAG_MASK, Entity
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
@@ -349,7 +349,8 @@ class PartitionedEntity(Entity):
             )
             for i in range(partitions.count)
         ]
-        for fragment in self.fragments:
+        for index, fragment in enumerate(self.fragments):
+            fragment.lock_tag = index  # a settlement's token names its fragment (see _by_token)
             fragment.listeners = self.listeners  # one list: a wake-up from any fragment reaches every receiver
             fragment.on_timed = self._fragment_timed
             if not self.is_dead_letter_queue:
@@ -410,6 +411,11 @@ class PartitionedEntity(Entity):
         return self.fragments[index]
 
     def _by_token(self, token: uuid.UUID, what: str | None) -> Entity:
+        index = token.int & LOCK_TAG_MASK
+        if index < len(self.fragments) and self.fragments[index].holds_lock(token):
+            if what is not None:
+                self.partitions.require_up(index, what)
+            return self.fragments[index]
         for index, fragment in enumerate(self.fragments):
             if fragment.holds_lock(token):
                 if what is not None:
@@ -453,6 +459,12 @@ class PartitionedEntity(Entity):
                 refused = exc
         assert refused is not None
         raise refused
+
+    def accept_all(self, envelopes: list[Envelope], now: float) -> None:
+        """Each message to its fragment through :meth:`accept` (all or none: checked first)."""
+        self.check_accept(envelopes)
+        for envelope in envelopes:
+            self.accept(envelope, now)
 
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
         key = self.partitions.key(envelope)

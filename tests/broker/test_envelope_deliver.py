@@ -1,0 +1,72 @@
+"""Envelope.deliver (the fast delivery encoding) carries exactly what Envelope.encode does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amqplink.broker.namespace import envelope as envelope_module
+from amqplink.broker.namespace.envelope import (
+    ENQUEUED_TIME,
+    LOCKED_UNTIL,
+    SEQUENCE_NUMBER,
+    delivery_stamps,
+    split_message,
+)
+from amqplink.codec.types import Symbol, UByte, UInt
+from amqplink.message import Message
+from amqplink.protocol.definitions import Header
+
+_times = st.one_of(st.floats(0, 4e9), st.just(1e13))  # 1e13: beyond year 9999, clamped
+_annotation_keys = st.one_of(
+    st.sampled_from(["x-opt-partition-key", "x-opt-scheduled-enqueue-time", "custom"]),
+    st.sampled_from([str(SEQUENCE_NUMBER), str(LOCKED_UNTIL), str(ENQUEUED_TIME)]),  # a stamp already there
+    st.text("abcdefgh", min_size=1, max_size=100),  # a few make a map32
+)
+_annotation_values = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.text(max_size=20), st.booleans())
+
+
+@st.composite
+def messages(draw: Any) -> Message:
+    header = None
+    if draw(st.booleans()):
+        header = Header(
+            durable=draw(st.one_of(st.none(), st.booleans())),
+            priority=draw(st.one_of(st.none(), st.integers(0, 255).map(UByte))),
+            ttl=draw(st.one_of(st.none(), st.integers(0, 2**32 - 1).map(UInt))),
+            first_acquirer=draw(st.one_of(st.none(), st.booleans())),
+            delivery_count=draw(st.one_of(st.none(), st.integers(0, 10).map(UInt))),
+        )
+    annotations = draw(st.dictionaries(_annotation_keys.map(Symbol), _annotation_values, max_size=8))
+    return Message(
+        draw(st.binary(max_size=64)),
+        header=header,
+        message_annotations=annotations or None,
+        message_id=draw(st.one_of(st.none(), st.text(max_size=8))),
+        application_properties=draw(
+            st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.integers(0, 1000), max_size=3))
+        ),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages(), st.integers(1, 2**63 - 1), _times, st.one_of(st.none(), _times), st.integers(0, 2**32 - 1))
+def test_deliver_matches_encode(message: Message, seq: int, enqueued: float, locked: float | None, count: int) -> None:
+    envelope = split_message(message.encode())
+    expected = Message.decode(envelope.encode(delivery_stamps(seq, enqueued, locked), count))
+    for _ in range(2):  # the second time from the cached annotations and header
+        got = Message.decode(envelope.deliver(seq, enqueued, locked, count))
+        assert got.header == expected.header
+        assert got.message_annotations == expected.message_annotations
+        assert got.properties == expected.properties
+        assert got.application_properties == expected.application_properties
+        assert got.body == expected.body
+
+
+def test_header_cache_is_bounded() -> None:
+    envelope = split_message(Message(b"x", ttl=1.0).encode())
+    for count in range(envelope_module.HEADER_CACHE_MAX + 10):
+        envelope.deliver(1, 0.0, None, count)
+    assert 0 < len(envelope_module._headers) <= envelope_module.HEADER_CACHE_MAX
