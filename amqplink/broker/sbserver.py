@@ -199,7 +199,7 @@ class ServiceBusHost:
     def detach_links(self, nodes: set[object], error: Error) -> None:
         """Detach every link to one of ``nodes`` (entities or topics deleted at run time) with ``error``."""
         for conn in list(self.connections):
-            conn.detach_links(nodes, error)
+            conn.detach_entity_links(nodes, error)
 
     def accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Callable[[list[Event]], None]:
         """The event handler of one new connection."""
@@ -681,7 +681,8 @@ class _ServiceBusConnection:
         self.protocol.schedule_flush()
 
     # -- links going away -------------------------------------------------------------
-    def detach_links(self, nodes: set[object], error: Error) -> None:
+    def detach_entity_links(self, nodes: set[object], error: Error) -> None:
+        """Detach the senders and receivers attached to any of ``nodes`` (deleted entities)."""
         links: list[Link] = [link for link, c in self.consumers.items() if c.entity in nodes]
         links += [link for link, (target, _) in self.producers.items() if target in nodes]
         for link in links:
