@@ -363,42 +363,18 @@ class Open:
     """
 
     __slots__ = (
-        "channel_max",
-        "container_id",
-        "desired_capabilities",
-        "hostname",
-        "idle_time_out",
-        "incoming_locales",
-        "max_frame_size",
-        "offered_capabilities",
-        "outgoing_locales",
-        "properties",
+        "channel_max", "container_id", "desired_capabilities", "hostname", "idle_time_out",
+        "incoming_locales", "max_frame_size", "offered_capabilities", "outgoing_locales", "properties",
     )
     __match_args__ = (
-        "container_id",
-        "hostname",
-        "max_frame_size",
-        "channel_max",
-        "idle_time_out",
-        "outgoing_locales",
-        "incoming_locales",
-        "offered_capabilities",
-        "desired_capabilities",
-        "properties",
+        "container_id", "hostname", "max_frame_size", "channel_max", "idle_time_out", "outgoing_locales",
+        "incoming_locales", "offered_capabilities", "desired_capabilities", "properties",
     )
 
     SPEC_NAME: ClassVar[str] = "open"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
-        "container-id",
-        "hostname",
-        "max-frame-size",
-        "channel-max",
-        "idle-time-out",
-        "outgoing-locales",
-        "incoming-locales",
-        "offered-capabilities",
-        "desired-capabilities",
-        "properties",
+        "container-id", "hostname", "max-frame-size", "channel-max", "idle-time-out", "outgoing-locales",
+        "incoming-locales", "offered-capabilities", "desired-capabilities", "properties",
     )
     DESCRIPTOR_CODE: ClassVar[int] = 0x00000010
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:open:list")
@@ -442,16 +418,9 @@ class Open:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (
-            self.container_id,
-            self.hostname,
-            self.max_frame_size,
-            self.channel_max,
-            self.idle_time_out,
-            self.outgoing_locales,
-            self.incoming_locales,
-            self.offered_capabilities,
-            self.desired_capabilities,
-            self.properties,
+            self.container_id, self.hostname, self.max_frame_size, self.channel_max, self.idle_time_out,
+            self.outgoing_locales, self.incoming_locales, self.offered_capabilities,
+            self.desired_capabilities, self.properties,
         )
         encode_composite(out, 0x00000010, values, _OPEN_ENCODERS, _OPEN_DEFAULTS)
 
@@ -576,36 +545,18 @@ class Begin:
     """
 
     __slots__ = (
-        "desired_capabilities",
-        "handle_max",
-        "incoming_window",
-        "next_outgoing_id",
-        "offered_capabilities",
-        "outgoing_window",
-        "properties",
-        "remote_channel",
+        "desired_capabilities", "handle_max", "incoming_window", "next_outgoing_id", "offered_capabilities",
+        "outgoing_window", "properties", "remote_channel",
     )
     __match_args__ = (
-        "remote_channel",
-        "next_outgoing_id",
-        "incoming_window",
-        "outgoing_window",
-        "handle_max",
-        "offered_capabilities",
-        "desired_capabilities",
-        "properties",
+        "remote_channel", "next_outgoing_id", "incoming_window", "outgoing_window", "handle_max",
+        "offered_capabilities", "desired_capabilities", "properties",
     )
 
     SPEC_NAME: ClassVar[str] = "begin"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
-        "remote-channel",
-        "next-outgoing-id",
-        "incoming-window",
-        "outgoing-window",
-        "handle-max",
-        "offered-capabilities",
-        "desired-capabilities",
-        "properties",
+        "remote-channel", "next-outgoing-id", "incoming-window", "outgoing-window", "handle-max",
+        "offered-capabilities", "desired-capabilities", "properties",
     )
     DESCRIPTOR_CODE: ClassVar[int] = 0x00000011
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:begin:list")
@@ -647,14 +598,8 @@ class Begin:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (
-            self.remote_channel,
-            self.next_outgoing_id,
-            self.incoming_window,
-            self.outgoing_window,
-            self.handle_max,
-            self.offered_capabilities,
-            self.desired_capabilities,
-            self.properties,
+            self.remote_channel, self.next_outgoing_id, self.incoming_window, self.outgoing_window,
+            self.handle_max, self.offered_capabilities, self.desired_capabilities, self.properties,
         )
         encode_composite(out, 0x00000011, values, _BEGIN_ENCODERS, _BEGIN_DEFAULTS)
 
@@ -757,20 +702,8 @@ _ATTACH_ENCODERS: tuple[_Encoder, ...] = (
     encode_map,  # properties
 )
 _ATTACH_DEFAULTS: tuple[Any, ...] = (
-    None,
-    None,
-    None,
-    SenderSettleMode.MIXED,
-    ReceiverSettleMode.FIRST,
-    None,
-    None,
-    None,
-    False,
-    None,
-    None,
-    None,
-    None,
-    None,
+    None, None, None, SenderSettleMode.MIXED, ReceiverSettleMode.FIRST, None, None, None, False, None, None,
+    None, None, None,
 )
 
 
@@ -782,54 +715,21 @@ class Attach:
     """
 
     __slots__ = (
-        "desired_capabilities",
-        "handle",
-        "incomplete_unsettled",
-        "initial_delivery_count",
-        "max_message_size",
-        "name",
-        "offered_capabilities",
-        "properties",
-        "rcv_settle_mode",
-        "role",
-        "snd_settle_mode",
-        "source",
-        "target",
-        "unsettled",
+        "desired_capabilities", "handle", "incomplete_unsettled", "initial_delivery_count",
+        "max_message_size", "name", "offered_capabilities", "properties", "rcv_settle_mode", "role",
+        "snd_settle_mode", "source", "target", "unsettled",
     )
     __match_args__ = (
-        "name",
-        "handle",
-        "role",
-        "snd_settle_mode",
-        "rcv_settle_mode",
-        "source",
-        "target",
-        "unsettled",
-        "incomplete_unsettled",
-        "initial_delivery_count",
-        "max_message_size",
-        "offered_capabilities",
-        "desired_capabilities",
-        "properties",
+        "name", "handle", "role", "snd_settle_mode", "rcv_settle_mode", "source", "target", "unsettled",
+        "incomplete_unsettled", "initial_delivery_count", "max_message_size", "offered_capabilities",
+        "desired_capabilities", "properties",
     )
 
     SPEC_NAME: ClassVar[str] = "attach"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
-        "name",
-        "handle",
-        "role",
-        "snd-settle-mode",
-        "rcv-settle-mode",
-        "source",
-        "target",
-        "unsettled",
-        "incomplete-unsettled",
-        "initial-delivery-count",
-        "max-message-size",
-        "offered-capabilities",
-        "desired-capabilities",
-        "properties",
+        "name", "handle", "role", "snd-settle-mode", "rcv-settle-mode", "source", "target", "unsettled",
+        "incomplete-unsettled", "initial-delivery-count", "max-message-size", "offered-capabilities",
+        "desired-capabilities", "properties",
     )
     DESCRIPTOR_CODE: ClassVar[int] = 0x00000012
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:attach:list")
@@ -889,20 +789,9 @@ class Attach:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (
-            self.name,
-            self.handle,
-            self.role,
-            self.snd_settle_mode,
-            self.rcv_settle_mode,
-            self.source,
-            self.target,
-            self.unsettled,
-            self.incomplete_unsettled,
-            self.initial_delivery_count,
-            self.max_message_size,
-            self.offered_capabilities,
-            self.desired_capabilities,
-            self.properties,
+            self.name, self.handle, self.role, self.snd_settle_mode, self.rcv_settle_mode, self.source,
+            self.target, self.unsettled, self.incomplete_unsettled, self.initial_delivery_count,
+            self.max_message_size, self.offered_capabilities, self.desired_capabilities, self.properties,
         )
         encode_composite(out, 0x00000012, values, _ATTACH_ENCODERS, _ATTACH_DEFAULTS)
 
@@ -1046,45 +935,18 @@ class Flow:
     """
 
     __slots__ = (
-        "available",
-        "delivery_count",
-        "drain",
-        "echo",
-        "handle",
-        "incoming_window",
-        "link_credit",
-        "next_incoming_id",
-        "next_outgoing_id",
-        "outgoing_window",
-        "properties",
+        "available", "delivery_count", "drain", "echo", "handle", "incoming_window", "link_credit",
+        "next_incoming_id", "next_outgoing_id", "outgoing_window", "properties",
     )
     __match_args__ = (
-        "next_incoming_id",
-        "incoming_window",
-        "next_outgoing_id",
-        "outgoing_window",
-        "handle",
-        "delivery_count",
-        "link_credit",
-        "available",
-        "drain",
-        "echo",
-        "properties",
+        "next_incoming_id", "incoming_window", "next_outgoing_id", "outgoing_window", "handle",
+        "delivery_count", "link_credit", "available", "drain", "echo", "properties",
     )
 
     SPEC_NAME: ClassVar[str] = "flow"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
-        "next-incoming-id",
-        "incoming-window",
-        "next-outgoing-id",
-        "outgoing-window",
-        "handle",
-        "delivery-count",
-        "link-credit",
-        "available",
-        "drain",
-        "echo",
-        "properties",
+        "next-incoming-id", "incoming-window", "next-outgoing-id", "outgoing-window", "handle",
+        "delivery-count", "link-credit", "available", "drain", "echo", "properties",
     )
     DESCRIPTOR_CODE: ClassVar[int] = 0x00000013
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:flow:list")
@@ -1135,16 +997,8 @@ class Flow:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (
-            self.next_incoming_id,
-            self.incoming_window,
-            self.next_outgoing_id,
-            self.outgoing_window,
-            self.handle,
-            self.delivery_count,
-            self.link_credit,
-            self.available,
-            self.drain,
-            self.echo,
+            self.next_incoming_id, self.incoming_window, self.next_outgoing_id, self.outgoing_window,
+            self.handle, self.delivery_count, self.link_credit, self.available, self.drain, self.echo,
             self.properties,
         )
         encode_composite(out, 0x00000013, values, _FLOW_ENCODERS, _FLOW_DEFAULTS)
@@ -1264,45 +1118,18 @@ class Transfer:
     """
 
     __slots__ = (
-        "aborted",
-        "batchable",
-        "delivery_id",
-        "delivery_tag",
-        "handle",
-        "message_format",
-        "more",
-        "rcv_settle_mode",
-        "resume",
-        "settled",
-        "state",
+        "aborted", "batchable", "delivery_id", "delivery_tag", "handle", "message_format", "more",
+        "rcv_settle_mode", "resume", "settled", "state",
     )
     __match_args__ = (
-        "handle",
-        "delivery_id",
-        "delivery_tag",
-        "message_format",
-        "settled",
-        "more",
-        "rcv_settle_mode",
-        "state",
-        "resume",
-        "aborted",
-        "batchable",
+        "handle", "delivery_id", "delivery_tag", "message_format", "settled", "more", "rcv_settle_mode",
+        "state", "resume", "aborted", "batchable",
     )
 
     SPEC_NAME: ClassVar[str] = "transfer"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
-        "handle",
-        "delivery-id",
-        "delivery-tag",
-        "message-format",
-        "settled",
-        "more",
-        "rcv-settle-mode",
-        "state",
-        "resume",
-        "aborted",
-        "batchable",
+        "handle", "delivery-id", "delivery-tag", "message-format", "settled", "more", "rcv-settle-mode",
+        "state", "resume", "aborted", "batchable",
     )
     DESCRIPTOR_CODE: ClassVar[int] = 0x00000014
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:transfer:list")
@@ -1349,17 +1176,8 @@ class Transfer:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (
-            self.handle,
-            self.delivery_id,
-            self.delivery_tag,
-            self.message_format,
-            self.settled,
-            self.more,
-            self.rcv_settle_mode,
-            self.state,
-            self.resume,
-            self.aborted,
-            self.batchable,
+            self.handle, self.delivery_id, self.delivery_tag, self.message_format, self.settled, self.more,
+            self.rcv_settle_mode, self.state, self.resume, self.aborted, self.batchable,
         )
         encode_composite(out, 0x00000014, values, _TRANSFER_ENCODERS, _TRANSFER_DEFAULTS)
 
@@ -1640,7 +1458,11 @@ class Detach:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Detach):
             return NotImplemented
-        return bool(self.handle == other.handle and self.closed == other.closed and self.error == other.error)
+        return bool(
+            self.handle == other.handle
+            and self.closed == other.closed
+            and self.error == other.error
+        )
 
     def __repr__(self) -> str:
         return f"Detach(handle={self.handle!r}, closed={self.closed!r}, error={self.error!r})"
@@ -1779,7 +1601,7 @@ class Error:
 
     SPEC_NAME: ClassVar[str] = "error"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = ("condition", "description", "info")
-    DESCRIPTOR_CODE: ClassVar[int] = 0x0000001D
+    DESCRIPTOR_CODE: ClassVar[int] = 0x0000001d
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:error:list")
 
     condition: Symbol  # symbol, requires error-condition, mandatory
@@ -1800,7 +1622,7 @@ class Error:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (self.condition, self.description, self.info)
-        encode_composite(out, 0x0000001D, values, _ERROR_ENCODERS, _ERROR_DEFAULTS)
+        encode_composite(out, 0x0000001d, values, _ERROR_ENCODERS, _ERROR_DEFAULTS)
 
     @classmethod
     def _amqp_decode(cls, fields: Any) -> Error:
@@ -1828,14 +1650,16 @@ class Error:
         if not isinstance(other, Error):
             return NotImplemented
         return bool(
-            self.condition == other.condition and self.description == other.description and self.info == other.info
+            self.condition == other.condition
+            and self.description == other.description
+            and self.info == other.info
         )
 
     def __repr__(self) -> str:
         return f"Error(condition={self.condition!r}, description={self.description!r}, info={self.info!r})"
 
 
-register_composite(0x0000001D, "amqp:error:list", Error._amqp_decode)
+register_composite(0x0000001d, "amqp:error:list", Error._amqp_decode)
 
 
 _HEADER_ENCODERS: tuple[_Encoder, ...] = (
@@ -1860,11 +1684,7 @@ class Header:
 
     SPEC_NAME: ClassVar[str] = "header"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
-        "durable",
-        "priority",
-        "ttl",
-        "first-acquirer",
-        "delivery-count",
+        "durable", "priority", "ttl", "first-acquirer", "delivery-count",
     )
     DESCRIPTOR_CODE: ClassVar[int] = 0x00000070
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:header:list")
@@ -2050,19 +1870,7 @@ _PROPERTIES_ENCODERS: tuple[_Encoder, ...] = (
     encode_string,  # reply_to_group_id
 )
 _PROPERTIES_DEFAULTS: tuple[Any, ...] = (
-    None,
-    None,
-    None,
-    None,
-    None,
-    None,
-    None,
-    None,
-    None,
-    None,
-    None,
-    None,
-    None,
+    None, None, None, None, None, None, None, None, None, None, None, None, None,
 )
 
 
@@ -2074,50 +1882,20 @@ class Properties:
     """
 
     __slots__ = (
-        "absolute_expiry_time",
-        "content_encoding",
-        "content_type",
-        "correlation_id",
-        "creation_time",
-        "group_id",
-        "group_sequence",
-        "message_id",
-        "reply_to",
-        "reply_to_group_id",
-        "subject",
-        "to",
+        "absolute_expiry_time", "content_encoding", "content_type", "correlation_id", "creation_time",
+        "group_id", "group_sequence", "message_id", "reply_to", "reply_to_group_id", "subject", "to",
         "user_id",
     )
     __match_args__ = (
-        "message_id",
-        "user_id",
-        "to",
-        "subject",
-        "reply_to",
-        "correlation_id",
-        "content_type",
-        "content_encoding",
-        "absolute_expiry_time",
-        "creation_time",
-        "group_id",
-        "group_sequence",
+        "message_id", "user_id", "to", "subject", "reply_to", "correlation_id", "content_type",
+        "content_encoding", "absolute_expiry_time", "creation_time", "group_id", "group_sequence",
         "reply_to_group_id",
     )
 
     SPEC_NAME: ClassVar[str] = "properties"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
-        "message-id",
-        "user-id",
-        "to",
-        "subject",
-        "reply-to",
-        "correlation-id",
-        "content-type",
-        "content-encoding",
-        "absolute-expiry-time",
-        "creation-time",
-        "group-id",
-        "group-sequence",
+        "message-id", "user-id", "to", "subject", "reply-to", "correlation-id", "content-type",
+        "content-encoding", "absolute-expiry-time", "creation-time", "group-id", "group-sequence",
         "reply-to-group-id",
     )
     DESCRIPTOR_CODE: ClassVar[int] = 0x00000073
@@ -2169,19 +1947,9 @@ class Properties:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (
-            self.message_id,
-            self.user_id,
-            self.to,
-            self.subject,
-            self.reply_to,
-            self.correlation_id,
-            self.content_type,
-            self.content_encoding,
-            self.absolute_expiry_time,
-            self.creation_time,
-            self.group_id,
-            self.group_sequence,
-            self.reply_to_group_id,
+            self.message_id, self.user_id, self.to, self.subject, self.reply_to, self.correlation_id,
+            self.content_type, self.content_encoding, self.absolute_expiry_time, self.creation_time,
+            self.group_id, self.group_sequence, self.reply_to_group_id,
         )
         encode_composite(out, 0x00000073, values, _PROPERTIES_ENCODERS, _PROPERTIES_DEFAULTS)
 
@@ -2561,7 +2329,10 @@ class Received:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Received):
             return NotImplemented
-        return bool(self.section_number == other.section_number and self.section_offset == other.section_offset)
+        return bool(
+            self.section_number == other.section_number
+            and self.section_offset == other.section_offset
+        )
 
     def __repr__(self) -> str:
         return f"Received(section_number={self.section_number!r}, section_offset={self.section_offset!r})"
@@ -2799,16 +2570,7 @@ _SOURCE_ENCODERS: tuple[_Encoder, ...] = (
     _encode_symbol_multiple,  # capabilities
 )
 _SOURCE_DEFAULTS: tuple[Any, ...] = (
-    None,
-    TerminusDurability.NONE,
-    TerminusExpiryPolicy.SESSION_END,
-    0,
-    False,
-    None,
-    None,
-    None,
-    None,
-    None,
+    None, TerminusDurability.NONE, TerminusExpiryPolicy.SESSION_END, 0, False, None, None, None, None, None,
     None,
 )
 
@@ -2821,45 +2583,18 @@ class Source:
     """
 
     __slots__ = (
-        "address",
-        "capabilities",
-        "default_outcome",
-        "distribution_mode",
-        "durable",
-        "dynamic",
-        "dynamic_node_properties",
-        "expiry_policy",
-        "filter",
-        "outcomes",
-        "timeout",
+        "address", "capabilities", "default_outcome", "distribution_mode", "durable", "dynamic",
+        "dynamic_node_properties", "expiry_policy", "filter", "outcomes", "timeout",
     )
     __match_args__ = (
-        "address",
-        "durable",
-        "expiry_policy",
-        "timeout",
-        "dynamic",
-        "dynamic_node_properties",
-        "distribution_mode",
-        "filter",
-        "default_outcome",
-        "outcomes",
-        "capabilities",
+        "address", "durable", "expiry_policy", "timeout", "dynamic", "dynamic_node_properties",
+        "distribution_mode", "filter", "default_outcome", "outcomes", "capabilities",
     )
 
     SPEC_NAME: ClassVar[str] = "source"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
-        "address",
-        "durable",
-        "expiry-policy",
-        "timeout",
-        "dynamic",
-        "dynamic-node-properties",
-        "distribution-mode",
-        "filter",
-        "default-outcome",
-        "outcomes",
-        "capabilities",
+        "address", "durable", "expiry-policy", "timeout", "dynamic", "dynamic-node-properties",
+        "distribution-mode", "filter", "default-outcome", "outcomes", "capabilities",
     )
     DESCRIPTOR_CODE: ClassVar[int] = 0x00000028
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:source:list")
@@ -2904,17 +2639,9 @@ class Source:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (
-            self.address,
-            self.durable,
-            self.expiry_policy,
-            self.timeout,
-            self.dynamic,
-            self.dynamic_node_properties,
-            self.distribution_mode,
-            self.filter,
-            self.default_outcome,
-            self.outcomes,
-            self.capabilities,
+            self.address, self.durable, self.expiry_policy, self.timeout, self.dynamic,
+            self.dynamic_node_properties, self.distribution_mode, self.filter, self.default_outcome,
+            self.outcomes, self.capabilities,
         )
         encode_composite(out, 0x00000028, values, _SOURCE_ENCODERS, _SOURCE_DEFAULTS)
 
@@ -3023,13 +2750,7 @@ _TARGET_ENCODERS: tuple[_Encoder, ...] = (
     _encode_symbol_multiple,  # capabilities
 )
 _TARGET_DEFAULTS: tuple[Any, ...] = (
-    None,
-    TerminusDurability.NONE,
-    TerminusExpiryPolicy.SESSION_END,
-    0,
-    False,
-    None,
-    None,
+    None, TerminusDurability.NONE, TerminusExpiryPolicy.SESSION_END, 0, False, None, None,
 )
 
 
@@ -3041,32 +2762,17 @@ class Target:
     """
 
     __slots__ = (
-        "address",
-        "capabilities",
-        "durable",
-        "dynamic",
-        "dynamic_node_properties",
-        "expiry_policy",
+        "address", "capabilities", "durable", "dynamic", "dynamic_node_properties", "expiry_policy",
         "timeout",
     )
     __match_args__ = (
-        "address",
-        "durable",
-        "expiry_policy",
-        "timeout",
-        "dynamic",
-        "dynamic_node_properties",
+        "address", "durable", "expiry_policy", "timeout", "dynamic", "dynamic_node_properties",
         "capabilities",
     )
 
     SPEC_NAME: ClassVar[str] = "target"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
-        "address",
-        "durable",
-        "expiry-policy",
-        "timeout",
-        "dynamic",
-        "dynamic-node-properties",
+        "address", "durable", "expiry-policy", "timeout", "dynamic", "dynamic-node-properties",
         "capabilities",
     )
     DESCRIPTOR_CODE: ClassVar[int] = 0x00000029
@@ -3100,13 +2806,8 @@ class Target:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (
-            self.address,
-            self.durable,
-            self.expiry_policy,
-            self.timeout,
-            self.dynamic,
-            self.dynamic_node_properties,
-            self.capabilities,
+            self.address, self.durable, self.expiry_policy, self.timeout, self.dynamic,
+            self.dynamic_node_properties, self.capabilities,
         )
         encode_composite(out, 0x00000029, values, _TARGET_ENCODERS, _TARGET_DEFAULTS)
 
@@ -3192,14 +2893,14 @@ class DeleteOnClose:
 
     SPEC_NAME: ClassVar[str] = "delete-on-close"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = ()
-    DESCRIPTOR_CODE: ClassVar[int] = 0x0000002B
+    DESCRIPTOR_CODE: ClassVar[int] = 0x0000002b
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:delete-on-close:list")
 
     def __init__(self) -> None:
         pass
 
     def _amqp_encode(self, out: bytearray) -> None:
-        encode_composite(out, 0x0000002B, (), (), ())
+        encode_composite(out, 0x0000002b, (), (), ())
 
     @classmethod
     def _amqp_decode(cls, fields: Any) -> DeleteOnClose:
@@ -3216,7 +2917,7 @@ class DeleteOnClose:
         return "DeleteOnClose()"
 
 
-register_composite(0x0000002B, "amqp:delete-on-close:list", DeleteOnClose._amqp_decode)
+register_composite(0x0000002b, "amqp:delete-on-close:list", DeleteOnClose._amqp_decode)
 
 
 class DeleteOnNoLinks:
@@ -3231,19 +2932,21 @@ class DeleteOnNoLinks:
 
     SPEC_NAME: ClassVar[str] = "delete-on-no-links"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = ()
-    DESCRIPTOR_CODE: ClassVar[int] = 0x0000002C
+    DESCRIPTOR_CODE: ClassVar[int] = 0x0000002c
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:delete-on-no-links:list")
 
     def __init__(self) -> None:
         pass
 
     def _amqp_encode(self, out: bytearray) -> None:
-        encode_composite(out, 0x0000002C, (), (), ())
+        encode_composite(out, 0x0000002c, (), (), ())
 
     @classmethod
     def _amqp_decode(cls, fields: Any) -> DeleteOnNoLinks:
         if not isinstance(fields, list):
-            raise DecodeError(f"delete-on-no-links: expected a list of fields, got {type(fields).__name__}", 0)
+            raise DecodeError(
+                f"delete-on-no-links: expected a list of fields, got {type(fields).__name__}", 0
+            )
         return cls()
 
     def __eq__(self, other: object) -> bool:
@@ -3255,7 +2958,7 @@ class DeleteOnNoLinks:
         return "DeleteOnNoLinks()"
 
 
-register_composite(0x0000002C, "amqp:delete-on-no-links:list", DeleteOnNoLinks._amqp_decode)
+register_composite(0x0000002c, "amqp:delete-on-no-links:list", DeleteOnNoLinks._amqp_decode)
 
 
 class DeleteOnNoMessages:
@@ -3270,19 +2973,21 @@ class DeleteOnNoMessages:
 
     SPEC_NAME: ClassVar[str] = "delete-on-no-messages"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = ()
-    DESCRIPTOR_CODE: ClassVar[int] = 0x0000002D
+    DESCRIPTOR_CODE: ClassVar[int] = 0x0000002d
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:delete-on-no-messages:list")
 
     def __init__(self) -> None:
         pass
 
     def _amqp_encode(self, out: bytearray) -> None:
-        encode_composite(out, 0x0000002D, (), (), ())
+        encode_composite(out, 0x0000002d, (), (), ())
 
     @classmethod
     def _amqp_decode(cls, fields: Any) -> DeleteOnNoMessages:
         if not isinstance(fields, list):
-            raise DecodeError(f"delete-on-no-messages: expected a list of fields, got {type(fields).__name__}", 0)
+            raise DecodeError(
+                f"delete-on-no-messages: expected a list of fields, got {type(fields).__name__}", 0
+            )
         return cls()
 
     def __eq__(self, other: object) -> bool:
@@ -3294,7 +2999,7 @@ class DeleteOnNoMessages:
         return "DeleteOnNoMessages()"
 
 
-register_composite(0x0000002D, "amqp:delete-on-no-messages:list", DeleteOnNoMessages._amqp_decode)
+register_composite(0x0000002d, "amqp:delete-on-no-messages:list", DeleteOnNoMessages._amqp_decode)
 
 
 class DeleteOnNoLinksOrMessages:
@@ -3309,14 +3014,14 @@ class DeleteOnNoLinksOrMessages:
 
     SPEC_NAME: ClassVar[str] = "delete-on-no-links-or-messages"
     SPEC_FIELDS: ClassVar[tuple[str, ...]] = ()
-    DESCRIPTOR_CODE: ClassVar[int] = 0x0000002E
+    DESCRIPTOR_CODE: ClassVar[int] = 0x0000002e
     DESCRIPTOR_SYMBOL: ClassVar[Symbol] = Symbol("amqp:delete-on-no-links-or-messages:list")
 
     def __init__(self) -> None:
         pass
 
     def _amqp_encode(self, out: bytearray) -> None:
-        encode_composite(out, 0x0000002E, (), (), ())
+        encode_composite(out, 0x0000002e, (), (), ())
 
     @classmethod
     def _amqp_decode(cls, fields: Any) -> DeleteOnNoLinksOrMessages:
@@ -3335,7 +3040,9 @@ class DeleteOnNoLinksOrMessages:
         return "DeleteOnNoLinksOrMessages()"
 
 
-register_composite(0x0000002E, "amqp:delete-on-no-links-or-messages:list", DeleteOnNoLinksOrMessages._amqp_decode)
+register_composite(
+    0x0000002e, "amqp:delete-on-no-links-or-messages:list", DeleteOnNoLinksOrMessages._amqp_decode
+)
 
 
 _SASL_MECHANISMS_ENCODERS: tuple[_Encoder, ...] = (
@@ -3666,7 +3373,10 @@ class SaslOutcome:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SaslOutcome):
             return NotImplemented
-        return bool(self.code == other.code and self.additional_data == other.additional_data)
+        return bool(
+            self.code == other.code
+            and self.additional_data == other.additional_data
+        )
 
     def __repr__(self) -> str:
         return f"SaslOutcome(code={self.code!r}, additional_data={self.additional_data!r})"
@@ -3846,7 +3556,10 @@ class Discharge:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Discharge):
             return NotImplemented
-        return bool(self.txn_id == other.txn_id and self.fail == other.fail)
+        return bool(
+            self.txn_id == other.txn_id
+            and self.fail == other.fail
+        )
 
     def __repr__(self) -> str:
         return f"Discharge(txn_id={self.txn_id!r}, fail={self.fail!r})"
@@ -3950,12 +3663,16 @@ class TransactionalState:
 
     def _amqp_encode(self, out: bytearray) -> None:
         values = (self.txn_id, self.outcome)
-        encode_composite(out, 0x00000034, values, _TRANSACTIONAL_STATE_ENCODERS, _TRANSACTIONAL_STATE_DEFAULTS)
+        encode_composite(
+            out, 0x00000034, values, _TRANSACTIONAL_STATE_ENCODERS, _TRANSACTIONAL_STATE_DEFAULTS
+        )
 
     @classmethod
     def _amqp_decode(cls, fields: Any) -> TransactionalState:
         if not isinstance(fields, list):
-            raise DecodeError(f"transactional-state: expected a list of fields, got {type(fields).__name__}", 0)
+            raise DecodeError(
+                f"transactional-state: expected a list of fields, got {type(fields).__name__}", 0
+            )
         f = fields if len(fields) >= 2 else fields + [None] * (2 - len(fields))
         obj = cls.__new__(cls)
         v = f[0]
@@ -3969,7 +3686,10 @@ class TransactionalState:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TransactionalState):
             return NotImplemented
-        return bool(self.txn_id == other.txn_id and self.outcome == other.outcome)
+        return bool(
+            self.txn_id == other.txn_id
+            and self.outcome == other.outcome
+        )
 
     def __repr__(self) -> str:
         return f"TransactionalState(txn_id={self.txn_id!r}, outcome={self.outcome!r})"
@@ -3991,7 +3711,7 @@ COMPOSITES: Final[dict[int, type[Any]]] = {
     0x00000016: Detach,
     0x00000017: End,
     0x00000018: Close,
-    0x0000001D: Error,
+    0x0000001d: Error,
     0x00000070: Header,
     0x00000073: Properties,
     0x00000023: Received,
@@ -4001,10 +3721,10 @@ COMPOSITES: Final[dict[int, type[Any]]] = {
     0x00000027: Modified,
     0x00000028: Source,
     0x00000029: Target,
-    0x0000002B: DeleteOnClose,
-    0x0000002C: DeleteOnNoLinks,
-    0x0000002D: DeleteOnNoMessages,
-    0x0000002E: DeleteOnNoLinksOrMessages,
+    0x0000002b: DeleteOnClose,
+    0x0000002c: DeleteOnNoLinks,
+    0x0000002d: DeleteOnNoMessages,
+    0x0000002e: DeleteOnNoLinksOrMessages,
     0x00000040: SaslMechanisms,
     0x00000041: SaslInit,
     0x00000042: SaslChallenge,
@@ -4067,26 +3787,21 @@ OUTCOMES: Final[dict[int, type[Any]]] = {
 }
 LIFETIME_POLICIES: Final[dict[int, type[Any]]] = {
     # the lifetime policies of dynamic nodes
-    0x0000002B: DeleteOnClose,
-    0x0000002C: DeleteOnNoLinks,
-    0x0000002D: DeleteOnNoMessages,
-    0x0000002E: DeleteOnNoLinksOrMessages,
+    0x0000002b: DeleteOnClose,
+    0x0000002c: DeleteOnNoLinks,
+    0x0000002d: DeleteOnNoMessages,
+    0x0000002e: DeleteOnNoLinksOrMessages,
 }
 
 Performative: TypeAlias = Open | Begin | Attach | Flow | Transfer | Disposition | Detach | End | Close
 SaslFrame: TypeAlias = SaslMechanisms | SaslInit | SaslChallenge | SaslResponse | SaslOutcome
-DeliveryState: TypeAlias = Received | Accepted | Rejected | Released | Modified | Declared | TransactionalState
+DeliveryState: TypeAlias = (
+    Received | Accepted | Rejected | Released | Modified | Declared | TransactionalState
+)
 Outcome: TypeAlias = Accepted | Rejected | Released | Modified
 Section: TypeAlias = (
-    Header
-    | DeliveryAnnotations
-    | MessageAnnotations
-    | Properties
-    | ApplicationProperties
-    | Data
-    | AmqpSequence
-    | AmqpValue
-    | Footer
+    Header | DeliveryAnnotations | MessageAnnotations | Properties | ApplicationProperties | Data |
+    AmqpSequence | AmqpValue | Footer
 )
 
 
