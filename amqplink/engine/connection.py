@@ -72,7 +72,7 @@ from amqplink.protocol.definitions import (
     Open,
     Transfer,
 )
-from amqplink.protocol.hot_decode import decode_performative
+from amqplink.protocol.hot_decode import decode_performative, scan_transfer
 
 __all__ = ["DEFAULT_MIN_PEER_IDLE_TIMEOUT", "Connection", "ConnectionConfig"]
 
@@ -186,6 +186,10 @@ class Connection:
     :class:`~amqplink.engine.events.LinkAttachRequested` for the application to
     accept or refuse.
     """
+
+    fast_transfers = True
+    """Read transfers in the usual shape without building a ``Transfer`` (tests turn it
+    off on an instance to compare with the generic path; frame tracing turns it off)."""
 
     def __init__(
         self,
@@ -506,6 +510,7 @@ class Connection:
 
     def _process(self) -> None:
         reader = self._reader
+        fast = self.fast_transfers and not self._trace
         while True:
             expect = self._expect
             if expect == _EXPECT_FRAMES:
@@ -521,6 +526,11 @@ class Connection:
                     raise FramingError(f"frame on channel {channel}, above channel-max {self.config.channel_max}")
                 if not body:
                     continue  # heartbeat
+                if fast and len(body) > 5 and body[2] == 0x14:
+                    fields = scan_transfer(body)
+                    if fields is not None:  # a transfer in the usual shape: no Transfer built
+                        self._dispatch(channel, fields, body[fields[6] :])
+                        continue
                 performative, offset = decode_performative(body)
                 if self._trace:
                     self._trace_frame("<-", channel, performative, body[offset:])
@@ -643,13 +653,17 @@ class Connection:
 
     # -- dispatch ----------------------------------------------------------------
     def _dispatch(self, channel: int, frame: Any, payload: memoryview) -> None:
+        """Hand a performative to its session or connection handler; ``frame`` is a
+        ``Transfer`` or the fields tuple :func:`scan_transfer` read from one."""
         kind = type(frame)
-        if kind is Transfer or kind is Disposition or kind is Flow:
-            session = self._session_for(channel, straggler=kind is not Transfer)
+        if kind is tuple or kind is Transfer or kind is Disposition or kind is Flow:
+            session = self._session_for(channel, straggler=kind is Disposition or kind is Flow)
             if session is None:
                 return
             try:
-                if kind is Transfer:
+                if kind is tuple:
+                    session._on_transfer_fields(frame, payload)
+                elif kind is Transfer:
                     session._on_transfer(frame, payload)
                 elif kind is Disposition:
                     session._on_disposition(frame)

@@ -67,6 +67,7 @@ def write_frame(
 
 
 _TRANSFER_HEAD = struct.Struct(">IBBHBBBBBB")  # frame header, 0x00 0x53 0x14, 0xc0 size count
+_UINT = struct.Struct(">BI")
 
 
 def _small_uint(value: int) -> bytes:
@@ -74,10 +75,11 @@ def _small_uint(value: int) -> bytes:
         return b"\x43"
     if value < 256:
         return bytes((0x52, value))
-    return b"\x70" + value.to_bytes(4, "big")
+    return _UINT.pack(0x70, value)
 
 
 _SMALL_UINTS = [_small_uint(v) for v in range(256)]
+_TAG_HEADS = [bytes((0xA0, n)) for n in range(256)]  # vbin8 constructor and size
 
 
 def write_transfer(
@@ -92,18 +94,20 @@ def write_transfer(
 ) -> None:
     """Append a single-frame transfer (the hot path): the same bytes as
     ``write_frame(out, FRAME_TYPE_AMQP, channel, Transfer(handle, delivery_id, tag,
-    message_format, settled), payload)``, assembled without building a ``Transfer``."""
-    fields = (
-        (_SMALL_UINTS[handle] if handle < 256 else _small_uint(handle))
-        + (_SMALL_UINTS[delivery_id] if delivery_id < 256 else _small_uint(delivery_id))
-        + bytes((0xA0, len(tag)))
-        + tag
-        + (_SMALL_UINTS[message_format] if message_format < 256 else _small_uint(message_format))
-        + (b"\x41" if settled else b"\x42")
+    message_format, settled), payload)``, assembled without building a ``Transfer``
+    (``tag`` at most 255 bytes)."""
+    fields = b"".join(
+        (
+            _SMALL_UINTS[handle] if handle < 256 else _small_uint(handle),
+            _SMALL_UINTS[delivery_id] if delivery_id < 256 else _UINT.pack(0x70, delivery_id),
+            _TAG_HEADS[len(tag)],
+            tag,
+            _SMALL_UINTS[message_format] if message_format < 256 else _small_uint(message_format),
+            b"\x41" if settled else b"\x42",
+        )
     )
     n = len(fields)
-    size = 8 + 3 + 3 + n + len(payload)
-    out += _TRANSFER_HEAD.pack(size, 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, n + 1, 5)
+    out += _TRANSFER_HEAD.pack(14 + n + len(payload), 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, n + 1, 5)
     out += fields
     out += payload
 

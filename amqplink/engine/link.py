@@ -85,6 +85,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 _TAG_SPACE = 1 << 64
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
+_HALF = 1 << 31
 
 # Module-level aliases: the hot paths compare states by identity.
 _DETACHED = LinkState.DETACHED
@@ -152,6 +153,8 @@ class Link:
     """State shared by both ends of a link: names, handles, termini, attach/detach."""
 
     is_sender: bool = False
+    _partial: Delivery | None = None
+    """Receiver: the delivery whose later transfer frames are still to come."""
     answer_rcv_settle_mode: int | None = None
     """A receiver answering the peer's attach: its own rcv-settle-mode (``None``: the
     peer's). "the receiver's value is the one in force" (2.7.3)."""
@@ -730,7 +733,8 @@ class ReceiverLink(Link):
     def _count_transfer(self, delivery_id: int) -> None:
         """A delivery's first transfer increments delivery-count and decrements
         link-credit (2.6.7); one beyond every grant made is excess."""
-        if serial_diff(self._delivery_limit, self.delivery_count) <= 0:
+        count = self.delivery_count
+        if (self._delivery_limit - count + _HALF) % SERIAL_MOD <= _HALF:  # serial_diff(limit, count) <= 0
             # "the receiver MAY either handle the excess messages normally or detach
             # the link with a transfer-limit-exceeded error code" (2.6.7): the
             # connection's config chooses (RabbitMQ 3.x overshoots under load; the
@@ -742,7 +746,7 @@ class ReceiverLink(Link):
                     f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
                 )
             self.excess_transfers += 1
-        self.delivery_count = serial_add(self.delivery_count, 1)
+        self.delivery_count = (count + 1) % SERIAL_MOD  # serial_add, inline
         if self.link_credit > 0:
             self.link_credit -= 1
 
@@ -803,6 +807,20 @@ class ReceiverLink(Link):
             return
         self._complete(delivery, payload)
 
+    def _on_whole_delivery(
+        self, delivery_id: int, tag: bytes, message_format: int, settled: bool | None, payload: memoryview
+    ) -> None:
+        """A delivery in one transfer frame with nothing unusual (the hot path): what
+        :meth:`_on_transfer` does for a first transfer without ``more``, ``aborted`` or
+        ``rcv-settle-mode``, while no other delivery is part-way in. The session checks
+        those conditions."""
+        delivery = self._start_delivery(delivery_id, tag, message_format, settled)
+        size = delivery.size = len(payload)
+        limit = self.max_message_size
+        if limit and size > limit:
+            self._refuse_oversize(delivery)
+        self._complete(delivery, payload)
+
     def _link_error(self, condition: Symbol, description: str) -> errors.LinkProtocolError:
         return errors.LinkProtocolError(self.session.channel, self.handle, condition, description)
 
@@ -812,17 +830,22 @@ class ReceiverLink(Link):
         tag = transfer.delivery_tag
         if delivery_id is None or tag is None:
             raise self._link_error(errors.NOT_ALLOWED, "first transfer of a delivery lacks delivery-id or delivery-tag")
-        self._count_transfer(int(delivery_id))
-        delivery = Delivery(self, bytes(tag), None, int(transfer.message_format or 0))
-        delivery.delivery_id = int(delivery_id)
-        if transfer.settled:
+        return self._start_delivery(int(delivery_id), bytes(tag), int(transfer.message_format or 0), transfer.settled)
+
+    def _start_delivery(self, delivery_id: int, tag: bytes, message_format: int, settled: bool | None) -> Delivery:
+        self._count_transfer(delivery_id)
+        delivery = Delivery(self, tag, None, message_format)
+        delivery.delivery_id = delivery_id
+        if settled:
             delivery.remote_settled = True
-        elif self.session._track_incoming(delivery):
-            self.unsettled[delivery.delivery_id] = delivery
         else:
-            raise errors.SessionProtocolError(
-                self.session.channel, errors.NOT_ALLOWED, f"delivery-id {delivery.delivery_id} is already in use"
-            )
+            incoming = self.session._incoming
+            if delivery_id in incoming:
+                raise errors.SessionProtocolError(
+                    self.session.channel, errors.NOT_ALLOWED, f"delivery-id {delivery_id} is already in use"
+                )
+            incoming[delivery_id] = delivery
+            self.unsettled[delivery_id] = delivery
         return delivery
 
     def _continuation(self, delivery: Delivery, transfer: Transfer) -> None:

@@ -55,6 +55,7 @@ from amqplink.protocol.definitions import (
     Target,
     Transfer,
 )
+from amqplink.protocol.hot_decode import TransferFields, transfer_from_fields
 
 if TYPE_CHECKING:
     from amqplink.engine.connection import Connection
@@ -432,18 +433,48 @@ class Session:
 
     def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
         link = self._link_for(transfer.handle)
-        if self.incoming_window <= 0:
+        self._transfer_arrived()
+        if link.state < _LINK_DETACH_SENT:
+            link._on_transfer(transfer, payload)
+
+    def _on_transfer_fields(self, fields: TransferFields, payload: memoryview) -> None:
+        """A transfer read by :func:`~amqplink.protocol.hot_decode.scan_transfer`: a
+        whole delivery in one frame, on an attached receiving link with no delivery
+        part-way in, goes straight to :meth:`ReceiverLink._on_whole_delivery` (the hot
+        path); anything else becomes a ``Transfer`` for :meth:`_on_transfer`."""
+        handle, delivery_id, tag, message_format, settled, more, _ = fields
+        link = self._remote_links.get(handle)
+        if (
+            link is None
+            or more
+            or delivery_id is None
+            or tag is None
+            or link.state is not _LINK_ATTACHED
+            or link.is_sender
+            or link._partial is not None
+            or self.incoming_window <= 0
+        ):
+            self._on_transfer(transfer_from_fields(fields), payload)
+            return
+        self._transfer_arrived()
+        link._on_whole_delivery(delivery_id, tag, message_format or 0, settled, payload)  # type: ignore[attr-defined]
+
+    def _transfer_arrived(self) -> None:
+        """The one place transfer frames received are counted (2.5.6): next-incoming-id
+        goes up, incoming-window and remote-outgoing-window down; a transfer while
+        incoming-window is 0 is a window violation. Once half the window is used, a
+        flow reopening it goes out at the next ``data_to_send``."""
+        window = self.incoming_window
+        if window <= 0:
             raise errors.SessionProtocolError(
                 self.channel,
                 errors.WINDOW_VIOLATION,
                 f"transfer received with incoming-window 0 (next-incoming-id {self.next_incoming_id})",
             )
-        self.next_incoming_id = serial_add(self.next_incoming_id, 1)
-        self.incoming_window -= 1
+        self.next_incoming_id = (self.next_incoming_id + 1) % SERIAL_MOD  # serial_add, inline
+        self.incoming_window = window - 1
         self.remote_outgoing_window -= 1
-        if link.state < _LINK_DETACH_SENT:
-            link._on_transfer(transfer, payload)
-        if self.incoming_window <= self.max_incoming_window // 2:
+        if window - 1 <= self.max_incoming_window // 2 and not self._pending:
             self._mark_pending()
 
     def _on_disposition(self, disposition: Disposition) -> None:
@@ -484,13 +515,6 @@ class Session:
         self.connection._events.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
 
     # -- deliveries ----------------------------------------------------------------
-    def _track_incoming(self, delivery: Delivery) -> bool:
-        assert delivery.delivery_id is not None
-        if delivery.delivery_id in self._incoming:
-            return False
-        self._incoming[delivery.delivery_id] = delivery
-        return True
-
     def _forget_incoming(self, delivery: Delivery) -> None:
         if delivery.delivery_id is not None:
             self._incoming.pop(delivery.delivery_id, None)

@@ -15,6 +15,7 @@ much as the generic decoder it is meant to skip.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from amqplink.codec.decode import decode
@@ -22,7 +23,7 @@ from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import UInt
 from amqplink.protocol.definitions import Accepted, Disposition, Released, Transfer
 
-__all__ = ["decode_disposition", "decode_performative", "decode_transfer"]
+__all__ = ["TransferFields", "decode_disposition", "decode_performative", "decode_transfer", "scan_transfer", "transfer_from_fields"]
 
 # described list8: 00 53 <code> c0 <size> <count> <fields>; size counts count + fields,
 # so a list8 performative ends at most 5 + 255 bytes in.
@@ -31,6 +32,7 @@ _SMALL_UINTS = tuple(UInt(i) for i in range(256))
 _UINT0 = _SMALL_UINTS[0]
 # An outcome with no fields, as a 4-byte described list0: 00 53 <code> 45.
 _EMPTY_OUTCOMES = {0x24: Accepted, 0x26: Released}
+_U32 = struct.Struct(">I").unpack_from
 
 
 def decode_performative(body: bytes | memoryview) -> tuple[Any, int]:
@@ -95,23 +97,56 @@ def _list8(buf: bytes, code: int) -> tuple[int, int]:
     return buf[5], end
 
 
-def decode_transfer(body: bytes | memoryview) -> tuple[Transfer, int] | None:
-    """A transfer frame body's performative and the payload's offset, or None.
+TransferFields = tuple[int, "int | None", "bytes | None", "int | None", "bool | None", bool, int]
+"""What :func:`scan_transfer` reads: handle, delivery-id, delivery-tag, message-format,
+settled (``None``: null or absent), more, and the payload's offset."""
+
+
+def scan_transfer(body: bytes | memoryview) -> TransferFields | None:
+    """A transfer frame body's fields as plain values (no ``Transfer`` built), or None.
 
     Reads handle, delivery-id, delivery-tag, message-format, settled and more; a
     transfer with any later field (rcv-settle-mode, state, resume, aborted,
-    batchable) is left to the generic decoder.
+    batchable), a null handle or an encoding outside the short forms is declined.
+    Straight-line on purpose: this runs once per message received.
     """
+    buf = body if type(body) is bytes else bytes(body[:_MAX_HEAD])
     delivery_id = tag = message_format = settled = None
-    more: bool | None = False
+    more = False
     try:
-        buf = _head(body)
-        count, end = _list8(buf, 0x14)
-        if not 1 <= count <= 6:
+        if buf[3] != 0xC0 or buf[2] != 0x14 or buf[1] != 0x53 or buf[0]:
             return None
-        handle, pos = _uint(buf, 6)
+        end = 5 + buf[4]
+        count = buf[5]
+        if not 1 <= count <= 6 or end > len(buf):
+            return None
+        c = buf[6]
+        if c == 0x52:
+            handle = buf[7]
+            pos = 8
+        elif c == 0x43:
+            handle = 0
+            pos = 7
+        elif c == 0x70:
+            handle = _U32(buf, 7)[0]
+            pos = 11
+        else:
+            return None  # a null handle too: the generic decoder names the error
         if count > 1:
-            delivery_id, pos = _uint(buf, pos)
+            c = buf[pos]
+            if c == 0x70:
+                delivery_id = _U32(buf, pos + 1)[0]
+                pos += 5
+            elif c == 0x52:
+                delivery_id = buf[pos + 1]
+                pos += 2
+            elif c == 0x43:
+                delivery_id = 0
+                pos += 1
+            elif c == 0x40:
+                pos += 1
+            else:
+                return None
         if count > 2:
             c = buf[pos]
             if c == 0xA0:
@@ -123,30 +158,74 @@ def decode_transfer(body: bytes | memoryview) -> tuple[Transfer, int] | None:
             else:
                 return None
         if count > 3:
-            message_format, pos = _uint(buf, pos)
+            c = buf[pos]
+            if c == 0x43:
+                message_format = 0
+                pos += 1
+            elif c == 0x52:
+                message_format = buf[pos + 1]
+                pos += 2
+            elif c == 0x70:
+                message_format = _U32(buf, pos + 1)[0]
+                pos += 5
+            elif c == 0x40:
+                pos += 1
+            else:
+                return None
         if count > 4:
-            settled = _bool(buf, pos)
+            c = buf[pos]
             pos += 1
+            if c == 0x42:
+                settled = False
+            elif c == 0x41:
+                settled = True
+            elif c != 0x40:
+                return None
         if count > 5:
-            more = _bool(buf, pos)
+            c = buf[pos]
             pos += 1
-    except (IndexError, _Decline):
+            if c == 0x41:
+                more = True
+            elif c != 0x42 and c != 0x40:
+                return None
+    except (IndexError, struct.error):
         return None
-    if pos != end or handle is None:
-        return None  # a missing handle: the generic decoder names the error
+    if pos != end:
+        return None
+    return handle, delivery_id, tag, message_format, settled, more, end
+
+
+def _as_uint(value: int | None) -> UInt | None:
+    if value is None:
+        return None
+    return _SMALL_UINTS[value] if value < 256 else UInt(value)
+
+
+def transfer_from_fields(fields: TransferFields) -> Transfer:
+    """The ``Transfer`` that :func:`scan_transfer`'s fields describe (as the generic decoder builds it)."""
+    handle, delivery_id, tag, message_format, settled, more, _ = fields
     t = Transfer.__new__(Transfer)
-    t.handle = handle
-    t.delivery_id = delivery_id
+    t.handle = _as_uint(handle)
+    t.delivery_id = _as_uint(delivery_id)
     t.delivery_tag = tag
-    t.message_format = message_format
+    t.message_format = _as_uint(message_format)
     t.settled = settled
-    t.more = more or False
+    t.more = more
     t.rcv_settle_mode = None
     t.state = None
     t.resume = False
     t.aborted = False
     t.batchable = False
-    return t, end
+    return t
+
+
+def decode_transfer(body: bytes | memoryview) -> tuple[Transfer, int] | None:
+    """A transfer frame body's performative and the payload's offset, or None
+    (the shapes :func:`scan_transfer` reads)."""
+    fields = scan_transfer(body)
+    if fields is None:
+        return None
+    return transfer_from_fields(fields), fields[6]
 
 
 def decode_disposition(body: bytes | memoryview) -> Disposition | None:
