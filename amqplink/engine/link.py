@@ -491,8 +491,14 @@ class SenderLink(Link):
         delivery.context = context
         if not settled and self._tags is not None:
             self._tags[tag] = delivery
-        self.queue.append(delivery)
-        self.session._pump_sender(self)
+        queue = self.queue
+        if queue or state is not _ATTACHED:
+            queue.append(delivery)
+            self.session._pump_sender(self)
+        elif not self.session._write_delivery(self, delivery):  # nothing waits: straight out
+            queue.append(delivery)
+        elif self.drain and self.link_credit > 0:
+            self.session._answer_drain_later(self)  # as _pump_sender does once the queue is empty
         return delivery
 
     def _new_tag(self) -> bytes:
@@ -642,9 +648,10 @@ class SenderLink(Link):
     def _forget(self, delivery: Delivery) -> None:
         if self._tags is not None:
             self._release_tag(delivery)
-        if delivery.delivery_id is not None:
-            self.unsettled.pop(delivery.delivery_id, None)
-            self.session._forget_outgoing(delivery)
+        delivery_id = delivery.delivery_id
+        if delivery_id is not None:
+            self.unsettled.pop(delivery_id, None)
+            self.session._outgoing.pop(delivery_id, None)
 
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
         """Settle a delivery from the sender's side (only needed without auto_settle).

@@ -27,6 +27,7 @@ moment it leaves, so a peer that sends past what it has been told is caught.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import UInt, UShort
@@ -492,7 +493,8 @@ class Session:
         batchable = bool(disposition.batchable)
         ids: Any
         if count <= len(table):
-            ids = [serial_add(first, i) for i in range(count)]
+            end = first + count
+            ids = range(first, end) if end <= SERIAL_MOD else [serial_add(first, i) for i in range(count)]
         else:
             ids = [k for k in table if 0 <= serial_diff(k, first) < count]
         for delivery_id in ids:
@@ -518,10 +520,6 @@ class Session:
     def _forget_incoming(self, delivery: Delivery) -> None:
         if delivery.delivery_id is not None:
             self._incoming.pop(delivery.delivery_id, None)
-
-    def _forget_outgoing(self, delivery: Delivery) -> None:
-        if delivery.delivery_id is not None:
-            self._outgoing.pop(delivery.delivery_id, None)
 
     def _pump_sender_if(self, link: Link) -> None:
         if isinstance(link, SenderLink) and link.queue:
@@ -693,8 +691,9 @@ class Session:
         write(self.channel, _disposition(role, first, last, settled, state, batchable))
 
 
-def _disposition_sort_key(item: tuple[bool, int, bool, Any, bool]) -> tuple[bool, bool, bool, int]:
-    return (item[0], item[2], item[4], item[1])
+# Dispositions sort by role, settled, batchable, then delivery-id: runs that can merge
+# into one first..last range end up next to each other.
+_disposition_sort_key = itemgetter(0, 2, 4, 1)
 
 
 def _disposition(role: bool, first: int, last: int, settled: bool, state: Any, batchable: bool) -> Disposition:
