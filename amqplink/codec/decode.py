@@ -555,18 +555,34 @@ def _map(buf: Buffer, p: int, end: int, count: int, depth: int, ctx: _Ctx, start
     result: dict[Any, Any] = {}
     table = _TABLE
     one_byte = _ONE_BYTE
+    symbols = _SYMBOLS
+    sym8 = 0xA3 if type(buf) is bytes else -1  # a bytearray's slice is no dict key
     try:
         for _ in range(pairs):
             key_pos = p
-            k, p = table[buf[p]](buf, p + 1, depth, ctx)
+            c = buf[p]
+            k = None
+            if c == sym8:  # the usual annotation key: a symbol met before, looked up inline
+                e = p + 2 + buf[p + 1]
+                if e <= end:
+                    k = symbols.get(buf[p + 2 : e])
+                    p = e
+            if k is None:
+                k, p = table[c](buf, key_pos + 1, depth, ctx)
             c = buf[p]
             small = one_byte[c]
             if small is not None:
                 result[k] = small[buf[p + 1]]
                 p += 2
+            elif c == 0x81:  # long
+                result[k] = _unpack_q(buf, p + 1)[0]
+                p += 9
+            elif c == 0x83:  # timestamp
+                result[k] = _new_int(Timestamp, _unpack_q(buf, p + 1)[0])
+                p += 9
             else:
                 result[k], p = table[c](buf, p + 1, depth, ctx)
-    except IndexError:
+    except (IndexError, _struct_error):
         raise _truncated(p, "map element") from None
     except TypeError:
         raise DecodeError(f"unhashable map key of type {type(k).__name__}", key_pos) from None
