@@ -49,6 +49,22 @@ class ReceivedMessage(Message):
         return d is None or d.settled
 
 
+class _Confirmations:
+    """The peer's settlements one settle call waits for (rcv-settle-mode ``second``,
+    2.8.3): one future for the whole call, done when the last of them arrives."""
+
+    __slots__ = ("future", "left")
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+        self.left = 0
+
+    def confirmed(self) -> None:
+        self.left -= 1
+        if self.left <= 0 and not self.future.done():
+            self.future.set_result(None)
+
+
 class Receiver(LinkBase):
     """A receiving link. Create it with :meth:`Connection.create_receiver`.
 
@@ -242,7 +258,7 @@ class Receiver(LinkBase):
                 " the message stays unsettled"
             )
         link = self.link
-        waits: list[asyncio.Future[None]] = []
+        waits: _Confirmations | None = None
         for message in messages:
             delivery = message._delivery
             if delivery is None or delivery.link is not link:
@@ -256,12 +272,13 @@ class Receiver(LinkBase):
                 )
             link.settle(delivery, state)
             if not delivery.settled:
-                future: asyncio.Future[None] = self._loop.create_future()
-                delivery.context = future
-                waits.append(future)
+                if waits is None:
+                    waits = _Confirmations(self._loop.create_future())
+                waits.left += 1
+                delivery.context = waits
         self._protocol.schedule_flush()
-        for future in waits:
-            await future
+        if waits is not None:
+            await waits.future
 
     # -- engine events ----------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
@@ -270,9 +287,9 @@ class Receiver(LinkBase):
             self._on_delivery(event.delivery)  # type: ignore[attr-defined]
         elif t is DeliveryUpdated:
             if event.settled:  # type: ignore[attr-defined]
-                future = event.delivery.context  # type: ignore[attr-defined]
-                if future is not None and not future.done():
-                    future.set_result(None)
+                waits = event.delivery.context  # type: ignore[attr-defined]
+                if waits is not None:
+                    waits.confirmed()
         elif t is DeliveryAborted:
             self._consumed(1)  # the credit it used is free again
         else:
@@ -303,15 +320,15 @@ class Receiver(LinkBase):
 
     def _on_failed(self, failure: AMQPError) -> None:
         for delivery in self.link.unsettled.values():
-            future = delivery.context
-            if future is not None and not future.done():
-                future.set_exception(
+            waits = delivery.context
+            if waits is not None and not waits.future.done():
+                waits.future.set_exception(
                     SettlementError(
                         f"{self._what()}: settlement not confirmed: {failure}",
                         condition=failure.condition,
                     )
                 )
-                future.exception()  # one failure, one report: the awaiting caller gets it
+                waits.future.exception()  # one failure, one report: the awaiting caller gets it
         arrival = self._arrival
         if arrival is not None and not arrival.done():
             arrival.set_result(None)

@@ -168,19 +168,19 @@ class Sender(LinkBase):
             self._unyielded = 0
             await asyncio.sleep(0)
         self._unyielded += 1
-        remote = self.link.remote_attach
-        if remote is not None and remote.max_message_size and len(payload) > remote.max_message_size:
+        link = self.link
+        limit = link.peer_max_message_size  # the peer's attach's max-message-size (0: none)
+        if limit and len(payload) > limit:
             raise AMQPError(
-                f"{self._what()}: message of {len(payload)} bytes exceeds the peer's max-message-size"
-                f" {int(remote.max_message_size)}",
+                f"{self._what()}: message of {len(payload)} bytes exceeds the peer's max-message-size {limit}",
                 condition="amqp:link:message-size-exceeded",
             )
         if self._presettled:
-            self.link.send(payload, message_format=message_format)
+            link.send(payload, message_format=message_format)
             self._protocol.schedule_flush()
             return self._sent
         future: asyncio.Future[Any] = self._loop.create_future()
-        self.link.send(payload, message_format=message_format, context=future)
+        link.send(payload, message_format=message_format, context=future)
         self._in_flight += 1
         self._protocol.schedule_flush()
         return future
