@@ -783,11 +783,13 @@ class ReceiverLink(Link):
         assert delivery.delivery_id is not None
         mode = self.rcv_settle_mode if delivery.rcv_settle_mode is None else delivery.rcv_settle_mode
         settle_now = mode != RCV_SECOND
+        delivery_id = delivery.delivery_id
+        session = self.session
         if settle_now:
             delivery.settled = True
-            self.unsettled.pop(delivery.delivery_id, None)
-            self.session._forget_incoming(delivery)
-        self.session._queue_disposition(ROLE_RECEIVER, delivery.delivery_id, settle_now, state, batchable)
+            self.unsettled.pop(delivery_id, None)
+            session._incoming.pop(delivery_id, None)
+        session._queue_disposition(ROLE_RECEIVER, delivery_id, settle_now, state, batchable)
 
     # -- transfers (2.7.5) ---------------------------------------------------------------
     def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
@@ -930,8 +932,9 @@ class ReceiverLink(Link):
             delivery.remote_settled = True
             if not delivery.settled and delivery.state is not None:
                 delivery.settled = True
-            self.unsettled.pop(delivery.delivery_id or 0, None)
-            self.session._forget_incoming(delivery)
+            delivery_id = delivery.delivery_id
+            self.unsettled.pop(delivery_id, None)  # type: ignore[arg-type]
+            self.session._incoming.pop(delivery_id, None)  # type: ignore[arg-type]
         self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _discard_partial(self) -> None:

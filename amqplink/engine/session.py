@@ -639,7 +639,8 @@ class Session:
     def _queue_disposition(
         self, role: bool, delivery_id: int, settled: bool, state: Any, batchable: bool = False
     ) -> None:
-        self._mark_pending()
+        if not self._pending:
+            self._mark_pending()
         self._dispositions.append((role, delivery_id, settled, state, batchable))
 
     def _mark_pending(self) -> None:
