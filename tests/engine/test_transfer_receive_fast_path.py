@@ -1,0 +1,164 @@
+"""The receive fast path (a transfer read into plain fields, a whole delivery handed
+straight to its link) behaves exactly as the generic path.
+
+The same client byte stream, cut at random points, goes into two server engines:
+one with ``fast_transfers`` on, one with it off (every transfer decoded into a
+``Transfer`` and taken by :meth:`Session._on_transfer`). Single-frame deliveries,
+multi-frame ones, aborted ones, transfers with fields the fast path leaves alone, a
+delivery-id reused while unsettled and a transfer on an unattached handle are mixed
+at random; both engines must emit the same events and write the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amqplink.codec.types import UByte, UInt
+from amqplink.engine.connection import Connection, ConnectionConfig
+from amqplink.engine.events import Event, LinkAttachRequested
+from amqplink.engine.frames import FRAME_TYPE_AMQP, write_frame, write_transfer
+from amqplink.engine.link import ReceiverLink
+from amqplink.protocol.definitions import Accepted, Target, Transfer
+
+from .pairs import Pair
+
+MAX_FRAME = 512
+
+
+def _handshake() -> tuple[bytes, int]:
+    """A client's bytes up to its attach (sender link), and that link's handle."""
+    config = ConnectionConfig(container_id="client", max_frame_size=MAX_FRAME)
+    pair = Pair(config, ConnectionConfig(container_id="server", max_frame_size=MAX_FRAME))
+    session = pair.open()
+    link = session.attach_sender("s", target=Target(address="q"))
+    pair.pump()
+    return b"".join(pair.wire_c2s), link.handle
+
+
+HANDSHAKE, HANDLE = _handshake()
+
+deliveries = st.lists(
+    st.tuples(
+        st.sampled_from(["whole", "split", "aborted", "rcv-mode", "batchable", "reused-id", "bad-handle"]),
+        st.binary(min_size=0, max_size=1200),
+        st.binary(min_size=0, max_size=32),  # tag
+        st.booleans(),  # settled
+        st.sampled_from([0, 7, 0x80013700]),  # message-format
+    ),
+    max_size=12,
+)
+
+
+def _transfers(plan: list[tuple[str, bytes, bytes, bool, int]]) -> bytes:
+    out = bytearray()
+    delivery_id = 0
+    for kind, payload, tag, settled, message_format in plan:
+        handle = HANDLE if kind != "bad-handle" else HANDLE + 5
+        first = Transfer(
+            handle=UInt(handle),
+            delivery_id=UInt(delivery_id),
+            delivery_tag=tag,
+            message_format=UInt(message_format),
+            settled=settled,
+        )
+        if kind in ("whole", "bad-handle", "reused-id") and len(payload) < MAX_FRAME - 80:
+            write_transfer(out, 0, handle, delivery_id, tag, message_format, settled, payload)
+        elif kind == "rcv-mode":
+            first.rcv_settle_mode = UByte(0)
+            write_frame(out, FRAME_TYPE_AMQP, 0, first, payload[:300])
+        elif kind == "batchable":
+            first.batchable = True
+            write_frame(out, FRAME_TYPE_AMQP, 0, first, payload[:300])
+        else:  # in frames of at most 300 bytes; "aborted" stops after the first
+            chunks = [payload[i : i + 300] for i in range(0, len(payload), 300)] or [b""]
+            first.more = len(chunks) > 1 or kind == "aborted"
+            write_frame(out, FRAME_TYPE_AMQP, 0, first, chunks[0])
+            if kind == "aborted":
+                write_frame(out, FRAME_TYPE_AMQP, 0, Transfer(handle=UInt(handle), aborted=True))
+            else:
+                for i, chunk in enumerate(chunks[1:], 2):
+                    write_frame(
+                        out, FRAME_TYPE_AMQP, 0, Transfer(handle=UInt(handle), more=i < len(chunks)), chunk
+                    )
+        if kind != "reused-id":
+            delivery_id += 1
+    return bytes(out)
+
+
+def _describe(event: Event) -> tuple[Any, ...]:
+    fields: list[Any] = [type(event).__name__]
+    for name in getattr(event, "__slots__", ()):
+        value = getattr(event, name)
+        if hasattr(value, "delivery_id") and hasattr(value, "tag"):  # a Delivery
+            payload = value.payload
+            value = (
+                value.delivery_id,
+                bytes(value.tag),
+                None if payload is None else bytes(payload),
+                value.message_format,
+                value.settled,
+                value.remote_settled,
+                value.aborted,
+                value.rcv_settle_mode,
+                value.size,
+            )
+        elif hasattr(value, "handle") and hasattr(value, "name"):  # a Link
+            value = (value.name, value.handle, value.state, value.link_credit, value.delivery_count)
+        elif hasattr(value, "channel") and hasattr(value, "links"):  # a Session
+            value = (value.channel, value.state, value.next_incoming_id, value.incoming_window)
+        fields.append(value if isinstance(value, (tuple, int, str, bytes, type(None))) else repr(value))
+    return tuple(fields)
+
+
+def _serve(stream: bytes, cuts: list[int], fast: bool) -> tuple[list[tuple[Any, ...]], bytes]:
+    """The server's events and bytes for the handshake, then ``stream`` cut at ``cuts``."""
+    server = Connection(ConnectionConfig(container_id="server", max_frame_size=MAX_FRAME), server=True)
+    server.fast_transfers = fast
+    seen: list[tuple[Any, ...]] = []
+    written = bytearray()
+    points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
+    pieces = [HANDSHAKE] + [stream[start:end] for start, end in zip(points, points[1:], strict=False)]
+    for piece in pieces:
+        for event in server.receive_data(piece):
+            seen.append(_describe(event))
+            if isinstance(event, LinkAttachRequested):
+                event.link.attach()
+                assert isinstance(event.link, ReceiverLink)
+                event.link.flow(100)
+            delivery = getattr(event, "delivery", None)
+            if delivery is not None and type(event).__name__ == "DeliveryReceived" and not delivery.settled:
+                event.link.settle(delivery, Accepted())  # type: ignore[attr-defined]
+        written += server.data_to_send()
+    seen += [_describe(e) for e in server.take_events()]
+    return seen, bytes(written)
+
+
+@settings(max_examples=150, deadline=None)
+@given(plan=deliveries, cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=8))
+def test_fast_and_generic_paths_agree(plan: list[tuple[str, bytes, bytes, bool, int]], cuts: list[int]) -> None:
+    stream = _transfers(plan)
+    fast = _serve(stream, cuts, fast=True)
+    generic = _serve(stream, cuts, fast=False)
+    assert fast == generic
+    received = sum(e[0] in ("DeliveryReceived", "DeliveryAborted") for e in fast[0])
+    assert received <= len(plan)
+
+
+def test_the_fast_path_is_taken_for_a_whole_delivery() -> None:
+    out = bytearray()
+    write_transfer(out, 0, HANDLE, 0, b"t", 0, False, b"payload")
+    server = Connection(ConnectionConfig(container_id="server", max_frame_size=MAX_FRAME), server=True)
+    calls: list[str] = []
+    for event in server.receive_data(HANDSHAKE):
+        if isinstance(event, LinkAttachRequested):
+            event.link.attach()
+            assert isinstance(event.link, ReceiverLink)
+            event.link.flow(10)
+            original = event.link._on_transfer
+            event.link._on_transfer = lambda *a: calls.append("generic") or original(*a)  # type: ignore[method-assign]
+    events = server.receive_data(bytes(out))
+    assert [type(e).__name__ for e in events] == ["DeliveryReceived"]
+    assert calls == []  # the whole delivery never became a Transfer
