@@ -115,7 +115,9 @@ class Session:
         self._next_delivery_id = 0
         self._outgoing: dict[int, Delivery] = {}
         self._incoming: dict[int, Delivery] = {}
-        self._dispositions: list[tuple[bool, int, bool, Any, bool]] = []
+        # Queued dispositions as runs [role, first, last, settled, state, batchable]: a
+        # settlement that continues the last run extends it in place.
+        self._dispositions: list[list[Any]] = []
         # Sender links waiting for the remote incoming window to open, each once.
         self._blocked: dict[SenderLink, None] = {}
         # Sender links with a drain to answer at the next data_to_send (2.6.7).
@@ -639,9 +641,21 @@ class Session:
     def _queue_disposition(
         self, role: bool, delivery_id: int, settled: bool, state: Any, batchable: bool = False
     ) -> None:
-        if not self._pending:
+        runs = self._dispositions
+        if runs:
+            run = runs[-1]
+            if (
+                run[2] + 1 == delivery_id
+                and run[0] is role
+                and run[3] is settled
+                and run[5] is batchable
+                and (run[4] is state or run[4] == state)
+            ):
+                run[2] = delivery_id
+                return
+        elif not self._pending:
             self._mark_pending()
-        self._dispositions.append((role, delivery_id, settled, state, batchable))
+        runs.append([role, delivery_id, delivery_id, settled, state, batchable])
 
     def _mark_pending(self) -> None:
         if not self._pending:
@@ -673,28 +687,22 @@ class Session:
             pending.clear()
             return
         self._dispositions = []
-        pending.sort(key=_disposition_sort_key)
-        role, first, settled, state, batchable = pending[0]
-        last = first
+        if len(pending) > 1:
+            pending.sort(key=_disposition_sort_key)
+        role, first, last, settled, state, batchable = pending[0]
         write = self.connection._write_frame
-        for r, delivery_id, s, st, b in pending[1:]:
-            if (
-                r is role
-                and s is settled
-                and b is batchable
-                and delivery_id == last + 1
-                and (st is state or st == state)
-            ):
-                last = delivery_id
+        for r, f, la, s, st, b in pending[1:]:
+            if r is role and s is settled and b is batchable and f == last + 1 and (st is state or st == state):
+                last = la
                 continue
             write(self.channel, _disposition(role, first, last, settled, state, batchable))
-            role, first, last, settled, state, batchable = r, delivery_id, delivery_id, s, st, b
+            role, first, last, settled, state, batchable = r, f, la, s, st, b
         write(self.channel, _disposition(role, first, last, settled, state, batchable))
 
 
-# Dispositions sort by role, settled, batchable, then delivery-id: runs that can merge
+# Runs sort by role, settled, batchable, then first delivery-id: runs that can merge
 # into one first..last range end up next to each other.
-_disposition_sort_key = itemgetter(0, 2, 4, 1)
+_disposition_sort_key = itemgetter(0, 3, 5, 1)
 
 
 def _disposition(role: bool, first: int, last: int, settled: bool, state: Any, batchable: bool) -> Disposition:
