@@ -565,7 +565,7 @@ def _map(buf: Buffer, p: int, end: int, count: int, depth: int, ctx: _Ctx, start
             if c == sym8:  # the usual annotation key: a symbol met before, looked up inline
                 e = p + 2 + buf[p + 1]
                 if e <= end:
-                    k = symbols.get(buf[p + 2 : e])
+                    k = symbols.get(buf[p + 2 : e])  # type: ignore[arg-type]  # bytes: see sym8
                     p = e
             if k is None:
                 k, p = table[c](buf, key_pos + 1, depth, ctx)

@@ -183,7 +183,7 @@ class FrameReader:
         start = self._pos
         if len(buf) - start >= FRAME_HEADER_SIZE:
             size, doff, frame_type, channel = _HEADER.unpack_from(buf, start)
-            if size <= len(buf) - start and size <= self.max_frame_size and 2 <= doff and doff * 4 <= size:
+            if size <= len(buf) - start and size <= self.max_frame_size and doff >= 2 and doff * 4 <= size:
                 # The usual case: the whole frame is in this read, and valid.
                 self._pos = start + size
                 return frame_type, channel, memoryview(buf)[start + doff * 4 : start + size]

@@ -23,7 +23,14 @@ from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import UInt
 from amqplink.protocol.definitions import Accepted, Disposition, Released, Transfer
 
-__all__ = ["TransferFields", "decode_disposition", "decode_performative", "decode_transfer", "scan_transfer", "transfer_from_fields"]
+__all__ = [
+    "TransferFields",
+    "decode_disposition",
+    "decode_performative",
+    "decode_transfer",
+    "scan_transfer",
+    "transfer_from_fields",
+]
 
 # described list8: 00 53 <code> c0 <size> <count> <fields>; size counts count + fields,
 # so a list8 performative ends at most 5 + 255 bytes in.
@@ -205,7 +212,7 @@ def transfer_from_fields(fields: TransferFields) -> Transfer:
     """The ``Transfer`` that :func:`scan_transfer`'s fields describe (as the generic decoder builds it)."""
     handle, delivery_id, tag, message_format, settled, more, _ = fields
     t = Transfer.__new__(Transfer)
-    t.handle = _as_uint(handle)
+    t.handle = _SMALL_UINTS[handle] if handle < 256 else UInt(handle)
     t.delivery_id = _as_uint(delivery_id)
     t.delivery_tag = tag
     t.message_format = _as_uint(message_format)

@@ -50,9 +50,7 @@ def test_settlements_in_any_order_merge_into_ranges(data: st.DataObject, count: 
     deliveries = {int(e.delivery.delivery_id): e.delivery for e in pair.of(DeliveryReceived, "server")}
     order = data.draw(st.permutations(sorted(deliveries)))
     chosen = order[: data.draw(st.integers(min_value=1, max_value=count))]
-    settled = [
-        (i, data.draw(st.integers(min_value=0, max_value=2)), data.draw(st.booleans())) for i in chosen
-    ]
+    settled = [(i, data.draw(st.integers(min_value=0, max_value=2)), data.draw(st.booleans())) for i in chosen]
     before = len(performatives(pair.wire_s2c, Disposition))
     for delivery_id, outcome, batchable in settled:
         receiver.settle(deliveries[delivery_id], OUTCOMES[outcome], batchable=batchable)
