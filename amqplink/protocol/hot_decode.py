@@ -104,7 +104,7 @@ def _list8(buf: bytes, code: int) -> tuple[int, int]:
     return buf[5], end
 
 
-TransferFields = tuple[int, "int | None", "bytes | None", "int | None", "bool | None", bool, int]
+TransferFields = tuple[int, int | None, bytes | None, int | None, bool | None, bool, int]
 """What :func:`scan_transfer` reads: handle, delivery-id, delivery-tag, message-format,
 settled (``None``: null or absent), more, and the payload's offset."""
 

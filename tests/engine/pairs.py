@@ -6,12 +6,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from amqplink.codec.decode import decode
+from amqplink.codec.types import UInt
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import Event, LinkAttachRequested
 from amqplink.engine.frames import AMQP_HEADER, FRAME_TYPE_AMQP, SASL_HEADER, FrameReader, write_frame
 from amqplink.engine.link import ReceiverLink, SenderLink
 from amqplink.engine.sasl import SaslClient, SaslServer
 from amqplink.engine.session import Session
+from amqplink.protocol.definitions import Transfer
 
 E = TypeVar("E", bound=Event)
 
@@ -116,6 +118,17 @@ def frames_in(chunks: list[bytes], *, sasl: bool = False) -> list[tuple[int, Any
             continue
         performative, offset = decode(body)
         out.append((channel, performative, bytes(body[offset:])))
+
+
+def first_transfer(handle: int, delivery_id: int, tag: bytes, message_format: int, settled: bool) -> Transfer:
+    """The first (or only) transfer of a delivery, with the fields the hot path reads."""
+    return Transfer(
+        handle=UInt(handle),
+        delivery_id=UInt(delivery_id),
+        delivery_tag=tag,
+        message_format=UInt(message_format),
+        settled=settled,
+    )
 
 
 def frame(channel: int, performative: Any, payload: bytes = b"") -> bytes:

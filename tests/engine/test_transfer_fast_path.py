@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amqplink.codec.types import UInt
 from amqplink.engine.frames import FRAME_TYPE_AMQP, write_frame, write_transfer
-from amqplink.protocol.definitions import Transfer
+
+from .pairs import first_transfer
 
 uint = st.integers(min_value=0, max_value=0xFFFFFFFF)
 
@@ -27,12 +27,6 @@ def test_write_transfer_matches_the_generic_encoder(
     fast = bytearray()
     write_transfer(fast, channel, handle, delivery_id, tag, message_format, settled, payload)
     generic = bytearray()
-    transfer = Transfer(
-        handle=UInt(handle),
-        delivery_id=UInt(delivery_id),
-        delivery_tag=tag,
-        message_format=UInt(message_format),
-        settled=settled,
-    )
+    transfer = first_transfer(handle, delivery_id, tag, message_format, settled)
     write_frame(generic, FRAME_TYPE_AMQP, channel, transfer, payload)
     assert bytes(fast) == bytes(generic)

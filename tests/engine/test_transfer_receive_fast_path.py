@@ -25,7 +25,7 @@ from amqplink.engine.frames import FRAME_TYPE_AMQP, write_frame, write_transfer
 from amqplink.engine.link import ReceiverLink
 from amqplink.protocol.definitions import Accepted, Target, Transfer
 
-from .pairs import Pair
+from .pairs import Pair, first_transfer
 
 MAX_FRAME = 512
 
@@ -59,13 +59,7 @@ def _transfers(plan: list[tuple[str, bytes, bytes, bool, int]]) -> bytes:
     delivery_id = 0
     for kind, payload, tag, settled, message_format in plan:
         handle = HANDLE if kind != "bad-handle" else HANDLE + 5
-        first = Transfer(
-            handle=UInt(handle),
-            delivery_id=UInt(delivery_id),
-            delivery_tag=tag,
-            message_format=UInt(message_format),
-            settled=settled,
-        )
+        first = first_transfer(handle, delivery_id, tag, message_format, settled)
         if kind in ("whole", "bad-handle", "reused-id") and len(payload) < MAX_FRAME - 80:
             write_transfer(out, 0, handle, delivery_id, tag, message_format, settled, payload)
         elif kind == "rcv-mode":
