@@ -514,27 +514,33 @@ class Connection:
         while True:
             expect = self._expect
             if expect == _EXPECT_FRAMES:
-                frame = reader.read_frame()
-                if frame is None:
-                    return
-                frame_type, channel, body = frame
-                if frame_type != FRAME_TYPE_AMQP:
-                    raise FramingError(f"frame type {frame_type} where AMQP frames were expected")
-                if channel > self.config.channel_max:
-                    # "A peer that receives a channel number outside the supported range
-                    # MUST close the connection with the framing-error error-code." (2.7.1)
-                    raise FramingError(f"frame on channel {channel}, above channel-max {self.config.channel_max}")
-                if not body:
-                    continue  # heartbeat
-                if fast and len(body) > 5 and body[2] == 0x14:
-                    fields = scan_transfer(body)
-                    if fields is not None:  # a transfer in the usual shape: no Transfer built
-                        self._dispatch(channel, fields, body[fields[6] :])
-                        continue
-                performative, offset = decode_performative(body)
-                if self._trace:
-                    self._trace_frame("<-", channel, performative, body[offset:])
-                self._dispatch(channel, performative, body[offset:])
+                frames = reader.read_frames()  # every whole frame of this read, in one go
+                if not frames:
+                    frame = reader.read_frame()  # one split across reads, or one to reject
+                    if frame is None:
+                        return
+                    frames = [frame]
+                channel_max = self.config.channel_max
+                for frame_type, channel, body in frames:
+                    if self._expect != _EXPECT_FRAMES:
+                        break  # the connection failed: the rest is discarded (2.4.6)
+                    if frame_type != FRAME_TYPE_AMQP:
+                        raise FramingError(f"frame type {frame_type} where AMQP frames were expected")
+                    if channel > channel_max:
+                        # "A peer that receives a channel number outside the supported range
+                        # MUST close the connection with the framing-error error-code." (2.7.1)
+                        raise FramingError(f"frame on channel {channel}, above channel-max {channel_max}")
+                    if not body:
+                        continue  # heartbeat
+                    if fast and len(body) > 5 and body[2] == 0x14:
+                        fields = scan_transfer(body)
+                        if fields is not None:  # a transfer in the usual shape: no Transfer built
+                            self._dispatch(channel, fields, body[fields[6] :])
+                            continue
+                    performative, offset = decode_performative(body)
+                    if self._trace:
+                        self._trace_frame("<-", channel, performative, body[offset:])
+                    self._dispatch(channel, performative, body[offset:])
             elif expect == _EXPECT_SASL_FRAMES:
                 frame = reader.read_frame()
                 if frame is None:

@@ -174,19 +174,33 @@ class FrameReader:
         self._pos += 8
         return header
 
+    def read_frames(self) -> list[tuple[int, int, memoryview]]:
+        """The whole, valid frames at the front of what was read, as ``(type, channel,
+        body)``; it stops at the first frame that is split across reads or invalid,
+        which :meth:`read_frame` then joins or rejects."""
+        buf = self._buf
+        pos = self._pos
+        end = len(buf)
+        limit = self.max_frame_size
+        unpack = _HEADER.unpack_from
+        frames: list[tuple[int, int, memoryview]] = []
+        view: memoryview | None = None
+        while end - pos >= FRAME_HEADER_SIZE:
+            size, doff, frame_type, channel = unpack(buf, pos)
+            if size > end - pos or size > limit or doff < 2 or doff * 4 > size:
+                break
+            if view is None:
+                view = memoryview(buf)
+            frames.append((frame_type, channel, view[pos + doff * 4 : pos + size]))
+            pos += size
+        self._pos = pos
+        return frames
+
     def read_frame(self) -> tuple[int, int, memoryview] | None:
         """The next frame as ``(type, channel, body)``, or ``None`` if incomplete.
 
         ``body`` excludes the extended header; it is empty for a heartbeat.
         """
-        buf = self._buf
-        start = self._pos
-        if len(buf) - start >= FRAME_HEADER_SIZE:
-            size, doff, frame_type, channel = _HEADER.unpack_from(buf, start)
-            if size <= len(buf) - start and size <= self.max_frame_size and doff >= 2 and doff * 4 <= size:
-                # The usual case: the whole frame is in this read, and valid.
-                self._pos = start + size
-                return frame_type, channel, memoryview(buf)[start + doff * 4 : start + size]
         if not self._ensure(FRAME_HEADER_SIZE):
             return None
         size, doff, frame_type, channel = _HEADER.unpack_from(self._buf, self._pos)
