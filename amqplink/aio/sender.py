@@ -156,17 +156,37 @@ class Sender(LinkBase):
         """
         if type(message) is not Message and not isinstance(message, Message):
             message = Message(message)
-        return await self.send_payload_nowait(message.encode())
+        payload = message.encode()
+        if self._must_pause():
+            await self._pause()
+        return self._hand_over(payload, 0)
 
     async def send_payload_nowait(self, payload: bytes, *, message_format: int = 0) -> asyncio.Future[Any]:
         """:meth:`send_nowait` for a payload already encoded (a message's sections, or a
         Service Bus batch with its ``message_format``, 2.7.5)."""
+        if self._must_pause():
+            await self._pause()
+        return self._hand_over(payload, message_format)
+
+    def _must_pause(self) -> bool:
+        return (
+            self._unyielded >= YIELD_EVERY
+            or self._detached.done()
+            or not self._has_room()
+            or self._protocol.write_paused
+        )
+
+    async def _pause(self) -> None:
+        """Wait for room (the link's in-flight bound, the socket's buffer), or let the
+        event loop run once after :data:`YIELD_EVERY` sends that found room at once."""
         if self._detached.done() or not self._has_room() or self._protocol.write_paused:
             await self._wait_room()
-            self._unyielded = 0
-        elif self._unyielded >= YIELD_EVERY:
-            self._unyielded = 0
+        else:
             await asyncio.sleep(0)
+        self._unyielded = 0
+
+    def _hand_over(self, payload: bytes, message_format: int) -> asyncio.Future[Any]:
+        """Give one payload to the engine link (room is known to be there)."""
         self._unyielded += 1
         link = self.link
         limit = link.peer_max_message_size  # the peer's attach's max-message-size (0: none)
