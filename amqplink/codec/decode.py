@@ -57,9 +57,7 @@ __all__ = [
     "decode",
     "decode_all",
     "decode_sequence",
-    "FastReader",
     "register_composite",
-    "register_fast_composite",
     "registered_composites",
     "unregister_composite",
 ]
@@ -727,26 +725,6 @@ def register_composite(code: int, symbol: str, factory: Callable[[Any], Any]) ->
     _NAMES[code] = symbol
 
 
-FastReader = Callable[[Buffer, int, int, _Ctx], "tuple[Any, int] | None"]
-"""``reader(buf, pos, depth, limits)``: see :func:`register_fast_composite`."""
-_FAST_BY_CODE: dict[int, FastReader] = {}
-
-
-def register_fast_composite(code: int, reader: FastReader | None) -> None:
-    """Try ``reader(buf, pos, depth, limits)`` first for a value described by the small
-    ulong ``code`` (below 256): ``pos`` is the value's constructor, ``depth`` the
-    described value's nesting depth, ``limits`` the decode's limits list (max depth,
-    max collection, max size). It returns what the registered factory would make of
-    the value and the offset after it, or ``None`` to leave the value to the generic
-    path, which owns every error. ``None`` as ``reader`` removes it."""
-    if not 0 <= code < 256:
-        raise ValueError(f"a fast reader takes a small ulong descriptor code, not {code}")
-    if reader is None:
-        _FAST_BY_CODE.pop(code, None)
-    else:
-        _FAST_BY_CODE[code] = reader
-
-
 def unregister_composite(code: int, symbol: str) -> None:
     """Forget a registration made by :func:`register_composite` (mainly for tests)."""
     _BY_CODE.pop(code, None)
@@ -772,11 +750,6 @@ def _d_described(buf: Buffer, pos: int, depth: int, ctx: _Ctx) -> tuple[Any, int
             pos += 1
             code = buf[pos]
             pos += 1
-            fast = _FAST_BY_CODE.get(code)
-            if fast is not None:
-                got = fast(buf, pos, depth, ctx)
-                if got is not None:
-                    return got
             factory = _BY_CODE.get(code)
             descriptor: Any = _ULONGS[code] if factory is None else code
         elif c == 0xA3:  # sym8

@@ -5,8 +5,7 @@ Everything here comes from :mod:`amqplink.protocol.definitions`, which
 ``specs/amqp-1.0.json`` (do not edit it by hand; run ``python specs/generate.py``).
 Importing this package registers every described type with the codec's decoder,
 so :func:`amqplink.codec.decode.decode_all` yields ``Open``, ``Transfer``,
-``Data``... objects instead of bare ``Described`` values (and the straight-line
-readers of :mod:`amqplink.protocol.hot_decode` for the sections every message has).
+``Data``... objects instead of bare ``Described`` values.
 
 Main names: the performatives (``Open``, ``Begin``, ``Attach``, ``Flow``,
 ``Transfer``, ``Disposition``, ``Detach``, ``End``, ``Close``), ``Error``, the SASL
@@ -19,7 +18,6 @@ frames, delivery states and outcomes, ``Source``/``Target``, the message section
 from __future__ import annotations
 
 from amqplink.protocol import definitions
-from amqplink.protocol import hot_decode as _hot_decode  # noqa: F401  (registers the section readers)
 from amqplink.protocol.definitions import *  # noqa: F403
 
 __all__ = ["definitions"]

@@ -1,5 +1,5 @@
-"""Straight-line decoders for what a busy link reads most: the transfer and disposition
-performatives, and the message sections every delivery carries (header, data).
+"""Straight-line decoders for the performatives a busy link reads most: transfer and
+disposition.
 
 They read the shapes peers send in the steady state (a described list8 whose fields
 are null or in their short encodings: smalluint/uint0/uint, true/false, vbin8) and
@@ -18,10 +18,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from amqplink.codec.decode import decode, register_fast_composite
+from amqplink.codec.decode import decode
 from amqplink.codec.errors import DecodeError
-from amqplink.codec.types import UByte, UInt
-from amqplink.protocol.definitions import Accepted, Data, Disposition, Header, Released, Transfer
+from amqplink.codec.types import UInt
+from amqplink.protocol.definitions import Accepted, Disposition, Released, Transfer
 
 __all__ = [
     "TransferFields",
@@ -277,80 +277,3 @@ def decode_disposition(body: bytes | memoryview) -> Disposition | None:
     d.state = state
     d.batchable = batchable or False
     return d
-
-
-# -- message sections: read by the codec's decoder itself (register_fast_composite) ----
-
-
-def _read_header(
-    buf: bytes | bytearray | memoryview, pos: int, depth: int, limits: list[int]
-) -> tuple[Header, int] | None:
-    """A header section (0x70) whose list8 holds its fields in their short forms."""
-    durable = priority = ttl = first_acquirer = delivery_count = None
-    if not isinstance(buf, bytes):
-        return None  # a large payload's memoryview: the generic path
-    try:
-        if buf[pos] != 0xC0:
-            return None
-        end = pos + 2 + buf[pos + 1]
-        count = buf[pos + 2]
-        if count > 5 or count > limits[1] or end > len(buf) or end - pos > limits[2] or depth + 1 > limits[0]:
-            return None  # the generic path reports what is wrong, if anything
-        p = pos + 3
-        if count > 0:
-            durable = _bool(buf, p)
-            p += 1
-        if count > 1:
-            c = buf[p]
-            if c == 0x50:
-                priority = UByte(buf[p + 1])
-                p += 2
-            elif c == 0x40:
-                p += 1
-            else:
-                return None
-        if count > 2:
-            ttl, p = _uint(buf, p)
-        if count > 3:
-            first_acquirer = _bool(buf, p)
-            p += 1
-        if count > 4:
-            delivery_count, p = _uint(buf, p)
-    except (IndexError, _Decline):
-        return None
-    if p != end:
-        return None
-    header = Header.__new__(Header)
-    header.durable = durable
-    header.priority = priority
-    header.ttl = ttl
-    header.first_acquirer = first_acquirer
-    header.delivery_count = delivery_count
-    return header, end
-
-
-def _read_data(buf: bytes | bytearray | memoryview, pos: int, depth: int, limits: list[int]) -> tuple[Data, int] | None:
-    """A data section (0x75): its binary, vbin8 or vbin32."""
-    if not isinstance(buf, bytes):
-        return None  # a large payload's memoryview: the generic path
-    try:
-        c = buf[pos]
-        if c == 0xA0:
-            start = pos + 2
-            end = start + buf[pos + 1]
-        elif c == 0xB0:
-            start = pos + 5
-            end = start + _U32(buf, pos + 1)[0]
-        else:
-            return None
-    except (IndexError, struct.error):
-        return None
-    if end > len(buf) or end - start > limits[2]:
-        return None
-    data = Data.__new__(Data)
-    data.value = buf[start:end]
-    return data, end
-
-
-register_fast_composite(Header.DESCRIPTOR_CODE, _read_header)
-register_fast_composite(Data.DESCRIPTOR_CODE, _read_data)
