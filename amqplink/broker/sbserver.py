@@ -30,7 +30,6 @@ import contextlib
 import logging
 import secrets
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +64,7 @@ from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, R
 
 __all__ = [
     "CBS_DEADLINE",
+    "DISPATCH_BATCH",
     "EMULATOR_KEY",
     "EMULATOR_KEY_NAME",
     "MAX_PENDING_REPLIES",
@@ -88,6 +88,9 @@ MAX_PENDING_REPLIES = 1000
 detached with ``amqp:resource-limit-exceeded``."""
 TRANSFER_SIZE_CAP = 16 << 20
 """Bytes of one transfer the broker reads at most; beyond it the link is detached."""
+DISPATCH_BATCH = 128
+"""Messages a receiving link is handed per step (taken, locked and encoded together; fewer
+when its credit is lower)."""
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
@@ -119,7 +122,8 @@ class _Consumer:
     session_id: str | None
     flush: Callable[[], None]
     writable: Callable[[], bool]
-    held: dict[uuid.UUID, Delivery] = field(default_factory=dict)
+    held: dict[bytes, Delivery] = field(default_factory=dict)
+    """The unsettled deliveries by lock token (the delivery tag)."""
     busy: bool = False
     again: bool = False
     woken: bool = False
@@ -239,14 +243,18 @@ class _ServiceBusConnection:
                 self.protocol.schedule_flush()
 
     def _handle(self, events: list[Event]) -> None:
+        now = self.host.clock()  # one read per batch of events: they arrived together
+        moved = False
         for event in events:
             t = type(event)
             if t is DeliveryReceived:
-                self._on_delivery(event.link, event.delivery)  # type: ignore[attr-defined]
+                self._on_delivery(event.link, event.delivery, now)  # type: ignore[attr-defined]
+                moved = True
             elif t is DeliveryUpdated:
                 consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
                 if consumer is not None:
-                    self._on_outcome(consumer, event.delivery, event.state)  # type: ignore[attr-defined]
+                    self._on_outcome(consumer, event.delivery, event.state, now)  # type: ignore[attr-defined]
+                    moved = True
             elif t is LinkCreditChanged:
                 link = event.link  # type: ignore[attr-defined]
                 consumer = self.consumers.get(link)
@@ -267,6 +275,8 @@ class _ServiceBusConnection:
                 for link in [*self.consumers, *self.producers, *self.requests, *self.replies.values()]:
                     self._drop(link)
                 self.host.connections.discard(self)
+        if moved:
+            self.protocol.schedule_flush()  # once for the batch: settlements, credit, answers
 
     def tick(self, now: float) -> None:
         if self.host.require_auth:
@@ -437,39 +447,46 @@ class _ServiceBusConnection:
             consumer.again = True  # a listener fired inside receive(): loop once more
             return
         consumer.busy = True
-        link, entity = consumer.link, consumer.entity
+        link, entity, lock = consumer.link, consumer.entity, consumer.lock
+        clock, send, held, encode = self.host.clock, link.send, consumer.held, entity.encode
         sent = False
         try:
             while True:
                 consumer.again = False
                 while link.credit > 0 and link.is_attached and consumer.writable():
-                    now = self.host.clock()
                     try:
-                        msg = entity.receive(now, lock=consumer.lock, session_id=consumer.session_id, owner=link)
+                        batch = entity.receive_many(
+                            clock(),
+                            min(link.credit, DISPATCH_BATCH),
+                            lock=lock,
+                            session_id=consumer.session_id,
+                            owner=link,
+                        )
                     except EntityError as exc:  # the session lock ran out
                         link.detach(_error(exc.condition, exc.description))
                         self._drop(link)
                         break
-                    if msg is None:
-                        break
-                    payload = entity.encode(msg)
-                    token = msg.lock_token if consumer.lock else None
-                    try:
-                        if token is not None:
-                            consumer.held[token] = link.send(payload, tag=token.bytes_le, settled=False, context=token)
-                        else:
-                            link.send(payload)
-                    except engine_errors.MessageSizeExceededError as exc:
-                        # "Any attempt to deliver a message larger than this results in a
-                        # message-size-exceeded link-error" (2.7.3): the link ends, the
-                        # message stays for other receivers.
-                        entity.restore(msg)
-                        log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
-                        link.detach(Error(condition=exc.condition, description=str(exc), info={}))
-                        self._drop(link)
-                        sent = True
+                    if not batch:
                         break
                     sent = True
+                    for i, msg in enumerate(batch):
+                        payload = encode(msg)
+                        try:
+                            if lock:
+                                token = msg.lock
+                                held[token] = send(payload, tag=token, settled=False, context=token)  # type: ignore[index]
+                            else:
+                                send(payload)
+                        except engine_errors.MessageSizeExceededError as exc:
+                            # "Any attempt to deliver a message larger than this results in a
+                            # message-size-exceeded link-error" (2.7.3): the link ends, the
+                            # message (and the rest of the batch) stays for other receivers.
+                            for left in batch[i:]:
+                                entity.restore(left)
+                            log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
+                            link.detach(Error(condition=exc.condition, description=str(exc), info={}))
+                            self._drop(link)
+                            break
                 if not consumer.again:
                     break
         finally:
@@ -477,11 +494,11 @@ class _ServiceBusConnection:
         if sent:
             consumer.flush()
 
-    def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any) -> None:
+    def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any, now: float) -> None:
         token = delivery.context
-        if not isinstance(token, uuid.UUID) or consumer.held.pop(token, None) is None:
+        if type(token) is not bytes or consumer.held.pop(token, None) is None:
             return
-        entity, now = consumer.entity, self.host.clock()
+        entity = consumer.entity
         answer: Any = state
         try:
             if isinstance(state, Accepted):
@@ -523,13 +540,11 @@ class _ServiceBusConnection:
             self._settle_stored(consumer.link, delivery, answer, None, delay)
             return
         consumer.link.settle(delivery, answer)
-        consumer.flush()
 
     # -- receiving from the peer ------------------------------------------------------
-    def _on_delivery(self, link: ReceiverLink, delivery: Delivery) -> None:
+    def _on_delivery(self, link: ReceiverLink, delivery: Delivery, now: float) -> None:
         payload = delivery.payload
         data = payload if type(payload) is bytes else bytes(payload)
-        now = self.host.clock()
         node = self.requests.get(link)
         outcome: Any = _ACCEPTED
         delay = 0.0
@@ -543,7 +558,6 @@ class _ServiceBusConnection:
                     )
                 )
                 self.requests.pop(link, None)
-                self.protocol.schedule_flush()
                 return
         else:
             producer = self.producers.get(link)
@@ -570,7 +584,6 @@ class _ServiceBusConnection:
             link.settle(delivery, outcome)
         if link.link_credit < self.host.credit_window // 2:
             link.flow(self.host.credit_window)
-        self.protocol.schedule_flush()
 
     def _on_request(self, node: str, data: bytes, now: float) -> bool:
         """Answer one request; False when its reply link has too many answers waiting."""

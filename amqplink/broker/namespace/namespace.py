@@ -558,8 +558,9 @@ class Namespace:
         if hops > MAX_FORWARD_HOPS:
             raise EntityError(NOT_ALLOWED, f"message forwarded through more than {MAX_FORWARD_HOPS} entities")
         partitions = target.partitions
+        key = None
         if partitions is not None:
-            envelopes = partitions.admit(envelopes, now)  # key rules, a pinned fragment down, duplicates
+            key, envelopes = partitions.admit(envelopes, now)  # key rules, a pinned fragment down, duplicates
         duplicates = getattr(target, "duplicates", None)
         if duplicates is not None:
             envelopes = [e for e in envelopes if not duplicates.is_duplicate(e.message_id, now)]
@@ -570,7 +571,8 @@ class Namespace:
         if forward and not target.is_dead_letter_queue:
             self._route(self._send_target(forward), envelopes, now, hops + 1)
             return
-        target.accept_all(envelopes, now)
+        if envelopes:
+            target.accept_all(envelopes, now, key)
 
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         plan: list[tuple[Subscription, list[Envelope]]] = []
