@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from amqplink.broker.namespace.partitioned import Partitions
 
 __all__ = [
+    "KEY_UNKNOWN",
     "DEAD_LETTER_REASON",
     "DEAD_LETTER_DESCRIPTION",
     "Entity",
@@ -77,6 +78,8 @@ MESSAGE_STATE = Symbol("x-opt-message-state")
 _STATE_CODE = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 0, MessageState.DEFERRED: 1, MessageState.SCHEDULED: 2}
 
 DeadLetterSink = Callable[[Envelope, float], None]
+KEY_UNKNOWN: Any = object()
+"""The partition key the caller has not computed (None is "no key")."""
 
 _pools: dict[int | None, list[bytes]] = {}
 _VERSION_4 = bytes((b & 0x0F) | 0x40 for b in range(256))
@@ -177,9 +180,9 @@ class Entity:
             self.check_accept([envelope])  # raises the refusal that applies
         return self._store(envelope, now)
 
-    def accept_all(self, envelopes: list[Envelope], now: float, key: Any = None) -> None:
+    def accept_all(self, envelopes: list[Envelope], now: float, key: Any = KEY_UNKNOWN) -> None:
         """Store several sent messages, all or none (checked together first). ``key``: their
-        partition key when the caller knows it (a partitioned entity's fragments need it)."""
+        partition key (None: none) when the caller knows it (a partitioned entity uses it)."""
         if len(envelopes) == 1:
             self.accept(envelopes[0], now)
             return
@@ -381,6 +384,13 @@ class Entity:
 
     def _take(self, now: float, count: int, lock: bool, session_id: str | None) -> list[StoredMessage]:
         """:meth:`receive_many` after its checks (time applied, the session held)."""
+        out = self._pick(now, count, lock, session_id)
+        if lock and out:
+            self._lock(out, now, session_id)
+        return out
+
+    def _pick(self, now: float, count: int, lock: bool, session_id: str | None) -> list[StoredMessage]:
+        """:meth:`_take` before the locks: the messages picked (receive-and-delete: removed)."""
         out: list[StoredMessage] = []
         heap = self._available.get(session_id if self.requires_session else None)
         get = self.store.get
@@ -397,8 +407,6 @@ class Entity:
             out.append(msg)
             if not lock:
                 self._remove(seq)
-        if lock and out:
-            self._lock(out, now, session_id)
         return out
 
     def restore(self, msg: StoredMessage) -> None:

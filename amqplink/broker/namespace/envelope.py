@@ -91,11 +91,11 @@ class Envelope:
     """The properties and application-properties sections exactly as received."""
     body: bytes
     """Body sections and footer exactly as received."""
-    template: tuple[bytes, bytes, bytes] | None = field(default=None, repr=False, compare=False)
-    """What every delivery of it starts with, made by the first :meth:`deliver`: the header
-    of a first delivery, and the message annotations up to the stamps (descriptor, map
-    head, the message's own entries) without and with a lock; empty when the message
-    carries a stamp itself (``annotations`` is not changed in place: ``with_*`` make copies)."""
+    template: tuple[bytes, bytes] | None = field(default=None, repr=False, compare=False)
+    """The message annotations of its deliveries up to the stamps (descriptor, map head, the
+    message's own entries) without and with a lock, made by the first :meth:`deliver` of a
+    message that has annotations; empty when it carries a stamp itself (``annotations`` is
+    not changed in place: ``with_*`` make copies)."""
     size: int = field(init=False, repr=False, compare=False)
     """Bytes this message holds in memory, near enough (properties and body)."""
 
@@ -180,36 +180,26 @@ class Envelope:
     ) -> bytes:
         """The transfer payload of a delivery: as :meth:`encode` with the sequence number,
         enqueued time and (when locked) locked-until stamps, spliced into a template."""
-        template = self.template
-        if template is None:
-            template = self.template = self._template()
-        if not template[1]:  # the message carries a stamp itself: the general path merges it
-            return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count)
+        if not self.annotations:
+            template = _BARE
+        else:
+            template = self.template
+            if template is None:
+                template = self.template = _template(self.annotations)
+            if not template[0]:  # the message carries a stamp itself: the general path merges it
+                return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count)
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         if locked_until is None:
-            prefix = template[1]
+            prefix = template[0]
             stamps = _STAMPS.pack(_K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, enqueued, _K_ESEQ, 0x81, sequence_number)
         else:
-            prefix = template[2]
+            prefix = template[1]
             until = int(locked_until * 1000) if locked_until < _MAX_SECONDS else _MAX_TIMESTAMP_MS
             stamps = _LOCKED_STAMPS.pack(
                 _K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, enqueued, _K_ESEQ, 0x81, sequence_number, _K_LOCK, 0x83, until
             )
-        header = template[0] if delivery_count == 0 else self._header(delivery_count)
+        header = _FIRST_HEADER if delivery_count == 0 and self.header is None else self._header(delivery_count)
         return b"".join((header, prefix, stamps, self.props_raw, self.body))
-
-    def _template(self) -> tuple[bytes, bytes, bytes]:
-        """See :attr:`template`."""
-        entries, count = _entries(self.annotations)
-        if count < 0:
-            return b"", b"", b""
-        unlocked = _map_head(len(entries) + _STAMPS.size, count + 6)
-        locked = _map_head(len(entries) + _LOCKED_STAMPS.size, count + 8)
-        return (
-            self._header(0),
-            _ANNOTATIONS_DESCRIPTOR + unlocked + entries,
-            _ANNOTATIONS_DESCRIPTOR + locked + entries,
-        )
 
     def _header(self, delivery_count: int) -> bytes:
         h = self.header
@@ -259,6 +249,22 @@ def _entries(annotations: dict[Any, Any]) -> tuple[bytes, int]:
 def _map_head(size: int, count: int) -> bytes:
     """A map's constructor, size and count for ``size`` bytes of ``count`` items (map8 or map32)."""
     return _MAP8.pack(0xC1, size + 1, count) if size < 255 and count < 256 else _MAP32.pack(0xD1, size + 4, count)
+
+
+def _template(annotations: dict[Any, Any]) -> tuple[bytes, bytes]:
+    """See :attr:`Envelope.template`."""
+    entries, count = _entries(annotations)
+    if count < 0:
+        return b"", b""
+    unlocked = _map_head(len(entries) + _STAMPS.size, count + 6)
+    locked = _map_head(len(entries) + _LOCKED_STAMPS.size, count + 8)
+    return _ANNOTATIONS_DESCRIPTOR + unlocked + entries, _ANNOTATIONS_DESCRIPTOR + locked + entries
+
+
+_BARE = _template({})
+"""The template of a message without annotations of its own (most)."""
+_FIRST_HEADER = Envelope(None, {}, None, None, b"", b"")._header(0)
+"""The header of a first delivery of a message sent without one."""
 
 
 def _ms(seconds: float) -> int:

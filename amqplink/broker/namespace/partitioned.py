@@ -49,7 +49,7 @@ from typing import Any
 
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.duplicates import DuplicateDetector
-from amqplink.broker.namespace.entity import LOCK_TAG_MASK, Entity
+from amqplink.broker.namespace.entity import KEY_UNKNOWN, LOCK_TAG_MASK, Entity
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
@@ -428,11 +428,11 @@ class PartitionedEntity(Entity):
         )
 
     # -- adding -----------------------------------------------------------------------
-    def check_accept(self, envelopes: list[Envelope], key: Any = None) -> None:
+    def check_accept(self, envelopes: list[Envelope], key: Any = KEY_UNKNOWN) -> None:
         """Refuse what storing would: a keyed batch is checked against its fragment; a keyless
         one needs a fragment that is up and can take it all. ``key``: theirs when known."""
-        if key is None and envelopes:
-            key = self.partitions.key(envelopes[0])
+        if key is KEY_UNKNOWN:
+            key = self.partitions.key(envelopes[0]) if envelopes else None
         if key is not None:
             self.fragments[self.partitions.index(key)].check_accept(envelopes)
             return
@@ -465,11 +465,11 @@ class PartitionedEntity(Entity):
         assert refused is not None
         raise refused
 
-    def accept_all(self, envelopes: list[Envelope], now: float, key: Any = None) -> None:
+    def accept_all(self, envelopes: list[Envelope], now: float, key: Any = KEY_UNKNOWN) -> None:
         """Each message to its fragment through :meth:`accept` (all or none: checked first).
         ``key``: their partition key when the caller has it (:meth:`Partitions.admit`)."""
-        if key is None and envelopes:
-            key = self.partitions.key(envelopes[0])
+        if key is KEY_UNKNOWN:
+            key = self.partitions.key(envelopes[0]) if envelopes else None
         if len(envelopes) != 1 or key is not None or all(self.partitions.down):
             self.check_accept(envelopes, key)
         # One keyless message needs no check first: the round robin passes over a refusing fragment.
@@ -531,15 +531,24 @@ class PartitionedEntity(Entity):
         for fragment in fragments:
             fragment.tick(now)
         out: list[StoredMessage] = []
+        groups: dict[int, list[StoredMessage]] = {}  # each fragment locks its own together
         index, misses = self._next_receive, 0
         while len(out) < count and misses < total:
-            if not down[index] and (found := fragments[index]._take(now, 1, lock, session_id)):
+            if not down[index] and (found := fragments[index]._pick(now, 1, lock, session_id)):
                 out += found
+                group = groups.get(index)
+                if group is None:
+                    groups[index] = found
+                else:
+                    group += found
                 misses = 0
                 self._next_receive = index + 1 if index + 1 < total else 0
             else:
                 misses += 1
             index = index + 1 if index + 1 < total else 0
+        if lock:
+            for index, group in groups.items():
+                fragments[index]._lock(group, now, session_id)
         return out
 
     def restore(self, msg: StoredMessage) -> None:

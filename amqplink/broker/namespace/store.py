@@ -95,9 +95,10 @@ class MemoryStore:
 
     def append(self, message: StoredMessage) -> None:
         seq = message.sequence_number
-        if seq < self._last:
+        if seq > self._last:
+            self._last = seq
+        elif seq < self._last:
             self._sorted = False
-        self._last = max(self._last, seq)
         self._messages[seq] = message
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
