@@ -14,7 +14,8 @@ clock task; :meth:`ServiceBusHost.accept` gives each connection its event handle
   lock had gone.
 * A source filter ``com.microsoft:session-filter`` asks for a session (a given id, or
   none for the next available); the attach answers with the id in the filter and
-  ``com.microsoft:locked-until-utc`` (.NET ticks) in its properties.
+  ``com.microsoft:locked-until-utc`` (.NET ticks) in its properties. With no session
+  free, a next-available receiver waits (:mod:`amqplink.broker.session_wait`).
 * A dropped link or connection loses its locks: the messages come back.
 * Auth: on loopback (``require_auth=False``) a put token is verified and a refused
   one makes the links under its audience fail with ``amqp:unauthorized-access``; a
@@ -44,6 +45,7 @@ from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.management import handle_management
 from amqplink.broker.namespace.management import response as status_response
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
+from amqplink.broker.session_wait import NEXT_SESSION_WAIT, SessionWaits, Waiter, requested_wait
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol
 from amqplink.engine import errors as engine_errors
@@ -144,8 +146,12 @@ class ServiceBusHost:
         max_pending_replies: int = MAX_PENDING_REPLIES,
         clock: Callable[[], float] = time.time,
         persistence: Persistence | None = None,
+        session_wait: float = NEXT_SESSION_WAIT,
     ) -> None:
         self.namespace = namespace
+        self.session_wait = session_wait
+        """Seconds a next-available-session receiver waits when its attach tells no
+        ``com.microsoft:timeout`` (:mod:`amqplink.broker.session_wait`)."""
         self.persistence = persistence
         """The durable store (``--data-dir``): transfers are settled once what they caused is written."""
         self.keys = dict(keys) if keys is not None else {EMULATOR_KEY_NAME: EMULATOR_KEY}
@@ -224,6 +230,8 @@ class _ServiceBusConnection:
         self.producers: dict[ReceiverLink, tuple[Entity | Topic, str]] = {}
         self.requests: dict[ReceiverLink, str] = {}
         self.replies: dict[str, SenderLink] = {}
+        self.waits = SessionWaits(self._start_waiter, self._refuse_waiter, host.clock)
+        """Receivers waiting for the next available session (attach not answered yet)."""
         self.opened_at = host.clock()
         self.refused_by: Fault | None = None
         """The refuse-connections fault active when it opened: its first link that is not
@@ -272,13 +280,16 @@ class _ServiceBusConnection:
             elif t is ConnectionOpened:
                 self.refused_by = self.host.faults.refusing
             elif t is ConnectionClosed:
-                for link in [*self.consumers, *self.producers, *self.requests, *self.replies.values()]:
+                links = [*self.consumers, *self.producers, *self.requests, *self.replies.values(), *self.waits.waiters]
+                for link in links:
                     self._drop(link)
                 self.host.connections.discard(self)
         if moved:
             self.protocol.schedule_flush()  # once for the batch: settlements, credit, answers
 
     def tick(self, now: float) -> None:
+        if self.waits.waiters and self.waits.expire(now):
+            self.protocol.schedule_flush()
         if self.host.require_auth:
             late = now - self.opened_at >= self.host.cbs_deadline
             if late and not self.auth.ever_granted and not self.engine.close_sent:
@@ -288,7 +299,8 @@ class _ServiceBusConnection:
                 return
             if self.auth.expire(now):
                 for link, path in [*((c.link, c.path) for c in self.consumers.values()),
-                                   *((p, path) for p, (_, path) in self.producers.items())]:  # fmt: skip
+                                   *((p, path) for p, (_, path) in self.producers.items()),
+                                   *((w.link, w.path) for w in self.waits.waiters.values())]:  # fmt: skip
                     if not self.auth.covers(path, now):
                         link.detach(_error("amqp:unauthorized-access", f"the token for {path!r} expired"))
                         self._drop(link)
@@ -377,27 +389,40 @@ class _ServiceBusConnection:
         remote = link.remote_attach
         assert remote is not None and remote.source is not None
         filters = remote.source.filter if isinstance(remote.source.filter, dict) else {}
-        session_id: str | None = None
+        if not entity.requires_session:
+            if SESSION_FILTER in filters:
+                raise EntityError(NOT_ALLOWED, f"{path!r} does not require sessions; receive without a session")
+            self._start_consumer(link, entity, path, None)
+            return
+        if SESSION_FILTER not in filters:
+            raise EntityError(NOT_ALLOWED, f"{path!r} requires sessions: receive with a session receiver")
+        wanted = filters[SESSION_FILTER]
+        wanted = wanted.decode() if isinstance(wanted, bytes) else wanted
+        taken = entity.accept_session(None if wanted is None else str(wanted), link, now)
+        if taken is not None:
+            self._start_consumer(link, entity, path, taken)
+            return
+        # None free: Service Bus holds the attach until one is (or the receiver's wait ends).
+        wait = requested_wait(remote.properties, self.host.session_wait)
+        self.waits.add(Waiter(link, entity, path, now + wait))
+
+    def _start_consumer(self, link: SenderLink, entity: Entity, path: str, session: tuple[str, float] | None) -> None:
+        """Answer a receiving link's attach (with the session it locked, if any) and serve it."""
+        remote = link.remote_attach
+        assert remote is not None and remote.source is not None
         source = remote.source
-        if entity.requires_session:
-            if SESSION_FILTER not in filters:
-                raise EntityError(NOT_ALLOWED, f"{path!r} requires sessions: receive with a session receiver")
-            wanted = filters[SESSION_FILTER]
-            wanted = wanted.decode() if isinstance(wanted, bytes) else wanted
-            taken = entity.accept_session(None if wanted is None else str(wanted), link, now)
-            if taken is None:
-                raise EntityError("com.microsoft:timeout", f"no session of {path!r} is available")
-            session_id, until = taken
+        session_id: str | None = None
+        if session is not None:
+            session_id, until = session
+            filters = source.filter if isinstance(source.filter, dict) else {}
             source = Source(
-                address=remote.source.address,
-                durable=remote.source.durable,
-                expiry_policy=remote.source.expiry_policy,
-                timeout=remote.source.timeout,
+                address=source.address,
+                durable=source.durable,
+                expiry_policy=source.expiry_policy,
+                timeout=source.timeout,
                 filter={**filters, SESSION_FILTER: session_id},
             )
             link.properties = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(until))}
-        elif SESSION_FILTER in filters:
-            raise EntityError(NOT_ALLOWED, f"{path!r} does not require sessions; receive without a session")
         link.attach(source, remote.target)
         link.auto_settle = False
         link.hold_drain = True
@@ -415,6 +440,20 @@ class _ServiceBusConnection:
         wake = self._waker(consumer)
         link.context = wake
         entity.listeners.append(wake)
+
+    def _start_waiter(self, waiter: Waiter, session_id: str, locked_until: float) -> None:
+        if waiter.link.is_detached or self.engine.close_sent:
+            waiter.entity.close_session(session_id, waiter.link, self.host.clock())
+            return
+        log.info("%s: receiver %r got session %r after waiting", waiter.path, waiter.link.name, session_id)
+        self._start_consumer(waiter.link, waiter.entity, waiter.path, (session_id, locked_until))
+        self._dispatch(self.consumers[waiter.link])
+        self.protocol.schedule_flush()
+
+    def _refuse_waiter(self, waiter: Waiter, condition: str, description: str) -> None:
+        if not waiter.link.detach_sent:
+            self._refuse(waiter.link, _error(condition, description))
+            self.protocol.schedule_flush()
 
     def _waker(self, consumer: _Consumer) -> Callable[[], None]:
         """The entity's listener: one dispatch on the next loop pass, however many messages
@@ -637,7 +676,11 @@ class _ServiceBusConnection:
 
     def entity_paths(self) -> list[str]:
         """The entity paths its senders and receivers are attached to (lower case)."""
-        return [*(c.path for c in self.consumers.values()), *(path for _, path in self.producers.values())]
+        return [
+            *(c.path for c in self.consumers.values()),
+            *(path for _, path in self.producers.values()),
+            *(w.path.lower() for w in self.waits.waiters.values()),
+        ]
 
     def detach_links(self, path: str | None, error: Error) -> list[str]:
         """Detach the links to entity ``path`` (None: every entity and management link) with
@@ -646,6 +689,7 @@ class _ServiceBusConnection:
         links: list[tuple[Link, str]] = [
             *((c.link, c.path) for c in self.consumers.values()),
             *((p, entity) for p, (_, entity) in self.producers.items()),
+            *((w.link, w.path.lower()) for w in self.waits.waiters.values()),
             *((r, node.lower()) for r, node in self.requests.items() if node.lower().endswith(management)),
             *((s, node) for node, s in self.replies.items() if node.endswith(management)),
         ]
@@ -698,6 +742,7 @@ class _ServiceBusConnection:
         """Detach the senders and receivers attached to any of ``nodes`` (deleted entities)."""
         links: list[Link] = [link for link, c in self.consumers.items() if c.entity in nodes]
         links += [link for link, (target, _) in self.producers.items() if target in nodes]
+        links += [link for link, w in self.waits.waiters.items() if w.entity in nodes]
         for link in links:
             if not link.detach_sent:
                 link.detach(error)
@@ -707,6 +752,7 @@ class _ServiceBusConnection:
 
     def _drop(self, link: Link) -> None:
         now = self.host.clock()
+        self.waits.drop(link)
         consumer = self.consumers.pop(link, None)  # type: ignore[call-overload]
         if consumer is not None:
             if link.context in consumer.entity.listeners:

@@ -297,7 +297,8 @@ class Entity:
                     self._unlock(msg, now)
                     changed = True
         for session_id in self.sessions.expired(now):
-            changed |= self._release_session_messages(session_id, now)
+            self._release_session_messages(session_id, now)
+            changed = True  # a free session: a receiver waiting for the next one may take it
         scheduled = self._scheduled
         while scheduled and scheduled[0][0] <= now:
             at, seq = heapq.heappop(scheduled)
@@ -701,8 +702,10 @@ class Entity:
         return session_id, lock.locked_until
 
     def close_session(self, session_id: str, owner: object, now: float) -> None:
-        """The session receiver went away: its lock ends and its locked messages come back."""
-        if self.sessions.release(session_id, owner) and self._release_session_messages(session_id, now):
+        """The session receiver went away: its lock ends and its locked messages come back
+        (listeners are told: a receiver waiting for the next available session may take it)."""
+        if self.sessions.release(session_id, owner):
+            self._release_session_messages(session_id, now)
             self._notify()
 
     # -- wire form ----------------------------------------------------------------

@@ -180,14 +180,11 @@ class Envelope:
     ) -> bytes:
         """The transfer payload of a delivery: as :meth:`encode` with the sequence number,
         enqueued time and (when locked) locked-until stamps, spliced into a template."""
-        if not self.annotations:
-            template = _BARE
-        else:
-            template = self.template
-            if template is None:
-                template = self.template = _template(self.annotations)
-            if not template[0]:  # the message carries a stamp itself: the general path merges it
-                return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count)
+        template = _BARE if not self.annotations else self.template
+        if template is None:
+            template = self.template = _template(self.annotations)
+        if not template[0]:  # the message carries a stamp itself: the general path merges it
+            return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count)
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         if locked_until is None:
             prefix = template[0]
@@ -196,8 +193,9 @@ class Envelope:
             prefix = template[1]
             until = int(locked_until * 1000) if locked_until < _MAX_SECONDS else _MAX_TIMESTAMP_MS
             stamps = _LOCKED_STAMPS.pack(
-                _K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, enqueued, _K_ESEQ, 0x81, sequence_number, _K_LOCK, 0x83, until
-            )
+                _K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, enqueued,
+                _K_ESEQ, 0x81, sequence_number, _K_LOCK, 0x83, until,
+            )  # fmt: skip
         header = _FIRST_HEADER if delivery_count == 0 and self.header is None else self._header(delivery_count)
         return b"".join((header, prefix, stamps, self.props_raw, self.body))
 
