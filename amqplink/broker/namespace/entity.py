@@ -368,13 +368,7 @@ class Entity:
         return found[0] if found else None
 
     def receive_many(
-        self,
-        now: float,
-        count: int,
-        *,
-        lock: bool = True,
-        session_id: str | None = None,
-        owner: object | None = None,
+        self, now: float, count: int, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
     ) -> list[StoredMessage]:
         """Up to ``count`` next available messages, as :meth:`receive` one after another would
         give them (at one time ``now``: time is applied once, the locks taken together)."""

@@ -184,11 +184,14 @@ class Partitions:
 
     def round_robin(self) -> int:
         """The next fragment that is up (any fragment when all are down: the broker's own moves)."""
-        start = self._next
-        for i in self.up_from(start):
-            self._next = (i + 1) % self.count
-            return i
-        self._next = (start + 1) % self.count
+        start, down, count = self._next, self.down, self.count
+        i = start
+        for _ in range(count):  # per message: no generator
+            if not down[i]:
+                self._next = i + 1 if i + 1 < count else 0
+                return i
+            i = i + 1 if i + 1 < count else 0
+        self._next = start + 1 if start + 1 < count else 0
         return start
 
     # -- a send arriving --------------------------------------------------------------
@@ -511,13 +514,7 @@ class PartitionedEntity(Entity):
 
     # -- receiving --------------------------------------------------------------------
     def receive_many(
-        self,
-        now: float,
-        count: int,
-        *,
-        lock: bool = True,
-        session_id: str | None = None,
-        owner: object | None = None,
+        self, now: float, count: int, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
     ) -> list[StoredMessage]:
         """Messages of the fragments that are up, one from each in turn, starting after the
         one that answered last (as many single receives would find them)."""
