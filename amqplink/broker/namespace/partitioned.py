@@ -415,11 +415,12 @@ class PartitionedEntity(Entity):
 
     def _by_token(self, token: LockToken, what: str | None) -> Entity:
         token = lock_key(token)
-        index = (token[14] << 8 | token[15]) & LOCK_TAG_MASK  # the GUID's low 16 bits: see Entity.lock_tag
-        if index < len(self.fragments) and self.fragments[index].holds_lock(token):
-            if what is not None:
-                self.partitions.require_up(index, what)
-            return self.fragments[index]
+        if len(token) == 16:
+            index = (token[14] << 8 | token[15]) & LOCK_TAG_MASK  # the GUID's low 16 bits: see Entity.lock_tag
+            if index < len(self.fragments) and self.fragments[index].holds_lock(token):
+                if what is not None and self.partitions.down[index]:
+                    self.partitions.require_up(index, what)
+                return self.fragments[index]
         for index, fragment in enumerate(self.fragments):
             if fragment.holds_lock(token):
                 if what is not None:
