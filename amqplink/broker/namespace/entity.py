@@ -3,7 +3,8 @@
 Time is always passed in (``now``, seconds since the epoch); nothing here sleeps
 or owns a timer. :meth:`Entity.tick` applies what time decides (expired locks,
 scheduled messages, expired messages, expired session locks); every other method
-calls it first, so a caller that only ticks now and then still sees exact rules.
+whose answer time may change calls it first (settling: when the lock may have run
+out), so a caller that only ticks now and then still sees exact rules.
 
 Service Bus rules kept here:
 
