@@ -709,7 +709,8 @@ class Entity:
         locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         if not peek:
             # The header carries prior attempts: the count of deliveries before this one.
-            return msg.envelope.deliver(msg.sequence_number, msg.enqueued_at, locked, max(0, msg.delivery_count - 1))
+            prior = msg.delivery_count - 1 if msg.delivery_count > 0 else 0
+            return msg.envelope.deliver(msg.sequence_number, msg.enqueued_at, locked, prior)
         stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
         stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
         return msg.envelope.encode(stamps, msg.delivery_count)
