@@ -59,6 +59,7 @@ from amqplink.engine.events import (
     LinkAttachRequested,
     LinkCreditChanged,
     LinkDetached,
+    SessionEnded,
 )
 from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.message import Message
@@ -279,13 +280,21 @@ class _ServiceBusConnection:
                 self._drop(link)
             elif t is ConnectionOpened:
                 self.refused_by = self.host.faults.refusing
+            elif t is SessionEnded:
+                # "a link lives within its session" (2.6.1): its locks and its waits end with it.
+                for link in self._links():
+                    if link.session is event.session:  # type: ignore[attr-defined]
+                        self._drop(link)
             elif t is ConnectionClosed:
-                links = [*self.consumers, *self.producers, *self.requests, *self.replies.values(), *self.waits.waiters]
-                for link in links:
+                for link in self._links():
                     self._drop(link)
                 self.host.connections.discard(self)
         if moved:
             self.protocol.schedule_flush()  # once for the batch: settlements, credit, answers
+
+    def _links(self) -> list[Link]:
+        """Every link of the connection the broker keeps something for."""
+        return [*self.consumers, *self.producers, *self.requests, *self.replies.values(), *self.waits.waiters]
 
     def tick(self, now: float) -> None:
         if self.waits.waiters and self.waits.expire(now):

@@ -113,6 +113,9 @@ class SessionWaits:
         now = self._clock()
         answered = False
         for waiter in list(self.waiters.values()):
+            if waiter.link.is_detached:  # it ended under the wait (its session or connection)
+                self.drop(waiter.link)
+                continue
             try:
                 taken = waiter.entity.accept_session(None, waiter.link, now)
             except EntityError as exc:

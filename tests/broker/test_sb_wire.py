@@ -212,3 +212,27 @@ def test_the_wait_a_receiver_asks_is_bounded() -> None:
     assert requested_wait({OPERATION_TIMEOUT: UInt(2**32 - 1)}, 60.0) == MAX_SESSION_WAIT
     assert requested_wait({OPERATION_TIMEOUT: "soon"}, 60.0) == 60.0
     assert requested_wait(None, 7.0) == 7.0
+
+
+async def test_a_session_ending_under_a_receiver_releases_its_locks() -> None:
+    cfg = BrokerConfig((NamespaceConfig(queues=(QueueConfig("long", EntityProperties(lock_duration=300)),)),))
+    async with Broker(cfg) as broker:
+        conn = await connect(broker.url)
+        try:
+            sender = await conn.create_sender("long")
+            await sender.send(Message(b"held"))
+            receiver = await conn.create_receiver("long", prefetch=1)
+            assert len(await receiver.receive(1, timeout=10)) == 1
+            entity = broker.namespace.receiver_source("long")
+            assert [m.state.value for m in entity.store] == ["locked"]
+            receiver.link.session.end()  # the session only: the connection stays
+            conn.protocol.schedule_flush()
+            deadline = time.monotonic() + 5
+            while [m.state.value for m in entity.store] != ["available"]:
+                assert time.monotonic() < deadline, "the lock outlived its session"
+                await asyncio.sleep(0.01)
+            again = await conn.create_receiver("long", prefetch=1, name="again")
+            (back,) = await again.receive(1, timeout=10)
+            assert back.body == b"held"
+        finally:
+            await conn.close()
