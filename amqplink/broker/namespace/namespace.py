@@ -544,7 +544,12 @@ class Namespace:
         """Store one transfer's message(s) in a queue or topic: all of them or none."""
         envelopes = self.unpack(payload, message_format, target.properties.max_message_size)
         if len(envelopes) == 1:  # the common case: no list to filter
-            if not envelopes[0].is_ping:
+            envelope = envelopes[0]
+            if envelope.is_ping:
+                return
+            if type(target) is Queue and target.duplicates is None and not target.properties.forward_to:
+                target.accept(envelope, now)  # nothing to route: a plain queue stores it
+            else:
                 self._route(target, envelopes, now, 0)
             return
         self._route(target, [e for e in envelopes if not e.is_ping], now, 0)
