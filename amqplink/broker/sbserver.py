@@ -309,7 +309,7 @@ class _ServiceBusConnection:
             if self.auth.expire(now):
                 for link, path in [*((c.link, c.path) for c in self.consumers.values()),
                                    *((p, path) for p, (_, path) in self.producers.items()),
-                                   *((w.link, w.path) for w in self.waits.waiters.values())]:  # fmt: skip
+                                   *((w.link, w.path.lower()) for w in self.waits.waiters.values())]:  # fmt: skip
                     if not self.auth.covers(path, now):
                         link.detach(_error("amqp:unauthorized-access", f"the token for {path!r} expired"))
                         self._drop(link)
