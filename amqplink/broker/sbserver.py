@@ -14,7 +14,8 @@ clock task; :meth:`ServiceBusHost.accept` gives each connection its event handle
   lock had gone.
 * A source filter ``com.microsoft:session-filter`` asks for a session (a given id, or
   none for the next available); the attach answers with the id in the filter and
-  ``com.microsoft:locked-until-utc`` (.NET ticks) in its properties.
+  ``com.microsoft:locked-until-utc`` (.NET ticks) in its properties. With no session
+  free, a next-available receiver waits (:mod:`amqplink.broker.session_wait`).
 * A dropped link or connection loses its locks: the messages come back.
 * Auth: on loopback (``require_auth=False``) a put token is verified and a refused
   one makes the links under its audience fail with ``amqp:unauthorized-access``; a
@@ -30,7 +31,6 @@ import contextlib
 import logging
 import secrets
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +45,7 @@ from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.management import handle_management
 from amqplink.broker.namespace.management import response as status_response
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
+from amqplink.broker.session_wait import NEXT_SESSION_WAIT, SessionWaits, Waiter, requested_wait
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol
 from amqplink.engine import errors as engine_errors
@@ -58,6 +59,7 @@ from amqplink.engine.events import (
     LinkAttachRequested,
     LinkCreditChanged,
     LinkDetached,
+    SessionEnded,
 )
 from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.message import Message
@@ -65,6 +67,7 @@ from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, R
 
 __all__ = [
     "CBS_DEADLINE",
+    "DISPATCH_BATCH",
     "EMULATOR_KEY",
     "EMULATOR_KEY_NAME",
     "MAX_PENDING_REPLIES",
@@ -88,6 +91,9 @@ MAX_PENDING_REPLIES = 1000
 detached with ``amqp:resource-limit-exceeded``."""
 TRANSFER_SIZE_CAP = 16 << 20
 """Bytes of one transfer the broker reads at most; beyond it the link is detached."""
+DISPATCH_BATCH = 128
+"""Messages a receiving link is handed per step (taken, locked and encoded together; fewer
+when its credit is lower)."""
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
@@ -119,7 +125,8 @@ class _Consumer:
     session_id: str | None
     flush: Callable[[], None]
     writable: Callable[[], bool]
-    held: dict[uuid.UUID, Delivery] = field(default_factory=dict)
+    held: dict[bytes, Delivery] = field(default_factory=dict)
+    """The unsettled deliveries by lock token (the delivery tag)."""
     busy: bool = False
     again: bool = False
     woken: bool = False
@@ -140,8 +147,12 @@ class ServiceBusHost:
         max_pending_replies: int = MAX_PENDING_REPLIES,
         clock: Callable[[], float] = time.time,
         persistence: Persistence | None = None,
+        session_wait: float = NEXT_SESSION_WAIT,
     ) -> None:
         self.namespace = namespace
+        self.session_wait = session_wait
+        """Seconds a next-available-session receiver waits when its attach tells no
+        ``com.microsoft:timeout`` (:mod:`amqplink.broker.session_wait`)."""
         self.persistence = persistence
         """The durable store (``--data-dir``): transfers are settled once what they caused is written."""
         self.keys = dict(keys) if keys is not None else {EMULATOR_KEY_NAME: EMULATOR_KEY}
@@ -220,6 +231,8 @@ class _ServiceBusConnection:
         self.producers: dict[ReceiverLink, tuple[Entity | Topic, str]] = {}
         self.requests: dict[ReceiverLink, str] = {}
         self.replies: dict[str, SenderLink] = {}
+        self.waits = SessionWaits(self._start_waiter, self._refuse_waiter, host.clock)
+        """Receivers waiting for the next available session (attach not answered yet)."""
         self.opened_at = host.clock()
         self.refused_by: Fault | None = None
         """The refuse-connections fault active when it opened: its first link that is not
@@ -239,14 +252,18 @@ class _ServiceBusConnection:
                 self.protocol.schedule_flush()
 
     def _handle(self, events: list[Event]) -> None:
+        now = self.host.clock()  # one read per batch of events: they arrived together
+        moved = False
         for event in events:
             t = type(event)
             if t is DeliveryReceived:
-                self._on_delivery(event.link, event.delivery)  # type: ignore[attr-defined]
+                self._on_delivery(event.link, event.delivery, now)  # type: ignore[attr-defined]
+                moved = True
             elif t is DeliveryUpdated:
                 consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
                 if consumer is not None:
-                    self._on_outcome(consumer, event.delivery, event.state)  # type: ignore[attr-defined]
+                    self._on_outcome(consumer, event.delivery, event.state, now)  # type: ignore[attr-defined]
+                    moved = True
             elif t is LinkCreditChanged:
                 link = event.link  # type: ignore[attr-defined]
                 consumer = self.consumers.get(link)
@@ -263,12 +280,25 @@ class _ServiceBusConnection:
                 self._drop(link)
             elif t is ConnectionOpened:
                 self.refused_by = self.host.faults.refusing
+            elif t is SessionEnded:
+                # "a link lives within its session" (2.6.1): its locks and its waits end with it.
+                for link in self._links():
+                    if link.session is event.session:  # type: ignore[attr-defined]
+                        self._drop(link)
             elif t is ConnectionClosed:
-                for link in [*self.consumers, *self.producers, *self.requests, *self.replies.values()]:
+                for link in self._links():
                     self._drop(link)
                 self.host.connections.discard(self)
+        if moved:
+            self.protocol.schedule_flush()  # once for the batch: settlements, credit, answers
+
+    def _links(self) -> list[Link]:
+        """Every link of the connection the broker keeps something for."""
+        return [*self.consumers, *self.producers, *self.requests, *self.replies.values(), *self.waits.waiters]
 
     def tick(self, now: float) -> None:
+        if self.waits.waiters and self.waits.expire(now):
+            self.protocol.schedule_flush()
         if self.host.require_auth:
             late = now - self.opened_at >= self.host.cbs_deadline
             if late and not self.auth.ever_granted and not self.engine.close_sent:
@@ -278,7 +308,8 @@ class _ServiceBusConnection:
                 return
             if self.auth.expire(now):
                 for link, path in [*((c.link, c.path) for c in self.consumers.values()),
-                                   *((p, path) for p, (_, path) in self.producers.items())]:  # fmt: skip
+                                   *((p, path) for p, (_, path) in self.producers.items()),
+                                   *((w.link, w.path.lower()) for w in self.waits.waiters.values())]:  # fmt: skip
                     if not self.auth.covers(path, now):
                         link.detach(_error("amqp:unauthorized-access", f"the token for {path!r} expired"))
                         self._drop(link)
@@ -367,27 +398,40 @@ class _ServiceBusConnection:
         remote = link.remote_attach
         assert remote is not None and remote.source is not None
         filters = remote.source.filter if isinstance(remote.source.filter, dict) else {}
-        session_id: str | None = None
+        if not entity.requires_session:
+            if SESSION_FILTER in filters:
+                raise EntityError(NOT_ALLOWED, f"{path!r} does not require sessions; receive without a session")
+            self._start_consumer(link, entity, path, None)
+            return
+        if SESSION_FILTER not in filters:
+            raise EntityError(NOT_ALLOWED, f"{path!r} requires sessions: receive with a session receiver")
+        wanted = filters[SESSION_FILTER]
+        wanted = wanted.decode() if isinstance(wanted, bytes) else wanted
+        taken = entity.accept_session(None if wanted is None else str(wanted), link, now)
+        if taken is not None:
+            self._start_consumer(link, entity, path, taken)
+            return
+        # None free: Service Bus holds the attach until one is (or the receiver's wait ends).
+        wait = requested_wait(remote.properties, self.host.session_wait)
+        self.waits.add(Waiter(link, entity, path, now + wait))
+
+    def _start_consumer(self, link: SenderLink, entity: Entity, path: str, session: tuple[str, float] | None) -> None:
+        """Answer a receiving link's attach (with the session it locked, if any) and serve it."""
+        remote = link.remote_attach
+        assert remote is not None and remote.source is not None
         source = remote.source
-        if entity.requires_session:
-            if SESSION_FILTER not in filters:
-                raise EntityError(NOT_ALLOWED, f"{path!r} requires sessions: receive with a session receiver")
-            wanted = filters[SESSION_FILTER]
-            wanted = wanted.decode() if isinstance(wanted, bytes) else wanted
-            taken = entity.accept_session(None if wanted is None else str(wanted), link, now)
-            if taken is None:
-                raise EntityError("com.microsoft:timeout", f"no session of {path!r} is available")
-            session_id, until = taken
+        session_id: str | None = None
+        if session is not None:
+            session_id, until = session
+            filters = source.filter if isinstance(source.filter, dict) else {}
             source = Source(
-                address=remote.source.address,
-                durable=remote.source.durable,
-                expiry_policy=remote.source.expiry_policy,
-                timeout=remote.source.timeout,
+                address=source.address,
+                durable=source.durable,
+                expiry_policy=source.expiry_policy,
+                timeout=source.timeout,
                 filter={**filters, SESSION_FILTER: session_id},
             )
             link.properties = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(until))}
-        elif SESSION_FILTER in filters:
-            raise EntityError(NOT_ALLOWED, f"{path!r} does not require sessions; receive without a session")
         link.attach(source, remote.target)
         link.auto_settle = False
         link.hold_drain = True
@@ -405,6 +449,20 @@ class _ServiceBusConnection:
         wake = self._waker(consumer)
         link.context = wake
         entity.listeners.append(wake)
+
+    def _start_waiter(self, waiter: Waiter, session_id: str, locked_until: float) -> None:
+        if waiter.link.is_detached or self.engine.close_sent:
+            waiter.entity.close_session(session_id, waiter.link, self.host.clock())
+            return
+        log.info("%s: receiver %r got session %r after waiting", waiter.path, waiter.link.name, session_id)
+        self._start_consumer(waiter.link, waiter.entity, waiter.path, (session_id, locked_until))
+        self._dispatch(self.consumers[waiter.link])
+        self.protocol.schedule_flush()
+
+    def _refuse_waiter(self, waiter: Waiter, condition: str, description: str) -> None:
+        if not waiter.link.detach_sent:
+            self._refuse(waiter.link, _error(condition, description))
+            self.protocol.schedule_flush()
 
     def _waker(self, consumer: _Consumer) -> Callable[[], None]:
         """The entity's listener: one dispatch on the next loop pass, however many messages
@@ -437,39 +495,46 @@ class _ServiceBusConnection:
             consumer.again = True  # a listener fired inside receive(): loop once more
             return
         consumer.busy = True
-        link, entity = consumer.link, consumer.entity
+        link, entity, lock = consumer.link, consumer.entity, consumer.lock
+        clock, send, held, encode = self.host.clock, link.send, consumer.held, entity.encode
         sent = False
         try:
             while True:
                 consumer.again = False
                 while link.credit > 0 and link.is_attached and consumer.writable():
-                    now = self.host.clock()
                     try:
-                        msg = entity.receive(now, lock=consumer.lock, session_id=consumer.session_id, owner=link)
+                        batch = entity.receive_many(
+                            clock(),
+                            min(link.credit, DISPATCH_BATCH),
+                            lock=lock,
+                            session_id=consumer.session_id,
+                            owner=link,
+                        )
                     except EntityError as exc:  # the session lock ran out
                         link.detach(_error(exc.condition, exc.description))
                         self._drop(link)
                         break
-                    if msg is None:
-                        break
-                    payload = entity.encode(msg)
-                    token = msg.lock_token if consumer.lock else None
-                    try:
-                        if token is not None:
-                            consumer.held[token] = link.send(payload, tag=token.bytes_le, settled=False, context=token)
-                        else:
-                            link.send(payload)
-                    except engine_errors.MessageSizeExceededError as exc:
-                        # "Any attempt to deliver a message larger than this results in a
-                        # message-size-exceeded link-error" (2.7.3): the link ends, the
-                        # message stays for other receivers.
-                        entity.restore(msg)
-                        log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
-                        link.detach(Error(condition=exc.condition, description=str(exc), info={}))
-                        self._drop(link)
-                        sent = True
+                    if not batch:
                         break
                     sent = True
+                    for i, msg in enumerate(batch):
+                        payload = encode(msg)
+                        try:
+                            if lock:
+                                token = msg.lock
+                                held[token] = send(payload, tag=token, settled=False, context=token)  # type: ignore[index]
+                            else:
+                                send(payload)
+                        except engine_errors.MessageSizeExceededError as exc:
+                            # "Any attempt to deliver a message larger than this results in a
+                            # message-size-exceeded link-error" (2.7.3): the link ends, the
+                            # message (and the rest of the batch) stays for other receivers.
+                            for left in batch[i:]:
+                                entity.restore(left)
+                            log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
+                            link.detach(Error(condition=exc.condition, description=str(exc), info={}))
+                            self._drop(link)
+                            break
                 if not consumer.again:
                     break
         finally:
@@ -477,11 +542,11 @@ class _ServiceBusConnection:
         if sent:
             consumer.flush()
 
-    def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any) -> None:
+    def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any, now: float) -> None:
         token = delivery.context
-        if not isinstance(token, uuid.UUID) or consumer.held.pop(token, None) is None:
+        if type(token) is not bytes or consumer.held.pop(token, None) is None:
             return
-        entity, now = consumer.entity, self.host.clock()
+        entity = consumer.entity
         answer: Any = state
         try:
             if isinstance(state, Accepted):
@@ -523,13 +588,11 @@ class _ServiceBusConnection:
             self._settle_stored(consumer.link, delivery, answer, None, delay)
             return
         consumer.link.settle(delivery, answer)
-        consumer.flush()
 
     # -- receiving from the peer ------------------------------------------------------
-    def _on_delivery(self, link: ReceiverLink, delivery: Delivery) -> None:
+    def _on_delivery(self, link: ReceiverLink, delivery: Delivery, now: float) -> None:
         payload = delivery.payload
         data = payload if type(payload) is bytes else bytes(payload)
-        now = self.host.clock()
         node = self.requests.get(link)
         outcome: Any = _ACCEPTED
         delay = 0.0
@@ -543,7 +606,6 @@ class _ServiceBusConnection:
                     )
                 )
                 self.requests.pop(link, None)
-                self.protocol.schedule_flush()
                 return
         else:
             producer = self.producers.get(link)
@@ -570,7 +632,6 @@ class _ServiceBusConnection:
             link.settle(delivery, outcome)
         if link.link_credit < self.host.credit_window // 2:
             link.flow(self.host.credit_window)
-        self.protocol.schedule_flush()
 
     def _on_request(self, node: str, data: bytes, now: float) -> bool:
         """Answer one request; False when its reply link has too many answers waiting."""
@@ -624,7 +685,11 @@ class _ServiceBusConnection:
 
     def entity_paths(self) -> list[str]:
         """The entity paths its senders and receivers are attached to (lower case)."""
-        return [*(c.path for c in self.consumers.values()), *(path for _, path in self.producers.values())]
+        return [
+            *(c.path for c in self.consumers.values()),
+            *(path for _, path in self.producers.values()),
+            *(w.path.lower() for w in self.waits.waiters.values()),
+        ]
 
     def detach_links(self, path: str | None, error: Error) -> list[str]:
         """Detach the links to entity ``path`` (None: every entity and management link) with
@@ -633,6 +698,7 @@ class _ServiceBusConnection:
         links: list[tuple[Link, str]] = [
             *((c.link, c.path) for c in self.consumers.values()),
             *((p, entity) for p, (_, entity) in self.producers.items()),
+            *((w.link, w.path.lower()) for w in self.waits.waiters.values()),
             *((r, node.lower()) for r, node in self.requests.items() if node.lower().endswith(management)),
             *((s, node) for node, s in self.replies.items() if node.endswith(management)),
         ]
@@ -685,6 +751,7 @@ class _ServiceBusConnection:
         """Detach the senders and receivers attached to any of ``nodes`` (deleted entities)."""
         links: list[Link] = [link for link, c in self.consumers.items() if c.entity in nodes]
         links += [link for link, (target, _) in self.producers.items() if target in nodes]
+        links += [link for link, w in self.waits.waiters.items() if w.entity in nodes]
         for link in links:
             if not link.detach_sent:
                 link.detach(error)
@@ -694,6 +761,7 @@ class _ServiceBusConnection:
 
     def _drop(self, link: Link) -> None:
         now = self.host.clock()
+        self.waits.drop(link)
         consumer = self.consumers.pop(link, None)  # type: ignore[call-overload]
         if consumer is not None:
             if link.context in consumer.entity.listeners:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.receiver import ReceivedMessage, Receiver
+from amqplink.codec.types import Symbol, UInt
 from amqplink.message import Message
 from amqplink.protocol.definitions import Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
 __all__ = ["DEAD_LETTER_CONDITION", "GATHER_WINDOW", "ServiceBusReceiver"]
 
 log = logging.getLogger(__name__)
+
+_OPERATION_TIMEOUT = Symbol("com.microsoft:timeout")
+"""The attach property telling Service Bus how long a next-available-session receiver waits (ms)."""
 
 DEAD_LETTER_CONDITION = "com.microsoft:dead-letter"
 LOCK_LOST_CONDITION = "com.microsoft:message-lock-lost"
@@ -133,11 +137,16 @@ class ServiceBusReceiver(Handler):
 
     async def _attach(self, connection: Connection) -> None:
         filters = None
+        properties = None
         if self._is_session:
             wanted = self._session_id
             if self._session is not None:
                 wanted = self._session.session_id  # reattach to the session this receiver had
-            filters = {SESSION_FILTER: None if isinstance(wanted, ServiceBusSessionFilter) else wanted}
+            next_available = isinstance(wanted, ServiceBusSessionFilter)
+            filters = {SESSION_FILTER: None if next_available else wanted}
+            if next_available and self._max_wait_time:
+                # As the SDKs: how long Service Bus may hold the attach for a session to come free.
+                properties = {_OPERATION_TIMEOUT: UInt(int(self._max_wait_time * 1000))}
         peek_lock = self._receive_mode is ServiceBusReceiveMode.PEEK_LOCK
         self._link = await connection.create_receiver(
             self.entity_name,
@@ -145,6 +154,7 @@ class ServiceBusReceiver(Handler):
             prefetch=self._prefetch_count,
             name=self._next_link_name(),
             filters=filters,
+            properties=properties,
         )
         if self._is_session:
             first = self._session is None

@@ -14,6 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfig
 from amqplink.broker.namespace import EntityError, MessageState, Namespace
+from amqplink.broker.namespace.store import lock_key
 from tests.broker.nsutil import T0, payload
 
 
@@ -67,7 +68,7 @@ class LockMachine(RuleBasedStateMachine):
     def settle(self, data: st.DataObject, action: str) -> None:
         token = data.draw(st.sampled_from(list(self.held)))  # insertion order: uuid4s differ per run
         mid = self.held[token]
-        seq = self.q._locks.get(token)
+        seq = self.q._locks.get(lock_key(token))  # the broker keys locks by the token's bytes
         live = self.until[token] > self.now
         try:
             if action == "complete":

@@ -182,3 +182,57 @@ async def test_broker_takes_a_config_path(tmp_path: Any) -> None:
             assert info.value.condition == "amqp:not-found"
         finally:
             await conn.close()
+
+
+async def test_next_session_wait_ends_with_com_microsoft_timeout_after_the_asked_or_default_wait() -> None:
+    from amqplink.codec.types import UInt
+
+    cfg = BrokerConfig((NamespaceConfig(queues=(QueueConfig("s", EntityProperties(requires_session=True)),)),))
+    async with Broker(cfg) as broker:
+        assert broker.servicebus is not None
+        broker.servicebus.session_wait = 0.3  # the default, for a receiver that asks none
+        conn = await connect(broker.url)
+        try:
+            next_session = {Symbol("com.microsoft:session-filter"): None}
+            for properties, wait in (({Symbol("com.microsoft:timeout"): UInt(600)}, 0.6), (None, 0.3)):
+                started = time.monotonic()
+                with pytest.raises(LinkDetachedError) as info:
+                    await conn.create_receiver("s", filters=next_session, properties=properties)
+                assert info.value.condition == "com.microsoft:timeout"
+                assert wait - 0.05 <= time.monotonic() - started < wait + 5
+        finally:
+            await conn.close()
+
+
+def test_the_wait_a_receiver_asks_is_bounded() -> None:
+    from amqplink.broker.session_wait import MAX_SESSION_WAIT, OPERATION_TIMEOUT, requested_wait
+    from amqplink.codec.types import UInt
+
+    assert requested_wait({OPERATION_TIMEOUT: UInt(1500)}, 60.0) == 1.5
+    assert requested_wait({OPERATION_TIMEOUT: UInt(2**32 - 1)}, 60.0) == MAX_SESSION_WAIT
+    assert requested_wait({OPERATION_TIMEOUT: "soon"}, 60.0) == 60.0
+    assert requested_wait(None, 7.0) == 7.0
+
+
+async def test_a_session_ending_under_a_receiver_releases_its_locks() -> None:
+    cfg = BrokerConfig((NamespaceConfig(queues=(QueueConfig("long", EntityProperties(lock_duration=300)),)),))
+    async with Broker(cfg) as broker:
+        conn = await connect(broker.url)
+        try:
+            sender = await conn.create_sender("long")
+            await sender.send(Message(b"held"))
+            receiver = await conn.create_receiver("long", prefetch=1)
+            assert len(await receiver.receive(1, timeout=10)) == 1
+            entity = broker.namespace.receiver_source("long")
+            assert [m.state.value for m in entity.store] == ["locked"]
+            receiver.link.session.end()  # the session only: the connection stays
+            conn.protocol.schedule_flush()
+            deadline = time.monotonic() + 5
+            while [m.state.value for m in entity.store] != ["available"]:
+                assert time.monotonic() < deadline, "the lock outlived its session"
+                await asyncio.sleep(0.01)
+            again = await conn.create_receiver("long", prefetch=1, name="again")
+            (back,) = await again.receive(1, timeout=10)
+            assert back.body == b"held"
+        finally:
+            await conn.close()

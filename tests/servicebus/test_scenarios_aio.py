@@ -324,8 +324,9 @@ async def test_errors_name_the_same_exception(api: Api, broker: BrokerThread) ->
         with pytest.raises(exceptions.MessagingEntityNotFoundError):
             async with client.get_queue_sender("no-such-queue") as sender:
                 await sender.send_messages(api.sb.ServiceBusMessage("x"))
-        with pytest.raises(exceptions.OperationTimeoutError):  # no session is waiting
-            async with client.get_queue_receiver("sessions", session_id=api.sb.NEXT_AVAILABLE_SESSION) as receiver:
+        with pytest.raises(exceptions.OperationTimeoutError):  # no session comes within its wait
+            next_available = api.sb.NEXT_AVAILABLE_SESSION
+            async with client.get_queue_receiver("sessions", session_id=next_available, max_wait_time=1) as receiver:
                 await receiver.receive_messages(max_wait_time=1)
         async with client.get_queue_receiver("plain") as receiver:
             with pytest.raises(exceptions.MessageNotFoundError):

@@ -3,7 +3,8 @@
 Time is always passed in (``now``, seconds since the epoch); nothing here sleeps
 or owns a timer. :meth:`Entity.tick` applies what time decides (expired locks,
 scheduled messages, expired messages, expired session locks); every other method
-calls it first, so a caller that only ticks now and then still sees exact rules.
+whose answer time may change calls it first (settling: when the lock may have run
+out), so a caller that only ticks now and then still sees exact rules.
 
 Service Bus rules kept here:
 
@@ -20,10 +21,10 @@ Service Bus rules kept here:
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import math
 import os
-import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -37,13 +38,22 @@ from amqplink.broker.namespace.errors import (
     EntityError,
 )
 from amqplink.broker.namespace.sessions import SessionTable
-from amqplink.broker.namespace.store import MemoryStore, MessageState, MessageStore, StoredMessage
+from amqplink.broker.namespace.store import (
+    LockToken,
+    MemoryStore,
+    MessageState,
+    MessageStore,
+    StoredMessage,
+    lock_key,
+    lock_text,
+)
 from amqplink.codec.types import Long, Symbol
 
 if TYPE_CHECKING:
     from amqplink.broker.namespace.partitioned import Partitions
 
 __all__ = [
+    "KEY_UNKNOWN",
     "DEAD_LETTER_REASON",
     "DEAD_LETTER_DESCRIPTION",
     "Entity",
@@ -58,27 +68,38 @@ TTL_EXPIRED = "TTLExpiredException"
 LOCK_TAG_MASK = 0xFFFF
 """The low bits of a lock token that carry its entity's :attr:`Entity.lock_tag`."""
 TOKEN_POOL = 256
-"""Lock tokens' random bits read from the OS at once (one ``os.urandom`` call, which lets
-other threads such as the durable store's writer take the GIL, per this many locks)."""
+"""Lock tokens made at once from one ``os.urandom`` call (which lets other threads such as
+the durable store's writer take the GIL), per this many locks."""
 LOCK_EXPIRY_SLACK = 1024
-"""Settled locks' entries the lock-expiry heap may keep beyond twice the live locks
-before it is rebuilt (settling leaves its entry behind until then)."""
+"""Settled locks the lock-expiry heap may keep beyond twice the live locks before it is
+rebuilt (settling leaves its lock behind until then)."""
 
 MESSAGE_STATE = Symbol("x-opt-message-state")
 # Service Bus's message state annotation: 0 active, 1 deferred, 2 scheduled.
 _STATE_CODE = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 0, MessageState.DEFERRED: 1, MessageState.SCHEDULED: 2}
 
 DeadLetterSink = Callable[[Envelope, float], None]
+KEY_UNKNOWN: Any = object()
+"""The partition key the caller has not computed (None is "no key")."""
 
-_pool: list[int] = []
+_pools: dict[int | None, list[bytes]] = {}
+_VERSION_4 = bytes((b & 0x0F) | 0x40 for b in range(256))
+_VARIANT_RFC = bytes((b & 0x3F) | 0x80 for b in range(256))
+_order = itertools.count()
+"""Ties in the lock-expiry heap (its entries' lists are never compared)."""
 
 
-def _random_bits() -> int:
-    """128 random bits from the OS, read :data:`TOKEN_POOL` tokens' worth at a time."""
-    if not _pool:
-        raw = os.urandom(16 * TOKEN_POOL)
-        _pool.extend(int.from_bytes(raw[i : i + 16], "big") for i in range(0, len(raw), 16))
-    return _pool.pop()
+def _fresh_tokens(tag: int | None) -> list[bytes]:
+    """:data:`TOKEN_POOL` new lock tokens: version-4 GUIDs (as ``uuid4``) in .NET byte order,
+    the last 16 random bits replaced by ``tag`` when given."""
+    raw = bytearray(os.urandom(16 * TOKEN_POOL))
+    # .NET order swaps the first three fields: the version nibble is in byte 7, the variant in 8.
+    raw[7::16] = raw[7::16].translate(_VERSION_4)
+    raw[8::16] = raw[8::16].translate(_VARIANT_RFC)
+    if tag is not None:  # the GUID's low 16 bits are its last two bytes in either order
+        raw[14::16] = bytes((tag >> 8,)) * TOKEN_POOL
+        raw[15::16] = bytes((tag & 0xFF,)) * TOKEN_POOL
+    return [bytes(raw[i : i + 16]) for i in range(0, len(raw), 16)]
 
 
 class Entity:
@@ -116,8 +137,12 @@ class Entity:
         partitioned entity finds the fragment of a settlement at once); None: plain uuid4."""
         self._next_sequence = first_sequence
         self._available: dict[str | None, list[int]] = {}
-        self._locks: dict[uuid.UUID, int] = {}
-        self._lock_expiry: list[tuple[float, int, uuid.UUID]] = []
+        self._locks: dict[bytes, int] = {}
+        """Sequence numbers by lock token (:func:`~.store.lock_key`)."""
+        self._lock_expiry: list[tuple[float, int, list[tuple[int, bytes]]]] = []
+        """Locks (sequence number, token) taken together, by the time they run out."""
+        self._lock_expiry_count = 0
+        """Locks in :attr:`_lock_expiry` (settled ones stay until a pass or a rebuild)."""
         self._scheduled: list[tuple[float, int]] = []
         self._expiry: list[tuple[float, int]] = []
 
@@ -148,19 +173,29 @@ class Entity:
 
     def accept(self, envelope: Envelope, now: float) -> int:
         """Store a sent message (scheduled if it has a future scheduled enqueue time); its sequence number."""
-        self.check_accept([envelope])
+        if (
+            (self.requires_session and envelope.session_id is None)
+            or len(self.store) >= self.properties.max_messages
+            or self.bytes + envelope.size > self.properties.max_bytes
+        ):
+            self.check_accept([envelope])  # raises the refusal that applies
         return self._store(envelope, now)
 
-    def accept_all(self, envelopes: list[Envelope], now: float) -> None:
-        """Store several sent messages, all or none (checked together first)."""
+    def accept_all(self, envelopes: list[Envelope], now: float, key: Any = KEY_UNKNOWN) -> None:
+        """Store several sent messages, all or none (checked together first). ``key``: their
+        partition key (None: none) when the caller knows it (a partitioned entity uses it)."""
+        if len(envelopes) == 1:
+            self.accept(envelopes[0], now)
+            return
         self.check_accept(envelopes)
         for envelope in envelopes:
             self._store(envelope, now)
 
     def _store(self, envelope: Envelope, now: float) -> int:
-        at = envelope.scheduled_enqueue_time()
-        if at is not None and at > now:
-            return self._schedule(envelope, at)
+        if envelope.annotations:
+            at = envelope.scheduled_enqueue_time()
+            if at is not None and at > now:
+                return self._schedule(envelope, at)
         return self._enqueue(envelope, now)
 
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
@@ -181,14 +216,20 @@ class Entity:
         return enqueued_at + min(envelope.ttl(), self.properties.default_message_ttl)
 
     def _enqueue(self, envelope: Envelope, now: float) -> int:
-        seq = self._new_sequence()
+        seq = self._next_sequence
+        self._next_sequence = seq + 1
         msg = StoredMessage(seq, envelope, now, self._expires(envelope, now))
-        self._add(msg)
-        self._make_available(msg)
+        self._add(msg)  # stored available: no update after the append
+        key = envelope.session_id if self.requires_session else None
+        heap = self._available.get(key)
+        if heap is None:
+            heap = self._available[key] = []
+        heapq.heappush(heap, seq)
         if msg.expires_at != math.inf:
             heapq.heappush(self._expiry, (msg.expires_at, seq))
             self._timed()
-        self._notify()
+        if self.listeners:
+            self._notify()
         return seq
 
     def _schedule(self, envelope: Envelope, at: float) -> int:
@@ -216,7 +257,7 @@ class Entity:
 
     def _make_available(self, msg: StoredMessage) -> None:
         msg.state = MessageState.AVAILABLE
-        msg.lock_token = None
+        msg.lock = None
         key = self._key(msg)
         heap = self._available.get(key)
         if heap is None:
@@ -248,14 +289,17 @@ class Entity:
         changed = False
         locks = self._lock_expiry
         while locks and locks[0][0] <= now:
-            _, seq, token = heapq.heappop(locks)
-            msg = self.store.get(seq)
-            if msg is not None and msg.lock_token == token and msg.locked_until <= now:
-                log.debug("%s: lock on message %d expired", self.path, seq)
-                self._unlock(msg, now)
-                changed = True
+            batch = heapq.heappop(locks)[2]
+            self._lock_expiry_count -= len(batch)
+            for seq, token in batch:
+                msg = self.store.get(seq)
+                if msg is not None and msg.lock == token and msg.locked_until <= now:
+                    log.debug("%s: lock on message %d expired", self.path, seq)
+                    self._unlock(msg, now)
+                    changed = True
         for session_id in self.sessions.expired(now):
-            changed |= self._release_session_messages(session_id, now)
+            self._release_session_messages(session_id, now)
+            changed = True  # a free session: a receiver waiting for the next one may take it
         scheduled = self._scheduled
         while scheduled and scheduled[0][0] <= now:
             at, seq = heapq.heappop(scheduled)
@@ -303,7 +347,7 @@ class Entity:
                 msg.state = MessageState.DEFERRED
             else:
                 msg.state = MessageState.AVAILABLE
-                msg.lock_token = None
+                msg.lock = None
                 heapq.heappush(self._available.setdefault(self._key(msg), []), seq)
             if msg.expires_at != math.inf:
                 heapq.heappush(self._expiry, (msg.expires_at, seq))
@@ -321,25 +365,45 @@ class Entity:
         ``lock=False`` is receive-and-delete: the message leaves the entity. On a
         session entity the caller must hold the session (as ``owner``, when given).
         """
+        found = self.receive_many(now, 1, lock=lock, session_id=session_id, owner=owner)
+        return found[0] if found else None
+
+    def receive_many(
+        self, now: float, count: int, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
+    ) -> list[StoredMessage]:
+        """Up to ``count`` next available messages, as :meth:`receive` one after another would
+        give them (at one time ``now``: time is applied once, the locks taken together)."""
         self.tick(now)
         if self.requires_session and session_id is not None:
             self.sessions.held(session_id, now, owner)  # before anything changes: session-lock-lost
+        return self._take(now, count, lock, session_id)
+
+    def _take(self, now: float, count: int, lock: bool, session_id: str | None) -> list[StoredMessage]:
+        """:meth:`receive_many` after its checks (time applied, the session held)."""
+        out = self._pick(now, count, lock, session_id)
+        if lock and out:
+            self._lock(out, now, session_id)
+        return out
+
+    def _pick(self, now: float, count: int, lock: bool, session_id: str | None) -> list[StoredMessage]:
+        """:meth:`_take` before the locks: the messages picked (receive-and-delete: removed)."""
+        out: list[StoredMessage] = []
         heap = self._available.get(session_id if self.requires_session else None)
-        while heap:
+        get = self.store.get
+        available = MessageState.AVAILABLE
+        while heap and len(out) < count:
             seq = heapq.heappop(heap)
-            msg = self.store.get(seq)
-            if msg is None or msg.state is not MessageState.AVAILABLE:
+            msg = get(seq)
+            if msg is None or msg.state is not available:
                 continue
             if msg.expires_at <= now:
                 self._expire(msg, now)
                 continue
             msg.delivery_count += 1
-            if lock:
-                self._lock(msg, now, session_id)
-            else:
+            out.append(msg)
+            if not lock:
                 self._remove(seq)
-            return msg
-        return None
+        return out
 
     def restore(self, msg: StoredMessage) -> None:
         """Undo :meth:`receive` for a message that could not be handed over (the link
@@ -354,20 +418,33 @@ class Entity:
         else:
             self._make_available(msg)
 
-    def _lock(self, msg: StoredMessage, now: float, session_id: str | None) -> None:
-        tag = self.lock_tag
-        # A version-4 GUID (as uuid4); a fragment's carries its tag in the last 16 random bits.
-        raw = _random_bits()
-        token = uuid.UUID(int=raw if tag is None else raw & ~LOCK_TAG_MASK | tag, version=4)
-        msg.state = MessageState.LOCKED
-        msg.lock_token = token
-        self.store.update(msg)  # the delivery count taken with the lock survives a restart
-        self._locks[token] = msg.sequence_number
-        if self.requires_session and session_id is not None:
-            msg.locked_until = self.sessions.held(session_id, now).locked_until
-        else:
-            msg.locked_until = now + self.properties.lock_duration
-            self._push_lock_expiry(msg, token)
+    def _lock(self, messages: list[StoredMessage], now: float, session_id: str | None) -> None:
+        """Lock ``messages`` (taken at ``now``): a new token each, until one lock duration from
+        now (a session's messages: until the session lock ends)."""
+        pool = _pools.get(self.lock_tag)
+        if pool is None:
+            pool = _pools[self.lock_tag] = []
+        session = self.requires_session and session_id is not None
+        until = (
+            self.sessions.held(session_id, now).locked_until  # type: ignore[arg-type]
+            if session
+            else now + self.properties.lock_duration
+        )
+        locks, update, locked = self._locks, self.store.update, MessageState.LOCKED
+        expiring = []
+        for msg in messages:
+            if not pool:
+                pool += _fresh_tokens(self.lock_tag)
+            token = pool.pop()
+            msg.state = locked
+            msg.lock = token
+            msg.locked_until = until
+            update(msg)  # the delivery count taken with the lock survives a restart
+            seq = msg.sequence_number
+            locks[token] = seq
+            expiring.append((seq, token))
+        if not session:
+            self._push_lock_expiry(until, expiring)
 
     def available_sessions(self, now: float) -> list[str]:
         """Sessions with available messages and no live lock, oldest message first."""
@@ -425,61 +502,69 @@ class Entity:
             picked.append(msg)
         for msg in picked:
             msg.delivery_count += 1
-            if lock:
-                self._lock(msg, now, session_id)
-            else:
+            if not lock:
                 self._remove(msg.sequence_number)
+        if lock and picked:
+            self._lock(picked, now, session_id)
         return picked
 
     # -- settling -----------------------------------------------------------------
-    def holds_lock(self, token: uuid.UUID) -> bool:
+    def holds_lock(self, token: LockToken) -> bool:
         """Whether ``token`` names a lock this entity handed out (live or not yet noticed expired)."""
-        return token in self._locks
+        return lock_key(token) in self._locks
 
-    def locked(self, token: uuid.UUID, now: float) -> StoredMessage:
+    def locked(self, token: LockToken, now: float) -> StoredMessage:
         """The message ``token`` locks; ``com.microsoft:message-lock-lost`` if the lock is gone."""
-        self.tick(now)
-        seq = self._locks.get(token)
+        key = lock_key(token)
+        seq = self._locks.get(key)
         msg = None if seq is None else self.store.get(seq)
-        if msg is None or msg.lock_token != token or msg.state is not MessageState.LOCKED:
-            self._locks.pop(token, None)
+        session = self.requires_session and msg is not None and msg.session_id is not None
+        if session or msg is None or msg.locked_until <= now:
+            self.tick(now)  # what time decided first (a session's lock ends with the session)
+        if msg is None or msg.lock != key or msg.state is not MessageState.LOCKED:
+            self._locks.pop(key, None)
             raise EntityError(
                 MESSAGE_LOCK_LOST,
-                f"the lock {token} on a message of {self.path!r} expired or was lost; receive it again",
+                f"the lock {lock_text(token)} on a message of {self.path!r} expired or was lost; receive it again",
             )
-        if self.requires_session and msg.session_id is not None:
-            self.sessions.held(msg.session_id, now)
+        if session:
+            self.sessions.held(msg.session_id, now)  # type: ignore[arg-type]
         return msg
 
     def _release_lock(self, msg: StoredMessage) -> None:
-        if msg.lock_token is not None:
-            self._locks.pop(msg.lock_token, None)
-        msg.lock_token = None
+        if msg.lock is not None:
+            self._locks.pop(msg.lock, None)
+        msg.lock = None
 
-    def _push_lock_expiry(self, msg: StoredMessage, token: uuid.UUID) -> None:
-        if len(self._lock_expiry) > 2 * len(self._locks) + LOCK_EXPIRY_SLACK:
+    def _push_lock_expiry(self, until: float, locks: list[tuple[int, bytes]]) -> None:
+        if self._lock_expiry_count > 2 * len(self._locks) + LOCK_EXPIRY_SLACK:
             self._compact_lock_expiry()
-        heapq.heappush(self._lock_expiry, (msg.locked_until, msg.sequence_number, token))
+        heapq.heappush(self._lock_expiry, (until, next(_order), locks))
+        self._lock_expiry_count += len(locks)
         self._timed()
 
     def _compact_lock_expiry(self) -> None:
         """Keep only the entries of live locks (amortised O(1) per lock taken)."""
         live = []
         get = self.store.get
-        for entry in self._lock_expiry:
-            until, seq, token = entry
-            msg = get(seq)
-            if msg is not None and msg.lock_token == token and msg.locked_until == until:
-                live.append(entry)
+        for until, _, batch in self._lock_expiry:
+            kept = []
+            for seq, token in batch:
+                msg = get(seq)
+                if msg is not None and msg.lock == token and msg.locked_until == until:
+                    kept.append((seq, token))
+            if kept:
+                live.append((until, next(_order), kept))
         heapq.heapify(live)
         self._lock_expiry = live
+        self._lock_expiry_count = sum(len(entry[2]) for entry in live)
 
-    def complete(self, token: uuid.UUID, now: float) -> None:
+    def complete(self, token: LockToken, now: float) -> None:
         msg = self.locked(token, now)
         self._release_lock(msg)
         self._remove(msg.sequence_number)
 
-    def abandon(self, token: uuid.UUID, now: float, annotations: dict[Any, Any] | None = None) -> None:
+    def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         """Give the message back (or to the DLQ once its delivery count reaches MaxDeliveryCount)."""
         msg = self.locked(token, now)
         if annotations:
@@ -488,7 +573,7 @@ class Entity:
         self._unlock(msg, now)
         self._notify()
 
-    def defer(self, token: uuid.UUID, now: float, annotations: dict[Any, Any] | None = None) -> None:
+    def defer(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         msg = self.locked(token, now)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
@@ -500,7 +585,7 @@ class Entity:
 
     def dead_letter(
         self,
-        token: uuid.UUID,
+        token: LockToken,
         now: float,
         reason: str | None = None,
         description: str | None = None,
@@ -513,23 +598,24 @@ class Entity:
         self._release_lock(msg)
         self._dead_letter(msg, reason, description, now, properties)
 
-    def renew_lock(self, token: uuid.UUID, now: float) -> float:
+    def renew_lock(self, token: LockToken, now: float) -> float:
         """Extend a message lock by the lock duration from now; the new locked-until."""
         msg = self.locked(token, now)
         if self.requires_session and msg.session_id is not None:
             msg.locked_until = self.sessions.renew(msg.session_id, now)
             return msg.locked_until
         msg.locked_until = now + self.properties.lock_duration
-        self._push_lock_expiry(msg, token)
+        self._push_lock_expiry(msg.locked_until, [(msg.sequence_number, lock_key(token))])
         return msg.locked_until
 
-    def release(self, tokens: Iterable[uuid.UUID], now: float) -> None:
+    def release(self, tokens: Iterable[LockToken], now: float) -> None:
         """Locks lost with their link or connection: the messages come back as after expiry."""
         changed = False
         for token in tokens:
-            seq = self._locks.get(token)
+            key = lock_key(token)
+            seq = self._locks.get(key)
             msg = None if seq is None else self.store.get(seq)
-            if msg is not None and msg.lock_token == token:
+            if msg is not None and msg.lock == key:
                 self._unlock(msg, now)
                 changed = True
         if changed:
@@ -611,8 +697,10 @@ class Entity:
         return session_id, lock.locked_until
 
     def close_session(self, session_id: str, owner: object, now: float) -> None:
-        """The session receiver went away: its lock ends and its locked messages come back."""
-        if self.sessions.release(session_id, owner) and self._release_session_messages(session_id, now):
+        """The session receiver went away: its lock ends and its locked messages come back
+        (listeners are told: a receiver waiting for the next available session may take it)."""
+        if self.sessions.release(session_id, owner):
+            self._release_session_messages(session_id, now)
             self._notify()
 
     # -- wire form ----------------------------------------------------------------
@@ -621,7 +709,8 @@ class Entity:
         locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         if not peek:
             # The header carries prior attempts: the count of deliveries before this one.
-            return msg.envelope.deliver(msg.sequence_number, msg.enqueued_at, locked, max(0, msg.delivery_count - 1))
+            prior = msg.delivery_count - 1 if msg.delivery_count > 0 else 0
+            return msg.envelope.deliver(msg.sequence_number, msg.enqueued_at, locked, prior)
         stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
         stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
         return msg.envelope.encode(stamps, msg.delivery_count)

@@ -70,11 +70,12 @@ _K_SEQ, _K_ENQ, _K_ESEQ, _K_LOCK = map(
     _symbol_bytes, (SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL)
 )
 _STAMPS = struct.Struct(f">{len(_K_SEQ)}sBq{len(_K_ENQ)}sBq{len(_K_ESEQ)}sBq")
-_LOCK_STAMP = struct.Struct(f">{len(_K_LOCK)}sBq")
+_LOCKED_STAMPS = struct.Struct(f">{len(_K_SEQ)}sBq{len(_K_ENQ)}sBq{len(_K_ESEQ)}sBq{len(_K_LOCK)}sBq")
 _STAMP_KEYS = frozenset((SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL))
 _MAP8 = struct.Struct(">BBB")
 _MAP32 = struct.Struct(">BII")
 _ANNOTATIONS_DESCRIPTOR = b"\x00\x53\x72"
+_MAX_SECONDS = 253402300799  # _MAX_TIMESTAMP_MS in seconds: later times are clamped
 _headers: dict[tuple[Any, ...], bytes] = {}
 
 
@@ -90,14 +91,16 @@ class Envelope:
     """The properties and application-properties sections exactly as received."""
     body: bytes
     """Body sections and footer exactly as received."""
-    own_annotations: tuple[bytes, int] | None = field(default=None, repr=False, compare=False)
-    """The message annotations' entries encoded and their item count, made by the first
-    :meth:`deliver` (``annotations`` is not changed in place: ``with_*`` make copies)."""
+    template: tuple[bytes, bytes] | None = field(default=None, repr=False, compare=False)
+    """The message annotations of its deliveries up to the stamps (descriptor, map head, the
+    message's own entries) without and with a lock, made by the first :meth:`deliver` of a
+    message that has annotations; empty when it carries a stamp itself (``annotations`` is
+    not changed in place: ``with_*`` make copies)."""
+    size: int = field(init=False, repr=False, compare=False)
+    """Bytes this message holds in memory, near enough (properties and body)."""
 
-    @property
-    def size(self) -> int:
-        """Bytes this message holds in memory, near enough (properties and body)."""
-        return len(self.props_raw) + len(self.body)
+    def __post_init__(self) -> None:
+        self.size = len(self.props_raw) + len(self.body)
 
     @property
     def message_id(self) -> Any:
@@ -176,24 +179,25 @@ class Envelope:
         self, sequence_number: int, enqueued_at: float, locked_until: float | None, delivery_count: int
     ) -> bytes:
         """The transfer payload of a delivery: as :meth:`encode` with the sequence number,
-        enqueued time and (when locked) locked-until stamps, without building sections."""
-        own = self.own_annotations
-        if own is None:
-            own = self.own_annotations = _entries(self.annotations)
-        if own[1] < 0:  # the message carries a stamp itself: the general path merges it
+        enqueued time and (when locked) locked-until stamps, spliced into a template."""
+        template = _BARE if not self.annotations else self.template
+        if template is None:
+            template = self.template = _template(self.annotations)
+        if not template[0]:  # the message carries a stamp itself: the general path merges it
             return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count)
-        entries = own[0] + _STAMPS.pack(
-            _K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, _ms(enqueued_at), _K_ESEQ, 0x81, sequence_number
-        )
-        count = own[1] + 6
-        if locked_until is not None:
-            entries += _LOCK_STAMP.pack(_K_LOCK, 0x83, _ms(locked_until))
-            count += 2
-        size = len(entries)
-        head = _MAP8.pack(0xC1, size + 1, count) if size < 255 and count < 256 else _MAP32.pack(0xD1, size + 4, count)
-        return b"".join(
-            (self._header(delivery_count), _ANNOTATIONS_DESCRIPTOR, head, entries, self.props_raw, self.body)
-        )
+        enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
+        if locked_until is None:
+            prefix = template[0]
+            stamps = _STAMPS.pack(_K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, enqueued, _K_ESEQ, 0x81, sequence_number)
+        else:
+            prefix = template[1]
+            until = int(locked_until * 1000) if locked_until < _MAX_SECONDS else _MAX_TIMESTAMP_MS
+            stamps = _LOCKED_STAMPS.pack(
+                _K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, enqueued,
+                _K_ESEQ, 0x81, sequence_number, _K_LOCK, 0x83, until,
+            )  # fmt: skip
+        header = _FIRST_HEADER if delivery_count == 0 and self.header is None else self._header(delivery_count)
+        return b"".join((header, prefix, stamps, self.props_raw, self.body))
 
     def _header(self, delivery_count: int) -> bytes:
         h = self.header
@@ -238,6 +242,27 @@ def _entries(annotations: dict[Any, Any]) -> tuple[bytes, int]:
     if out[0] == 0xC1:
         return bytes(out[3:]), out[2]
     return bytes(out[9:]), int.from_bytes(out[5:9], "big")
+
+
+def _map_head(size: int, count: int) -> bytes:
+    """A map's constructor, size and count for ``size`` bytes of ``count`` items (map8 or map32)."""
+    return _MAP8.pack(0xC1, size + 1, count) if size < 255 and count < 256 else _MAP32.pack(0xD1, size + 4, count)
+
+
+def _template(annotations: dict[Any, Any]) -> tuple[bytes, bytes]:
+    """See :attr:`Envelope.template`."""
+    entries, count = _entries(annotations)
+    if count < 0:
+        return b"", b""
+    unlocked = _map_head(len(entries) + _STAMPS.size, count + 6)
+    locked = _map_head(len(entries) + _LOCKED_STAMPS.size, count + 8)
+    return _ANNOTATIONS_DESCRIPTOR + unlocked + entries, _ANNOTATIONS_DESCRIPTOR + locked + entries
+
+
+_BARE = _template({})
+"""The template of a message without annotations of its own (most)."""
+_FIRST_HEADER = Envelope(None, {}, None, None, b"", b"")._header(0)
+"""The header of a first delivery of a message sent without one."""
 
 
 def _ms(seconds: float) -> int:

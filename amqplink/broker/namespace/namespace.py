@@ -544,7 +544,12 @@ class Namespace:
         """Store one transfer's message(s) in a queue or topic: all of them or none."""
         envelopes = self.unpack(payload, message_format, target.properties.max_message_size)
         if len(envelopes) == 1:  # the common case: no list to filter
-            if not envelopes[0].is_ping:
+            envelope = envelopes[0]
+            if envelope.is_ping:
+                return
+            if type(target) is Queue and target.duplicates is None and not target.properties.forward_to:
+                target.accept(envelope, now)  # nothing to route: a plain queue stores it
+            else:
                 self._route(target, envelopes, now, 0)
             return
         self._route(target, [e for e in envelopes if not e.is_ping], now, 0)
@@ -558,8 +563,9 @@ class Namespace:
         if hops > MAX_FORWARD_HOPS:
             raise EntityError(NOT_ALLOWED, f"message forwarded through more than {MAX_FORWARD_HOPS} entities")
         partitions = target.partitions
+        key = None
         if partitions is not None:
-            envelopes = partitions.admit(envelopes, now)  # key rules, a pinned fragment down, duplicates
+            key, envelopes = partitions.admit(envelopes, now)  # key rules, a pinned fragment down, duplicates
         duplicates = getattr(target, "duplicates", None)
         if duplicates is not None:
             envelopes = [e for e in envelopes if not duplicates.is_duplicate(e.message_id, now)]
@@ -570,7 +576,8 @@ class Namespace:
         if forward and not target.is_dead_letter_queue:
             self._route(self._send_target(forward), envelopes, now, hops + 1)
             return
-        target.accept_all(envelopes, now)
+        if envelopes:
+            target.accept_all(envelopes, now, key)
 
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         plan: list[tuple[Subscription, list[Envelope]]] = []

@@ -43,14 +43,13 @@ until it is up again. The broker's own moves (dead-lettering, expiry) still reac
 from __future__ import annotations
 
 import logging
-import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.duplicates import DuplicateDetector
-from amqplink.broker.namespace.entity import LOCK_TAG_MASK, Entity
+from amqplink.broker.namespace.entity import KEY_UNKNOWN, LOCK_TAG_MASK, Entity
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
@@ -61,7 +60,7 @@ from amqplink.broker.namespace.errors import (
     EntityError,
 )
 from amqplink.broker.namespace.sessions import SessionLock
-from amqplink.broker.namespace.store import MessageState, MessageStore, StoredMessage
+from amqplink.broker.namespace.store import LockToken, MessageState, MessageStore, StoredMessage, lock_key, lock_text
 from amqplink.codec.types import Symbol
 
 __all__ = [
@@ -185,16 +184,20 @@ class Partitions:
 
     def round_robin(self) -> int:
         """The next fragment that is up (any fragment when all are down: the broker's own moves)."""
-        start = self._next
-        for i in self.up_from(start):
-            self._next = (i + 1) % self.count
-            return i
-        self._next = (start + 1) % self.count
+        start, down, count = self._next, self.down, self.count
+        i = start
+        for _ in range(count):  # per message: no generator
+            if not down[i]:
+                self._next = i + 1 if i + 1 < count else 0
+                return i
+            i = i + 1 if i + 1 < count else 0
+        self._next = start + 1 if start + 1 < count else 0
         return start
 
     # -- a send arriving --------------------------------------------------------------
-    def admit(self, envelopes: list[Envelope], now: float) -> list[Envelope]:
-        """Check a send against the partition rules; the messages to store, deduplicated and stamped.
+    def admit(self, envelopes: list[Envelope], now: float) -> tuple[Any, list[Envelope]]:
+        """Check a send against the partition rules; their key and the messages to store,
+        deduplicated and stamped.
 
         Refused: a PartitionKey that differs from the SessionId, a batch with distinct keys
         (``com.microsoft:argument-error``), a key whose fragment is down (``amqp:internal-error``).
@@ -208,12 +211,12 @@ class Partitions:
                     " is not supported for a partitioned entity; send them separately or give them one key",
                 )
         if first is None:
-            return envelopes
+            return None, envelopes
         index = self.pinned(first)
         if self.duplicates is not None:
             detector = self.duplicates[index]
             envelopes = [e for e in envelopes if not detector.is_duplicate(e.message_id, now)]
-        return [self.stamp(e) for e in envelopes]
+        return first, [self.stamp(e) for e in envelopes]
 
     def pinned(self, key: Any) -> int:
         """The fragment ``key`` pins to; ``amqp:internal-error`` (retryable) if it is down."""
@@ -410,26 +413,30 @@ class PartitionedEntity(Entity):
         self.partitions.require_up(index, what)
         return self.fragments[index]
 
-    def _by_token(self, token: uuid.UUID, what: str | None) -> Entity:
-        index = token.int & LOCK_TAG_MASK
-        if index < len(self.fragments) and self.fragments[index].holds_lock(token):
-            if what is not None:
-                self.partitions.require_up(index, what)
-            return self.fragments[index]
+    def _by_token(self, token: LockToken, what: str | None) -> Entity:
+        token = lock_key(token)
+        if len(token) == 16:
+            index = (token[14] << 8 | token[15]) & LOCK_TAG_MASK  # the GUID's low 16 bits: see Entity.lock_tag
+            if index < len(self.fragments) and self.fragments[index].holds_lock(token):
+                if what is not None and self.partitions.down[index]:
+                    self.partitions.require_up(index, what)
+                return self.fragments[index]
         for index, fragment in enumerate(self.fragments):
             if fragment.holds_lock(token):
                 if what is not None:
                     self.partitions.require_up(index, what)
                 return fragment
         raise EntityError(
-            MESSAGE_LOCK_LOST, f"the lock {token} on a message of {self.path!r} expired or was lost; receive it again"
+            MESSAGE_LOCK_LOST,
+            f"the lock {lock_text(token)} on a message of {self.path!r} expired or was lost; receive it again",
         )
 
     # -- adding -----------------------------------------------------------------------
-    def check_accept(self, envelopes: list[Envelope]) -> None:
+    def check_accept(self, envelopes: list[Envelope], key: Any = KEY_UNKNOWN) -> None:
         """Refuse what storing would: a keyed batch is checked against its fragment; a keyless
-        one needs a fragment that is up and can take it all."""
-        key = self.partitions.key(envelopes[0]) if envelopes else None
+        one needs a fragment that is up and can take it all. ``key``: theirs when known."""
+        if key is KEY_UNKNOWN:
+            key = self.partitions.key(envelopes[0]) if envelopes else None
         if key is not None:
             self.fragments[self.partitions.index(key)].check_accept(envelopes)
             return
@@ -446,8 +453,10 @@ class PartitionedEntity(Entity):
 
     def accept(self, envelope: Envelope, now: float) -> int:
         """Store in the key's fragment, or the next fragment (round robin) that is up and has room."""
+        return self._accept(envelope, self.partitions.key(envelope), now)
+
+    def _accept(self, envelope: Envelope, key: Any, now: float) -> int:
         partitions = self.partitions
-        key = partitions.key(envelope)
         if key is not None:
             return self.fragments[partitions.index(key)].accept(envelope, now)
         refused: EntityError | None = None
@@ -460,11 +469,16 @@ class PartitionedEntity(Entity):
         assert refused is not None
         raise refused
 
-    def accept_all(self, envelopes: list[Envelope], now: float) -> None:
-        """Each message to its fragment through :meth:`accept` (all or none: checked first)."""
-        self.check_accept(envelopes)
+    def accept_all(self, envelopes: list[Envelope], now: float, key: Any = KEY_UNKNOWN) -> None:
+        """Each message to its fragment through :meth:`accept` (all or none: checked first).
+        ``key``: their partition key when the caller has it (:meth:`Partitions.admit`)."""
+        if key is KEY_UNKNOWN:
+            key = self.partitions.key(envelopes[0]) if envelopes else None
+        if len(envelopes) != 1 or key is not None or all(self.partitions.down):
+            self.check_accept(envelopes, key)
+        # One keyless message needs no check first: the round robin passes over a refusing fragment.
         for envelope in envelopes:
-            self.accept(envelope, now)
+            self._accept(envelope, key, now)
 
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
         key = self.partitions.key(envelope)
@@ -500,26 +514,40 @@ class PartitionedEntity(Entity):
         return min(f.next_deadline() for f in self.fragments)
 
     # -- receiving --------------------------------------------------------------------
-    def receive(
-        self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
-    ) -> StoredMessage | None:
-        """The next message of any fragment that is up, starting after the one that answered last."""
+    def receive_many(
+        self, now: float, count: int, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
+    ) -> list[StoredMessage]:
+        """Messages of the fragments that are up, one from each in turn, starting after the
+        one that answered last (as many single receives would find them)."""
         if self.requires_session and session_id is not None:
             index = self.partitions.index(session_id)
             if self.partitions.is_down(index):
-                return None  # the session's messages are out of reach until its fragment is up
-            return self.fragments[index].receive(now, lock=lock, session_id=session_id, owner=owner)
+                return []  # the session's messages are out of reach until its fragment is up
+            return self.fragments[index].receive_many(now, count, lock=lock, session_id=session_id, owner=owner)
         fragments, down = self.fragments, self.partitions.down
-        count, start = len(fragments), self._next_receive
-        for k in range(count):  # per message: no generator, no allocation
-            index = start + k if start + k < count else start + k - count
-            if down[index]:
-                continue
-            msg = fragments[index].receive(now, lock=lock, session_id=session_id, owner=owner)
-            if msg is not None:
-                self._next_receive = index + 1 if index + 1 < count else 0
-                return msg
-        return None
+        total = len(fragments)
+        for fragment in fragments:
+            fragment.tick(now)
+        out: list[StoredMessage] = []
+        groups: dict[int, list[StoredMessage]] = {}  # each fragment locks its own together
+        index, misses = self._next_receive, 0
+        while len(out) < count and misses < total:
+            if not down[index] and (found := fragments[index]._pick(now, 1, lock, session_id)):
+                out += found
+                group = groups.get(index)
+                if group is None:
+                    groups[index] = found
+                else:
+                    group += found
+                misses = 0
+                self._next_receive = index + 1 if index + 1 < total else 0
+            else:
+                misses += 1
+            index = index + 1 if index + 1 < total else 0
+        if lock:
+            for index, group in groups.items():
+                fragments[index]._lock(group, now, session_id)
+        return out
 
     def restore(self, msg: StoredMessage) -> None:
         self.fragments[fragment_of(msg.sequence_number)].restore(msg)
@@ -568,24 +596,24 @@ class PartitionedEntity(Entity):
         return [found[seq] for seq in seqs if seq in found]
 
     # -- settling ---------------------------------------------------------------------
-    def holds_lock(self, token: uuid.UUID) -> bool:
+    def holds_lock(self, token: LockToken) -> bool:
         return any(f.holds_lock(token) for f in self.fragments)
 
-    def locked(self, token: uuid.UUID, now: float) -> StoredMessage:
+    def locked(self, token: LockToken, now: float) -> StoredMessage:
         return self._by_token(token, "reading a locked message").locked(token, now)
 
-    def complete(self, token: uuid.UUID, now: float) -> None:
+    def complete(self, token: LockToken, now: float) -> None:
         self._by_token(token, "completing a message").complete(token, now)
 
-    def abandon(self, token: uuid.UUID, now: float, annotations: dict[Any, Any] | None = None) -> None:
+    def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         self._by_token(token, "abandoning a message").abandon(token, now, annotations)
 
-    def defer(self, token: uuid.UUID, now: float, annotations: dict[Any, Any] | None = None) -> None:
+    def defer(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         self._by_token(token, "deferring a message").defer(token, now, annotations)
 
     def dead_letter(
         self,
-        token: uuid.UUID,
+        token: LockToken,
         now: float,
         reason: str | None = None,
         description: str | None = None,
@@ -596,12 +624,12 @@ class PartitionedEntity(Entity):
             token, now, reason, description, annotations, properties
         )
 
-    def renew_lock(self, token: uuid.UUID, now: float) -> float:
+    def renew_lock(self, token: LockToken, now: float) -> float:
         return self._by_token(token, "renewing a lock").renew_lock(token, now)
 
-    def release(self, tokens: Iterable[uuid.UUID], now: float) -> None:
+    def release(self, tokens: Iterable[LockToken], now: float) -> None:
         """Locks lost with their link: released in whichever fragment holds them, up or down."""
-        by_fragment: dict[int, list[uuid.UUID]] = {}
+        by_fragment: dict[int, list[LockToken]] = {}
         for token in tokens:
             for index, fragment in enumerate(self.fragments):
                 if fragment.holds_lock(token):

@@ -15,7 +15,26 @@ from typing import Protocol
 
 from amqplink.broker.namespace.envelope import Envelope
 
-__all__ = ["MemoryStore", "MessageState", "MessageStore", "StoredMessage"]
+__all__ = ["LockToken", "MemoryStore", "MessageState", "MessageStore", "StoredMessage", "lock_key", "lock_text"]
+
+LockToken = bytes | uuid.UUID
+"""A lock token as callers hold it: the GUID, or its 16 bytes in .NET order (the delivery tag)."""
+
+
+def lock_key(token: LockToken) -> bytes:
+    """A lock token as the broker keys its locks: the GUID's 16 bytes in .NET byte order, which
+    are also the delivery tag of the message it locks (so the wire form needs no conversion).
+    Anything else (None: a message no longer locked) names no lock."""
+    if type(token) is bytes:
+        return token
+    return token.bytes_le if isinstance(token, uuid.UUID) else b""
+
+
+def lock_text(token: object) -> str:
+    """A lock token for a message: the GUID as the SDKs print it."""
+    if isinstance(token, bytes) and len(token) == 16:
+        return str(uuid.UUID(bytes_le=token))
+    return str(token)
 
 
 class MessageState(enum.Enum):
@@ -37,9 +56,15 @@ class StoredMessage:
     delivery_count: int = 0
     """Delivery attempts so far (locks taken); the wire carries prior attempts."""
     deferred: bool = False
-    lock_token: uuid.UUID | None = None
+    lock: bytes | None = None
+    """The lock token while locked, as :func:`lock_key` keys it (the delivery tag)."""
     locked_until: float = 0.0
     scheduled_at: float | None = None
+
+    @property
+    def lock_token(self) -> uuid.UUID | None:
+        """The lock token as a GUID (built on demand: the broker keys locks by :attr:`lock`)."""
+        return None if self.lock is None else uuid.UUID(bytes_le=self.lock)
 
     @property
     def session_id(self) -> str | None:
@@ -70,9 +95,10 @@ class MemoryStore:
 
     def append(self, message: StoredMessage) -> None:
         seq = message.sequence_number
-        if seq < self._last:
+        if seq > self._last:
+            self._last = seq
+        elif seq < self._last:
             self._sorted = False
-        self._last = max(self._last, seq)
         self._messages[seq] = message
 
     def remove(self, sequence_number: int) -> StoredMessage | None:

@@ -1,0 +1,55 @@
+"""``receive_many`` (what the broker hands a receiving link per step) gives exactly what as
+many single receives would: the same messages in the same order, locked alike."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amqplink.broker.config import EntityProperties
+from amqplink.broker.namespace import Namespace
+from amqplink.broker.namespace.entity import Entity
+from tests.broker.nsutil import T0, send
+
+
+def _filled(partitioned: bool, sends: list[str | None], down: list[int]) -> Entity:
+    ns = Namespace()
+    if partitioned:
+        ns.default_properties = EntityProperties(enable_partitioning=True, partition_count=4)
+    for key in sends:
+        friendly = {} if key is None else {"message_annotations": {"x-opt-partition-key": key}}
+        send(ns, "q", body=(key or "-").encode(), **friendly)
+    entity = ns.receiver_source("q")
+    if entity.partitions is not None:
+        for index in down:
+            entity.partitions.set_down(index)
+    return entity
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.booleans(),
+    st.lists(st.one_of(st.none(), st.sampled_from("abcdef")), max_size=30),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.lists(st.integers(1, 7), min_size=1, max_size=6),
+    st.booleans(),
+)
+def test_receive_many_equals_single_receives(
+    partitioned: bool, sends: list[str | None], down: list[int], counts: list[int], lock: bool
+) -> None:
+    one_by_one, batched = _filled(partitioned, sends, down), _filled(partitioned, sends, down)
+    for count in counts:
+        singles = []
+        for _ in range(count):
+            msg = one_by_one.receive(T0, lock=lock)
+            if msg is None:
+                break
+            singles.append(msg)
+        batch = batched.receive_many(T0, count, lock=lock)
+        assert [m.sequence_number for m in batch] == [m.sequence_number for m in singles]
+        for a, b in zip(batch, singles, strict=True):
+            assert (a.state, a.delivery_count, a.locked_until) == (b.state, b.delivery_count, b.locked_until)
+            assert (a.lock is None) == (b.lock is None) == (not lock)
+    for msg in batched.receive_many(T0, 1000, lock=lock) if lock else []:
+        assert msg.lock is not None
+        batched.complete(msg.lock, T0)  # every token handed out settles
