@@ -22,8 +22,7 @@ from amqplink.broker.config import (
     SubscriptionConfig,
     TopicConfig,
 )
-from amqplink.broker.durable import DB_NAME, Persistence, StoreError
-from amqplink.broker.durable.database import ROWS_PER_STATEMENT, Batch, Database
+from amqplink.broker.durable import Persistence, StoreError, journal_files
 from amqplink.broker.namespace import MessageState, Namespace, split_message
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
@@ -192,8 +191,9 @@ def test_a_second_broker_on_the_same_directory_is_refused(tmp_path: Path) -> Non
 
 def test_a_damaged_store_file_is_refused_naming_it(tmp_path: Path) -> None:
     Persistence(tmp_path).commits.close_now()
-    (tmp_path / DB_NAME).write_bytes(b"not a database" * 1000)
-    with pytest.raises(StoreError, match=f"{DB_NAME}.*move the directory away"):
+    ((_, path),) = journal_files(str(tmp_path))
+    Path(path).write_bytes(b"not a database" * 1000)
+    with pytest.raises(StoreError, match=f"{Path(path).name}.*move the directory away"):
         Persistence(tmp_path)
 
 
@@ -202,16 +202,16 @@ class HeldWriter:
 
     def __init__(self, broker: Broker) -> None:
         assert broker.servicebus is not None and broker.servicebus.persistence is not None
-        database = broker.servicebus.persistence.commits.database
-        self._apply = database.apply
-        database.apply = self._held  # type: ignore[method-assign]
+        journal = broker.servicebus.persistence.commits.journal
+        self._append = journal.append
+        journal.append = self._held  # type: ignore[method-assign]
         self.entered = threading.Event()
         self.gate = threading.Event()
 
-    def _held(self, batch: Any) -> None:
+    def _held(self, records: Any) -> None:
         self.entered.set()
         self.gate.wait(30)
-        self._apply(batch)
+        self._append(records)
 
     async def wait_entered(self) -> None:
         assert await asyncio.to_thread(self.entered.wait, 30)
@@ -265,24 +265,6 @@ async def test_transfers_and_dispositions_are_settled_only_after_their_commit(tm
         finally:
             writer.gate.set()
             await conn.close()
-
-
-def test_batches_larger_than_one_statement_are_written_whole(tmp_path: Path) -> None:
-    database = Database(tmp_path)
-    envelope = split_message(Message(b"body", message_id="x").encode())
-    n = ROWS_PER_STATEMENT * 2 + 7
-    database.apply(Batch(inserts=[(k, 1, k, 0, 0, 0, 1.0, math.inf, None, envelope) for k in range(n)]))
-    database.apply(
-        Batch(
-            deletes=[(k,) for k in range(0, n, 2)],
-            updates=[(1, 2, 1, 2.0, 5.0, 9.0, k) for k in range(1, n, 2)],
-        )
-    )
-    rows = list(database.messages())
-    assert [row[1] for row in rows] == list(range(1, n, 2))
-    assert {row[2:8] for row in rows} == {(1, 2, 1, 2.0, 5.0, 9.0)}
-    assert {split_message(row[8]).body for row in rows} == {envelope.body}
-    database.close()
 
 
 PARTITIONED = NamespaceConfig(

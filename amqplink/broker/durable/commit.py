@@ -7,20 +7,26 @@ nothing at all); when the loop has nothing more to do in this turn the batch goe
 the writer thread, and while it is being written the next one fills. Batches are
 written in order, so a callback runs only after every change recorded before it is
 on disk.
+
+Records are packed here, on the loop (one ``struct.pack`` per change, the message's
+bytes encoded once when it is stored); the writer thread only joins them, appends and
+flushes, all of which let go of the GIL, so the two threads hardly contend for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import queue
 import threading
 from collections.abc import Callable
 
-from amqplink.broker.durable.database import SEQ_BITS, Batch, Database, row_key
+from amqplink.broker.durable.journal import COMPACT_MIN_BYTES, Journal
+from amqplink.broker.durable.records import K_MESSAGE, K_STATE, MESSAGE, STATE, delete_record, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
-__all__ = ["STATE_CODES", "Committed", "GroupCommit"]
+__all__ = ["STATE_CODES", "Committed", "GroupCommit", "message_records"]
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +45,16 @@ so that the completion which usually follows replaces it before it is written.""
 class GroupCommit:
     """The loop's side of the writer: records changes, hands batches over, runs callbacks."""
 
-    def __init__(self, database: Database) -> None:
-        self.database = database
-        self._ops: dict[int, tuple[int, StoredMessage | None]] = {}
-        """Row key -> (what, message): the pending batch's message changes, coalesced."""
-        self._fresh: set[int] = set()
-        """Row keys inserted in the pending batch that no earlier batch wrote."""
-        self._extra = Batch()
+    def __init__(self, journal: Journal, *, compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
+        self.journal = journal
+        self.compact_min_bytes = compact_min_bytes
+        self.snapshot: Callable[[], list[bytes]] | None = None
+        """The records of the whole live state (set by the owner): what a compaction writes."""
+        self._ops: dict[tuple[int, int], tuple[int, StoredMessage | None]] = {}
+        """(entity, sequence number) -> (what, message): the pending batch's message changes, coalesced."""
+        self._fresh: set[tuple[int, int]] = set()
+        """Keys inserted in the pending batch that no earlier batch wrote."""
+        self._extra: list[bytes] = []
         self._sequences: dict[int, Callable[[], int]] = {}
         self._callbacks: list[Committed] = []
         self._in_flight = False
@@ -54,14 +63,14 @@ class GroupCommit:
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: asyncio.Event | None = None
-        self._queue: queue.SimpleQueue[tuple[Batch, list[Committed]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[bool, list[bytes], list[Committed]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._write, name="amqplink-store-writer", daemon=True)
         self._thread.start()
 
     # -- recording (event loop) ---------------------------------------------------
     def insert(self, entity: int, message: StoredMessage, fresh: bool) -> None:
         """A message stored (``fresh``: under a sequence number never written before)."""
-        key = row_key(entity, message.sequence_number)
+        key = (entity, message.sequence_number)
         self._ops[key] = (_INSERT, message)
         if fresh:
             self._fresh.add(key)
@@ -69,7 +78,7 @@ class GroupCommit:
 
     def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
         """A message's state (``envelope``: also its bytes) changed."""
-        key = row_key(entity, message.sequence_number)
+        key = (entity, message.sequence_number)
         if key not in self._ops:
             self._ops[key] = (_INSERT if envelope else _UPDATE, message)
             if envelope:
@@ -80,7 +89,7 @@ class GroupCommit:
             self._ops[key] = (_INSERT, message)
 
     def delete(self, entity: int, sequence_number: int) -> None:
-        key = row_key(entity, sequence_number)
+        key = (entity, sequence_number)
         if key in self._fresh:  # never written: nothing to delete
             self._fresh.discard(key)
             del self._ops[key]
@@ -94,10 +103,10 @@ class GroupCommit:
             self._sequences[entity] = next_sequence
             self.kick()
 
-    @property
-    def extra(self) -> Batch:
-        """The pending batch's other rows (entities, session state, duplicate ids): append, then :meth:`kick`."""
-        return self._extra
+    def record(self, record: bytes) -> None:
+        """Write another record (entity id, session state, duplicate id, definitions) with the pending batch."""
+        self._extra.append(record)
+        self.kick()
 
     def after_commit(self, callback: Committed) -> None:
         """Run ``callback`` once everything recorded so far is written."""
@@ -117,50 +126,70 @@ class GroupCommit:
         self._loop.call_soon(self._flush)
 
     # -- handing over -------------------------------------------------------------
-    def _take(self) -> Batch:
-        batch, self._extra = self._extra, Batch()
+    def _take(self) -> list[bytes]:
+        records, self._extra = self._extra, []
+        append = records.append
         codes = STATE_CODES
-        for key, (what, msg) in self._ops.items():
-            if what == _DELETE or msg is None:
-                batch.deletes.append((key,))
-                continue
-            state = (
-                codes[msg.state], msg.delivery_count, int(msg.deferred), msg.enqueued_at, msg.expires_at,
-                msg.scheduled_at,
-            )  # fmt: skip
-            if what == _INSERT:
-                batch.inserts.append((key, key >> SEQ_BITS, msg.sequence_number, *state, msg.envelope))
+        state = STATE.pack
+        for (entity, seq), (what, msg) in self._ops.items():
+            if msg is None:
+                append(delete_record(entity, seq))
+            elif what == _INSERT:
+                message_records(records, entity, msg)
             else:
-                batch.updates.append((*state, key))
-        batch.sequences = [(next_sequence(), entity) for entity, next_sequence in self._sequences.items()]
+                at = msg.scheduled_at
+                append(
+                    state(
+                        K_STATE, entity, seq, codes[msg.state], msg.delivery_count, msg.deferred, msg.enqueued_at,
+                        msg.expires_at, math.nan if at is None else at,
+                    )
+                )  # fmt: skip
+        for entity, next_sequence in self._sequences.items():
+            append(sequence_record(entity, next_sequence()))
         self._ops = {}
         self._fresh = set()
         self._sequences = {}
-        return batch
+        return records
 
     def _flush(self) -> None:
         self._scheduled = False
         if self._lazy is not None:
             self._lazy.cancel()
             self._lazy = None
-        if self._in_flight or not (self._ops or self._callbacks or self._sequences or _has_rows(self._extra)):
+        if self._in_flight or not self._pending:
             return
         callbacks, self._callbacks = self._callbacks, []
         self._in_flight = True
-        self._queue.put((self._take(), callbacks))
+        if self.snapshot is not None and self.journal.compaction_due(self.compact_min_bytes):
+            # The live state in memory already holds every pending change: it replaces them.
+            self._ops, self._fresh, self._sequences, self._extra = {}, set(), {}, []
+            self._queue.put((True, self.snapshot(), callbacks))
+        else:
+            self._queue.put((False, self._take(), callbacks))
+
+    @property
+    def _pending(self) -> bool:
+        return bool(self._ops or self._callbacks or self._sequences or self._extra)
 
     def _write(self) -> None:
-        """The writer thread: one transaction per batch, in order."""
+        """The writer thread: one append and flush per batch, in order."""
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            batch, callbacks = item
+            compact, records, callbacks = item
             error: BaseException | None = None
             try:
-                self.database.apply(batch)
+                if compact:
+                    self.journal.compact(records)
+                    log.info("store %s compacted to %d bytes", self.journal.path, self.journal.size)
+                else:
+                    self.journal.append(records)
             except Exception as exc:
-                log.error("the broker's store %r could not write a batch: %s", self.database.path, exc)
+                log.error(
+                    "the broker's store %r could not write a batch: %s; the operations waiting on it are refused"
+                    " with amqp:internal-error (check the disk)", self.journal.directory, exc,
+                )  # fmt: skip
                 error = exc
             assert self._loop is not None
             try:
@@ -175,7 +204,7 @@ class GroupCommit:
                 callback(error)
             except Exception:
                 log.exception("a callback after a store commit failed")
-        if self._ops or self._callbacks or self._sequences or _has_rows(self._extra):
+        if self._pending:
             self._flush()  # it filled while the last one was written: no need to wait a turn
         elif self._idle is not None:
             self._idle.set()
@@ -185,12 +214,12 @@ class GroupCommit:
         if self._closed:
             return
         self._closed = True
-        while self._in_flight or self._ops or self._callbacks or self._sequences or _has_rows(self._extra):
+        while self._in_flight or self._pending:
             self._idle = asyncio.Event()
             if not self._in_flight:
                 self._flush()
             await self._idle.wait()
-        await asyncio.to_thread(self._stop)  # closing checkpoints the WAL: not on the loop
+        await asyncio.to_thread(self._stop)  # joins the writer thread: not on the loop
 
     def close_now(self) -> None:
         """Stop without an event loop (nothing was recorded, or the loop is gone)."""
@@ -201,8 +230,20 @@ class GroupCommit:
     def _stop(self) -> None:
         self._queue.put(None)
         self._thread.join()
-        self.database.close()
+        self.journal.close()
 
 
-def _has_rows(batch: Batch) -> bool:
-    return bool(batch.entities or batch.sessions or batch.duplicates or batch.purge_duplicates_before is not None)
+def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
+    """Append the records storing ``msg`` (its fields, then its bytes) to ``out``."""
+    payload = msg.envelope.encode()
+    at = msg.scheduled_at
+    out.append(
+        _MESSAGE(
+            K_MESSAGE, entity, msg.sequence_number, STATE_CODES[msg.state], msg.delivery_count, msg.deferred,
+            msg.enqueued_at, msg.expires_at, math.nan if at is None else at, len(payload),
+        )
+    )  # fmt: skip
+    out.append(payload)
+
+
+_MESSAGE = MESSAGE.pack
