@@ -31,6 +31,8 @@ __all__ = ["STATE_CODES", "Committed", "GroupCommit", "message_records"]
 log = logging.getLogger(__name__)
 
 STATE_CODES = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 1, MessageState.DEFERRED: 2, MessageState.SCHEDULED: 3}
+_CODES = {state._value_: code for state, code in STATE_CODES.items()}
+"""By the state's value: an enum member hashes in Python, its value string in C (hot path)."""
 
 Committed = Callable[[BaseException | None], None]
 """Called on the event loop once the changes recorded before it are written (or failed)."""
@@ -74,7 +76,8 @@ class GroupCommit:
         self._ops[key] = (_INSERT, message)
         if fresh:
             self._fresh.add(key)
-        self.kick()
+        if not (self._scheduled or self._in_flight):
+            self.kick()
 
     def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
         """A message's state (``envelope``: also its bytes) changed."""
@@ -95,7 +98,8 @@ class GroupCommit:
             del self._ops[key]
             return
         self._ops[key] = (_DELETE, None)
-        self.kick()
+        if not (self._scheduled or self._in_flight):
+            self.kick()
 
     def sequence(self, entity: int, next_sequence: Callable[[], int]) -> None:
         """Write the entity's next sequence number (as ``next_sequence()`` tells it then) with this batch."""
@@ -111,7 +115,8 @@ class GroupCommit:
     def after_commit(self, callback: Committed) -> None:
         """Run ``callback`` once everything recorded so far is written."""
         self._callbacks.append(callback)
-        self.kick()
+        if not (self._scheduled or self._in_flight):
+            self.kick()
 
     def kick(self) -> None:
         """Have the pending batch written at the end of this loop turn (or after the one in flight)."""
@@ -129,7 +134,7 @@ class GroupCommit:
     def _take(self) -> list[bytes]:
         records, self._extra = self._extra, []
         append = records.append
-        codes = STATE_CODES
+        codes = _CODES
         state = STATE.pack
         for (entity, seq), (what, msg) in self._ops.items():
             if msg is None:
@@ -140,7 +145,7 @@ class GroupCommit:
                 at = msg.scheduled_at
                 append(
                     state(
-                        K_STATE, entity, seq, codes[msg.state], msg.delivery_count, msg.deferred, msg.enqueued_at,
+                        K_STATE, entity, seq, codes[msg.state._value_], msg.delivery_count, msg.deferred, msg.enqueued_at,
                         msg.expires_at, math.nan if at is None else at,
                     )
                 )  # fmt: skip
@@ -239,7 +244,7 @@ def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
     at = msg.scheduled_at
     out.append(
         _MESSAGE(
-            K_MESSAGE, entity, msg.sequence_number, STATE_CODES[msg.state], msg.delivery_count, msg.deferred,
+            K_MESSAGE, entity, msg.sequence_number, _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
             msg.enqueued_at, msg.expires_at, math.nan if at is None else at, len(payload),
         )
     )  # fmt: skip

@@ -318,7 +318,8 @@ class Persistence:
 
     def after_commit(self, callback: Committed) -> None:
         """Run ``callback`` (on the loop) once every change so far is on disk."""
-        self._write_definitions()
+        if self._definitions_dirty:
+            self._write_definitions()
         self.commits.after_commit(callback)
 
     async def close(self) -> None:
