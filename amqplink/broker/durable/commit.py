@@ -219,6 +219,7 @@ class GroupCommit:
         if self._closed:
             return
         self._closed = True
+        self._loop = asyncio.get_running_loop()  # (records made before the loop ran may be all there is)
         while self._in_flight or self._pending:
             self._idle = asyncio.Event()
             if not self._in_flight:

@@ -160,14 +160,6 @@ class Persistence:
         namespace.on_entity_added = self._added
         if self._definitions is not None:
             definitions.restore(namespace, self._definitions)
-        # Queues made on first use by a broker that did not yet keep definitions come back (with
-        # their messages); a queue is known by its dead-letter queue (a topic has none).
-        if namespace.auto_create:
-            for path in list(self._ids):
-                # (a subscription has a dead-letter queue too, but is no queue: its path has a '/')
-                is_queue = "/" not in path and f"{path}/$deadletterqueue" in self._ids
-                if is_queue and path not in namespace.queues and path not in namespace.topics:
-                    namespace.resolve(path)
         namespace.on_definitions_changed = self._definitions_changed
         self._definitions_changed()
         left = [path for path, eid in self._ids.items() if eid in self._messages]
