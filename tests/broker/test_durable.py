@@ -23,6 +23,7 @@ from amqplink.broker.config import (
     TopicConfig,
 )
 from amqplink.broker.durable import Persistence, StoreError, journal_files
+from amqplink.broker.durable.journal import Journal
 from amqplink.broker.namespace import MessageState, Namespace, split_message
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
@@ -35,6 +36,15 @@ CONFIG = NamespaceConfig(
     ),
     topics=(TopicConfig("t", subscriptions=(SubscriptionConfig("a"),)),),
 )
+
+
+@pytest.fixture(autouse=True, params=["append", "compact-every-batch"])
+def journal_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: batches appended, and every batch a compaction (the whole live state
+    rewritten from memory), so that what a compaction writes is checked as fully as a journal."""
+    if request.param == "compact-every-batch":
+        monkeypatch.setattr(Journal, "compaction_due", lambda self, min_bytes=0: True)
+    return str(request.param)
 
 
 async def committed(persistence: Persistence) -> None:
@@ -93,6 +103,7 @@ async def test_sequence_numbers_keep_growing_after_everything_is_completed(tmp_p
     while q.receive(now, lock=False) is not None:
         pass
     store, ns = await restart(store, tmp_path, None)
+    store, ns = await restart(store, tmp_path, None)  # (a compaction in between writes the number too)
     assert "made-on-use" in ns.queues
     send(ns, "made-on-use", now)
     assert [m.sequence_number for m in ns.receiver_source("made-on-use").peek(1, 10, now)] == [3]
@@ -203,15 +214,16 @@ class HeldWriter:
     def __init__(self, broker: Broker) -> None:
         assert broker.servicebus is not None and broker.servicebus.persistence is not None
         journal = broker.servicebus.persistence.commits.journal
-        self._append = journal.append
-        journal.append = self._held  # type: ignore[method-assign]
+        self._append, self._compact = journal.append, journal.compact
+        journal.append = lambda records: self._held(self._append, records)  # type: ignore[method-assign]
+        journal.compact = lambda records: self._held(self._compact, records)  # type: ignore[method-assign]
         self.entered = threading.Event()
         self.gate = threading.Event()
 
-    def _held(self, records: Any) -> None:
+    def _held(self, write: Any, records: Any) -> None:
         self.entered.set()
         self.gate.wait(30)
-        self._append(records)
+        write(records)
 
     async def wait_entered(self) -> None:
         assert await asyncio.to_thread(self.entered.wait, 30)

@@ -22,7 +22,8 @@ import queue
 import threading
 from collections.abc import Callable
 
-from amqplink.broker.durable.journal import COMPACT_MIN_BYTES, Journal
+from amqplink.broker.durable import journal as _journal
+from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import K_MESSAGE, K_STATE, MESSAGE, STATE, delete_record, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
@@ -47,9 +48,10 @@ so that the completion which usually follows replaces it before it is written.""
 class GroupCommit:
     """The loop's side of the writer: records changes, hands batches over, runs callbacks."""
 
-    def __init__(self, journal: Journal, *, compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
+    def __init__(self, journal: Journal, *, compact_min_bytes: int | None = None) -> None:
         self.journal = journal
-        self.compact_min_bytes = compact_min_bytes
+        self.compact_min_bytes = _journal.COMPACT_MIN_BYTES if compact_min_bytes is None else compact_min_bytes
+        """Journal size below which it is never compacted (default :data:`~.journal.COMPACT_MIN_BYTES`)."""
         self.snapshot: Callable[[], list[bytes]] | None = None
         """The records of the whole live state (set by the owner): what a compaction writes."""
         self._ops: dict[tuple[int, int], tuple[int, StoredMessage | None]] = {}

@@ -24,7 +24,7 @@ from typing import Any
 
 from amqplink.broker.durable import definitions
 from amqplink.broker.durable.commit import STATE_CODES, Committed, GroupCommit, message_records
-from amqplink.broker.durable.journal import COMPACT_MIN_BYTES, Journal, StoreError
+from amqplink.broker.durable.journal import Journal, StoreError
 from amqplink.broker.durable.records import (
     State,
     definitions_record,
@@ -96,7 +96,7 @@ class Persistence:
     """One data directory serving one namespace."""
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, fsync: bool = True, compact_min_bytes: int = COMPACT_MIN_BYTES
+        self, directory: str | os.PathLike[str], *, fsync: bool = True, compact_min_bytes: int | None = None
     ) -> None:
         self.directory = os.fspath(directory)
         journal = Journal(directory, fsync=fsync)
@@ -240,7 +240,9 @@ class Persistence:
         for msg in self._messages.pop(eid, []):
             store.load(msg)
         entity.store = store
-        entity.recover(max(self._next_sequence.pop(eid, 1), store.high + 1))
+        next_sequence = max(self._next_sequence.pop(eid, 1), store.high + 1)
+        store.high = next_sequence - 1  # (what a compaction writes as the next number)
+        entity.recover(next_sequence)
         entity.sessions.state.update(self._states.pop(eid, {}))
         entity.sessions.on_state = lambda sid, state: self._session_state(eid, sid, state)
         self._entities[eid] = entity
