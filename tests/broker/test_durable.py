@@ -5,7 +5,6 @@ duplicate-detection ids, locks turned back into deliveries with delivery-count +
 from __future__ import annotations
 
 import asyncio
-import math
 import threading
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from amqplink.broker.config import (
 )
 from amqplink.broker.durable import Persistence, StoreError, journal_files
 from amqplink.broker.durable.journal import Journal
-from amqplink.broker.namespace import MessageState, Namespace, split_message
+from amqplink.broker.namespace import MessageState, Namespace
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
 from tests.broker.nsutil import delivered, send
@@ -322,3 +321,27 @@ async def test_a_partitioned_entity_keeps_each_fragment_across_a_restart(tmp_pat
     assert newest.envelope.message_id == "new"
     assert ns.receiver_source("ps").sessions.state["alpha"] == b"state-a"
     await store.close()
+
+
+async def test_the_journal_stays_small_while_messages_come_and_go(tmp_path: Path) -> None:
+    now = time.time()
+    persistence = Persistence(tmp_path, fsync=False, compact_min_bytes=256 << 10)
+    ns = Namespace(CONFIG)
+    persistence.attach(ns)
+    q = ns.receiver_source("q")
+    for round_ in range(40):
+        for i in range(50):
+            send(ns, "q", now, body=bytes(1000), message_id=f"r{round_}-{i}")
+        await committed(persistence)
+        for _ in range(50 if round_ < 39 else 49):  # one message stays
+            m = q.receive(now)
+            assert m is not None and m.lock_token is not None
+            q.complete(m.lock_token, now)
+        await committed(persistence)
+    journal = persistence.commits.journal
+    assert journal.number > 2, "2 MB went through a journal compacted from 256 KiB on"
+    assert journal.size < 512 << 10
+    persistence, ns = await restart(persistence, tmp_path)
+    (left,) = ns.receiver_source("q").peek(1, 10, now)
+    assert left.envelope.message_id == "r39-49"
+    await persistence.close()

@@ -36,14 +36,25 @@ QUEUE = "crash"
 BODY = b"x" * 256
 
 
-class BrokerProcess:
-    """``amqplink broker --port 0 --data-dir DIR`` in a subprocess."""
+# The command line, with the journal compacted at every batch once it holds this many bytes.
+_COMPACTING = (
+    "import sys; import amqplink.broker.durable.journal as j; j.COMPACT_MIN_BYTES = int(sys.argv.pop(1));"
+    " j.COMPACT_FACTOR = 1;"
+    " from amqplink.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
-    def __init__(self, data_dir: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--data-dir", str(data_dir)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-        )  # fmt: skip
+
+class BrokerProcess:
+    """``amqplink broker --port 0 --data-dir DIR`` in a subprocess (``compact_bytes``: the
+    journal compacted from that size on)."""
+
+    def __init__(self, data_dir: Path, compact_bytes: int | None = None) -> None:
+        args = ["broker", "--port", "0", "--data-dir", str(data_dir)]
+        if compact_bytes is None:
+            cmd = [sys.executable, "-m", "amqplink.cli", *args]
+        else:
+            cmd = [sys.executable, "-c", _COMPACTING, str(compact_bytes), *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
         self.url = ""
 
     async def ready(self) -> str:
@@ -71,8 +82,8 @@ class BrokerProcess:
 
 
 @asynccontextmanager
-async def broker(data_dir: Path) -> AsyncIterator[tuple[BrokerProcess, Connection]]:
-    proc = BrokerProcess(data_dir)
+async def broker(data_dir: Path, compact_bytes: int | None = None) -> AsyncIterator[tuple[BrokerProcess, Connection]]:
+    proc = BrokerProcess(data_dir, compact_bytes)
     try:
         conn = await connect(await proc.ready())
         try:
@@ -137,6 +148,24 @@ async def test_every_acknowledged_send_survives_sigkill_exactly_once(tmp_path: P
         seen = await drain(conn, acked)
     assert acked <= set(seen), f"lost {len(acked - set(seen))} acknowledged messages"
     assert max(seen.values()) == 1, "a message came back twice"
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+async def test_acknowledged_sends_survive_sigkill_while_the_journal_is_compacted_again_and_again(
+    tmp_path: Path, seed: int
+) -> None:
+    """Compacted at every batch from 64 KiB on (each compaction rewrites all that is stored),
+    so the kill lands before, during or after one."""
+    kill_after = random.Random(seed).randrange(2000, 9500)
+    async with broker(tmp_path, compact_bytes=64 << 10) as (proc, conn):
+        acked = await send_until_killed(proc, conn, 10_000, kill_after)
+    numbers = [number for number, _ in journal_files(str(tmp_path))]
+    assert max(numbers) > 4, "the journal should have been compacted again and again"
+    async with broker(tmp_path) as (_, conn):
+        seen = await drain(conn, acked)
+    assert acked <= set(seen), f"lost {len(acked - set(seen))} acknowledged messages"
+    assert max(seen.values()) == 1, "a message came back twice"
+    assert len(journal_files(str(tmp_path))) == 1
 
 
 async def test_confirmed_completions_stay_completed_and_locks_come_back_counted(tmp_path: Path) -> None:

@@ -147,8 +147,8 @@ class GroupCommit:
                 at = msg.scheduled_at
                 append(
                     state(
-                        K_STATE, entity, seq, codes[msg.state._value_], msg.delivery_count, msg.deferred, msg.enqueued_at,
-                        msg.expires_at, math.nan if at is None else at,
+                        K_STATE, entity, seq, codes[msg.state._value_], msg.delivery_count, msg.deferred,
+                        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
                     )
                 )  # fmt: skip
         for entity, next_sequence in self._sequences.items():

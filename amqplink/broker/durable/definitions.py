@@ -115,6 +115,4 @@ def _read_rule(raw: dict[str, Any]) -> RuleConfig:
         fields = {k: v for k, v in correlation.items() if k in _CORRELATION_FIELDS}
         fields["properties"] = tuple((k, v) for k, v in fields.get("properties", ()))
         correlation = CorrelationFilter(**fields)
-    return RuleConfig(
-        raw["name"], raw["filter_type"], correlation, raw["sql_expression"], raw["action_expression"]
-    )
+    return RuleConfig(raw["name"], raw["filter_type"], correlation, raw["sql_expression"], raw["action_expression"])

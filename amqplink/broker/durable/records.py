@@ -121,7 +121,7 @@ class State:
 
     def _one(self, buf: memoryview, pos: int) -> int:
         kind = buf[pos]
-        if kind == K_MESSAGE or kind == K_STATE:
+        if kind in (K_MESSAGE, K_STATE):
             fixed = MESSAGE if kind == K_MESSAGE else STATE
             _, entity, seq, state, count, deferred, enqueued, expires, scheduled, *rest = fixed.unpack_from(buf, pos)
             pos += fixed.size
@@ -135,7 +135,7 @@ class State:
                 payload = old[6]
             at = None if math.isnan(scheduled) else scheduled
             self.messages.setdefault(entity, {})[seq] = (state, count, deferred, enqueued, expires, at, payload)
-        elif kind == K_DELETE or kind == K_SEQUENCE:
+        elif kind in (K_DELETE, K_SEQUENCE):
             _, entity, value = _KEYED.unpack_from(buf, pos)
             pos += _KEYED.size
             if kind == K_DELETE:

@@ -309,8 +309,10 @@ def test_entities_made_changed_and_deleted_over_http_are_kept_in_the_data_dir(tm
         assert client.get_subscription("news", "sports").max_delivery_count == 6
         assert [r.name for r in client.list_rules("news", "sports")] == ["football"]
         assert client.get_subscription_runtime_properties("news", "sports").active_message_count == 1
-        with ServiceBusClient.from_connection_string(durable.connection_string) as sb:
-            with sb.get_topic_sender("news") as sender:  # the rule still filters after the restart
-                sender.send_messages(ServiceBusMessage("ace", application_properties={"sport": "tennis"}))
-                sender.send_messages(ServiceBusMessage("save", application_properties={"sport": "football"}))
+        with (
+            ServiceBusClient.from_connection_string(durable.connection_string) as sb,
+            sb.get_topic_sender("news") as sender,  # the rule still filters after the restart
+        ):
+            sender.send_messages(ServiceBusMessage("ace", application_properties={"sport": "tennis"}))
+            sender.send_messages(ServiceBusMessage("save", application_properties={"sport": "football"}))
         assert client.get_subscription_runtime_properties("news", "sports").active_message_count == 2
