@@ -38,7 +38,10 @@ _CODES = {state._value_: code for state, code in STATE_CODES.items()}
 Committed = Callable[[BaseException | None], None]
 """Called on the event loop once the changes recorded before it are written (or failed)."""
 
-_INSERT, _UPDATE, _DELETE = 0, 1, 2
+_KEY_BITS = 64
+"""A pending change is keyed by ``entity << 64 | sequence number``: an int, which the garbage
+collector does not track (a tuple per change made it run about three times as often)."""
+_SEQ_MASK = (1 << _KEY_BITS) - 1
 
 LAZY_WRITE_DELAY = 0.05
 """Seconds a change nobody waits for (a lock taken: the delivery count) may stay pending,
@@ -54,9 +57,11 @@ class GroupCommit:
         """Journal size below which it is never compacted (default :data:`~.journal.COMPACT_MIN_BYTES`)."""
         self.snapshot: Callable[[], list[bytes]] | None = None
         """The records of the whole live state (set by the owner): what a compaction writes."""
-        self._ops: dict[tuple[int, int], tuple[int, StoredMessage | None]] = {}
-        """(entity, sequence number) -> (what, message): the pending batch's message changes, coalesced."""
-        self._fresh: set[tuple[int, int]] = set()
+        self._ops: dict[int, StoredMessage | None] = {}
+        """Key -> the message stored or changed (``None``: gone): the pending batch's changes, coalesced."""
+        self._state_only: set[int] = set()
+        """Keys of :attr:`_ops` whose message's state changed but not its bytes (written without them)."""
+        self._fresh: set[int] = set()
         """Keys inserted in the pending batch that no earlier batch wrote."""
         self._extra: list[bytes] = []
         self._sequences: dict[int, Callable[[], int]] = {}
@@ -74,32 +79,39 @@ class GroupCommit:
     # -- recording (event loop) ---------------------------------------------------
     def insert(self, entity: int, message: StoredMessage, fresh: bool) -> None:
         """A message stored (``fresh``: under a sequence number never written before)."""
-        key = (entity, message.sequence_number)
-        self._ops[key] = (_INSERT, message)
+        key = entity << _KEY_BITS | message.sequence_number
+        self._ops[key] = message
         if fresh:
             self._fresh.add(key)
+        elif self._state_only:
+            self._state_only.discard(key)
         if not (self._scheduled or self._in_flight):
             self.kick()
 
     def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
         """A message's state (``envelope``: also its bytes) changed."""
-        key = (entity, message.sequence_number)
+        key = entity << _KEY_BITS | message.sequence_number
         if key not in self._ops:
-            self._ops[key] = (_INSERT if envelope else _UPDATE, message)
+            self._ops[key] = message
             if envelope:
                 self.kick()
-            elif self._lazy is None and not self._scheduled and self._loop is not None:
+                return
+            self._state_only.add(key)
+            if self._lazy is None and not self._scheduled and self._loop is not None:
                 self._lazy = self._loop.call_later(LAZY_WRITE_DELAY, self.kick)
         elif envelope:
-            self._ops[key] = (_INSERT, message)
+            self._ops[key] = message
+            self._state_only.discard(key)
 
     def delete(self, entity: int, sequence_number: int) -> None:
-        key = (entity, sequence_number)
+        key = entity << _KEY_BITS | sequence_number
         if key in self._fresh:  # never written: nothing to delete
             self._fresh.discard(key)
             del self._ops[key]
             return
-        self._ops[key] = (_DELETE, None)
+        self._ops[key] = None
+        if self._state_only:
+            self._state_only.discard(key)
         if not (self._scheduled or self._in_flight):
             self.kick()
 
@@ -138,10 +150,12 @@ class GroupCommit:
         append = records.append
         codes = _CODES
         state = STATE.pack
-        for (entity, seq), (what, msg) in self._ops.items():
+        state_only = self._state_only
+        for key, msg in self._ops.items():
+            entity, seq = key >> _KEY_BITS, key & _SEQ_MASK
             if msg is None:
                 append(delete_record(entity, seq))
-            elif what == _INSERT:
+            elif key not in state_only:
                 message_records(records, entity, msg)
             else:
                 at = msg.scheduled_at
@@ -154,6 +168,7 @@ class GroupCommit:
         for entity, next_sequence in self._sequences.items():
             append(sequence_record(entity, next_sequence()))
         self._ops = {}
+        self._state_only = set()
         self._fresh = set()
         self._sequences = {}
         return records
@@ -169,7 +184,7 @@ class GroupCommit:
         self._in_flight = True
         if self.snapshot is not None and self.journal.compaction_due(self.compact_min_bytes):
             # The live state in memory already holds every pending change: it replaces them.
-            self._ops, self._fresh, self._sequences, self._extra = {}, set(), {}, []
+            self._ops, self._state_only, self._fresh, self._sequences, self._extra = {}, set(), set(), {}, []
             self._queue.put((True, self.snapshot(), callbacks))
         else:
             self._queue.put((False, self._take(), callbacks))
