@@ -181,7 +181,7 @@ async def test_a_message_stored_and_completed_in_one_batch_is_never_written(tmp_
     m = q.receive(now)
     assert m is not None and m.lock_token is not None
     q.complete(m.lock_token, now)
-    assert store.commits._ops == {}  # coalesced away before any write
+    assert store.commits.ops == {}  # coalesced away before any write
     store, ns = await restart(store, tmp_path)
     assert ns.receiver_source("q").peek(1, 10, now) == []
     send(ns, "q", now, message_id="next")

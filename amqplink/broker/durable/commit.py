@@ -27,7 +27,7 @@ from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import K_MESSAGE, K_STATE, MESSAGE, STATE, delete_record, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
-__all__ = ["STATE_CODES", "Committed", "GroupCommit", "message_records"]
+__all__ = ["STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,11 @@ class GroupCommit:
         """Journal size below which it is never compacted (default :data:`~.journal.COMPACT_MIN_BYTES`)."""
         self.snapshot: Callable[[], list[bytes]] | None = None
         """The records of the whole live state (set by the owner): what a compaction writes."""
-        self._ops: dict[int, StoredMessage | None] = {}
-        """Key -> the message stored or changed (``None``: gone): the pending batch's changes, coalesced."""
+        self.before_take: Callable[[], None] | None = None
+        """Called before a batch is taken (the owner records what it kept back until then)."""
+        self.ops: dict[int, StoredMessage | None] = {}
+        """Key (:func:`entity_key` ``| sequence number``) -> the message stored or changed (``None``:
+        gone): the pending batch's changes, coalesced. The same dict for ever (cleared when taken)."""
         self._state_only: set[int] = set()
         """Keys of :attr:`_ops` whose message's state changed but not its bytes (written without them)."""
         self._fresh: set[int] = set()
@@ -77,12 +80,15 @@ class GroupCommit:
         self._thread.start()
 
     # -- recording (event loop) ---------------------------------------------------
-    def insert(self, entity: int, message: StoredMessage, fresh: bool) -> None:
-        """A message stored (``fresh``: under a sequence number never written before)."""
+    def insert(self, entity: int, message: StoredMessage, next_sequence: Callable[[], int] | None = None) -> None:
+        """A message stored; ``next_sequence`` when its sequence number was never written before
+        (the entity's next number, as it tells it when the batch is taken, is written too)."""
         key = entity << _KEY_BITS | message.sequence_number
-        self._ops[key] = message
-        if fresh:
+        self.ops[key] = message
+        if next_sequence is not None:
             self._fresh.add(key)
+            if entity not in self._sequences:
+                self._sequences[entity] = next_sequence
         elif self._state_only:
             self._state_only.discard(key)
         if not (self._scheduled or self._in_flight):
@@ -91,8 +97,8 @@ class GroupCommit:
     def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
         """A message's state (``envelope``: also its bytes) changed."""
         key = entity << _KEY_BITS | message.sequence_number
-        if key not in self._ops:
-            self._ops[key] = message
+        if key not in self.ops:
+            self.ops[key] = message
             if envelope:
                 self.kick()
                 return
@@ -100,25 +106,19 @@ class GroupCommit:
             if self._lazy is None and not self._scheduled and self._loop is not None:
                 self._lazy = self._loop.call_later(LAZY_WRITE_DELAY, self.kick)
         elif envelope:
-            self._ops[key] = message
+            self.ops[key] = message
             self._state_only.discard(key)
 
     def delete(self, entity: int, sequence_number: int) -> None:
         key = entity << _KEY_BITS | sequence_number
         if key in self._fresh:  # never written: nothing to delete
             self._fresh.discard(key)
-            del self._ops[key]
+            del self.ops[key]
             return
-        self._ops[key] = None
+        self.ops[key] = None
         if self._state_only:
             self._state_only.discard(key)
         if not (self._scheduled or self._in_flight):
-            self.kick()
-
-    def sequence(self, entity: int, next_sequence: Callable[[], int]) -> None:
-        """Write the entity's next sequence number (as ``next_sequence()`` tells it then) with this batch."""
-        if entity not in self._sequences:
-            self._sequences[entity] = next_sequence
             self.kick()
 
     def record(self, record: bytes) -> None:
@@ -146,12 +146,12 @@ class GroupCommit:
 
     # -- handing over -------------------------------------------------------------
     def _take(self) -> list[bytes]:
-        records, self._extra = self._extra, []
+        records = self._extra
         append = records.append
         codes = _CODES
         state = STATE.pack
         state_only = self._state_only
-        for key, msg in self._ops.items():
+        for key, msg in self.ops.items():
             entity, seq = key >> _KEY_BITS, key & _SEQ_MASK
             if msg is None:
                 append(delete_record(entity, seq))
@@ -167,31 +167,37 @@ class GroupCommit:
                 )  # fmt: skip
         for entity, next_sequence in self._sequences.items():
             append(sequence_record(entity, next_sequence()))
-        self._ops = {}
-        self._state_only = set()
-        self._fresh = set()
-        self._sequences = {}
+        self._clear()
         return records
+
+    def _clear(self) -> None:
+        self.ops.clear()
+        self._state_only.clear()
+        self._fresh.clear()
+        self._sequences.clear()
+        self._extra = []
 
     def _flush(self) -> None:
         self._scheduled = False
         if self._lazy is not None:
             self._lazy.cancel()
             self._lazy = None
+        if self.before_take is not None:
+            self.before_take()
         if self._in_flight or not self._pending:
             return
         callbacks, self._callbacks = self._callbacks, []
         self._in_flight = True
         if self.snapshot is not None and self.journal.compaction_due(self.compact_min_bytes):
             # The live state in memory already holds every pending change: it replaces them.
-            self._ops, self._state_only, self._fresh, self._sequences, self._extra = {}, set(), set(), {}, []
+            self._clear()
             self._queue.put((True, self.snapshot(), callbacks))
         else:
             self._queue.put((False, self._take(), callbacks))
 
     @property
     def _pending(self) -> bool:
-        return bool(self._ops or self._callbacks or self._sequences or self._extra)
+        return bool(self.ops or self._callbacks or self._sequences or self._extra)
 
     def _write(self) -> None:
         """The writer thread: one append and flush per batch, in order."""
@@ -237,6 +243,8 @@ class GroupCommit:
             return
         self._closed = True
         self._loop = asyncio.get_running_loop()  # (records made before the loop ran may be all there is)
+        if self.before_take is not None:
+            self.before_take()
         while self._in_flight or self._pending:
             self._idle = asyncio.Event()
             if not self._in_flight:
@@ -254,6 +262,11 @@ class GroupCommit:
         self._queue.put(None)
         self._thread.join()
         self.journal.close()
+
+
+def entity_key(entity: int) -> int:
+    """The high bits of the keys of an entity's messages in :attr:`GroupCommit.ops`."""
+    return entity << _KEY_BITS
 
 
 def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:

@@ -14,16 +14,16 @@ an entity the configuration defines is made from the configuration, as it says.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import os
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from amqplink.broker.durable import definitions
-from amqplink.broker.durable.commit import STATE_CODES, Committed, GroupCommit, message_records
+from amqplink.broker.durable.commit import STATE_CODES, Committed, GroupCommit, entity_key, message_records
 from amqplink.broker.durable.journal import Journal, StoreError
 from amqplink.broker.durable.records import (
     State,
@@ -55,12 +55,14 @@ DUPLICATE_PURGE_INTERVAL = 60.0
 class DurableStore(MemoryStore):
     """An entity's messages in memory, each change also recorded for the disk."""
 
-    __slots__ = ("_commits", "_entity", "_next_sequence", "high")
+    __slots__ = ("_commits", "_entity", "_key", "_next_sequence", "_pending", "high")
 
     def __init__(self, entity: int, commits: GroupCommit) -> None:
         super().__init__()
         self._entity = entity
+        self._key = entity_key(entity)
         self._commits = commits
+        self._pending = commits.ops
         self._next_sequence = self._next  # bound once: not one method object per message
         self.high = 0
         """The highest sequence number ever stored here."""
@@ -73,11 +75,11 @@ class DurableStore(MemoryStore):
     def append(self, message: StoredMessage) -> None:
         super().append(message)
         seq = message.sequence_number
-        fresh = seq > self.high
-        if fresh:
+        if seq > self.high:
             self.high = seq
-            self._commits.sequence(self._entity, self._next_sequence)
-        self._commits.insert(self._entity, message, fresh)
+            self._commits.insert(self._entity, message, self._next_sequence)
+        else:
+            self._commits.insert(self._entity, message)
 
     def _next(self) -> int:
         return self.high + 1
@@ -89,7 +91,8 @@ class DurableStore(MemoryStore):
         return message
 
     def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
-        self._commits.update(self._entity, message, envelope)
+        if envelope or self._key | message.sequence_number not in self._pending:  # else: written as it is then
+            self._commits.update(self._entity, message, envelope)
 
 
 class Persistence:
@@ -108,6 +111,9 @@ class Persistence:
             raise
         self.commits = GroupCommit(journal, compact_min_bytes=compact_min_bytes)
         self.commits.snapshot = self._snapshot
+        self.commits.before_take = self._write_definitions
+        self.after_commit: Callable[[Committed], None] = self.commits.after_commit
+        """Run a callback (on the loop) once every change so far is on disk."""
         self._namespace: Namespace | None = None
         self._entities: dict[int, Entity] = {}
         """Entity id -> the entity (or fragment) whose store it is: what a compaction rewrites."""
@@ -169,17 +175,13 @@ class Persistence:
             )
 
     def _definitions_changed(self) -> None:
-        """An entity was made, changed or deleted: the definitions are written once per loop
-        turn (many entities made on first use in one turn cost one document)."""
-        if self._definitions_dirty:
-            return
+        """An entity was made, changed or deleted: the definitions are written with the next
+        batch (many entities made on first use in one loop turn cost one document)."""
         self._definitions_dirty = True
-        try:
-            asyncio.get_running_loop().call_soon(self._write_definitions)
-        except RuntimeError:  # before the broker runs
-            self._write_definitions()
+        self.commits.kick()
 
     def _write_definitions(self) -> None:
+        """(before each batch is taken)"""
         if not self._definitions_dirty or self._namespace is None:
             return
         self._definitions_dirty = False
@@ -267,8 +269,7 @@ class Persistence:
             self.commits.delete(eid, seq)
             return
         schedule[seq] = (at, envelope)
-        self.commits.insert(eid, _scheduled(seq, at, envelope), False)
-        self.commits.sequence(eid, lambda: topic.next_sequence)
+        self.commits.insert(eid, _scheduled(seq, at, envelope), lambda: topic.next_sequence)
 
     def _session_state(self, eid: int, session_id: str, state: bytes | None) -> None:
         self.commits.record(session_record(eid, session_id, state))
@@ -310,15 +311,8 @@ class Persistence:
                     records.append(duplicate_record(eid, raw, seen_at, expires))
         return records
 
-    def after_commit(self, callback: Committed) -> None:
-        """Run ``callback`` (on the loop) once every change so far is on disk."""
-        if self._definitions_dirty:
-            self._write_definitions()
-        self.commits.after_commit(callback)
-
     async def close(self) -> None:
         """Write what is pending and close the file."""
-        self._write_definitions()
         await self.commits.close()
 
 
