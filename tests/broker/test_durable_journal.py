@@ -15,6 +15,7 @@ from amqplink.broker.durable.records import (
     K_MESSAGE,
     K_STATE,
     MESSAGE,
+    RESET_RECORD,
     STATE,
     definitions_record,
     delete_record,
@@ -175,3 +176,44 @@ def test_a_store_of_the_sqlite_version_is_refused_naming_it(tmp_path: Path) -> N
         Journal(tmp_path, fsync=False)
     assert journal_files(str(tmp_path)) == []
     assert os.listdir(tmp_path) != []
+
+
+def test_a_failed_write_is_cut_off_so_that_later_batches_stay_readable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = Journal(tmp_path, fsync=False)
+    journal.append(message(1, 1, b"before"))
+    real = os.writev
+
+    def half_then_full(fd: int, parts: list[bytes]) -> int:
+        os.write(fd, b"".join(parts)[:100])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "writev", half_then_full)
+    with pytest.raises(OSError, match="No space"):
+        journal.append(message(1, 2, b"lost" * 100))
+    monkeypatch.setattr(os, "writev", real)
+    journal.append(message(1, 3, b"after"))
+    journal.close()
+    assert {seq: f[6] for seq, f in reopened(tmp_path).state.messages[1].items()} == {1: b"before", 3: b"after"}
+
+
+def test_a_compaction_that_cannot_make_its_file_appends_the_live_state_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = Journal(tmp_path, fsync=False)
+    journal.append([entity_record(1, "q"), *message(1, 1, b"completed"), *message(1, 2, b"live")])
+    real = os.rename
+
+    def no_rename(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "rename", no_rename)
+    journal.compact([RESET_RECORD, entity_record(1, "q"), *message(1, 2, b"live")])
+    monkeypatch.setattr(os, "rename", real)
+    assert not journal.compaction_due(min_bytes=0)  # not again at once: it waits for the file to grow
+    journal.append(message(1, 3, b"after"))
+    journal.close()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("journal")] == ["journal-00000001.log"]
+    state = reopened(tmp_path).state
+    assert {seq: f[6] for seq, f in state.messages[1].items()} == {2: b"live", 3: b"after"}

@@ -84,6 +84,7 @@ class Journal:
         self._dsync = os.O_DSYNC if fsync else 0
         os.makedirs(self.directory, exist_ok=True)
         self._lock = self._take_lock()
+        self._broken: OSError | None = None
         try:
             self.state = State()
             self._open()
@@ -115,10 +116,9 @@ class Journal:
                 " version does not read; move the directory away to start empty"
             )
         if not files:
-            self.number = 0
-            self._fd = -1
-            self.size = 0
-            self.compact([])
+            self.number, self._fd, self.size = 0, -1, 0
+            self.path = _name(self.directory, 1)
+            self._replace([])
             return
         self.number, self.path = files[-1]
         for _, older in files[:-1]:  # superseded by a compaction that finished
@@ -153,14 +153,37 @@ class Journal:
 
     # -- writing (writer thread) --------------------------------------------------
     def append(self, records: Sequence[bytes]) -> None:
-        """Write one batch and flush it to disk."""
+        """Write one batch and flush it to disk. On an error (a full disk) the file is cut back
+        to the batches before, so that later batches do not follow a torn one; when even that
+        fails, every later append fails too (the store refuses work rather than lose it)."""
+        if self._broken is not None:
+            raise StoreError(f"{self.path!r} could not be repaired after a failed write ({self._broken})")
         body = b"".join(records)
         head = _FRAME.pack(len(body), binascii.crc32(body))  # binascii keeps the GIL: no hand-over
-        _write_all(self._fd, [head, body])  # O_DSYNC: on disk when it returns
+        try:
+            _write_all(self._fd, [head, body])  # O_DSYNC: on disk when it returns
+        except OSError:
+            try:
+                os.ftruncate(self._fd, self.size)
+                self._sync(self._fd)
+            except OSError as exc:
+                self._broken = exc
+            raise
         self.size += len(head) + len(body)
 
     def compact(self, records: Sequence[bytes]) -> None:
-        """Replace the journal by one holding only ``records`` (the whole live state)."""
+        """Replace the journal by one holding only ``records`` (the whole live state, starting
+        with a reset record). If the new file cannot be made, the records are appended to the
+        current one instead (the reset makes that equivalent), and the next compaction waits
+        until the file has grown as much again."""
+        try:
+            self._replace(records)
+        except OSError as exc:
+            log.warning("%s: compaction failed (%s); the live state is appended instead", self.directory, exc)
+            self.append(records)
+            self.base_size = self.size
+
+    def _replace(self, records: Sequence[bytes]) -> None:
         number = self.number + 1
         path = _name(self.directory, number)
         tmp = path + ".tmp"
@@ -172,19 +195,25 @@ class Journal:
                 parts += [_FRAME.pack(len(body), binascii.crc32(body)), body]
             _write_all(fd, parts)
             os.rename(tmp, path)
-            self._sync_directory()
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        try:
+            self._sync_directory()
+        except OSError as exc:  # the new name may not last: refuse work rather than write past it
+            self._broken = exc
         old_fd, old_number = self._fd, self.number
         self._fd, self.number, self.path = fd, number, path
         self.size = self.base_size = sum(len(p) for p in parts)
         if old_fd >= 0:
             os.close(old_fd)
-            os.unlink(_name(self.directory, old_number))
-            self._sync_directory()
+            try:  # (left behind, it is removed on the next start: only the newest file is read)
+                os.unlink(_name(self.directory, old_number))
+                self._sync_directory()
+            except OSError as exc:
+                log.warning("%s: the journal before compaction could not be removed: %s", self.directory, exc)
 
     def compaction_due(self, min_bytes: int = COMPACT_MIN_BYTES) -> bool:
         """Whether the file has grown enough past its live state to be rewritten."""

@@ -26,6 +26,7 @@ from amqplink.broker.durable import definitions
 from amqplink.broker.durable.commit import STATE_CODES, Committed, GroupCommit, entity_key, message_records
 from amqplink.broker.durable.journal import Journal, StoreError
 from amqplink.broker.durable.records import (
+    RESET_RECORD,
     State,
     definitions_record,
     duplicate_record,
@@ -289,7 +290,7 @@ class Persistence:
 
     def _snapshot(self) -> list[bytes]:
         """The records of everything kept now (a compaction writes them in place of the journal)."""
-        records = [entity_record(eid, path) for path, eid in self._ids.items()]
+        records = [RESET_RECORD, *(entity_record(eid, path) for path, eid in self._ids.items())]
         if self._definitions is not None:
             records.append(definitions_record(self._definitions))
         for eid, entity in self._entities.items():

@@ -13,7 +13,8 @@ fields packed big-endian with :mod:`struct`, and for some a variable tail:
 * ``E`` an entity id given to a path (``path#i`` for a partitioned entity's fragment ``i``);
 * ``T`` a session's state (length ``0xFFFFFFFF``: removed);
 * ``P`` a duplicate-detection id seen, ``X`` ids whose window ended before a time forgotten;
-* ``N`` the namespace's entity definitions (JSON, :mod:`.definitions`), the last one wins.
+* ``N`` the namespace's entity definitions (JSON, :mod:`.definitions`), the last one wins;
+* ``R`` forget everything before: the live state follows (what a compaction writes).
 
 Later records win over earlier ones; :class:`State` replays them.
 """
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "MESSAGE",
+    "RESET_RECORD",
     "STATE",
     "MessageFields",
     "State",
@@ -51,7 +53,7 @@ _PURGE = struct.Struct(">Bd")  # X: before
 _BLOB = struct.Struct(">BI")  # N: length
 
 K_MESSAGE, K_STATE, K_DELETE, K_SEQUENCE = b"MUDS"
-K_ENTITY, K_SESSION, K_DUPLICATE, K_PURGE, K_DEFINITIONS = b"ETPXN"
+K_ENTITY, K_SESSION, K_DUPLICATE, K_PURGE, K_DEFINITIONS, K_RESET = b"ETPXNR"
 _REMOVED = 0xFFFFFFFF
 
 MessageFields = tuple[int, int, int, float, float, float | None, bytes]
@@ -88,6 +90,9 @@ def purge_record(before: float) -> bytes:
 
 def definitions_record(document: bytes) -> bytes:
     return _BLOB.pack(K_DEFINITIONS, len(document)) + document
+
+
+RESET_RECORD = bytes((K_RESET,))
 
 
 class RecordError(ValueError):
@@ -166,6 +171,10 @@ class State:
             (_, before) = _PURGE.unpack_from(buf, pos)
             pos += _PURGE.size
             self.duplicates = {k: v for k, v in self.duplicates.items() if v[1] > before}
+        elif kind == K_RESET:
+            pos += 1
+            self.entities, self.next_sequence, self.messages = {}, {}, {}
+            self.sessions, self.duplicates, self.definitions = {}, {}, None
         elif kind == K_DEFINITIONS:
             _, n = _BLOB.unpack_from(buf, pos)
             pos += _BLOB.size
