@@ -5,6 +5,7 @@ duplicate-detection ids, locks turned back into deliveries with delivery-count +
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from amqplink.broker.config import (
 from amqplink.broker.durable import Persistence, StoreError, journal_files
 from amqplink.broker.durable.journal import Journal
 from amqplink.broker.namespace import MessageState, Namespace
+from amqplink.cli import main
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
 from tests.broker.nsutil import delivered, send
@@ -345,3 +347,28 @@ async def test_the_journal_stays_small_while_messages_come_and_go(tmp_path: Path
     (left,) = ns.receiver_source("q").peek(1, 10, now)
     assert left.envelope.message_id == "r39-49"
     await persistence.close()
+
+
+async def test_broker_store_shows_what_a_data_dir_holds_while_the_broker_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    for i in range(3):
+        send(ns, "q", now, body=b"12345", message_id=f"m{i}")
+    locked = ns.receiver_source("q").receive(now)
+    assert locked is not None
+    ns.receiver_source("s").sessions.set_state("alpha", b"state")
+    await committed(store)
+    # (in a thread: the command runs its own event loop; the broker still holds the directory)
+    assert await asyncio.to_thread(main, ["broker-store", str(tmp_path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["entities"]["q"]["messages"] == 3
+    assert shown["entities"]["q"]["available"] == 2 and shown["entities"]["q"]["locked"] == 1
+    assert shown["entities"]["s"]["session_states"] == 1
+    assert shown["duplicate_ids"] == 3
+    assert shown["defined"] == {"queues": ["q", "s"], "topics": {"t": ["a"]}}
+    await store.close()
+    (tmp_path / "empty").mkdir()
+    assert await asyncio.to_thread(main, ["broker-store", str(tmp_path / "empty")]) == 2
+    assert "holds no amqplink journal" in capsys.readouterr().err

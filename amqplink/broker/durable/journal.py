@@ -40,7 +40,17 @@ from collections.abc import Sequence
 
 from amqplink.broker.durable.records import RecordError, State
 
-__all__ = ["COMPACT_FACTOR", "COMPACT_MIN_BYTES", "LOCK_NAME", "MAGIC", "Journal", "StoreError", "journal_files"]
+__all__ = [
+    "COMPACT_FACTOR",
+    "COMPACT_MIN_BYTES",
+    "LOCK_NAME",
+    "MAGIC",
+    "Journal",
+    "StoreError",
+    "journal_files",
+    "read_only",
+    "replay",
+]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +67,7 @@ _FRAME = struct.Struct(">II")
 _NAME = re.compile(r"journal-(\d{8})\.log")
 
 
-class StoreError(Exception):
+class StoreError(OSError):
     """The data directory cannot be used (names the file and what to do)."""
 
 
@@ -69,6 +79,39 @@ def journal_files(directory: str) -> list[tuple[int, str]]:
         if match is not None:
             found.append((int(match.group(1)), os.path.join(directory, name)))
     return sorted(found)
+
+
+def replay(path: str, state: State) -> tuple[int, int]:
+    """Replay the journal file ``path`` into ``state``: (length of its valid prefix, file length)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(MAGIC):
+        raise StoreError(f"{path!r} is not an amqplink journal; move the directory away to start empty")
+    view = memoryview(data)
+    pos, end = len(MAGIC), len(data)
+    while pos + _FRAME.size <= end:
+        length, crc = _FRAME.unpack_from(view, pos)
+        body = view[pos + _FRAME.size : pos + _FRAME.size + length]
+        if len(body) != length or binascii.crc32(body) != crc:
+            break
+        try:
+            state.apply(body)
+        except RecordError as exc:
+            raise StoreError(f"{path!r}: {exc}; move the directory away to start empty") from None
+        pos += _FRAME.size + length
+    return pos, end
+
+
+def read_only(directory: str) -> tuple[str, State]:
+    """The newest journal of ``directory`` and what it holds, read without taking the
+    directory's lock or changing anything (a running broker may be writing it)."""
+    files = journal_files(directory)
+    if not files:
+        raise StoreError(f"{directory!r} holds no amqplink journal")
+    path = files[-1][1]
+    state = State()
+    replay(path, state)
+    return path, state
 
 
 def _name(directory: str, number: int) -> str:
@@ -131,25 +174,10 @@ class Journal:
 
     def _read(self, path: str) -> int:
         """Replay ``path`` into :attr:`state`; the length of its valid prefix."""
-        with open(path, "rb") as f:
-            data = f.read()
-        if not data.startswith(MAGIC):
-            raise StoreError(f"{path!r} is not an amqplink journal; move the directory away to start empty")
-        view = memoryview(data)
-        pos, end = len(MAGIC), len(data)
-        while pos + _FRAME.size <= end:
-            length, crc = _FRAME.unpack_from(view, pos)
-            body = view[pos + _FRAME.size : pos + _FRAME.size + length]
-            if len(body) != length or binascii.crc32(body) != crc:
-                break
-            try:
-                self.state.apply(body)
-            except RecordError as exc:
-                raise StoreError(f"{path!r}: {exc}; move the directory away to start empty") from None
-            pos += _FRAME.size + length
-        if pos != end:
-            log.warning("%s: the last %d bytes were an incomplete write and are dropped", path, end - pos)
-        return pos
+        valid, end = replay(path, self.state)
+        if valid != end:
+            log.warning("%s: the last %d bytes were an incomplete write and are dropped", path, end - valid)
+        return valid
 
     # -- writing (writer thread) --------------------------------------------------
     def append(self, records: Sequence[bytes]) -> None:
