@@ -183,16 +183,16 @@ def test_a_failed_write_is_cut_off_so_that_later_batches_stay_readable(
 ) -> None:
     journal = Journal(tmp_path, fsync=False)
     journal.append(message(1, 1, b"before"))
-    real = os.writev
+    real = os.write
 
-    def half_then_full(fd: int, parts: list[bytes]) -> int:
-        os.write(fd, b"".join(parts)[:100])
+    def part_then_full(fd: int, data: bytes) -> int:
+        real(fd, data[:100])
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "writev", half_then_full)
+    monkeypatch.setattr(os, "write", part_then_full)
     with pytest.raises(OSError, match="No space"):
         journal.append(message(1, 2, b"lost" * 100))
-    monkeypatch.setattr(os, "writev", real)
+    monkeypatch.setattr(os, "write", real)
     journal.append(message(1, 3, b"after"))
     journal.close()
     assert {seq: f[6] for seq, f in reopened(tmp_path).state.messages[1].items()} == {1: b"before", 3: b"after"}
