@@ -372,3 +372,22 @@ async def test_broker_store_shows_what_a_data_dir_holds_while_the_broker_runs(
     (tmp_path / "empty").mkdir()
     assert await asyncio.to_thread(main, ["broker-store", str(tmp_path / "empty")]) == 2
     assert "holds no amqplink journal" in capsys.readouterr().err
+
+
+async def test_a_compaction_keeps_as_many_duplicate_ids_as_the_detector_remembers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Journal, "compaction_due", lambda self, min_bytes=0: True)
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    detector = ns.queues["q"].duplicates
+    assert detector is not None
+    detector.limit = 3
+    for i in range(5):
+        send(ns, "q", now + i, message_id=f"id{i}")
+    store, ns = await restart(store, tmp_path)  # (its last batch a compaction)
+    for i in range(5):  # the two oldest were forgotten: sent again, they are new messages
+        send(ns, "q", now + 10, message_id=f"id{i}")
+    ids = [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 20, now + 10)]
+    assert ids == [f"id{i}" for i in range(5)] + ["id0", "id1"]
+    await store.close()
