@@ -391,3 +391,30 @@ async def test_a_compaction_keeps_as_many_duplicate_ids_as_the_detector_remember
     ids = [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 20, now + 10)]
     assert ids == [f"id{i}" for i in range(5)] + ["id0", "id1"]
     await store.close()
+
+
+async def test_after_a_failed_write_the_next_batch_rewrites_what_it_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    journal = store.commits.journal
+    real_append, real_compact = journal.append, journal.compact
+
+    def full(records: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(journal, "append", full)
+    monkeypatch.setattr(journal, "compact", full)
+    send(ns, "q", now, message_id="refused-but-kept")
+    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    store.after_commit(done.set_result)
+    assert isinstance(await asyncio.wait_for(done, 10), OSError)  # its sender is told
+    monkeypatch.setattr(journal, "append", real_append)
+    monkeypatch.setattr(journal, "compact", real_compact)
+    send(ns, "q", now, message_id="next")
+    store, ns = await restart(store, tmp_path)
+    # In memory the first message stayed (and may have been delivered): the disk agrees now.
+    ids = [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 10, now)]
+    assert ids == ["refused-but-kept", "next"]
+    await store.close()

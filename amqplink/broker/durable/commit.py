@@ -1,12 +1,14 @@
 """Group commit: the changes of one event-loop turn (or of the time the previous commit
-took) become one transaction on a writer thread; then the callbacks waiting on them run.
+took) become one journal batch written by a writer thread; then the callbacks waiting on
+them run.
 
 The event loop never touches the disk. A change is recorded in the pending batch
-(a dict by row, so a message stored and completed before its batch is written costs
+(a dict by message, so a message stored and completed before its batch is written costs
 nothing at all); when the loop has nothing more to do in this turn the batch goes to
 the writer thread, and while it is being written the next one fills. Batches are
 written in order, so a callback runs only after every change recorded before it is
-on disk.
+on disk. A batch that fails (a full disk) fails its callbacks, and the next batch is a
+compaction, which writes the whole state in memory again (what the failed one held too).
 
 Records are packed here, on the loop (one ``struct.pack`` per change, the message's
 bytes encoded once when it is stored); the writer thread only joins them, appends and
@@ -70,6 +72,8 @@ class GroupCommit:
         self._sequences: dict[int, Callable[[], int]] = {}
         self._callbacks: list[Committed] = []
         self._in_flight = False
+        self._failed = False
+        """The last batch failed: the next one rewrites the whole state (a compaction)."""
         self._scheduled = False
         self._lazy: asyncio.TimerHandle | None = None
         self._closed = False
@@ -188,8 +192,9 @@ class GroupCommit:
             return
         callbacks, self._callbacks = self._callbacks, []
         self._in_flight = True
-        if self.snapshot is not None and self.journal.compaction_due(self.compact_min_bytes):
+        if self.snapshot is not None and (self._failed or self.journal.compaction_due(self.compact_min_bytes)):
             # The live state in memory already holds every pending change: it replaces them.
+            self._failed = False
             self._clear()
             self._queue.put((True, self.snapshot(), callbacks))
         else:
@@ -227,6 +232,8 @@ class GroupCommit:
 
     def _committed(self, callbacks: list[Committed], error: BaseException | None) -> None:
         self._in_flight = False
+        if error is not None:
+            self._failed = True
         for callback in callbacks:
             try:
                 callback(error)
