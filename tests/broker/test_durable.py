@@ -22,8 +22,8 @@ from amqplink.broker.config import (
     SubscriptionConfig,
     TopicConfig,
 )
-from amqplink.broker.durable import Persistence, StoreError, journal_files
-from amqplink.broker.durable.journal import Journal
+from amqplink.broker.durable import Persistence, StoreError, commit, journal_files
+from amqplink.broker.durable.commit import GroupCommit
 from amqplink.broker.namespace import MessageState, Namespace
 from amqplink.cli import main
 from amqplink.message import Message
@@ -39,12 +39,15 @@ CONFIG = NamespaceConfig(
 )
 
 
+REAL_COMPACTION_DUE = GroupCommit._compaction_due
+
+
 @pytest.fixture(autouse=True, params=["append", "compact-every-batch"])
 def journal_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test twice: batches appended, and every batch a compaction (the whole live state
     rewritten from memory), so that what a compaction writes is checked as fully as a journal."""
     if request.param == "compact-every-batch":
-        monkeypatch.setattr(Journal, "compaction_due", lambda self, min_bytes=0: True)
+        monkeypatch.setattr(GroupCommit, "_compaction_due", lambda self: True)
     return str(request.param)
 
 
@@ -377,7 +380,7 @@ async def test_broker_store_shows_what_a_data_dir_holds_while_the_broker_runs(
 async def test_a_compaction_keeps_as_many_duplicate_ids_as_the_detector_remembers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(Journal, "compaction_due", lambda self, min_bytes=0: True)
+    monkeypatch.setattr(GroupCommit, "_compaction_due", lambda self: True)
     now = time.time()
     store, ns = await opened(tmp_path)
     detector = ns.queues["q"].duplicates
@@ -418,3 +421,31 @@ async def test_after_a_failed_write_the_next_batch_rewrites_what_it_held(
     ids = [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 10, now)]
     assert ids == ["refused-but-kept", "next"]
     await store.close()
+
+
+async def test_a_journal_that_is_mostly_live_is_not_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(GroupCommit, "_compaction_due", REAL_COMPACTION_DUE)  # (whatever the fixture set)
+    monkeypatch.setattr(commit, "LIVE_CHECK_BYTES", 0)  # measured at every batch
+    now = time.time()
+    persistence = Persistence(tmp_path, fsync=False, compact_min_bytes=64 << 10)
+    ns = Namespace(CONFIG)
+    persistence.attach(ns)
+    journal = persistence.commits.journal
+    for i in range(300):  # a backlog builds up: 300 KB, all of it live
+        send(ns, "q", now, body=bytes(1000), message_id=f"m{i}")
+        if i % 20 == 0:
+            await committed(persistence)
+    await committed(persistence)
+    assert journal.number == 1 and journal.size > 300_000
+    q = ns.receiver_source("q")
+    for _ in range(290):  # now mostly settled: the next batch rewrites the ten left
+        m = q.receive(now)
+        assert m is not None and m.lock_token is not None
+        q.complete(m.lock_token, now)
+    await committed(persistence)
+    send(ns, "q", now, message_id="after")
+    await committed(persistence)
+    assert journal.number == 2 and journal.size < 40_000  # (it held 300 KB)
+    persistence, ns = await restart(persistence, tmp_path)
+    assert len(ns.receiver_source("q").peek(1, 100, now)) == 11
+    await persistence.close()

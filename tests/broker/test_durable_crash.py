@@ -39,7 +39,7 @@ BODY = b"x" * 256
 # The command line, with the journal compacted at every batch once it holds this many bytes.
 _COMPACTING = (
     "import sys; import amqplink.broker.durable.journal as j; j.COMPACT_MIN_BYTES = int(sys.argv.pop(1));"
-    " j.COMPACT_FACTOR = 1;"
+    " j.COMPACT_FACTOR = 0;"
     " from amqplink.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 

@@ -29,7 +29,7 @@ from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import K_MESSAGE, K_STATE, MESSAGE, STATE, delete_record, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
-__all__ = ["STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
+__all__ = ["LIVE_CHECK_BYTES", "STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,10 @@ _KEY_BITS = 64
 collector does not track (a tuple per change made it run about three times as often)."""
 _SEQ_MASK = (1 << _KEY_BITS) - 1
 
+LIVE_CHECK_BYTES = 1 << 20
+"""Once a journal could be compacted but is mostly live, the live state is measured again
+after it has grown this much (measuring visits every entity)."""
+
 LAZY_WRITE_DELAY = 0.05
 """Seconds a change nobody waits for (a lock taken: the delivery count) may stay pending,
 so that the completion which usually follows replaces it before it is written."""
@@ -59,6 +63,12 @@ class GroupCommit:
         """Journal size below which it is never compacted (default :data:`~.journal.COMPACT_MIN_BYTES`)."""
         self.snapshot: Callable[[], list[bytes]] | None = None
         """The records of the whole live state (set by the owner): what a compaction writes."""
+        self.live_bytes: Callable[[], int] | None = None
+        """About how many bytes the live state takes in the journal (set by the owner): a journal
+        is compacted only once it is :data:`~.journal.COMPACT_FACTOR` times that (a journal that
+        is mostly live, as while a backlog builds up, gains nothing from being rewritten)."""
+        self._check_at = 0
+        """Journal size below which :attr:`live_bytes` is not asked again."""
         self.before_take: Callable[[], None] | None = None
         """Called before a batch is taken (the owner records what it kept back until then)."""
         self.ops: dict[int, StoredMessage | None] = {}
@@ -192,13 +202,24 @@ class GroupCommit:
             return
         callbacks, self._callbacks = self._callbacks, []
         self._in_flight = True
-        if self.snapshot is not None and (self._failed or self.journal.compaction_due(self.compact_min_bytes)):
+        if self.snapshot is not None and (self._failed or self._compaction_due()):
             # The live state in memory already holds every pending change: it replaces them.
             self._failed = False
             self._clear()
             self._queue.put((True, self.snapshot(), callbacks))
         else:
             self._queue.put((False, self._take(), callbacks))
+
+    def _compaction_due(self) -> bool:
+        journal = self.journal
+        if journal.size < self._check_at or not journal.compaction_due(self.compact_min_bytes):
+            return False
+        if self.live_bytes is not None:
+            live = _journal.COMPACT_FACTOR * self.live_bytes()
+            if journal.size < live:
+                self._check_at = journal.size + LIVE_CHECK_BYTES
+                return False
+        return True
 
     @property
     def _pending(self) -> bool:

@@ -26,6 +26,7 @@ from amqplink.broker.durable import definitions
 from amqplink.broker.durable.commit import STATE_CODES, Committed, GroupCommit, entity_key, message_records
 from amqplink.broker.durable.journal import Journal, StoreError
 from amqplink.broker.durable.records import (
+    MESSAGE,
     RESET_RECORD,
     State,
     definitions_record,
@@ -113,6 +114,7 @@ class Persistence:
         self.commits = GroupCommit(journal, compact_min_bytes=compact_min_bytes)
         self.commits.snapshot = self._snapshot
         self.commits.before_take = self._write_definitions
+        self.commits.live_bytes = self._live_bytes
         self.after_commit: Callable[[Committed], None] = self.commits.after_commit
         """Run a callback (on the loop) once every change so far is on disk."""
         self._namespace: Namespace | None = None
@@ -291,6 +293,11 @@ class Persistence:
                         del seen[key]
                 self.commits.record(purge_record(now))
         self.commits.kick()
+
+    def _live_bytes(self) -> int:
+        """The live messages' bytes and record heads (what a compaction would write, near enough)."""
+        stored = sum(e.bytes + MESSAGE.size * len(e.store) for e in self._entities.values())
+        return stored + sum(t.scheduled_bytes + MESSAGE.size * t.scheduled_count for t in self._topics.values())
 
     def _snapshot(self) -> list[bytes]:
         """The records of everything kept now (a compaction writes them in place of the journal).
