@@ -1,4 +1,5 @@
-"""The ``amqplink`` command: ``demo`` (the main job), ``send``, ``receive``, ``broker``, ``broker-fault``."""
+"""The ``amqplink`` command: ``demo`` (the main job), ``send``, ``receive``, ``broker``,
+``broker-store``, ``broker-fault``."""
 
 from __future__ import annotations
 
@@ -111,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--http-cert", default=None, help="PEM certificate for --http-port (default: self-signed)")
     broker.add_argument("--http-key", default=None, help="PEM private key of --http-cert")
 
+    store = command("broker-store", "show what a broker's --data-dir holds (read only; the broker may run)")
+    store.add_argument("directory", help="the broker's --data-dir")
+
     from amqplink.broker.faults import FaultKind
     from amqplink.commands.broker_fault import OPERATIONS
 
@@ -172,6 +176,10 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
         names = ("entity", "condition", "fragment", "after_bytes", "after_frames", "delay_ms", "duration", "id")
         params = {name.replace("_", "-"): getattr(args, name) for name in names}
         return await run_broker_fault(args.target, args.fault, params=params, key_name=args.key_name, key=args.key)
+    if args.command == "broker-store":
+        from amqplink.commands.broker_store import run_broker_store
+
+        return run_broker_store(args.directory)
     if args.command == "broker":
         from amqplink.commands.broker import run_broker
 

@@ -110,7 +110,7 @@ class Broker:
     ``amqp:resource-limit-exceeded``. ``handshake_timeout`` (seconds): time from TCP
     connect to open. ``max_connections``: beyond it, new connections are closed with
     ``amqp:resource-limit-exceeded``. ``data_dir``: keep the Service Bus namespace in
-    this directory (an SQLite file, read back on start); a transfer is settled only
+    this directory (an append-only journal, read back on start); a transfer is settled only
     once what it caused is written there. ``http_port`` (Service Bus namespaces only): also
     serve the management REST API over HTTPS on that port (0: any free one), with
     ``http_cert=(cert.pem, key.pem)`` or a self-signed certificate made at start

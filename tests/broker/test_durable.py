@@ -5,7 +5,7 @@ duplicate-detection ids, locks turned back into deliveries with delivery-count +
 from __future__ import annotations
 
 import asyncio
-import math
+import json
 import threading
 import time
 from pathlib import Path
@@ -22,9 +22,10 @@ from amqplink.broker.config import (
     SubscriptionConfig,
     TopicConfig,
 )
-from amqplink.broker.durable import DB_NAME, Persistence, StoreError
-from amqplink.broker.durable.database import ROWS_PER_STATEMENT, Batch, Database
-from amqplink.broker.namespace import MessageState, Namespace, split_message
+from amqplink.broker.durable import Persistence, StoreError, commit, journal_files
+from amqplink.broker.durable.commit import GroupCommit
+from amqplink.broker.namespace import MessageState, Namespace
+from amqplink.cli import main
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
 from tests.broker.nsutil import delivered, send
@@ -36,6 +37,18 @@ CONFIG = NamespaceConfig(
     ),
     topics=(TopicConfig("t", subscriptions=(SubscriptionConfig("a"),)),),
 )
+
+
+REAL_COMPACTION_DUE = GroupCommit._compaction_due
+
+
+@pytest.fixture(autouse=True, params=["append", "compact-every-batch"])
+def journal_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: batches appended, and every batch a compaction (the whole live state
+    rewritten from memory), so that what a compaction writes is checked as fully as a journal."""
+    if request.param == "compact-every-batch":
+        monkeypatch.setattr(GroupCommit, "_compaction_due", lambda self: True)
+    return str(request.param)
 
 
 async def committed(persistence: Persistence) -> None:
@@ -94,6 +107,7 @@ async def test_sequence_numbers_keep_growing_after_everything_is_completed(tmp_p
     while q.receive(now, lock=False) is not None:
         pass
     store, ns = await restart(store, tmp_path, None)
+    store, ns = await restart(store, tmp_path, None)  # (a compaction in between writes the number too)
     assert "made-on-use" in ns.queues
     send(ns, "made-on-use", now)
     assert [m.sequence_number for m in ns.receiver_source("made-on-use").peek(1, 10, now)] == [3]
@@ -172,7 +186,7 @@ async def test_a_message_stored_and_completed_in_one_batch_is_never_written(tmp_
     m = q.receive(now)
     assert m is not None and m.lock_token is not None
     q.complete(m.lock_token, now)
-    assert store.commits._ops == {}  # coalesced away before any write
+    assert store.commits.ops == {}  # coalesced away before any write
     store, ns = await restart(store, tmp_path)
     assert ns.receiver_source("q").peek(1, 10, now) == []
     send(ns, "q", now, message_id="next")
@@ -192,8 +206,9 @@ def test_a_second_broker_on_the_same_directory_is_refused(tmp_path: Path) -> Non
 
 def test_a_damaged_store_file_is_refused_naming_it(tmp_path: Path) -> None:
     Persistence(tmp_path).commits.close_now()
-    (tmp_path / DB_NAME).write_bytes(b"not a database" * 1000)
-    with pytest.raises(StoreError, match=f"{DB_NAME}.*move the directory away"):
+    ((_, path),) = journal_files(str(tmp_path))
+    Path(path).write_bytes(b"not a database" * 1000)
+    with pytest.raises(StoreError, match=f"{Path(path).name}.*move the directory away"):
         Persistence(tmp_path)
 
 
@@ -202,16 +217,17 @@ class HeldWriter:
 
     def __init__(self, broker: Broker) -> None:
         assert broker.servicebus is not None and broker.servicebus.persistence is not None
-        database = broker.servicebus.persistence.commits.database
-        self._apply = database.apply
-        database.apply = self._held  # type: ignore[method-assign]
+        journal = broker.servicebus.persistence.commits.journal
+        self._append, self._compact = journal.append, journal.compact
+        journal.append = lambda records: self._held(self._append, records)  # type: ignore[method-assign]
+        journal.compact = lambda records: self._held(self._compact, records)  # type: ignore[method-assign]
         self.entered = threading.Event()
         self.gate = threading.Event()
 
-    def _held(self, batch: Any) -> None:
+    def _held(self, write: Any, records: Any) -> None:
         self.entered.set()
         self.gate.wait(30)
-        self._apply(batch)
+        write(records)
 
     async def wait_entered(self) -> None:
         assert await asyncio.to_thread(self.entered.wait, 30)
@@ -267,24 +283,6 @@ async def test_transfers_and_dispositions_are_settled_only_after_their_commit(tm
             await conn.close()
 
 
-def test_batches_larger_than_one_statement_are_written_whole(tmp_path: Path) -> None:
-    database = Database(tmp_path)
-    envelope = split_message(Message(b"body", message_id="x").encode())
-    n = ROWS_PER_STATEMENT * 2 + 7
-    database.apply(Batch(inserts=[(k, 1, k, 0, 0, 0, 1.0, math.inf, None, envelope) for k in range(n)]))
-    database.apply(
-        Batch(
-            deletes=[(k,) for k in range(0, n, 2)],
-            updates=[(1, 2, 1, 2.0, 5.0, 9.0, k) for k in range(1, n, 2)],
-        )
-    )
-    rows = list(database.messages())
-    assert [row[1] for row in rows] == list(range(1, n, 2))
-    assert {row[2:8] for row in rows} == {(1, 2, 1, 2.0, 5.0, 9.0)}
-    assert {split_message(row[8]).body for row in rows} == {envelope.body}
-    database.close()
-
-
 PARTITIONED = NamespaceConfig(
     queues=(
         QueueConfig(
@@ -328,3 +326,126 @@ async def test_a_partitioned_entity_keeps_each_fragment_across_a_restart(tmp_pat
     assert newest.envelope.message_id == "new"
     assert ns.receiver_source("ps").sessions.state["alpha"] == b"state-a"
     await store.close()
+
+
+async def test_the_journal_stays_small_while_messages_come_and_go(tmp_path: Path) -> None:
+    now = time.time()
+    persistence = Persistence(tmp_path, fsync=False, compact_min_bytes=256 << 10)
+    ns = Namespace(CONFIG)
+    persistence.attach(ns)
+    q = ns.receiver_source("q")
+    for round_ in range(40):
+        for i in range(50):
+            send(ns, "q", now, body=bytes(1000), message_id=f"r{round_}-{i}")
+        await committed(persistence)
+        for _ in range(50 if round_ < 39 else 49):  # one message stays
+            m = q.receive(now)
+            assert m is not None and m.lock_token is not None
+            q.complete(m.lock_token, now)
+        await committed(persistence)
+    journal = persistence.commits.journal
+    assert journal.number > 2, "2 MB went through a journal compacted from 256 KiB on"
+    assert journal.size < 512 << 10
+    persistence, ns = await restart(persistence, tmp_path)
+    (left,) = ns.receiver_source("q").peek(1, 10, now)
+    assert left.envelope.message_id == "r39-49"
+    await persistence.close()
+
+
+async def test_broker_store_shows_what_a_data_dir_holds_while_the_broker_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    for i in range(3):
+        send(ns, "q", now, body=b"12345", message_id=f"m{i}")
+    locked = ns.receiver_source("q").receive(now)
+    assert locked is not None
+    ns.receiver_source("s").sessions.set_state("alpha", b"state")
+    await committed(store)
+    # (in a thread: the command runs its own event loop; the broker still holds the directory)
+    assert await asyncio.to_thread(main, ["broker-store", str(tmp_path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["entities"]["q"]["messages"] == 3
+    assert shown["entities"]["q"]["available"] == 2 and shown["entities"]["q"]["locked"] == 1
+    assert shown["entities"]["s"]["session_states"] == 1
+    assert shown["duplicate_ids"] == 3
+    assert shown["defined"] == {"queues": ["q", "s"], "topics": {"t": ["a"]}}
+    await store.close()
+    (tmp_path / "empty").mkdir()
+    assert await asyncio.to_thread(main, ["broker-store", str(tmp_path / "empty")]) == 2
+    assert "holds no amqplink journal" in capsys.readouterr().err
+
+
+async def test_a_compaction_keeps_as_many_duplicate_ids_as_the_detector_remembers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(GroupCommit, "_compaction_due", lambda self: True)
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    detector = ns.queues["q"].duplicates
+    assert detector is not None
+    detector.limit = 3
+    for i in range(5):
+        send(ns, "q", now + i, message_id=f"id{i}")
+    store, ns = await restart(store, tmp_path)  # (its last batch a compaction)
+    for i in range(5):  # the two oldest were forgotten: sent again, they are new messages
+        send(ns, "q", now + 10, message_id=f"id{i}")
+    ids = [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 20, now + 10)]
+    assert ids == [f"id{i}" for i in range(5)] + ["id0", "id1"]
+    await store.close()
+
+
+async def test_after_a_failed_write_the_next_batch_rewrites_what_it_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = time.time()
+    store, ns = await opened(tmp_path)
+    journal = store.commits.journal
+    real_append, real_compact = journal.append, journal.compact
+
+    def full(records: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(journal, "append", full)
+    monkeypatch.setattr(journal, "compact", full)
+    send(ns, "q", now, message_id="refused-but-kept")
+    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    store.after_commit(done.set_result)
+    assert isinstance(await asyncio.wait_for(done, 10), OSError)  # its sender is told
+    monkeypatch.setattr(journal, "append", real_append)
+    monkeypatch.setattr(journal, "compact", real_compact)
+    send(ns, "q", now, message_id="next")
+    store, ns = await restart(store, tmp_path)
+    # In memory the first message stayed (and may have been delivered): the disk agrees now.
+    ids = [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 10, now)]
+    assert ids == ["refused-but-kept", "next"]
+    await store.close()
+
+
+async def test_a_journal_that_is_mostly_live_is_not_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(GroupCommit, "_compaction_due", REAL_COMPACTION_DUE)  # (whatever the fixture set)
+    monkeypatch.setattr(commit, "LIVE_CHECK_BYTES", 0)  # measured at every batch
+    now = time.time()
+    persistence = Persistence(tmp_path, fsync=False, compact_min_bytes=64 << 10)
+    ns = Namespace(CONFIG)
+    persistence.attach(ns)
+    journal = persistence.commits.journal
+    for i in range(300):  # a backlog builds up: 300 KB, all of it live
+        send(ns, "q", now, body=bytes(1000), message_id=f"m{i}")
+        if i % 20 == 0:
+            await committed(persistence)
+    await committed(persistence)
+    assert journal.number == 1 and journal.size > 300_000
+    q = ns.receiver_source("q")
+    for _ in range(290):  # now mostly settled: the next batch rewrites the ten left
+        m = q.receive(now)
+        assert m is not None and m.lock_token is not None
+        q.complete(m.lock_token, now)
+    await committed(persistence)
+    send(ns, "q", now, message_id="after")
+    await committed(persistence)
+    assert journal.number == 2 and journal.size < 40_000  # (it held 300 KB)
+    persistence, ns = await restart(persistence, tmp_path)
+    assert len(ns.receiver_source("q").peek(1, 100, now)) == 11
+    await persistence.close()

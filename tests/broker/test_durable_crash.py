@@ -26,7 +26,7 @@ import pytest
 
 from amqplink.aio import connect
 from amqplink.aio.connection import Connection
-from amqplink.broker.durable import DB_NAME
+from amqplink.broker.durable import journal_files
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
 
@@ -36,14 +36,25 @@ QUEUE = "crash"
 BODY = b"x" * 256
 
 
-class BrokerProcess:
-    """``amqplink broker --port 0 --data-dir DIR`` in a subprocess."""
+# The command line, with the journal compacted at every batch once it holds this many bytes.
+_COMPACTING = (
+    "import sys; import amqplink.broker.durable.journal as j; j.COMPACT_MIN_BYTES = int(sys.argv.pop(1));"
+    " j.COMPACT_FACTOR = 0;"
+    " from amqplink.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
-    def __init__(self, data_dir: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--data-dir", str(data_dir)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-        )  # fmt: skip
+
+class BrokerProcess:
+    """``amqplink broker --port 0 --data-dir DIR`` in a subprocess (``compact_bytes``: the
+    journal compacted from that size on)."""
+
+    def __init__(self, data_dir: Path, compact_bytes: int | None = None) -> None:
+        args = ["broker", "--port", "0", "--data-dir", str(data_dir)]
+        if compact_bytes is None:
+            cmd = [sys.executable, "-m", "amqplink.cli", *args]
+        else:
+            cmd = [sys.executable, "-c", _COMPACTING, str(compact_bytes), *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
         self.url = ""
 
     async def ready(self) -> str:
@@ -71,8 +82,8 @@ class BrokerProcess:
 
 
 @asynccontextmanager
-async def broker(data_dir: Path) -> AsyncIterator[tuple[BrokerProcess, Connection]]:
-    proc = BrokerProcess(data_dir)
+async def broker(data_dir: Path, compact_bytes: int | None = None) -> AsyncIterator[tuple[BrokerProcess, Connection]]:
+    proc = BrokerProcess(data_dir, compact_bytes)
     try:
         conn = await connect(await proc.ready())
         try:
@@ -139,6 +150,24 @@ async def test_every_acknowledged_send_survives_sigkill_exactly_once(tmp_path: P
     assert max(seen.values()) == 1, "a message came back twice"
 
 
+@pytest.mark.parametrize("seed", [4, 5])
+async def test_acknowledged_sends_survive_sigkill_while_the_journal_is_compacted_again_and_again(
+    tmp_path: Path, seed: int
+) -> None:
+    """Compacted at every batch from 64 KiB on (each compaction rewrites all that is stored),
+    so the kill lands before, during or after one."""
+    kill_after = random.Random(seed).randrange(2000, 9500)
+    async with broker(tmp_path, compact_bytes=64 << 10) as (proc, conn):
+        acked = await send_until_killed(proc, conn, 10_000, kill_after)
+    numbers = [number for number, _ in journal_files(str(tmp_path))]
+    assert max(numbers) > 4, "the journal should have been compacted again and again"
+    async with broker(tmp_path) as (_, conn):
+        seen = await drain(conn, acked)
+    assert acked <= set(seen), f"lost {len(acked - set(seen))} acknowledged messages"
+    assert max(seen.values()) == 1, "a message came back twice"
+    assert len(journal_files(str(tmp_path))) == 1
+
+
 async def test_confirmed_completions_stay_completed_and_locks_come_back_counted(tmp_path: Path) -> None:
     ids = [f"m{i}" for i in range(200)]
     async with broker(tmp_path) as (proc, conn):
@@ -176,10 +205,10 @@ async def test_a_torn_tail_of_the_store_is_dropped(tmp_path: Path, damage: str) 
         second = [f"b{i}" for i in range(500)]
         await asyncio.gather(*[sender.send(Message(BODY, message_id=mid)) for mid in second])
         proc.kill()
-    wal = tmp_path / (DB_NAME + "-wal")
-    size = wal.stat().st_size
-    assert size > 8192, "the last writes should still be in the write-ahead log"
-    with open(wal, "r+b") as f:
+    ((_, journal),) = journal_files(str(tmp_path))
+    size = os.path.getsize(journal)
+    assert size > 1000 * len(BODY), "both groups of sends should be in the journal"
+    with open(journal, "r+b") as f:
         if damage == "truncate":
             f.truncate(size - 3000)  # the last write half done
         else:
@@ -195,11 +224,12 @@ async def test_a_torn_tail_of_the_store_is_dropped(tmp_path: Path, damage: str) 
 
 
 def test_the_command_refuses_a_damaged_store_with_one_line(tmp_path: Path) -> None:
-    (tmp_path / DB_NAME).write_bytes(b"not a database" * 1000)
+    journal = tmp_path / "journal-00000001.log"
+    journal.write_bytes(b"not a journal" * 1000)
     done = subprocess.run(
         [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--data-dir", str(tmp_path)],
         capture_output=True, text=True, env=ENV, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert DB_NAME in done.stderr and "move the directory away" in done.stderr
+    assert journal.name in done.stderr and "move the directory away" in done.stderr

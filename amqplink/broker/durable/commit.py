@@ -1,35 +1,53 @@
 """Group commit: the changes of one event-loop turn (or of the time the previous commit
-took) become one transaction on a writer thread; then the callbacks waiting on them run.
+took) become one journal batch written by a writer thread; then the callbacks waiting on
+them run.
 
 The event loop never touches the disk. A change is recorded in the pending batch
-(a dict by row, so a message stored and completed before its batch is written costs
+(a dict by message, so a message stored and completed before its batch is written costs
 nothing at all); when the loop has nothing more to do in this turn the batch goes to
 the writer thread, and while it is being written the next one fills. Batches are
 written in order, so a callback runs only after every change recorded before it is
-on disk.
+on disk. A batch that fails (a full disk) fails its callbacks, and the next batch is a
+compaction, which writes the whole state in memory again (what the failed one held too).
+
+Records are packed here, on the loop (one ``struct.pack`` per change, the message's
+bytes encoded once when it is stored); the writer thread only joins them, appends and
+flushes, all of which let go of the GIL, so the two threads hardly contend for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import queue
 import threading
 from collections.abc import Callable
 
-from amqplink.broker.durable.database import SEQ_BITS, Batch, Database, row_key
+from amqplink.broker.durable import journal as _journal
+from amqplink.broker.durable.journal import Journal
+from amqplink.broker.durable.records import K_MESSAGE, K_STATE, MESSAGE, STATE, delete_record, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
-__all__ = ["STATE_CODES", "Committed", "GroupCommit"]
+__all__ = ["LIVE_CHECK_BYTES", "STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
 
 log = logging.getLogger(__name__)
 
 STATE_CODES = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 1, MessageState.DEFERRED: 2, MessageState.SCHEDULED: 3}
+_CODES = {state._value_: code for state, code in STATE_CODES.items()}
+"""By the state's value: an enum member hashes in Python, its value string in C (hot path)."""
 
 Committed = Callable[[BaseException | None], None]
 """Called on the event loop once the changes recorded before it are written (or failed)."""
 
-_INSERT, _UPDATE, _DELETE = 0, 1, 2
+_KEY_BITS = 64
+"""A pending change is keyed by ``entity << 64 | sequence number``: an int, which the garbage
+collector does not track (a tuple per change made it run about three times as often)."""
+_SEQ_MASK = (1 << _KEY_BITS) - 1
+
+LIVE_CHECK_BYTES = 1 << 20
+"""Once a journal could be compacted but is mostly live, the live state is measured again
+after it has grown this much (measuring visits every entity)."""
 
 LAZY_WRITE_DELAY = 0.05
 """Seconds a change nobody waits for (a lock taken: the delivery count) may stay pending,
@@ -39,70 +57,94 @@ so that the completion which usually follows replaces it before it is written.""
 class GroupCommit:
     """The loop's side of the writer: records changes, hands batches over, runs callbacks."""
 
-    def __init__(self, database: Database) -> None:
-        self.database = database
-        self._ops: dict[int, tuple[int, StoredMessage | None]] = {}
-        """Row key -> (what, message): the pending batch's message changes, coalesced."""
+    def __init__(self, journal: Journal, *, compact_min_bytes: int | None = None) -> None:
+        self.journal = journal
+        self.compact_min_bytes = _journal.COMPACT_MIN_BYTES if compact_min_bytes is None else compact_min_bytes
+        """Journal size below which it is never compacted (default :data:`~.journal.COMPACT_MIN_BYTES`)."""
+        self.snapshot: Callable[[], list[bytes]] | None = None
+        """The records of the whole live state (set by the owner): what a compaction writes."""
+        self.live_bytes: Callable[[], int] | None = None
+        """About how many bytes the live state takes in the journal (set by the owner): a journal
+        is compacted only once it is :data:`~.journal.COMPACT_FACTOR` times that (a journal that
+        is mostly live, as while a backlog builds up, gains nothing from being rewritten)."""
+        self._check_at = 0
+        """Journal size below which :attr:`live_bytes` is not asked again."""
+        self.before_take: Callable[[], None] | None = None
+        """Called before a batch is taken (the owner records what it kept back until then)."""
+        self.ops: dict[int, StoredMessage | None] = {}
+        """Key (:func:`entity_key` ``| sequence number``) -> the message stored or changed (``None``:
+        gone): the pending batch's changes, coalesced. The same dict for ever (cleared when taken)."""
+        self._state_only: set[int] = set()
+        """Keys of :attr:`_ops` whose message's state changed but not its bytes (written without them)."""
         self._fresh: set[int] = set()
-        """Row keys inserted in the pending batch that no earlier batch wrote."""
-        self._extra = Batch()
+        """Keys inserted in the pending batch that no earlier batch wrote."""
+        self._extra: list[bytes] = []
         self._sequences: dict[int, Callable[[], int]] = {}
         self._callbacks: list[Committed] = []
         self._in_flight = False
+        self._failed = False
+        """The last batch failed: the next one rewrites the whole state (a compaction)."""
         self._scheduled = False
         self._lazy: asyncio.TimerHandle | None = None
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: asyncio.Event | None = None
-        self._queue: queue.SimpleQueue[tuple[Batch, list[Committed]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[bool, list[bytes], list[Committed]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._write, name="amqplink-store-writer", daemon=True)
         self._thread.start()
 
     # -- recording (event loop) ---------------------------------------------------
-    def insert(self, entity: int, message: StoredMessage, fresh: bool) -> None:
-        """A message stored (``fresh``: under a sequence number never written before)."""
-        key = row_key(entity, message.sequence_number)
-        self._ops[key] = (_INSERT, message)
-        if fresh:
+    def insert(self, entity: int, message: StoredMessage, next_sequence: Callable[[], int] | None = None) -> None:
+        """A message stored; ``next_sequence`` when its sequence number was never written before
+        (the entity's next number, as it tells it when the batch is taken, is written too)."""
+        key = entity << _KEY_BITS | message.sequence_number
+        self.ops[key] = message
+        if next_sequence is not None:
             self._fresh.add(key)
-        self.kick()
+            if entity not in self._sequences:
+                self._sequences[entity] = next_sequence
+        elif self._state_only:
+            self._state_only.discard(key)
+        if not (self._scheduled or self._in_flight):
+            self.kick()
 
     def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
         """A message's state (``envelope``: also its bytes) changed."""
-        key = row_key(entity, message.sequence_number)
-        if key not in self._ops:
-            self._ops[key] = (_INSERT if envelope else _UPDATE, message)
+        key = entity << _KEY_BITS | message.sequence_number
+        if key not in self.ops:
+            self.ops[key] = message
             if envelope:
                 self.kick()
-            elif self._lazy is None and not self._scheduled and self._loop is not None:
+                return
+            self._state_only.add(key)
+            if self._lazy is None and not self._scheduled and self._loop is not None:
                 self._lazy = self._loop.call_later(LAZY_WRITE_DELAY, self.kick)
         elif envelope:
-            self._ops[key] = (_INSERT, message)
+            self.ops[key] = message
+            self._state_only.discard(key)
 
     def delete(self, entity: int, sequence_number: int) -> None:
-        key = row_key(entity, sequence_number)
+        key = entity << _KEY_BITS | sequence_number
         if key in self._fresh:  # never written: nothing to delete
             self._fresh.discard(key)
-            del self._ops[key]
+            del self.ops[key]
             return
-        self._ops[key] = (_DELETE, None)
-        self.kick()
-
-    def sequence(self, entity: int, next_sequence: Callable[[], int]) -> None:
-        """Write the entity's next sequence number (as ``next_sequence()`` tells it then) with this batch."""
-        if entity not in self._sequences:
-            self._sequences[entity] = next_sequence
+        self.ops[key] = None
+        if self._state_only:
+            self._state_only.discard(key)
+        if not (self._scheduled or self._in_flight):
             self.kick()
 
-    @property
-    def extra(self) -> Batch:
-        """The pending batch's other rows (entities, session state, duplicate ids): append, then :meth:`kick`."""
-        return self._extra
+    def record(self, record: bytes) -> None:
+        """Write another record (entity id, session state, duplicate id, definitions) with the pending batch."""
+        self._extra.append(record)
+        self.kick()
 
     def after_commit(self, callback: Committed) -> None:
         """Run ``callback`` once everything recorded so far is written."""
         self._callbacks.append(callback)
-        self.kick()
+        if not (self._scheduled or self._in_flight):
+            self.kick()
 
     def kick(self) -> None:
         """Have the pending batch written at the end of this loop turn (or after the one in flight)."""
@@ -117,50 +159,91 @@ class GroupCommit:
         self._loop.call_soon(self._flush)
 
     # -- handing over -------------------------------------------------------------
-    def _take(self) -> Batch:
-        batch, self._extra = self._extra, Batch()
-        codes = STATE_CODES
-        for key, (what, msg) in self._ops.items():
-            if what == _DELETE or msg is None:
-                batch.deletes.append((key,))
-                continue
-            state = (
-                codes[msg.state], msg.delivery_count, int(msg.deferred), msg.enqueued_at, msg.expires_at,
-                msg.scheduled_at,
-            )  # fmt: skip
-            if what == _INSERT:
-                batch.inserts.append((key, key >> SEQ_BITS, msg.sequence_number, *state, msg.envelope))
+    def _take(self) -> list[bytes]:
+        records = self._extra
+        append = records.append
+        codes = _CODES
+        state = STATE.pack
+        state_only = self._state_only
+        for key, msg in self.ops.items():
+            entity, seq = key >> _KEY_BITS, key & _SEQ_MASK
+            if msg is None:
+                append(delete_record(entity, seq))
+            elif key not in state_only:
+                message_records(records, entity, msg)
             else:
-                batch.updates.append((*state, key))
-        batch.sequences = [(next_sequence(), entity) for entity, next_sequence in self._sequences.items()]
-        self._ops = {}
-        self._fresh = set()
-        self._sequences = {}
-        return batch
+                at = msg.scheduled_at
+                append(
+                    state(
+                        K_STATE, entity, seq, codes[msg.state._value_], msg.delivery_count, msg.deferred,
+                        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
+                    )
+                )  # fmt: skip
+        for entity, next_sequence in self._sequences.items():
+            append(sequence_record(entity, next_sequence()))
+        self._clear()
+        return records
+
+    def _clear(self) -> None:
+        self.ops.clear()
+        self._state_only.clear()
+        self._fresh.clear()
+        self._sequences.clear()
+        self._extra = []
 
     def _flush(self) -> None:
         self._scheduled = False
         if self._lazy is not None:
             self._lazy.cancel()
             self._lazy = None
-        if self._in_flight or not (self._ops or self._callbacks or self._sequences or _has_rows(self._extra)):
+        if self.before_take is not None:
+            self.before_take()
+        if self._in_flight or not self._pending:
             return
         callbacks, self._callbacks = self._callbacks, []
         self._in_flight = True
-        self._queue.put((self._take(), callbacks))
+        if self.snapshot is not None and (self._failed or self._compaction_due()):
+            # The live state in memory already holds every pending change: it replaces them.
+            self._failed = False
+            self._clear()
+            self._queue.put((True, self.snapshot(), callbacks))
+        else:
+            self._queue.put((False, self._take(), callbacks))
+
+    def _compaction_due(self) -> bool:
+        journal = self.journal
+        if journal.size < self._check_at or not journal.compaction_due(self.compact_min_bytes):
+            return False
+        if self.live_bytes is not None:
+            live = _journal.COMPACT_FACTOR * self.live_bytes()
+            if journal.size < live:
+                self._check_at = journal.size + LIVE_CHECK_BYTES
+                return False
+        return True
+
+    @property
+    def _pending(self) -> bool:
+        return bool(self.ops or self._callbacks or self._sequences or self._extra)
 
     def _write(self) -> None:
-        """The writer thread: one transaction per batch, in order."""
+        """The writer thread: one append and flush per batch, in order."""
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            batch, callbacks = item
+            compact, records, callbacks = item
             error: BaseException | None = None
             try:
-                self.database.apply(batch)
+                if compact:
+                    self.journal.compact(records)
+                    log.info("store %s compacted to %d bytes", self.journal.path, self.journal.size)
+                else:
+                    self.journal.append(records)
             except Exception as exc:
-                log.error("the broker's store %r could not write a batch: %s", self.database.path, exc)
+                log.error(
+                    "the broker's store %r could not write a batch: %s; the operations waiting on it are refused"
+                    " with amqp:internal-error (check the disk)", self.journal.directory, exc,
+                )  # fmt: skip
                 error = exc
             assert self._loop is not None
             try:
@@ -170,12 +253,14 @@ class GroupCommit:
 
     def _committed(self, callbacks: list[Committed], error: BaseException | None) -> None:
         self._in_flight = False
+        if error is not None:
+            self._failed = True
         for callback in callbacks:
             try:
                 callback(error)
             except Exception:
                 log.exception("a callback after a store commit failed")
-        if self._ops or self._callbacks or self._sequences or _has_rows(self._extra):
+        if self._pending:
             self._flush()  # it filled while the last one was written: no need to wait a turn
         elif self._idle is not None:
             self._idle.set()
@@ -185,12 +270,15 @@ class GroupCommit:
         if self._closed:
             return
         self._closed = True
-        while self._in_flight or self._ops or self._callbacks or self._sequences or _has_rows(self._extra):
+        self._loop = asyncio.get_running_loop()  # (records made before the loop ran may be all there is)
+        if self.before_take is not None:
+            self.before_take()
+        while self._in_flight or self._pending:
             self._idle = asyncio.Event()
             if not self._in_flight:
                 self._flush()
             await self._idle.wait()
-        await asyncio.to_thread(self._stop)  # closing checkpoints the WAL: not on the loop
+        await asyncio.to_thread(self._stop)  # joins the writer thread: not on the loop
 
     def close_now(self) -> None:
         """Stop without an event loop (nothing was recorded, or the loop is gone)."""
@@ -201,8 +289,25 @@ class GroupCommit:
     def _stop(self) -> None:
         self._queue.put(None)
         self._thread.join()
-        self.database.close()
+        self.journal.close()
 
 
-def _has_rows(batch: Batch) -> bool:
-    return bool(batch.entities or batch.sessions or batch.duplicates or batch.purge_duplicates_before is not None)
+def entity_key(entity: int) -> int:
+    """The high bits of the keys of an entity's messages in :attr:`GroupCommit.ops`."""
+    return entity << _KEY_BITS
+
+
+def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
+    """Append the records storing ``msg`` (its fields, then its bytes) to ``out``."""
+    payload = msg.envelope.encode()
+    at = msg.scheduled_at
+    out.append(
+        _MESSAGE(
+            K_MESSAGE, entity, msg.sequence_number, _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
+            msg.enqueued_at, msg.expires_at, math.nan if at is None else at, len(payload),
+        )
+    )  # fmt: skip
+    out.append(payload)
+
+
+_MESSAGE = MESSAGE.pack

@@ -6,6 +6,10 @@ entities (their indexes are rebuilt by :meth:`Entity.recover`) and from then on
 records every change through a :class:`~amqplink.broker.durable.commit.GroupCommit`.
 The server settles a transfer (or answers a request) only in
 :meth:`Persistence.after_commit`, i.e. once what it caused is on disk.
+
+It also keeps the namespace's entity definitions: queues, topics and subscriptions
+made, changed or deleted at run time (the management REST API) come back on start;
+an entity the configuration defines is made from the configuration, as it says.
 """
 
 from __future__ import annotations
@@ -15,10 +19,23 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from amqplink.broker.durable.commit import STATE_CODES, Committed, GroupCommit
-from amqplink.broker.durable.database import Database, StoreError
+from amqplink.broker.durable import definitions
+from amqplink.broker.durable.commit import STATE_CODES, Committed, GroupCommit, entity_key, message_records
+from amqplink.broker.durable.journal import Journal, StoreError
+from amqplink.broker.durable.records import (
+    MESSAGE,
+    RESET_RECORD,
+    State,
+    definitions_record,
+    duplicate_record,
+    entity_record,
+    purge_record,
+    sequence_record,
+    session_record,
+)
 from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import Envelope, split_message
@@ -40,12 +57,14 @@ DUPLICATE_PURGE_INTERVAL = 60.0
 class DurableStore(MemoryStore):
     """An entity's messages in memory, each change also recorded for the disk."""
 
-    __slots__ = ("_commits", "_entity", "_next_sequence", "high")
+    __slots__ = ("_commits", "_entity", "_key", "_next_sequence", "_pending", "high")
 
     def __init__(self, entity: int, commits: GroupCommit) -> None:
         super().__init__()
         self._entity = entity
+        self._key = entity_key(entity)
         self._commits = commits
+        self._pending = commits.ops
         self._next_sequence = self._next  # bound once: not one method object per message
         self.high = 0
         """The highest sequence number ever stored here."""
@@ -58,11 +77,11 @@ class DurableStore(MemoryStore):
     def append(self, message: StoredMessage) -> None:
         super().append(message)
         seq = message.sequence_number
-        fresh = seq > self.high
-        if fresh:
+        if seq > self.high:
             self.high = seq
-            self._commits.sequence(self._entity, self._next_sequence)
-        self._commits.insert(self._entity, message, fresh)
+            self._commits.insert(self._entity, message, self._next_sequence)
+        else:
+            self._commits.insert(self._entity, message)
 
     def _next(self) -> int:
         return self.high + 1
@@ -74,52 +93,73 @@ class DurableStore(MemoryStore):
         return message
 
     def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
-        self._commits.update(self._entity, message, envelope)
+        if envelope or self._key | message.sequence_number not in self._pending:  # else: written as it is then
+            self._commits.update(self._entity, message, envelope)
 
 
 class Persistence:
     """One data directory serving one namespace."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], *, fsync: bool = True, compact_min_bytes: int | None = None
+    ) -> None:
         self.directory = os.fspath(directory)
-        database = Database(directory, fsync=fsync)
-        with database.reading():
-            self._read(database)
-        self.commits = GroupCommit(database)
+        journal = Journal(directory, fsync=fsync)
+        state, journal.state = journal.state, State()
+        try:
+            self._read(state, journal.path)
+        except BaseException:
+            journal.close()
+            raise
+        self.commits = GroupCommit(journal, compact_min_bytes=compact_min_bytes)
+        self.commits.snapshot = self._snapshot
+        self.commits.before_take = self._write_definitions
+        self.commits.live_bytes = self._live_bytes
+        self.after_commit: Callable[[Committed], None] = self.commits.after_commit
+        """Run a callback (on the loop) once every change so far is on disk."""
+        self._namespace: Namespace | None = None
+        self._entities: dict[int, Entity] = {}
+        """Entity id -> the entity (or fragment) whose store it is: what a compaction rewrites."""
+        self._topics: dict[int, Topic] = {}
+        self._topic_schedules: dict[int, dict[int, tuple[float, Envelope]]] = {}
+        self._seen: dict[int, dict[bytes, tuple[float, float]]] = {}
+        """Entity id -> encoded duplicate-detection id -> (seen at, expires at)."""
+        self._definitions_dirty = False
         count = sum(len(m) for m in self._messages.values())
-        log.info("store %s: %d messages in %d entities read back", database.path, count, len(self._ids))
+        log.info("store %s: %d messages in %d entities read back", journal.path, count, len(self._ids))
 
-    def _read(self, database: Database) -> None:
-        self._ids: dict[str, int] = {}
-        self._next_sequence: dict[int, int] = {}
-        for eid, path, next_sequence in database.entities():
-            self._ids[path] = eid
-            self._next_sequence[eid] = next_sequence
+    def _read(self, state: State, path: str) -> None:
+        self._ids: dict[str, int] = {p: eid for eid, p in state.entities.items()}
+        self._next_sequence = state.next_sequence
         self._messages: dict[int, list[StoredMessage]] = {}
         dropped = 0
-        for eid, seq, state, count, deferred, enqueued, expires, scheduled, payload in database.messages():
-            try:
-                envelope = split_message(payload)
-            except DecodeError:
-                dropped += 1
-                continue
-            msg = StoredMessage(seq, envelope, enqueued, expires, _STATES[state], count, bool(deferred))
-            msg.scheduled_at = scheduled
-            self._messages.setdefault(eid, []).append(msg)
+        for eid, messages in state.messages.items():
+            kept = self._messages[eid] = []
+            for seq in sorted(messages):
+                code, count, deferred, enqueued, expires, scheduled, payload = messages[seq]
+                try:
+                    envelope = split_message(payload)
+                except DecodeError:
+                    dropped += 1
+                    continue
+                msg = StoredMessage(seq, envelope, enqueued, expires, _STATES[code], count, bool(deferred))
+                msg.scheduled_at = scheduled
+                kept.append(msg)
         if dropped:
-            log.error("%s: %d stored messages could not be decoded and were left out", database.path, dropped)
-        self._states: dict[int, dict[str, bytes]] = {}
-        for eid, session_id, blob in database.session_states():
-            self._states.setdefault(eid, {})[session_id] = blob
+            log.error("%s: %d stored messages could not be decoded and were left out", path, dropped)
+        self._states = state.sessions
         now = time.time()
-        self._duplicates: dict[int, list[tuple[Any, float]]] = {}
-        for eid, raw, seen_at in database.duplicate_ids(now):
-            self._duplicates.setdefault(eid, []).append((decode(raw)[0], seen_at))
+        self._duplicates: dict[int, list[tuple[bytes, float, float]]] = {}
+        for (eid, raw), (seen_at, expires) in sorted(state.duplicates.items(), key=lambda item: item[1][0]):
+            if expires > now:
+                self._duplicates.setdefault(eid, []).append((raw, seen_at, expires))
         self._purged_at = now
+        self._definitions = state.definitions
 
     # -- wiring -------------------------------------------------------------------
     def attach(self, namespace: Namespace) -> None:
         """Read the stored state into ``namespace``'s entities and keep every later change."""
+        self._namespace = namespace
         for queue in namespace.queues.values():
             self._added(queue)
         for topic in namespace.topics.values():
@@ -127,35 +167,49 @@ class Persistence:
             for sub in topic.subscriptions.values():
                 self._added(sub)
         namespace.on_entity_added = self._added
-        # Queues made on first use in an earlier run come back (with their messages); a
-        # queue is known by its dead-letter queue (a topic has none).
-        if namespace.auto_create:
-            for path in list(self._ids):
-                # (a subscription has a dead-letter queue too, but is no queue: its path has a '/')
-                is_queue = "/" not in path and f"{path}/$deadletterqueue" in self._ids
-                if is_queue and path not in namespace.queues and path not in namespace.topics:
-                    namespace.resolve(path)
+        if self._definitions is not None:
+            definitions.restore(namespace, self._definitions)
+        namespace.on_definitions_changed = self._definitions_changed
+        self._definitions_changed()
         left = [path for path, eid in self._ids.items() if eid in self._messages]
         if left:
             log.warning(
                 "store %s keeps messages of entities this configuration has not: %s", self.directory, sorted(left)
             )
 
+    def _definitions_changed(self) -> None:
+        """An entity was made, changed or deleted: the definitions are written with the next
+        batch (many entities made on first use in one loop turn cost one document)."""
+        self._definitions_dirty = True
+        self.commits.kick()
+
+    def _write_definitions(self) -> None:
+        """(before each batch is taken)"""
+        if not self._definitions_dirty or self._namespace is None:
+            return
+        self._definitions_dirty = False
+        document = definitions.dump(self._namespace)
+        if document != self._definitions:
+            self._definitions = document
+            self.commits.record(definitions_record(document))
+
     def _entity_id(self, path: str) -> int:
         key = path.lower()
         eid = self._ids.get(key)
         if eid is None:
             eid = self._ids[key] = max(self._ids.values(), default=0) + 1
-            self.commits.extra.entities.append((eid, key))
-            self.commits.kick()
+            self.commits.record(entity_record(eid, key))
         return eid
 
     def _added(self, entity: Queue | Topic | Subscription) -> None:
         if isinstance(entity, Topic):
             eid = self._entity_id(entity.path)
+            self._topics[eid] = entity
+            schedule = self._topic_schedules.setdefault(eid, {})
             for msg in self._messages.pop(eid, []):
                 if msg.scheduled_at is not None:
                     entity.load_scheduled(msg.sequence_number, msg.scheduled_at, msg.envelope)
+                    schedule[msg.sequence_number] = (msg.scheduled_at, msg.envelope)
             entity.next_sequence = self._next_sequence.pop(eid, 1)
             topic = entity
             entity.on_scheduled = lambda seq, at, envelope: self._topic_scheduled(topic, eid, seq, at, envelope)
@@ -191,46 +245,91 @@ class Persistence:
         for msg in self._messages.pop(eid, []):
             store.load(msg)
         entity.store = store
-        entity.recover(max(self._next_sequence.pop(eid, 1), store.high + 1))
+        next_sequence = max(self._next_sequence.pop(eid, 1), store.high + 1)
+        store.high = next_sequence - 1  # (what a compaction writes as the next number)
+        entity.recover(next_sequence)
         entity.sessions.state.update(self._states.pop(eid, {}))
         entity.sessions.on_state = lambda sid, state: self._session_state(eid, sid, state)
+        self._entities[eid] = entity
         return eid
 
     def _duplicates_of(self, eid: int, detector: DuplicateDetector | None) -> None:
         remembered = self._duplicates.pop(eid, [])
         if detector is None:
             return
-        for message_id, seen_at in remembered:
-            detector.remember(message_id, seen_at)
-        window = detector.window
-        detector.on_seen = lambda message_id, now: self._duplicate(eid, message_id, now, window)
+        seen = self._seen.setdefault(eid, {})
+        for raw, seen_at, expires in remembered:
+            detector.remember(decode(raw)[0], seen_at)
+            seen[raw] = (seen_at, expires)
+        detector.on_seen = lambda message_id, now: self._duplicate(eid, message_id, now, detector)
 
     # -- recording ----------------------------------------------------------------
     def _topic_scheduled(self, topic: Topic, eid: int, seq: int, at: float, envelope: Envelope | None) -> None:
+        schedule = self._topic_schedules.setdefault(eid, {})
         if envelope is None:
+            schedule.pop(seq, None)
             self.commits.delete(eid, seq)
             return
-        msg = StoredMessage(seq, envelope, at, math.inf, MessageState.SCHEDULED, scheduled_at=at)
-        self.commits.insert(eid, msg, False)
-        self.commits.sequence(eid, lambda: topic.next_sequence)
+        schedule[seq] = (at, envelope)
+        self.commits.insert(eid, _scheduled(seq, at, envelope), lambda: topic.next_sequence)
 
     def _session_state(self, eid: int, session_id: str, state: bytes | None) -> None:
-        self.commits.extra.sessions.append((eid, session_id, state))
-        self.commits.kick()
+        self.commits.record(session_record(eid, session_id, state))
 
-    def _duplicate(self, eid: int, message_id: Any, now: float, window: float) -> None:
+    def _duplicate(self, eid: int, message_id: Any, now: float, detector: DuplicateDetector) -> None:
         if isinstance(message_id, uuid.UUID | str | bytes | int):
-            extra = self.commits.extra
-            extra.duplicates.append((eid, encode(message_id), now, now + window))
+            raw = encode(message_id)
+            expires = now + detector.window
+            seen = self._seen.setdefault(eid, {})
+            seen.pop(raw, None)  # (seen again after it left the window: now the newest)
+            seen[raw] = (now, expires)
+            if len(seen) > detector.limit:  # as many as the detector remembers, the oldest forgotten first
+                del seen[next(iter(seen))]
+            self.commits.record(duplicate_record(eid, raw, now, expires))
             if now - self._purged_at >= DUPLICATE_PURGE_INTERVAL:
                 self._purged_at = now
-                extra.purge_duplicates_before = now
+                for seen in self._seen.values():
+                    for key in [k for k, (_, expires) in seen.items() if expires <= now]:
+                        del seen[key]
+                self.commits.record(purge_record(now))
         self.commits.kick()
 
-    def after_commit(self, callback: Committed) -> None:
-        """Run ``callback`` (on the loop) once every change so far is on disk."""
-        self.commits.after_commit(callback)
+    def _live_bytes(self) -> int:
+        """The live messages' bytes and record heads (what a compaction would write, near enough)."""
+        stored = sum(e.bytes + MESSAGE.size * len(e.store) for e in self._entities.values())
+        return stored + sum(t.scheduled_bytes + MESSAGE.size * t.scheduled_count for t in self._topics.values())
+
+    def _snapshot(self) -> list[bytes]:
+        """The records of everything kept now (a compaction writes them in place of the journal).
+        Made on the event loop, about a microsecond per live message; compactions are spaced so
+        that this stays a fraction of what the writes since the last one cost."""
+        records = [RESET_RECORD, *(entity_record(eid, path) for path, eid in self._ids.items())]
+        if self._definitions is not None:
+            records.append(definitions_record(self._definitions))
+        for eid, entity in self._entities.items():
+            store = entity.store
+            assert isinstance(store, DurableStore)
+            records.append(sequence_record(eid, store.high + 1))
+            for msg in store:
+                message_records(records, eid, msg)
+            for sid, blob in entity.sessions.state.items():
+                records.append(session_record(eid, sid, blob))
+        for eid, topic in self._topics.items():
+            records.append(sequence_record(eid, topic.next_sequence))
+            for seq, (at, envelope) in self._topic_schedules.get(eid, {}).items():
+                message_records(records, eid, _scheduled(seq, at, envelope))
+        now = time.time()
+        for eid, seen in self._seen.items():
+            for raw, (seen_at, expires) in seen.items():
+                if expires > now:
+                    records.append(duplicate_record(eid, raw, seen_at, expires))
+        return records
 
     async def close(self) -> None:
         """Write what is pending and close the file."""
         await self.commits.close()
+
+
+def _scheduled(seq: int, at: float, envelope: Envelope) -> StoredMessage:
+    """A message scheduled on a topic, as kept (the topic keeps its schedule itself)."""
+    return StoredMessage(seq, envelope, at, math.inf, MessageState.SCHEDULED, scheduled_at=at)

@@ -273,6 +273,9 @@ class Namespace:
         self.on_entity_added: Callable[[Queue | Topic | Subscription], None] | None = None
         """Told of each queue, topic and subscription made from now on (a durable store
         attaches itself to them)."""
+        self.on_definitions_changed: Callable[[], None] | None = None
+        """Told after an entity is made, changed or deleted, or a subscription's rules are set
+        (a durable store keeps the definitions)."""
         if config is not None:
             for q in config.queues:
                 self.add_queue(q)
@@ -306,6 +309,11 @@ class Namespace:
     def _added(self, entity: Queue | Topic | Subscription) -> None:
         if self.on_entity_added is not None:
             self.on_entity_added(entity)
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_definitions_changed is not None:
+            self.on_definitions_changed()
 
     def add_topic(self, config: TopicConfig) -> Topic:
         key = self._new_name(config.name)
@@ -402,6 +410,7 @@ class Namespace:
         queue = self.queue(name)
         del self.queues[name.lower()]
         self._forget(queue, queue.dead_letter_queue)
+        self._changed()
         log.info("queue %r deleted", queue.name)
         return queue
 
@@ -412,6 +421,7 @@ class Namespace:
         for sub in topic.subscriptions.values():
             self._forget(sub, sub.dead_letter_queue)
         topic.cancel_scheduled(list(topic.scheduled_sequence_numbers))
+        self._changed()
         log.info("topic %r deleted", topic.name)
         return topic
 
@@ -420,6 +430,7 @@ class Namespace:
         sub = self.subscription(topic, name)
         del self.topic(topic).subscriptions[name.lower()]
         self._forget(sub, sub.dead_letter_queue)
+        self._changed()
         log.info("subscription %r deleted", sub.path)
         return sub
 
@@ -436,18 +447,21 @@ class Namespace:
         _check_unchanged(queue.path, queue.properties, properties)
         self._set_properties(queue, queue.dead_letter_queue, properties)
         _set_window(queue.duplicates, getattr(queue, "partitions", None), properties)
+        self._changed()
 
     def update_topic(self, topic: Topic, properties: EntityProperties) -> None:
         """Apply new settings to a topic (``ValueError`` for one Service Bus does not let change)."""
         _check_unchanged(topic.path, topic.properties, properties)
         topic.properties = properties
         _set_window(topic.duplicates, topic.partitions, properties)
+        self._changed()
 
     def update_subscription(self, topic: Topic, sub: Subscription, properties: EntityProperties) -> None:
         """Apply new settings to a subscription (its time to live no longer than its topic's)."""
         _check_unchanged(sub.path, sub.properties, properties)
         ttl = min(properties.default_message_ttl, topic.properties.default_message_ttl)
         self._set_properties(sub, sub.dead_letter_queue, dataclasses.replace(properties, default_message_ttl=ttl))
+        self._changed()
 
     def _set_properties(self, entity: Entity, dlq: Entity, properties: EntityProperties) -> None:
         for e in (entity, dlq):
@@ -457,14 +471,14 @@ class Namespace:
                 part.sessions.lock_duration = properties.lock_duration
         self._wire_dead_letters(entity, dlq)
 
-    @staticmethod
-    def set_rules(sub: Subscription, rules: tuple[RuleConfig, ...]) -> None:
+    def set_rules(self, sub: Subscription, rules: tuple[RuleConfig, ...]) -> None:
         """Replace a subscription's rules (none: it receives nothing), bounded by :data:`MAX_RULES`."""
         if len(rules) > MAX_RULES:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED, f"{sub.path!r} would hold {len(rules)} rules, above its limit of {MAX_RULES}"
             )
         sub.rules = rules
+        self._changed()
 
     # -- addresses ----------------------------------------------------------------
     def resolve(self, address: str) -> Node:

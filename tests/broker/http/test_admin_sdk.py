@@ -273,9 +273,46 @@ def test_a_deleted_entity_leaves_no_messages_in_the_data_dir(tmp_path: object) -
                 client.delete_queue("dq")
                 client.delete_topic("dt")
                 client.create_queue("dq")
-            # Made over HTTP, a topic does not outlive the broker (a queue made on first use does)
-            client.create_topic("dt")
-            client.create_subscription("dt", "s")
+                # Made over HTTP, entities outlive the broker (the data dir keeps their definitions)
+                client.create_topic("dt")
+                client.create_subscription("dt", "s")
             assert client.get_queue_runtime_properties("dq").total_message_count == 0
             assert client.get_subscription_runtime_properties("dt", "s").total_message_count == 0
             assert client.get_topic_runtime_properties("dt").scheduled_message_count == 0
+
+
+def test_entities_made_changed_and_deleted_over_http_are_kept_in_the_data_dir(tmp_path: object) -> None:
+    with running_broker(None, http_port=0, data_dir=tmp_path) as durable, admin(durable) as client:
+        client.create_queue("kept", max_delivery_count=4, lock_duration=dt.timedelta(seconds=20))
+        client.create_queue("gone")
+        client.create_topic("news", requires_duplicate_detection=True)
+        client.create_subscription("news", "sports", max_delivery_count=6)
+        client.create_rule("news", "sports", "football", filter=SqlRuleFilter("sport = 'football'"))
+        client.delete_rule("news", "sports", "$Default")
+        queue = client.get_queue("kept")
+        queue.max_delivery_count = 5
+        client.update_queue(queue)
+        client.delete_queue("gone")
+        with ServiceBusClient.from_connection_string(durable.connection_string) as sb:
+            with sb.get_queue_sender("kept") as sender:
+                sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(3)])
+            with sb.get_topic_sender("news") as sender:
+                sender.send_messages(ServiceBusMessage("goal", application_properties={"sport": "football"}))
+                sender.send_messages(ServiceBusMessage("ace", application_properties={"sport": "tennis"}))
+    with running_broker(None, http_port=0, data_dir=tmp_path) as durable, admin(durable) as client:
+        queue = client.get_queue("kept")
+        assert queue.max_delivery_count == 5 and queue.lock_duration == dt.timedelta(seconds=20)
+        assert client.get_queue_runtime_properties("kept").active_message_count == 3
+        with pytest.raises(ResourceNotFoundError):
+            client.get_queue("gone")
+        assert client.get_topic("news").requires_duplicate_detection
+        assert client.get_subscription("news", "sports").max_delivery_count == 6
+        assert [r.name for r in client.list_rules("news", "sports")] == ["football"]
+        assert client.get_subscription_runtime_properties("news", "sports").active_message_count == 1
+        with (
+            ServiceBusClient.from_connection_string(durable.connection_string) as sb,
+            sb.get_topic_sender("news") as sender,  # the rule still filters after the restart
+        ):
+            sender.send_messages(ServiceBusMessage("ace", application_properties={"sport": "tennis"}))
+            sender.send_messages(ServiceBusMessage("save", application_properties={"sport": "football"}))
+        assert client.get_subscription_runtime_properties("news", "sports").active_message_count == 2

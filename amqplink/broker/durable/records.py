@@ -1,0 +1,193 @@
+"""The journal's records: what one change of the namespace looks like on disk, and the
+state a sequence of them adds up to.
+
+A batch (one group commit) is a run of records; each record is a kind byte, fixed
+fields packed big-endian with :mod:`struct`, and for some a variable tail:
+
+* ``M`` a message stored: entity, sequence number, state, delivery count, deferred,
+  enqueued/expiry/scheduled time (NaN: none), the length of its bytes, then the bytes
+  (the message as delivered, without the broker's stamps);
+* ``U`` a message's state changed: the same without the bytes;
+* ``D`` a message gone (settled, expired, dead-lettered away, purged);
+* ``S`` an entity's next sequence number;
+* ``E`` an entity id given to a path (``path#i`` for a partitioned entity's fragment ``i``);
+* ``T`` a session's state (length ``0xFFFFFFFF``: removed);
+* ``P`` a duplicate-detection id seen, ``X`` ids whose window ended before a time forgotten;
+* ``N`` the namespace's entity definitions (JSON, :mod:`.definitions`), the last one wins;
+* ``R`` forget everything before: the live state follows (what a compaction writes).
+
+Later records win over earlier ones; :class:`State` replays them.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+
+__all__ = [
+    "MESSAGE",
+    "RESET_RECORD",
+    "STATE",
+    "MessageFields",
+    "State",
+    "definitions_record",
+    "delete_record",
+    "duplicate_record",
+    "entity_record",
+    "purge_record",
+    "sequence_record",
+    "session_record",
+]
+
+MESSAGE = struct.Struct(">BIqBIBdddI")
+"""kind, entity, sequence number, state, delivery count, deferred, enqueued at, expires at,
+scheduled at, payload length (then the payload)."""
+STATE = struct.Struct(">BIqBIBddd")
+"""The same without the payload."""
+_KEYED = struct.Struct(">BIq")  # D (entity, sequence number), S (entity, next sequence number)
+_ENTITY = struct.Struct(">BIH")  # E: entity, path length
+_SESSION = struct.Struct(">BIHI")  # T: entity, session id length, state length
+_DUPLICATE = struct.Struct(">BIddH")  # P: entity, seen at, expires at, id length
+_PURGE = struct.Struct(">Bd")  # X: before
+_BLOB = struct.Struct(">BI")  # N: length
+
+K_MESSAGE, K_STATE, K_DELETE, K_SEQUENCE = b"MUDS"
+K_ENTITY, K_SESSION, K_DUPLICATE, K_PURGE, K_DEFINITIONS, K_RESET = b"ETPXNR"
+_REMOVED = 0xFFFFFFFF
+
+MessageFields = tuple[int, int, int, float, float, float | None, bytes]
+"""(state code, delivery count, deferred, enqueued at, expires at, scheduled at, payload)."""
+
+
+def delete_record(entity: int, sequence_number: int) -> bytes:
+    return _KEYED.pack(K_DELETE, entity, sequence_number)
+
+
+def sequence_record(entity: int, next_sequence: int) -> bytes:
+    return _KEYED.pack(K_SEQUENCE, entity, next_sequence)
+
+
+def entity_record(entity: int, path: str) -> bytes:
+    raw = path.encode()
+    return _ENTITY.pack(K_ENTITY, entity, len(raw)) + raw
+
+
+def session_record(entity: int, session_id: str, state: bytes | None) -> bytes:
+    sid = session_id.encode()
+    if state is None:
+        return _SESSION.pack(K_SESSION, entity, len(sid), _REMOVED) + sid
+    return _SESSION.pack(K_SESSION, entity, len(sid), len(state)) + sid + state
+
+
+def duplicate_record(entity: int, message_id: bytes, seen_at: float, expires_at: float) -> bytes:
+    return _DUPLICATE.pack(K_DUPLICATE, entity, seen_at, expires_at, len(message_id)) + message_id
+
+
+def purge_record(before: float) -> bytes:
+    return _PURGE.pack(K_PURGE, before)
+
+
+def definitions_record(document: bytes) -> bytes:
+    return _BLOB.pack(K_DEFINITIONS, len(document)) + document
+
+
+RESET_RECORD = bytes((K_RESET,))
+
+
+class RecordError(ValueError):
+    """A batch that passed its checksum but does not parse (written by something else)."""
+
+
+@dataclass
+class State:
+    """What the records replayed so far add up to."""
+
+    entities: dict[int, str] = field(default_factory=dict)
+    next_sequence: dict[int, int] = field(default_factory=dict)
+    messages: dict[int, dict[int, MessageFields]] = field(default_factory=dict)
+    """Entity -> sequence number -> fields."""
+    sessions: dict[int, dict[str, bytes]] = field(default_factory=dict)
+    duplicates: dict[tuple[int, bytes], tuple[float, float]] = field(default_factory=dict)
+    """(entity, encoded id) -> (seen at, expires at)."""
+    definitions: bytes | None = None
+
+    def apply(self, batch: bytes | memoryview) -> None:
+        """Replay one batch's records (:class:`RecordError` if it does not parse)."""
+        buf = memoryview(batch)
+        pos, end = 0, len(buf)
+        try:
+            while pos < end:
+                pos = self._one(buf, pos)
+        except (struct.error, IndexError, UnicodeDecodeError) as exc:
+            raise RecordError(f"a record at offset {pos} does not parse: {exc}") from None
+        if pos != end:
+            raise RecordError(f"the last record runs past the batch's end ({pos} > {end})")
+
+    def _one(self, buf: memoryview, pos: int) -> int:
+        kind = buf[pos]
+        if kind in (K_MESSAGE, K_STATE):
+            fixed = MESSAGE if kind == K_MESSAGE else STATE
+            _, entity, seq, state, count, deferred, enqueued, expires, scheduled, *rest = fixed.unpack_from(buf, pos)
+            pos += fixed.size
+            if kind == K_MESSAGE:
+                payload = bytes(buf[pos : pos + rest[0]])
+                pos += rest[0]
+            else:
+                old = self.messages.get(entity, {}).get(seq)
+                if old is None:
+                    return pos  # its message was never stored (or is gone): nothing to change
+                payload = old[6]
+            at = None if math.isnan(scheduled) else scheduled
+            self.messages.setdefault(entity, {})[seq] = (state, count, deferred, enqueued, expires, at, payload)
+        elif kind in (K_DELETE, K_SEQUENCE):
+            _, entity, value = _KEYED.unpack_from(buf, pos)
+            pos += _KEYED.size
+            if kind == K_DELETE:
+                self.messages.get(entity, {}).pop(value, None)
+            else:
+                self.next_sequence[entity] = value
+        elif kind == K_ENTITY:
+            _, entity, n = _ENTITY.unpack_from(buf, pos)
+            pos += _ENTITY.size
+            self.entities[entity] = _text(buf, pos, n)
+            pos += n
+        elif kind == K_SESSION:
+            _, entity, n, size = _SESSION.unpack_from(buf, pos)
+            pos += _SESSION.size
+            sid = _text(buf, pos, n)
+            pos += n
+            if size == _REMOVED:
+                self.sessions.get(entity, {}).pop(sid, None)
+            else:
+                self.sessions.setdefault(entity, {})[sid] = bytes(buf[pos : pos + size])
+                pos += size
+        elif kind == K_DUPLICATE:
+            _, entity, seen, expires, n = _DUPLICATE.unpack_from(buf, pos)
+            pos += _DUPLICATE.size
+            self.duplicates[(entity, bytes(buf[pos : pos + n]))] = (seen, expires)
+            pos += n
+        elif kind == K_PURGE:
+            (_, before) = _PURGE.unpack_from(buf, pos)
+            pos += _PURGE.size
+            self.duplicates = {k: v for k, v in self.duplicates.items() if v[1] > before}
+        elif kind == K_RESET:
+            pos += 1
+            self.entities, self.next_sequence, self.messages = {}, {}, {}
+            self.sessions, self.duplicates, self.definitions = {}, {}, None
+        elif kind == K_DEFINITIONS:
+            _, n = _BLOB.unpack_from(buf, pos)
+            pos += _BLOB.size
+            self.definitions = bytes(buf[pos : pos + n])
+            pos += n
+        else:
+            raise RecordError(f"unknown record kind {kind:#x} at offset {pos}")
+        if pos > len(buf):
+            raise RecordError(f"a record at offset {pos} runs past the batch's end")
+        return pos
+
+
+def _text(buf: memoryview, pos: int, n: int) -> str:
+    if pos + n > len(buf):
+        raise IndexError("text past the end")
+    return bytes(buf[pos : pos + n]).decode()

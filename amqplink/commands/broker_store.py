@@ -1,0 +1,47 @@
+"""``amqplink broker-store DIR``: what a broker's data directory holds, read without
+disturbing a broker that may be running on it (entities, message counts by state,
+session states, duplicate-detection ids, the entity definitions kept)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from typing import Any
+
+from amqplink.broker.durable.commit import STATE_CODES
+from amqplink.broker.durable.journal import read_only
+
+__all__ = ["run_broker_store"]
+
+_STATE_NAMES = {code: state.value for state, code in STATE_CODES.items()}
+
+
+def run_broker_store(directory: str) -> dict[str, Any]:
+    """The summary of ``directory`` (``StoreError`` if it holds no journal)."""
+    path, state = read_only(directory)
+    entities: dict[str, Any] = {}
+    for eid, entity_path in sorted(state.entities.items(), key=lambda item: item[1]):
+        messages = state.messages.get(eid, {})
+        sessions = state.sessions.get(eid, {})
+        if not messages and not sessions and eid not in state.next_sequence:
+            continue
+        counts = Counter(_STATE_NAMES.get(fields[0], "?") for fields in messages.values())
+        entities[entity_path] = {
+            "messages": len(messages),
+            **dict(sorted(counts.items())),
+            "bytes": sum(len(fields[6]) for fields in messages.values()),
+            "next_sequence": state.next_sequence.get(eid),
+            "session_states": len(sessions),
+        }
+    definitions = json.loads(state.definitions) if state.definitions is not None else {}
+    return {
+        "journal": path,
+        "journal_bytes": os.path.getsize(path),
+        "entities": entities,
+        "duplicate_ids": len(state.duplicates),
+        "defined": {
+            "queues": [q["name"] for q in definitions.get("queues", [])],
+            "topics": {t["name"]: [s["name"] for s in t["subscriptions"]] for t in definitions.get("topics", [])},
+        },
+    }
