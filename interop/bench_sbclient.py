@@ -1,0 +1,285 @@
+"""Benchmark (not a test): amqplink's Service Bus client against the official SDK's async client.
+
+One run, one embedded broker (``amqplink broker`` in a subprocess, so it never shares
+the GIL with the client under test), each scenario on a fresh queue. The scenario code
+is the same for both clients, written as a user of ``azure.servicebus.aio`` writes it;
+only the import differs (``amqplink.servicebus.aio``):
+
+a. single sends awaited one by one: ``await sender.send_messages(msg)`` in a loop
+   (latency-bound: one round trip per message for both; reported, no goal);
+b. single sends from 100 concurrent tasks (``asyncio.gather`` of 100 tasks, each
+   awaiting ``send_messages(msg)`` in a loop) on one sender. The SDK's README ("Thread
+   safety") says its ``ServiceBusSender`` is not coroutine-safe and shows an
+   ``asyncio.Lock()`` around ``send_messages`` for concurrent sending in asyncio: the SDK
+   row does exactly that (without it, 7.15 reuses delivery-ids and the broker closes the
+   connection). amqplink's sender is coroutine-safe: its tasks share it without a lock,
+   each send awaiting only its own outcome while the transfers are pipelined;
+c. batch sends: ``create_message_batch()`` filled until ``add_message`` raises
+   ``ValueError``, then ``send_messages(batch)``; amqplink also ``send_messages(list)``
+   of every message at once (split by the link's max-message-size, pipelined);
+d. receive + complete: peek-lock, ``prefetch_count=1000``,
+   ``receive_messages(max_message_count=100, max_wait_time=5)`` then
+   ``await asyncio.gather(*(receiver.complete_message(m) for m in messages))`` as the
+   SDK 7.15 changelog documents (settlements wait for the broker's confirmation, so it
+   says to settle concurrently); the queue is filled first, untimed.
+
+Prints msg/s per client, the ratio, the goal, and the client process's CPU time per
+message (``time.process_time``: the broker runs in its own process). ``--profile DIR``
+writes a cProfile of every amqplink scenario there.
+
+    python3 interop/bench_sbclient.py [--count 10000] [--single-count 2000] [--size 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TASKS = 100
+"""Concurrent sending tasks in scenario b."""
+PREFETCH, RECEIVE_BATCH = 1000, 100
+"""Scenario d's prefetch_count and max_message_count."""
+
+
+@dataclass
+class Client:
+    name: str
+    aio: ModuleType  # azure.servicebus.aio or amqplink.servicebus.aio
+    message: type  # ServiceBusMessage
+    needs_lock: bool  # the sender is not coroutine-safe: concurrent tasks take a lock
+
+
+def sdk() -> Client:
+    import azure.servicebus
+    import azure.servicebus.aio
+
+    return Client("azure-servicebus", azure.servicebus.aio, azure.servicebus.ServiceBusMessage, True)
+
+
+def own() -> Client:
+    import amqplink.servicebus
+    import amqplink.servicebus.aio
+
+    return Client("amqplink", amqplink.servicebus.aio, amqplink.servicebus.ServiceBusMessage, False)
+
+
+# -- the scenarios (the same code for both clients) ------------------------------------------
+async def send_one_by_one(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
+        async with sb.get_queue_sender(queue) as sender:
+            await sender.send_messages(client.message(body))  # attach before the clock starts
+            clock = start_clock()
+            for _ in range(count - 1):
+                await sender.send_messages(client.message(body))
+            clock.stop()
+
+
+async def send_concurrent(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
+        async with sb.get_queue_sender(queue) as sender:
+            lock = asyncio.Lock() if client.needs_lock else contextlib.nullcontext()
+
+            async def task(n: int) -> None:
+                for _ in range(n):
+                    async with lock:
+                        await sender.send_messages(client.message(body))
+
+            share, extra = divmod(count, TASKS)
+            clock = start_clock()
+            await asyncio.gather(*(task(share + (i < extra)) for i in range(TASKS)))
+            clock.stop()
+
+
+async def send_batches(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
+        async with sb.get_queue_sender(queue) as sender:
+            clock = start_clock()
+            left = count
+            while left:
+                batch = await sender.create_message_batch()
+                while left:
+                    try:
+                        batch.add_message(client.message(body))
+                    except ValueError:  # the batch is full
+                        break
+                    left -= 1
+                await sender.send_messages(batch)
+            clock.stop()
+
+
+async def send_list(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
+        async with sb.get_queue_sender(queue) as sender:
+            clock = start_clock()
+            await sender.send_messages([client.message(body) for _ in range(count)])
+            clock.stop()
+
+
+async def receive_complete(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    await fill(conn_str, queue, count, body)
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
+        async with sb.get_queue_receiver(queue, prefetch_count=PREFETCH) as receiver:
+            clock = start_clock()
+            got = 0
+            while got < count:
+                messages = await receiver.receive_messages(max_message_count=RECEIVE_BATCH, max_wait_time=5)
+                if not messages:
+                    raise RuntimeError(f"{client.name} received {got} of {count} messages")
+                await asyncio.gather(*(receiver.complete_message(m) for m in messages))
+                got += len(messages)
+            clock.stop()
+
+
+async def fill(conn_str: str, queue: str, count: int, body: bytes) -> None:
+    """Put ``count`` messages on ``queue`` (untimed), with amqplink's pipelined list send."""
+    client = own()
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
+        async with sb.get_queue_sender(queue) as sender:
+            await sender.send_messages([client.message(body) for _ in range(count)])
+
+
+# -- measuring --------------------------------------------------------------------------------
+class Clock:
+    """Wall and process CPU time between start and stop (the scenario starts it once attached)."""
+
+    current: Clock | None = None
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+        self.elapsed = self.cpu_elapsed = 0.0
+
+    def stop(self) -> None:
+        self.elapsed = time.perf_counter() - self.wall
+        self.cpu_elapsed = time.process_time() - self.cpu
+
+
+def start_clock() -> Clock:
+    Clock.current = Clock()
+    return Clock.current
+
+
+Scenario = Callable[[Client, str, str, int, bytes], Awaitable[None]]
+
+
+def measure(
+    client: Client, scenario: Scenario, conn_str: str, count: int, size: int, profile: Path | None
+) -> tuple[float, float]:
+    """(msg/s, client CPU µs per message) of one scenario on a fresh queue."""
+    queue = f"{client.name[:8]}-{scenario.__name__}-{uuid.uuid4().hex[:8]}"
+    Clock.current = None
+    profiler = cProfile.Profile() if profile is not None else None
+    if profiler is not None:
+        profiler.enable()
+    try:
+        asyncio.run(scenario(client, conn_str, queue, count, bytes(size)))
+    finally:
+        if profiler is not None and profile is not None:
+            profiler.disable()
+            profile.mkdir(parents=True, exist_ok=True)
+            profiler.dump_stats(profile / f"{client.name}-{scenario.__name__}.prof")
+    clock = Clock.current
+    assert clock is not None and clock.elapsed > 0
+    timed = count - 1 if scenario is send_one_by_one else count
+    return timed / clock.elapsed, clock.cpu_elapsed * 1e6 / timed
+
+
+@contextlib.contextmanager
+def broker_process() -> Iterator[str]:
+    """The connection string of ``amqplink broker`` on a free port, in a subprocess."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-c", "import sys; from amqplink.cli import main; sys.exit(main())", "broker", "--port", "0"]
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        assert process.stdout is not None
+        conn_str = None
+        for _ in range(5):
+            line = process.stdout.readline()
+            if not line:
+                break
+            if re.match(r"Endpoint=sb://", line):
+                conn_str = line.strip()
+                break
+        if conn_str is None:
+            raise RuntimeError("the broker did not print its connection string")
+        yield conn_str
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+@dataclass
+class Row:
+    name: str
+    scenario: Scenario
+    theirs: Scenario | None  # the SDK's scenario (None: amqplink only, compared with the row above)
+    goal: float | None
+    single: bool  # counted with --single-count
+
+
+ROWS = [
+    Row("a. single sends, one by one", send_one_by_one, send_one_by_one, None, True),
+    Row(f"b. single sends, {TASKS} tasks", send_concurrent, send_concurrent, 20.0, True),
+    Row("c. batch sends", send_batches, send_batches, 2.0, False),
+    Row("c. send_messages(list)", send_list, None, 2.0, False),
+    Row("d. receive + complete", receive_complete, receive_complete, 10.0, False),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--count", type=int, default=10000, help="messages in scenarios c and d")
+    parser.add_argument("--single-count", type=int, default=2000, help="messages in scenarios a and b")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes")
+    parser.add_argument("--only", choices=["sdk", "amqplink"], default=None, help="run one client")
+    parser.add_argument("--profile", type=Path, default=None, help="write cProfile files of amqplink here")
+    args = parser.parse_args(argv)
+    clients = [c for c in (sdk(), own()) if args.only is None or args.only in c.name]
+    results: dict[tuple[str, str], tuple[float, float]] = {}
+    with broker_process() as conn_str:
+        for row in ROWS:
+            count = args.single_count if row.single else args.count
+            for client in clients:
+                scenario = row.scenario if client.name == "amqplink" else row.theirs
+                if scenario is None:
+                    continue
+                profile = args.profile if client.name == "amqplink" else None
+                results[(row.name, client.name)] = measure(client, scenario, conn_str, count, args.size, profile)
+    print(f"{args.size} B bodies; {args.single_count} single sends, {args.count} batch/receive; broker in a subprocess")
+    print(f"{'scenario':<30}{'azure-servicebus':>18}{'amqplink':>12}{'ratio':>8}{'goal':>7}   client CPU µs/msg (SDK / amqplink)")
+    sdk_rate = sdk_cpu = None
+    for row in ROWS:
+        if row.theirs is not None:
+            sdk_rate, sdk_cpu = results.get((row.name, "azure-servicebus"), (None, None))
+        ours, our_cpu = results.get((row.name, "amqplink"), (None, None))
+        theirs_text = "-" if sdk_rate is None else f"{sdk_rate:,.0f}/s"
+        ours_text = "-" if ours is None else f"{ours:,.0f}/s"
+        ratio = "-" if ours is None or sdk_rate is None else f"{ours / sdk_rate:.1f}x"
+        goal = "-" if row.goal is None else f">={row.goal:g}x"
+        cpu = f"{'-' if sdk_cpu is None else f'{sdk_cpu:,.0f}'} / {'-' if our_cpu is None else f'{our_cpu:,.0f}'}"
+        print(f"{row.name:<30}{theirs_text:>18}{ours_text:>12}{ratio:>8}{goal:>7}   {cpu}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
