@@ -189,7 +189,11 @@ class ServiceBusReceiver(Handler):
                 await self._open()
                 assert self._link is not None
                 left = None if deadline is None else max(0.0, deadline - loop.time())
-                return await self._link.receive(max_message_count, left)
+                link = self._link
+                got = await link.receive(max_message_count, left)
+                if not got and self._prefetch_count == 0:
+                    got = await self._take_back_credit(link, max_message_count)
+                return got
             except (AMQPError, OSError) as exc:
                 error = from_amqp_error(exc, entity=self.entity_name)
                 retried += 1
@@ -203,6 +207,18 @@ class ServiceBusReceiver(Handler):
                     return []
                 log.info("%s: receiving failed (%s); reattaching in %.1f s", self.entity_name, error, delay)
                 await asyncio.sleep(delay)
+
+    async def _take_back_credit(self, link: Receiver, max_message_count: int) -> list[ReceivedMessage]:
+        """Without prefetch, a receive that timed out drains the credit it granted, so that no
+        message is locked for a receiver nobody waits on; one that came meanwhile is returned.
+        A broker that does not answer within the operation timeout gets the link closed (its
+        locks are lost, as on any link loss; the next receive attaches a new one)."""
+        if not await link.drain(self._policy.timeout) and not link.closed:
+            log.warning("%s: the broker did not answer a drain; closing the link", self.entity_name)
+            await link.close()
+        if link.buffered and max_message_count > 0:
+            return await link.receive(max_message_count, 0)
+        return []
 
     async def receive_messages(
         self, max_message_count: int | None = 1, max_wait_time: float | None = None
@@ -226,6 +242,8 @@ class ServiceBusReceiver(Handler):
             if not more:
                 break
             raws += more
+        if raws and self._prefetch_count == 0 and link is not None and link.link.link_credit:
+            raws += await self._take_back_credit(link, count - len(raws))  # what the gathering granted
         return [self._wrap(raw) for raw in raws]
 
     def __aiter__(self) -> ServiceBusReceiver:

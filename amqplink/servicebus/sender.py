@@ -1,9 +1,9 @@
 """The asyncio Service Bus sender (azure-servicebus's ``aio.ServiceBusSender``), pipelined.
 
-``send_messages`` takes one message, a list, a :class:`ServiceBusMessageBatch` or any
-iterable. A list that fits the link's max-message-size goes as one batch transfer (as
-the SDK sends it); a larger list or an iterable is split into batches by that size and
-the batches are pipelined (up to ``max_in_flight`` transfers unsettled at once). Beyond
+``send_messages`` takes one message, a list, a :class:`ServiceBusMessageBatch`, any
+iterable or (beyond the SDK) an async iterable. A list that fits the link's
+max-message-size goes as one batch transfer (as the SDK sends it); a larger list or an
+iterable is split into batches by that size and the batches are pipelined (up to ``max_in_flight`` transfers unsettled at once). Beyond
 the SDK: :meth:`ServiceBusSender.send_nowait` hands one message over and returns a
 future for its outcome. A send whose link or connection breaks is sent again on a new
 one under the retry policy (at least once: never dropped silently).
@@ -15,7 +15,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from amqplink.aio.connection import Connection
@@ -25,7 +25,7 @@ from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
 from amqplink.servicebus.errors import from_amqp_error
-from amqplink.servicebus.exceptions import ServiceBusError
+from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError
 from amqplink.servicebus.management import ScheduledMessage
 from amqplink.servicebus.message import (
     BATCH_MESSAGE_FORMAT,
@@ -47,7 +47,10 @@ DEFAULT_MAX_IN_FLIGHT = 1000
 WATCH_INTERVAL_MIN, WATCH_INTERVAL_MAX = 0.05, 5.0
 """Bounds (seconds) of the outcome watchdog's period: a quarter of the operation timeout."""
 
-SendInput = ServiceBusMessage | ServiceBusMessageBatch | Mapping[str, Any] | Message | Iterable[Any]
+SendError = ServiceBusError | MessageAlreadySettled
+SendInput = (
+    ServiceBusMessage | ServiceBusMessageBatch | Mapping[str, Any] | Message | Iterable[Any] | AsyncIterable[Any]
+)
 
 
 class ServiceBusSender(Handler):
@@ -156,10 +159,6 @@ class ServiceBusSender(Handler):
         the retry machinery starts only after a retryable failure, or when the caller gave a
         ``timeout``.
         """
-
-        async def attempt(_remaining: float) -> None:
-            _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)
-
         link = self._link
         if timeout is None and link is not None and self._ready():
             try:
@@ -168,15 +167,31 @@ class ServiceBusSender(Handler):
                 return
             except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
                 error = from_amqp_error(exc, entity=self.entity_name)
-                if not error.retryable or self._policy.retry_total == 0:
+                if not self._may_retry(error):
                     raise error from exc
-                delay = backoff_delay(self._policy, 1, error)  # server-busy: at least 4 s
-                log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
-                await asyncio.sleep(delay)
-                await self._retry(attempt, tried=1)
-                return
+            await self._send_again(payload, message_format, error, timeout)
+            return
+        await self._retry(self._attempt(payload, message_format), timeout=timeout)
 
-        await self._retry(attempt, timeout=timeout)
+    def _may_retry(self, error: SendError) -> bool:
+        """True if a send that failed with ``error`` is tried again (never with ``retry_total=0``)."""
+        return error.retryable and self._policy.retry_total > 0
+
+    def _attempt(self, payload: bytes, message_format: int) -> Callable[[float], Awaitable[None]]:
+        async def attempt(_remaining: float) -> None:
+            _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)
+
+        return attempt
+
+    async def _send_again(
+        self, payload: bytes, message_format: int, error: SendError, timeout: float | None
+    ) -> None:
+        """The retries of a transfer whose first, pipelined attempt failed with ``error``
+        (retryable); that attempt counts against ``retry_total``. Server-busy waits >= 4 s."""
+        delay = backoff_delay(self._policy, 1, error)
+        log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
+        await asyncio.sleep(delay)
+        await self._retry(self._attempt(payload, message_format), timeout=timeout, tried=1)
 
     async def _transfer_outcome(self, payload: bytes, message_format: int) -> Any:
         # shielded: the retry's deadline cancels this wait, never the link's outcome future
@@ -216,7 +231,8 @@ class ServiceBusSender(Handler):
         return result
 
     async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
-        """Send one message, a list, a batch or an iterable (pipelined in size-bounded batches).
+        """Send one message, a list, a batch, an iterable or an async iterable (pipelined in
+        size-bounded batches).
 
         Raises ``MessageSizeExceededError`` for a single message larger than the entity takes,
         ``ValueError`` for a partition key that differs from the session id, and the Service
@@ -235,44 +251,55 @@ class ServiceBusSender(Handler):
             check_partition_key(outgoing)
             await self._send_payload(outgoing._message.encode(), 0, timeout)
             return
-        await self._send_many(iter_outgoing(message), timeout)
+        await self._send_many(message, timeout)
 
-    async def _send_many(self, messages: Iterable[ServiceBusMessage], timeout: float | None) -> None:
-        """Fill batches up to the link's size and pipeline them; then wait for every outcome.
+    async def _send_many(self, messages: Iterable[Any] | AsyncIterable[Any], timeout: float | None) -> None:
+        """Fill batches up to the link's size and pipeline them; outcomes are collected as
+        they come (memory stays bounded by ``max_in_flight`` batches), then the rest.
 
         A batch whose transfer failed with a retryable error is sent again under the policy;
         the first error that cannot be retried is raised once all outcomes are in.
         """
         await self._retry(lambda _remaining: _noop(), timeout=timeout)  # attach: learn the max size
-        pending: list[tuple[bytes, asyncio.Future[Any]]] = []
+        pending: deque[tuple[bytes, asyncio.Future[Any]]] = deque()
+        failures: list[SendError] = []
         batch = ServiceBusMessageBatch(self.max_message_size)
-        for message in messages:
-            try:
-                batch.add_message(message)
-            except ServiceBusError:
-                if len(batch) == 0:
-                    raise
+        async for chunk in _in_chunks(messages):
+            for message in iter_outgoing(chunk):
+                try:
+                    batch.add_message(message)
+                    continue
+                except ServiceBusError:
+                    if len(batch) == 0:
+                        raise  # one message larger than the entity takes
                 pending.append(await self._pipeline(batch))
+                while pending[0][1].done():
+                    await self._collect(*pending.popleft(), failures, timeout)
                 batch = ServiceBusMessageBatch(self.max_message_size)
                 batch.add_message(message)
         if len(batch):
             pending.append(await self._pipeline(batch))
-        failure: BaseException | None = None
-        for payload, future in pending:
-            try:
-                _check_outcome(await future, self.entity_name)
-            except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
-                error = from_amqp_error(exc, entity=self.entity_name)
-                if not error.retryable:
-                    failure = failure or error
-                    continue
-                log.info("%s: a batch failed (%s); sending it again", self.entity_name, error)
-                try:
-                    await self._send_payload(payload, BATCH_MESSAGE_FORMAT, timeout)
-                except ServiceBusError as again:
-                    failure = failure or again
-        if failure is not None:
-            raise failure
+        while pending:
+            await self._collect(*pending.popleft(), failures, timeout)
+        if failures:
+            raise failures[0]
+
+    async def _collect(
+        self, payload: bytes, outcome: asyncio.Future[Any], failures: list[SendError], timeout: float | None
+    ) -> None:
+        """Wait for one batch's outcome; retry it if the policy allows; note a final failure."""
+        try:
+            _check_outcome(await outcome, self.entity_name)
+            return
+        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+            error = from_amqp_error(exc, entity=self.entity_name)
+        if not self._may_retry(error):
+            failures.append(error)
+            return
+        try:
+            await self._send_again(payload, BATCH_MESSAGE_FORMAT, error, timeout)
+        except ServiceBusError as again:
+            failures.append(again)
 
     async def _pipeline(self, batch: ServiceBusMessageBatch) -> tuple[bytes, asyncio.Future[Any]]:
         payload = batch._payload()
@@ -334,6 +361,15 @@ class ServiceBusSender(Handler):
 
 async def _noop() -> None:
     return None
+
+
+async def _in_chunks(messages: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Iterable[Any]]:
+    """An iterable as one chunk; an async iterable one message at a time."""
+    if isinstance(messages, AsyncIterable):
+        async for message in messages:
+            yield (message,)
+    else:
+        yield messages
 
 
 def _check_outcome(outcome: Any, entity: str) -> None:

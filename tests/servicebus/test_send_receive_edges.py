@@ -1,0 +1,129 @@
+"""Edges of the Service Bus client's send and receive paths: retry_total=0, credit left
+after a timed-out receive, async iterables, the next available session."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from amqplink.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
+from amqplink.servicebus.aio import ServiceBusClient
+from amqplink.servicebus.exceptions import ServiceBusServerBusyError
+from amqplink.servicebus.message import BATCH_MESSAGE_FORMAT
+from tests.servicebus.scenario import BrokerThread, broker
+
+__all__ = ["broker"]
+
+
+def client_for(broker: BrokerThread, **options: Any) -> ServiceBusClient:
+    return ServiceBusClient.from_connection_string(broker.connection_string, **options)
+
+
+async def purge(client: ServiceBusClient, queue: str) -> None:
+    async with client.get_queue_receiver(queue, receive_mode="receiveanddelete", prefetch_count=100) as r:
+        while await r.receive_messages(max_message_count=100, max_wait_time=0.3):
+            pass
+
+
+def _busy_namespace(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every send the broker gets is refused with server-busy; the times of the refusals."""
+    from amqplink.broker.namespace.errors import EntityError
+
+    refusals: list[float] = []
+
+    def busy(*args: Any, **kwargs: Any) -> None:
+        refusals.append(time.monotonic())
+        raise EntityError("com.microsoft:server-busy", "the namespace is busy (test)")
+
+    monkeypatch.setattr(broker.broker.namespace, "send", busy)
+    return refusals
+
+
+@pytest.mark.parametrize("shape", ["one", "list", "batch"])
+async def test_retry_total_zero_sends_once(
+    broker: BrokerThread, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    """retry_total=0: the first failure is the answer (no second transfer, no backoff)."""
+    async with client_for(broker, retry_total=0) as client, client.get_queue_sender("plain") as sender:
+        payload: Any = ServiceBusMessage("refused")
+        if shape == "list":
+            payload = [ServiceBusMessage("refused"), ServiceBusMessage("also refused")]
+        elif shape == "batch":
+            payload = await sender.create_message_batch()
+            payload.add_message(ServiceBusMessage("refused"))
+        refusals = _busy_namespace(broker, monkeypatch)
+        started = time.monotonic()
+        with pytest.raises(ServiceBusServerBusyError):
+            await sender.send_messages(payload)
+        assert len(refusals) == 1
+        assert time.monotonic() - started < 4.0  # no server-busy backoff either
+
+
+async def test_a_receive_that_times_out_leaves_no_credit_behind(broker: BrokerThread) -> None:
+    """prefetch_count=0: a receive_messages that got nothing drains its credit, so a message
+    sent afterwards is not locked for a receiver nobody is waiting on."""
+    async with client_for(broker) as client:
+        await purge(client, "other")
+        async with client.get_queue_receiver("other", prefetch_count=0) as idle:
+            assert await idle.receive_messages(max_message_count=5, max_wait_time=0.2) == []
+            link = idle._link
+            assert link is not None and link.link.link_credit == 0
+            async with client.get_queue_sender("other") as sender:
+                await sender.send_messages(ServiceBusMessage("for whoever asks next"))
+            async with client.get_queue_receiver("other") as asking:
+                got = await asking.receive_messages(max_wait_time=5)
+                assert [str(m) for m in got] == ["for whoever asks next"]
+                await asking.complete_message(got[0])
+            assert link.buffered == 0
+            # the idle receiver still works: a new call grants credit again
+            async with client.get_queue_sender("other") as sender:
+                await sender.send_messages(ServiceBusMessage("for the idle one"))
+            (again,) = await idle.receive_messages(max_wait_time=5)
+            assert str(again) == "for the idle one"
+            await idle.complete_message(again)
+
+
+async def test_send_messages_takes_an_async_iterable_split_into_batches(broker: BrokerThread) -> None:
+    sent: list[tuple[int, int]] = []
+
+    async def produce() -> AsyncIterator[ServiceBusMessage]:
+        for i in range(600):
+            yield ServiceBusMessage(b"%04d" % i + b"y" * 1000)
+
+    async with client_for(broker) as client:
+        await purge(client, "other")
+        async with client.get_queue_sender("other") as sender:
+            await sender.create_message_batch()  # attach: the broker's max-message-size is known
+            link = sender._link
+            assert link is not None
+            original = link.send_payload_nowait
+
+            async def spy(payload: bytes, *, message_format: int = 0) -> Any:
+                sent.append((len(payload), message_format))
+                return await original(payload, message_format=message_format)
+
+            link.send_payload_nowait = spy  # type: ignore[method-assign]
+            await sender.send_messages(produce())
+        assert len(sent) >= 3 and all(fmt == BATCH_MESSAGE_FORMAT for _, fmt in sent)
+        assert all(size <= sender.max_message_size for size, _ in sent)
+        async with client.get_queue_receiver("other", prefetch_count=300, receive_mode="receiveanddelete") as r:
+            got = []
+            while batch := await r.receive_messages(max_message_count=300, max_wait_time=1):
+                got += batch
+        assert [b"".join(m.body)[:4] for m in got] == [b"%04d" % i for i in range(600)]
+
+
+async def test_the_next_available_session_is_the_one_with_messages(broker: BrokerThread) -> None:
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("sessions") as sender:
+            await sender.send_messages([ServiceBusMessage(f"n{i}", session_id="waiting") for i in range(3)])
+        async with client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION) as receiver:
+            assert receiver.session.session_id == "waiting"
+            got = await receiver.receive_messages(max_message_count=3, max_wait_time=5)
+            assert [str(m) for m in got] == ["n0", "n1", "n2"]
+            assert {m.session_id for m in got} == {"waiting"}
+            for message in got:
+                await receiver.complete_message(message)
