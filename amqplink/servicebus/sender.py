@@ -3,9 +3,10 @@
 ``send_messages`` takes one message, a list, a :class:`ServiceBusMessageBatch`, any
 iterable or (beyond the SDK) an async iterable. A list that fits the link's
 max-message-size goes as one batch transfer (as the SDK sends it); a larger list or an
-iterable is split into batches by that size and the batches are pipelined (up to ``max_in_flight`` transfers unsettled at once). Beyond
-the SDK: :meth:`ServiceBusSender.send_nowait` hands one message over and returns a
-future for its outcome. A send whose link or connection breaks is sent again on a new
+iterable is split into batches by that size and the batches are pipelined (up to
+``max_in_flight`` transfers unsettled at once). Beyond the SDK:
+:meth:`ServiceBusSender.send_nowait` hands one message over and returns a future for its
+outcome. A send whose link or connection breaks is sent again on a new
 one under the retry policy (at least once: never dropped silently).
 """
 
