@@ -239,9 +239,14 @@ class ServiceBusSender(Handler):
         ``ValueError`` for a partition key that differs from the session id, and the Service
         Bus error the broker answered (after the retry policy gave up).
         """
-        self._check_not_closed()
+        if self._closed:
+            self._check_not_closed()
         if timeout is not None and timeout <= 0:
             raise ValueError("The timeout must be greater than 0.")
+        if type(message) is ServiceBusMessage:  # the common case first
+            check_partition_key(message)
+            await self._send_payload(message._message.encode(), 0, timeout)
+            return
         if isinstance(message, ServiceBusMessageBatch):
             if len(message) == 0:
                 return
