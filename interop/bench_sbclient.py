@@ -46,7 +46,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -81,93 +80,120 @@ def own() -> Client:
 
 # -- the scenarios (the same code for both clients) ------------------------------------------
 async def send_one_by_one(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
-    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
-        async with sb.get_queue_sender(queue) as sender:
-            await sender.send_messages(client.message(body))  # attach before the clock starts
-            clock = start_clock()
-            for _ in range(count - 1):
-                await sender.send_messages(client.message(body))
-            clock.stop()
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        await sender.send_messages(client.message(body))  # attach before the clock starts
+        clock = start_clock()
+        for _ in range(count - 1):
+            await sender.send_messages(client.message(body))
+        clock.stop()
 
 
 async def send_concurrent(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
-    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
-        async with sb.get_queue_sender(queue) as sender:
-            lock = asyncio.Lock() if client.needs_lock else contextlib.nullcontext()
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        lock = asyncio.Lock() if client.needs_lock else contextlib.nullcontext()
 
-            async def task(n: int) -> None:
-                for _ in range(n):
-                    async with lock:
-                        await sender.send_messages(client.message(body))
+        async def task(n: int) -> None:
+            for _ in range(n):
+                async with lock:
+                    await sender.send_messages(client.message(body))
 
-            share, extra = divmod(count, TASKS)
-            clock = start_clock()
-            await asyncio.gather(*(task(share + (i < extra)) for i in range(TASKS)))
-            clock.stop()
+        share, extra = divmod(count, TASKS)
+        clock = start_clock()
+        await asyncio.gather(*(task(share + (i < extra)) for i in range(TASKS)))
+        clock.stop()
 
 
 async def send_batches(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
-    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
-        async with sb.get_queue_sender(queue) as sender:
-            clock = start_clock()
-            left = count
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        clock = start_clock()
+        left = count
+        while left:
+            batch = await sender.create_message_batch()
             while left:
-                batch = await sender.create_message_batch()
-                while left:
-                    try:
-                        batch.add_message(client.message(body))
-                    except ValueError:  # the batch is full
-                        break
-                    left -= 1
-                await sender.send_messages(batch)
-            clock.stop()
+                try:
+                    batch.add_message(client.message(body))
+                except ValueError:  # the batch is full
+                    break
+                left -= 1
+            await sender.send_messages(batch)
+        clock.stop()
 
 
 async def send_list(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
-    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
-        async with sb.get_queue_sender(queue) as sender:
-            clock = start_clock()
-            await sender.send_messages([client.message(body) for _ in range(count)])
-            clock.stop()
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        clock = start_clock()
+        await sender.send_messages([client.message(body) for _ in range(count)])
+        clock.stop()
 
 
 async def receive_complete(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
     await fill(conn_str, queue, count, body)
-    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
-        async with sb.get_queue_receiver(queue, prefetch_count=PREFETCH) as receiver:
-            clock = start_clock()
-            got = 0
-            while got < count:
-                messages = await receiver.receive_messages(max_message_count=RECEIVE_BATCH, max_wait_time=5)
-                if not messages:
-                    raise RuntimeError(f"{client.name} received {got} of {count} messages")
-                await asyncio.gather(*(receiver.complete_message(m) for m in messages))
-                got += len(messages)
-            clock.stop()
+    async with (
+        client.aio.ServiceBusClient.from_connection_string(conn_str) as sb,
+        sb.get_queue_receiver(queue, prefetch_count=PREFETCH) as receiver,
+    ):
+        clock = start_clock()
+        got = 0
+        while got < count:
+            messages = await receiver.receive_messages(max_message_count=RECEIVE_BATCH, max_wait_time=5)
+            if not messages:
+                raise RuntimeError(f"{client.name} received {got} of {count} messages")
+            await asyncio.gather(*(receiver.complete_message(m) for m in messages))
+            got += len(messages)
+        clock.stop()
+
+
+async def receive_complete_each(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    await fill(conn_str, queue, count, body)
+    async with (
+        client.aio.ServiceBusClient.from_connection_string(conn_str) as sb,
+        sb.get_queue_receiver(queue, prefetch_count=PREFETCH) as receiver,
+    ):
+        clock = start_clock()
+        got = 0
+        while got < count:
+            messages = await receiver.receive_messages(max_message_count=RECEIVE_BATCH, max_wait_time=5)
+            if not messages:
+                raise RuntimeError(f"{client.name} received {got} of {count} messages")
+            for message in messages:
+                await receiver.complete_message(message)
+            got += len(messages)
+        clock.stop()
 
 
 async def fill(conn_str: str, queue: str, count: int, body: bytes) -> None:
     """Put ``count`` messages on ``queue`` (untimed), with amqplink's pipelined list send."""
     client = own()
-    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb:
-        async with sb.get_queue_sender(queue) as sender:
-            await sender.send_messages([client.message(body) for _ in range(count)])
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        await sender.send_messages([client.message(body) for _ in range(count)])
 
 
 # -- measuring --------------------------------------------------------------------------------
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (0: none)."""
+    if not pid:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 class Clock:
-    """Wall and process CPU time between start and stop (the scenario starts it once attached)."""
+    """Wall time, this process's CPU time and the broker's between start and stop (the
+    scenario starts it once attached)."""
 
     current: Clock | None = None
+    broker_pid = 0
 
     def __init__(self) -> None:
+        self.broker = process_cpu(self.broker_pid)
         self.wall = time.perf_counter()
         self.cpu = time.process_time()
-        self.elapsed = self.cpu_elapsed = 0.0
+        self.elapsed = self.cpu_elapsed = self.broker_elapsed = 0.0
 
     def stop(self) -> None:
         self.elapsed = time.perf_counter() - self.wall
         self.cpu_elapsed = time.process_time() - self.cpu
+        self.broker_elapsed = process_cpu(self.broker_pid) - self.broker
 
 
 def start_clock() -> Clock:
@@ -178,10 +204,15 @@ def start_clock() -> Clock:
 Scenario = Callable[[Client, str, str, int, bytes], Awaitable[None]]
 
 
-def measure(
-    client: Client, scenario: Scenario, conn_str: str, count: int, size: int, profile: Path | None
-) -> tuple[float, float]:
-    """(msg/s, client CPU µs per message) of one scenario on a fresh queue."""
+@dataclass
+class Result:
+    rate: float  # messages per second
+    cpu: float  # client CPU µs per message
+    broker_cpu: float  # broker CPU µs per message
+
+
+def measure(client: Client, scenario: Scenario, conn_str: str, count: int, size: int, profile: Path | None) -> Result:
+    """Rate and CPU per message of one scenario on a fresh queue."""
     queue = f"{client.name[:8]}-{scenario.__name__}-{uuid.uuid4().hex[:8]}"
     Clock.current = None
     profiler = cProfile.Profile() if profile is not None else None
@@ -197,12 +228,13 @@ def measure(
     clock = Clock.current
     assert clock is not None and clock.elapsed > 0
     timed = count - 1 if scenario is send_one_by_one else count
-    return timed / clock.elapsed, clock.cpu_elapsed * 1e6 / timed
+    return Result(timed / clock.elapsed, clock.cpu_elapsed * 1e6 / timed, clock.broker_elapsed * 1e6 / timed)
 
 
 @contextlib.contextmanager
 def broker_process() -> Iterator[str]:
-    """The connection string of ``amqplink broker`` on a free port, in a subprocess."""
+    """The connection string of ``amqplink broker`` on a free port, in a subprocess (whose
+    CPU time the :class:`Clock` reads)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-c", "import sys; from amqplink.cli import main; sys.exit(main())", "broker", "--port", "0"]
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
@@ -218,8 +250,10 @@ def broker_process() -> Iterator[str]:
                 break
         if conn_str is None:
             raise RuntimeError("the broker did not print its connection string")
+        Clock.broker_pid = process.pid
         yield conn_str
     finally:
+        Clock.broker_pid = 0
         process.terminate()
         try:
             process.wait(30)
@@ -242,42 +276,57 @@ ROWS = [
     Row(f"b. single sends, {TASKS} tasks", send_concurrent, send_concurrent, 20.0, True),
     Row("c. batch sends", send_batches, send_batches, 2.0, False),
     Row("c. send_messages(list)", send_list, None, 2.0, False),
-    Row("d. receive + complete", receive_complete, receive_complete, 10.0, False),
+    Row("d. receive + complete each", receive_complete_each, receive_complete_each, None, True),
+    Row("d. receive + gather(complete)", receive_complete, receive_complete, 10.0, False),
 ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--count", type=int, default=10000, help="messages in scenarios c and d")
-    parser.add_argument("--single-count", type=int, default=2000, help="messages in scenarios a and b")
-    parser.add_argument("--size", type=int, default=1024, help="body bytes")
-    parser.add_argument("--only", choices=["sdk", "amqplink"], default=None, help="run one client")
-    parser.add_argument("--profile", type=Path, default=None, help="write cProfile files of amqplink here")
-    args = parser.parse_args(argv)
+def run(args: argparse.Namespace) -> dict[tuple[str, str], Result]:
     clients = [c for c in (sdk(), own()) if args.only is None or args.only in c.name]
-    results: dict[tuple[str, str], tuple[float, float]] = {}
+    results: dict[tuple[str, str], Result] = {}
     with broker_process() as conn_str:
         for row in ROWS:
             count = args.single_count if row.single else args.count
             for client in clients:
                 scenario = row.scenario if client.name == "amqplink" else row.theirs
-                if scenario is None:
-                    continue
-                profile = args.profile if client.name == "amqplink" else None
-                results[(row.name, client.name)] = measure(client, scenario, conn_str, count, args.size, profile)
-    print(f"{args.size} B bodies; {args.single_count} single sends, {args.count} batch/receive; broker in a subprocess")
-    print(f"{'scenario':<30}{'azure-servicebus':>18}{'amqplink':>12}{'ratio':>8}{'goal':>7}   client CPU µs/msg (SDK / amqplink)")
-    sdk_rate = sdk_cpu = None
+                if scenario is not None:
+                    profile = args.profile if client.name == "amqplink" else None
+                    results[(row.name, client.name)] = measure(client, scenario, conn_str, count, args.size, profile)
+    return results
+
+
+def _cell(result: Result | None, field: str, fmt: str = ",.0f") -> str:
+    return "-" if result is None else format(getattr(result, field), fmt)
+
+
+def print_table(args: argparse.Namespace, results: dict[tuple[str, str], Result]) -> None:
+    print(f"{args.size} B bodies; {args.single_count} messages in a, b and d (each), {args.count} in c and d (gather);")
+    print("broker: `amqplink broker` in a subprocess; CPU: µs per message of the client process / of the broker")
+    print(f"{'scenario':<31}{'azure-servicebus':>17}{'amqplink':>10}{'ratio':>7}{'goal':>7}"
+          f"{'SDK CPU':>10}{'ours':>6}{'broker (SDK/ours)':>20}")  # fmt: skip
+    theirs: Result | None = None
     for row in ROWS:
         if row.theirs is not None:
-            sdk_rate, sdk_cpu = results.get((row.name, "azure-servicebus"), (None, None))
-        ours, our_cpu = results.get((row.name, "amqplink"), (None, None))
-        theirs_text = "-" if sdk_rate is None else f"{sdk_rate:,.0f}/s"
-        ours_text = "-" if ours is None else f"{ours:,.0f}/s"
-        ratio = "-" if ours is None or sdk_rate is None else f"{ours / sdk_rate:.1f}x"
+            theirs = results.get((row.name, "azure-servicebus"))
+        ours = results.get((row.name, "amqplink"))
+        ratio = "-" if ours is None or theirs is None else f"{ours.rate / theirs.rate:.1f}"
         goal = "-" if row.goal is None else f">={row.goal:g}x"
-        cpu = f"{'-' if sdk_cpu is None else f'{sdk_cpu:,.0f}'} / {'-' if our_cpu is None else f'{our_cpu:,.0f}'}"
-        print(f"{row.name:<30}{theirs_text:>18}{ours_text:>12}{ratio:>8}{goal:>7}   {cpu}")
+        broker = f"{_cell(theirs, 'broker_cpu')} / {_cell(ours, 'broker_cpu')}"
+        print(
+            f"{row.name:<31}{_cell(theirs, 'rate'):>15}/s{_cell(ours, 'rate'):>8}/s{ratio:>6}x{goal:>7}"
+            f"{_cell(theirs, 'cpu'):>10}{_cell(ours, 'cpu'):>6}{broker:>20}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--count", type=int, default=10000, help="messages in scenarios c and d (gather)")
+    parser.add_argument("--single-count", type=int, default=2000, help="messages in scenarios a, b and d (each)")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes")
+    parser.add_argument("--only", choices=["sdk", "amqplink"], default=None, help="run one client")
+    parser.add_argument("--profile", type=Path, default=None, help="write cProfile files of amqplink here")
+    args = parser.parse_args(argv)
+    print_table(args, run(args))
     return 0
 
 

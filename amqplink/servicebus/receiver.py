@@ -39,6 +39,7 @@ from amqplink.servicebus.exceptions import (
     ServiceBusError,
     SessionLockLostError,
 )
+from amqplink.servicebus.lazy_message import LazyReceivedMessage
 from amqplink.servicebus.management import DispositionStatus
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.retry import backoff_delay
@@ -146,6 +147,7 @@ class ServiceBusReceiver(Handler):
             name=self._next_link_name(),
             filters=filters,
         )
+        self._link.message_factory = LazyReceivedMessage.from_payload
         if self._is_session:
             first = self._session is None
             self._session = self._session_from_attach(self._link)
