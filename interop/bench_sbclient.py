@@ -27,7 +27,7 @@ Prints msg/s per client, the ratio, the goal, and the client process's CPU time 
 message (``time.process_time``: the broker runs in its own process). ``--profile DIR``
 writes a cProfile of every amqplink scenario there.
 
-    python3 interop/bench_sbclient.py [--count 10000] [--single-count 2000] [--size 1024]
+    python3 interop/bench_sbclient.py [--count 10000] [--single-count 5000] [--size 1024] [--only amqplink]
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -201,7 +202,7 @@ def start_clock() -> Clock:
     return Clock.current
 
 
-Scenario = Callable[[Client, str, str, int, bytes], Awaitable[None]]
+Scenario = Callable[[Client, str, str, int, bytes], Coroutine[Any, Any, None]]
 
 
 @dataclass
@@ -321,7 +322,7 @@ def print_table(args: argparse.Namespace, results: dict[tuple[str, str], Result]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--count", type=int, default=10000, help="messages in scenarios c and d (gather)")
-    parser.add_argument("--single-count", type=int, default=2000, help="messages in scenarios a, b and d (each)")
+    parser.add_argument("--single-count", type=int, default=5000, help="messages in scenarios a, b and d (each)")
     parser.add_argument("--size", type=int, default=1024, help="body bytes")
     parser.add_argument("--only", choices=["sdk", "amqplink"], default=None, help="run one client")
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile files of amqplink here")
