@@ -128,23 +128,29 @@ async def send_list(client: Client, conn_str: str, queue: str, count: int, body:
 
 
 async def receive_complete(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
-    await fill(conn_str, queue, count, body)
-    async with (
-        client.aio.ServiceBusClient.from_connection_string(conn_str) as sb,
-        sb.get_queue_receiver(queue, prefetch_count=PREFETCH) as receiver,
-    ):
-        clock = start_clock()
-        got = 0
-        while got < count:
-            messages = await receiver.receive_messages(max_message_count=RECEIVE_BATCH, max_wait_time=5)
-            if not messages:
-                raise RuntimeError(f"{client.name} received {got} of {count} messages")
-            await asyncio.gather(*(receiver.complete_message(m) for m in messages))
-            got += len(messages)
-        clock.stop()
+    async def settle(receiver: Any, messages: list[Any]) -> None:
+        await asyncio.gather(*(receiver.complete_message(m) for m in messages))
+
+    await receive_and_settle(client, conn_str, queue, count, body, settle)
 
 
 async def receive_complete_each(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async def settle(receiver: Any, messages: list[Any]) -> None:
+        for message in messages:
+            await receiver.complete_message(message)
+
+    await receive_and_settle(client, conn_str, queue, count, body, settle)
+
+
+async def receive_and_settle(
+    client: Client,
+    conn_str: str,
+    queue: str,
+    count: int,
+    body: bytes,
+    settle: Callable[[Any, list[Any]], Coroutine[Any, Any, None]],
+) -> None:
+    """Fill ``queue`` (untimed), then receive batches in peek-lock and ``settle`` each batch."""
     await fill(conn_str, queue, count, body)
     async with (
         client.aio.ServiceBusClient.from_connection_string(conn_str) as sb,
@@ -156,8 +162,7 @@ async def receive_complete_each(client: Client, conn_str: str, queue: str, count
             messages = await receiver.receive_messages(max_message_count=RECEIVE_BATCH, max_wait_time=5)
             if not messages:
                 raise RuntimeError(f"{client.name} received {got} of {count} messages")
-            for message in messages:
-                await receiver.complete_message(message)
+            await settle(receiver, messages)
             got += len(messages)
         clock.stop()
 
@@ -255,12 +260,8 @@ def broker_process() -> Iterator[str]:
         yield conn_str
     finally:
         Clock.broker_pid = 0
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        process.kill()  # an in-memory namespace: nothing to save
+        process.wait(10)
 
 
 @dataclass
