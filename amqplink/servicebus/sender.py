@@ -279,7 +279,7 @@ class ServiceBusSender(Handler):
                     if len(batch) == 0:
                         raise  # one message larger than the entity takes
                 pending.append(await self._pipeline(batch))
-                while pending[0][1].done():
+                while pending and pending[0][1].done():  # collect what came meanwhile
                     await self._collect(*pending.popleft(), failures, timeout)
                 batch = ServiceBusMessageBatch(self.max_message_size)
                 batch.add_message(message)

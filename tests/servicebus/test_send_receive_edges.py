@@ -3,6 +3,7 @@ after a timed-out receive, async iterables, the next available session."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -91,6 +92,7 @@ async def test_send_messages_takes_an_async_iterable_split_into_batches(broker: 
 
     async def produce() -> AsyncIterator[ServiceBusMessage]:
         for i in range(600):
+            await asyncio.sleep(0)  # a producer that awaits: earlier batches' outcomes come in meanwhile
             yield ServiceBusMessage(b"%04d" % i + b"y" * 1000)
 
     async with client_for(broker) as client:
