@@ -59,6 +59,9 @@ GATHER_WINDOW = 0.02
 """Seconds ``receive_messages`` keeps collecting after the first message, while fewer than
 ``max_message_count`` have come (messages still on the wire join the same call)."""
 RECEIVER_SETTLE_FIRST, RECEIVER_SETTLE_SECOND = 0, 1
+DRAIN_ANSWER_TIMEOUT = 5.0
+"""Seconds (at most the operation timeout) a broker gets to answer a drain before the link
+is taken as broken and closed (its credit would otherwise stay open)."""
 
 SessionArg = str | ServiceBusSessionFilter | None
 
@@ -213,9 +216,9 @@ class ServiceBusReceiver(Handler):
     async def _take_back_credit(self, link: Receiver, max_message_count: int) -> list[ReceivedMessage]:
         """Without prefetch, a receive that timed out drains the credit it granted, so that no
         message is locked for a receiver nobody waits on; one that came meanwhile is returned.
-        A broker that does not answer within the operation timeout gets the link closed (its
+        A broker that does not answer within ``DRAIN_ANSWER_TIMEOUT`` gets the link closed (its
         locks are lost, as on any link loss; the next receive attaches a new one)."""
-        if not await link.drain(self._policy.timeout) and not link.closed:
+        if not await link.drain(min(DRAIN_ANSWER_TIMEOUT, self._policy.timeout)) and not link.closed:
             log.warning("%s: the broker did not answer a drain; closing the link", self.entity_name)
             await link.close()
         if link.buffered and max_message_count > 0:

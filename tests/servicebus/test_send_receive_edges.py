@@ -129,3 +129,30 @@ async def test_the_next_available_session_is_the_one_with_messages(broker: Broke
             assert {m.session_id for m in got} == {"waiting"}
             for message in got:
                 await receiver.complete_message(message)
+
+
+async def test_a_broker_that_never_answers_a_drain_gets_the_link_closed(
+    broker: BrokerThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait for a drain's answer is bounded; the link whose credit could not be taken
+    back is closed (so nothing is locked for it), and the next receive attaches a new one."""
+    from amqplink.engine.link import SenderLink
+    from amqplink.servicebus import receiver as receiver_module
+
+    monkeypatch.setattr(receiver_module, "DRAIN_ANSWER_TIMEOUT", 0.5)
+    async with client_for(broker) as client:
+        await purge(client, "other")
+        async with client.get_queue_receiver("other", prefetch_count=0) as idle:
+            await idle.receive_messages(max_wait_time=0.1)  # attached
+            first = idle._link
+            monkeypatch.setattr(SenderLink, "drained", lambda self: None)  # the broker holds every drain
+            started = time.monotonic()
+            assert await idle.receive_messages(max_wait_time=0.2) == []
+            assert time.monotonic() - started < 3.0
+            assert first is not None and first.closed
+            monkeypatch.undo()
+            async with client.get_queue_sender("other") as sender:
+                await sender.send_messages(ServiceBusMessage("after the drain"))
+            (got,) = await idle.receive_messages(max_wait_time=5)
+            assert str(got) == "after the drain" and idle._link is not first
+            await idle.complete_message(got)
