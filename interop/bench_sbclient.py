@@ -23,9 +23,10 @@ d. receive + complete: peek-lock, ``prefetch_count=1000``,
    SDK 7.15 changelog documents (settlements wait for the broker's confirmation, so it
    says to settle concurrently); the queue is filled first, untimed.
 
-Prints msg/s per client, the ratio, the goal, and the client process's CPU time per
-message (``time.process_time``: the broker runs in its own process). ``--profile DIR``
-writes a cProfile of every amqplink scenario there.
+Prints msg/s per client, the ratio, the goal, and CPU time per message of the client
+process (``time.process_time``) and of the broker process (``/proc``). amqplink runs
+``--scale`` times the messages, so that its short runs are not all start-up and noise.
+``--profile DIR`` writes a cProfile of every amqplink scenario there.
 
     python3 interop/bench_sbclient.py [--count 10000] [--single-count 5000] [--size 1024] [--only amqplink]
 """
@@ -290,10 +291,12 @@ def run(args: argparse.Namespace) -> dict[tuple[str, str], Result]:
         for row in ROWS:
             count = args.single_count if row.single else args.count
             for client in clients:
-                scenario = row.scenario if client.name == "amqplink" else row.theirs
+                ours = client.name == "amqplink"
+                scenario = row.scenario if ours else row.theirs
                 if scenario is not None:
-                    profile = args.profile if client.name == "amqplink" else None
-                    results[(row.name, client.name)] = measure(client, scenario, conn_str, count, args.size, profile)
+                    n = count * args.scale if ours else count
+                    profile = args.profile if ours else None
+                    results[(row.name, client.name)] = measure(client, scenario, conn_str, n, args.size, profile)
     return results
 
 
@@ -302,7 +305,10 @@ def _cell(result: Result | None, field: str, fmt: str = ",.0f") -> str:
 
 
 def print_table(args: argparse.Namespace, results: dict[tuple[str, str], Result]) -> None:
-    print(f"{args.size} B bodies; {args.single_count} messages in a, b and d (each), {args.count} in c and d (gather);")
+    print(
+        f"{args.size} B bodies; {args.single_count} messages in a, b and d (each), {args.count} in c and d (gather);"
+        f" amqplink x{args.scale}"
+    )
     print("broker: `amqplink broker` in a subprocess; CPU: µs per message of the client process / of the broker")
     print(f"{'scenario':<31}{'azure-servicebus':>17}{'amqplink':>10}{'ratio':>7}{'goal':>7}"
           f"{'SDK CPU':>10}{'ours':>6}{'broker (SDK/ours)':>20}")  # fmt: skip
@@ -325,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=10000, help="messages in scenarios c and d (gather)")
     parser.add_argument("--single-count", type=int, default=5000, help="messages in scenarios a, b and d (each)")
     parser.add_argument("--size", type=int, default=1024, help="body bytes")
+    parser.add_argument(
+        "--scale", type=int, default=4, help="amqplink runs this many times the messages (a longer, steadier run)"
+    )
     parser.add_argument("--only", choices=["sdk", "amqplink"], default=None, help="run one client")
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile files of amqplink here")
     args = parser.parse_args(argv)
