@@ -18,10 +18,13 @@ c. batch sends: ``create_message_batch()`` filled until ``add_message`` raises
    ``ValueError``, then ``send_messages(batch)``; amqplink also ``send_messages(list)``
    of every message at once (split by the link's max-message-size, pipelined);
 d. receive + complete: peek-lock, ``prefetch_count=1000``,
-   ``receive_messages(max_message_count=100, max_wait_time=5)`` then
+   ``receive_messages(max_message_count=100, max_wait_time=5)``, then either each
+   message completed in turn (``for m in messages: await receiver.complete_message(m)``,
+   the README's pattern; latency-bound, no goal) or all at once with
    ``await asyncio.gather(*(receiver.complete_message(m) for m in messages))`` as the
-   SDK 7.15 changelog documents (settlements wait for the broker's confirmation, so it
-   says to settle concurrently); the queue is filled first, untimed.
+   SDK 7.15 changelog says to (its settlements now wait for the broker's confirmation,
+   and so do amqplink's); the queue is filled first, untimed. The SDK itself is slower
+   gathered than in turn, so compare the gathered amqplink row with both SDK rows.
 
 Prints msg/s per client, the ratio, the goal, and CPU time per message of the client
 process (``time.process_time``) and of the broker process (``/proc``). amqplink runs
