@@ -80,6 +80,7 @@ class ServiceBusSender(Handler):
         self._watched: deque[tuple[float, asyncio.Future[Any]]] = deque()
         self._watchdog: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
+        self._gathering: list[tuple[ServiceBusMessage, asyncio.Future[Any]]] | None = None
 
     # -- links ------------------------------------------------------------------------
     def _links_alive(self) -> bool:
@@ -174,6 +175,78 @@ class ServiceBusSender(Handler):
             return
         await self._retry(self._attempt(payload, message_format), timeout=timeout)
 
+    # -- single sends from concurrent tasks, gathered into batches ------------------------
+    async def _send_gathered(self, message: ServiceBusMessage) -> None:
+        """One message while others are unacknowledged: the single sends that reach the sender
+        in one loop iteration (concurrent tasks) leave as batch transfers (as a list would:
+        one outcome for the batch is each message's outcome); a send on an idle link leaves
+        at once, so a lone sender never waits. A failed message is retried on its own."""
+        outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        gathering = self._gathering
+        if gathering is not None:
+            gathering.append((message, outcome))
+        else:
+            gathering = self._gathering = [(message, outcome)]
+            try:
+                await asyncio.sleep(0)  # the other tasks ready in this iteration add theirs
+            finally:
+                self._gathering = None
+                task = asyncio.get_running_loop().create_task(self._transfer_gathered(gathering))
+            await task
+        try:
+            _check_outcome(await outcome, self.entity_name)
+        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+            error = from_amqp_error(exc, entity=self.entity_name)
+            if not self._may_retry(error):
+                raise error from exc
+            await self._send_again(message._message.encode(), 0, error, None)
+
+    async def _transfer_gathered(self, gathering: list[tuple[ServiceBusMessage, asyncio.Future[Any]]]) -> None:
+        """Send the gathered messages in batches bounded by the link's max-message-size; each
+        message's future gets its batch's outcome (or the error that kept it from leaving)."""
+        if len(gathering) == 1:
+            message, outcome = gathering[0]
+            await self._transfer_for(message._message.encode(), 0, [outcome])
+            return
+        limit = self.max_message_size
+        batch = ServiceBusMessageBatch(limit)
+        members: list[asyncio.Future[Any]] = []
+        for message, outcome in gathering:
+            if not _try_add(batch, message):
+                if members:
+                    await self._transfer_for(batch._payload(), BATCH_MESSAGE_FORMAT, members)
+                    batch, members = ServiceBusMessageBatch(limit), []
+                if not _try_add(batch, message):  # too large for any batch: alone, as a plain send
+                    await self._transfer_for(message._message.encode(), 0, [outcome])
+                    continue
+            members.append(outcome)
+        if members:
+            await self._transfer_for(batch._payload(), BATCH_MESSAGE_FORMAT, members)
+
+    async def _transfer_for(self, payload: bytes, message_format: int, members: list[asyncio.Future[Any]]) -> None:
+        """One transfer whose outcome (or failure) is handed to every future in ``members``."""
+        try:
+            sent = await self._transfer(payload, message_format)
+        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+            for outcome in members:
+                if not outcome.done():
+                    outcome.set_exception(exc)
+            return
+
+        def share(done: asyncio.Future[Any]) -> None:
+            failure = None if done.cancelled() else done.exception()
+            for outcome in members:
+                if outcome.done():
+                    continue
+                if done.cancelled():
+                    outcome.cancel()
+                elif failure is not None:
+                    outcome.set_exception(failure)
+                else:
+                    outcome.set_result(done.result())
+
+        sent.add_done_callback(share)
+
     def _may_retry(self, error: SendError) -> bool:
         """True if a send that failed with ``error`` is tried again (never with ``retry_total=0``)."""
         return error.retryable and self._policy.retry_total > 0
@@ -245,6 +318,17 @@ class ServiceBusSender(Handler):
             raise ValueError("The timeout must be greater than 0.")
         if type(message) is ServiceBusMessage:  # the common case first
             check_partition_key(message)
+            link = self._link
+            if (
+                timeout is None
+                and link is not None
+                and (self._gathering is not None or link.in_flight)
+                and message._message.message_annotations is None  # no session, partition key, schedule
+                and message._message.group_id is None
+                and self._ready()
+            ):
+                await self._send_gathered(message)
+                return
             await self._send_payload(message._message.encode(), 0, timeout)
             return
         if isinstance(message, ServiceBusMessageBatch):
@@ -363,6 +447,15 @@ class ServiceBusSender(Handler):
         if not numbers:
             return
         await self._mgmt_call(lambda mgmt: mgmt.cancel_scheduled_messages(numbers), timeout)
+
+
+def _try_add(batch: ServiceBusMessageBatch, message: ServiceBusMessage) -> bool:
+    """Add ``message`` to ``batch``; False if it does not fit."""
+    try:
+        batch.add_message(message)
+    except ServiceBusError:
+        return False
+    return True
 
 
 async def _noop() -> None:

@@ -156,3 +156,43 @@ async def test_a_broker_that_never_answers_a_drain_gets_the_link_closed(
             (got,) = await idle.receive_messages(max_wait_time=5)
             assert str(got) == "after the drain" and idle._link is not first
             await idle.complete_message(got)
+
+
+async def test_single_sends_from_concurrent_tasks_leave_in_batches(broker: BrokerThread) -> None:
+    """Tasks sharing one sender: their single sends are gathered into batch transfers; every
+    message arrives once, each task's in its order; an oversized one fails alone."""
+    from amqplink.servicebus.exceptions import MessageSizeExceededError
+
+    formats: list[int] = []
+    async with client_for(broker) as client:
+        await purge(client, "other")
+        async with client.get_queue_sender("other") as sender:
+            await sender.send_messages(ServiceBusMessage("warm-up"))
+            link = sender._link
+            assert link is not None
+            original = link.send_payload_nowait
+
+            async def spy(payload: bytes, *, message_format: int = 0) -> Any:
+                formats.append(message_format)
+                return await original(payload, message_format=message_format)
+
+            link.send_payload_nowait = spy  # type: ignore[method-assign]
+
+            async def task(t: int) -> None:
+                for i in range(5):
+                    await sender.send_messages(ServiceBusMessage(f"{t}:{i}"))
+
+            async def oversized() -> None:
+                await sender.send_messages(ServiceBusMessage("first"))
+                with pytest.raises(MessageSizeExceededError):
+                    await sender.send_messages(ServiceBusMessage(b"x" * (300 * 1024)))
+
+            await asyncio.gather(*(task(t) for t in range(50)), oversized())
+        assert BATCH_MESSAGE_FORMAT in formats and len(formats) < 251
+        async with client.get_queue_receiver("other", prefetch_count=300, receive_mode="receiveanddelete") as r:
+            got = []
+            while batch := await r.receive_messages(max_message_count=300, max_wait_time=1):
+                got += [str(m) for m in batch]
+        assert sorted(got) == sorted(["warm-up", "first"] + [f"{t}:{i}" for t in range(50) for i in range(5)])
+        for t in range(50):
+            assert [m for m in got if m.startswith(f"{t}:")] == [f"{t}:{i}" for i in range(5)]
