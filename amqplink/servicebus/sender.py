@@ -4,7 +4,9 @@
 iterable or (beyond the SDK) an async iterable. A list that fits the link's
 max-message-size goes as one batch transfer (as the SDK sends it); a larger list or an
 iterable is split into batches by that size and the batches are pipelined (up to
-``max_in_flight`` transfers unsettled at once). Beyond the SDK:
+``max_in_flight`` transfers unsettled at once). Single messages sent by concurrent tasks
+while earlier ones await their outcome are gathered into batch transfers (each task still
+awaits only its own message's outcome). Beyond the SDK:
 :meth:`ServiceBusSender.send_nowait` hands one message over and returns a future for its
 outcome. A send whose link or connection breaks is sent again on a new
 one under the retry policy (at least once: never dropped silently).
@@ -39,12 +41,15 @@ from amqplink.servicebus.message import (
 from amqplink.servicebus.partitioning import check_partition_key
 from amqplink.servicebus.retry import RetryPolicy, backoff_delay
 
-__all__ = ["DEFAULT_MAX_IN_FLIGHT", "ServiceBusSender"]
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "GATHER_MAX_MESSAGES", "ServiceBusSender"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT = 1000
 """Transfers awaiting their outcome at once per sender; the next send waits for room."""
+GATHER_MAX_MESSAGES = 1000
+"""At most this many gathered single sends go in one batch transfer (Service Bus bounds the
+messages of a batch; its size is bounded by the link's max-message-size)."""
 WATCH_INTERVAL_MIN, WATCH_INTERVAL_MAX = 0.05, 5.0
 """Bounds (seconds) of the outcome watchdog's period: a quarter of the operation timeout."""
 
@@ -212,7 +217,7 @@ class ServiceBusSender(Handler):
         batch = ServiceBusMessageBatch(limit)
         members: list[asyncio.Future[Any]] = []
         for message, outcome in gathering:
-            if not _try_add(batch, message):
+            if len(members) >= GATHER_MAX_MESSAGES or not _try_add(batch, message):
                 if members:
                     await self._transfer_for(batch._payload(), BATCH_MESSAGE_FORMAT, members)
                     batch, members = ServiceBusMessageBatch(limit), []

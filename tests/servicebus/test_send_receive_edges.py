@@ -196,3 +196,35 @@ async def test_single_sends_from_concurrent_tasks_leave_in_batches(broker: Broke
         assert sorted(got) == sorted(["warm-up", "first"] + [f"{t}:{i}" for t in range(50) for i in range(5)])
         for t in range(50):
             assert [m for m in got if m.startswith(f"{t}:")] == [f"{t}:{i}" for i in range(5)]
+
+
+async def test_gathered_batches_hold_at_most_the_named_number_of_messages(
+    broker: BrokerThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from amqplink.message import Message
+    from amqplink.servicebus import sender as sender_module
+
+    monkeypatch.setattr(sender_module, "GATHER_MAX_MESSAGES", 3)
+    sizes: list[int] = []
+    async with client_for(broker) as client:
+        await purge(client, "other")
+        async with client.get_queue_sender("other") as sender:
+            await sender.send_messages(ServiceBusMessage("warm-up"))
+            link = sender._link
+            assert link is not None
+            original = link.send_payload_nowait
+
+            async def spy(payload: bytes, *, message_format: int = 0) -> Any:
+                body = Message.decode(payload).body if message_format == BATCH_MESSAGE_FORMAT else None
+                sizes.append(len(body) if isinstance(body, list) else 1)  # one data section decodes as bytes
+                return await original(payload, message_format=message_format)
+
+            link.send_payload_nowait = spy  # type: ignore[method-assign]
+
+            async def task(t: int) -> None:
+                for i in range(4):
+                    await sender.send_messages(ServiceBusMessage(f"{t}:{i}"))
+
+            await asyncio.gather(*(task(t) for t in range(20)))
+        assert max(sizes) == 3 and sum(sizes) == 80
+        await purge(client, "other")
