@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -29,6 +29,19 @@ async def purge(client: ServiceBusClient, queue: str) -> None:
             pass
 
 
+def spy_transfers(sender: Any, record: Callable[[bytes, int], None]) -> None:
+    """Call ``record(payload, message_format)`` for every transfer ``sender``'s link makes."""
+    link = sender._link
+    assert link is not None
+    original = link.send_payload_nowait
+
+    async def spy(payload: bytes, *, message_format: int = 0) -> Any:
+        record(payload, message_format)
+        return await original(payload, message_format=message_format)
+
+    link.send_payload_nowait = spy
+
+
 def _busy_namespace(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Every send the broker gets is refused with server-busy; the times of the refusals."""
     from amqplink.broker.namespace.errors import EntityError
@@ -44,9 +57,7 @@ def _busy_namespace(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch) -> li
 
 
 @pytest.mark.parametrize("shape", ["one", "list", "batch"])
-async def test_retry_total_zero_sends_once(
-    broker: BrokerThread, monkeypatch: pytest.MonkeyPatch, shape: str
-) -> None:
+async def test_retry_total_zero_sends_once(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
     """retry_total=0: the first failure is the answer (no second transfer, no backoff)."""
     async with client_for(broker, retry_total=0) as client, client.get_queue_sender("plain") as sender:
         payload: Any = ServiceBusMessage("refused")
@@ -99,15 +110,7 @@ async def test_send_messages_takes_an_async_iterable_split_into_batches(broker: 
         await purge(client, "other")
         async with client.get_queue_sender("other") as sender:
             await sender.create_message_batch()  # attach: the broker's max-message-size is known
-            link = sender._link
-            assert link is not None
-            original = link.send_payload_nowait
-
-            async def spy(payload: bytes, *, message_format: int = 0) -> Any:
-                sent.append((len(payload), message_format))
-                return await original(payload, message_format=message_format)
-
-            link.send_payload_nowait = spy  # type: ignore[method-assign]
+            spy_transfers(sender, lambda payload, fmt: sent.append((len(payload), fmt)))
             await sender.send_messages(produce())
         assert len(sent) >= 3 and all(fmt == BATCH_MESSAGE_FORMAT for _, fmt in sent)
         assert all(size <= sender.max_message_size for size, _ in sent)
@@ -168,15 +171,7 @@ async def test_single_sends_from_concurrent_tasks_leave_in_batches(broker: Broke
         await purge(client, "other")
         async with client.get_queue_sender("other") as sender:
             await sender.send_messages(ServiceBusMessage("warm-up"))
-            link = sender._link
-            assert link is not None
-            original = link.send_payload_nowait
-
-            async def spy(payload: bytes, *, message_format: int = 0) -> Any:
-                formats.append(message_format)
-                return await original(payload, message_format=message_format)
-
-            link.send_payload_nowait = spy  # type: ignore[method-assign]
+            spy_transfers(sender, lambda _payload, fmt: formats.append(fmt))
 
             async def task(t: int) -> None:
                 for i in range(5):
@@ -210,16 +205,12 @@ async def test_gathered_batches_hold_at_most_the_named_number_of_messages(
         await purge(client, "other")
         async with client.get_queue_sender("other") as sender:
             await sender.send_messages(ServiceBusMessage("warm-up"))
-            link = sender._link
-            assert link is not None
-            original = link.send_payload_nowait
 
-            async def spy(payload: bytes, *, message_format: int = 0) -> Any:
-                body = Message.decode(payload).body if message_format == BATCH_MESSAGE_FORMAT else None
+            def count(payload: bytes, fmt: int) -> None:
+                body = Message.decode(payload).body if fmt == BATCH_MESSAGE_FORMAT else None
                 sizes.append(len(body) if isinstance(body, list) else 1)  # one data section decodes as bytes
-                return await original(payload, message_format=message_format)
 
-            link.send_payload_nowait = spy  # type: ignore[method-assign]
+            spy_transfers(sender, count)
 
             async def task(t: int) -> None:
                 for i in range(4):
