@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from amqplink.aio.errors import AMQPError, SettlementError
 from amqplink.aio.link import LinkBase
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Symbol
-from amqplink.engine.events import DeliveryAborted, DeliveryReceived, DeliveryUpdated, Event
+from amqplink.engine.events import DeliveryAborted, DeliveryReceived, DeliveryUpdated, Event, LinkDrained
 from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_SETTLED, SND_UNSETTLED, Delivery, ReceiverLink
 from amqplink.engine.session import Session
 from amqplink.message import Message
@@ -103,6 +104,10 @@ class Receiver(LinkBase):
         self._buffer: deque[ReceivedMessage] = deque()
         self._arrival: asyncio.Future[None] | None = None
         self._to_grant = 0
+        self._drained: asyncio.Future[None] | None = None
+        self.message_factory: Callable[[Any], ReceivedMessage] = ReceivedMessage.decode
+        """Turns a delivery's payload into the message handed out (e.g. one decoded lazily);
+        a ``DecodeError`` it raises rejects the delivery with ``amqp:decode-error``."""
         self._grant_batch = max(1, prefetch // 4)
         self.decode_failures = 0
         self._outcomes: frozenset[str] | None = None  # what the peer's source offers, if it says
@@ -203,6 +208,27 @@ class Receiver(LinkBase):
             self.link.add_credit(missing)
             self._protocol.schedule_flush()
 
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Ask the sender to use the link's credit at once or give it back, and wait for its
+        answer: "the sender ... MUST either use all the available credit or ... advance the
+        delivery-count" (2.6.7). Messages it sends meanwhile are buffered as usual. True once
+        no credit is left (at once if there was none); False on time-out or a closed link."""
+        link = self.link
+        if link.link_credit == 0:
+            return True
+        if self._detached.done() or not link.is_attached:
+            return False
+        if self._drained is None or self._drained.done():
+            self._drained = self._loop.create_future()
+        drained = self._drained
+        link.flow(link.link_credit, drain=True)
+        self._protocol.schedule_flush()
+        try:
+            await asyncio.wait_for(asyncio.shield(drained), timeout)
+        except TimeoutError:
+            return False
+        return link.link_credit == 0
+
     def _consumed(self, n: int) -> None:
         if not self.prefetch:
             return
@@ -292,12 +318,16 @@ class Receiver(LinkBase):
                     waits.confirmed()
         elif t is DeliveryAborted:
             self._consumed(1)  # the credit it used is free again
+        elif t is LinkDrained:
+            drained = self._drained
+            if drained is not None and not drained.done():
+                drained.set_result(None)
         else:
             super()._on_event(event)
 
     def _on_delivery(self, delivery: Delivery) -> None:
         try:
-            message = ReceivedMessage.decode(delivery.payload)
+            message = self.message_factory(delivery.payload)
         except DecodeError as exc:
             self.decode_failures += 1
             log.warning("%s: undecodable message (%s); rejecting it with amqp:decode-error", self._what(), exc)
@@ -329,6 +359,6 @@ class Receiver(LinkBase):
                     )
                 )
                 waits.future.exception()  # one failure, one report: the awaiting caller gets it
-        arrival = self._arrival
-        if arrival is not None and not arrival.done():
-            arrival.set_result(None)
+        for waiter in (self._arrival, self._drained):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)

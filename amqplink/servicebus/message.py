@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import itertools
+import os
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, Timestamp
 from amqplink.message import Message
+from amqplink.protocol.definitions import Properties
 from amqplink.servicebus.exceptions import MessageSizeExceededError
 from amqplink.servicebus.lock_token import lock_token_from_delivery_tag
 
@@ -103,6 +106,29 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
+class _MessageIds:
+    """Unique message ids in UUID form: a random prefix per process ("xxxxxxxx-xxxx-4xxx-yxxx-",
+    74 random bits, drawn again in a forked child) and a 48-bit counter; a fraction of
+    ``uuid4``'s cost, for the default id every message gets."""
+
+    def __init__(self) -> None:
+        self.prefix = ""
+        self.counter = itertools.count()
+        self.reseed()
+
+    def reseed(self) -> None:
+        self.prefix = str(uuid.uuid4())[:24]
+        self.counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.counter) & 0xFFFFFFFFFFFF:012x}"
+
+
+_IDS = _MessageIds()
+os.register_at_fork(after_in_child=_IDS.reseed)
+new_message_id = _IDS.next
+
+
 def _utc(ms: Any) -> dt.datetime | None:
     if ms is None:
         return None
@@ -149,11 +175,27 @@ class ServiceBusMessage:
             body = body.encode("utf-8")
         elif body is not None and not isinstance(body, bytes):
             raise TypeError(f"ServiceBusMessage body must be a string, bytes, or None.  Got instead: {type(body)}")
-        self._message = Message(body)
+        message = self._message = Message(body)
         if application_properties:
             self.application_properties = application_properties
         # As the SDK (its scheduled_enqueue_time_utc setter runs in __init__): every message has an id.
-        self.message_id = str(uuid.uuid4()) if message_id is None else message_id
+        if message_id is None:
+            message.properties = Properties(message_id=new_message_id())
+        else:
+            self.message_id = message_id
+        if (
+            session_id is None
+            and partition_key is None
+            and content_type is None
+            and correlation_id is None
+            and subject is None
+            and to is None
+            and reply_to is None
+            and reply_to_session_id is None
+            and scheduled_enqueue_time_utc is None
+            and time_to_live is None
+        ):
+            return  # the common case: a body (and properties) only
         optional = (
             ("session_id", session_id),  # before partition_key, which must equal it
             ("content_type", content_type),

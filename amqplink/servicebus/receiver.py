@@ -40,6 +40,7 @@ from amqplink.servicebus.exceptions import (
     ServiceBusError,
     SessionLockLostError,
 )
+from amqplink.servicebus.lazy_message import LazyReceivedMessage
 from amqplink.servicebus.management import DispositionStatus
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.retry import backoff_delay
@@ -62,6 +63,9 @@ GATHER_WINDOW = 0.02
 """Seconds ``receive_messages`` keeps collecting after the first message, while fewer than
 ``max_message_count`` have come (messages still on the wire join the same call)."""
 RECEIVER_SETTLE_FIRST, RECEIVER_SETTLE_SECOND = 0, 1
+DRAIN_ANSWER_TIMEOUT = 5.0
+"""Seconds (at most the operation timeout) a broker gets to answer a drain before the link
+is taken as broken and closed (its credit would otherwise stay open)."""
 
 SessionArg = str | ServiceBusSessionFilter | None
 
@@ -156,6 +160,7 @@ class ServiceBusReceiver(Handler):
             filters=filters,
             properties=properties,
         )
+        self._link.message_factory = LazyReceivedMessage.from_payload
         if self._is_session:
             first = self._session is None
             self._session = self._session_from_attach(self._link)
@@ -199,7 +204,11 @@ class ServiceBusReceiver(Handler):
                 await self._open()
                 assert self._link is not None
                 left = None if deadline is None else max(0.0, deadline - loop.time())
-                return await self._link.receive(max_message_count, left)
+                link = self._link
+                got = await link.receive(max_message_count, left)
+                if not got and self._prefetch_count == 0:
+                    got = await self._take_back_credit(link, max_message_count)
+                return got
             except (AMQPError, OSError) as exc:
                 error = from_amqp_error(exc, entity=self.entity_name)
                 retried += 1
@@ -213,6 +222,18 @@ class ServiceBusReceiver(Handler):
                     return []
                 log.info("%s: receiving failed (%s); reattaching in %.1f s", self.entity_name, error, delay)
                 await asyncio.sleep(delay)
+
+    async def _take_back_credit(self, link: Receiver, max_message_count: int) -> list[ReceivedMessage]:
+        """Without prefetch, a receive that timed out drains the credit it granted, so that no
+        message is locked for a receiver nobody waits on; one that came meanwhile is returned.
+        A broker that does not answer within ``DRAIN_ANSWER_TIMEOUT`` gets the link closed (its
+        locks are lost, as on any link loss; the next receive attaches a new one)."""
+        if not await link.drain(min(DRAIN_ANSWER_TIMEOUT, self._policy.timeout)) and not link.closed:
+            log.warning("%s: the broker did not answer a drain; closing the link", self.entity_name)
+            await link.close()
+        if link.buffered and max_message_count > 0:
+            return await link.receive(max_message_count, 0)
+        return []
 
     async def receive_messages(
         self, max_message_count: int | None = 1, max_wait_time: float | None = None
@@ -236,6 +257,8 @@ class ServiceBusReceiver(Handler):
             if not more:
                 break
             raws += more
+        if raws and self._prefetch_count == 0 and link is not None and link.link.link_credit:
+            raws += await self._take_back_credit(link, count - len(raws))  # what the gathering granted
         return [self._wrap(raw) for raw in raws]
 
     def __aiter__(self) -> ServiceBusReceiver:

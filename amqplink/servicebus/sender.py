@@ -1,11 +1,14 @@
 """The asyncio Service Bus sender (azure-servicebus's ``aio.ServiceBusSender``), pipelined.
 
-``send_messages`` takes one message, a list, a :class:`ServiceBusMessageBatch` or any
-iterable. A list that fits the link's max-message-size goes as one batch transfer (as
-the SDK sends it); a larger list or an iterable is split into batches by that size and
-the batches are pipelined (up to ``max_in_flight`` transfers unsettled at once). Beyond
-the SDK: :meth:`ServiceBusSender.send_nowait` hands one message over and returns a
-future for its outcome. A send whose link or connection breaks is sent again on a new
+``send_messages`` takes one message, a list, a :class:`ServiceBusMessageBatch`, any
+iterable or (beyond the SDK) an async iterable. A list that fits the link's
+max-message-size goes as one batch transfer (as the SDK sends it); a larger list or an
+iterable is split into batches by that size and the batches are pipelined (up to
+``max_in_flight`` transfers unsettled at once). Single messages sent by concurrent tasks
+while earlier ones await their outcome are gathered into batch transfers (each task still
+awaits only its own message's outcome). Beyond the SDK:
+:meth:`ServiceBusSender.send_nowait` hands one message over and returns a future for its
+outcome. A send whose link or connection breaks is sent again on a new
 one under the retry policy (at least once: never dropped silently).
 """
 
@@ -15,7 +18,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from amqplink.aio.connection import Connection
@@ -25,7 +28,7 @@ from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
 from amqplink.servicebus.errors import from_amqp_error
-from amqplink.servicebus.exceptions import ServiceBusError
+from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError
 from amqplink.servicebus.management import ScheduledMessage
 from amqplink.servicebus.message import (
     BATCH_MESSAGE_FORMAT,
@@ -38,16 +41,22 @@ from amqplink.servicebus.message import (
 from amqplink.servicebus.partitioning import check_partition_key
 from amqplink.servicebus.retry import RetryPolicy, backoff_delay
 
-__all__ = ["DEFAULT_MAX_IN_FLIGHT", "ServiceBusSender"]
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "GATHER_MAX_MESSAGES", "ServiceBusSender"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT = 1000
 """Transfers awaiting their outcome at once per sender; the next send waits for room."""
+GATHER_MAX_MESSAGES = 1000
+"""At most this many gathered single sends go in one batch transfer (Service Bus bounds the
+messages of a batch; its size is bounded by the link's max-message-size)."""
 WATCH_INTERVAL_MIN, WATCH_INTERVAL_MAX = 0.05, 5.0
 """Bounds (seconds) of the outcome watchdog's period: a quarter of the operation timeout."""
 
-SendInput = ServiceBusMessage | ServiceBusMessageBatch | Mapping[str, Any] | Message | Iterable[Any]
+SendError = ServiceBusError | MessageAlreadySettled
+SendInput = (
+    ServiceBusMessage | ServiceBusMessageBatch | Mapping[str, Any] | Message | Iterable[Any] | AsyncIterable[Any]
+)
 
 
 class ServiceBusSender(Handler):
@@ -76,6 +85,7 @@ class ServiceBusSender(Handler):
         self._watched: deque[tuple[float, asyncio.Future[Any]]] = deque()
         self._watchdog: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
+        self._gathering: list[tuple[ServiceBusMessage, asyncio.Future[Any]]] | None = None
 
     # -- links ------------------------------------------------------------------------
     def _links_alive(self) -> bool:
@@ -156,10 +166,6 @@ class ServiceBusSender(Handler):
         the retry machinery starts only after a retryable failure, or when the caller gave a
         ``timeout``.
         """
-
-        async def attempt(_remaining: float) -> None:
-            _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)
-
         link = self._link
         if timeout is None and link is not None and self._ready():
             try:
@@ -168,15 +174,103 @@ class ServiceBusSender(Handler):
                 return
             except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
                 error = from_amqp_error(exc, entity=self.entity_name)
-                if not error.retryable or self._policy.retry_total == 0:
+                if not self._may_retry(error):
                     raise error from exc
-                delay = backoff_delay(self._policy, 1, error)  # server-busy: at least 4 s
-                log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
-                await asyncio.sleep(delay)
-                await self._retry(attempt, tried=1)
-                return
+            await self._send_again(payload, message_format, error, timeout)
+            return
+        await self._retry(self._attempt(payload, message_format), timeout=timeout)
 
-        await self._retry(attempt, timeout=timeout)
+    # -- single sends from concurrent tasks, gathered into batches ------------------------
+    async def _send_gathered(self, message: ServiceBusMessage) -> None:
+        """One message while others are unacknowledged: the single sends that reach the sender
+        in one loop iteration (concurrent tasks) leave as batch transfers (as a list would:
+        one outcome for the batch is each message's outcome); a send on an idle link leaves
+        at once, so a lone sender never waits. A failed message is retried on its own."""
+        outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        gathering = self._gathering
+        if gathering is not None:
+            gathering.append((message, outcome))
+        else:
+            gathering = self._gathering = [(message, outcome)]
+            try:
+                await asyncio.sleep(0)  # the other tasks ready in this iteration add theirs
+            finally:
+                self._gathering = None
+                task = asyncio.get_running_loop().create_task(self._transfer_gathered(gathering))
+            await task
+        try:
+            _check_outcome(await outcome, self.entity_name)
+        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+            error = from_amqp_error(exc, entity=self.entity_name)
+            if not self._may_retry(error):
+                raise error from exc
+            await self._send_again(message._message.encode(), 0, error, None)
+
+    async def _transfer_gathered(self, gathering: list[tuple[ServiceBusMessage, asyncio.Future[Any]]]) -> None:
+        """Send the gathered messages in batches bounded by the link's max-message-size; each
+        message's future gets its batch's outcome (or the error that kept it from leaving)."""
+        if len(gathering) == 1:
+            message, outcome = gathering[0]
+            await self._transfer_for(message._message.encode(), 0, [outcome])
+            return
+        limit = self.max_message_size
+        batch = ServiceBusMessageBatch(limit)
+        members: list[asyncio.Future[Any]] = []
+        for message, outcome in gathering:
+            if len(members) >= GATHER_MAX_MESSAGES or not _try_add(batch, message):
+                if members:
+                    await self._transfer_for(batch._payload(), BATCH_MESSAGE_FORMAT, members)
+                    batch, members = ServiceBusMessageBatch(limit), []
+                if not _try_add(batch, message):  # too large for any batch: alone, as a plain send
+                    await self._transfer_for(message._message.encode(), 0, [outcome])
+                    continue
+            members.append(outcome)
+        if members:
+            await self._transfer_for(batch._payload(), BATCH_MESSAGE_FORMAT, members)
+
+    async def _transfer_for(self, payload: bytes, message_format: int, members: list[asyncio.Future[Any]]) -> None:
+        """One transfer whose outcome (or failure) is handed to every future in ``members``."""
+        try:
+            sent = await self._transfer(payload, message_format)
+        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+            for outcome in members:
+                if not outcome.done():
+                    outcome.set_exception(exc)
+            return
+
+        def share(done: asyncio.Future[Any]) -> None:
+            failure = None if done.cancelled() else done.exception()
+            for outcome in members:
+                if outcome.done():
+                    continue
+                if done.cancelled():
+                    outcome.cancel()
+                elif failure is not None:
+                    outcome.set_exception(failure)
+                else:
+                    outcome.set_result(done.result())
+
+        sent.add_done_callback(share)
+
+    def _may_retry(self, error: SendError) -> bool:
+        """True if a send that failed with ``error`` is tried again (never with ``retry_total=0``)."""
+        return error.retryable and self._policy.retry_total > 0
+
+    def _attempt(self, payload: bytes, message_format: int) -> Callable[[float], Awaitable[None]]:
+        async def attempt(_remaining: float) -> None:
+            _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)
+
+        return attempt
+
+    async def _send_again(
+        self, payload: bytes, message_format: int, error: SendError, timeout: float | None
+    ) -> None:
+        """The retries of a transfer whose first, pipelined attempt failed with ``error``
+        (retryable); that attempt counts against ``retry_total``. Server-busy waits >= 4 s."""
+        delay = backoff_delay(self._policy, 1, error)
+        log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
+        await asyncio.sleep(delay)
+        await self._retry(self._attempt(payload, message_format), timeout=timeout, tried=1)
 
     async def _transfer_outcome(self, payload: bytes, message_format: int) -> Any:
         # shielded: the retry's deadline cancels this wait, never the link's outcome future
@@ -216,15 +310,32 @@ class ServiceBusSender(Handler):
         return result
 
     async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
-        """Send one message, a list, a batch or an iterable (pipelined in size-bounded batches).
+        """Send one message, a list, a batch, an iterable or an async iterable (pipelined in
+        size-bounded batches).
 
         Raises ``MessageSizeExceededError`` for a single message larger than the entity takes,
         ``ValueError`` for a partition key that differs from the session id, and the Service
         Bus error the broker answered (after the retry policy gave up).
         """
-        self._check_not_closed()
+        if self._closed:
+            self._check_not_closed()
         if timeout is not None and timeout <= 0:
             raise ValueError("The timeout must be greater than 0.")
+        if type(message) is ServiceBusMessage:  # the common case first
+            check_partition_key(message)
+            link = self._link
+            if (
+                timeout is None
+                and link is not None
+                and (self._gathering is not None or link.in_flight)
+                and message._message.message_annotations is None  # no session, partition key, schedule
+                and message._message.group_id is None
+                and self._ready()
+            ):
+                await self._send_gathered(message)
+                return
+            await self._send_payload(message._message.encode(), 0, timeout)
+            return
         if isinstance(message, ServiceBusMessageBatch):
             if len(message) == 0:
                 return
@@ -235,44 +346,55 @@ class ServiceBusSender(Handler):
             check_partition_key(outgoing)
             await self._send_payload(outgoing._message.encode(), 0, timeout)
             return
-        await self._send_many(iter_outgoing(message), timeout)
+        await self._send_many(message, timeout)
 
-    async def _send_many(self, messages: Iterable[ServiceBusMessage], timeout: float | None) -> None:
-        """Fill batches up to the link's size and pipeline them; then wait for every outcome.
+    async def _send_many(self, messages: Iterable[Any] | AsyncIterable[Any], timeout: float | None) -> None:
+        """Fill batches up to the link's size and pipeline them; outcomes are collected as
+        they come (memory stays bounded by ``max_in_flight`` batches), then the rest.
 
         A batch whose transfer failed with a retryable error is sent again under the policy;
         the first error that cannot be retried is raised once all outcomes are in.
         """
         await self._retry(lambda _remaining: _noop(), timeout=timeout)  # attach: learn the max size
-        pending: list[tuple[bytes, asyncio.Future[Any]]] = []
+        pending: deque[tuple[bytes, asyncio.Future[Any]]] = deque()
+        failures: list[SendError] = []
         batch = ServiceBusMessageBatch(self.max_message_size)
-        for message in messages:
-            try:
-                batch.add_message(message)
-            except ServiceBusError:
-                if len(batch) == 0:
-                    raise
+        async for chunk in _in_chunks(messages):
+            for message in iter_outgoing(chunk):
+                try:
+                    batch.add_message(message)
+                    continue
+                except ServiceBusError:
+                    if len(batch) == 0:
+                        raise  # one message larger than the entity takes
                 pending.append(await self._pipeline(batch))
+                while pending and pending[0][1].done():  # collect what came meanwhile
+                    await self._collect(*pending.popleft(), failures, timeout)
                 batch = ServiceBusMessageBatch(self.max_message_size)
                 batch.add_message(message)
         if len(batch):
             pending.append(await self._pipeline(batch))
-        failure: BaseException | None = None
-        for payload, future in pending:
-            try:
-                _check_outcome(await future, self.entity_name)
-            except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
-                error = from_amqp_error(exc, entity=self.entity_name)
-                if not error.retryable:
-                    failure = failure or error
-                    continue
-                log.info("%s: a batch failed (%s); sending it again", self.entity_name, error)
-                try:
-                    await self._send_payload(payload, BATCH_MESSAGE_FORMAT, timeout)
-                except ServiceBusError as again:
-                    failure = failure or again
-        if failure is not None:
-            raise failure
+        while pending:
+            await self._collect(*pending.popleft(), failures, timeout)
+        if failures:
+            raise failures[0]
+
+    async def _collect(
+        self, payload: bytes, outcome: asyncio.Future[Any], failures: list[SendError], timeout: float | None
+    ) -> None:
+        """Wait for one batch's outcome; retry it if the policy allows; note a final failure."""
+        try:
+            _check_outcome(await outcome, self.entity_name)
+            return
+        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+            error = from_amqp_error(exc, entity=self.entity_name)
+        if not self._may_retry(error):
+            failures.append(error)
+            return
+        try:
+            await self._send_again(payload, BATCH_MESSAGE_FORMAT, error, timeout)
+        except ServiceBusError as again:
+            failures.append(again)
 
     async def _pipeline(self, batch: ServiceBusMessageBatch) -> tuple[bytes, asyncio.Future[Any]]:
         payload = batch._payload()
@@ -332,8 +454,26 @@ class ServiceBusSender(Handler):
         await self._mgmt_call(lambda mgmt: mgmt.cancel_scheduled_messages(numbers), timeout)
 
 
+def _try_add(batch: ServiceBusMessageBatch, message: ServiceBusMessage) -> bool:
+    """Add ``message`` to ``batch``; False if it does not fit."""
+    try:
+        batch.add_message(message)
+    except ServiceBusError:
+        return False
+    return True
+
+
 async def _noop() -> None:
     return None
+
+
+async def _in_chunks(messages: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Iterable[Any]]:
+    """An iterable as one chunk; an async iterable one message at a time."""
+    if isinstance(messages, AsyncIterable):
+        async for message in messages:
+            yield (message,)
+    else:
+        yield messages
 
 
 def _check_outcome(outcome: Any, entity: str) -> None:

@@ -1,0 +1,348 @@
+"""Benchmark (not a test): amqplink's Service Bus client against the official SDK's async client.
+
+One run, one embedded broker (``amqplink broker`` in a subprocess, so it never shares
+the GIL with the client under test), each scenario on a fresh queue. The scenario code
+is the same for both clients, written as a user of ``azure.servicebus.aio`` writes it;
+only the import differs (``amqplink.servicebus.aio``):
+
+a. single sends awaited one by one: ``await sender.send_messages(msg)`` in a loop
+   (latency-bound: one round trip per message for both; reported, no goal);
+b. single sends from 100 concurrent tasks (``asyncio.gather`` of 100 tasks, each
+   awaiting ``send_messages(msg)`` in a loop) on one sender. The SDK's README ("Thread
+   safety") says its ``ServiceBusSender`` is not coroutine-safe and shows an
+   ``asyncio.Lock()`` around ``send_messages`` for concurrent sending in asyncio: the SDK
+   row does exactly that (without it, 7.15 reuses delivery-ids and the broker closes the
+   connection). amqplink's sender is coroutine-safe: its tasks share it without a lock,
+   each send awaiting only its own outcome while the transfers are pipelined;
+c. batch sends: ``create_message_batch()`` filled until ``add_message`` raises
+   ``ValueError``, then ``send_messages(batch)``; amqplink also ``send_messages(list)``
+   of every message at once (split by the link's max-message-size, pipelined);
+d. receive + complete: peek-lock, ``prefetch_count=1000``,
+   ``receive_messages(max_message_count=100, max_wait_time=5)``, then either each
+   message completed in turn (``for m in messages: await receiver.complete_message(m)``,
+   the README's pattern; latency-bound, no goal) or all at once with
+   ``await asyncio.gather(*(receiver.complete_message(m) for m in messages))`` as the
+   SDK 7.15 changelog says to (its settlements now wait for the broker's confirmation,
+   and so do amqplink's); the queue is filled first, untimed. The SDK itself is slower
+   gathered than in turn, so compare the gathered amqplink row with both SDK rows.
+
+Prints msg/s per client, the ratio, the goal, and CPU time per message of the client
+process (``time.process_time``) and of the broker process (``/proc``). amqplink runs
+``--scale`` times the messages, so that its short runs are not all start-up and noise.
+``--profile DIR`` writes a cProfile of every amqplink scenario there.
+
+    python3 interop/bench_sbclient.py [--count 10000] [--single-count 5000] [--size 1024] [--only amqplink]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TASKS = 100
+"""Concurrent sending tasks in scenario b."""
+PREFETCH, RECEIVE_BATCH = 1000, 100
+"""Scenario d's prefetch_count and max_message_count."""
+
+
+@dataclass
+class Client:
+    name: str
+    aio: ModuleType  # azure.servicebus.aio or amqplink.servicebus.aio
+    message: type  # ServiceBusMessage
+    needs_lock: bool  # the sender is not coroutine-safe: concurrent tasks take a lock
+
+
+def sdk() -> Client:
+    import azure.servicebus
+    import azure.servicebus.aio
+
+    return Client("azure-servicebus", azure.servicebus.aio, azure.servicebus.ServiceBusMessage, True)
+
+
+def own() -> Client:
+    import amqplink.servicebus
+    import amqplink.servicebus.aio
+
+    return Client("amqplink", amqplink.servicebus.aio, amqplink.servicebus.ServiceBusMessage, False)
+
+
+# -- the scenarios (the same code for both clients) ------------------------------------------
+async def send_one_by_one(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        await sender.send_messages(client.message(body))  # attach before the clock starts
+        clock = start_clock()
+        for _ in range(count - 1):
+            await sender.send_messages(client.message(body))
+        clock.stop()
+
+
+async def send_concurrent(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        lock = asyncio.Lock() if client.needs_lock else contextlib.nullcontext()
+
+        async def task(n: int) -> None:
+            for _ in range(n):
+                async with lock:
+                    await sender.send_messages(client.message(body))
+
+        share, extra = divmod(count, TASKS)
+        clock = start_clock()
+        await asyncio.gather(*(task(share + (i < extra)) for i in range(TASKS)))
+        clock.stop()
+
+
+async def send_batches(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        clock = start_clock()
+        left = count
+        while left:
+            batch = await sender.create_message_batch()
+            while left:
+                try:
+                    batch.add_message(client.message(body))
+                except ValueError:  # the batch is full
+                    break
+                left -= 1
+            await sender.send_messages(batch)
+        clock.stop()
+
+
+async def send_list(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        clock = start_clock()
+        await sender.send_messages([client.message(body) for _ in range(count)])
+        clock.stop()
+
+
+async def receive_complete(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async def settle(receiver: Any, messages: list[Any]) -> None:
+        await asyncio.gather(*(receiver.complete_message(m) for m in messages))
+
+    await receive_and_settle(client, conn_str, queue, count, body, settle)
+
+
+async def receive_complete_each(client: Client, conn_str: str, queue: str, count: int, body: bytes) -> None:
+    async def settle(receiver: Any, messages: list[Any]) -> None:
+        for message in messages:
+            await receiver.complete_message(message)
+
+    await receive_and_settle(client, conn_str, queue, count, body, settle)
+
+
+async def receive_and_settle(
+    client: Client,
+    conn_str: str,
+    queue: str,
+    count: int,
+    body: bytes,
+    settle: Callable[[Any, list[Any]], Coroutine[Any, Any, None]],
+) -> None:
+    """Fill ``queue`` (untimed), then receive batches in peek-lock and ``settle`` each batch."""
+    await fill(conn_str, queue, count, body)
+    async with (
+        client.aio.ServiceBusClient.from_connection_string(conn_str) as sb,
+        sb.get_queue_receiver(queue, prefetch_count=PREFETCH) as receiver,
+    ):
+        clock = start_clock()
+        got = 0
+        while got < count:
+            messages = await receiver.receive_messages(max_message_count=RECEIVE_BATCH, max_wait_time=5)
+            if not messages:
+                raise RuntimeError(f"{client.name} received {got} of {count} messages")
+            await settle(receiver, messages)
+            got += len(messages)
+        clock.stop()
+
+
+async def fill(conn_str: str, queue: str, count: int, body: bytes) -> None:
+    """Put ``count`` messages on ``queue`` (untimed), with amqplink's pipelined list send."""
+    client = own()
+    async with client.aio.ServiceBusClient.from_connection_string(conn_str) as sb, sb.get_queue_sender(queue) as sender:
+        await sender.send_messages([client.message(body) for _ in range(count)])
+
+
+# -- measuring --------------------------------------------------------------------------------
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (0: none)."""
+    if not pid:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+class Clock:
+    """Wall time, this process's CPU time and the broker's between start and stop (the
+    scenario starts it once attached)."""
+
+    current: Clock | None = None
+    broker_pid = 0
+
+    def __init__(self) -> None:
+        self.broker = process_cpu(self.broker_pid)
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+        self.elapsed = self.cpu_elapsed = self.broker_elapsed = 0.0
+
+    def stop(self) -> None:
+        self.elapsed = time.perf_counter() - self.wall
+        self.cpu_elapsed = time.process_time() - self.cpu
+        self.broker_elapsed = process_cpu(self.broker_pid) - self.broker
+
+
+def start_clock() -> Clock:
+    Clock.current = Clock()
+    return Clock.current
+
+
+Scenario = Callable[[Client, str, str, int, bytes], Coroutine[Any, Any, None]]
+
+
+@dataclass
+class Result:
+    rate: float  # messages per second
+    cpu: float  # client CPU µs per message
+    broker_cpu: float  # broker CPU µs per message
+
+
+def measure(client: Client, scenario: Scenario, conn_str: str, count: int, size: int, profile: Path | None) -> Result:
+    """Rate and CPU per message of one scenario on a fresh queue."""
+    queue = f"{client.name[:8]}-{scenario.__name__}-{uuid.uuid4().hex[:8]}"
+    Clock.current = None
+    profiler = cProfile.Profile() if profile is not None else None
+    if profiler is not None:
+        profiler.enable()
+    try:
+        asyncio.run(scenario(client, conn_str, queue, count, bytes(size)))
+    finally:
+        if profiler is not None and profile is not None:
+            profiler.disable()
+            profile.mkdir(parents=True, exist_ok=True)
+            profiler.dump_stats(profile / f"{client.name}-{scenario.__name__}.prof")
+    clock = Clock.current
+    assert clock is not None and clock.elapsed > 0
+    timed = count - 1 if scenario is send_one_by_one else count
+    return Result(timed / clock.elapsed, clock.cpu_elapsed * 1e6 / timed, clock.broker_elapsed * 1e6 / timed)
+
+
+@contextlib.contextmanager
+def broker_process() -> Iterator[str]:
+    """The connection string of ``amqplink broker`` on a free port, in a subprocess (whose
+    CPU time the :class:`Clock` reads)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-c", "import sys; from amqplink.cli import main; sys.exit(main())", "broker", "--port", "0"]
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        assert process.stdout is not None
+        conn_str = None
+        for _ in range(5):
+            line = process.stdout.readline()
+            if not line:
+                break
+            if re.match(r"Endpoint=sb://", line):
+                conn_str = line.strip()
+                break
+        if conn_str is None:
+            raise RuntimeError("the broker did not print its connection string")
+        Clock.broker_pid = process.pid
+        yield conn_str
+    finally:
+        Clock.broker_pid = 0
+        process.kill()  # an in-memory namespace: nothing to save
+        process.wait(10)
+
+
+@dataclass
+class Row:
+    name: str
+    scenario: Scenario
+    theirs: Scenario | None  # the SDK's scenario (None: amqplink only, compared with the row above)
+    goal: float | None
+    single: bool  # counted with --single-count
+
+
+ROWS = [
+    Row("a. single sends, one by one", send_one_by_one, send_one_by_one, None, True),
+    Row(f"b. single sends, {TASKS} tasks", send_concurrent, send_concurrent, 20.0, True),
+    Row("c. batch sends", send_batches, send_batches, 2.0, False),
+    Row("c. send_messages(list)", send_list, None, 2.0, False),
+    Row("d. receive + complete each", receive_complete_each, receive_complete_each, None, True),
+    Row("d. receive + gather(complete)", receive_complete, receive_complete, 10.0, False),
+]
+
+
+def run(args: argparse.Namespace) -> dict[tuple[str, str], Result]:
+    clients = [c for c in (sdk(), own()) if args.only is None or args.only in c.name]
+    results: dict[tuple[str, str], Result] = {}
+    with broker_process() as conn_str:
+        for row in ROWS:
+            count = args.single_count if row.single else args.count
+            for client in clients:
+                ours = client.name == "amqplink"
+                scenario = row.scenario if ours else row.theirs
+                if scenario is not None:
+                    n = count * args.scale if ours else count
+                    profile = args.profile if ours else None
+                    results[(row.name, client.name)] = measure(client, scenario, conn_str, n, args.size, profile)
+    return results
+
+
+def _cell(result: Result | None, field: str, fmt: str = ",.0f") -> str:
+    return "-" if result is None else format(getattr(result, field), fmt)
+
+
+def print_table(args: argparse.Namespace, results: dict[tuple[str, str], Result]) -> None:
+    print(
+        f"{args.size} B bodies; {args.single_count} messages in a, b and d (each), {args.count} in c and d (gather);"
+        f" amqplink x{args.scale}"
+    )
+    print("broker: `amqplink broker` in a subprocess; CPU: µs per message of the client process / of the broker")
+    print(f"{'scenario':<31}{'azure-servicebus':>17}{'amqplink':>10}{'ratio':>7}{'goal':>7}"
+          f"{'SDK CPU':>10}{'ours':>6}{'broker (SDK/ours)':>20}")  # fmt: skip
+    theirs: Result | None = None
+    for row in ROWS:
+        if row.theirs is not None:
+            theirs = results.get((row.name, "azure-servicebus"))
+        ours = results.get((row.name, "amqplink"))
+        ratio = "-" if ours is None or theirs is None else f"{ours.rate / theirs.rate:.1f}"
+        goal = "-" if row.goal is None else f">={row.goal:g}x"
+        broker = f"{_cell(theirs, 'broker_cpu')} / {_cell(ours, 'broker_cpu')}"
+        print(
+            f"{row.name:<31}{_cell(theirs, 'rate'):>15}/s{_cell(ours, 'rate'):>8}/s{ratio:>6}x{goal:>7}"
+            f"{_cell(theirs, 'cpu'):>10}{_cell(ours, 'cpu'):>6}{broker:>20}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--count", type=int, default=10000, help="messages in scenarios c and d (gather)")
+    parser.add_argument("--single-count", type=int, default=5000, help="messages in scenarios a, b and d (each)")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes")
+    parser.add_argument(
+        "--scale", type=int, default=4, help="amqplink runs this many times the messages (a longer, steadier run)"
+    )
+    parser.add_argument("--only", choices=["sdk", "amqplink"], default=None, help="run one client")
+    parser.add_argument("--profile", type=Path, default=None, help="write cProfile files of amqplink here")
+    args = parser.parse_args(argv)
+    print_table(args, run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
