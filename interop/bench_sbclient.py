@@ -18,7 +18,8 @@ c. batch sends: ``create_message_batch()`` filled until ``add_message`` raises
    ``ValueError``, then ``send_messages(batch)``; amqplink also ``send_messages(list)``
    of every message at once (split by the link's max-message-size, pipelined);
 d. receive + complete: peek-lock, ``prefetch_count=1000``,
-   ``receive_messages(max_message_count=100, max_wait_time=5)``, then either each
+   ``receive_messages(max_message_count=100, max_wait_time=5)``, each message's body and
+   sequence number read (as a user processing it would), then either each
    message completed in turn (``for m in messages: await receiver.complete_message(m)``,
    the README's pattern; latency-bound, no goal) or all at once with
    ``await asyncio.gather(*(receiver.complete_message(m) for m in messages))`` as the
@@ -166,6 +167,9 @@ async def receive_and_settle(
             messages = await receiver.receive_messages(max_message_count=RECEIVE_BATCH, max_wait_time=5)
             if not messages:
                 raise RuntimeError(f"{client.name} received {got} of {count} messages")
+            for message in messages:  # as a user would: look at what came before settling it
+                if len(b"".join(message.body)) != len(body) or message.sequence_number is None:
+                    raise RuntimeError(f"{client.name} received a message that is not what was sent")
             await settle(receiver, messages)
             got += len(messages)
         clock.stop()

@@ -40,7 +40,6 @@ from amqplink.servicebus.exceptions import (
     ServiceBusError,
     SessionLockLostError,
 )
-from amqplink.servicebus.lazy_message import LazyReceivedMessage
 from amqplink.servicebus.management import DispositionStatus
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.retry import backoff_delay
@@ -160,7 +159,6 @@ class ServiceBusReceiver(Handler):
             filters=filters,
             properties=properties,
         )
-        self._link.message_factory = LazyReceivedMessage.from_payload
         if self._is_session:
             first = self._session is None
             self._session = self._session_from_attach(self._link)

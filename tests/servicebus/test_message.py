@@ -129,26 +129,6 @@ def test_batch_accepts_a_mapping_and_refuses_other_things() -> None:
         batch.add_message(3)  # type: ignore[arg-type]
 
 
-def test_a_lazy_received_message_decodes_its_sections_on_first_read() -> None:
-    from amqplink.codec.errors import DecodeError
-    from amqplink.servicebus.lazy_message import LazyReceivedMessage
-
-    sent = ServiceBusMessage(b"body", subject="s", application_properties={"k": 1}, session_id="x")
-    payload = bytearray(sent.raw_amqp_message.encode())
-    lazy = LazyReceivedMessage.from_payload(memoryview(payload))
-    payload[:] = bytes(len(payload))  # the receive buffer is reused: the message kept its own copy
-    assert lazy._payload is not None  # nothing decoded yet
-    received = ServiceBusReceivedMessage(lazy)
-    assert (received.subject, received.session_id, str(received)) == ("s", "x", "body")
-    assert received.application_properties == {b"k": 1}
-    assert lazy._payload is None  # decoded once, then dropped
-    with pytest.raises(AttributeError):
-        lazy.no_such_attribute  # noqa: B018
-    broken = LazyReceivedMessage.from_payload(b"\x00\x53\x77\xff")
-    with pytest.raises(DecodeError):
-        ServiceBusReceivedMessage(broken).subject  # noqa: B018
-
-
 def test_default_message_ids_are_unique_uuids_also_across_a_fork() -> None:
     import os
 
