@@ -563,6 +563,12 @@ class Namespace:
                 return
             if type(target) is Queue and target.duplicates is None and not target.properties.forward_to:
                 target.accept(envelope, now)  # nothing to route: a plain queue stores it
+            elif (
+                type(target) is PartitionedQueue
+                and not target.properties.forward_to
+                and target.partitions.key(envelope) is None
+            ):
+                target.accept_keyless(envelope, now)  # round robin: nothing to admit
             else:
                 self._route(target, envelopes, now, 0)
             return

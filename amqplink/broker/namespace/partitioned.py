@@ -355,7 +355,7 @@ class PartitionedEntity(Entity):
         for index, fragment in enumerate(self.fragments):
             fragment.lock_tag = index  # a settlement's token names its fragment (see _by_token)
             fragment.listeners = self.listeners  # one list: a wake-up from any fragment reaches every receiver
-            fragment.on_timed = self._fragment_timed
+            fragment.on_timed = self._on_timed  # the namespace is told of the fragment itself
             if not self.is_dead_letter_queue:
                 fragment.dead_letter_sink = self._fragment_dead_letter
         self._view = _Store(self.fragments)
@@ -388,9 +388,16 @@ class PartitionedEntity(Entity):
         """Fragment ``index`` (0-based)."""
         return self.fragments[index]
 
-    def _fragment_timed(self, fragment: Entity) -> None:
-        if self.on_timed is not None:
-            self.on_timed(fragment)
+    @property
+    def on_timed(self) -> Callable[[Entity], None] | None:
+        """Told of a fragment with a new deadline (set on every fragment: no hop through here)."""
+        return self._on_timed
+
+    @on_timed.setter
+    def on_timed(self, value: Callable[[Entity], None] | None) -> None:
+        self._on_timed = value
+        for fragment in getattr(self, "fragments", ()):  # none yet during Entity.__init__
+            fragment.on_timed = value
 
     def _fragment_dead_letter(self, envelope: Envelope, now: float) -> None:
         sink = self.dead_letter_sink
@@ -454,6 +461,18 @@ class PartitionedEntity(Entity):
     def accept(self, envelope: Envelope, now: float) -> int:
         """Store in the key's fragment, or the next fragment (round robin) that is up and has room."""
         return self._accept(envelope, self.partitions.key(envelope), now)
+
+    def accept_keyless(self, envelope: Envelope, now: float) -> int:
+        """Store a sent message with no partition key (:meth:`Partitions.key` is None) in the
+        next fragment (round robin) that is up and has room; ``amqp:internal-error`` when all are down."""
+        partitions = self.partitions
+        index = partitions.round_robin()
+        if partitions.down[index]:  # round_robin picks a down fragment only when all are
+            raise EntityError(INTERNAL_ERROR, f"{RETRY} Every fragment of {self.path!r} is unavailable; retry later")
+        try:
+            return self.fragments[index].accept(envelope, now)
+        except EntityError:
+            return self._accept(envelope, None, now)  # full: the others in turn
 
     def _accept(self, envelope: Envelope, key: Any, now: float) -> int:
         partitions = self.partitions
