@@ -547,9 +547,22 @@ class PartitionedEntity(Entity):
         total = len(fragments)
         for fragment in fragments:
             fragment.tick(now)
-        out: list[StoredMessage] = []
         groups: dict[int, list[StoredMessage]] = {}  # each fragment locks its own together
-        index, misses = self._next_receive, 0
+        start = self._next_receive
+        order = [i for i in range(start, total) if not down[i]] + [i for i in range(start) if not down[i]]
+        out: list[StoredMessage] = []
+        rounds = count // len(order) if order else 0
+        if rounds > 1:
+            # The first ``rounds`` turns of the one-at-a-time search below take at most one
+            # message per fragment each: the same messages as one pick of ``rounds`` per fragment.
+            taken = [(i, fragments[i]._pick(now, rounds, lock, session_id)) for i in order]
+            for turn in range(rounds):
+                for index, found in taken:
+                    if turn < len(found):
+                        out.append(found[turn])
+                        self._next_receive = index + 1 if index + 1 < total else 0
+            groups = {index: found for index, found in taken if found}
+        index, misses = start, 0
         while len(out) < count and misses < total:
             if not down[index] and (found := fragments[index]._pick(now, 1, lock, session_id)):
                 out += found
