@@ -80,6 +80,15 @@ def _servicebus_host(
 ) -> ServiceBusHost:
     if config is not None and not isinstance(config, BrokerConfig):
         config = load_config(config)
+    if config is not None and len(config.namespaces) > 1:
+        ignored = ", ".join(ns.name for ns in config.namespaces[1:])
+        log.warning(
+            "the configuration defines %d namespaces; this broker serves the first, %s, as the"
+            " Service Bus emulator does (not %s): run one broker per namespace",
+            len(config.namespaces),
+            config.namespaces[0].name,
+            ignored,
+        )
     namespace = Namespace(None if config is None else config.namespaces[0])
     persistence = None
     if data_dir is not None:
