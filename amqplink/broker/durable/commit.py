@@ -81,6 +81,10 @@ class GroupCommit:
         self._extra: list[bytes] = []
         self._sequences: dict[int, Callable[[], int]] = {}
         self._callbacks: list[Committed] = []
+        self.taken = 0
+        """How many batches were handed to the writer: a callback registered while it stays the
+        same runs after everything recorded until it changes is written (callers group the
+        work of one commit, as the transfers to settle, behind one callback that way)."""
         self._in_flight = False
         self._failed = False
         """The last batch failed: the next one rewrites the whole state (a compaction)."""
@@ -201,6 +205,7 @@ class GroupCommit:
         if self._in_flight or not self._pending:
             return
         callbacks, self._callbacks = self._callbacks, []
+        self.taken += 1
         self._in_flight = True
         if self.snapshot is not None and (self._failed or self._compaction_due()):
             # The live state in memory already holds every pending change: it replaces them.
