@@ -303,16 +303,22 @@ def entity_key(entity: int) -> int:
 
 
 def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
-    """Append the records storing ``msg`` (its fields, then its bytes) to ``out``."""
-    payload = msg.envelope.encode()
+    """Append the records storing ``msg`` (its fields, then its bytes: :meth:`Envelope.encode`'s,
+    in the pieces the envelope holds, not copied into one) to ``out``."""
+    envelope = msg.envelope
+    head, props, body = envelope.head(), envelope.props_raw, envelope.body
     at = msg.scheduled_at
     out.append(
         _MESSAGE(
             K_MESSAGE, entity, msg.sequence_number, _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
-            msg.enqueued_at, msg.expires_at, math.nan if at is None else at, len(payload),
+            msg.enqueued_at, msg.expires_at, math.nan if at is None else at, len(head) + len(props) + len(body),
         )
     )  # fmt: skip
-    out.append(payload)
+    if head:
+        out.append(head)
+    if props:
+        out.append(props)
+    out.append(body)
 
 
 _MESSAGE = MESSAGE.pack
