@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from amqplink.broker.durable import journal as _journal
 from amqplink.broker.durable.journal import Journal
-from amqplink.broker.durable.records import K_MESSAGE, K_STATE, MESSAGE, STATE, delete_record, sequence_record
+from amqplink.broker.durable.records import K_DELETE, K_MESSAGE, K_STATE, KEYED, MESSAGE, STATE, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
 __all__ = ["LIVE_CHECK_BYTES", "STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
@@ -168,11 +168,12 @@ class GroupCommit:
         append = records.append
         codes = _CODES
         state = STATE.pack
+        keyed = KEYED.pack
         state_only = self._state_only
         for key, msg in self.ops.items():
             entity, seq = key >> _KEY_BITS, key & _SEQ_MASK
             if msg is None:
-                append(delete_record(entity, seq))
+                append(keyed(K_DELETE, entity, seq))  # (as records.delete_record, without a call)
             elif key not in state_only:
                 message_records(records, entity, msg)
             else:
