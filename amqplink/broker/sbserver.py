@@ -237,8 +237,9 @@ class _ServiceBusConnection:
         self.refused_by: Fault | None = None
         """The refuse-connections fault active when it opened: its first link that is not
         to ``$control`` closes it (so that a controller can still undo the fault)."""
-        self._to_settle: list[tuple[SenderLink | ReceiverLink, Delivery, Any]] | None = None
-        """Transfers settled once the store's batch number :attr:`_to_settle_batch` is written."""
+        self._to_settle: list[Any] | None = None
+        """Transfers (link, delivery, outcome, ... flat) settled once the store's batch number
+        :attr:`_to_settle_batch` is written."""
         self._to_settle_batch = -1
         if hasattr(protocol, "on_writable"):
             protocol.on_writable = self._on_writable
@@ -732,23 +733,18 @@ class _ServiceBusConnection:
             waiting = self._to_settle = []
             self._to_settle_batch = commits.taken
             commits.after_commit(lambda error: self._settle_all(waiting, error))
-        waiting.append((link, delivery, outcome))
+        waiting.extend((link, delivery, outcome))  # flat: no tuple per transfer kept for the collector
 
-    def _settle_all(
-        self, waiting: list[tuple[SenderLink | ReceiverLink, Delivery, Any]], error: BaseException | None
-    ) -> None:
+    def _settle_all(self, waiting: list[Any], error: BaseException | None) -> None:
         if waiting is self._to_settle:
             self._to_settle = None
         if self.engine.close_sent:
             return
-        refused = (
-            None
-            if error is None
-            else Rejected(error=_error("amqp:internal-error", f"the broker could not store this: {error}"))
-        )
+        refused = None if error is None else _store_failed(error)
         window = self.host.credit_window
         low = window // 2
-        for link, delivery, outcome in waiting:
+        items = iter(waiting)
+        for link, delivery, outcome in zip(items, items, items, strict=True):
             if link.is_detached or delivery.settled:
                 continue
             if refused is not None and not isinstance(outcome, Rejected):
@@ -774,7 +770,7 @@ class _ServiceBusConnection:
         if link.is_detached or delivery.settled or self.engine.close_sent:
             return
         if error is not None and not isinstance(outcome, Rejected):
-            outcome = Rejected(error=_error("amqp:internal-error", f"the broker could not store this: {error}"))
+            outcome = _store_failed(error)
         link.settle(delivery, outcome)
         if isinstance(link, ReceiverLink) and link.link_credit < self.host.credit_window // 2:
             link.flow(self.host.credit_window)
@@ -817,6 +813,11 @@ class _ServiceBusConnection:
         self.requests.pop(link, None)  # type: ignore[call-overload]
         for key in [k for k, v in self.replies.items() if v is link]:
             del self.replies[key]
+
+
+def _store_failed(error: BaseException) -> Rejected:
+    """The outcome of a transfer whose effect the store could not write (a full disk)."""
+    return Rejected(error=_error("amqp:internal-error", f"the broker could not store this: {error}"))
 
 
 def _opt_text(value: Any) -> str | None:
