@@ -237,6 +237,10 @@ class _ServiceBusConnection:
         self.refused_by: Fault | None = None
         """The refuse-connections fault active when it opened: its first link that is not
         to ``$control`` closes it (so that a controller can still undo the fault)."""
+        self._to_settle: list[Any] | None = None
+        """Transfers (link, delivery, outcome, ... flat) settled once the store's batch number
+        :attr:`_to_settle_batch` is written."""
+        self._to_settle_batch = -1
         if hasattr(protocol, "on_writable"):
             protocol.on_writable = self._on_writable
 
@@ -582,7 +586,7 @@ class _ServiceBusConnection:
         delay = faults.delay_for(consumer.path) if faults.delays else 0.0
         stored = self.host.persistence
         if stored is not None:
-            stored.after_commit(lambda error: self._settle_stored(consumer.link, delivery, answer, error, delay))
+            self._settle_after_commit(stored, consumer.link, delivery, answer, delay)
             return
         if delay:
             self._settle_stored(consumer.link, delivery, answer, None, delay)
@@ -624,7 +628,7 @@ class _ServiceBusConnection:
         stored = self.host.persistence
         if stored is not None and not delivery.settled:
             # Settled (and credit topped up) once the message is on disk.
-            stored.after_commit(lambda error: self._settle_stored(link, delivery, outcome, error, delay))
+            self._settle_after_commit(stored, link, delivery, outcome, delay)
             return
         if delay and not delivery.settled:
             self._settle_stored(link, delivery, outcome, None, delay)
@@ -715,6 +719,41 @@ class _ServiceBusConnection:
         return names
 
     # -- after a store commit -----------------------------------------------------------
+    def _settle_after_commit(
+        self, stored: Persistence, link: SenderLink | ReceiverLink, delivery: Delivery, outcome: Any, delay: float
+    ) -> None:
+        """Settle a transfer once what it caused is on disk: the transfers of one commit wait
+        behind one callback per connection (not one each), settled together in arrival order."""
+        if delay:
+            stored.after_commit(lambda error: self._settle_stored(link, delivery, outcome, error, delay))
+            return
+        commits = stored.commits
+        waiting = self._to_settle
+        if waiting is None or self._to_settle_batch != commits.taken:
+            waiting = self._to_settle = []
+            self._to_settle_batch = commits.taken
+            commits.after_commit(lambda error: self._settle_all(waiting, error))
+        waiting.extend((link, delivery, outcome))  # flat: no tuple per transfer kept for the collector
+
+    def _settle_all(self, waiting: list[Any], error: BaseException | None) -> None:
+        if waiting is self._to_settle:
+            self._to_settle = None
+        if self.engine.close_sent:
+            return
+        refused = None if error is None else _store_failed(error)
+        window = self.host.credit_window
+        low = window // 2
+        items = iter(waiting)
+        for link, delivery, outcome in zip(items, items, items, strict=True):
+            if link.is_detached or delivery.settled:
+                continue
+            if refused is not None and not isinstance(outcome, Rejected):
+                outcome = refused
+            link.settle(delivery, outcome)
+            if isinstance(link, ReceiverLink) and link.link_credit < low:
+                link.flow(window)
+        self.protocol.schedule_flush()
+
     def _settle_stored(
         self,
         link: SenderLink | ReceiverLink,
@@ -731,7 +770,7 @@ class _ServiceBusConnection:
         if link.is_detached or delivery.settled or self.engine.close_sent:
             return
         if error is not None and not isinstance(outcome, Rejected):
-            outcome = Rejected(error=_error("amqp:internal-error", f"the broker could not store this: {error}"))
+            outcome = _store_failed(error)
         link.settle(delivery, outcome)
         if isinstance(link, ReceiverLink) and link.link_credit < self.host.credit_window // 2:
             link.flow(self.host.credit_window)
@@ -774,6 +813,11 @@ class _ServiceBusConnection:
         self.requests.pop(link, None)  # type: ignore[call-overload]
         for key in [k for k, v in self.replies.items() if v is link]:
             del self.replies[key]
+
+
+def _store_failed(error: BaseException) -> Rejected:
+    """The outcome of a transfer whose effect the store could not write (a full disk)."""
+    return Rejected(error=_error("amqp:internal-error", f"the broker could not store this: {error}"))
 
 
 def _opt_text(value: Any) -> str | None:

@@ -70,3 +70,11 @@ def test_header_cache_is_bounded() -> None:
     for count in range(envelope_module.HEADER_CACHE_MAX + 10):
         envelope.deliver(1, 0.0, None, count)
     assert 0 < len(envelope_module._headers) <= envelope_module.HEADER_CACHE_MAX
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages())
+def test_head_and_pieces_are_encode(message: Message) -> None:
+    """The store writes head(), props_raw and body as they are: together exactly encode()'s bytes."""
+    envelope = split_message(message.encode())
+    assert envelope.head() + envelope.props_raw + envelope.body == envelope.encode()

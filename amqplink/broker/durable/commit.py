@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from amqplink.broker.durable import journal as _journal
 from amqplink.broker.durable.journal import Journal
-from amqplink.broker.durable.records import K_MESSAGE, K_STATE, MESSAGE, STATE, delete_record, sequence_record
+from amqplink.broker.durable.records import K_DELETE, K_MESSAGE, K_STATE, KEYED, MESSAGE, STATE, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
 __all__ = ["LIVE_CHECK_BYTES", "STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
@@ -81,6 +81,10 @@ class GroupCommit:
         self._extra: list[bytes] = []
         self._sequences: dict[int, Callable[[], int]] = {}
         self._callbacks: list[Committed] = []
+        self.taken = 0
+        """How many batches were handed to the writer: a callback registered while it stays the
+        same runs after everything recorded until it changes is written (callers group the
+        work of one commit, as the transfers to settle, behind one callback that way)."""
         self._in_flight = False
         self._failed = False
         """The last batch failed: the next one rewrites the whole state (a compaction)."""
@@ -164,11 +168,12 @@ class GroupCommit:
         append = records.append
         codes = _CODES
         state = STATE.pack
+        keyed = KEYED.pack
         state_only = self._state_only
         for key, msg in self.ops.items():
             entity, seq = key >> _KEY_BITS, key & _SEQ_MASK
             if msg is None:
-                append(delete_record(entity, seq))
+                append(keyed(K_DELETE, entity, seq))  # (as records.delete_record, without a call)
             elif key not in state_only:
                 message_records(records, entity, msg)
             else:
@@ -201,6 +206,7 @@ class GroupCommit:
         if self._in_flight or not self._pending:
             return
         callbacks, self._callbacks = self._callbacks, []
+        self.taken += 1
         self._in_flight = True
         if self.snapshot is not None and (self._failed or self._compaction_due()):
             # The live state in memory already holds every pending change: it replaces them.
@@ -298,16 +304,22 @@ def entity_key(entity: int) -> int:
 
 
 def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
-    """Append the records storing ``msg`` (its fields, then its bytes) to ``out``."""
-    payload = msg.envelope.encode()
+    """Append the records storing ``msg`` (its fields, then its bytes: :meth:`Envelope.encode`'s,
+    in the pieces the envelope holds, not copied into one) to ``out``."""
+    envelope = msg.envelope
+    head, props, body = envelope.head(), envelope.props_raw, envelope.body
     at = msg.scheduled_at
     out.append(
         _MESSAGE(
             K_MESSAGE, entity, msg.sequence_number, _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
-            msg.enqueued_at, msg.expires_at, math.nan if at is None else at, len(payload),
+            msg.enqueued_at, msg.expires_at, math.nan if at is None else at, len(head) + len(props) + len(body),
         )
     )  # fmt: skip
-    out.append(payload)
+    if head:
+        out.append(head)
+    if props:
+        out.append(props)
+    out.append(body)
 
 
 _MESSAGE = MESSAGE.pack

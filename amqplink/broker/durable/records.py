@@ -26,6 +26,7 @@ import struct
 from dataclasses import dataclass, field
 
 __all__ = [
+    "KEYED",
     "MESSAGE",
     "RESET_RECORD",
     "STATE",
@@ -45,7 +46,8 @@ MESSAGE = struct.Struct(">BIqBIBdddI")
 scheduled at, payload length (then the payload)."""
 STATE = struct.Struct(">BIqBIBddd")
 """The same without the payload."""
-_KEYED = struct.Struct(">BIq")  # D (entity, sequence number), S (entity, next sequence number)
+KEYED = struct.Struct(">BIq")
+"""kind, entity, sequence number (D: a message deleted) or next sequence number (S)."""
 _ENTITY = struct.Struct(">BIH")  # E: entity, path length
 _SESSION = struct.Struct(">BIHI")  # T: entity, session id length, state length
 _DUPLICATE = struct.Struct(">BIddH")  # P: entity, seen at, expires at, id length
@@ -61,11 +63,11 @@ MessageFields = tuple[int, int, int, float, float, float | None, bytes]
 
 
 def delete_record(entity: int, sequence_number: int) -> bytes:
-    return _KEYED.pack(K_DELETE, entity, sequence_number)
+    return KEYED.pack(K_DELETE, entity, sequence_number)
 
 
 def sequence_record(entity: int, next_sequence: int) -> bytes:
-    return _KEYED.pack(K_SEQUENCE, entity, next_sequence)
+    return KEYED.pack(K_SEQUENCE, entity, next_sequence)
 
 
 def entity_record(entity: int, path: str) -> bytes:
@@ -141,8 +143,8 @@ class State:
             at = None if math.isnan(scheduled) else scheduled
             self.messages.setdefault(entity, {})[seq] = (state, count, deferred, enqueued, expires, at, payload)
         elif kind in (K_DELETE, K_SEQUENCE):
-            _, entity, value = _KEYED.unpack_from(buf, pos)
-            pos += _KEYED.size
+            _, entity, value = KEYED.unpack_from(buf, pos)
+            pos += KEYED.size
             if kind == K_DELETE:
                 self.messages.get(entity, {}).pop(value, None)
             else:

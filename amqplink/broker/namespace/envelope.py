@@ -175,6 +175,20 @@ class Envelope:
         out += self.body
         return bytes(out)
 
+    def head(self) -> bytes:
+        """What :meth:`encode` with no argument writes before ``props_raw`` and ``body`` (the header
+        and message-annotations sections; usually nothing): a store writes the three pieces as
+        they are instead of joining them first."""
+        h = self.header
+        if h is None and not self.annotations:
+            return b""
+        out = bytearray()
+        if h is not None:
+            h._amqp_encode(out)
+        if self.annotations:
+            MessageAnnotations(self.annotations)._amqp_encode(out)
+        return bytes(out)
+
     def deliver(
         self, sequence_number: int, enqueued_at: float, locked_until: float | None, delivery_count: int
     ) -> bytes:
