@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from amqplink.aio.errors import AMQPError, SettlementError
@@ -105,9 +104,6 @@ class Receiver(LinkBase):
         self._arrival: asyncio.Future[None] | None = None
         self._to_grant = 0
         self._drained: asyncio.Future[None] | None = None
-        self.message_factory: Callable[[Any], ReceivedMessage] = ReceivedMessage.decode
-        """Turns a delivery's payload into the message handed out (e.g. one decoded lazily);
-        a ``DecodeError`` it raises rejects the delivery with ``amqp:decode-error``."""
         self._grant_batch = max(1, prefetch // 4)
         self.decode_failures = 0
         self._outcomes: frozenset[str] | None = None  # what the peer's source offers, if it says
@@ -327,7 +323,7 @@ class Receiver(LinkBase):
 
     def _on_delivery(self, delivery: Delivery) -> None:
         try:
-            message = self.message_factory(delivery.payload)
+            message = ReceivedMessage.decode(delivery.payload)
         except DecodeError as exc:
             self.decode_failures += 1
             log.warning("%s: undecodable message (%s); rejecting it with amqp:decode-error", self._what(), exc)
