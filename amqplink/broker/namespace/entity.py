@@ -76,6 +76,7 @@ rebuilt (settling leaves its lock behind until then)."""
 
 MESSAGE_STATE = Symbol("x-opt-message-state")
 # Service Bus's message state annotation: 0 active, 1 deferred, 2 scheduled.
+_LOCKED = MessageState.LOCKED
 _STATE_CODE = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 0, MessageState.DEFERRED: 1, MessageState.SCHEDULED: 2}
 
 DeadLetterSink = Callable[[Envelope, float], None]
@@ -179,7 +180,11 @@ class Entity:
             or self.bytes + envelope.size > self.properties.max_bytes
         ):
             self.check_accept([envelope])  # raises the refusal that applies
-        return self._store(envelope, now)
+        if envelope.annotations:  # _store, inline (once per message sent)
+            at = envelope.scheduled_enqueue_time()
+            if at is not None and at > now:
+                return self._schedule(envelope, at)
+        return self._enqueue(envelope, now)
 
     def accept_all(self, envelopes: list[Envelope], now: float, key: Any = KEY_UNKNOWN) -> None:
         """Store several sent messages, all or none (checked together first). ``key``: their
@@ -219,7 +224,8 @@ class Entity:
         seq = self._next_sequence
         self._next_sequence = seq + 1
         msg = StoredMessage(seq, envelope, now, self._expires(envelope, now))
-        self._add(msg)  # stored available: no update after the append
+        self.store.append(msg)  # _add, inline; stored available: no update after the append
+        self.bytes += envelope.size
         key = envelope.session_id if self.requires_session else None
         heap = self._available.get(key)
         if heap is None:
@@ -560,6 +566,17 @@ class Entity:
         self._lock_expiry_count = sum(len(entry[2]) for entry in live)
 
     def complete(self, token: LockToken, now: float) -> None:
+        key = token if type(token) is bytes else lock_key(token)
+        seq = self._locks.get(key)
+        if seq is not None and not self.requires_session:
+            # The hot path: a live lock (what :meth:`locked` finds without a tick) on a
+            # message outside any session, so nothing but this lock to end.
+            msg = self.store.get(seq)
+            if msg is not None and msg.lock == key and msg.locked_until > now and msg.state is _LOCKED:
+                del self._locks[key]
+                msg.lock = None
+                self._remove(seq)
+                return
         msg = self.locked(token, now)
         self._release_lock(msg)
         self._remove(msg.sequence_number)

@@ -304,6 +304,8 @@ def split_message(payload: bytes) -> Envelope:
     """Split an encoded message; :class:`DecodeError` if its head sections are malformed."""
     buf = payload
     n = len(buf)
+    if n > 2 and buf[0] == 0 and buf[1] == 0x53 and buf[2] in _BODY_OR_FOOTER:
+        return Envelope(None, {}, None, None, b"", bytes(buf))  # a bare body (the common case): nothing to split
     pos = 0
     header: Header | None = None
     annotations: dict[Any, Any] = {}

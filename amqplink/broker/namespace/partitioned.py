@@ -421,13 +421,16 @@ class PartitionedEntity(Entity):
         return self.fragments[index]
 
     def _by_token(self, token: LockToken, what: str | None) -> Entity:
-        token = lock_key(token)
+        if type(token) is not bytes:
+            token = lock_key(token)
         if len(token) == 16:
             index = (token[14] << 8 | token[15]) & LOCK_TAG_MASK  # the GUID's low 16 bits: see Entity.lock_tag
-            if index < len(self.fragments) and self.fragments[index].holds_lock(token):
-                if what is not None and self.partitions.down[index]:
-                    self.partitions.require_up(index, what)
-                return self.fragments[index]
+            if index < len(self.fragments):
+                fragment = self.fragments[index]
+                if token in fragment._locks:  # Entity.holds_lock, inline (once per settlement)
+                    if what is not None and self.partitions.down[index]:
+                        self.partitions.require_up(index, what)
+                    return fragment
         for index, fragment in enumerate(self.fragments):
             if fragment.holds_lock(token):
                 if what is not None:
