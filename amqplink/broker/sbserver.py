@@ -212,9 +212,12 @@ class ServiceBusHost:
         for conn in list(self.connections):
             conn.detach_entity_links(nodes, error)
 
-    def accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Callable[[list[Event]], None]:
-        """The event handler of one new connection."""
+    def accept(
+        self, engine: EngineConnection, protocol: EngineProtocol, on_closed: Callable[[], None] | None = None
+    ) -> Callable[[list[Event]], None]:
+        """The event handler of one new connection; ``on_closed`` is called once it has closed."""
         conn = _ServiceBusConnection(self, engine, protocol)
+        conn.on_closed = on_closed
         self.connections.add(conn)
         return conn.on_events
 
@@ -241,6 +244,8 @@ class _ServiceBusConnection:
         """Transfers (link, delivery, outcome, ... flat) settled once the store's batch number
         :attr:`_to_settle_batch` is written."""
         self._to_settle_batch = -1
+        self.on_closed: Callable[[], None] | None = None
+        """Called once the connection has closed (the server forgets its protocol)."""
         if hasattr(protocol, "on_writable"):
             protocol.on_writable = self._on_writable
 
@@ -254,6 +259,13 @@ class _ServiceBusConnection:
             if not self.engine.close_sent:
                 self.engine.close(_error("amqp:internal-error", "the broker failed handling this connection"))
                 self.protocol.schedule_flush()
+            if any(type(e) is ConnectionClosed for e in events):
+                self._closed()  # the batch's close may not have been reached
+
+    def _closed(self) -> None:
+        self.host.connections.discard(self)
+        if self.on_closed is not None:
+            self.on_closed()
 
     def _handle(self, events: list[Event]) -> None:
         now = self.host.clock()  # one read per batch of events: they arrived together
@@ -292,7 +304,7 @@ class _ServiceBusConnection:
             elif t is ConnectionClosed:
                 for link in self._links():
                     self._drop(link)
-                self.host.connections.discard(self)
+                self._closed()
         if moved:
             self.protocol.schedule_flush()  # once for the batch: settlements, credit, answers
 

@@ -351,14 +351,7 @@ class Broker:
 
     def _accept_servicebus(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
         assert self.servicebus is not None
-        handler = self.servicebus.accept(engine, protocol)
-
-        def on_events(events: list[Event]) -> None:
-            handler(events)
-            if any(type(e) is ConnectionClosed for e in events):
-                self._protocols.discard(protocol)
-
-        return on_events
+        return self.servicebus.accept(engine, protocol, on_closed=lambda: self._protocols.discard(protocol))
 
     def _on_attach(
         self,

@@ -535,7 +535,14 @@ class Connection:
                     if fast and len(body) > 5 and body[2] == 0x14:
                         fields = scan_transfer(body)
                         if fields is not None:  # a transfer in the usual shape: no Transfer built
-                            self._dispatch(channel, fields, body[fields[6] :])
+                            session = self._remote_sessions.get(channel)
+                            if session is None or session.state >= _SESSION_END_SENT:  # _session_for decides
+                                self._dispatch(channel, fields, body[fields[6] :])
+                                continue
+                            try:  # what _dispatch does for it, without the calls (the hot path)
+                                session._on_transfer_fields(fields, body[fields[6] :])
+                            except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
+                                self._session_failed(session, channel, exc)
                             continue
                     performative, offset = decode_performative(body)
                     if self._trace:
@@ -675,12 +682,8 @@ class Connection:
                     session._on_disposition(frame)
                 else:
                     session._on_flow(frame)
-            except errors.LinkProtocolError as exc:
-                self._fail_link(session, exc)
-            except errors.SessionProtocolError as exc:
-                self._fail_session(session, exc)
-            except IllegalTransition as exc:
-                self._fail_session(session, errors.SessionProtocolError(channel, errors.ILLEGAL_STATE, str(exc)))
+            except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
+                self._session_failed(session, channel, exc)
             return
         if self.remote_open is None and kind is not Open:
             # "each peer MUST send an open frame before sending any other frames" (2.4.1)
@@ -712,6 +715,15 @@ class Connection:
             self._on_close(frame)
         else:
             raise errors.ConnectionProtocolError(errors.NOT_ALLOWED, f"{kind.__name__} is not an AMQP performative")
+
+    def _session_failed(self, session: Session, channel: int, exc: errors.ProtocolError | IllegalTransition) -> None:
+        """A link's or session's protocol error ends that link or session, not the connection."""
+        if isinstance(exc, errors.LinkProtocolError):
+            self._fail_link(session, exc)
+        elif isinstance(exc, errors.SessionProtocolError):
+            self._fail_session(session, exc)
+        else:
+            self._fail_session(session, errors.SessionProtocolError(channel, errors.ILLEGAL_STATE, str(exc)))
 
     def _session_for(self, channel: int, *, allow_ending: bool = False, straggler: bool = False) -> Session | None:
         """The session the peer's frame on ``channel`` is for; ``None`` drops the frame.

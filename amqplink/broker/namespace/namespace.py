@@ -566,7 +566,11 @@ class Namespace:
             elif (
                 type(target) is PartitionedQueue
                 and not target.properties.forward_to
-                and target.partitions.key(envelope) is None
+                # no properties, no annotations: no key of any kind (Partitions.key, unasked)
+                and (
+                    (envelope.properties is None and not envelope.annotations)
+                    or target.partitions.key(envelope) is None
+                )
             ):
                 target.accept_keyless(envelope, now)  # round robin: nothing to admit
             else:
