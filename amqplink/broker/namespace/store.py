@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,12 +86,15 @@ class MemoryStore:
     """A dict in insertion order; sequence numbers mostly arrive in increasing order,
     and one that does not (a message put back) makes the next iteration sort once."""
 
-    __slots__ = ("_last", "_messages", "_sorted")
+    __slots__ = ("_last", "_messages", "_sorted", "get")
 
     def __init__(self) -> None:
         self._messages: dict[int, StoredMessage] = {}
         self._last = 0
         self._sorted = True
+        # The dict's own method (the hot path: a message looked up costs no Python frame).
+        self.get: Callable[[int], StoredMessage | None] = self._messages.get
+        """The message with this sequence number, or None."""
 
     def append(self, message: StoredMessage) -> None:
         seq = message.sequence_number
@@ -104,9 +107,6 @@ class MemoryStore:
     def remove(self, sequence_number: int) -> StoredMessage | None:
         return self._messages.pop(sequence_number, None)
 
-    def get(self, sequence_number: int) -> StoredMessage | None:
-        return self._messages.get(sequence_number)
-
     def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
         """Nothing to do: the message object is the stored one."""
 
@@ -115,6 +115,8 @@ class MemoryStore:
 
     def __iter__(self) -> Iterator[StoredMessage]:
         if not self._sorted:
-            self._messages = dict(sorted(self._messages.items()))
+            ordered = sorted(self._messages.items())
+            self._messages.clear()  # in place: ``get`` is this dict's
+            self._messages.update(ordered)
             self._sorted = True
         return iter(list(self._messages.values()))
