@@ -11,7 +11,7 @@ A :class:`ReceiverLink` grants credit with :meth:`ReceiverLink.flow` and settles
 
 The credit fields carry the spec's names (2.6.7): ``delivery_count``, ``link_credit``,
 ``available`` and ``drain``. Each rule lives in one method next to its quote:
-:meth:`SenderLink._take_credit` and :meth:`ReceiverLink._count_transfer` (a transfer
+:meth:`Session._write_delivery` and :meth:`ReceiverLink._start_delivery` (a transfer
 moves delivery-count and link-credit), :meth:`SenderLink._on_flow` (the sender's
 link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
 :meth:`ReceiverLink._on_attach` (grants count from the initial-delivery-count) and
@@ -562,19 +562,6 @@ class SenderLink(Link):
         self.session._pump_sender(self)
 
     # -- flow control (2.6.7) --------------------------------------------------------
-    def _take_credit(self) -> bool:
-        """Spend one credit on a delivery about to start; False when there is none.
-
-        "If the link-credit is less than or equal to zero ... a sender MUST NOT send
-        more messages"; each delivery sent increments delivery-count and decrements
-        link-credit (2.6.7).
-        """
-        if self.link_credit <= 0:
-            return False
-        self.link_credit -= 1
-        self.delivery_count = (self.delivery_count + 1) % SERIAL_MOD  # serial_add, inline
-        return True
-
     def _on_flow(self, flow: Flow) -> None:
         # "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)"
         # (2.6.7). A flow without delivery-count comes from a receiver that has not seen
@@ -737,26 +724,6 @@ class ReceiverLink(Link):
         if flow.echo:
             self._send_flow()
 
-    def _count_transfer(self, delivery_id: int) -> None:
-        """A delivery's first transfer increments delivery-count and decrements
-        link-credit (2.6.7); one beyond every grant made is excess."""
-        count = self.delivery_count
-        if (self._delivery_limit - count + _HALF) % SERIAL_MOD <= _HALF:  # serial_diff(limit, count) <= 0
-            # "the receiver MAY either handle the excess messages normally or detach
-            # the link with a transfer-limit-exceeded error code" (2.6.7): the
-            # connection's config chooses (RabbitMQ 3.x overshoots under load; the
-            # session window still bounds the frames in flight).
-            if self.session.connection.config.on_excess_transfer == "detach":
-                raise self._link_error(
-                    errors.TRANSFER_LIMIT_EXCEEDED,
-                    f"delivery-id {delivery_id} arrived with no link credit"
-                    f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
-                )
-            self.excess_transfers += 1
-        self.delivery_count = (count + 1) % SERIAL_MOD  # serial_add, inline
-        if self.link_credit > 0:
-            self.link_credit -= 1
-
     def _drained_if_done(self) -> None:
         # "the sender ... MUST either use all the available credit or ... advance the
         # delivery-count" (2.6.7): credit at zero, by transfers or by its flow, ends a drain.
@@ -842,7 +809,24 @@ class ReceiverLink(Link):
         return self._start_delivery(int(delivery_id), bytes(tag), int(transfer.message_format or 0), transfer.settled)
 
     def _start_delivery(self, delivery_id: int, tag: bytes, message_format: int, settled: bool | None) -> Delivery:
-        self._count_transfer(delivery_id)
+        """A delivery's first transfer: it increments delivery-count and decrements
+        link-credit (2.6.7); one beyond every grant made is excess."""
+        count = self.delivery_count
+        if (self._delivery_limit - count + _HALF) % SERIAL_MOD <= _HALF:  # serial_diff(limit, count) <= 0
+            # "the receiver MAY either handle the excess messages normally or detach
+            # the link with a transfer-limit-exceeded error code" (2.6.7): the
+            # connection's config chooses (RabbitMQ 3.x overshoots under load; the
+            # session window still bounds the frames in flight).
+            if self.session.connection.config.on_excess_transfer == "detach":
+                raise self._link_error(
+                    errors.TRANSFER_LIMIT_EXCEEDED,
+                    f"delivery-id {delivery_id} arrived with no link credit"
+                    f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
+                )
+            self.excess_transfers += 1
+        self.delivery_count = (count + 1) % SERIAL_MOD  # serial_add, inline
+        if self.link_credit > 0:
+            self.link_credit -= 1
         delivery = Delivery(self, tag, None, message_format)
         delivery.delivery_id = delivery_id
         if settled:

@@ -16,8 +16,8 @@ Window bookkeeping follows 2.5.6 exactly, each rule in one method:
   incoming-window -= 1, remote-outgoing-window -= 1; a transfer while incoming-window
   is 0 is a ``amqp:session:window-violation``.
 
-Link credit is spent in :meth:`SenderLink._take_credit` and counted in
-:meth:`ReceiverLink._count_transfer`; a drain is answered in one place,
+Link credit is spent in :meth:`_write_delivery` (a delivery's first frame) and counted
+in :meth:`ReceiverLink._start_delivery`; a drain is answered in one place,
 :meth:`SenderLink._answer_drain`, at the next :meth:`Connection.data_to_send`.
 
 The incoming window is reopened (to its configured size, once half of it is used) by
@@ -551,8 +551,14 @@ class Session:
             return False
         delivery_id = delivery.delivery_id
         if delivery_id is None:
-            if not link._take_credit():
+            # "If the link-credit is less than or equal to zero ... a sender MUST NOT send
+            # more messages"; each delivery sent increments delivery-count and decrements
+            # link-credit (2.6.7).
+            credit = link.link_credit
+            if credit <= 0:
                 return False
+            link.link_credit = credit - 1
+            link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD  # serial_add, inline
             delivery_id = delivery.delivery_id = self._next_delivery_id
             self._next_delivery_id = serial_add(delivery_id, 1)
             if not delivery.settled:
