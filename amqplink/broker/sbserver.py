@@ -609,7 +609,8 @@ class _ServiceBusConnection:
     def _on_delivery(self, link: ReceiverLink, delivery: Delivery, now: float) -> None:
         payload = delivery.payload
         data = payload if type(payload) is bytes else bytes(payload)
-        node = self.requests.get(link)
+        producer = self.producers.get(link)  # the hot case first: a message sent to an entity
+        node = self.requests.get(link) if producer is None else None
         outcome: Any = _ACCEPTED
         delay = 0.0
         if node is not None:
@@ -624,7 +625,6 @@ class _ServiceBusConnection:
                 self.requests.pop(link, None)
                 return
         else:
-            producer = self.producers.get(link)
             if producer is None:
                 return
             faults = self.host.faults
