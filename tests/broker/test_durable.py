@@ -474,6 +474,39 @@ async def test_batches_are_handed_over_while_one_is_written_and_refused_behind_a
     await store.close()
 
 
+async def test_a_journal_whose_backlog_is_being_drained_is_rewritten_once_little_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(GroupCommit, "_compaction_due", REAL_COMPACTION_DUE)  # (whatever the fixture set)
+    monkeypatch.setattr(commit, "LIVE_CHECK_BYTES", 0)  # measured at every batch
+    now = time.time()
+    persistence = Persistence(tmp_path, fsync=False, compact_min_bytes=64 << 10)
+    ns = Namespace(CONFIG)
+    persistence.attach(ns)
+    journal = persistence.commits.journal
+    for i in range(300):  # a backlog: 300 KB, all of it live
+        send(ns, "q", now, body=bytes(1000), message_id=f"m{i}")
+        if i % 20 == 0:
+            await committed(persistence)
+    await committed(persistence)
+    q = ns.receiver_source("q")
+
+    async def settle(count: int) -> None:
+        for _ in range(count):
+            m = q.receive(now)
+            assert m is not None and m.lock_token is not None
+            q.complete(m.lock_token, now)
+            await committed(persistence)
+
+    await settle(200)  # a third live, shrinking: rewriting it now would be wasted
+    assert journal.number == 1
+    await settle(70)  # a tenth live, still shrinking: rewritten once the journal is 8 times that
+    assert journal.number == 2 and journal.size < 60_000  # (it held over 300 KB)
+    persistence, ns = await restart(persistence, tmp_path)
+    assert len(ns.receiver_source("q").peek(1, 100, now)) == 30
+    await persistence.close()
+
+
 async def test_a_journal_that_is_mostly_live_is_not_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(GroupCommit, "_compaction_due", REAL_COMPACTION_DUE)  # (whatever the fixture set)
     monkeypatch.setattr(commit, "LIVE_CHECK_BYTES", 0)  # measured at every batch

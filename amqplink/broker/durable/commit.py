@@ -32,7 +32,7 @@ from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import K_DELETE, K_MESSAGE, K_STATE, KEYED, MESSAGE, STATE, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
-__all__ = ["LIVE_CHECK_BYTES", "STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
+__all__ = ["DRAINING_COMPACT_FACTOR", "LIVE_CHECK_BYTES", "STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,11 @@ _SEQ_MASK = (1 << _KEY_BITS) - 1
 LIVE_CHECK_BYTES = 1 << 20
 """Once a journal could be compacted but is mostly live, the live state is measured again
 after it has grown this much (measuring visits every entity)."""
+
+DRAINING_COMPACT_FACTOR = 8
+"""While the live state shrinks from one measure to the next (a backlog being drained), a
+compaction waits, getting cheaper with every message settled, until the journal is this many
+times larger than the live state (rewriting a backlog that is about to be settled is wasted)."""
 
 LAZY_WRITE_DELAY = 0.05
 """Seconds a change nobody waits for (a lock taken: the delivery count) may stay pending,
@@ -71,6 +76,8 @@ class GroupCommit:
         is compacted only once it is :data:`~.journal.COMPACT_FACTOR` times that (a journal that
         is mostly live, as while a backlog builds up, gains nothing from being rewritten)."""
         self._check_at = 0
+        self._live_seen = 0
+        """What :attr:`live_bytes` said when last asked."""
         """Journal size below which :attr:`live_bytes` is not asked again."""
         self.before_take: Callable[[], None] | None = None
         """Called before a batch is taken (the owner records what it kept back until then)."""
@@ -227,8 +234,10 @@ class GroupCommit:
         if journal.size < self._check_at or not journal.compaction_due(self.compact_min_bytes):
             return False
         if self.live_bytes is not None:
-            live = _journal.COMPACT_FACTOR * self.live_bytes()
-            if journal.size < live:
+            live = self.live_bytes()
+            draining, self._live_seen = live < self._live_seen, live
+            factor = DRAINING_COMPACT_FACTOR if draining else _journal.COMPACT_FACTOR
+            if journal.size < factor * live:
                 self._check_at = journal.size + LIVE_CHECK_BYTES
                 return False
         return True
