@@ -32,7 +32,15 @@ from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import K_DELETE, K_MESSAGE, K_STATE, KEYED, MESSAGE, STATE, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
-__all__ = ["DRAINING_COMPACT_FACTOR", "LIVE_CHECK_BYTES", "STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
+__all__ = [
+    "DRAINING_COMPACT_FACTOR",
+    "LIVE_CHECK_BYTES",
+    "STATE_CODES",
+    "Committed",
+    "GroupCommit",
+    "entity_key",
+    "message_records",
+]
 
 log = logging.getLogger(__name__)
 
@@ -251,19 +259,16 @@ class GroupCommit:
         get, get_nowait = self._queue.get, self._queue.get_nowait
         while True:
             item = get()
-            batches = [item]
+            batches: list[_Batch] = []
             while item is not None:  # take what else is queued (without giving up the GIL)
+                batches.append(item)
                 try:
                     item = get_nowait()
                 except queue.Empty:
                     break
-                batches.append(item)
-            stop = batches[-1] is None
-            if stop:
-                batches.pop()
             if batches and not self._write_batches(batches):
                 return
-            if stop:
+            if item is None:  # (close: everything before it is written)
                 return
 
     def _write_batches(self, batches: list[_Batch]) -> bool:
