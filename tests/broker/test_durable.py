@@ -474,21 +474,28 @@ async def test_batches_are_handed_over_while_one_is_written_and_refused_behind_a
     await store.close()
 
 
-async def test_a_journal_whose_backlog_is_being_drained_is_rewritten_once_little_is_left(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def backlog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, now: float) -> tuple[Persistence, Namespace]:
+    """A store with the real compaction rule, measuring the live state at every batch, and a
+    backlog built up in queue ``q``: 300 messages of 1 KB, all of it live."""
     monkeypatch.setattr(GroupCommit, "_compaction_due", REAL_COMPACTION_DUE)  # (whatever the fixture set)
-    monkeypatch.setattr(commit, "LIVE_CHECK_BYTES", 0)  # measured at every batch
-    now = time.time()
+    monkeypatch.setattr(commit, "LIVE_CHECK_BYTES", 0)
     persistence = Persistence(tmp_path, fsync=False, compact_min_bytes=64 << 10)
     ns = Namespace(CONFIG)
     persistence.attach(ns)
-    journal = persistence.commits.journal
-    for i in range(300):  # a backlog: 300 KB, all of it live
+    for i in range(300):
         send(ns, "q", now, body=bytes(1000), message_id=f"m{i}")
         if i % 20 == 0:
             await committed(persistence)
     await committed(persistence)
+    return persistence, ns
+
+
+async def test_a_journal_whose_backlog_is_being_drained_is_rewritten_once_little_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = time.time()
+    persistence, ns = await backlog(tmp_path, monkeypatch, now)
+    journal = persistence.commits.journal
     q = ns.receiver_source("q")
 
     async def settle(count: int) -> None:
@@ -508,18 +515,9 @@ async def test_a_journal_whose_backlog_is_being_drained_is_rewritten_once_little
 
 
 async def test_a_journal_that_is_mostly_live_is_not_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(GroupCommit, "_compaction_due", REAL_COMPACTION_DUE)  # (whatever the fixture set)
-    monkeypatch.setattr(commit, "LIVE_CHECK_BYTES", 0)  # measured at every batch
     now = time.time()
-    persistence = Persistence(tmp_path, fsync=False, compact_min_bytes=64 << 10)
-    ns = Namespace(CONFIG)
-    persistence.attach(ns)
+    persistence, ns = await backlog(tmp_path, monkeypatch, now)
     journal = persistence.commits.journal
-    for i in range(300):  # a backlog builds up: 300 KB, all of it live
-        send(ns, "q", now, body=bytes(1000), message_id=f"m{i}")
-        if i % 20 == 0:
-            await committed(persistence)
-    await committed(persistence)
     assert journal.number == 1 and journal.size > 300_000
     q = ns.receiver_source("q")
     for _ in range(290):  # now mostly settled: the next batch rewrites the ten left

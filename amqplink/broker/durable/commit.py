@@ -300,23 +300,23 @@ class GroupCommit:
     def _append(self, records: list[bytes]) -> BaseException | None:
         if self._refusing is not None:  # records after a failed write would follow a gap
             return self._refusing
-        try:
-            self.journal.append(records)
-        except Exception as exc:
-            self._refusing = exc
-            self._write_failed(exc)
-            return exc
-        return None
+        return self._written(self.journal.append, records)
 
     def _compact(self, records: list[bytes]) -> BaseException | None:
+        error = self._written(self.journal.compact, records)
+        if error is None:
+            self._refusing = None  # the live state is whole on disk again
+            log.info("store %s compacted to %d bytes", self.journal.path, self.journal.size)
+        return error
+
+    def _written(self, write: Callable[[list[bytes]], None], records: list[bytes]) -> BaseException | None:
+        """``write(records)``; the error (logged, and refusing what follows) if it failed."""
         try:
-            self.journal.compact(records)
+            write(records)
         except Exception as exc:
             self._refusing = exc
             self._write_failed(exc)
             return exc
-        self._refusing = None  # the live state is whole on disk again
-        log.info("store %s compacted to %d bytes", self.journal.path, self.journal.size)
         return None
 
     def _write_failed(self, exc: BaseException) -> None:
