@@ -423,19 +423,101 @@ async def test_after_a_failed_write_the_next_batch_rewrites_what_it_held(
     await store.close()
 
 
-async def test_a_journal_that_is_mostly_live_is_not_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(GroupCommit, "_compaction_due", REAL_COMPACTION_DUE)  # (whatever the fixture set)
-    monkeypatch.setattr(commit, "LIVE_CHECK_BYTES", 0)  # measured at every batch
+async def test_batches_are_handed_over_while_one_is_written_and_refused_behind_a_failed_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(GroupCommit, "_compaction_due", REAL_COMPACTION_DUE)  # (the first batches append)
     now = time.time()
+    store, ns = await opened(tmp_path)
+    await committed(store)
+    commits = store.commits
+    journal = commits.journal
+    real_append = journal.append
+    entered, gate = threading.Event(), threading.Event()
+    appended: list[int] = []
+
+    def first_fails(records: Any) -> None:
+        appended.append(len(records))
+        if len(appended) == 1:
+            entered.set()
+            gate.wait(30)
+            raise OSError(28, "No space left on device")
+        real_append(records)
+
+    monkeypatch.setattr(journal, "append", first_fails)
+    outcomes: list[asyncio.Future[BaseException | None]] = []
+
+    def batch(message_id: str) -> None:
+        send(ns, "q", now, message_id=message_id)
+        outcomes.append(asyncio.get_running_loop().create_future())
+        store.after_commit(outcomes[-1].set_result)
+
+    batch("m1")
+    assert await asyncio.to_thread(entered.wait, 30)
+    taken = commits.taken
+    batch("m2")
+    for _ in range(100):  # a few loop turns: the batch goes to the writer's queue at once
+        if commits.taken != taken:
+            break
+        await asyncio.sleep(0)
+    assert commits.taken == taken + 1, "a batch waited for the write in progress to be handed over"
+    gate.set()
+    assert isinstance(await asyncio.wait_for(outcomes[0], 10), OSError)
+    # m2's batch followed the failed one: appended, it would come after a gap; it is refused.
+    assert isinstance(await asyncio.wait_for(outcomes[1], 10), OSError)
+    assert len(appended) == 1
+    batch("m3")  # the next batch is a compaction: the whole state in memory, m1 and m2 too
+    assert await asyncio.wait_for(outcomes[2], 10) is None
+    store, ns = await restart(store, tmp_path)
+    ids = [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 10, now)]
+    assert ids == ["m1", "m2", "m3"]
+    await store.close()
+
+
+async def backlog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, now: float) -> tuple[Persistence, Namespace]:
+    """A store with the real compaction rule, measuring the live state at every batch, and a
+    backlog built up in queue ``q``: 300 messages of 1 KB, all of it live."""
+    monkeypatch.setattr(GroupCommit, "_compaction_due", REAL_COMPACTION_DUE)  # (whatever the fixture set)
+    monkeypatch.setattr(commit, "LIVE_CHECK_BYTES", 0)
     persistence = Persistence(tmp_path, fsync=False, compact_min_bytes=64 << 10)
     ns = Namespace(CONFIG)
     persistence.attach(ns)
-    journal = persistence.commits.journal
-    for i in range(300):  # a backlog builds up: 300 KB, all of it live
+    for i in range(300):
         send(ns, "q", now, body=bytes(1000), message_id=f"m{i}")
         if i % 20 == 0:
             await committed(persistence)
     await committed(persistence)
+    return persistence, ns
+
+
+async def test_a_journal_whose_backlog_is_being_drained_is_rewritten_once_little_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = time.time()
+    persistence, ns = await backlog(tmp_path, monkeypatch, now)
+    journal = persistence.commits.journal
+    q = ns.receiver_source("q")
+
+    async def settle(count: int) -> None:
+        for _ in range(count):
+            m = q.receive(now)
+            assert m is not None and m.lock_token is not None
+            q.complete(m.lock_token, now)
+            await committed(persistence)
+
+    await settle(200)  # a third live, shrinking: rewriting it now would be wasted
+    assert journal.number == 1
+    await settle(70)  # a tenth live, still shrinking: rewritten once the journal is 8 times that
+    assert journal.number == 2 and journal.size < 60_000  # (it held over 300 KB)
+    persistence, ns = await restart(persistence, tmp_path)
+    assert len(ns.receiver_source("q").peek(1, 100, now)) == 30
+    await persistence.close()
+
+
+async def test_a_journal_that_is_mostly_live_is_not_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.time()
+    persistence, ns = await backlog(tmp_path, monkeypatch, now)
+    journal = persistence.commits.journal
     assert journal.number == 1 and journal.size > 300_000
     q = ns.receiver_source("q")
     for _ in range(290):  # now mostly settled: the next batch rewrites the ten left

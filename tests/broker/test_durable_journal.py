@@ -189,10 +189,14 @@ def test_a_failed_write_is_cut_off_so_that_later_batches_stay_readable(
         real(fd, data[:100])
         raise OSError(28, "No space left on device")
 
+    def part_then_full_v(fd: int, buffers: list[bytes]) -> int:
+        return part_then_full(fd, b"".join(buffers))
+
     monkeypatch.setattr(os, "write", part_then_full)
+    monkeypatch.setattr(os, "writev", part_then_full_v)
     with pytest.raises(OSError, match="No space"):
         journal.append(message(1, 2, b"lost" * 100))
-    monkeypatch.setattr(os, "write", real)
+    monkeypatch.undo()
     journal.append(message(1, 3, b"after"))
     journal.close()
     assert {seq: f[6] for seq, f in reopened(tmp_path).state.messages[1].items()} == {1: b"before", 3: b"after"}

@@ -1,14 +1,17 @@
-"""Group commit: the changes of one event-loop turn (or of the time the previous commit
-took) become one journal batch written by a writer thread; then the callbacks waiting on
-them run.
+"""Group commit: the changes of one event-loop turn become one batch handed to a writer
+thread, which writes every batch handed over while it was busy as one append and one
+flush (pipelined group commit); then the callbacks waiting on them run.
 
 The event loop never touches the disk. A change is recorded in the pending batch
-(a dict by message, so a message stored and completed before its batch is written costs
-nothing at all); when the loop has nothing more to do in this turn the batch goes to
-the writer thread, and while it is being written the next one fills. Batches are
-written in order, so a callback runs only after every change recorded before it is
-on disk. A batch that fails (a full disk) fails its callbacks, and the next batch is a
-compaction, which writes the whole state in memory again (what the failed one held too).
+(a dict by message, so a message stored and completed in the same turn costs nothing
+at all); at the end of the loop turn the batch goes to the writer thread's queue,
+whether or not a write is under way, so neither side waits for the other: the writer
+takes everything queued at once, and the loop never waits for a commit to hand over
+the next one. Batches are written in order, so a callback runs only after every change
+recorded before it is on disk. A write that fails (a full disk) fails its callbacks and
+those of every batch queued behind it (they would follow a gap), and the next batch the
+loop hands over is a compaction, which writes the whole state in memory again (what
+the failed ones held too).
 
 Records are packed here, on the loop (one ``struct.pack`` per change, the message's
 bytes encoded once when it is stored); the writer thread only joins them, appends and
@@ -29,7 +32,15 @@ from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import K_DELETE, K_MESSAGE, K_STATE, KEYED, MESSAGE, STATE, sequence_record
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
-__all__ = ["LIVE_CHECK_BYTES", "STATE_CODES", "Committed", "GroupCommit", "entity_key", "message_records"]
+__all__ = [
+    "DRAINING_COMPACT_FACTOR",
+    "LIVE_CHECK_BYTES",
+    "STATE_CODES",
+    "Committed",
+    "GroupCommit",
+    "entity_key",
+    "message_records",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +59,11 @@ _SEQ_MASK = (1 << _KEY_BITS) - 1
 LIVE_CHECK_BYTES = 1 << 20
 """Once a journal could be compacted but is mostly live, the live state is measured again
 after it has grown this much (measuring visits every entity)."""
+
+DRAINING_COMPACT_FACTOR = 8
+"""While the live state shrinks from one measure to the next (a backlog being drained), a
+compaction waits, getting cheaper with every message settled, until the journal is this many
+times larger than the live state (rewriting a backlog that is about to be settled is wasted)."""
 
 LAZY_WRITE_DELAY = 0.05
 """Seconds a change nobody waits for (a lock taken: the delivery count) may stay pending,
@@ -68,6 +84,8 @@ class GroupCommit:
         is compacted only once it is :data:`~.journal.COMPACT_FACTOR` times that (a journal that
         is mostly live, as while a backlog builds up, gains nothing from being rewritten)."""
         self._check_at = 0
+        self._live_seen = 0
+        """What :attr:`live_bytes` said when last asked."""
         """Journal size below which :attr:`live_bytes` is not asked again."""
         self.before_take: Callable[[], None] | None = None
         """Called before a batch is taken (the owner records what it kept back until then)."""
@@ -85,7 +103,8 @@ class GroupCommit:
         """How many batches were handed to the writer: a callback registered while it stays the
         same runs after everything recorded until it changes is written (callers group the
         work of one commit, as the transfers to settle, behind one callback that way)."""
-        self._in_flight = False
+        self._in_flight = 0
+        """Batches handed to the writer whose callbacks have not run yet."""
         self._failed = False
         """The last batch failed: the next one rewrites the whole state (a compaction)."""
         self._scheduled = False
@@ -93,7 +112,9 @@ class GroupCommit:
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: asyncio.Event | None = None
-        self._queue: queue.SimpleQueue[tuple[bool, list[bytes], list[Committed]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._refusing: BaseException | None = None
+        """(writer thread) A write failed: the batches behind it are refused until a compaction."""
         self._thread = threading.Thread(target=self._write, name="amqplink-store-writer", daemon=True)
         self._thread.start()
 
@@ -109,7 +130,7 @@ class GroupCommit:
                 self._sequences[entity] = next_sequence
         elif self._state_only:
             self._state_only.discard(key)
-        if not (self._scheduled or self._in_flight):
+        if not self._scheduled:
             self.kick()
 
     def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
@@ -136,7 +157,7 @@ class GroupCommit:
         self.ops[key] = None
         if self._state_only:
             self._state_only.discard(key)
-        if not (self._scheduled or self._in_flight):
+        if not self._scheduled:
             self.kick()
 
     def record(self, record: bytes) -> None:
@@ -147,12 +168,12 @@ class GroupCommit:
     def after_commit(self, callback: Committed) -> None:
         """Run ``callback`` once everything recorded so far is written."""
         self._callbacks.append(callback)
-        if not (self._scheduled or self._in_flight):
+        if not self._scheduled:
             self.kick()
 
     def kick(self) -> None:
-        """Have the pending batch written at the end of this loop turn (or after the one in flight)."""
-        if self._scheduled or self._in_flight:
+        """Have the pending batch handed to the writer at the end of this loop turn."""
+        if self._scheduled:
             return
         if self._loop is None:
             try:
@@ -203,11 +224,11 @@ class GroupCommit:
             self._lazy = None
         if self.before_take is not None:
             self.before_take()
-        if self._in_flight or not self._pending:
+        if not self._pending:
             return
         callbacks, self._callbacks = self._callbacks, []
         self.taken += 1
-        self._in_flight = True
+        self._in_flight += 1
         if self.snapshot is not None and (self._failed or self._compaction_due()):
             # The live state in memory already holds every pending change: it replaces them.
             self._failed = False
@@ -221,8 +242,10 @@ class GroupCommit:
         if journal.size < self._check_at or not journal.compaction_due(self.compact_min_bytes):
             return False
         if self.live_bytes is not None:
-            live = _journal.COMPACT_FACTOR * self.live_bytes()
-            if journal.size < live:
+            live = self.live_bytes()
+            draining, self._live_seen = live < self._live_seen, live
+            factor = DRAINING_COMPACT_FACTOR if draining else _journal.COMPACT_FACTOR
+            if journal.size < factor * live:
                 self._check_at = journal.size + LIVE_CHECK_BYTES
                 return False
         return True
@@ -232,43 +255,86 @@ class GroupCommit:
         return bool(self.ops or self._callbacks or self._sequences or self._extra)
 
     def _write(self) -> None:
-        """The writer thread: one append and flush per batch, in order."""
+        """The writer thread: everything queued meanwhile as one append and one flush, in order."""
+        get, get_nowait = self._queue.get, self._queue.get_nowait
         while True:
-            item = self._queue.get()
-            if item is None:
+            item = get()
+            batches: list[_Batch] = []
+            while item is not None:  # take what else is queued (without giving up the GIL)
+                batches.append(item)
+                try:
+                    item = get_nowait()
+                except queue.Empty:
+                    break
+            if batches and not self._write_batches(batches):
                 return
-            compact, records, callbacks = item
-            error: BaseException | None = None
-            try:
-                if compact:
-                    self.journal.compact(records)
-                    log.info("store %s compacted to %d bytes", self.journal.path, self.journal.size)
-                else:
-                    self.journal.append(records)
-            except Exception as exc:
-                log.error(
-                    "the broker's store %r could not write a batch: %s; the operations waiting on it are refused"
-                    " with amqp:internal-error (check the disk)", self.journal.directory, exc,
-                )  # fmt: skip
-                error = exc
-            assert self._loop is not None
-            try:
-                self._loop.call_soon_threadsafe(self._committed, callbacks, error)
-            except RuntimeError:  # the loop is closed: nobody waits any more
+            if item is None:  # (close: everything before it is written)
                 return
 
-    def _committed(self, callbacks: list[Committed], error: BaseException | None) -> None:
-        self._in_flight = False
+    def _write_batches(self, batches: list[_Batch]) -> bool:
+        """Write ``batches`` (consecutive appends merged into one) and post their callbacks to the
+        loop in one call (all refused if any write failed); False once the loop is closed."""
+        callbacks: list[Committed] = []
+        merged: list[bytes] | None = None
+        error: BaseException | None = None
+        for compact, records, done in batches:
+            if compact:
+                if merged is not None:
+                    error = self._append(merged) or error
+                    merged = None
+                error = self._compact(records) or error
+            elif merged is None:
+                merged = records
+            else:
+                merged += records
+            callbacks += done
+        if merged is not None:  # (even empty: a batch of callbacks alone is flushed as one too)
+            error = self._append(merged) or error
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self._committed, callbacks, len(batches), error)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            return False
+        return True
+
+    def _append(self, records: list[bytes]) -> BaseException | None:
+        if self._refusing is not None:  # records after a failed write would follow a gap
+            return self._refusing
+        return self._written(self.journal.append, records)
+
+    def _compact(self, records: list[bytes]) -> BaseException | None:
+        error = self._written(self.journal.compact, records)
+        if error is None:
+            self._refusing = None  # the live state is whole on disk again
+            log.info("store %s compacted to %d bytes", self.journal.path, self.journal.size)
+        return error
+
+    def _written(self, write: Callable[[list[bytes]], None], records: list[bytes]) -> BaseException | None:
+        """``write(records)``; the error (logged, and refusing what follows) if it failed."""
+        try:
+            write(records)
+        except Exception as exc:
+            self._refusing = exc
+            self._write_failed(exc)
+            return exc
+        return None
+
+    def _write_failed(self, exc: BaseException) -> None:
+        log.error(
+            "the broker's store %r could not write a batch: %s; the operations waiting on it are refused"
+            " with amqp:internal-error (check the disk)", self.journal.directory, exc,
+        )  # fmt: skip
+
+    def _committed(self, callbacks: list[Committed], batches: int, error: BaseException | None) -> None:
+        self._in_flight -= batches
         if error is not None:
-            self._failed = True
+            self._failed = True  # the next batch is a compaction
         for callback in callbacks:
             try:
                 callback(error)
             except Exception:
                 log.exception("a callback after a store commit failed")
-        if self._pending:
-            self._flush()  # it filled while the last one was written: no need to wait a turn
-        elif self._idle is not None:
+        if self._idle is not None and not self._in_flight:
             self._idle.set()
 
     async def close(self) -> None:
@@ -281,8 +347,7 @@ class GroupCommit:
             self.before_take()
         while self._in_flight or self._pending:
             self._idle = asyncio.Event()
-            if not self._in_flight:
-                self._flush()
+            self._flush()
             await self._idle.wait()
         await asyncio.to_thread(self._stop)  # joins the writer thread: not on the loop
 
@@ -323,3 +388,5 @@ def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
 
 
 _MESSAGE = MESSAGE.pack
+_Batch = tuple[bool, list[bytes], list[Committed]]
+"""(a compaction, records, callbacks): one batch handed to the writer thread."""
