@@ -547,14 +547,13 @@ class ServiceBusMessageBatch:
     """Messages sent as one transfer (message-format ``0x80013700``); ``add_message`` raises
     :class:`MessageSizeExceededError` once the next message would pass ``max_size_in_bytes``."""
 
-    __slots__ = ("_count", "_encoded", "_first", "_max_size_in_bytes", "_messages", "_size")
+    __slots__ = ("_count", "_encoded", "_first", "_max_size_in_bytes", "_size")
 
     def __init__(self, max_size_in_bytes: int | None = None) -> None:
         self._max_size_in_bytes = max_size_in_bytes or MAX_MESSAGE_LENGTH_BYTES
         self._encoded: list[bytes] = []
-        self._messages: list[ServiceBusMessage] = []
         self._first: ServiceBusMessage | None = None
-        self._size = len(Message(None).encode())
+        self._size = _EMPTY_SIZE
         self._count = 0
 
     def __repr__(self) -> str:
@@ -579,29 +578,34 @@ class ServiceBusMessageBatch:
 
         outgoing = to_outgoing(message)
         check_partition_key(outgoing)
-        encoded = outgoing._message.encode()
-        n = len(encoded)
-        size_after = self._size + n + (_SMALL_OVERHEAD if n < 256 else _LARGE_OVERHEAD)
-        if self._count == 0:
-            size_after += _envelope_size(outgoing)
-        if size_after > self._max_size_in_bytes:
+        if not self._add(outgoing):
             raise MessageSizeExceededError(
                 f"ServiceBusMessageBatch has reached its size limit: {self._max_size_in_bytes}"
             )
-        self._encoded.append(encoded)
-        self._messages.append(outgoing)
+
+    def _add(self, message: ServiceBusMessage) -> bool:
+        """Add a checked message; False (and nothing added) if the batch would pass its maximum."""
+        encoded = message._message.encode()
+        n = len(encoded)
+        size_after = self._size + n + (_SMALL_OVERHEAD if n < 256 else _LARGE_OVERHEAD)
         if self._first is None:
-            self._first = outgoing
+            size_after += _envelope_size(message)
+        if size_after > self._max_size_in_bytes:
+            return False
+        self._encoded.append(encoded)
+        if self._first is None:
+            self._first = message
         self._size = size_after
         self._count += 1
+        return True
 
     def _payload(self) -> bytes:
         """The transfer payload: an envelope with the first message's ids, one data section per message."""
-        envelope = Message(list(self._encoded), body_type="data")
+        envelope = Message(None)
         first = self._first
         if first is not None:
             _copy_envelope(first._message, envelope)
-        return envelope.encode()
+        return envelope.encode_with_data(self._encoded)
 
 
 def _copy_envelope(first: Message, envelope: Message) -> None:
@@ -614,10 +618,14 @@ def _copy_envelope(first: Message, envelope: Message) -> None:
         envelope.partition_key = first.partition_key
 
 
+_EMPTY_SIZE = len(Message(None).encode())
+"""An empty batch's size (a message with no sections but the null body a message needs)."""
+
+
 def _envelope_size(first: ServiceBusMessage) -> int:
     envelope = Message(None)
     _copy_envelope(first._message, envelope)
-    return len(envelope.encode()) - len(Message(None).encode())
+    return len(envelope.encode()) - _EMPTY_SIZE
 
 
 def to_outgoing(message: ServiceBusMessage | Mapping[str, Any] | Message) -> ServiceBusMessage:

@@ -217,11 +217,11 @@ class ServiceBusSender(Handler):
         batch = ServiceBusMessageBatch(limit)
         members: list[asyncio.Future[Any]] = []
         for message, outcome in gathering:
-            if len(members) >= GATHER_MAX_MESSAGES or not _try_add(batch, message):
+            if len(members) >= GATHER_MAX_MESSAGES or not batch._add(message):
                 if members:
                     await self._transfer_for(batch._payload(), BATCH_MESSAGE_FORMAT, members)
                     batch, members = ServiceBusMessageBatch(limit), []
-                if not _try_add(batch, message):  # too large for any batch: alone, as a plain send
+                if not batch._add(message):  # too large for any batch: alone, as a plain send
                     await self._transfer_for(message._message.encode(), 0, [outcome])
                     continue
             members.append(outcome)
@@ -452,15 +452,6 @@ class ServiceBusSender(Handler):
         if not numbers:
             return
         await self._mgmt_call(lambda mgmt: mgmt.cancel_scheduled_messages(numbers), timeout)
-
-
-def _try_add(batch: ServiceBusMessageBatch, message: ServiceBusMessage) -> bool:
-    """Add ``message`` to ``batch``; False if it does not fit."""
-    try:
-        batch.add_message(message)
-    except ServiceBusError:
-        return False
-    return True
 
 
 async def _noop() -> None:
