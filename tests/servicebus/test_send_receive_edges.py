@@ -40,6 +40,15 @@ def spy_transfers(sender: Any, record: Callable[[bytes, int], None]) -> None:
         return await original(payload, message_format=message_format)
 
     link.send_payload_nowait = spy
+    try_original = link.try_send_payload
+
+    def try_spy(payload: bytes, *, message_format: int = 0) -> Any:
+        sent = try_original(payload, message_format=message_format)
+        if sent is not None:
+            record(payload, message_format)
+        return sent
+
+    link.try_send_payload = try_spy
 
 
 def _busy_namespace(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch) -> list[float]:
