@@ -217,6 +217,17 @@ class Message:
             if value is not None:
                 setattr(self, name, value)
 
+    @classmethod
+    def of_data(cls: type[M], body: bytes, properties: Properties | None = None) -> M:
+        """A message of ``properties`` and one data section holding ``body`` (exactly
+        ``bytes``): what ``Message(body, properties=properties)`` makes, without its checks."""
+        msg = cls.__new__(cls)
+        msg.header = msg.delivery_annotations = msg.message_annotations = None
+        msg.application_properties = msg.footer = None
+        msg.properties = properties
+        msg._body, msg._body_type = body, "data"
+        return msg
+
     # -- body -------------------------------------------------------------------------
     def _set_body(self, body: Any, body_type: BodyType | None) -> None:
         if body_type is None:

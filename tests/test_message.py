@@ -297,3 +297,11 @@ def test_encode_with_data_is_the_message_with_those_data_sections(chunks: list[b
     assert envelope.encode_with_data(chunks) == Message(
         chunks, body_type="data", message_id=message_id, partition_key="p"
     ).encode()
+
+
+@given(body=st.binary(max_size=300), message_id=st.one_of(st.none(), st.text(max_size=5)))
+def test_of_data_is_the_constructor_without_its_checks(body: bytes, message_id: str | None) -> None:
+    properties = None if message_id is None else Properties(message_id=message_id)
+    fast = Message.of_data(body, properties)
+    slow = Message(body, properties=properties)
+    assert fast == slow and fast.encode() == slow.encode() and fast.body_type == "data"

@@ -175,14 +175,17 @@ class ServiceBusMessage:
             body = body.encode("utf-8")
         elif body is not None and not isinstance(body, bytes):
             raise TypeError(f"ServiceBusMessage body must be a string, bytes, or None.  Got instead: {type(body)}")
-        message = self._message = Message(body)
+        # As the SDK (its scheduled_enqueue_time_utc setter runs in __init__): every message has an id.
+        if message_id is None and type(body) is bytes:
+            message = self._message = Message.of_data(body, Properties(message_id=new_message_id()))
+        else:
+            message = self._message = Message(body)
+            if message_id is None:
+                message.properties = Properties(message_id=new_message_id())
+            else:
+                self.message_id = message_id
         if application_properties:
             self.application_properties = application_properties
-        # As the SDK (its scheduled_enqueue_time_utc setter runs in __init__): every message has an id.
-        if message_id is None:
-            message.properties = Properties(message_id=new_message_id())
-        else:
-            self.message_id = message_id
         if (
             session_id is None
             and partition_key is None

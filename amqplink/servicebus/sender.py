@@ -374,10 +374,10 @@ class ServiceBusSender(Handler):
             if (
                 timeout is None
                 and link is not None
-                and (self._gathering is not None or link.in_flight)
                 and not session
                 and inner.message_annotations is None  # no partition key, schedule
-                and self._ready()
+                # joining a gathering: its flush checks the link once for all of them
+                and (self._gathering is not None or (link.in_flight and self._ready()))
             ):
                 try:
                     _check_outcome(await self._gather(message), self.entity_name)
