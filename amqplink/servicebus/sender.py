@@ -24,6 +24,7 @@ from typing import Any
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.sender import Sender
+from amqplink.codec.errors import EncodeError
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
@@ -207,13 +208,7 @@ class ServiceBusSender(Handler):
         gathering, self._gathering = self._gathering, None
         if not gathering:
             return
-        try:
-            transfers = self._gathered_transfers(gathering)
-        except Exception as exc:  # an encoding error: every message's send fails with it
-            for _, outcome in gathering:
-                if not outcome.done():
-                    outcome.set_exception(exc)
-            return
+        transfers = self._gathered_transfers(gathering)
         link = self._link
         if link is not None and self._ready():
             while transfers:
@@ -257,23 +252,31 @@ class ServiceBusSender(Handler):
     def _gathered_transfers(
         self, gathering: list[tuple[ServiceBusMessage, asyncio.Future[Any]]]
     ) -> deque[tuple[bytes, int, list[asyncio.Future[Any]]]]:
-        """The payloads of the gathered messages and the futures each one answers."""
+        """The payloads of the gathered messages and the futures each one answers. A message
+        that cannot be encoded fails alone with the ``EncodeError`` (as its own send would)."""
         transfers: deque[tuple[bytes, int, list[asyncio.Future[Any]]]] = deque()
-        if len(gathering) == 1:
+        if len(gathering) == 1:  # a plain transfer, as sent alone
             message, outcome = gathering[0]
-            transfers.append((message._message.encode(), 0, [outcome]))
+            try:
+                transfers.append((message._message.encode(), 0, [outcome]))
+            except EncodeError as exc:
+                outcome.set_exception(exc)
             return transfers
         limit = self.max_message_size
         batch = ServiceBusMessageBatch(limit)
         members: list[asyncio.Future[Any]] = []
         for message, outcome in gathering:
-            if len(members) >= GATHER_MAX_MESSAGES or not batch._add(message):
-                if members:
-                    transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT, members))
-                    batch, members = ServiceBusMessageBatch(limit), []
-                if not batch._add(message):  # too large for any batch: alone, as a plain send
-                    transfers.append((message._message.encode(), 0, [outcome]))
-                    continue
+            try:
+                if len(members) >= GATHER_MAX_MESSAGES or not batch._add(message):
+                    if members:
+                        transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT, members))
+                        batch, members = ServiceBusMessageBatch(limit), []
+                    if not batch._add(message):  # too large for any batch: alone, as a plain send
+                        transfers.append((message._message.encode(), 0, [outcome]))
+                        continue
+            except EncodeError as exc:
+                outcome.set_exception(exc)
+                continue
             members.append(outcome)
         if members:
             transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT, members))
