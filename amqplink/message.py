@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import uuid
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any, ClassVar, TypeVar
 
 from amqplink.codec.decode import decode
@@ -57,7 +58,7 @@ from amqplink.protocol.definitions import (
     Properties,
 )
 
-__all__ = ["BodyType", "Message"]
+__all__ = ["BodyType", "Message", "data_section_header"]
 
 BodyType = str  # "data", "sequence", "sequences", "value"
 
@@ -68,6 +69,12 @@ PARTITION_KEY = Symbol("x-opt-partition-key")
 _DATA8 = b"\x00\x53\x75\xa0"
 _DATA32 = b"\x00\x53\x75\xb0"
 _VIEW_COPY_LIMIT = 64 * 1024
+_DATA8_HEADERS = tuple(_DATA8 + bytes((n,)) for n in range(256))
+_PROPERTIES_LIST8 = b"\x00\x53\x73\xc0"
+_ID_ONLY_MAX = 252
+"""The longest UTF-8 message-id whose one-field properties list still fits a list8."""
+_OTHER_PROPERTIES = attrgetter(*(name for name in Properties.__match_args__ if name != "message_id"))
+_NO_OTHER_PROPERTIES = (None,) * (len(Properties.__match_args__) - 1)
 
 # Order of the sections in a message (3.2): header, delivery-annotations,
 # message-annotations, properties, application-properties, body, footer.
@@ -210,6 +217,17 @@ class Message:
             if value is not None:
                 setattr(self, name, value)
 
+    @classmethod
+    def of_data(cls: type[M], body: bytes, properties: Properties | None = None) -> M:
+        """A message of ``properties`` and one data section holding ``body`` (exactly
+        ``bytes``): what ``Message(body, properties=properties)`` makes, without its checks."""
+        msg = cls.__new__(cls)
+        msg.header = msg.delivery_annotations = msg.message_annotations = None
+        msg.application_properties = msg.footer = None
+        msg.properties = properties
+        msg._body, msg._body_type = body, "data"
+        return msg
+
     # -- body -------------------------------------------------------------------------
     def _set_body(self, body: Any, body_type: BodyType | None) -> None:
         if body_type is None:
@@ -299,22 +317,58 @@ class Message:
             self._body_type == "data"
             and type(body) is bytes
             and self.header is None
-            and self.properties is None
             and not self.message_annotations
             and not self.application_properties
             and not self.delivery_annotations
             and not self.footer
         ):
-            n = len(body)
-            if n < 256:
-                return _DATA8 + bytes((n,)) + body
-            return _DATA32 + n.to_bytes(4, "big") + body
+            # Fast path, byte for byte what encode_into writes: properties with a message id
+            # only (or none), one data section.
+            properties = self.properties
+            head = b"" if properties is None else _id_only_properties(properties)
+            if head is not None:
+                return b"".join((head, data_section_header(len(body)), body))
         out = bytearray()
         self.encode_into(out)
         return bytes(out)
 
     def encode_into(self, out: bytearray) -> None:
         """Append the encoded sections to ``out``."""
+        self._encode_head(out)
+        body, kind = self._body, self._body_type
+        if kind == "data":
+            for chunk in body if isinstance(body, list) else (body,):
+                out += data_section_header(len(chunk))
+                out += chunk
+        elif kind == "sequence":
+            AmqpSequence(body)._amqp_encode(out)
+        elif kind == "sequences":
+            for seq in body:
+                AmqpSequence(seq)._amqp_encode(out)
+        else:
+            AmqpValue(body)._amqp_encode(out)
+        if self.footer:
+            Footer(_symbol_keys(self.footer))._amqp_encode(out)
+
+    def encode_with_data(self, chunks: list[bytes]) -> bytes:
+        """This message's sections with ``chunks`` as its body, one data section each,
+        whatever its own body is ("one or more data sections", 3.2): a batch envelope's
+        payload without copying the chunks into a body first."""
+        head = bytearray()
+        self._encode_head(head)
+        parts: list[bytes | bytearray] = [head]
+        append = parts.append
+        for chunk in chunks:
+            append(data_section_header(len(chunk)))
+            append(chunk)
+        if self.footer:
+            footer = bytearray()
+            Footer(_symbol_keys(self.footer))._amqp_encode(footer)
+            append(footer)
+        return b"".join(parts)
+
+    def _encode_head(self, out: bytearray) -> None:
+        """Append the sections before the body (3.2: header ... application-properties)."""
         header = self.header
         if header is not None and not _empty(header, Header.__slots__):
             header._amqp_encode(out)
@@ -336,19 +390,6 @@ class Message:
                         " (3.2.5: no map, list or array)"
                     )
             ApplicationProperties(app)._amqp_encode(out)
-        body, kind = self._body, self._body_type
-        if kind == "data":
-            for chunk in body if isinstance(body, list) else (body,):
-                Data(chunk)._amqp_encode(out)
-        elif kind == "sequence":
-            AmqpSequence(body)._amqp_encode(out)
-        elif kind == "sequences":
-            for seq in body:
-                AmqpSequence(seq)._amqp_encode(out)
-        else:
-            AmqpValue(body)._amqp_encode(out)
-        if self.footer:
-            Footer(_symbol_keys(self.footer))._amqp_encode(out)
 
     # -- decoding ---------------------------------------------------------------------
     @classmethod
@@ -450,6 +491,29 @@ class Message:
         if self.application_properties:
             parts.append(f"application_properties=<{len(self.application_properties)} keys>")
         return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def data_section_header(n: int) -> bytes:
+    """The descriptor and binary constructor of a data section of ``n`` bytes (3.2.6: vbin8
+    up to 255 bytes, else vbin32)."""
+    if n < 256:
+        return _DATA8_HEADERS[n]
+    return _DATA32 + n.to_bytes(4, "big")
+
+
+def _id_only_properties(properties: Properties) -> bytes | None:
+    """The encoded properties section when it holds a short string message-id and nothing
+    else (what every ServiceBusMessage has); None for any other properties.
+
+    A list8 of one str8 field: ``00 53 73 c0 <size> 01 a1 <n> <utf-8>``, size = n + 3 <= 255."""
+    message_id = properties.message_id
+    if type(message_id) is not str or _OTHER_PROPERTIES(properties) != _NO_OTHER_PROPERTIES:
+        return None
+    raw = message_id.encode()
+    n = len(raw)
+    if n > _ID_ONLY_MAX:
+        return None
+    return b"".join((_PROPERTIES_LIST8, bytes((n + 3, 1, 0xA1, n)), raw))
 
 
 def _empty(section: Any, fields: tuple[str, ...]) -> bool:

@@ -266,3 +266,42 @@ def test_decode_of_encode_is_identity(
     got = round_trip(m)
     assert got == m
     assert got.ttl == ttl and got.partition_key == partition_key
+
+
+def _reference_encoding(message: Message) -> bytes:
+    """The sections encoded one by one with the generated classes (no fast path)."""
+    out = bytearray()
+    properties = message.properties
+    if properties is not None and any(getattr(properties, f) is not None for f in Properties.__slots__):
+        properties._amqp_encode(out)
+    for chunk in message.body if isinstance(message.body, list) else [message.body]:
+        Data(chunk)._amqp_encode(out)
+    return bytes(out)
+
+
+@given(
+    message_id=st.one_of(st.none(), st.text(max_size=300), st.uuids(), st.integers(0, 2**64 - 1)),
+    subject=st.one_of(st.none(), st.text(max_size=5)),
+    body=st.one_of(st.binary(max_size=300), st.lists(st.binary(max_size=300), min_size=1, max_size=3)),
+)
+def test_id_only_and_data_fast_paths_encode_what_the_sections_encode(
+    message_id: object, subject: str | None, body: object
+) -> None:
+    message = Message(body, body_type="data", message_id=message_id, subject=subject)
+    assert message.encode() == _reference_encoding(message)
+
+
+@given(chunks=st.lists(st.binary(max_size=300), min_size=1, max_size=4), message_id=st.text(max_size=5))
+def test_encode_with_data_is_the_message_with_those_data_sections(chunks: list[bytes], message_id: str) -> None:
+    envelope = Message(None, message_id=message_id, partition_key="p")
+    assert envelope.encode_with_data(chunks) == Message(
+        chunks, body_type="data", message_id=message_id, partition_key="p"
+    ).encode()
+
+
+@given(body=st.binary(max_size=300), message_id=st.one_of(st.none(), st.text(max_size=5)))
+def test_of_data_is_the_constructor_without_its_checks(body: bytes, message_id: str | None) -> None:
+    properties = None if message_id is None else Properties(message_id=message_id)
+    fast = Message.of_data(body, properties)
+    slow = Message(body, properties=properties)
+    assert fast == slow and fast.encode() == slow.encode() and fast.body_type == "data"

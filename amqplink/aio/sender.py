@@ -168,6 +168,14 @@ class Sender(LinkBase):
             await self._pause()
         return self._hand_over(payload, message_format)
 
+    def try_send_payload(self, payload: bytes, *, message_format: int = 0) -> asyncio.Future[Any] | None:
+        """:meth:`send_payload_nowait` without waiting: the outcome future if the payload was
+        handed over at once, None if the sender must first wait for room (then await
+        :meth:`send_payload_nowait` instead). For callbacks that cannot await."""
+        if self._must_pause():
+            return None
+        return self._hand_over(payload, message_format)
+
     def _must_pause(self) -> bool:
         return (
             self._unyielded >= YIELD_EVERY

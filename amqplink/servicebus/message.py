@@ -175,14 +175,17 @@ class ServiceBusMessage:
             body = body.encode("utf-8")
         elif body is not None and not isinstance(body, bytes):
             raise TypeError(f"ServiceBusMessage body must be a string, bytes, or None.  Got instead: {type(body)}")
-        message = self._message = Message(body)
+        # As the SDK (its scheduled_enqueue_time_utc setter runs in __init__): every message has an id.
+        if message_id is None and type(body) is bytes:
+            message = self._message = Message.of_data(body, Properties(message_id=new_message_id()))
+        else:
+            message = self._message = Message(body)
+            if message_id is None:
+                message.properties = Properties(message_id=new_message_id())
+            else:
+                self.message_id = message_id
         if application_properties:
             self.application_properties = application_properties
-        # As the SDK (its scheduled_enqueue_time_utc setter runs in __init__): every message has an id.
-        if message_id is None:
-            message.properties = Properties(message_id=new_message_id())
-        else:
-            self.message_id = message_id
         if (
             session_id is None
             and partition_key is None
@@ -547,14 +550,13 @@ class ServiceBusMessageBatch:
     """Messages sent as one transfer (message-format ``0x80013700``); ``add_message`` raises
     :class:`MessageSizeExceededError` once the next message would pass ``max_size_in_bytes``."""
 
-    __slots__ = ("_count", "_encoded", "_first", "_max_size_in_bytes", "_messages", "_size")
+    __slots__ = ("_count", "_encoded", "_first", "_max_size_in_bytes", "_size")
 
     def __init__(self, max_size_in_bytes: int | None = None) -> None:
         self._max_size_in_bytes = max_size_in_bytes or MAX_MESSAGE_LENGTH_BYTES
         self._encoded: list[bytes] = []
-        self._messages: list[ServiceBusMessage] = []
         self._first: ServiceBusMessage | None = None
-        self._size = len(Message(None).encode())
+        self._size = _EMPTY_SIZE
         self._count = 0
 
     def __repr__(self) -> str:
@@ -579,29 +581,34 @@ class ServiceBusMessageBatch:
 
         outgoing = to_outgoing(message)
         check_partition_key(outgoing)
-        encoded = outgoing._message.encode()
-        n = len(encoded)
-        size_after = self._size + n + (_SMALL_OVERHEAD if n < 256 else _LARGE_OVERHEAD)
-        if self._count == 0:
-            size_after += _envelope_size(outgoing)
-        if size_after > self._max_size_in_bytes:
+        if not self._add(outgoing):
             raise MessageSizeExceededError(
                 f"ServiceBusMessageBatch has reached its size limit: {self._max_size_in_bytes}"
             )
-        self._encoded.append(encoded)
-        self._messages.append(outgoing)
+
+    def _add(self, message: ServiceBusMessage) -> bool:
+        """Add a checked message; False (and nothing added) if the batch would pass its maximum."""
+        encoded = message._message.encode()
+        n = len(encoded)
+        size_after = self._size + n + (_SMALL_OVERHEAD if n < 256 else _LARGE_OVERHEAD)
         if self._first is None:
-            self._first = outgoing
+            size_after += _envelope_size(message)
+        if size_after > self._max_size_in_bytes:
+            return False
+        self._encoded.append(encoded)
+        if self._first is None:
+            self._first = message
         self._size = size_after
         self._count += 1
+        return True
 
     def _payload(self) -> bytes:
         """The transfer payload: an envelope with the first message's ids, one data section per message."""
-        envelope = Message(list(self._encoded), body_type="data")
+        envelope = Message(None)
         first = self._first
         if first is not None:
             _copy_envelope(first._message, envelope)
-        return envelope.encode()
+        return envelope.encode_with_data(self._encoded)
 
 
 def _copy_envelope(first: Message, envelope: Message) -> None:
@@ -614,10 +621,14 @@ def _copy_envelope(first: Message, envelope: Message) -> None:
         envelope.partition_key = first.partition_key
 
 
+_EMPTY_SIZE = len(Message(None).encode())
+"""An empty batch's size (a message with no sections but the null body a message needs)."""
+
+
 def _envelope_size(first: ServiceBusMessage) -> int:
     envelope = Message(None)
     _copy_envelope(first._message, envelope)
-    return len(envelope.encode()) - len(Message(None).encode())
+    return len(envelope.encode()) - _EMPTY_SIZE
 
 
 def to_outgoing(message: ServiceBusMessage | Mapping[str, Any] | Message) -> ServiceBusMessage:

@@ -24,6 +24,7 @@ from typing import Any
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.sender import Sender
+from amqplink.codec.errors import EncodeError
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
@@ -86,6 +87,7 @@ class ServiceBusSender(Handler):
         self._watchdog: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
         self._gathering: list[tuple[ServiceBusMessage, asyncio.Future[Any]]] | None = None
+        self._flushing: set[asyncio.Task[None]] = set()  # gathered batches waiting to leave
 
     # -- links ------------------------------------------------------------------------
     def _links_alive(self) -> bool:
@@ -181,76 +183,120 @@ class ServiceBusSender(Handler):
         await self._retry(self._attempt(payload, message_format), timeout=timeout)
 
     # -- single sends from concurrent tasks, gathered into batches ------------------------
-    async def _send_gathered(self, message: ServiceBusMessage) -> None:
-        """One message while others are unacknowledged: the single sends that reach the sender
-        in one loop iteration (concurrent tasks) leave as batch transfers (as a list would:
-        one outcome for the batch is each message's outcome); a send on an idle link leaves
-        at once, so a lone sender never waits. A failed message is retried on its own."""
-        outcome: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        gathering = self._gathering
-        if gathering is not None:
-            gathering.append((message, outcome))
-        else:
-            gathering = self._gathering = [(message, outcome)]
-            try:
-                await asyncio.sleep(0)  # the other tasks ready in this iteration add theirs
-            finally:
-                self._gathering = None
-                task = asyncio.get_running_loop().create_task(self._transfer_gathered(gathering))
-            await task
-        try:
-            _check_outcome(await outcome, self.entity_name)
-        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
-            error = from_amqp_error(exc, entity=self.entity_name)
-            if not self._may_retry(error):
-                raise error from exc
-            await self._send_again(message._message.encode(), 0, error, None)
+    def _gather(self, message: ServiceBusMessage) -> asyncio.Future[Any]:
+        """Queue one message while others are unacknowledged; the future gets its outcome.
 
-    async def _transfer_gathered(self, gathering: list[tuple[ServiceBusMessage, asyncio.Future[Any]]]) -> None:
-        """Send the gathered messages in batches bounded by the link's max-message-size; each
-        message's future gets its batch's outcome (or the error that kept it from leaving)."""
-        if len(gathering) == 1:
-            message, outcome = gathering[0]
-            await self._transfer_for(message._message.encode(), 0, [outcome])
+        The single sends that reach the sender in one loop iteration (concurrent tasks) leave
+        as batch transfers (as a list would: one outcome for the batch is each message's
+        outcome): the first schedules :meth:`_flush_gathered` behind the tasks already ready,
+        which add theirs. A send on an idle link leaves at once, so a lone sender never waits.
+        """
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[Any] = loop.create_future()
+        gathering = self._gathering
+        if gathering is None:
+            gathering = self._gathering = []
+            loop.call_soon(self._flush_gathered)
+        gathering.append((message, outcome))
+        return outcome
+
+    def _flush_gathered(self) -> None:
+        """Send the gathered messages in batches bounded by the link's max-message-size and
+        :data:`GATHER_MAX_MESSAGES`; each message's future gets its batch's outcome (or the
+        error that kept it from leaving). Batches the link takes at once leave from this
+        callback; the rest (waiting for room, or for a new link) from a task."""
+        gathering, self._gathering = self._gathering, None
+        if not gathering:
             return
+        transfers = self._gathered_transfers(gathering)
+        link = self._link
+        if link is not None and self._ready():
+            while transfers:
+                payload, message_format, members = transfers[0]
+                try:
+                    sent = link.try_send_payload(payload, message_format=message_format)
+                except (AMQPError, OSError) as exc:
+                    _fail(members, exc)
+                    transfers.popleft()
+                    continue
+                if sent is None:
+                    break
+                transfers.popleft()
+                sent.add_done_callback(_share(members))
+                self._watch(sent)
+        if transfers:
+            self._keep(asyncio.get_running_loop().create_task(self._transfer_all(transfers)))
+
+    def _keep(self, task: asyncio.Task[None]) -> None:
+        """Hold a reference to ``task`` until it ends (the loop keeps only weak ones)."""
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _transfer_all(self, transfers: deque[tuple[bytes, int, list[asyncio.Future[Any]]]]) -> None:
+        """Send ``transfers`` in order, waiting for room; if this ends early, the messages not
+        sent get the error (or are cancelled), so that no sender waits forever."""
+        try:
+            while transfers:
+                payload, message_format, members = transfers[0]
+                await self._transfer_for(payload, message_format, members)
+                transfers.popleft()
+        except BaseException as exc:
+            for _, _, members in transfers:
+                if isinstance(exc, asyncio.CancelledError):
+                    for outcome in members:
+                        outcome.cancel()
+                else:
+                    _fail(members, exc)
+            raise
+
+    def _gathered_transfers(
+        self, gathering: list[tuple[ServiceBusMessage, asyncio.Future[Any]]]
+    ) -> deque[tuple[bytes, int, list[asyncio.Future[Any]]]]:
+        """The payloads of the gathered messages and the futures each one answers. A message
+        that cannot be encoded fails alone with the ``EncodeError`` (as its own send would)."""
+        transfers: deque[tuple[bytes, int, list[asyncio.Future[Any]]]] = deque()
+        if len(gathering) == 1:  # a plain transfer, as sent alone
+            message, outcome = gathering[0]
+            try:
+                transfers.append((message._message.encode(), 0, [outcome]))
+            except EncodeError as exc:
+                outcome.set_exception(exc)
+            return transfers
         limit = self.max_message_size
         batch = ServiceBusMessageBatch(limit)
         members: list[asyncio.Future[Any]] = []
         for message, outcome in gathering:
-            if len(members) >= GATHER_MAX_MESSAGES or not _try_add(batch, message):
-                if members:
-                    await self._transfer_for(batch._payload(), BATCH_MESSAGE_FORMAT, members)
-                    batch, members = ServiceBusMessageBatch(limit), []
-                if not _try_add(batch, message):  # too large for any batch: alone, as a plain send
-                    await self._transfer_for(message._message.encode(), 0, [outcome])
-                    continue
+            try:
+                if len(members) >= GATHER_MAX_MESSAGES or not batch._add(message):
+                    if members:
+                        transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT, members))
+                        batch, members = ServiceBusMessageBatch(limit), []
+                    if not batch._add(message):  # too large for any batch: alone, as a plain send
+                        transfers.append((message._message.encode(), 0, [outcome]))
+                        continue
+            except EncodeError as exc:
+                outcome.set_exception(exc)
+                continue
             members.append(outcome)
         if members:
-            await self._transfer_for(batch._payload(), BATCH_MESSAGE_FORMAT, members)
+            transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT, members))
+        return transfers
 
     async def _transfer_for(self, payload: bytes, message_format: int, members: list[asyncio.Future[Any]]) -> None:
         """One transfer whose outcome (or failure) is handed to every future in ``members``."""
         try:
             sent = await self._transfer(payload, message_format)
         except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
-            for outcome in members:
-                if not outcome.done():
-                    outcome.set_exception(exc)
+            _fail(members, exc)
             return
+        sent.add_done_callback(_share(members))
 
-        def share(done: asyncio.Future[Any]) -> None:
-            failure = None if done.cancelled() else done.exception()
-            for outcome in members:
-                if outcome.done():
-                    continue
-                if done.cancelled():
-                    outcome.cancel()
-                elif failure is not None:
-                    outcome.set_exception(failure)
-                else:
-                    outcome.set_result(done.result())
-
-        sent.add_done_callback(share)
+    async def _send_alone(self, message: ServiceBusMessage, exc: BaseException) -> None:
+        """A gathered message whose batch failed with ``exc``: retried on its own, if it may be."""
+        error = from_amqp_error(exc, entity=self.entity_name)
+        if not self._may_retry(error):
+            raise error from exc
+        await self._send_again(message._message.encode(), 0, error, None)
 
     def _may_retry(self, error: SendError) -> bool:
         """True if a send that failed with ``error`` is tried again (never with ``retry_total=0``)."""
@@ -322,19 +368,26 @@ class ServiceBusSender(Handler):
         if timeout is not None and timeout <= 0:
             raise ValueError("The timeout must be greater than 0.")
         if type(message) is ServiceBusMessage:  # the common case first
-            check_partition_key(message)
+            inner = message._message
+            properties = inner.properties
+            session = properties is not None and properties.group_id is not None
+            if session:
+                check_partition_key(message)
             link = self._link
             if (
                 timeout is None
                 and link is not None
-                and (self._gathering is not None or link.in_flight)
-                and message._message.message_annotations is None  # no session, partition key, schedule
-                and message._message.group_id is None
-                and self._ready()
+                and not session
+                and inner.message_annotations is None  # no partition key, schedule
+                # joining a gathering: its flush checks the link once for all of them
+                and (self._gathering is not None or (link.in_flight and self._ready()))
             ):
-                await self._send_gathered(message)
+                try:
+                    _check_outcome(await self._gather(message), self.entity_name)
+                except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+                    await self._send_alone(message, exc)
                 return
-            await self._send_payload(message._message.encode(), 0, timeout)
+            await self._send_payload(inner.encode(), 0, timeout)
             return
         if isinstance(message, ServiceBusMessageBatch):
             if len(message) == 0:
@@ -454,13 +507,31 @@ class ServiceBusSender(Handler):
         await self._mgmt_call(lambda mgmt: mgmt.cancel_scheduled_messages(numbers), timeout)
 
 
-def _try_add(batch: ServiceBusMessageBatch, message: ServiceBusMessage) -> bool:
-    """Add ``message`` to ``batch``; False if it does not fit."""
-    try:
-        batch.add_message(message)
-    except ServiceBusError:
-        return False
-    return True
+def _fail(members: list[asyncio.Future[Any]], exc: BaseException) -> None:
+    """Hand ``exc`` to every future of ``members`` still waiting."""
+    for outcome in members:
+        if not outcome.done():
+            outcome.set_exception(exc)
+
+
+def _share(members: list[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
+    """A done-callback handing a batch transfer's outcome to each of its messages' futures."""
+
+    def share(done: asyncio.Future[Any]) -> None:
+        if done.cancelled():
+            for outcome in members:
+                outcome.cancel()
+            return
+        failure = done.exception()
+        if failure is not None:
+            _fail(members, failure)
+            return
+        result = done.result()
+        for outcome in members:
+            if not outcome.done():
+                outcome.set_result(result)
+
+    return share
 
 
 async def _noop() -> None:

@@ -40,6 +40,15 @@ def spy_transfers(sender: Any, record: Callable[[bytes, int], None]) -> None:
         return await original(payload, message_format=message_format)
 
     link.send_payload_nowait = spy
+    try_original = link.try_send_payload
+
+    def try_spy(payload: bytes, *, message_format: int = 0) -> Any:
+        sent = try_original(payload, message_format=message_format)
+        if sent is not None:
+            record(payload, message_format)
+        return sent
+
+    link.try_send_payload = try_spy
 
 
 def _busy_namespace(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch) -> list[float]:
@@ -219,3 +228,29 @@ async def test_gathered_batches_hold_at_most_the_named_number_of_messages(
             await asyncio.gather(*(task(t) for t in range(20)))
         assert max(sizes) == 3 and sum(sizes) == 80
         await purge(client, "other")
+
+
+async def test_a_gathered_message_that_cannot_be_encoded_fails_alone(broker: BrokerThread) -> None:
+    """Concurrent single sends (the first leaves alone, the rest are gathered into one batch):
+    the message whose application property cannot be encoded raises EncodeError in its own
+    task; the others are sent."""
+    from amqplink.codec.errors import EncodeError
+
+    async with client_for(broker) as client:
+        await purge(client, "other")
+        async with client.get_queue_sender("other") as sender:
+            await sender.send_messages(ServiceBusMessage("warm-up"))
+
+            async def send(i: int) -> None:
+                props = {"nested": {"a": 1}} if i == 2 else None
+                await sender.send_messages(ServiceBusMessage(f"m{i}", application_properties=props))
+
+            results = await asyncio.wait_for(
+                asyncio.gather(*(send(i) for i in range(5)), return_exceptions=True), timeout=10
+            )
+        assert [type(r) for r in results] == [type(None)] * 2 + [EncodeError] + [type(None)] * 2
+        async with client.get_queue_receiver("other", receive_mode="receiveanddelete") as r:
+            got: list[str] = []
+            while batch := await r.receive_messages(max_message_count=10, max_wait_time=1):
+                got += [str(m) for m in batch]
+        assert sorted(got) == ["m0", "m1", "m3", "m4", "warm-up"]
