@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from amqplink.codec.decode import decode
+from amqplink.codec.decode import DEFAULT_LIMITS, decode, value_decoders
 from amqplink.codec.errors import DecodeError, EncodeError
 from amqplink.codec.types import (
     Array,
@@ -369,7 +369,8 @@ class Message:
             if buf[3] == 0xB0 and n >= 8 and int.from_bytes(buf[4:8], "big") == n - 8:
                 msg._body, msg._body_type = bytes(buf[8:]), "data"
                 return msg
-        msg._decode_sections(buf, n)
+        if type(buf) is not bytes or not _decode_common(msg, buf, n):
+            msg._decode_sections(buf, n)
         return msg
 
     def _decode_sections(self, buf: Any, n: int) -> None:
@@ -450,6 +451,74 @@ class Message:
         if self.application_properties:
             parts.append(f"application_properties=<{len(self.application_properties)} keys>")
         return f"{type(self).__name__}({', '.join(parts)})"
+
+
+# -- the single-pass decoder for the usual shapes ----------------------------------------
+# Section codes (3.2) the single pass reads, with their rank in the section order; an
+# amqp-sequence or amqp-value body, a repeated data section, a symbolic or long-form
+# descriptor... leave it to the generic decoder.
+_COMMON_RANK = {0x70: 0, 0x71: 1, 0x72: 2, 0x73: 3, 0x74: 4, 0x75: 5, 0x78: 6}
+_VALUE_DECODERS = value_decoders()
+_CTX_TEMPLATE = DEFAULT_LIMITS._template
+
+
+def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
+    """Decode ``buf`` in one pass if it has the usual shape: header, annotations, properties,
+    application properties, one data section, footer, each with a smallulong descriptor.
+
+    It reads each section's value with the codec's own value readers, which check sizes,
+    counts, limits, UTF-8 and duplicate keys, and applies the same field checks as the
+    generic path; it does not decide errors: on anything it does not accept it returns
+    False, having set nothing the generic decoder will not overwrite, and the generic
+    decoder then decodes the message or rejects it with its own ``DecodeError``.
+    """
+    table = _VALUE_DECODERS
+    ranks = _COMMON_RANK
+    pos = 0
+    last = -1
+    header = delivery_anns = message_anns = properties = app = footer = body = None
+    try:
+        while pos < n:
+            if buf[pos] or buf[pos + 1] != 0x53:
+                return False
+            code = buf[pos + 2]
+            rank = ranks.get(code, -1)
+            if rank <= last:
+                return False
+            last = rank
+            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+            if code == 0x75:
+                if type(value) is not bytes:
+                    return False
+                body = value
+            elif code == 0x72:
+                if type(value) is not dict:
+                    return False
+                message_anns = value
+            elif code == 0x73:
+                properties = Properties._amqp_decode(value)
+            elif code == 0x70:
+                header = Header._amqp_decode(value)
+            elif type(value) is not dict:
+                return False
+            elif code == 0x74:
+                app = value
+            elif code == 0x71:
+                delivery_anns = value
+            else:
+                footer = value
+    except Exception:  # noqa: BLE001 - the generic decoder reports it
+        return False
+    if body is None:
+        return False  # no body section, or an empty data section: the generic rules apply
+    msg.header = header
+    msg.delivery_annotations = delivery_anns
+    msg.message_annotations = message_anns
+    msg.properties = properties
+    msg.application_properties = app
+    msg.footer = footer
+    msg._body, msg._body_type = body, "data"
+    return True
 
 
 def _empty(section: Any, fields: tuple[str, ...]) -> bool:
