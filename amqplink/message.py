@@ -460,6 +460,26 @@ class Message:
 _COMMON_RANK = {0x70: 0, 0x71: 1, 0x72: 2, 0x73: 3, 0x74: 4, 0x75: 5, 0x78: 6}
 _VALUE_DECODERS = value_decoders()
 _CTX_TEMPLATE = DEFAULT_LIMITS._template
+_HEADER_FIELDS: dict[bytes, tuple[Any, ...]] = {}
+"""Header list8 encodings seen -> their checked fields: a broker sends few distinct headers."""
+HEADER_CACHE_MAX = 64
+"""Distinct headers remembered; past this, headers are decoded each time."""
+
+
+def _header(buf: bytes, pos: int, n: int) -> tuple[Header, int]:
+    """The header section whose list8 constructor is at ``pos``, from the cache when seen before."""
+    end = pos + 2 + buf[pos + 1]
+    key = buf[pos:end] if end <= n else b""
+    fields = _HEADER_FIELDS.get(key)
+    if fields is None:
+        value, end = _VALUE_DECODERS[0xC0](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
+        header = Header._amqp_decode(value)
+        if len(_HEADER_FIELDS) < HEADER_CACHE_MAX:
+            _HEADER_FIELDS[key] = (
+                header.durable, header.priority, header.ttl, header.first_acquirer, header.delivery_count
+            )
+        return header, end
+    return Header(*fields), end
 
 
 def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
@@ -486,6 +506,9 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
             if rank <= last:
                 return False
             last = rank
+            if code == 0x70 and buf[pos + 3] == 0xC0:
+                header, pos = _header(buf, pos + 3, n)
+                continue
             value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
             if code == 0x75:
                 if type(value) is not bytes:
