@@ -454,10 +454,9 @@ class Message:
 
 
 # -- the single-pass decoder for the usual shapes ----------------------------------------
-# Section codes (3.2) the single pass reads, with their rank in the section order; an
-# amqp-sequence or amqp-value body, a repeated data section, a symbolic or long-form
-# descriptor... leave it to the generic decoder.
-_COMMON_RANK = {0x70: 0, 0x71: 1, 0x72: 2, 0x73: 3, 0x74: 4, 0x75: 5, 0x78: 6}
+# The single pass reads the sections 3.2 lists in their order, each with a smallulong
+# descriptor and one data body; an amqp-sequence or amqp-value body, a repeated data
+# section, a symbolic or long-form descriptor... are left to the generic decoder.
 _VALUE_DECODERS = value_decoders()
 _CTX_TEMPLATE = DEFAULT_LIMITS._template
 _HEADER_FIELDS: dict[bytes, tuple[Any, ...]] = {}
@@ -484,7 +483,8 @@ def _header(buf: bytes, pos: int, n: int) -> tuple[Header, int]:
 
 def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
     """Decode ``buf`` in one pass if it has the usual shape: header, annotations, properties,
-    application properties, one data section, footer, each with a smallulong descriptor.
+    application properties, one data section, footer, in that order (3.2), each with a
+    smallulong descriptor.
 
     It reads each section's value with the codec's own value readers, which check sizes,
     counts, limits, UTF-8 and duplicate keys, and applies the same field checks as the
@@ -493,47 +493,45 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
     decoder then decodes the message or rejects it with its own ``DecodeError``.
     """
     table = _VALUE_DECODERS
-    ranks = _COMMON_RANK
+    template = _CTX_TEMPLATE
+    starts = buf.startswith
     pos = 0
-    last = -1
-    header = delivery_anns = message_anns = properties = app = footer = body = None
+    header = delivery_anns = message_anns = properties = app = footer = None
     try:
-        while pos < n:
-            if buf[pos] or buf[pos + 1] != 0x53:
-                return False
-            code = buf[pos + 2]
-            rank = ranks.get(code, -1)
-            if rank <= last:
-                return False
-            last = rank
-            if code == 0x70 and buf[pos + 3] == 0xC0:
+        if starts(b"\x00\x53\x70", pos):
+            if buf[pos + 3] == 0xC0:
                 header, pos = _header(buf, pos + 3, n)
-                continue
-            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
-            if code == 0x75:
-                if type(value) is not bytes:
-                    return False
-                body = value
-            elif code == 0x72:
-                if type(value) is not dict:
-                    return False
-                message_anns = value
-            elif code == 0x73:
-                properties = Properties._amqp_decode(value)
-            elif code == 0x70:
-                header = Header._amqp_decode(value)
-            elif type(value) is not dict:
-                return False
-            elif code == 0x74:
-                app = value
-            elif code == 0x71:
-                delivery_anns = value
             else:
-                footer = value
+                value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+                header = Header._amqp_decode(value)
+        if starts(b"\x00\x53\x71", pos):
+            delivery_anns, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+            if type(delivery_anns) is not dict:
+                return False
+        if starts(b"\x00\x53\x72", pos):
+            message_anns, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+            if type(message_anns) is not dict:
+                return False
+        if starts(b"\x00\x53\x73", pos):
+            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+            properties = Properties._amqp_decode(value)
+        if starts(b"\x00\x53\x74", pos):
+            app, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+            if type(app) is not dict:
+                return False
+        if not starts(b"\x00\x53\x75", pos):
+            return False  # no body, or not a data section: the generic rules apply
+        body, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+        if type(body) is not bytes:
+            return False
+        if pos < n:
+            if not starts(b"\x00\x53\x78", pos):
+                return False  # another body section, or sections out of order
+            footer, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+            if type(footer) is not dict or pos != n:
+                return False
     except Exception:  # noqa: BLE001 - the generic decoder reports it
         return False
-    if body is None:
-        return False  # no body section, or an empty data section: the generic rules apply
     msg.header = header
     msg.delivery_annotations = delivery_anns
     msg.message_annotations = message_anns
