@@ -481,6 +481,18 @@ def _header(buf: bytes, pos: int, n: int) -> tuple[Header, int]:
     return Header(*fields), end
 
 
+class _Uncommon(Exception):
+    """The single pass does not read this payload: the generic decoder does."""
+
+
+def _map_section(buf: bytes, pos: int) -> tuple[dict[Any, Any], int]:
+    """The map of the section whose descriptor starts at ``pos``; ``_Uncommon`` if it is no map."""
+    value, end = _VALUE_DECODERS[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+    if type(value) is not dict:
+        raise _Uncommon
+    return value, end
+
+
 def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
     """Decode ``buf`` in one pass if it has the usual shape: header, annotations, properties,
     application properties, one data section, footer, in that order (3.2), each with a
@@ -505,20 +517,14 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
                 value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
                 header = Header._amqp_decode(value)
         if starts(b"\x00\x53\x71", pos):
-            delivery_anns, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
-            if type(delivery_anns) is not dict:
-                return False
+            delivery_anns, pos = _map_section(buf, pos)
         if starts(b"\x00\x53\x72", pos):
-            message_anns, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
-            if type(message_anns) is not dict:
-                return False
+            message_anns, pos = _map_section(buf, pos)
         if starts(b"\x00\x53\x73", pos):
             value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
             properties = Properties._amqp_decode(value)
         if starts(b"\x00\x53\x74", pos):
-            app, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
-            if type(app) is not dict:
-                return False
+            app, pos = _map_section(buf, pos)
         if not starts(b"\x00\x53\x75", pos):
             return False  # no body, or not a data section: the generic rules apply
         body, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
@@ -527,10 +533,10 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
         if pos < n:
             if not starts(b"\x00\x53\x78", pos):
                 return False  # another body section, or sections out of order
-            footer, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
-            if type(footer) is not dict or pos != n:
+            footer, pos = _map_section(buf, pos)
+            if pos != n:
                 return False
-    except Exception:  # noqa: BLE001 - the generic decoder reports it
+    except Exception:  # the generic decoder reports it (_Uncommon: a shape it alone reads)
         return False
     msg.header = header
     msg.delivery_annotations = delivery_anns

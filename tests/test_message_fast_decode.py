@@ -19,17 +19,12 @@ from hypothesis import strategies as st
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Symbol, Timestamp, UByte, UInt
 from amqplink.message import Message, _decode_common
-from amqplink.protocol.definitions import (
-    AmqpSequence,
-    AmqpValue,
-    ApplicationProperties,
-    Data,
-    DeliveryAnnotations,
-    Footer,
-    Header,
-    MessageAnnotations,
-    Properties,
-)
+from amqplink.protocol import definitions as sections_
+
+AmqpSequence, AmqpValue, Data, Footer = sections_.AmqpSequence, sections_.AmqpValue, sections_.Data, sections_.Footer
+Header, Properties = sections_.Header, sections_.Properties
+ApplicationProperties, DeliveryAnnotations = sections_.ApplicationProperties, sections_.DeliveryAnnotations
+MessageAnnotations = sections_.MessageAnnotations
 
 
 def _generic(payload: bytes) -> Message:
