@@ -32,7 +32,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, ClassVar, TypeVar
 
-from amqplink.codec.decode import decode
+from amqplink.codec.decode import DEFAULT_LIMITS, decode, value_decoders
 from amqplink.codec.errors import DecodeError, EncodeError
 from amqplink.codec.types import (
     Array,
@@ -410,7 +410,8 @@ class Message:
             if buf[3] == 0xB0 and n >= 8 and int.from_bytes(buf[4:8], "big") == n - 8:
                 msg._body, msg._body_type = bytes(buf[8:]), "data"
                 return msg
-        msg._decode_sections(buf, n)
+        if type(buf) is not bytes or not _decode_common(msg, buf, n):
+            msg._decode_sections(buf, n)
         return msg
 
     def _decode_sections(self, buf: Any, n: int) -> None:
@@ -514,6 +515,105 @@ def _id_only_properties(properties: Properties) -> bytes | None:
     if n > _ID_ONLY_MAX:
         return None
     return b"".join((_PROPERTIES_LIST8, bytes((n + 3, 1, 0xA1, n)), raw))
+
+
+# -- the single-pass decoder for the usual shapes ----------------------------------------
+# The single pass reads the sections 3.2 lists in their order, each with a smallulong
+# descriptor and one data body; an amqp-sequence or amqp-value body, a repeated data
+# section, a symbolic or long-form descriptor... are left to the generic decoder.
+_VALUE_DECODERS = value_decoders()
+_CTX_TEMPLATE = DEFAULT_LIMITS._template
+_HEADER_FIELDS: dict[bytes, tuple[Any, ...]] = {}
+"""Header list8 encodings seen -> their checked fields: a broker sends few distinct headers."""
+HEADER_CACHE_MAX = 64
+"""Distinct headers remembered; past this, headers are decoded each time."""
+
+
+def _header(buf: bytes, pos: int, n: int) -> tuple[Header, int]:
+    """The header section whose list8 constructor is at ``pos``, from the cache when seen before."""
+    end = pos + 2 + buf[pos + 1]
+    key = buf[pos:end] if end <= n else b""
+    fields = _HEADER_FIELDS.get(key)
+    if fields is None:
+        value, end = _VALUE_DECODERS[0xC0](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
+        header = Header._amqp_decode(value)
+        if len(_HEADER_FIELDS) < HEADER_CACHE_MAX:
+            _HEADER_FIELDS[key] = (
+                header.durable,
+                header.priority,
+                header.ttl,
+                header.first_acquirer,
+                header.delivery_count,
+            )
+        return header, end
+    return Header(*fields), end
+
+
+class _Uncommon(Exception):
+    """The single pass does not read this payload: the generic decoder does."""
+
+
+def _map_section(buf: bytes, pos: int) -> tuple[dict[Any, Any], int]:
+    """The map of the section whose descriptor starts at ``pos``; ``_Uncommon`` if it is no map."""
+    value, end = _VALUE_DECODERS[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+    if type(value) is not dict:
+        raise _Uncommon
+    return value, end
+
+
+def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
+    """Decode ``buf`` in one pass if it has the usual shape: header, annotations, properties,
+    application properties, one data section, footer, in that order (3.2), each with a
+    smallulong descriptor.
+
+    It reads each section's value with the codec's own value readers, which check sizes,
+    counts, limits, UTF-8 and duplicate keys, and applies the same field checks as the
+    generic path; it does not decide errors: on anything it does not accept it returns
+    False, having set nothing the generic decoder will not overwrite, and the generic
+    decoder then decodes the message or rejects it with its own ``DecodeError``.
+    """
+    table = _VALUE_DECODERS
+    template = _CTX_TEMPLATE
+    starts = buf.startswith
+    pos = 0
+    header = delivery_anns = message_anns = properties = app = footer = None
+    try:
+        if starts(b"\x00\x53\x70", pos):
+            if buf[pos + 3] == 0xC0:
+                header, pos = _header(buf, pos + 3, n)
+            else:
+                value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+                header = Header._amqp_decode(value)
+        if starts(b"\x00\x53\x71", pos):
+            delivery_anns, pos = _map_section(buf, pos)
+        if starts(b"\x00\x53\x72", pos):
+            message_anns, pos = _map_section(buf, pos)
+        if starts(b"\x00\x53\x73", pos):
+            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+            properties = Properties._amqp_decode(value)
+        if starts(b"\x00\x53\x74", pos):
+            app, pos = _map_section(buf, pos)
+        if not starts(b"\x00\x53\x75", pos):
+            return False  # no body, or not a data section: the generic rules apply
+        body, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+        if type(body) is not bytes:
+            return False
+        if pos < n:
+            if not starts(b"\x00\x53\x78", pos):
+                return False  # another body section, or sections out of order
+            footer, pos = _map_section(buf, pos)
+            if pos != n:
+                return False
+    except Exception:  # the generic decoder reports it (_Uncommon: a shape it alone reads)
+        return False
+    msg.header = header
+    msg.delivery_annotations = delivery_anns
+    msg.message_annotations = message_anns
+    msg.properties = properties
+    msg.application_properties = app
+    msg.footer = footer
+    msg._body, msg._body_type = body, "data"
+    return True
 
 
 def _empty(section: Any, fields: tuple[str, ...]) -> bool:

@@ -271,6 +271,16 @@ class Receiver(LinkBase):
         await self._settle(messages, state, "reject")
 
     async def _settle(self, messages: tuple[ReceivedMessage, ...], state: Any, verb: str) -> None:
+        waits = self._start_settle(messages, state, verb)
+        if waits is not None:
+            await waits
+
+    def _start_settle(
+        self, messages: tuple[ReceivedMessage, ...] | list[ReceivedMessage], state: Any, verb: str
+    ) -> asyncio.Future[None] | None:
+        """Settle ``messages`` with ``state`` (the disposition leaves at the end of this loop
+        turn); the future to await for the peer's confirmation, None if none will come.
+        A settlement this link cannot make raises ``SettlementError`` at once."""
         if self.mode == "receive-and-delete":
             raise SettlementError(f"{self._what()}: cannot {verb}: receive-and-delete messages are settled on arrival")
         offered = self._outcomes
@@ -280,6 +290,7 @@ class Receiver(LinkBase):
                 " the message stays unsettled"
             )
         link = self.link
+        future: asyncio.Future[None] | None = None
         waits: _Confirmations | None = None
         for message in messages:
             delivery = message._delivery
@@ -294,13 +305,21 @@ class Receiver(LinkBase):
                 )
             link.settle(delivery, state)
             if not delivery.settled:
-                if waits is None:
-                    waits = _Confirmations(self._loop.create_future())
-                waits.left += 1
-                delivery.context = waits
+                # One message (the usual call): its future is the context; several: one
+                # _Confirmations counting them down to the call's one future.
+                if future is None:
+                    future = self._loop.create_future()
+                    delivery.context = future
+                    first = delivery
+                else:
+                    if waits is None:
+                        waits = _Confirmations(future)
+                        first.context = waits
+                        waits.left = 1
+                    waits.left += 1
+                    delivery.context = waits
         self._protocol.schedule_flush()
-        if waits is not None:
-            await waits.future
+        return future
 
     # -- engine events ----------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
@@ -311,7 +330,10 @@ class Receiver(LinkBase):
             if event.settled:  # type: ignore[attr-defined]
                 waits = event.delivery.context  # type: ignore[attr-defined]
                 if waits is not None:
-                    waits.confirmed()
+                    if type(waits) is _Confirmations:
+                        waits.confirmed()
+                    elif not waits.done():
+                        waits.set_result(None)
         elif t is DeliveryAborted:
             self._consumed(1)  # the credit it used is free again
         elif t is LinkDrained:
@@ -347,14 +369,15 @@ class Receiver(LinkBase):
     def _on_failed(self, failure: AMQPError) -> None:
         for delivery in self.link.unsettled.values():
             waits = delivery.context
-            if waits is not None and not waits.future.done():
-                waits.future.set_exception(
+            future = waits.future if type(waits) is _Confirmations else waits
+            if future is not None and not future.done():
+                future.set_exception(
                     SettlementError(
                         f"{self._what()}: settlement not confirmed: {failure}",
                         condition=failure.condition,
                     )
                 )
-                waits.future.exception()  # one failure, one report: the awaiting caller gets it
+                future.exception()  # one failure, one report: the awaiting caller gets it
         for waiter in (self._arrival, self._drained):
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)

@@ -733,6 +733,14 @@ def unregister_composite(code: int, symbol: str) -> None:
     _NAMES.pop(code, None)
 
 
+def value_decoders() -> list[_Decoder]:
+    """The constructor table for decoders specialised to one layout (e.g. message sections):
+    entry ``c`` reads the value whose constructor byte ``c`` is at ``pos - 1`` as
+    ``(buf, pos, depth, ctx)`` -> ``(value, end)`` with every check :func:`decode` makes;
+    ``ctx`` is ``DEFAULT_LIMITS._template.copy()`` (or another ``DecodeLimits``'s)."""
+    return _TABLE
+
+
 def registered_composites() -> dict[int, str]:
     """The registered descriptor codes and their symbols."""
     return dict(_NAMES)

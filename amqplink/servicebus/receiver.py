@@ -25,7 +25,7 @@ from amqplink.aio.errors import AMQPError
 from amqplink.aio.receiver import ReceivedMessage, Receiver
 from amqplink.codec.types import Symbol, UInt
 from amqplink.message import Message
-from amqplink.protocol.definitions import Rejected
+from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
 from amqplink.servicebus.constants import (
     SUB_QUEUE_SUFFIX,
@@ -59,6 +59,15 @@ _OPERATION_TIMEOUT = Symbol("com.microsoft:timeout")
 DEAD_LETTER_CONDITION = "com.microsoft:dead-letter"
 LOCK_LOST_CONDITION = "com.microsoft:message-lock-lost"
 GATHER_WINDOW = 0.02
+_ACCEPTED = Accepted()
+_ABANDONED = Modified(delivery_failed=True, undeliverable_here=False)
+_DEFERRED = Modified(delivery_failed=True, undeliverable_here=True)
+_VERBS = {
+    DispositionStatus.COMPLETED: "accept",
+    DispositionStatus.ABANDONED: "modify",
+    DispositionStatus.DEFERRED: "modify",
+    DispositionStatus.SUSPENDED: "reject",
+}
 """Seconds ``receive_messages`` keeps collecting after the first message, while fewer than
 ``max_message_count`` have come (messages still on the wire join the same call)."""
 RECEIVER_SETTLE_FIRST, RECEIVER_SETTLE_SECOND = 0, 1
@@ -382,37 +391,49 @@ class ServiceBusReceiver(Handler):
         if raw is None or message._is_deferred_message:
             await self._settle_by_management(message, status, dead_letter_reason, dead_letter_error_description)
         else:
-            await self._settle_on_link(raw, action, status, dead_letter_reason, dead_letter_error_description)
+            try:
+                confirmed = self._start_settle_on_link(
+                    raw, status, dead_letter_reason, dead_letter_error_description
+                )
+                if confirmed is not None:
+                    await confirmed
+            except (AMQPError, OSError) as exc:
+                raise from_amqp_error(exc, entity=self.entity_name) from exc
+            self._check_answer(raw, action, status)
         message._settled = True
         if self._auto_lock_renewer is not None:
             self._auto_lock_renewer._settled(message)
 
-    async def _settle_on_link(
+    def _start_settle_on_link(
         self,
         raw: ReceivedMessage,
-        action: str,
         status: DispositionStatus,
         reason: str | None,
         description: str | None,
-    ) -> None:
+    ) -> asyncio.Future[None] | None:
+        """Send the disposition (PROTOCOL.md: complete = accepted, abandon = modified,
+        defer = modified undeliverable-here, dead-letter = rejected); what to await for the
+        broker's confirmation."""
         link = self._link
         assert link is not None
-        try:
-            if status is DispositionStatus.COMPLETED:
-                await link.accept(raw)
-            elif status is DispositionStatus.ABANDONED:
-                await link.modify(raw, delivery_failed=True, undeliverable_here=False)
-            elif status is DispositionStatus.DEFERRED:
-                await link.modify(raw, delivery_failed=True, undeliverable_here=True)
-            else:
-                info: dict[str, Any] = {}
-                if reason is not None:
-                    info["DeadLetterReason"] = reason
-                if description is not None:
-                    info["DeadLetterErrorDescription"] = description
-                await link.reject(raw, condition=DEAD_LETTER_CONDITION, description=description, info=info or None)
-        except (AMQPError, OSError) as exc:
-            raise from_amqp_error(exc, entity=self.entity_name) from exc
+        if status is DispositionStatus.COMPLETED:
+            state: Any = _ACCEPTED
+        elif status is DispositionStatus.ABANDONED:
+            state = _ABANDONED
+        elif status is DispositionStatus.DEFERRED:
+            state = _DEFERRED
+        else:
+            info: dict[str, Any] = {}
+            if reason is not None:
+                info["DeadLetterReason"] = reason
+            if description is not None:
+                info["DeadLetterErrorDescription"] = description
+            error = Error(condition=Symbol(DEAD_LETTER_CONDITION), description=description, info=info or None)
+            state = Rejected(error=error)
+        return link._start_settle((raw,), state, _VERBS[status])
+
+    def _check_answer(self, raw: ReceivedMessage, action: str, status: DispositionStatus) -> None:
+        """The broker confirmed the settlement; a rejected outcome is its refusal (e.g. lock lost)."""
         delivery = raw._delivery
         answer = None if delivery is None else delivery.remote_state
         if type(answer) is Rejected and answer.error is not None:
