@@ -20,7 +20,7 @@ from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, R
 if TYPE_CHECKING:
     from amqplink.aio.connection import Connection
 
-__all__ = ["ReceivedMessage", "Receiver", "ReceiverMode"]
+__all__ = ["ReceivedMessage", "Receiver", "ReceiverMode", "rejected"]
 
 log = logging.getLogger(__name__)
 
@@ -267,8 +267,7 @@ class Receiver(LinkBase):
         info: dict[Any, Any] | None = None,
     ) -> None:
         """Settle with ``rejected`` (3.4.3) and an error; Service Bus dead-letters the message."""
-        state = Rejected(error=Error(condition=Symbol(condition), description=description, info=info))
-        await self._settle(messages, state, "reject")
+        await self._settle(messages, rejected(condition, description, info), "reject")
 
     async def _settle(self, messages: tuple[ReceivedMessage, ...], state: Any, verb: str) -> None:
         waits = self._start_settle(messages, state, verb)
@@ -350,9 +349,7 @@ class Receiver(LinkBase):
             self.decode_failures += 1
             log.warning("%s: undecodable message (%s); rejecting it with amqp:decode-error", self._what(), exc)
             if not delivery.settled:
-                self.link.settle(
-                    delivery, Rejected(error=Error(condition=Symbol("amqp:decode-error"), description=str(exc)))
-                )
+                self.link.settle(delivery, rejected("amqp:decode-error", str(exc)))
             self._consumed(1)
             self._protocol.schedule_flush()
             return
@@ -381,3 +378,8 @@ class Receiver(LinkBase):
         for waiter in (self._arrival, self._drained):
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
+
+
+def rejected(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Rejected:
+    """The ``rejected`` outcome (3.4.3) carrying an error with ``condition``."""
+    return Rejected(error=Error(condition=Symbol(condition), description=description, info=info))

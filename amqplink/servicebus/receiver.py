@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
-from amqplink.aio.receiver import ReceivedMessage, Receiver
+from amqplink.aio.receiver import ReceivedMessage, Receiver, rejected
 from amqplink.codec.types import Symbol, UInt
 from amqplink.message import Message
-from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected
+from amqplink.protocol.definitions import Accepted, Modified, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
 from amqplink.servicebus.constants import (
     SUB_QUEUE_SUFFIX,
@@ -59,17 +59,15 @@ _OPERATION_TIMEOUT = Symbol("com.microsoft:timeout")
 DEAD_LETTER_CONDITION = "com.microsoft:dead-letter"
 LOCK_LOST_CONDITION = "com.microsoft:message-lock-lost"
 GATHER_WINDOW = 0.02
-_ACCEPTED = Accepted()
-_ABANDONED = Modified(delivery_failed=True, undeliverable_here=False)
-_DEFERRED = Modified(delivery_failed=True, undeliverable_here=True)
-_VERBS = {
-    DispositionStatus.COMPLETED: "accept",
-    DispositionStatus.ABANDONED: "modify",
-    DispositionStatus.DEFERRED: "modify",
-    DispositionStatus.SUSPENDED: "reject",
-}
 """Seconds ``receive_messages`` keeps collecting after the first message, while fewer than
 ``max_message_count`` have come (messages still on the wire join the same call)."""
+_LINK_OUTCOMES: dict[DispositionStatus, tuple[Any, str]] = {
+    DispositionStatus.COMPLETED: (Accepted(), "accept"),
+    DispositionStatus.ABANDONED: (Modified(delivery_failed=True, undeliverable_here=False), "modify"),
+    DispositionStatus.DEFERRED: (Modified(delivery_failed=True, undeliverable_here=True), "modify"),
+}
+"""The outcome each settlement sends on the receive link, and its verb for errors
+(PROTOCOL.md); dead-lettering is a ``rejected`` carrying the reason."""
 RECEIVER_SETTLE_FIRST, RECEIVER_SETTLE_SECOND = 0, 1
 DRAIN_ANSWER_TIMEOUT = 5.0
 """Seconds (at most the operation timeout) a broker gets to answer a drain before the link
@@ -392,9 +390,7 @@ class ServiceBusReceiver(Handler):
             await self._settle_by_management(message, status, dead_letter_reason, dead_letter_error_description)
         else:
             try:
-                confirmed = self._start_settle_on_link(
-                    raw, status, dead_letter_reason, dead_letter_error_description
-                )
+                confirmed = self._start_settle_on_link(raw, status, dead_letter_reason, dead_letter_error_description)
                 if confirmed is not None:
                     await confirmed
             except (AMQPError, OSError) as exc:
@@ -416,21 +412,17 @@ class ServiceBusReceiver(Handler):
         broker's confirmation."""
         link = self._link
         assert link is not None
-        if status is DispositionStatus.COMPLETED:
-            state: Any = _ACCEPTED
-        elif status is DispositionStatus.ABANDONED:
-            state = _ABANDONED
-        elif status is DispositionStatus.DEFERRED:
-            state = _DEFERRED
+        outcome = _LINK_OUTCOMES.get(status)
+        if outcome is not None:
+            state, verb = outcome
         else:
             info: dict[str, Any] = {}
             if reason is not None:
                 info["DeadLetterReason"] = reason
             if description is not None:
                 info["DeadLetterErrorDescription"] = description
-            error = Error(condition=Symbol(DEAD_LETTER_CONDITION), description=description, info=info or None)
-            state = Rejected(error=error)
-        return link._start_settle((raw,), state, _VERBS[status])
+            state, verb = rejected(DEAD_LETTER_CONDITION, description, info or None), "reject"
+        return link._start_settle((raw,), state, verb)
 
     def _check_answer(self, raw: ReceivedMessage, action: str, status: DispositionStatus) -> None:
         """The broker confirmed the settlement; a rejected outcome is its refusal (e.g. lock lost)."""

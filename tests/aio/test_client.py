@@ -277,3 +277,20 @@ async def test_modified_annotations_reach_the_peer() -> None:
         server.settle(1, Modified(delivery_failed=True, message_annotations={"x-reason": "busy"}))
         outcome = await sending
         assert isinstance(outcome, Modified) and outcome.delivery_failed
+
+
+async def test_an_undecodable_message_is_rejected_with_decode_error_and_the_next_arrives() -> None:
+    async with Broker() as broker, await connect(broker.url) as conn:
+        sender = await conn.create_sender("q")
+        # A data section announcing 200 bytes but holding 2: no message, whatever the reader.
+        await (await sender.send_payload_nowait(b"\x00\x53\x75\xa0\xc8ab"))
+        await sender.send(Message(b"good"))
+        receiver = await conn.create_receiver("q", mode="peek-lock", prefetch=10)
+        [got] = await receiver.receive(1, timeout=5)
+        assert got.body == b"good"  # the malformed one never reached the application
+        await receiver.accept(got)
+        queue = broker.queue("q")
+        await eventually(lambda: len(queue.dead_letters) == 1)
+        payload, state = queue.dead_letters[0]
+        assert payload == b"\x00\x53\x75\xa0\xc8ab"
+        assert isinstance(state, Rejected) and str(state.error.condition) == "amqp:decode-error"
