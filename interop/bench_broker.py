@@ -110,10 +110,15 @@ async def _consume(url: str, address: str, count: int) -> tuple[float, float]:
     return start, end
 
 
+_CPU_AT_GO = [0.0]
+"""This client process's CPU seconds when the parent said go."""
+
+
 async def _ready() -> float:
     """Tell the parent the link is attached, wait for its go; the start time."""
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    _CPU_AT_GO[0] = time.process_time()
     return time.monotonic()
 
 
@@ -122,7 +127,8 @@ def worker(role: str, url: str, address: str, count: int, size: int) -> None:
         start, end = asyncio.run(_consume(url, address, count))
     else:
         start, end = asyncio.run(_produce(url, address, count, size, durable=role == "produce-durable"))
-    print(json.dumps({"start": start, "end": end, "count": count}), flush=True)
+    cpu = time.process_time() - _CPU_AT_GO[0]
+    print(json.dumps({"start": start, "end": end, "count": count, "cpu": cpu}), flush=True)
 
 
 # -- the embedded broker in its own process (``--serve``) ------------------------------------
@@ -232,15 +238,19 @@ def cpu_seconds(leader: int) -> float:
 
 
 # -- a phase: many client processes at once --------------------------------------------------
+Cell = tuple[float, float, float]
+"""A phase's messages per second, broker CPU us/msg and clients' CPU us/msg."""
+
+
 @dataclass
 class Phase:
     clients: list[tuple[str, str, int]] = field(default_factory=list)
     """(role, address, count) per client process."""
 
 
-def run_phase(url: str, phase: Phase, size: int, group: int) -> tuple[float, float]:
-    """Start every client, let them attach, say go at once; messages per second and the
-    broker's CPU microseconds per message."""
+def run_phase(url: str, phase: Phase, size: int, group: int) -> Cell:
+    """Start every client, let them attach, say go at once; messages per second, the
+    broker's CPU microseconds per message and the clients' (all of them together)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
@@ -275,7 +285,8 @@ def run_phase(url: str, phase: Phase, size: int, group: int) -> tuple[float, flo
     moved = sum(r["count"] for r, (role, _, _) in zip(results, phase.clients, strict=True) if role == "consume")
     if not moved:  # a send phase: messages sent
         moved = sum(r["count"] for r in results)
-    return moved / (max(r["end"] for r in results) - min(r["start"] for r in results)), cpu * 1e6 / moved
+    wall = max(r["end"] for r in results) - min(r["start"] for r in results)
+    return moved / wall, cpu * 1e6 / moved, sum(r["cpu"] for r in results) * 1e6 / moved
 
 
 def _expect(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
@@ -297,10 +308,10 @@ def _expect(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
                 return line
 
 
-def bench(name: str, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
+def bench(name: str, args: argparse.Namespace) -> dict[str, Cell]:
     """Per phase: msg/s and the broker's CPU microseconds per message."""
     produce = "produce-durable" if name == "rabbitmq-persistent" else "produce"
-    out: dict[str, tuple[float, float]] = {}
+    out: dict[str, Cell] = {}
     with start_broker(name, args.profile if name in EMBEDDED else None) as (url, prefix, leader):
         tag = uuid.uuid4().hex[:6]
         pairs = max(args.producers, args.consumers)
@@ -324,7 +335,7 @@ def bench(name: str, args: argparse.Namespace) -> dict[str, tuple[float, float]]
     return out
 
 
-def print_table(results: dict[str, dict[str, tuple[float, float]]], phases: list[str], skipped: dict[str, str]) -> None:
+def print_table(results: dict[str, dict[str, Cell]], phases: list[str], skipped: dict[str, str]) -> None:
     print()
     print(f"{'broker':<22}" + "".join(f"{p + ' msg/s':>15}{'us/msg':>8}" for p in phases))
     for name, row in results.items():
@@ -375,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         f" per producer, {os.cpu_count()} cores",
         flush=True,
     )
-    results: dict[str, dict[str, tuple[float, float]]] = {}
+    results: dict[str, dict[str, Cell]] = {}
     skipped: dict[str, str] = {}
     for name in args.brokers.split(","):
         if name == "servicebus-durable" and not durable_supported():
@@ -383,7 +394,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results[name] = bench(name, args)
         row = results[name]
-        print(f"  {name:<20} " + "  ".join(f"{p} {v:,.0f}/s ({us:.1f} us)" for p, (v, us) in row.items()), flush=True)
+        print(
+            f"  {name:<20} "
+            + "  ".join(f"{p} {v:,.0f}/s ({us:.1f} us, clients {cus:.1f} us)" for p, (v, us, cus) in row.items()),
+            flush=True,
+        )
     print_table(results, args.phases, skipped)
     return 0
 
