@@ -53,6 +53,7 @@ from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
     ConnectionOpened,
+    DeliveriesReceived,
     DeliveryReceived,
     DeliveryUpdated,
     Event,
@@ -272,7 +273,10 @@ class _ServiceBusConnection:
         moved = False
         for event in events:
             t = type(event)
-            if t is DeliveryReceived:
+            if t is DeliveriesReceived:
+                self._on_sent(event.link, event.deliveries, now)  # type: ignore[attr-defined]
+                moved = True
+            elif t is DeliveryReceived:
                 self._on_delivery(event.link, event.delivery, now)  # type: ignore[attr-defined]
                 moved = True
             elif t is DeliveryUpdated:
@@ -392,6 +396,7 @@ class _ServiceBusConnection:
                 # rejected with message-size-exceeded, as Service Bus does, not detached.
                 link.max_message_size = max(TRANSFER_SIZE_CAP, target.properties.max_message_size)
                 self.producers[link] = (target, path.lower())
+                link.deliver_in_runs = True  # its transfers come to _on_sent a run at a time
                 link.flow(self.host.credit_window)
         except EntityError as exc:
             self._refuse(link, _error(exc.condition, exc.description))
@@ -607,45 +612,86 @@ class _ServiceBusConnection:
 
     # -- receiving from the peer ------------------------------------------------------
     def _on_delivery(self, link: ReceiverLink, delivery: Delivery, now: float) -> None:
+        """A transfer on a request link (``$cbs``, ``$management``, ``$control``); a producer
+        link's transfers come in runs (:meth:`_on_sent`)."""
+        node = self.requests.get(link)
+        if node is None:
+            if link in self.producers:
+                self._on_sent(link, [delivery], now)
+            return
         payload = delivery.payload
-        data = payload if type(payload) is bytes else bytes(payload)
-        producer = self.producers.get(link)  # the hot case first: a message sent to an entity
-        node = self.requests.get(link) if producer is None else None
-        outcome: Any = _ACCEPTED
-        delay = 0.0
-        if node is not None:
-            if not self._on_request(node, data, now):
-                link.detach(
-                    _error(
-                        "amqp:resource-limit-exceeded",
-                        f"more than {self.host.max_pending_replies} responses wait for credit on the reply link;"
-                        " grant credit to read them",
-                    )
+        if not self._on_request(node, payload if type(payload) is bytes else bytes(payload), now):
+            link.detach(
+                _error(
+                    "amqp:resource-limit-exceeded",
+                    f"more than {self.host.max_pending_replies} responses wait for credit on the reply link;"
+                    " grant credit to read them",
                 )
-                self.requests.pop(link, None)
-                return
-        else:
-            if producer is None:
-                return
-            faults = self.host.faults
+            )
+            self.requests.pop(link, None)
+            return
+        if self._settle_received(link, delivery, _ACCEPTED, 0.0):
+            self._top_up(link)
+
+    def _on_sent(self, link: ReceiverLink, deliveries: list[Delivery], now: float) -> None:
+        """Transfers on a producer link, in arrival order (a run of them: one
+        ``DeliveriesReceived``). Each message is stored or refused on its own, with its own
+        fault checks; the link's entity is looked up once, and the accepted ones are settled
+        together (consecutive delivery-ids: one disposition range) before the credit is topped up."""
+        producer = self.producers.get(link)
+        if producer is None:
+            return
+        target, path = producer
+        faults = self.host.faults
+        send = self.host.namespace.send
+        stored = self.host.persistence
+        accepted: list[Delivery] = []
+        top_up = False
+        for delivery in deliveries:
+            outcome: Any = _ACCEPTED
+            payload = delivery.payload
             try:
                 if faults.unavailable:
-                    faults.check_send(producer[1])
-                self.host.namespace.send(producer[0], data, now, delivery.message_format)
+                    faults.check_send(path)
+                send(target, payload if type(payload) is bytes else bytes(payload), now, delivery.message_format)
             except EntityError as exc:
-                log.info("%s: message refused: %s", producer[1], exc.description)
+                log.info("%s: message refused: %s", path, exc.description)
                 outcome = Rejected(error=_error(exc.condition, exc.description))
-            if faults.delays:
-                delay = faults.delay_for(producer[1])
+            delay = faults.delay_for(path) if faults.delays else 0.0
+            if outcome is _ACCEPTED and not delay and stored is None and not delivery.settled:
+                accepted.append(delivery)  # the common case: settled below, with the others
+                continue
+            if accepted:  # settle in arrival order
+                link.settle_all(accepted, _ACCEPTED)
+                accepted.clear()
+                top_up = True
+            if self._settle_received(link, delivery, outcome, delay):
+                top_up = True
+        if accepted:
+            link.settle_all(accepted, _ACCEPTED)
+            top_up = True
+        if top_up:
+            self._top_up(link)
+
+    def _settle_received(self, link: ReceiverLink, delivery: Delivery, outcome: Any, delay: float) -> bool:
+        """Settle a transfer the broker has handled with ``outcome`` (``delay`` seconds later
+        when a delay-dispositions fault holds it; with a store, once what it caused is
+        written). False when the store's commit settles it and tops the credit up then."""
+        if delivery.settled:
+            return True  # the sender settled it: nothing to answer
         stored = self.host.persistence
-        if stored is not None and not delivery.settled:
+        if stored is not None:
             # Settled (and credit topped up) once the message is on disk.
             self._settle_after_commit(stored, link, delivery, outcome, delay)
-            return
-        if delay and not delivery.settled:
+            return False
+        if delay:
             self._settle_stored(link, delivery, outcome, None, delay)
-        elif not delivery.settled:
+        else:
             link.settle(delivery, outcome)
+        return True
+
+    def _top_up(self, link: ReceiverLink) -> None:
+        """Grant a producer or request link its credit window again once half of it is used."""
         if link.link_credit < self.host.credit_window // 2:
             link.flow(self.host.credit_window)
 

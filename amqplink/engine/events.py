@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConnectionClosed",
     "ConnectionOpened",
+    "DeliveriesReceived",
     "DeliveryAborted",
     "DeliveryReceived",
     "DeliveryUpdated",
@@ -128,6 +129,17 @@ class DeliveryReceived(Event):
 
     link: Link
     delivery: Delivery
+
+
+@dataclass(slots=True)
+class DeliveriesReceived(Event):
+    """Whole messages that arrived one after another on a receiver link that takes them in
+    runs (:attr:`~amqplink.engine.link.ReceiverLink.deliver_in_runs`): what a
+    :class:`DeliveryReceived` each would say, in arrival order, in one event. A run ends
+    at any other event, so events keep their order."""
+
+    link: Link
+    deliveries: list[Delivery]
 
 
 @dataclass(slots=True)

@@ -21,11 +21,13 @@ link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, UByte, UInt
 from amqplink.engine import errors
 from amqplink.engine.events import (
+    DeliveriesReceived,
     DeliveryAborted,
     DeliveryReceived,
     DeliveryUpdated,
@@ -668,6 +670,12 @@ class ReceiverLink(Link):
         self._grant_limit = 0
         self._delivery_limit = 0
         self.excess_transfers = 0  # deliveries the sender made beyond any credit granted
+        self.deliver_in_runs = False
+        """Report whole deliveries that arrive one after another as one
+        :class:`~amqplink.engine.events.DeliveriesReceived` (a run) instead of a
+        :class:`~amqplink.engine.events.DeliveryReceived` each: an application that handles
+        many messages per link at once (a broker's producer links) does the per-link work
+        once per run."""
 
     # -- credit (2.6.7) ------------------------------------------------------------------
     def flow(self, credit: int, *, drain: bool = False, echo: bool = False) -> None:
@@ -741,22 +749,41 @@ class ReceiverLink(Link):
         rcv-settle-mode, when it sets one, overrides the link's for that delivery.
         ``batchable=True`` marks the disposition as not urgent (2.7.6).
         """
-        if delivery.settled or delivery.link is not self:
-            return
-        delivery.state = state
-        if delivery.remote_settled:
-            delivery.settled = True
-            return
-        assert delivery.delivery_id is not None
-        mode = self.rcv_settle_mode if delivery.rcv_settle_mode is None else delivery.rcv_settle_mode
-        settle_now = mode != RCV_SECOND
-        delivery_id = delivery.delivery_id
-        session = self.session
-        if settle_now:
-            delivery.settled = True
-            self.unsettled.pop(delivery_id, None)
-            session._incoming.pop(delivery_id, None)
-        session._queue_disposition(ROLE_RECEIVER, delivery_id, settle_now, state, batchable)
+        self.settle_all((delivery,), state, batchable=batchable)
+
+    def settle_all(self, deliveries: Iterable[Delivery], state: Any = None, *, batchable: bool = False) -> None:
+        """:meth:`settle` each of ``deliveries`` with the same outcome, in order; a run of
+        consecutive delivery-ids goes to the session's disposition queue as one range."""
+        link_settles_now = self.rcv_settle_mode != RCV_SECOND
+        unsettled = self.unsettled
+        incoming = self.session._incoming
+        queue = self.session._queue_disposition
+        first = last = -2
+        run_settled = False
+        for delivery in deliveries:
+            if delivery.settled or delivery.link is not self:
+                continue
+            delivery.state = state
+            if delivery.remote_settled:
+                delivery.settled = True
+                continue
+            delivery_id = delivery.delivery_id
+            assert delivery_id is not None
+            mode = delivery.rcv_settle_mode
+            settle_now = link_settles_now if mode is None else mode != RCV_SECOND
+            if settle_now:
+                delivery.settled = True
+                unsettled.pop(delivery_id, None)
+                incoming.pop(delivery_id, None)
+            if delivery_id == last + 1 and settle_now is run_settled:
+                last = delivery_id
+                continue
+            if first >= 0:
+                queue(ROLE_RECEIVER, first, run_settled, state, batchable, last)
+            first = last = delivery_id
+            run_settled = settle_now
+        if first >= 0:
+            queue(ROLE_RECEIVER, first, run_settled, state, batchable, last)
 
     # -- transfers (2.7.5) ---------------------------------------------------------------
     def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
@@ -905,7 +932,13 @@ class ReceiverLink(Link):
                 self.session._forget_incoming(delivery)
             if self.snd_settle_mode != SND_SETTLED:
                 delivery.settled = True
-        self.session.connection._events.append(DeliveryReceived(self, delivery))
+        events = self.session.connection._events
+        if not self.deliver_in_runs:
+            events.append(DeliveryReceived(self, delivery))
+        elif events and type(run := events[-1]) is DeliveriesReceived and run.link is self:
+            run.deliveries.append(delivery)  # the run goes on: no other event since
+        else:
+            events.append(DeliveriesReceived(self, [delivery]))
         if self.drain:
             self._drained_if_done()
 

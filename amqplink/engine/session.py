@@ -645,8 +645,12 @@ class Session:
 
     # -- dispositions ----------------------------------------------------------------
     def _queue_disposition(
-        self, role: bool, delivery_id: int, settled: bool, state: Any, batchable: bool = False
+        self, role: bool, delivery_id: int, settled: bool, state: Any, batchable: bool = False, last: int = -1
     ) -> None:
+        """Queue a disposition of ``delivery_id`` (through ``last``, when given: a range of
+        consecutive ids, 2.7.6)."""
+        if last < 0:
+            last = delivery_id
         runs = self._dispositions
         if runs:
             run = runs[-1]
@@ -657,11 +661,11 @@ class Session:
                 and run[5] is batchable
                 and (run[4] is state or run[4] == state)
             ):
-                run[2] = delivery_id
+                run[2] = last
                 return
         elif not self._pending:
             self._mark_pending()
-        runs.append([role, delivery_id, delivery_id, settled, state, batchable])
+        runs.append([role, delivery_id, last, settled, state, batchable])
 
     def _mark_pending(self) -> None:
         if not self._pending:

@@ -40,6 +40,24 @@ _UINT0 = _SMALL_UINTS[0]
 # An outcome with no fields, as a 4-byte described list0: 00 53 <code> 45.
 _EMPTY_OUTCOMES = {0x24: Accepted, 0x26: Released}
 _U32 = struct.Struct(">I").unpack_from
+_TRANSFER_LIST8 = b"\x00\x53\x14\xc0"  # a transfer (0x14) as a described list8
+
+
+def _transfer_tails() -> list[dict[bytes, tuple[int | None, bool | None, bool]]]:
+    """For each field count (0 to 6), the encodings of a transfer's message-format, settled
+    and more that :func:`scan_transfer` reads (null, uint0, smalluint; null, true, false) ->
+    their values; fields beyond the count take their defaults (None, None, False)."""
+    formats = [(b"\x40", None), (b"\x43", 0), *((bytes((0x52, v)), v) for v in range(256))]
+    settles: list[tuple[bytes, bool | None]] = [(b"\x40", None), (b"\x41", True), (b"\x42", False)]
+    mores = [(b"\x40", False), (b"\x41", True), (b"\x42", False)]
+    tables: list[dict[bytes, tuple[int | None, bool | None, bool]]] = [{b"": (None, None, False)} for _ in range(4)]
+    tables.append({f: (fv, None, False) for f, fv in formats})
+    tables.append({f + s: (fv, sv, False) for f, fv in formats for s, sv in settles})
+    tables.append({f + s + m: (fv, sv, mv) for f, fv in formats for s, sv in settles for m, mv in mores})
+    return tables
+
+
+_TAILS = _transfer_tails()
 
 
 def decode_performative(body: bytes | memoryview) -> tuple[Any, int]:
@@ -118,10 +136,9 @@ def scan_transfer(body: bytes | memoryview) -> TransferFields | None:
     Straight-line on purpose: this runs once per message received.
     """
     buf = body if type(body) is bytes else bytes(body[:_MAX_HEAD])
-    delivery_id = tag = message_format = settled = None
-    more = False
+    delivery_id = tag = None
     try:
-        if buf[3] != 0xC0 or buf[2] != 0x14 or buf[1] != 0x53 or buf[0]:
+        if buf[:4] != _TRANSFER_LIST8:
             return None
         end = 5 + buf[4]
         count = buf[5]
@@ -164,42 +181,20 @@ def scan_transfer(body: bytes | memoryview) -> TransferFields | None:
                 pos += 1
             else:
                 return None
-        if count > 3:
-            c = buf[pos]
-            if c == 0x43:
-                message_format = 0
-                pos += 1
-            elif c == 0x52:
-                message_format = buf[pos + 1]
-                pos += 2
-            elif c == 0x70:
-                message_format = _U32(buf, pos + 1)[0]
-                pos += 5
-            elif c == 0x40:
-                pos += 1
-            else:
+        if pos > end:
+            return None
+        # message-format, settled and more, in one look-up of their bytes
+        tail = _TAILS[count].get(buf[pos:end])
+        if tail is None:
+            if count < 4 or buf[pos] != 0x70 or pos + 5 > end:
                 return None
-        if count > 4:
-            c = buf[pos]
-            pos += 1
-            if c == 0x42:
-                settled = False
-            elif c == 0x41:
-                settled = True
-            elif c != 0x40:
+            flags = _TAILS[count].get(b"\x43" + buf[pos + 5 : end])  # the flags after a uint
+            if flags is None:
                 return None
-        if count > 5:
-            c = buf[pos]
-            pos += 1
-            if c == 0x41:
-                more = True
-            elif c != 0x42 and c != 0x40:
-                return None
+            tail = (_U32(buf, pos + 1)[0], flags[1], flags[2])
     except (IndexError, struct.error):
         return None
-    if pos != end:
-        return None
-    return handle, delivery_id, tag, message_format, settled, more, end
+    return handle, delivery_id, tag, tail[0], tail[1], tail[2], end
 
 
 def _as_uint(value: int | None) -> UInt | None:

@@ -12,6 +12,8 @@ from amqplink.broker.namespace.envelope import (
     ENQUEUED_TIME,
     LOCKED_UNTIL,
     SEQUENCE_NUMBER,
+    Envelope,
+    bare_body,
     delivery_stamps,
     split_message,
 )
@@ -78,3 +80,14 @@ def test_head_and_pieces_are_encode(message: Message) -> None:
     """The store writes head(), props_raw and body as they are: together exactly encode()'s bytes."""
     envelope = split_message(message.encode())
     assert envelope.head() + envelope.props_raw + envelope.body == envelope.encode()
+
+
+@given(body=st.binary(max_size=64))
+def test_a_bare_body_envelope_is_the_one_the_dataclass_makes(body: bytes) -> None:
+    """``bare_body`` (split_message's shortcut) sets every field as ``Envelope(...)`` does."""
+    made = Envelope(None, {}, None, None, b"", body)
+    fast = bare_body(body)
+    assert [getattr(fast, name) for name in Envelope.__slots__] == [getattr(made, name) for name in Envelope.__slots__]
+    encoded = b"\x00\x53\x75\xb0" + len(body).to_bytes(4, "big") + body
+    assert split_message(encoded) == Envelope(None, {}, None, None, b"", encoded)
+    assert split_message(encoded).size == len(encoded)

@@ -106,7 +106,7 @@ async def test_an_internal_error_closes_only_that_connection(monkeypatch: Any) -
             def boom(*args: Any, **kwargs: Any) -> None:
                 raise RuntimeError("planted defect")
 
-            monkeypatch.setattr(sbserver._ServiceBusConnection, "_on_delivery", boom)
+            monkeypatch.setattr(sbserver._ServiceBusConnection, "_on_sent", boom)
             doomed = await victim.create_sender("short")
             with pytest.raises(AMQPError) as info:  # the connection is closed under the sender
                 await doomed.send(Message(b"x"), timeout=5)

@@ -364,7 +364,7 @@ async def test_a_send_the_broker_never_answers_times_out(broker: BrokerThread, m
 
     async with client_for(broker, timeout=1, retry_total=0) as client, client.get_queue_sender("plain") as sender:
         await sender.send_messages(ServiceBusMessage("answered"))
-        monkeypatch.setattr(sbserver._ServiceBusConnection, "_on_delivery", lambda *_: None)
+        monkeypatch.setattr(sbserver._ServiceBusConnection, "_on_sent", lambda *_: None)
         started = time.monotonic()
         with pytest.raises(OperationTimeoutError):
             await sender.send_messages(ServiceBusMessage("ignored"))

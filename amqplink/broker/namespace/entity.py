@@ -218,7 +218,9 @@ class Entity:
     def _expires(self, envelope: Envelope, enqueued_at: float) -> float:
         if self.is_dead_letter_queue:
             return math.inf
-        return enqueued_at + min(envelope.ttl(), self.properties.default_message_ttl)
+        default = self.properties.default_message_ttl
+        # without a header the message's own ttl is infinite: the entity's default applies
+        return enqueued_at + (default if envelope.header is None else min(envelope.ttl(), default))
 
     def _enqueue(self, envelope: Envelope, now: float) -> int:
         seq = self._next_sequence

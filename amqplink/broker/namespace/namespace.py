@@ -559,7 +559,7 @@ class Namespace:
         envelopes = self.unpack(payload, message_format, target.properties.max_message_size)
         if len(envelopes) == 1:  # the common case: no list to filter
             envelope = envelopes[0]
-            if envelope.is_ping:
+            if envelope.properties is not None and envelope.is_ping:
                 return
             if type(target) is Queue and target.duplicates is None and not target.properties.forward_to:
                 target.accept(envelope, now)  # nothing to route: a plain queue stores it
