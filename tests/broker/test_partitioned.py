@@ -582,3 +582,22 @@ def test_every_accepted_send_is_received_once_from_where_the_rules_put_it(steps:
         ns.set_fragment_down("pq", i, down=False)
     got = sorted(int(delivered(queue, m).body) for m in receive_all(queue))
     assert got == sorted(accepted)
+
+
+@given(
+    down=st.lists(st.booleans(), min_size=1, max_size=8),
+    start=st.integers(min_value=0, max_value=7),
+    turns=st.integers(min_value=1, max_value=20),
+)
+def test_round_robin_takes_the_next_fragment_that_is_up(down: list[bool], start: int, turns: int) -> None:
+    """The next fragment up from where the last pick left off; when every fragment is down,
+    the next one in turn (the broker's own moves)."""
+    partitions = Partitions("q", len(down))
+    partitions.down = list(down)
+    partitions._next = expected_next = start % len(down)
+    count = len(down)
+    for _ in range(turns):
+        up = [i % count for i in range(expected_next, expected_next + count) if not down[i % count]]
+        expected = up[0] if up else expected_next
+        assert partitions.round_robin() == expected
+        expected_next = (expected + 1) % count

@@ -185,6 +185,9 @@ class Partitions:
     def round_robin(self) -> int:
         """The next fragment that is up (any fragment when all are down: the broker's own moves)."""
         start, down, count = self._next, self.down, self.count
+        if not down[start]:  # the usual case (the loop's first turn, without the loop)
+            self._next = start + 1 if start + 1 < count else 0
+            return start
         i = start
         for _ in range(count):  # per message: no generator
             if not down[i]:
