@@ -769,6 +769,8 @@ class ReceiverLink(Link):
                 continue
             delivery_id = delivery.delivery_id
             assert delivery_id is not None
+            # rcv-settle-mode second: "the receiver will only settle after the sender has
+            # settled" (2.8.3); a transfer's own mode overrides the link's for its delivery.
             mode = delivery.rcv_settle_mode
             settle_now = link_settles_now if mode is None else mode != RCV_SECOND
             if settle_now:
