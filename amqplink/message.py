@@ -27,6 +27,7 @@ several -> a list of ``bytes``; a message without a body section -> ``None``.
 from __future__ import annotations
 
 import datetime as _dt
+import struct
 import uuid
 from collections.abc import Callable
 from operator import attrgetter
@@ -34,6 +35,7 @@ from typing import Any, ClassVar, TypeVar
 
 from amqplink.codec.decode import DEFAULT_LIMITS, decode, value_decoders
 from amqplink.codec.errors import DecodeError, EncodeError
+from amqplink.codec.layouts import MapLayouts
 from amqplink.codec.types import (
     Array,
     Decimal32,
@@ -70,9 +72,11 @@ _DATA8 = b"\x00\x53\x75\xa0"
 _DATA32 = b"\x00\x53\x75\xb0"
 _VIEW_COPY_LIMIT = 64 * 1024
 _DATA8_HEADERS = tuple(_DATA8 + bytes((n,)) for n in range(256))
-_PROPERTIES_LIST8 = b"\x00\x53\x73\xc0"
 _ID_ONLY_MAX = 252
 """The longest UTF-8 message-id whose one-field properties list still fits a list8."""
+_ID_ONLY_HEADS = tuple(b"\x00\x53\x73\xc0" + bytes((n + 3, 1, 0xA1, n)) for n in range(_ID_ONLY_MAX + 1))
+"""A properties section of a message-id of ``n`` UTF-8 bytes and nothing else, up to the id:
+a list8 of one str8 field, ``00 53 73 c0 <size> 01 a1 <n>``, size = n + 3 <= 255."""
 _OTHER_PROPERTIES = attrgetter(*(name for name in Properties.__match_args__ if name != "message_id"))
 _NO_OTHER_PROPERTIES = (None,) * (len(Properties.__match_args__) - 1)
 
@@ -504,9 +508,7 @@ def data_section_header(n: int) -> bytes:
 
 def _id_only_properties(properties: Properties) -> bytes | None:
     """The encoded properties section when it holds a short string message-id and nothing
-    else (what every ServiceBusMessage has); None for any other properties.
-
-    A list8 of one str8 field: ``00 53 73 c0 <size> 01 a1 <n> <utf-8>``, size = n + 3 <= 255."""
+    else (what every ServiceBusMessage has); None for any other properties."""
     message_id = properties.message_id
     if type(message_id) is not str or _OTHER_PROPERTIES(properties) != _NO_OTHER_PROPERTIES:
         return None
@@ -514,7 +516,7 @@ def _id_only_properties(properties: Properties) -> bytes | None:
     n = len(raw)
     if n > _ID_ONLY_MAX:
         return None
-    return b"".join((_PROPERTIES_LIST8, bytes((n + 3, 1, 0xA1, n)), raw))
+    return b"".join((_ID_ONLY_HEADS[n], raw))
 
 
 # -- the single-pass decoder for the usual shapes ----------------------------------------
@@ -522,6 +524,7 @@ def _id_only_properties(properties: Properties) -> bytes | None:
 # descriptor and one data body; an amqp-sequence or amqp-value body, a repeated data
 # section, a symbolic or long-form descriptor... are left to the generic decoder.
 _VALUE_DECODERS = value_decoders()
+_unpack_size = struct.Struct(">I").unpack_from
 _CTX_TEMPLATE = DEFAULT_LIMITS._template
 _HEADER_FIELDS: dict[bytes, tuple[Any, ...]] = {}
 """Header list8 encodings seen -> their checked fields: a broker sends few distinct headers."""
@@ -553,12 +556,49 @@ class _Uncommon(Exception):
     """The single pass does not read this payload: the generic decoder does."""
 
 
-def _map_section(buf: bytes, pos: int) -> tuple[dict[Any, Any], int]:
-    """The map of the section whose descriptor starts at ``pos``; ``_Uncommon`` if it is no map."""
-    value, end = _VALUE_DECODERS[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+_LAYOUTS = {code: MapLayouts() for code in (0x71, 0x72, 0x74, 0x78)}
+"""The map layouts met in delivery annotations, message annotations, application properties
+and footers (by section code): a broker stamps every message's annotations alike."""
+
+
+def _map_section(buf: bytes, pos: int, code: int) -> tuple[dict[Any, Any], int]:
+    """The map of the section ``code`` whose descriptor starts at ``pos``; ``_Uncommon`` if it is no map."""
+    value, end = _LAYOUTS[code].read(buf, pos + 3)
     if type(value) is not dict:
         raise _Uncommon
     return value, end
+
+
+def _id_only_properties_at(buf: bytes, pos: int) -> tuple[Properties, int] | None:
+    """The properties section at ``pos`` if it is the one :func:`_id_only_properties` writes
+    (a message-id of valid UTF-8 and nothing else), and the offset after it; else None."""
+    size = buf[pos + 7]
+    end = pos + 8 + size
+    if size > _ID_ONLY_MAX or end > len(buf) or not buf.startswith(_ID_ONLY_HEADS[size], pos):
+        return None
+    try:
+        return Properties(buf[pos + 8 : end].decode()), end
+    except UnicodeDecodeError:  # the generic decoder reports it
+        return None
+
+
+def _data_span(buf: bytes, pos: int, n: int) -> tuple[int, int] | None:
+    """Where the bytes of the data section at ``pos`` (vbin8 or vbin32, within ``buf[:n]``) lie."""
+    c = buf[pos + 3]
+    if c == 0xB0:
+        start = pos + 8
+        end = start + _unpack_size(buf, pos + 4)[0]
+    elif c == 0xA0:
+        start = pos + 5
+        end = start + buf[pos + 4]
+    else:
+        return None
+    return (start, end) if end <= n else None
+
+
+def _section_code(buf: bytes, pos: int) -> int:
+    """The section code of the smallulong descriptor at ``pos`` (``00 53 <code>``); -1 if there is none."""
+    return buf[pos + 2] if buf[pos] == 0 and buf[pos + 1] == 0x53 else -1
 
 
 def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
@@ -567,41 +607,50 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
     smallulong descriptor.
 
     It reads each section's value with the codec's own value readers, which check sizes,
-    counts, limits, UTF-8 and duplicate keys, and applies the same field checks as the
-    generic path; it does not decide errors: on anything it does not accept it returns
-    False, having set nothing the generic decoder will not overwrite, and the generic
-    decoder then decodes the message or rejects it with its own ``DecodeError``.
+    counts, limits, UTF-8 and duplicate keys (maps through :class:`MapLayouts`, which
+    leave every map they do not know to those readers), and applies the same field checks
+    as the generic path; it does not decide errors: on anything it does not accept it
+    returns False, having set nothing the generic decoder will not overwrite, and the
+    generic decoder then decodes the message or rejects it with its own ``DecodeError``.
     """
     table = _VALUE_DECODERS
-    template = _CTX_TEMPLATE
-    starts = buf.startswith
     pos = 0
     header = delivery_anns = message_anns = properties = app = footer = None
     try:
-        if starts(b"\x00\x53\x70", pos):
+        code = _section_code(buf, pos)
+        if code == 0x70:
             if buf[pos + 3] == 0xC0:
                 header, pos = _header(buf, pos + 3, n)
             else:
-                value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
+                value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
                 header = Header._amqp_decode(value)
-        if starts(b"\x00\x53\x71", pos):
-            delivery_anns, pos = _map_section(buf, pos)
-        if starts(b"\x00\x53\x72", pos):
-            message_anns, pos = _map_section(buf, pos)
-        if starts(b"\x00\x53\x73", pos):
-            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
-            properties = Properties._amqp_decode(value)
-        if starts(b"\x00\x53\x74", pos):
-            app, pos = _map_section(buf, pos)
-        if not starts(b"\x00\x53\x75", pos):
+            code = _section_code(buf, pos)
+        if code == 0x71:
+            delivery_anns, pos = _map_section(buf, pos, code)
+            code = _section_code(buf, pos)
+        if code == 0x72:
+            message_anns, pos = _map_section(buf, pos, code)
+            code = _section_code(buf, pos)
+        if code == 0x73:
+            read = _id_only_properties_at(buf, pos)
+            if read is None:
+                value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+                properties = Properties._amqp_decode(value)
+            else:
+                properties, pos = read
+            code = _section_code(buf, pos)
+        if code == 0x74:
+            app, pos = _map_section(buf, pos, code)
+            code = _section_code(buf, pos)
+        span = _data_span(buf, pos, n) if code == 0x75 else None
+        if span is None:
             return False  # no body, or not a data section: the generic rules apply
-        body, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
-        if type(body) is not bytes:
-            return False
+        start, pos = span
+        body = buf[start:pos]
         if pos < n:
-            if not starts(b"\x00\x53\x78", pos):
+            if _section_code(buf, pos) != 0x78:
                 return False  # another body section, or sections out of order
-            footer, pos = _map_section(buf, pos)
+            footer, pos = _map_section(buf, pos, 0x78)
             if pos != n:
                 return False
     except Exception:  # the generic decoder reports it (_Uncommon: a shape it alone reads)

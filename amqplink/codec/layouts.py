@@ -1,0 +1,173 @@
+"""Maps read by the layout they had before: one precompiled ``struct`` and a skeleton compare.
+
+A peer sends the same map again and again with new values and the same shape: Service
+Bus stamps every message with ``x-opt-sequence-number`` (long), ``x-opt-enqueued-time``
+(timestamp)... in the same order, so the map's bytes differ only inside its values.
+:class:`MapLayouts` remembers such a map's *layout* once the generic decoder has read
+it: the bytes that must recur (the map's constructor, size and count, each key, each
+value's constructor, a string's length) and where its values lie. The next map with
+the same head is unpacked by one ``struct.unpack_from`` whose ``s`` fields are the
+skeleton and whose other fields are the values; if the skeleton is byte for byte the
+learned one, the map is what the generic decoder would read, and its values are
+converted as the generic decoder converts them.
+
+The generic decoder stays the judge of errors: a map with no learned layout, one whose
+skeleton differs, one running past the buffer, a string that is not UTF-8... is read by
+:func:`~amqplink.codec.decode.value_decoders`'s reader, which decodes it or raises its
+``DecodeError``. A layout is learned only from a map that reader accepted, and only for
+values whose every byte pattern is valid once their constructor and width are (fixed-width
+numbers, null, booleans, and str8/vbin8 of a given length, a string's UTF-8 checked on
+each read), with keys that are whole in the skeleton, so two maps with one skeleton get
+the same answer from both readers. Layouts are for ``DEFAULT_LIMITS``: the limits of a
+map of such values (size, pairs, depth) are the learned map's, which passed them.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from .decode import _ONE_BYTE, DEFAULT_LIMITS, value_decoders
+from .types import Int, Short, Timestamp, UInt, ULong, UShort
+
+__all__ = ["LAYOUTS_MAX", "MapLayouts"]
+
+LAYOUTS_MAX = 64
+"""Distinct map heads a :class:`MapLayouts` remembers; past this, new heads are read generically."""
+
+_TABLE = value_decoders()
+_CTX_TEMPLATE = DEFAULT_LIMITS._template
+_new_int = int.__new__
+
+# How a value is made from its field, when not as unpacked (long, vbin8): WRAP, an int
+# subclass of it; BYTE, the one-byte constructors' table; TEXT, UTF-8 decoded (checked);
+# CONST, the learned value (immutable ones: null, true, false, uint0, ulong0), its field empty.
+_WRAP, _BYTE, _TEXT, _CONST = range(4)
+
+# Constructor -> (struct code, kind or None, argument) for values with a fixed-width field.
+_FIELDS: dict[int, tuple[str, int | None, Any]] = {
+    0x81: ("q", None, None),  # long
+    0x83: ("q", _WRAP, Timestamp),
+    0x80: ("Q", _WRAP, ULong),
+    0x70: ("I", _WRAP, UInt),
+    0x71: ("i", _WRAP, Int),
+    0x60: ("H", _WRAP, UShort),
+    0x61: ("h", _WRAP, Short),
+}
+for _c in (0x50, 0x51, 0x52, 0x53, 0x54, 0x55):  # ubyte, byte, smalluint, smallulong, smallint, smalllong
+    _FIELDS[_c] = ("B", _BYTE, _ONE_BYTE[_c])
+for _c in (0x40, 0x41, 0x42, 0x43, 0x44):  # null, true, false, uint0, ulong0
+    _FIELDS[_c] = ("0s", _CONST, None)
+del _c
+_VARIABLE8 = {0xA1: _TEXT, 0xA0: None}  # str8, vbin8: the length is skeleton, the bytes a field
+_KEY_WIDTH = {0x40: 0, 0x43: 0, 0x44: 0, 0x52: 1, 0x53: 1, 0x70: 4, 0x80: 8}
+"""Fixed-width key constructors (null, uint, ulong): the key's bytes are all skeleton."""
+
+
+class _Layout:
+    """One learned map: its struct (skeleton and value fields in turn), skeleton, keys, and
+    the values that are not their field as unpacked."""
+
+    __slots__ = ("conversions", "keys", "size", "skeleton", "unpack")
+
+    def __init__(
+        self,
+        fmt: str,
+        skeleton: tuple[bytes, ...],
+        keys: tuple[Any, ...],
+        conversions: tuple[tuple[Any, int, Any], ...],
+    ) -> None:
+        packer = struct.Struct(fmt)
+        self.unpack = packer.unpack_from
+        self.size = packer.size
+        self.skeleton = skeleton
+        self.keys = keys
+        self.conversions = conversions
+
+
+def _learn(buf: bytes, start: int, end: int, value: dict[Any, Any]) -> _Layout | None:
+    """The layout of the map at ``buf[start:end]`` (accepted by the generic reader, which
+    gave ``value``); None if some key or value is not of a kind a layout reads."""
+    fmt = [">"]
+    skeleton: list[bytes] = []
+    conversions: list[tuple[Any, int, Any]] = []
+    run = start  # where the skeleton run being extended began
+    p = start + (3 if buf[start] == 0xC1 else 9)
+    for key, item in value.items():
+        c = buf[p]
+        if c == 0xA3 or c == 0xA1:  # sym8, str8 key
+            p += 2 + buf[p + 1]
+        elif c in _KEY_WIDTH:
+            p += 1 + _KEY_WIDTH[c]
+        else:
+            return None
+        c = buf[p]
+        p += 1
+        if c in _FIELDS:
+            code, kind, arg = _FIELDS[c]
+            if kind == _CONST:
+                arg = item
+        elif c in _VARIABLE8:
+            code, kind, arg = f"{buf[p]}s", _VARIABLE8[c], None
+            p += 1
+        else:
+            return None
+        fmt.append(f"{p - run}s{code}")
+        skeleton.append(buf[run:p])
+        if kind is not None:
+            conversions.append((key, kind, arg))
+        p += struct.calcsize(">" + code)
+        run = p
+    if p != end:  # cannot happen for an accepted map; refuse rather than trust it
+        return None
+    fmt.append(f"{end - run}s")
+    skeleton.append(buf[run:end])
+    return _Layout("".join(fmt), tuple(skeleton), tuple(value), tuple(conversions))
+
+
+class MapLayouts:
+    """The layouts of the maps met at one place (e.g. message annotations), by their head."""
+
+    __slots__ = ("_layouts",)
+
+    def __init__(self) -> None:
+        self._layouts: dict[bytes, _Layout | None] = {}
+
+    def read(self, buf: bytes, pos: int) -> tuple[Any, int]:
+        """The value whose constructor is at ``pos`` and the offset after it, as the generic
+        reader ``value_decoders()[buf[pos]](buf, pos + 1, 1, ctx)`` gives them (or its
+        ``DecodeError``); a map of a learned layout is read from it."""
+        c = buf[pos]
+        if c == 0xC1:
+            head = buf[pos : pos + 3]
+        elif c == 0xD1:
+            head = buf[pos : pos + 9]
+        else:
+            return _TABLE[c](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
+        layouts = self._layouts
+        layout = layouts.get(head)
+        if layout is None:
+            value, end = _TABLE[c](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
+            if head not in layouts and len(layouts) < LAYOUTS_MAX:
+                layouts[head] = _learn(buf, pos, end, value)
+            return value, end
+        try:
+            fields = layout.unpack(buf, pos)
+        except struct.error:  # the map runs past the buffer
+            fields = ()
+        if fields[0::2] != layout.skeleton:
+            return _TABLE[c](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
+        result = dict(zip(layout.keys, fields[1::2], strict=True))
+        try:
+            for key, kind, arg in layout.conversions:
+                if kind == _WRAP:
+                    result[key] = _new_int(arg, result[key])
+                elif kind == _BYTE:
+                    result[key] = arg[result[key]]
+                elif kind == _TEXT:
+                    result[key] = result[key].decode()
+                else:
+                    result[key] = arg
+        except UnicodeDecodeError:  # the generic reader reports it
+            return _TABLE[c](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
+        return result, pos + layout.size
