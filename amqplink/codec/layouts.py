@@ -65,24 +65,19 @@ _KEY_WIDTH = {0x40: 0, 0x43: 0, 0x44: 0, 0x52: 1, 0x53: 1, 0x70: 4, 0x80: 8}
 
 
 class _Layout:
-    """One learned map: its struct (skeleton and value fields in turn), skeleton, keys, and
-    the values that are not their field as unpacked."""
+    """One learned map: its struct (skeleton and value fields in turn), skeleton, and entries:
+    each key, its value's field index, and how the value is made from it (None: as unpacked)."""
 
-    __slots__ = ("conversions", "keys", "size", "skeleton", "unpack")
+    __slots__ = ("entries", "size", "skeleton", "template", "unpack")
 
-    def __init__(
-        self,
-        fmt: str,
-        skeleton: tuple[bytes, ...],
-        keys: tuple[Any, ...],
-        conversions: tuple[tuple[Any, int, Any], ...],
-    ) -> None:
+    def __init__(self, fmt: str, skeleton: tuple[bytes, ...], entries: tuple[tuple[Any, int, int | None, Any], ...]):
         packer = struct.Struct(fmt)
         self.unpack = packer.unpack_from
         self.size = packer.size
         self.skeleton = skeleton
-        self.keys = keys
-        self.conversions = conversions
+        self.entries = entries
+        self.template = dict.fromkeys(entry[0] for entry in entries)
+        """The keys in their order: a copy, its values set, is the map (cheaper than dict(zip()))."""
 
 
 def _learn(buf: bytes, start: int, end: int, value: dict[Any, Any]) -> _Layout | None:
@@ -90,7 +85,7 @@ def _learn(buf: bytes, start: int, end: int, value: dict[Any, Any]) -> _Layout |
     gave ``value``); None if some key or value is not of a kind a layout reads."""
     fmt = [">"]
     skeleton: list[bytes] = []
-    conversions: list[tuple[Any, int, Any]] = []
+    entries: list[tuple[Any, int, int | None, Any]] = []
     run = start  # where the skeleton run being extended began
     p = start + (3 if buf[start] == 0xC1 else 9)
     for key, item in value.items():
@@ -114,15 +109,14 @@ def _learn(buf: bytes, start: int, end: int, value: dict[Any, Any]) -> _Layout |
             return None
         fmt.append(f"{p - run}s{code}")
         skeleton.append(buf[run:p])
-        if kind is not None:
-            conversions.append((key, kind, arg))
+        entries.append((key, 2 * len(skeleton) - 1, kind, arg))
         p += struct.calcsize(">" + code)
         run = p
     if p != end:  # cannot happen for an accepted map; refuse rather than trust it
         return None
     fmt.append(f"{end - run}s")
     skeleton.append(buf[run:end])
-    return _Layout("".join(fmt), tuple(skeleton), tuple(value), tuple(conversions))
+    return _Layout("".join(fmt), tuple(skeleton), tuple(entries))
 
 
 class MapLayouts:
@@ -157,15 +151,17 @@ class MapLayouts:
             fields = ()
         if fields[0::2] != layout.skeleton:
             return _TABLE[c](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
-        result = dict(zip(layout.keys, fields[1::2], strict=True))
+        result = layout.template.copy()
         try:
-            for key, kind, arg in layout.conversions:
-                if kind == _WRAP:
-                    result[key] = _new_int(arg, result[key])
+            for key, i, kind, arg in layout.entries:
+                if kind is None:
+                    result[key] = fields[i]
+                elif kind == _WRAP:
+                    result[key] = _new_int(arg, fields[i])
                 elif kind == _BYTE:
-                    result[key] = arg[result[key]]
+                    result[key] = arg[fields[i]]
                 elif kind == _TEXT:
-                    result[key] = result[key].decode()
+                    result[key] = fields[i].decode()
                 else:
                     result[key] = arg
         except UnicodeDecodeError:  # the generic reader reports it
