@@ -35,7 +35,7 @@ from typing import Any, ClassVar, TypeVar
 
 from amqplink.codec.decode import DEFAULT_LIMITS, decode, value_decoders
 from amqplink.codec.errors import DecodeError, EncodeError
-from amqplink.codec.layouts import MapLayouts
+from amqplink.codec.layouts import Entry, MapLayouts, StructBuilder, make_map, map_entries
 from amqplink.codec.types import (
     Array,
     Decimal32,
@@ -601,6 +601,112 @@ def _section_code(buf: bytes, pos: int) -> int:
     return buf[pos + 2] if buf[pos] == 0 and buf[pos + 1] == 0x53 else -1
 
 
+HEAD_KEY = 8
+"""Leading bytes of a payload that key the layouts of its head (the sections before the
+body): always skeleton, as no value field of a head starts before its 9th byte (a section's
+descriptor and constructor take 4, a map's size and count 2, its first key and value
+constructor 2 or more; an id-only properties section's list head 4)."""
+HEAD_LAYOUTS_MAX = 64
+"""Distinct head keys remembered; past this, heads with a new key are read section by section."""
+HEADS_PER_KEY = 4
+"""Heads learned (or found unlearnable) per key; past this, other heads with the key are read
+section by section."""
+_HEADER_VALUES = attrgetter(*Header.__match_args__)
+
+
+class _Head:
+    """A learned message head: header, message annotations, an id-only properties section and
+    application properties, each optional, in one struct (``StructBuilder``): the header is
+    all skeleton (its field values kept), a map is its layout's entries, the message-id a
+    UTF-8 field."""
+
+    __slots__ = ("annotations", "application", "header", "properties", "size", "skeleton", "unpack")
+
+    def __init__(self) -> None:
+        self.header: tuple[Any, ...] | None = None
+        self.annotations: tuple[dict[Any, Any], tuple[Entry, ...]] | None = None
+        self.properties = -1
+        """The message-id's field index; -1: no properties section."""
+        self.application: tuple[dict[Any, Any], tuple[Entry, ...]] | None = None
+        self.unpack: Any = None
+        self.size = 0
+        self.skeleton: tuple[bytes, ...] = ()
+
+
+_HEADS: dict[bytes, list[_Head | None]] = {}
+
+
+def _map_layout(
+    fields: StructBuilder, buf: bytes, start: int, end: int, value: dict[Any, Any]
+) -> tuple[dict[Any, Any], tuple[Entry, ...]] | None:
+    """The template and entries of the map section ``buf[start:end]`` (its value ``value``)."""
+    entries = map_entries(fields, buf, start + 3, end, value)
+    return None if entries is None else (dict.fromkeys(value), entries)
+
+
+def _learn_head(msg: Message, buf: bytes, end: int) -> _Head | None:
+    """The layout of the head ``buf[:end]``, read as ``msg``'s sections; None if some
+    section is not of a kind a head layout reads."""
+    if msg.delivery_annotations is not None:
+        return None
+    starts = []
+    pos = 0
+    while pos < end:  # where each section starts (learning happens once per head)
+        starts.append(pos)
+        pos = decode(buf, pos)[1]
+    if pos != end:
+        return None
+    head = _Head()
+    fields = StructBuilder(buf, 0)
+    section_ends = [*starts[1:], end]
+    for at, stop in zip(starts, section_ends, strict=True):
+        code = buf[at + 2]
+        if code == 0x70:
+            if buf[at + 3] != 0xC0:
+                return None
+            head.header = _HEADER_VALUES(msg.header)
+        elif code == 0x72:
+            head.annotations = _map_layout(fields, buf, at, stop, msg.message_annotations or {})
+            if head.annotations is None:
+                return None
+        elif code == 0x73:
+            if _id_only_properties_at(buf, at) is None:
+                return None
+            head.properties = fields.field(at + 8, f"{buf[at + 7]}s")
+        else:
+            head.application = _map_layout(fields, buf, at, stop, msg.application_properties or {})
+            if head.application is None:
+                return None
+    packer, head.skeleton = fields.finish(end)
+    head.unpack, head.size = packer.unpack_from, packer.size
+    return head
+
+
+def _matching_head(heads: list[_Head | None], buf: bytes) -> tuple[_Head, tuple[Any, ...]] | None:
+    """The head of ``heads`` whose skeleton ``buf`` has, and ``buf``'s unpacked fields; None if none has."""
+    for head in heads:
+        if head is not None:
+            try:
+                fields: tuple[Any, ...] = head.unpack(buf, 0)
+            except struct.error:  # the payload is shorter than the head
+                continue
+            if fields[0::2] == head.skeleton:
+                return head, fields
+    return None
+
+
+def _decode_head(msg: Message, head: _Head, fields: tuple[Any, ...]) -> None:
+    """Set ``msg``'s head sections from the unpacked ``fields`` of a payload with ``head``'s
+    skeleton (``UnicodeDecodeError`` for a message-id that is not UTF-8)."""
+    msg.header = None if head.header is None else Header(*head.header)
+    msg.delivery_annotations = None
+    annotations = head.annotations
+    msg.message_annotations = None if annotations is None else make_map(annotations[0], annotations[1], fields)
+    msg.properties = None if head.properties < 0 else Properties(fields[head.properties].decode())
+    application = head.application
+    msg.application_properties = None if application is None else make_map(application[0], application[1], fields)
+
+
 def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
     """Decode ``buf`` in one pass if it has the usual shape: header, annotations, properties,
     application properties, one data section, footer, in that order (3.2), each with a
@@ -612,41 +718,30 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
     as the generic path; it does not decide errors: on anything it does not accept it
     returns False, having set nothing the generic decoder will not overwrite, and the
     generic decoder then decodes the message or rejects it with its own ``DecodeError``.
+
+    A head (the sections before the body) it has read so is learned (:class:`_Head`), and
+    the next payload with the same leading bytes and skeleton has its head unpacked at once.
     """
-    table = _VALUE_DECODERS
-    pos = 0
-    header = delivery_anns = message_anns = properties = app = footer = None
     try:
-        code = _section_code(buf, pos)
-        if code == 0x70:
-            if buf[pos + 3] == 0xC0:
-                header, pos = _header(buf, pos + 3, n)
-            else:
-                value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
-                header = Header._amqp_decode(value)
-            code = _section_code(buf, pos)
-        if code == 0x71:
-            delivery_anns, pos = _map_section(buf, pos, code)
-            code = _section_code(buf, pos)
-        if code == 0x72:
-            message_anns, pos = _map_section(buf, pos, code)
-            code = _section_code(buf, pos)
-        if code == 0x73:
-            read = _id_only_properties_at(buf, pos)
-            if read is None:
-                value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
-                properties = Properties._amqp_decode(value)
-            else:
-                properties, pos = read
-            code = _section_code(buf, pos)
-        if code == 0x74:
-            app, pos = _map_section(buf, pos, code)
-            code = _section_code(buf, pos)
-        span = _data_span(buf, pos, n) if code == 0x75 else None
+        key = buf[:HEAD_KEY]
+        heads = _HEADS.get(key)
+        head = _matching_head(heads, buf) if heads is not None else None
+        if head is not None:
+            _decode_head(msg, *head)
+            pos = head[0].size
+        else:
+            pos = _read_head_sections(msg, buf, n)
+            if pos >= HEAD_KEY:
+                if heads is None and len(_HEADS) < HEAD_LAYOUTS_MAX:
+                    heads = _HEADS[key] = []
+                if heads is not None and len(heads) < HEADS_PER_KEY:
+                    heads.append(_learn_head(msg, buf, pos))
+        span = _data_span(buf, pos, n) if _section_code(buf, pos) == 0x75 else None
         if span is None:
             return False  # no body, or not a data section: the generic rules apply
         start, pos = span
         body = buf[start:pos]
+        footer = None
         if pos < n:
             if _section_code(buf, pos) != 0x78:
                 return False  # another body section, or sections out of order
@@ -655,14 +750,47 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
                 return False
     except Exception:  # the generic decoder reports it (_Uncommon: a shape it alone reads)
         return False
+    msg.footer = footer
+    msg._body, msg._body_type = body, "data"
+    return True
+
+
+def _read_head_sections(msg: Message, buf: bytes, n: int) -> int:
+    """Read the head sections (header ... application properties) into ``msg``, each with
+    the codec's readers; the offset after them. Raises whatever those readers raise."""
+    table = _VALUE_DECODERS
+    pos = 0
+    header = delivery_anns = message_anns = properties = app = None
+    code = _section_code(buf, pos)
+    if code == 0x70:
+        if buf[pos + 3] == 0xC0:
+            header, pos = _header(buf, pos + 3, n)
+        else:
+            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+            header = Header._amqp_decode(value)
+        code = _section_code(buf, pos)
+    if code == 0x71:
+        delivery_anns, pos = _map_section(buf, pos, code)
+        code = _section_code(buf, pos)
+    if code == 0x72:
+        message_anns, pos = _map_section(buf, pos, code)
+        code = _section_code(buf, pos)
+    if code == 0x73:
+        read = _id_only_properties_at(buf, pos)
+        if read is None:
+            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+            properties = Properties._amqp_decode(value)
+        else:
+            properties, pos = read
+        code = _section_code(buf, pos)
+    if code == 0x74:
+        app, pos = _map_section(buf, pos, code)
     msg.header = header
     msg.delivery_annotations = delivery_anns
     msg.message_annotations = message_anns
     msg.properties = properties
     msg.application_properties = app
-    msg.footer = footer
-    msg._body, msg._body_type = body, "data"
-    return True
+    return pos
 
 
 def _empty(section: Any, fields: tuple[str, ...]) -> bool:

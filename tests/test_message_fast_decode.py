@@ -192,13 +192,17 @@ def test_malformed_usual_shapes_are_rejected_as_by_the_generic_decoder(payload: 
 # -- runs of one shape: the map layouts learned from the first message read the next ones -----
 @contextmanager
 def fresh_layouts() -> Iterator[None]:
-    """The single pass with no map layout learned yet (and the module's own ones back after)."""
+    """The single pass with no map or head layout learned yet (and the module's own ones back after)."""
     saved = dict(message_module._LAYOUTS)
+    saved_heads = dict(message_module._HEADS)
     message_module._LAYOUTS.update({code: MapLayouts() for code in saved})
+    message_module._HEADS.clear()
     try:
         yield
     finally:
         message_module._LAYOUTS.update(saved)
+        message_module._HEADS.clear()
+        message_module._HEADS.update(saved_heads)
 
 
 STAMP_KEYS = [Symbol(k) for k in ("x-opt-sequence-number", "x-opt-enqueued-time", "x-opt-enqueue-sequence-number",
@@ -255,20 +259,30 @@ def shaped_runs(draw: Any) -> list[bytes]:
     return run
 
 
+def _learned_heads() -> list[Any]:
+    return [head for heads in message_module._HEADS.values() for head in heads]
+
+
 @settings(max_examples=600)
 @given(shaped_runs())
 def test_runs_of_one_shape_decode_as_by_the_generic_decoder(run: list[bytes]) -> None:
     with fresh_layouts():
         for payload in run:
             _check(payload)
+        for head in _learned_heads():  # the key of a head's layouts is all skeleton
+            assert head is None or len(head.skeleton[0]) >= message_module.HEAD_KEY
+
+
+def _delivery(sequence: int, message_id: str, *extra: Any) -> bytes:
+    """A message as the broker delivers it: header, the stamps, id-only properties, data."""
+    annotations = {STAMP_KEYS[0]: sequence, STAMP_KEYS[1]: Timestamp(sequence + 1),
+                   STAMP_KEYS[2]: sequence, STAMP_KEYS[3]: Timestamp(sequence + 2)}  # fmt: skip
+    return _encode([Header(delivery_count=UInt(0)), MessageAnnotations(annotations),
+                    Properties(message_id=message_id), *extra, Data(b"body")])  # fmt: skip
 
 
 def test_the_broker_stamps_are_learned_and_read_from_their_layout() -> None:
-    def delivery(sequence: int, message_id: str) -> bytes:
-        annotations = {STAMP_KEYS[0]: sequence, STAMP_KEYS[1]: Timestamp(sequence + 1),
-                       STAMP_KEYS[2]: sequence, STAMP_KEYS[3]: Timestamp(sequence + 2)}  # fmt: skip
-        return _encode([Header(delivery_count=UInt(0)), MessageAnnotations(annotations),
-                        Properties(message_id=message_id), Data(b"body")])  # fmt: skip
+    delivery = _delivery
 
     with fresh_layouts():
         first, later = delivery(1000, "id-1"), delivery(2**40, "id-2")
@@ -306,3 +320,36 @@ def test_id_only_properties_are_read_as_the_encoder_writes_them() -> None:
         payload = Message(b"body", message_id=message_id).encode()
         assert message_module._id_only_properties_at(payload, 0) is not None
         _check(payload)
+
+
+@pytest.mark.parametrize("app", [[], [ApplicationProperties({"a": UInt(1), "reason": "abc"})]])
+def test_a_learned_head_is_read_without_the_section_readers(app: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    with fresh_layouts():
+        _check(_delivery(1000, "id-1", *app))
+        assert [head is not None for head in _learned_heads()] == [True]
+
+        def refuse(*args: Any) -> Any:
+            raise AssertionError("a section reader was asked")
+
+        for reader in ("_header", "_map_section", "_id_only_properties_at", "_read_head_sections"):
+            monkeypatch.setattr(message_module, reader, refuse)
+        later = _delivery(2**50, "id-2", *app)
+        msg = Message.__new__(Message)
+        assert _decode_common(msg, later, len(later))
+        assert msg.message_id == "id-2" and msg.delivery_count == 0 and msg.body == b"body"
+        assert msg.message_annotations is not None and msg.message_annotations[STAMP_KEYS[2]] == 2**50
+        assert msg.application_properties == (app[0].value if app else None)
+        monkeypatch.undo()
+        _check(later)
+
+
+def test_a_head_unlike_the_learned_one_is_read_section_by_section() -> None:
+    with fresh_layouts():
+        _check(_delivery(1000, "id-1"))
+        for later in (
+            _delivery(1000, "xy-z"),  # another id of the same length
+            _delivery(1000, "id-1")[:40],  # cut inside the head
+            _delivery(1000, "id-1").replace(b"id-1", b"i\xff-1"),  # a message-id that is not UTF-8
+            _delivery(1000, "id-1").replace(b"\x00\x53\x75", b"\x00\x53\x77"),  # an amqp-value body
+        ):
+            _check(later)

@@ -30,7 +30,7 @@ from typing import Any
 from .decode import _ONE_BYTE, DEFAULT_LIMITS, value_decoders
 from .types import Int, Short, Timestamp, UInt, ULong, UShort
 
-__all__ = ["LAYOUTS_MAX", "MapLayouts"]
+__all__ = ["LAYOUTS_MAX", "Entry", "MapLayouts", "StructBuilder", "make_map", "map_entries"]
 
 LAYOUTS_MAX = 64
 """Distinct map heads a :class:`MapLayouts` remembers; past this, new heads are read generically."""
@@ -64,29 +64,45 @@ _KEY_WIDTH = {0x40: 0, 0x43: 0, 0x44: 0, 0x52: 1, 0x53: 1, 0x70: 4, 0x80: 8}
 """Fixed-width key constructors (null, uint, ulong): the key's bytes are all skeleton."""
 
 
-class _Layout:
-    """One learned map: its struct (skeleton and value fields in turn), skeleton, and entries:
-    each key, its value's field index, and how the value is made from it (None: as unpacked)."""
-
-    __slots__ = ("entries", "size", "skeleton", "template", "unpack")
-
-    def __init__(self, fmt: str, skeleton: tuple[bytes, ...], entries: tuple[tuple[Any, int, int | None, Any], ...]):
-        packer = struct.Struct(fmt)
-        self.unpack = packer.unpack_from
-        self.size = packer.size
-        self.skeleton = skeleton
-        self.entries = entries
-        self.template = dict.fromkeys(entry[0] for entry in entries)
-        """The keys in their order: a copy, its values set, is the map (cheaper than dict(zip()))."""
+Entry = tuple[Any, int, int | None, Any]
+"""A map entry of a layout: its key, its value's field index, how the value is made from the
+field (None: as unpacked) and that kind's argument."""
 
 
-def _learn(buf: bytes, start: int, end: int, value: dict[Any, Any]) -> _Layout | None:
-    """The layout of the map at ``buf[start:end]`` (accepted by the generic reader, which
-    gave ``value``); None if some key or value is not of a kind a layout reads."""
-    fmt = [">"]
-    skeleton: list[bytes] = []
-    entries: list[tuple[Any, int, int | None, Any]] = []
-    run = start  # where the skeleton run being extended began
+class StructBuilder:
+    """The struct of a layout being learned: the skeleton runs and the value fields of
+    ``buf`` from ``start`` on, in turn (fields at even positions are skeleton)."""
+
+    __slots__ = ("_buf", "_fmt", "_run", "_skeleton")
+
+    def __init__(self, buf: bytes, start: int) -> None:
+        self._buf = buf
+        self._run = start
+        self._fmt = [">"]
+        self._skeleton: list[bytes] = []
+
+    def field(self, at: int, code: str) -> int:
+        """A value field of struct ``code`` at offset ``at`` (the bytes before it since the
+        last field are skeleton); its index in the unpacked fields."""
+        self._fmt.append(f"{at - self._run}s{code}")
+        self._skeleton.append(self._buf[self._run : at])
+        self._run = at + struct.calcsize(">" + code)
+        return 2 * len(self._skeleton) - 1
+
+    def finish(self, end: int) -> tuple[struct.Struct, tuple[bytes, ...]]:
+        """The struct of ``buf[start:end]`` (the rest is skeleton) and its skeleton."""
+        self._fmt.append(f"{end - self._run}s")
+        self._skeleton.append(self._buf[self._run : end])
+        return struct.Struct("".join(self._fmt)), tuple(self._skeleton)
+
+
+def map_entries(
+    fields: StructBuilder, buf: bytes, start: int, end: int, value: dict[Any, Any]
+) -> tuple[Entry, ...] | None:
+    """The entries of the map at ``buf[start:end]`` (accepted by the generic reader, which
+    gave ``value``), its value fields added to ``fields``; None if some key or value is not
+    of a kind a layout reads."""
+    entries: list[Entry] = []
     p = start + (3 if buf[start] == 0xC1 else 9)
     for key, item in value.items():
         c = buf[p]
@@ -107,16 +123,51 @@ def _learn(buf: bytes, start: int, end: int, value: dict[Any, Any]) -> _Layout |
             p += 1
         else:
             return None
-        fmt.append(f"{p - run}s{code}")
-        skeleton.append(buf[run:p])
-        entries.append((key, 2 * len(skeleton) - 1, kind, arg))
+        entries.append((key, fields.field(p, code), kind, arg))
         p += struct.calcsize(">" + code)
-        run = p
     if p != end:  # cannot happen for an accepted map; refuse rather than trust it
         return None
-    fmt.append(f"{end - run}s")
-    skeleton.append(buf[run:end])
-    return _Layout("".join(fmt), tuple(skeleton), tuple(entries))
+    return tuple(entries)
+
+
+def make_map(template: dict[Any, Any], entries: tuple[Entry, ...], fields: tuple[Any, ...]) -> dict[Any, Any]:
+    """The map of ``entries`` from the unpacked ``fields``; ``template`` holds its keys in
+    order (a copy, its values set, costs less than ``dict(zip())``). A str8 that is not
+    UTF-8 raises ``UnicodeDecodeError``: the caller leaves such a map to the generic reader."""
+    result = template.copy()
+    for key, i, kind, arg in entries:
+        if kind is None:
+            result[key] = fields[i]
+        elif kind == _WRAP:
+            result[key] = _new_int(arg, fields[i])
+        elif kind == _BYTE:
+            result[key] = arg[fields[i]]
+        elif kind == _TEXT:
+            result[key] = fields[i].decode()
+        else:
+            result[key] = arg
+    return result
+
+
+class _Layout:
+    """One learned map: its struct, skeleton, entries and their keys (a template)."""
+
+    __slots__ = ("entries", "size", "skeleton", "template", "unpack")
+
+    def __init__(self, packer: struct.Struct, skeleton: tuple[bytes, ...], entries: tuple[Entry, ...]) -> None:
+        self.unpack = packer.unpack_from
+        self.size = packer.size
+        self.skeleton = skeleton
+        self.entries = entries
+        self.template = dict.fromkeys(entry[0] for entry in entries)
+
+
+def _learn(buf: bytes, start: int, end: int, value: dict[Any, Any]) -> _Layout | None:
+    """The layout of the map at ``buf[start:end]`` (accepted by the generic reader, which
+    gave ``value``); None if some key or value is not of a kind a layout reads."""
+    fields = StructBuilder(buf, start)
+    entries = map_entries(fields, buf, start, end, value)
+    return None if entries is None else _Layout(*fields.finish(end), entries)
 
 
 class MapLayouts:
@@ -149,21 +200,9 @@ class MapLayouts:
             fields = layout.unpack(buf, pos)
         except struct.error:  # the map runs past the buffer
             fields = ()
-        if fields[0::2] != layout.skeleton:
-            return _TABLE[c](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
-        result = layout.template.copy()
-        try:
-            for key, i, kind, arg in layout.entries:
-                if kind is None:
-                    result[key] = fields[i]
-                elif kind == _WRAP:
-                    result[key] = _new_int(arg, fields[i])
-                elif kind == _BYTE:
-                    result[key] = arg[fields[i]]
-                elif kind == _TEXT:
-                    result[key] = fields[i].decode()
-                else:
-                    result[key] = arg
-        except UnicodeDecodeError:  # the generic reader reports it
-            return _TABLE[c](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
-        return result, pos + layout.size
+        if fields[0::2] == layout.skeleton:
+            try:
+                return make_map(layout.template, layout.entries, fields), pos + layout.size
+            except UnicodeDecodeError:  # the generic reader reports it
+                pass
+        return _TABLE[c](buf, pos + 1, 1, _CTX_TEMPLATE.copy())
