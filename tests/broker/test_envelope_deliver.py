@@ -91,3 +91,42 @@ def test_a_bare_body_envelope_is_the_one_the_dataclass_makes(body: bytes) -> Non
     encoded = b"\x00\x53\x75\xb0" + len(body).to_bytes(4, "big") + body
     assert split_message(encoded) == Envelope(None, {}, None, None, b"", encoded)
     assert split_message(encoded).size == len(encoded)
+
+
+_texts = st.text(max_size=300)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    message_id=st.one_of(_texts, st.binary(max_size=20), st.integers(min_value=0, max_value=2**64 - 1)),
+    subject=st.one_of(st.none(), _texts),
+    ttl=st.one_of(st.none(), st.integers(min_value=0, max_value=4_000_000)),  # seconds
+    app=st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**63 - 1), max_size=3)),
+)
+def test_id_only_properties_split_as_the_generic_decoder_splits_them(
+    message_id: Any, subject: str | None, ttl: int | None, app: dict[str, Any] | None
+) -> None:
+    """A properties section with only a message-id is read by the client decoder's reader for
+    that shape; every message splits exactly as with the generic decoder alone."""
+    payload = Message(b"body", message_id=message_id, subject=subject, ttl=ttl, application_properties=app).encode()
+    fast = split_message(payload)
+    original = envelope_module._id_only_properties
+    envelope_module._id_only_properties = lambda buf, pos: None  # type: ignore[assignment]
+    try:
+        generic = split_message(payload)
+    finally:
+        envelope_module._id_only_properties = original
+    assert fast == generic
+    assert fast.size == generic.size
+
+
+def test_a_message_id_only_properties_section_skips_the_generic_decoder(monkeypatch: Any) -> None:
+    payload = Message(b"body", message_id="a0b1c2").encode()
+
+    def refuse(*_: Any) -> Any:
+        raise AssertionError("the generic decoder was asked")
+
+    monkeypatch.setattr(envelope_module, "decode", refuse)
+    envelope = split_message(payload)
+    assert envelope.message_id == "a0b1c2"
+    assert envelope.body == Message(b"body").encode()

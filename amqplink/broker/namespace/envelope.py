@@ -24,6 +24,7 @@ from amqplink.codec.decode import decode
 from amqplink.codec.encode import encode_map, encode_symbol
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol, Timestamp, UInt
+from amqplink.message import _id_only_properties_at as _id_only_properties
 from amqplink.protocol.definitions import (
     ApplicationProperties,
     DeliveryAnnotations,
@@ -315,10 +316,14 @@ def split_message(payload: bytes) -> Envelope:
     props_start: int | None = None
     last = -1
     while pos < n:
-        if _descriptor_code(buf, pos) in _BODY_OR_FOOTER:
+        code = _descriptor_code(buf, pos)
+        if code in _BODY_OR_FOOTER:
             break
         start = pos
-        section, pos = decode(buf, pos)
+        # A Service Bus client's properties hold a message-id only: read by the client
+        # decoder's reader for that shape when it is the one (it declines anything else).
+        known = _id_only_properties(buf, pos) if code == 0x73 and pos + 8 <= n and type(buf) is bytes else None
+        section, pos = decode(buf, pos) if known is None else known
         rank = _ORDER.get(type(section))
         if rank is None:
             # a body section with an unusual descriptor encoding: keep the rest as body
