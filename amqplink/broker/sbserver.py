@@ -53,6 +53,7 @@ from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
     ConnectionOpened,
+    DeliveriesUpdated,
     DeliveryReceived,
     DeliveryUpdated,
     Event,
@@ -275,6 +276,11 @@ class _ServiceBusConnection:
             if t is DeliveryReceived:
                 self._on_delivery(event.link, event.delivery, now)  # type: ignore[attr-defined]
                 moved = True
+            elif t is DeliveriesUpdated:
+                consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
+                if consumer is not None:
+                    self._on_outcomes(consumer, event.deliveries, event.state, now)  # type: ignore[attr-defined]
+                    moved = True
             elif t is DeliveryUpdated:
                 consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
                 if consumer is not None:
@@ -450,6 +456,7 @@ class _ServiceBusConnection:
             link.properties = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(until))}
         link.attach(source, remote.target)
         link.auto_settle = False
+        link.ranged_updates = True  # a range of outcomes comes as one event (_on_outcomes)
         link.hold_drain = True
         protocol = self.protocol
         consumer = _Consumer(
@@ -558,6 +565,29 @@ class _ServiceBusConnection:
         if sent:
             consumer.flush()
 
+    def _on_outcomes(self, consumer: _Consumer, deliveries: list[Delivery], state: Any, now: float) -> None:
+        """One outcome for several of the consumer's deliveries (a disposition's range): what
+        :meth:`_on_outcome` does for each, with ``accepted`` (complete) taken together when
+        the settlements go out at once (no store to wait for, no delay injected)."""
+        if type(state) is not Accepted or self.host.persistence is not None or self.host.faults.delays:
+            for delivery in deliveries:
+                self._on_outcome(consumer, delivery, state, now)
+            return
+        held = consumer.held
+        tokens: list[bytes] = []
+        completing: list[Delivery] = []
+        for delivery in deliveries:
+            token = delivery.context
+            if type(token) is bytes and held.pop(token, None) is not None:
+                tokens.append(token)
+                completing.append(delivery)
+        link = consumer.link
+        refusals = consumer.entity.complete_all(tokens, now)
+        for i, exc in refusals.items():
+            link.settle(completing[i], _refused(consumer.path, exc))
+        # Echo the outcome applied (as _on_outcome does); those refused are settled already.
+        link.settle_all(completing, state)
+
     def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any, now: float) -> None:
         token = delivery.context
         if type(token) is not bytes or consumer.held.pop(token, None) is None:
@@ -590,8 +620,7 @@ class _ServiceBusConnection:
                 entity.release([token], now)
                 answer = None
         except EntityError as exc:
-            log.info("%s: settlement refused: %s", consumer.path, exc.description)
-            answer = Rejected(error=_error(exc.condition, exc.description))
+            answer = _refused(consumer.path, exc)
         if delivery.settled:
             return
         faults = self.host.faults
@@ -825,6 +854,12 @@ class _ServiceBusConnection:
         self.requests.pop(link, None)  # type: ignore[call-overload]
         for key in [k for k, v in self.replies.items() if v is link]:
             del self.replies[key]
+
+
+def _refused(path: str, exc: EntityError) -> Rejected:
+    """The outcome of a settlement the entity refused (a rejected *with* an error: "not applied")."""
+    log.info("%s: settlement refused: %s", path, exc.description)
+    return Rejected(error=_error(exc.condition, exc.description))
 
 
 def _store_failed(error: BaseException) -> Rejected:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from amqplink.codec.types import Symbol, UByte, UInt
 from amqplink.engine import errors
 from amqplink.engine.events import (
+    DeliveriesUpdated,
     DeliveryAborted,
     DeliveryReceived,
     DeliveryUpdated,
@@ -388,6 +389,11 @@ class SenderLink(Link):
     """When true, a drain is answered only after :meth:`drained` (for an application
     that keeps its messages outside the link's queue, as a broker does)."""
     _drain_held = False
+    ranged_updates = False
+    """When true, the deliveries of this link that one disposition of the peer names (a
+    first..last range) come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
+    rather than a :class:`~amqplink.engine.events.DeliveryUpdated` each (for an
+    application that settles them together, as a broker does)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -617,8 +623,28 @@ class SenderLink(Link):
             self.session._answer_drain_later(self)
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
+        self._disposition_arrived(delivery, settled, state, batchable)
+        self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+
+    def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
+        """One disposition naming several deliveries of this link (its part of a range, in
+        delivery-id order): one :class:`DeliveriesUpdated` with :attr:`ranged_updates`, else
+        a :class:`DeliveryUpdated` each, exactly as for single dispositions."""
+        if not self.ranged_updates:
+            for delivery in deliveries:
+                self._on_disposition(delivery, settled, state, batchable)
+            return
+        if settled or self.auto_settle:
+            for delivery in deliveries:
+                self._disposition_arrived(delivery, settled, state, batchable)
+        else:  # all _disposition_arrived does when neither the peer nor the engine settles
+            for delivery in deliveries:
+                delivery.remote_state = state
+        self.session.connection._events.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
+
+    def _disposition_arrived(self, delivery: Delivery, settled: bool, state: Any, batchable: bool) -> None:
+        """A delivery's state as the peer's disposition sets it (the event is the caller's)."""
         delivery.remote_state = state
-        events = self.session.connection._events
         if settled:
             delivery.remote_settled = True
             delivery.settled = True
@@ -630,7 +656,6 @@ class SenderLink(Link):
             assert delivery.delivery_id is not None
             # The settlement is as urgent as the outcome that asked for it.
             self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
-        events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _forget(self, delivery: Delivery) -> None:
         if self._tags is not None:
@@ -652,6 +677,28 @@ class SenderLink(Link):
         delivery.state = state
         self._forget(delivery)
         self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
+
+    def settle_all(self, deliveries: list[Delivery], state: Any = None) -> None:
+        """:meth:`settle` each of ``deliveries`` with one ``state``: the same settlements, and
+        a disposition per run of consecutive delivery-ids (one first..last range) rather
+        than one each."""
+        queue = self.session._queue_disposition
+        first = last = -1
+        for delivery in deliveries:
+            delivery_id = delivery.delivery_id
+            if delivery.settled or delivery_id is None:
+                continue
+            delivery.settled = True
+            delivery.state = state
+            self._forget(delivery)
+            if delivery_id == last + 1 and first >= 0:
+                last = delivery_id
+                continue
+            if first >= 0:
+                queue(ROLE_SENDER, first, True, state, False, last)
+            first = last = delivery_id
+        if first >= 0:
+            queue(ROLE_SENDER, first, True, state, False, last)
 
 
 class ReceiverLink(Link):

@@ -499,10 +499,28 @@ class Session:
             ids = range(first, end) if end <= SERIAL_MOD else [serial_add(first, i) for i in range(count)]
         else:
             ids = [k for k in table if 0 <= serial_diff(k, first) < count]
+        if not disposition.role:
+            for delivery_id in ids:
+                delivery = table.get(delivery_id)
+                if delivery is not None:
+                    delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
+            return
+        # About deliveries this side sent: each run of one link's deliveries goes to it together.
+        link: Any = None
+        run: list[Delivery] = []
         for delivery_id in ids:
             delivery = table.get(delivery_id)
-            if delivery is not None:
-                delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
+            if delivery is None:
+                continue
+            if delivery.link is link:
+                run.append(delivery)
+                continue
+            if run:
+                link._on_dispositions(run, settled, state, batchable)
+            link = delivery.link
+            run = [delivery]
+        if run:
+            link._on_dispositions(run, settled, state, batchable)
 
     def _on_end(self, end: End) -> None:
         if self.state is _ENDED:
@@ -645,8 +663,12 @@ class Session:
 
     # -- dispositions ----------------------------------------------------------------
     def _queue_disposition(
-        self, role: bool, delivery_id: int, settled: bool, state: Any, batchable: bool = False
+        self, role: bool, delivery_id: int, settled: bool, state: Any, batchable: bool = False, last: int = -1
     ) -> None:
+        """Queue a disposition of ``delivery_id`` (through ``last``, when given: a range of
+        consecutive delivery-ids with one state)."""
+        if last < 0:
+            last = delivery_id
         runs = self._dispositions
         if runs:
             run = runs[-1]
@@ -657,11 +679,11 @@ class Session:
                 and run[5] is batchable
                 and (run[4] is state or run[4] == state)
             ):
-                run[2] = delivery_id
+                run[2] = last
                 return
         elif not self._pending:
             self._mark_pending()
-        runs.append([role, delivery_id, delivery_id, settled, state, batchable])
+        runs.append([role, delivery_id, last, settled, state, batchable])
 
     def _mark_pending(self) -> None:
         if not self._pending:

@@ -25,7 +25,7 @@ import itertools
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
@@ -580,6 +580,17 @@ class Entity:
         msg = self.locked(token, now)
         self._release_lock(msg)
         self._remove(msg.sequence_number)
+
+    def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
+        """:meth:`complete` each of ``tokens`` in turn; the refusals by index (empty: all done)."""
+        refusals: dict[int, EntityError] = {}
+        complete = self.complete
+        for i, token in enumerate(tokens):
+            try:
+                complete(token, now)
+            except EntityError as exc:
+                refusals[i] = exc
+        return refusals
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         """Give the message back (or to the DLQ once its delivery count reaches MaxDeliveryCount)."""
