@@ -519,7 +519,13 @@ class _ServiceBusConnection:
             return
         consumer.busy = True
         link, entity, lock = consumer.link, consumer.entity, consumer.lock
-        clock, send, held, encode = self.host.clock, link.send, consumer.held, entity.encode
+        clock, send, send_all, held, encode_all = (
+            self.host.clock,
+            link.send,
+            link.send_all,
+            consumer.held,
+            entity.encode_all,
+        )
         sent = False
         try:
             while True:
@@ -540,24 +546,31 @@ class _ServiceBusConnection:
                     if not batch:
                         break
                     sent = True
-                    for i, msg in enumerate(batch):
-                        payload = encode(msg)
-                        try:
-                            if lock:
-                                token = msg.lock
-                                held[token] = send(payload, tag=token, settled=False, context=token)  # type: ignore[index]
-                            else:
+                    payloads = encode_all(batch)
+                    i = 0
+                    try:
+                        if lock:
+                            tokens: list[bytes] = [msg.lock for msg in batch]  # type: ignore[misc]
+                            for delivery in send_all(payloads, tokens):
+                                held[delivery.tag] = delivery
+                                i += 1
+                            while i < len(batch):  # send_all stopped before one too large: send raises
+                                held[tokens[i]] = send(payloads[i], tag=tokens[i], settled=False)
+                                i += 1
+                        else:
+                            for payload in payloads:
                                 send(payload)
-                        except engine_errors.MessageSizeExceededError as exc:
-                            # "Any attempt to deliver a message larger than this results in a
-                            # message-size-exceeded link-error" (2.7.3): the link ends, the
-                            # message (and the rest of the batch) stays for other receivers.
-                            for left in batch[i:]:
-                                entity.restore(left)
-                            log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
-                            link.detach(Error(condition=exc.condition, description=str(exc), info={}))
-                            self._drop(link)
-                            break
+                                i += 1
+                    except engine_errors.MessageSizeExceededError as exc:
+                        # "Any attempt to deliver a message larger than this results in a
+                        # message-size-exceeded link-error" (2.7.3): the link ends, the
+                        # message (and the rest of the batch) stays for other receivers.
+                        for left in batch[i:]:
+                            entity.restore(left)
+                        log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
+                        link.detach(Error(condition=exc.condition, description=str(exc), info={}))
+                        self._drop(link)
+                        break
                 if not consumer.again:
                     break
         finally:
@@ -577,8 +590,8 @@ class _ServiceBusConnection:
         tokens: list[bytes] = []
         completing: list[Delivery] = []
         for delivery in deliveries:
-            token = delivery.context
-            if type(token) is bytes and held.pop(token, None) is not None:
+            token = delivery.tag  # the lock token, while held
+            if held.pop(token, None) is not None:
                 tokens.append(token)
                 completing.append(delivery)
         link = consumer.link
@@ -589,8 +602,8 @@ class _ServiceBusConnection:
         link.settle_all(completing, state)
 
     def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any, now: float) -> None:
-        token = delivery.context
-        if type(token) is not bytes or consumer.held.pop(token, None) is None:
+        token = delivery.tag  # the lock token, while held
+        if consumer.held.pop(token, None) is None:
             return
         entity = consumer.entity
         answer: Any = state

@@ -21,6 +21,7 @@ link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, UByte, UInt
@@ -506,6 +507,41 @@ class SenderLink(Link):
         elif self.drain and self.link_credit > 0:
             self.session._answer_drain_later(self)  # as _pump_sender does once the queue is empty
         return delivery
+
+    def send_all(self, payloads: Sequence[bytes | bytearray | memoryview], tags: Sequence[bytes]) -> list[Delivery]:
+        """Queue unsettled messages, ``payloads[i]`` with delivery-tag ``tags[i]``: what
+        ``send(payload, tag=tag, settled=False)`` does for each in turn, with the link's state
+        and settle mode checked once; they go out together as far as credit and the session
+        window allow. The deliveries, in order.
+
+        Raises as :meth:`send` does for the link's state, its settle mode and a tag already in
+        use (the deliveries before that one are queued). Stops before a payload larger than
+        the receiver's max-message-size (fewer deliveries than payloads come back): sending
+        that one with :meth:`send` raises its error.
+        """
+        state = self.state
+        if state is not _ATTACHED and state is not _ATTACH_SENT:
+            raise self._unusable("send")
+        if self.snd_settle_mode == SND_SETTLED:
+            raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
+        limit = self.peer_max_message_size
+        check_tag = self._check_tag
+        made: list[Delivery] = []
+        try:
+            for payload, tag in zip(payloads, tags, strict=True):
+                size = len(payload)
+                if limit and size > limit:
+                    break
+                tag = check_tag(tag, False)
+                delivery = Delivery(self, tag, payload)
+                delivery.size = size
+                self._tags[tag] = delivery  # type: ignore[index]  # _check_tag made the table
+                made.append(delivery)
+        finally:
+            if made:
+                self.queue.extend(made)
+                self.session._pump_sender(self)
+        return made
 
     def _new_tag(self) -> bytes:
         """The engine's next tag: "delivery-tag ... MUST be unique amongst all deliveries

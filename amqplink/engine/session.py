@@ -578,7 +578,7 @@ class Session:
             link.link_credit = credit - 1
             link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD  # serial_add, inline
             delivery_id = delivery.delivery_id = self._next_delivery_id
-            self._next_delivery_id = serial_add(delivery_id, 1)
+            self._next_delivery_id = (delivery_id + 1) % SERIAL_MOD  # serial_add, inline
             if not delivery.settled:
                 self._outgoing[delivery_id] = delivery
                 link.unsettled[delivery_id] = delivery

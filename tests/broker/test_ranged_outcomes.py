@@ -202,3 +202,27 @@ def test_lost_locks_in_a_completed_range_are_refused_with_lock_lost() -> None:
         (9, None, True, "Accepted", None),
     ]
     assert left == []
+
+
+# -- a receiver's batch encoded together ---------------------------------------------------------
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_encode_all_stamps_each_message_as_delivered(partitioned: bool) -> None:
+    ns = _namespace(partitioned)
+    entity = ns.receiver_source("q")
+    for i in range(6):
+        send(ns, "q", body=f"m{i}".encode())
+    first = entity.receive_many(T0, 3)
+    for msg in first[:2]:  # delivered once before: the next delivery's header counts it
+        assert msg.lock is not None
+        entity.abandon(msg.lock, T0)
+    batch = entity.receive_many(T0 + 1, 6)
+    assert len(batch) == 5
+    decoded = [Message.decode(p) for p in entity.encode_all(batch)]
+    for msg, got in zip(batch, decoded, strict=True):
+        prior = int(got.header.delivery_count or 0) if got.header is not None else 0
+        assert prior == msg.delivery_count - 1 == (1 if got.body in (b"m0", b"m1") else 0)
+        annotations = got.message_annotations or {}
+        assert annotations[Symbol("x-opt-sequence-number")] == msg.sequence_number
+        assert Symbol("x-opt-locked-until") in annotations
+    assert sorted(got.body for got in decoded) == [b"m0", b"m1", b"m3", b"m4", b"m5"]  # m2 is still locked
+    assert entity.encode_all(batch) == [entity.encode(m) for m in batch]

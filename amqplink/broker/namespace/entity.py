@@ -734,11 +734,23 @@ class Entity:
     # -- wire form ----------------------------------------------------------------
     def encode(self, msg: StoredMessage, *, peek: bool = False) -> bytes:
         """The message as delivered: Service Bus's annotations stamped, the body bytes untouched."""
-        locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         if not peek:
-            # The header carries prior attempts: the count of deliveries before this one.
-            prior = msg.delivery_count - 1 if msg.delivery_count > 0 else 0
-            return msg.envelope.deliver(msg.sequence_number, msg.enqueued_at, locked, prior)
+            return self.encode_all((msg,))[0]
+        locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
         stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
         return msg.envelope.encode(stamps, msg.delivery_count)
+
+    def encode_all(self, messages: Iterable[StoredMessage]) -> list[bytes]:
+        """:meth:`encode` (not ``peek``) of each message (a receiver's batch), in order."""
+        locked = MessageState.LOCKED
+        # The header carries prior attempts: the count of deliveries before this one.
+        return [
+            msg.envelope.deliver(
+                msg.sequence_number,
+                msg.enqueued_at,
+                msg.locked_until if msg.state is locked else None,
+                msg.delivery_count - 1 if msg.delivery_count > 0 else 0,
+            )
+            for msg in messages
+        ]
