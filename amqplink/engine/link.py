@@ -584,11 +584,6 @@ class SenderLink(Link):
         tags.update((d.tag, d) for d in self.queue if not d.settled)
         return tags
 
-    def _release_tag(self, delivery: Delivery) -> None:
-        tags = self._tags
-        if tags is not None and tags.get(delivery.tag) is delivery:
-            del tags[delivery.tag]
-
     def abort(self, delivery: Delivery) -> None:
         """Abort a delivery: drop it if no frame is out yet, else end it with an aborted
         transfer ("the delivery MUST be discarded by the recipient", 2.6.14)."""
@@ -598,7 +593,7 @@ class SenderLink(Link):
         delivery.settled = True
         if delivery.delivery_id is None:
             self.queue.remove(delivery)
-            self._release_tag(delivery)
+            self._forget(delivery)  # its tag only: it has no delivery-id
             return
         self._forget(delivery)
         self.session._pump_sender(self)
@@ -694,8 +689,10 @@ class SenderLink(Link):
             self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
 
     def _forget(self, delivery: Delivery) -> None:
-        if self._tags is not None:
-            self._release_tag(delivery)
+        """A delivery settled or aborted: its tag is free again, its delivery-id forgotten."""
+        tags = self._tags
+        if tags is not None and tags.get(delivery.tag) is delivery:
+            del tags[delivery.tag]
         delivery_id = delivery.delivery_id
         if delivery_id is not None:
             self.unsettled.pop(delivery_id, None)
