@@ -575,7 +575,8 @@ class Entity:
             if msg is not None and msg.lock == key and msg.locked_until > now and msg.state is _LOCKED:
                 del self._locks[key]
                 msg.lock = None
-                self._remove(seq)
+                if self.store.remove(seq) is not None:  # _remove, inline
+                    self.bytes -= msg.envelope.size
                 return
         msg = self.locked(token, now)
         self._release_lock(msg)
