@@ -560,11 +560,18 @@ class PartitionedEntity(Entity):
             # The first ``rounds`` turns of the one-at-a-time search below take at most one
             # message per fragment each: the same messages as one pick of ``rounds`` per fragment.
             taken = [(i, fragments[i]._pick(now, rounds, lock, session_id)) for i in order]
-            for turn in range(rounds):
-                for index, found in taken:
-                    if turn < len(found):
-                        out.append(found[turn])
-                        self._next_receive = index + 1 if index + 1 < total else 0
+            if all(len(found) == rounds for _, found in taken):
+                # Every fragment had enough: turn by turn, the last answer from the last fragment.
+                for answers in zip(*(found for _, found in taken), strict=True):
+                    out += answers
+                last = order[-1]
+                self._next_receive = last + 1 if last + 1 < total else 0
+            else:
+                for turn in range(rounds):
+                    for index, found in taken:
+                        if turn < len(found):
+                            out.append(found[turn])
+                            self._next_receive = index + 1 if index + 1 < total else 0
             groups = {index: found for index, found in taken if found}
         index, misses = start, 0
         while len(out) < count and misses < total:
