@@ -554,7 +554,7 @@ class _ServiceBusConnection:
                             for delivery in send_all(payloads, tokens):
                                 held[delivery.tag] = delivery
                                 i += 1
-                            while i < len(batch):  # send_all stopped before one too large: send raises
+                            while i < len(batch):  # send_all stopped before one send refuses: it raises
                                 held[tokens[i]] = send(payloads[i], tag=tokens[i], settled=False)
                                 i += 1
                         else:

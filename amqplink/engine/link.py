@@ -514,10 +514,10 @@ class SenderLink(Link):
         and settle mode checked once; they go out together as far as credit and the session
         window allow. The deliveries, in order.
 
-        Raises as :meth:`send` does for the link's state, its settle mode and a tag already in
-        use (the deliveries before that one are queued). Stops before a payload larger than
-        the receiver's max-message-size (fewer deliveries than payloads come back): sending
-        that one with :meth:`send` raises its error.
+        Raises as :meth:`send` does for the link's state and its settle mode. Stops before a
+        message :meth:`send` would refuse (larger than the receiver's max-message-size, a tag
+        too long or in use): fewer deliveries than payloads come back, and sending that one
+        with :meth:`send` raises its error.
         """
         state = self.state
         if state is not _ATTACHED and state is not _ATTACH_SENT:
@@ -527,20 +527,21 @@ class SenderLink(Link):
         limit = self.peer_max_message_size
         check_tag = self._check_tag
         made: list[Delivery] = []
-        try:
-            for payload, tag in zip(payloads, tags, strict=True):
-                size = len(payload)
-                if limit and size > limit:
-                    break
+        for payload, tag in zip(payloads, tags, strict=True):
+            size = len(payload)
+            if limit and size > limit:
+                break
+            try:
                 tag = check_tag(tag, False)
-                delivery = Delivery(self, tag, payload)
-                delivery.size = size
-                self._tags[tag] = delivery  # type: ignore[index]  # _check_tag made the table
-                made.append(delivery)
-        finally:
-            if made:
-                self.queue.extend(made)
-                self.session._pump_sender(self)
+            except (ValueError, errors.EngineStateError):
+                break
+            delivery = Delivery(self, tag, payload)
+            delivery.size = size
+            self._tags[tag] = delivery  # type: ignore[index]  # _check_tag made the table
+            made.append(delivery)
+        if made:
+            self.queue.extend(made)
+            self.session._pump_sender(self)
         return made
 
     def _new_tag(self) -> bytes:

@@ -43,7 +43,7 @@ def _send(
         if together:
             made = sender.send_all(payloads, tags)
             for payload, tag in list(zip(payloads, tags, strict=True))[len(made) :]:
-                made.append(sender.send(payload, tag=tag, settled=False))  # the one send_all stopped before
+                made.append(sender.send(payload, tag=tag, settled=False))  # from the one send_all stopped before
         else:
             for payload, tag in zip(payloads, tags, strict=True):
                 made.append(sender.send(payload, tag=tag, settled=False))
@@ -77,6 +77,20 @@ def test_send_all_sends_as_send_each_does(
         tags[data.draw(st.integers(min_value=1, max_value=len(sizes) - 1))] = tags[0]
     together = _send(True, sizes, tags, credit, window, limit)
     assert together == _send(False, sizes, tags, credit, window, limit)
+
+
+def test_send_all_stops_before_a_tag_in_use_or_too_long() -> None:
+    pair = Pair()
+    session = pair.open()
+    sender = session.attach_sender("a", target=Target(address="a"), snd_settle_mode=SND_UNSETTLED)
+    pair.pump()
+    assert [d.tag for d in sender.send_all([b"1", b"2", b"3"], [b"a", b"b", b"a"])] == [b"a", b"b"]
+    assert [d.tag for d in sender.send_all([b"4", b"5"], [b"c", bytes(33)])] == [b"c"]
+    with pytest.raises(errors.EngineStateError, match="already in use"):
+        sender.send(b"3", tag=b"a", settled=False)
+    with pytest.raises(ValueError, match="at most 32"):
+        sender.send(b"5", tag=bytes(33), settled=False)
+    assert [d.tag for d in sender.queue] == [b"a", b"b", b"c"]  # no credit yet: all three wait
 
 
 def test_send_all_stops_before_a_payload_too_large() -> None:
