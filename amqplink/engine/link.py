@@ -659,13 +659,9 @@ class SenderLink(Link):
         self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
-        """One disposition naming several deliveries of this link (its part of a range, in
-        delivery-id order): one :class:`DeliveriesUpdated` with :attr:`ranged_updates`, else
-        a :class:`DeliveryUpdated` each, exactly as for single dispositions."""
-        if not self.ranged_updates:
-            for delivery in deliveries:
-                self._on_disposition(delivery, settled, state, batchable)
-            return
+        """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
+        (a run of its range, in delivery-id order): what :meth:`_on_disposition` does for each,
+        with one :class:`DeliveriesUpdated` for them all."""
         if settled or self.auto_settle:
             for delivery in deliveries:
                 self._disposition_arrived(delivery, settled, state, batchable)

@@ -506,20 +506,25 @@ class Session:
                 if delivery is not None:
                     delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
             return
-        # About deliveries this side sent: each run of one link's deliveries goes to it together.
+        # About deliveries this side sent: a link with ranged_updates hears of each run of its
+        # deliveries at once, any other of each delivery (in delivery-id order either way).
         link: Any = None
         run: list[Delivery] = []
         for delivery_id in ids:
             delivery = table.get(delivery_id)
             if delivery is None:
                 continue
-            if delivery.link is link:
+            owner: Any = delivery.link
+            if owner is link:
                 run.append(delivery)
                 continue
             if run:
                 link._on_dispositions(run, settled, state, batchable)
-            link = delivery.link
-            run = [delivery]
+                link, run = None, []
+            if owner.ranged_updates:
+                link, run = owner, [delivery]
+            else:
+                owner._on_disposition(delivery, settled, state, batchable)
         if run:
             link._on_dispositions(run, settled, state, batchable)
 
