@@ -5,9 +5,11 @@ wired back to back in memory; the queue is filled first, then the consumer grant
 credit, accepts what arrives (rcv-settle-mode second, as the SDK's PeekLock) and the
 broker completes and settles it. Only the broker's side is timed (``process_time``
 around its engine and handler), so the figure is what ``bench_broker`` calls the
-broker's CPU per message in the receive phase, less the socket and event loop.
+broker's CPU per message in the receive phase, less the socket and event loop. On a
+shared machine compare the minimum of several rounds, or ``--calls``: the broker's
+function calls per message (cProfile's count), which other processes do not disturb.
 
-    python3 interop/bench_dispatch.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE]
+    python3 interop/bench_dispatch.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE] [--calls]
 """
 
 from __future__ import annotations
