@@ -378,6 +378,9 @@ class Receiver(LinkBase):
                         waits.confirmed()
                     elif not waits.done():
                         waits.set_result(None)
+                    # The flush after the wake-ups this confirmation scheduled: what the woken
+                    # tasks settle next leaves in their loop turn, not one turn later.
+                    self._protocol.schedule_flush()
         elif t is DeliveryAborted:
             self._consumed(1)  # the credit it used is free again
         elif t is LinkDrained:

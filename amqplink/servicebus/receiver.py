@@ -8,7 +8,8 @@ The link asks rcv-settle-mode ``second``, so the broker confirms each settlement
 ``rejected(com.microsoft:message-lock-lost)`` raises :class:`MessageLockLostError`.
 A message whose link is gone (the connection broke, the link was detached) has lost
 its lock: settling or renewing it raises ``MessageLockLostError`` without asking the
-broker. Deferred messages (no link delivery) settle over ``$management``.
+broker. Deferred messages (no link delivery) settle over ``$management``. A settlement on
+the link starts when the settle method is called (:mod:`amqplink.servicebus.settlement`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,14 @@ or the link's failure, mapped to the Service Bus exceptions, is raised where it 
 
 Unlike a coroutine, it does not wait to be awaited: the disposition leaves at the end of
 the loop turn in which the call was made, and the broker's confirmation marks the message
-settled whether or not anyone awaits it (or the awaiting task was cancelled meanwhile).
+settled whether or not anyone awaits it. So a call never awaited settles the message
+(where an ``async def`` would send nothing and warn; an error nobody awaits is logged by
+asyncio as never retrieved); cancelling the wait (the awaiting task, ``wait_for``'s
+time-out) cancels only the wait, and a later settle call of a message the broker
+confirmed meanwhile raises ``MessageAlreadySettled``. A settle call while another one of
+the same message still waits for the broker raises ``MessageAlreadySettled`` too and
+sends nothing: a message is settled once. Called off the loop thread (the blocking
+facade) or for a deferred message, the settle methods return a plain coroutine instead.
 """
 
 from __future__ import annotations
