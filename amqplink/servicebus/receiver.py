@@ -438,7 +438,7 @@ class ServiceBusReceiver(Handler):
             raw = message._delivery
             assert raw is not None and raw._delivery is not None
             under_way = raw._delivery.context
-            if isinstance(under_way, LinkSettlement) and not under_way.done():
+            if type(under_way) is LinkSettlement and not under_way.done():
                 raise MessageAlreadySettled(
                     f"Unable to {action} the message as a settlement of it is already waiting for the broker."
                 )
