@@ -27,6 +27,7 @@ several -> a list of ``bytes``; a message without a body section -> ``None``.
 from __future__ import annotations
 
 import datetime as _dt
+import struct
 import uuid
 from collections.abc import Callable
 from operator import attrgetter
@@ -34,6 +35,7 @@ from typing import Any, ClassVar, TypeVar
 
 from amqplink.codec.decode import DEFAULT_LIMITS, decode, value_decoders
 from amqplink.codec.errors import DecodeError, EncodeError
+from amqplink.codec.layouts import Entry, MapLayouts, StructBuilder, make_map, map_entries
 from amqplink.codec.types import (
     Array,
     Decimal32,
@@ -70,9 +72,11 @@ _DATA8 = b"\x00\x53\x75\xa0"
 _DATA32 = b"\x00\x53\x75\xb0"
 _VIEW_COPY_LIMIT = 64 * 1024
 _DATA8_HEADERS = tuple(_DATA8 + bytes((n,)) for n in range(256))
-_PROPERTIES_LIST8 = b"\x00\x53\x73\xc0"
 _ID_ONLY_MAX = 252
 """The longest UTF-8 message-id whose one-field properties list still fits a list8."""
+_ID_ONLY_HEADS = tuple(b"\x00\x53\x73\xc0" + bytes((n + 3, 1, 0xA1, n)) for n in range(_ID_ONLY_MAX + 1))
+"""A properties section of a message-id of ``n`` UTF-8 bytes and nothing else, up to the id:
+a list8 of one str8 field, ``00 53 73 c0 <size> 01 a1 <n>``, size = n + 3 <= 255."""
 _OTHER_PROPERTIES = attrgetter(*(name for name in Properties.__match_args__ if name != "message_id"))
 _NO_OTHER_PROPERTIES = (None,) * (len(Properties.__match_args__) - 1)
 
@@ -504,9 +508,7 @@ def data_section_header(n: int) -> bytes:
 
 def _id_only_properties(properties: Properties) -> bytes | None:
     """The encoded properties section when it holds a short string message-id and nothing
-    else (what every ServiceBusMessage has); None for any other properties.
-
-    A list8 of one str8 field: ``00 53 73 c0 <size> 01 a1 <n> <utf-8>``, size = n + 3 <= 255."""
+    else (what every ServiceBusMessage has); None for any other properties."""
     message_id = properties.message_id
     if type(message_id) is not str or _OTHER_PROPERTIES(properties) != _NO_OTHER_PROPERTIES:
         return None
@@ -514,7 +516,7 @@ def _id_only_properties(properties: Properties) -> bytes | None:
     n = len(raw)
     if n > _ID_ONLY_MAX:
         return None
-    return b"".join((_PROPERTIES_LIST8, bytes((n + 3, 1, 0xA1, n)), raw))
+    return b"".join((_ID_ONLY_HEADS[n], raw))
 
 
 # -- the single-pass decoder for the usual shapes ----------------------------------------
@@ -522,6 +524,7 @@ def _id_only_properties(properties: Properties) -> bytes | None:
 # descriptor and one data body; an amqp-sequence or amqp-value body, a repeated data
 # section, a symbolic or long-form descriptor... are left to the generic decoder.
 _VALUE_DECODERS = value_decoders()
+_unpack_size = struct.Struct(">I").unpack_from
 _CTX_TEMPLATE = DEFAULT_LIMITS._template
 _HEADER_FIELDS: dict[bytes, tuple[Any, ...]] = {}
 """Header list8 encodings seen -> their checked fields: a broker sends few distinct headers."""
@@ -553,12 +556,155 @@ class _Uncommon(Exception):
     """The single pass does not read this payload: the generic decoder does."""
 
 
-def _map_section(buf: bytes, pos: int) -> tuple[dict[Any, Any], int]:
-    """The map of the section whose descriptor starts at ``pos``; ``_Uncommon`` if it is no map."""
-    value, end = _VALUE_DECODERS[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+_LAYOUTS = {code: MapLayouts() for code in (0x71, 0x72, 0x74, 0x78)}
+"""The map layouts met in delivery annotations, message annotations, application properties
+and footers (by section code): a broker stamps every message's annotations alike."""
+
+
+def _map_section(buf: bytes, pos: int, code: int) -> tuple[dict[Any, Any], int]:
+    """The map of the section ``code`` whose descriptor starts at ``pos``; ``_Uncommon`` if it is no map."""
+    value, end = _LAYOUTS[code].read(buf, pos + 3)
     if type(value) is not dict:
         raise _Uncommon
     return value, end
+
+
+def _id_only_properties_at(buf: bytes, pos: int) -> tuple[Properties, int] | None:
+    """The properties section at ``pos`` if it is the one :func:`_id_only_properties` writes
+    (a message-id of valid UTF-8 and nothing else), and the offset after it; else None."""
+    size = buf[pos + 7]
+    end = pos + 8 + size
+    if size > _ID_ONLY_MAX or end > len(buf) or not buf.startswith(_ID_ONLY_HEADS[size], pos):
+        return None
+    try:
+        return Properties(buf[pos + 8 : end].decode()), end
+    except UnicodeDecodeError:  # the generic decoder reports it
+        return None
+
+
+def _data_span(buf: bytes, pos: int, n: int) -> tuple[int, int] | None:
+    """Where the bytes of the data section at ``pos`` (vbin8 or vbin32, within ``buf[:n]``) lie."""
+    c = buf[pos + 3]
+    if c == 0xB0:
+        start = pos + 8
+        end = start + _unpack_size(buf, pos + 4)[0]
+    elif c == 0xA0:
+        start = pos + 5
+        end = start + buf[pos + 4]
+    else:
+        return None
+    return (start, end) if end <= n else None
+
+
+def _section_code(buf: bytes, pos: int) -> int:
+    """The section code of the smallulong descriptor at ``pos`` (``00 53 <code>``); -1 if there is none."""
+    return buf[pos + 2] if buf[pos] == 0 and buf[pos + 1] == 0x53 else -1
+
+
+HEAD_KEY = 8
+"""Leading bytes of a payload that key the layouts of its head (the sections before the
+body): always skeleton, as no value field of a head starts before its 9th byte (a section's
+descriptor and constructor take 4, a map's size and count 2, its first key and value
+constructor 2 or more; an id-only properties section's list head 4)."""
+HEAD_LAYOUTS_MAX = 64
+"""Distinct head keys remembered; past this, heads with a new key are read section by section."""
+HEADS_PER_KEY = 4
+"""Heads learned (or found unlearnable) per key; past this, other heads with the key are read
+section by section."""
+_HEADER_VALUES = attrgetter(*Header.__match_args__)
+
+
+class _Head:
+    """A learned message head: header, message annotations, an id-only properties section and
+    application properties, each optional, in one struct (``StructBuilder``): the header is
+    all skeleton (its field values kept), a map is its layout's entries, the message-id a
+    UTF-8 field."""
+
+    __slots__ = ("annotations", "application", "header", "properties", "size", "skeleton", "unpack")
+
+    def __init__(self) -> None:
+        self.header: tuple[Any, ...] | None = None
+        self.annotations: tuple[dict[Any, Any], tuple[Entry, ...]] | None = None
+        self.properties = -1
+        """The message-id's field index; -1: no properties section."""
+        self.application: tuple[dict[Any, Any], tuple[Entry, ...]] | None = None
+        self.unpack: Any = None
+        self.size = 0
+        self.skeleton: tuple[bytes, ...] = ()
+
+
+_HEADS: dict[bytes, list[_Head | None]] = {}
+
+
+def _map_layout(
+    fields: StructBuilder, buf: bytes, start: int, end: int, value: dict[Any, Any]
+) -> tuple[dict[Any, Any], tuple[Entry, ...]] | None:
+    """The template and entries of the map section ``buf[start:end]`` (its value ``value``)."""
+    entries = map_entries(fields, buf, start + 3, end, value)
+    return None if entries is None else (dict.fromkeys(value), entries)
+
+
+def _learn_head(msg: Message, buf: bytes, end: int) -> _Head | None:
+    """The layout of the head ``buf[:end]``, read as ``msg``'s sections; None if some
+    section is not of a kind a head layout reads."""
+    if msg.delivery_annotations is not None:
+        return None
+    starts = []
+    pos = 0
+    while pos < end:  # where each section starts (learning happens once per head)
+        starts.append(pos)
+        pos = decode(buf, pos)[1]
+    if pos != end:
+        return None
+    head = _Head()
+    fields = StructBuilder(buf, 0)
+    section_ends = [*starts[1:], end]
+    for at, stop in zip(starts, section_ends, strict=True):
+        code = buf[at + 2]
+        if code == 0x70:
+            if buf[at + 3] != 0xC0:
+                return None
+            head.header = _HEADER_VALUES(msg.header)
+        elif code == 0x72:
+            head.annotations = _map_layout(fields, buf, at, stop, msg.message_annotations or {})
+            if head.annotations is None:
+                return None
+        elif code == 0x73:
+            if _id_only_properties_at(buf, at) is None:
+                return None
+            head.properties = fields.field(at + 8, f"{buf[at + 7]}s")
+        else:
+            head.application = _map_layout(fields, buf, at, stop, msg.application_properties or {})
+            if head.application is None:
+                return None
+    packer, head.skeleton = fields.finish(end)
+    head.unpack, head.size = packer.unpack_from, packer.size
+    return head
+
+
+def _matching_head(heads: list[_Head | None], buf: bytes) -> tuple[_Head, tuple[Any, ...]] | None:
+    """The head of ``heads`` whose skeleton ``buf`` has, and ``buf``'s unpacked fields; None if none has."""
+    for head in heads:
+        if head is not None:
+            try:
+                fields: tuple[Any, ...] = head.unpack(buf, 0)
+            except struct.error:  # the payload is shorter than the head
+                continue
+            if fields[0::2] == head.skeleton:
+                return head, fields
+    return None
+
+
+def _decode_head(msg: Message, head: _Head, fields: tuple[Any, ...]) -> None:
+    """Set ``msg``'s head sections from the unpacked ``fields`` of a payload with ``head``'s
+    skeleton (``UnicodeDecodeError`` for a message-id that is not UTF-8)."""
+    msg.header = None if head.header is None else Header(*head.header)
+    msg.delivery_annotations = None
+    annotations = head.annotations
+    msg.message_annotations = None if annotations is None else make_map(annotations[0], annotations[1], fields)
+    msg.properties = None if head.properties < 0 else Properties(fields[head.properties].decode())
+    application = head.application
+    msg.application_properties = None if application is None else make_map(application[0], application[1], fields)
 
 
 def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
@@ -567,53 +713,84 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
     smallulong descriptor.
 
     It reads each section's value with the codec's own value readers, which check sizes,
-    counts, limits, UTF-8 and duplicate keys, and applies the same field checks as the
-    generic path; it does not decide errors: on anything it does not accept it returns
-    False, having set nothing the generic decoder will not overwrite, and the generic
-    decoder then decodes the message or rejects it with its own ``DecodeError``.
+    counts, limits, UTF-8 and duplicate keys (maps through :class:`MapLayouts`, which
+    leave every map they do not know to those readers), and applies the same field checks
+    as the generic path; it does not decide errors: on anything it does not accept it
+    returns False, having set nothing the generic decoder will not overwrite, and the
+    generic decoder then decodes the message or rejects it with its own ``DecodeError``.
+
+    A head (the sections before the body) it has read so is learned (:class:`_Head`), and
+    the next payload with the same leading bytes and skeleton has its head unpacked at once.
     """
-    table = _VALUE_DECODERS
-    template = _CTX_TEMPLATE
-    starts = buf.startswith
-    pos = 0
-    header = delivery_anns = message_anns = properties = app = footer = None
     try:
-        if starts(b"\x00\x53\x70", pos):
-            if buf[pos + 3] == 0xC0:
-                header, pos = _header(buf, pos + 3, n)
-            else:
-                value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
-                header = Header._amqp_decode(value)
-        if starts(b"\x00\x53\x71", pos):
-            delivery_anns, pos = _map_section(buf, pos)
-        if starts(b"\x00\x53\x72", pos):
-            message_anns, pos = _map_section(buf, pos)
-        if starts(b"\x00\x53\x73", pos):
-            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
-            properties = Properties._amqp_decode(value)
-        if starts(b"\x00\x53\x74", pos):
-            app, pos = _map_section(buf, pos)
-        if not starts(b"\x00\x53\x75", pos):
+        key = buf[:HEAD_KEY]
+        heads = _HEADS.get(key)
+        head = _matching_head(heads, buf) if heads is not None else None
+        if head is not None:
+            _decode_head(msg, *head)
+            pos = head[0].size
+        else:
+            pos = _read_head_sections(msg, buf, n)
+            if pos >= HEAD_KEY:
+                if heads is None and len(_HEADS) < HEAD_LAYOUTS_MAX:
+                    heads = _HEADS[key] = []
+                if heads is not None and len(heads) < HEADS_PER_KEY:
+                    heads.append(_learn_head(msg, buf, pos))
+        span = _data_span(buf, pos, n) if _section_code(buf, pos) == 0x75 else None
+        if span is None:
             return False  # no body, or not a data section: the generic rules apply
-        body, pos = table[buf[pos + 3]](buf, pos + 4, 1, template.copy())
-        if type(body) is not bytes:
-            return False
+        start, pos = span
+        body = buf[start:pos]
+        footer = None
         if pos < n:
-            if not starts(b"\x00\x53\x78", pos):
+            if _section_code(buf, pos) != 0x78:
                 return False  # another body section, or sections out of order
-            footer, pos = _map_section(buf, pos)
+            footer, pos = _map_section(buf, pos, 0x78)
             if pos != n:
                 return False
     except Exception:  # the generic decoder reports it (_Uncommon: a shape it alone reads)
         return False
+    msg.footer = footer
+    msg._body, msg._body_type = body, "data"
+    return True
+
+
+def _read_head_sections(msg: Message, buf: bytes, n: int) -> int:
+    """Read the head sections (header ... application properties) into ``msg``, each with
+    the codec's readers; the offset after them. Raises whatever those readers raise."""
+    table = _VALUE_DECODERS
+    pos = 0
+    header = delivery_anns = message_anns = properties = app = None
+    code = _section_code(buf, pos)
+    if code == 0x70:
+        if buf[pos + 3] == 0xC0:
+            header, pos = _header(buf, pos + 3, n)
+        else:
+            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+            header = Header._amqp_decode(value)
+        code = _section_code(buf, pos)
+    if code == 0x71:
+        delivery_anns, pos = _map_section(buf, pos, code)
+        code = _section_code(buf, pos)
+    if code == 0x72:
+        message_anns, pos = _map_section(buf, pos, code)
+        code = _section_code(buf, pos)
+    if code == 0x73:
+        read = _id_only_properties_at(buf, pos)
+        if read is None:
+            value, pos = table[buf[pos + 3]](buf, pos + 4, 1, _CTX_TEMPLATE.copy())
+            properties = Properties._amqp_decode(value)
+        else:
+            properties, pos = read
+        code = _section_code(buf, pos)
+    if code == 0x74:
+        app, pos = _map_section(buf, pos, code)
     msg.header = header
     msg.delivery_annotations = delivery_anns
     msg.message_annotations = message_anns
     msg.properties = properties
     msg.application_properties = app
-    msg.footer = footer
-    msg._body, msg._body_type = body, "data"
-    return True
+    return pos
 
 
 def _empty(section: Any, fields: tuple[str, ...]) -> bool:

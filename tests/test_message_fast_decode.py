@@ -5,18 +5,24 @@ properties, one data section, footer) in one pass and leaves everything else to 
 generic section decoder. Property: on every payload - well-formed, out of order, repeated,
 truncated or with a byte changed - the message decoded (or the ``DecodeError`` raised) is
 the same as the generic decoder's, and the single pass never accepts a payload the generic
-decoder rejects.
+decoder rejects. Runs of messages of one shape (a broker's deliveries: the Service Bus
+stamps, an id-only properties section...) check the same with the map layouts the single
+pass learns from the first of them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from amqplink import message as message_module
 from amqplink.codec.errors import DecodeError
+from amqplink.codec.layouts import MapLayouts
 from amqplink.codec.types import Symbol, Timestamp, UByte, UInt
 from amqplink.message import Message, _decode_common
 from amqplink.protocol import definitions as sections_
@@ -181,3 +187,169 @@ def test_malformed_usual_shapes_are_rejected_as_by_the_generic_decoder(payload: 
         Message.decode(payload)
     assert not _decode_common(Message.__new__(Message), payload, len(payload))
     _check(payload)
+
+
+# -- runs of one shape: the map layouts learned from the first message read the next ones -----
+@contextmanager
+def fresh_layouts() -> Iterator[None]:
+    """The single pass with no map or head layout learned yet (and the module's own ones back after)."""
+    saved = dict(message_module._LAYOUTS)
+    saved_heads = dict(message_module._HEADS)
+    message_module._LAYOUTS.update({code: MapLayouts() for code in saved})
+    message_module._HEADS.clear()
+    try:
+        yield
+    finally:
+        message_module._LAYOUTS.update(saved)
+        message_module._HEADS.clear()
+        message_module._HEADS.update(saved_heads)
+
+
+STAMP_KEYS = [Symbol(k) for k in ("x-opt-sequence-number", "x-opt-enqueued-time", "x-opt-enqueue-sequence-number",
+                                  "x-opt-locked-until")]  # fmt: skip
+shape_values = st.sampled_from(
+    [
+        st.integers(2**8, 2**62),  # a long
+        st.integers(0, 2**40).map(Timestamp),
+        st.integers(0, 255).map(UInt),  # smalluint
+        st.text(min_size=3, max_size=3),  # str8 of 3 characters (not always 3 bytes)
+        st.binary(min_size=2, max_size=2),
+        st.booleans(),
+        st.none(),
+        st.floats(allow_nan=False),  # a double: no layout
+    ]
+)
+
+
+@st.composite
+def shaped_runs(draw: Any) -> list[bytes]:
+    """Messages of one shape: header, the stamps and some more annotations, properties,
+    application properties, a data section, each message with new values and maybe mutated."""
+    extra_keys = draw(st.lists(st.sampled_from(["x-opt-partition-key", "k", "user"]), max_size=2, unique=True))
+    extra = [(Symbol(k), draw(shape_values)) for k in extra_keys]
+    app_keys = draw(st.lists(st.sampled_from(["a", "bb", "DeadLetterReason"]), max_size=2, unique=True))
+    app_values = [(k, draw(shape_values)) for k in app_keys]
+    with_header, id_length = draw(st.booleans()), draw(st.integers(0, 40))
+    rich_properties = draw(st.integers(0, 4)) == 0
+    run = []
+    for _ in range(draw(st.integers(2, 4))):
+        stamps = [draw(st.integers(2**8, 2**62)), draw(st.integers(0, 2**40).map(Timestamp))]
+        stamps += [stamps[0], draw(st.integers(0, 2**40).map(Timestamp))]
+        annotations = dict(zip(STAMP_KEYS, stamps, strict=True))
+        annotations.update({k: draw(kind) for k, kind in extra})
+        message_id = draw(st.text(min_size=id_length, max_size=id_length))
+        parts: list[Any] = [Header(delivery_count=UInt(draw(st.integers(0, 3))))] if with_header else []
+        parts.append(MessageAnnotations(annotations))
+        parts.append(Properties(message_id=message_id, subject="s" if rich_properties else None))
+        if app_values:
+            parts.append(ApplicationProperties({k: draw(kind) for k, kind in app_values}))
+        parts.append(Data(draw(st.binary(max_size=300))))
+        payload = bytearray(_encode(parts))
+        mutation = draw(st.sampled_from(["none", "none", "truncate", "flip", "insert", "delete"]))
+        at = draw(st.integers(0, len(payload) - 1))
+        if mutation == "truncate":
+            del payload[at:]
+        elif mutation == "flip":
+            payload[at] = draw(st.integers(0, 255))
+        elif mutation == "insert":
+            payload.insert(at, draw(st.integers(0, 255)))
+        elif mutation == "delete":
+            del payload[at]
+        run.append(bytes(payload))
+    return run
+
+
+def _learned_heads() -> list[Any]:
+    return [head for heads in message_module._HEADS.values() for head in heads]
+
+
+@settings(max_examples=600)
+@given(shaped_runs())
+def test_runs_of_one_shape_decode_as_by_the_generic_decoder(run: list[bytes]) -> None:
+    with fresh_layouts():
+        for payload in run:
+            _check(payload)
+        for head in _learned_heads():  # the key of a head's layouts is all skeleton
+            assert head is None or len(head.skeleton[0]) >= message_module.HEAD_KEY
+
+
+def _delivery(sequence: int, message_id: str, *extra: Any) -> bytes:
+    """A message as the broker delivers it: header, the stamps, id-only properties, data."""
+    annotations = {STAMP_KEYS[0]: sequence, STAMP_KEYS[1]: Timestamp(sequence + 1),
+                   STAMP_KEYS[2]: sequence, STAMP_KEYS[3]: Timestamp(sequence + 2)}  # fmt: skip
+    return _encode([Header(delivery_count=UInt(0)), MessageAnnotations(annotations),
+                    Properties(message_id=message_id), *extra, Data(b"body")])  # fmt: skip
+
+
+def test_the_broker_stamps_are_learned_and_read_from_their_layout() -> None:
+    delivery = _delivery
+
+    with fresh_layouts():
+        first, later = delivery(1000, "id-1"), delivery(2**40, "id-2")
+        _check(first)
+        layouts = message_module._LAYOUTS[0x72]._layouts
+        assert list(layouts.values()) != [None] and len(layouts) == 1
+        msg = Message.decode(later)
+        assert msg.message_annotations == {STAMP_KEYS[0]: 2**40, STAMP_KEYS[1]: 2**40 + 1,
+                                           STAMP_KEYS[2]: 2**40, STAMP_KEYS[3]: 2**40 + 2}  # fmt: skip
+        assert type(msg.message_annotations[STAMP_KEYS[1]]) is Timestamp and msg.message_id == "id-2"
+        _check(later)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        # id-only properties whose message-id is not UTF-8
+        b"\x00\x53\x73\xc0\x05\x01\xa1\x02\xff\xfe" + b"\x00\x53\x75\xa0\x01x",
+        # id-only properties whose list size disagrees with the id's length
+        b"\x00\x53\x73\xc0\x06\x01\xa1\x02ok" + b"\x00\x53\x75\xa0\x01x",
+        # id-only properties cut inside the id
+        b"\x00\x53\x73\xc0\x05\x01\xa1\x02o",
+        # a data section longer than the payload
+        b"\x00\x53\x73\xc0\x05\x01\xa1\x02ok" + b"\x00\x53\x75\xb0\x00\x00\x00\x02x",
+    ],
+)
+def test_malformed_id_only_properties_and_data_are_rejected_as_by_the_generic_decoder(payload: bytes) -> None:
+    with pytest.raises(DecodeError):
+        Message.decode(payload)
+    _check(payload)
+
+
+def test_id_only_properties_are_read_as_the_encoder_writes_them() -> None:
+    for message_id in ("", "id", "é" * 126, "x" * 252):
+        payload = Message(b"body", message_id=message_id).encode()
+        assert message_module._id_only_properties_at(payload, 0) is not None
+        _check(payload)
+
+
+@pytest.mark.parametrize("app", [[], [ApplicationProperties({"a": UInt(1), "reason": "abc"})]])
+def test_a_learned_head_is_read_without_the_section_readers(app: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    with fresh_layouts():
+        _check(_delivery(1000, "id-1", *app))
+        assert [head is not None for head in _learned_heads()] == [True]
+
+        def refuse(*args: Any) -> Any:
+            raise AssertionError("a section reader was asked")
+
+        for reader in ("_header", "_map_section", "_id_only_properties_at", "_read_head_sections"):
+            monkeypatch.setattr(message_module, reader, refuse)
+        later = _delivery(2**50, "id-2", *app)
+        msg = Message.__new__(Message)
+        assert _decode_common(msg, later, len(later))
+        assert msg.message_id == "id-2" and msg.delivery_count == 0 and msg.body == b"body"
+        assert msg.message_annotations is not None and msg.message_annotations[STAMP_KEYS[2]] == 2**50
+        assert msg.application_properties == (app[0].value if app else None)
+        monkeypatch.undo()
+        _check(later)
+
+
+def test_a_head_unlike_the_learned_one_is_read_section_by_section() -> None:
+    with fresh_layouts():
+        _check(_delivery(1000, "id-1"))
+        for later in (
+            _delivery(1000, "xy-z"),  # another id of the same length
+            _delivery(1000, "id-1")[:40],  # cut inside the head
+            _delivery(1000, "id-1").replace(b"id-1", b"i\xff-1"),  # a message-id that is not UTF-8
+            _delivery(1000, "id-1").replace(b"\x00\x53\x75", b"\x00\x53\x77"),  # an amqp-value body
+        ):
+            _check(later)
