@@ -20,7 +20,7 @@ from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, R
 if TYPE_CHECKING:
     from amqplink.aio.connection import Connection
 
-__all__ = ["ReceivedMessage", "Receiver", "ReceiverMode", "rejected"]
+__all__ = ["ReceivedMessage", "Receiver", "ReceiverMode", "SettlementWaiter", "rejected"]
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,23 @@ class ReceivedMessage(Message):
         return d is None or d.settled
 
 
-class _Confirmations:
+class SettlementWaiter:
+    """What waits for the peer's settlement of a delivery this side settled in rcv-settle-mode
+    ``second`` (2.8.3), as the delivery's context (else a plain future is): told once, by
+    one of its two methods."""
+
+    __slots__ = ()
+
+    def confirmed(self) -> None:
+        """The peer settled the delivery (its outcome is the delivery's ``remote_state``)."""
+        raise NotImplementedError
+
+    def failed(self, error: SettlementError) -> None:
+        """The link failed before the peer settled the delivery."""
+        raise NotImplementedError
+
+
+class _Confirmations(SettlementWaiter):
     """The peer's settlements one settle call waits for (rcv-settle-mode ``second``,
     2.8.3): one future for the whole call, done when the last of them arrives."""
 
@@ -63,6 +79,15 @@ class _Confirmations:
         self.left -= 1
         if self.left <= 0 and not self.future.done():
             self.future.set_result(None)
+
+    def failed(self, error: SettlementError) -> None:
+        _fail(self.future, error)
+
+
+def _fail(future: asyncio.Future[None], error: SettlementError) -> None:
+    if not future.done():
+        future.set_exception(error)
+        future.exception()  # one failure, one report: the awaiting caller gets it
 
 
 class Receiver(LinkBase):
@@ -280,30 +305,12 @@ class Receiver(LinkBase):
         """Settle ``messages`` with ``state`` (the disposition leaves at the end of this loop
         turn); the future to await for the peer's confirmation, None if none will come.
         A settlement this link cannot make raises ``SettlementError`` at once."""
-        if self.mode == "receive-and-delete":
-            raise SettlementError(f"{self._what()}: cannot {verb}: receive-and-delete messages are settled on arrival")
-        offered = self._outcomes
-        if offered is not None and str(state.DESCRIPTOR_SYMBOL) not in offered:
-            raise SettlementError(
-                f"{self._what()}: cannot {verb}: the peer offers only {', '.join(sorted(offered))} on this link;"
-                " the message stays unsettled"
-            )
-        link = self.link
+        self._check_outcome(state, verb)
         future: asyncio.Future[None] | None = None
         waits: _Confirmations | None = None
         for message in messages:
-            delivery = message._delivery
-            if delivery is None or delivery.link is not link:
-                raise SettlementError(f"{self._what()}: cannot {verb} a message this receiver did not receive")
-            if delivery.settled:
-                raise SettlementError(f"{self._what()}: cannot {verb}: the message is already settled")
-            if self._detached.done():
-                raise SettlementError(
-                    f"{self._what()}: cannot {verb}: the link is gone, so the peer will redeliver the message",
-                    condition=self.error.condition if self.error is not None else None,
-                )
-            link.settle(delivery, state)
-            if not delivery.settled:
+            delivery = self._settle_delivery(message, state, verb)
+            if delivery is not None:
                 # One message (the usual call): its future is the context; several: one
                 # _Confirmations counting them down to the call's one future.
                 if future is None:
@@ -320,6 +327,44 @@ class Receiver(LinkBase):
         self._protocol.schedule_flush()
         return future
 
+    def _start_settle_one(self, message: ReceivedMessage, state: Any, verb: str, waiter: SettlementWaiter) -> bool:
+        """:meth:`_start_settle` of one message, whose confirmation goes to ``waiter``; False
+        if none will come (the delivery settled at once, ``waiter`` is not told)."""
+        self._check_outcome(state, verb)
+        delivery = self._settle_delivery(message, state, verb)
+        if delivery is not None:
+            delivery.context = waiter
+        self._protocol.schedule_flush()
+        return delivery is not None
+
+    def _check_outcome(self, state: Any, verb: str) -> None:
+        """``SettlementError`` unless this link may settle with ``state``."""
+        if self.mode == "receive-and-delete":
+            raise SettlementError(f"{self._what()}: cannot {verb}: receive-and-delete messages are settled on arrival")
+        offered = self._outcomes
+        if offered is not None and str(state.DESCRIPTOR_SYMBOL) not in offered:
+            raise SettlementError(
+                f"{self._what()}: cannot {verb}: the peer offers only {', '.join(sorted(offered))} on this link;"
+                " the message stays unsettled"
+            )
+
+    def _settle_delivery(self, message: ReceivedMessage, state: Any, verb: str) -> Delivery | None:
+        """Settle ``message``'s delivery with ``state`` on the engine link; the delivery if the
+        peer's settlement is still to come. ``SettlementError`` if this link cannot settle it."""
+        delivery = message._delivery
+        link = self.link
+        if delivery is None or delivery.link is not link:
+            raise SettlementError(f"{self._what()}: cannot {verb} a message this receiver did not receive")
+        if delivery.settled:
+            raise SettlementError(f"{self._what()}: cannot {verb}: the message is already settled")
+        if self._detached.done():
+            raise SettlementError(
+                f"{self._what()}: cannot {verb}: the link is gone, so the peer will redeliver the message",
+                condition=self.error.condition if self.error is not None else None,
+            )
+        link.settle(delivery, state)
+        return None if delivery.settled else delivery
+
     # -- engine events ----------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
         t = type(event)
@@ -329,10 +374,13 @@ class Receiver(LinkBase):
             if event.settled:  # type: ignore[attr-defined]
                 waits = event.delivery.context  # type: ignore[attr-defined]
                 if waits is not None:
-                    if type(waits) is _Confirmations:
+                    if isinstance(waits, SettlementWaiter):
                         waits.confirmed()
                     elif not waits.done():
                         waits.set_result(None)
+                    # The flush after the wake-ups this confirmation scheduled: what the woken
+                    # tasks settle next leaves in their loop turn, not one turn later.
+                    self._protocol.schedule_flush()
         elif t is DeliveryAborted:
             self._consumed(1)  # the credit it used is free again
         elif t is LinkDrained:
@@ -366,15 +414,14 @@ class Receiver(LinkBase):
     def _on_failed(self, failure: AMQPError) -> None:
         for delivery in self.link.unsettled.values():
             waits = delivery.context
-            future = waits.future if type(waits) is _Confirmations else waits
-            if future is not None and not future.done():
-                future.set_exception(
-                    SettlementError(
-                        f"{self._what()}: settlement not confirmed: {failure}",
-                        condition=failure.condition,
-                    )
+            if waits is not None:
+                error = SettlementError(
+                    f"{self._what()}: settlement not confirmed: {failure}", condition=failure.condition
                 )
-                future.exception()  # one failure, one report: the awaiting caller gets it
+                if isinstance(waits, SettlementWaiter):
+                    waits.failed(error)
+                else:
+                    _fail(waits, error)
         for waiter in (self._arrival, self._drained):
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)

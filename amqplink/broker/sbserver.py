@@ -54,6 +54,7 @@ from amqplink.engine.events import (
     ConnectionClosed,
     ConnectionOpened,
     DeliveriesReceived,
+    DeliveriesUpdated,
     DeliveryReceived,
     DeliveryUpdated,
     Event,
@@ -279,6 +280,11 @@ class _ServiceBusConnection:
             elif t is DeliveryReceived:
                 self._on_delivery(event.link, event.delivery, now)  # type: ignore[attr-defined]
                 moved = True
+            elif t is DeliveriesUpdated:
+                consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
+                if consumer is not None:
+                    self._on_outcomes(consumer, event.deliveries, event.state, now)  # type: ignore[attr-defined]
+                    moved = True
             elif t is DeliveryUpdated:
                 consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
                 if consumer is not None:
@@ -455,6 +461,7 @@ class _ServiceBusConnection:
             link.properties = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(until))}
         link.attach(source, remote.target)
         link.auto_settle = False
+        link.ranged_updates = True  # a range of outcomes comes as one event (_on_outcomes)
         link.hold_drain = True
         protocol = self.protocol
         consumer = _Consumer(
@@ -517,7 +524,13 @@ class _ServiceBusConnection:
             return
         consumer.busy = True
         link, entity, lock = consumer.link, consumer.entity, consumer.lock
-        clock, send, held, encode = self.host.clock, link.send, consumer.held, entity.encode
+        clock, send, send_all, held, encode_all = (
+            self.host.clock,
+            link.send,
+            link.send_all,
+            consumer.held,
+            entity.encode_all,
+        )
         sent = False
         try:
             while True:
@@ -538,24 +551,31 @@ class _ServiceBusConnection:
                     if not batch:
                         break
                     sent = True
-                    for i, msg in enumerate(batch):
-                        payload = encode(msg)
-                        try:
-                            if lock:
-                                token = msg.lock
-                                held[token] = send(payload, tag=token, settled=False, context=token)  # type: ignore[index]
-                            else:
+                    payloads = encode_all(batch)
+                    i = 0
+                    try:
+                        if lock:
+                            tokens: list[bytes] = [msg.lock for msg in batch]  # type: ignore[misc]
+                            for delivery in send_all(payloads, tokens):
+                                held[delivery.tag] = delivery
+                                i += 1
+                            while i < len(batch):  # send_all stopped before one send refuses: it raises
+                                held[tokens[i]] = send(payloads[i], tag=tokens[i], settled=False)
+                                i += 1
+                        else:
+                            for payload in payloads:
                                 send(payload)
-                        except engine_errors.MessageSizeExceededError as exc:
-                            # "Any attempt to deliver a message larger than this results in a
-                            # message-size-exceeded link-error" (2.7.3): the link ends, the
-                            # message (and the rest of the batch) stays for other receivers.
-                            for left in batch[i:]:
-                                entity.restore(left)
-                            log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
-                            link.detach(Error(condition=exc.condition, description=str(exc), info={}))
-                            self._drop(link)
-                            break
+                                i += 1
+                    except engine_errors.MessageSizeExceededError as exc:
+                        # "Any attempt to deliver a message larger than this results in a
+                        # message-size-exceeded link-error" (2.7.3): the link ends, the
+                        # message (and the rest of the batch) stays for other receivers.
+                        for left in batch[i:]:
+                            entity.restore(left)
+                        log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
+                        link.detach(Error(condition=exc.condition, description=str(exc), info={}))
+                        self._drop(link)
+                        break
                 if not consumer.again:
                     break
         finally:
@@ -563,9 +583,32 @@ class _ServiceBusConnection:
         if sent:
             consumer.flush()
 
+    def _on_outcomes(self, consumer: _Consumer, deliveries: list[Delivery], state: Any, now: float) -> None:
+        """One outcome for several of the consumer's deliveries (a disposition's range): what
+        :meth:`_on_outcome` does for each, with ``accepted`` (complete) taken together when
+        the settlements go out at once (no store to wait for, no delay injected)."""
+        if type(state) is not Accepted or self.host.persistence is not None or self.host.faults.delays:
+            for delivery in deliveries:
+                self._on_outcome(consumer, delivery, state, now)
+            return
+        held = consumer.held
+        tokens: list[bytes] = []
+        completing: list[Delivery] = []
+        for delivery in deliveries:
+            token = delivery.tag  # the lock token, while held
+            if held.pop(token, None) is not None:
+                tokens.append(token)
+                completing.append(delivery)
+        link = consumer.link
+        refusals = consumer.entity.complete_all(tokens, now)
+        for i, exc in refusals.items():
+            link.settle(completing[i], _refused(consumer.path, exc))
+        # Echo the outcome applied (as _on_outcome does); those refused are settled already.
+        link.settle_all(completing, state)
+
     def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any, now: float) -> None:
-        token = delivery.context
-        if type(token) is not bytes or consumer.held.pop(token, None) is None:
+        token = delivery.tag  # the lock token, while held
+        if consumer.held.pop(token, None) is None:
             return
         entity = consumer.entity
         answer: Any = state
@@ -595,8 +638,7 @@ class _ServiceBusConnection:
                 entity.release([token], now)
                 answer = None
         except EntityError as exc:
-            log.info("%s: settlement refused: %s", consumer.path, exc.description)
-            answer = Rejected(error=_error(exc.condition, exc.description))
+            answer = _refused(consumer.path, exc)
         if delivery.settled:
             return
         faults = self.host.faults
@@ -871,6 +913,12 @@ class _ServiceBusConnection:
         self.requests.pop(link, None)  # type: ignore[call-overload]
         for key in [k for k, v in self.replies.items() if v is link]:
             del self.replies[key]
+
+
+def _refused(path: str, exc: EntityError) -> Rejected:
+    """The outcome of a settlement the entity refused (a rejected *with* an error: "not applied")."""
+    log.info("%s: settlement refused: %s", path, exc.description)
+    return Rejected(error=_error(exc.condition, exc.description))
 
 
 def _store_failed(error: BaseException) -> Rejected:

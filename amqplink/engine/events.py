@@ -14,6 +14,7 @@ __all__ = [
     "ConnectionClosed",
     "ConnectionOpened",
     "DeliveriesReceived",
+    "DeliveriesUpdated",
     "DeliveryAborted",
     "DeliveryReceived",
     "DeliveryUpdated",
@@ -160,4 +161,18 @@ class DeliveryUpdated(Event):
     settled: bool
     # "the issuer is hinting that there is no need for the peer to urgently communicate
     # updated delivery state" (2.7.6)
+    batchable: bool = False
+
+
+@dataclass(slots=True)
+class DeliveriesUpdated(Event):
+    """One disposition of the peer changed several deliveries of a link alike (a
+    ``first..last`` range): what a :class:`DeliveryUpdated` each would tell, in
+    delivery-id order. Only a link that asks for it gets it
+    (:attr:`~amqplink.engine.link.SenderLink.ranged_updates`)."""
+
+    link: Link
+    deliveries: list[Delivery]
+    state: Any
+    settled: bool
     batchable: bool = False

@@ -11,7 +11,7 @@ A :class:`ReceiverLink` grants credit with :meth:`ReceiverLink.flow` and settles
 
 The credit fields carry the spec's names (2.6.7): ``delivery_count``, ``link_credit``,
 ``available`` and ``drain``. Each rule lives in one method next to its quote:
-:meth:`Session._write_delivery` and :meth:`ReceiverLink._start_delivery` (a transfer
+:meth:`Session._write_deliveries` and :meth:`ReceiverLink._start_delivery` (a transfer
 moves delivery-count and link-credit), :meth:`SenderLink._on_flow` (the sender's
 link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
 :meth:`ReceiverLink._on_attach` (grants count from the initial-delivery-count) and
@@ -21,13 +21,14 @@ link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, UByte, UInt
 from amqplink.engine import errors
 from amqplink.engine.events import (
     DeliveriesReceived,
+    DeliveriesUpdated,
     DeliveryAborted,
     DeliveryReceived,
     DeliveryUpdated,
@@ -390,6 +391,11 @@ class SenderLink(Link):
     """When true, a drain is answered only after :meth:`drained` (for an application
     that keeps its messages outside the link's queue, as a broker does)."""
     _drain_held = False
+    ranged_updates = False
+    """When true, the deliveries of this link that one disposition of the peer names (a
+    first..last range) come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
+    rather than a :class:`~amqplink.engine.events.DeliveryUpdated` each (for an
+    application that settles them together, as a broker does)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -497,11 +503,47 @@ class SenderLink(Link):
         if queue or state is not _ATTACHED:
             queue.append(delivery)
             self.session._pump_sender(self)
-        elif not self.session._write_delivery(self, delivery):  # nothing waits: straight out
+        elif not self.session._write_deliveries(self, (delivery,)):  # nothing waits: straight out
             queue.append(delivery)
         elif self.drain and self.link_credit > 0:
             self.session._answer_drain_later(self)  # as _pump_sender does once the queue is empty
         return delivery
+
+    def send_all(self, payloads: Sequence[bytes | bytearray | memoryview], tags: Sequence[bytes]) -> list[Delivery]:
+        """Queue unsettled messages, ``payloads[i]`` with delivery-tag ``tags[i]``: what
+        ``send(payload, tag=tag, settled=False)`` does for each in turn, with the link's state
+        and settle mode checked once; they go out together as far as credit and the session
+        window allow. The deliveries, in order.
+
+        Raises as :meth:`send` does for the link's state and its settle mode. Stops before a
+        message :meth:`send` would refuse (larger than the receiver's max-message-size, a tag
+        too long or in use): fewer deliveries than payloads come back, and sending that one
+        with :meth:`send` raises its error.
+        """
+        state = self.state
+        if state is not _ATTACHED and state is not _ATTACH_SENT:
+            raise self._unusable("send")
+        if self.snd_settle_mode == SND_SETTLED:
+            raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
+        limit = self.peer_max_message_size
+        check_tag = self._check_tag
+        made: list[Delivery] = []
+        for payload, tag in zip(payloads, tags, strict=True):
+            size = len(payload)
+            if limit and size > limit:
+                break
+            try:
+                tag = check_tag(tag, False)
+            except (ValueError, errors.EngineStateError):
+                break
+            delivery = Delivery(self, tag, payload)
+            delivery.size = size
+            self._tags[tag] = delivery  # type: ignore[index]  # _check_tag made the table
+            made.append(delivery)
+        if made:
+            self.queue.extend(made)
+            self.session._pump_sender(self)
+        return made
 
     def _new_tag(self) -> bytes:
         """The engine's next tag: "delivery-tag ... MUST be unique amongst all deliveries
@@ -544,11 +586,6 @@ class SenderLink(Link):
         tags.update((d.tag, d) for d in self.queue if not d.settled)
         return tags
 
-    def _release_tag(self, delivery: Delivery) -> None:
-        tags = self._tags
-        if tags is not None and tags.get(delivery.tag) is delivery:
-            del tags[delivery.tag]
-
     def abort(self, delivery: Delivery) -> None:
         """Abort a delivery: drop it if no frame is out yet, else end it with an aborted
         transfer ("the delivery MUST be discarded by the recipient", 2.6.14)."""
@@ -558,7 +595,7 @@ class SenderLink(Link):
         delivery.settled = True
         if delivery.delivery_id is None:
             self.queue.remove(delivery)
-            self._release_tag(delivery)
+            self._forget(delivery)  # its tag only: it has no delivery-id
             return
         self._forget(delivery)
         self.session._pump_sender(self)
@@ -619,8 +656,24 @@ class SenderLink(Link):
             self.session._answer_drain_later(self)
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
+        self._disposition_arrived(delivery, settled, state, batchable)
+        self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+
+    def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
+        """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
+        (a run of its range, in delivery-id order): what :meth:`_on_disposition` does for each,
+        with one :class:`DeliveriesUpdated` for them all."""
+        if settled or self.auto_settle:
+            for delivery in deliveries:
+                self._disposition_arrived(delivery, settled, state, batchable)
+        else:  # all _disposition_arrived does when neither the peer nor the engine settles
+            for delivery in deliveries:
+                delivery.remote_state = state
+        self.session.connection._events.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
+
+    def _disposition_arrived(self, delivery: Delivery, settled: bool, state: Any, batchable: bool) -> None:
+        """A delivery's state as the peer's disposition sets it (the event is the caller's)."""
         delivery.remote_state = state
-        events = self.session.connection._events
         if settled:
             delivery.remote_settled = True
             delivery.settled = True
@@ -632,11 +685,12 @@ class SenderLink(Link):
             assert delivery.delivery_id is not None
             # The settlement is as urgent as the outcome that asked for it.
             self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
-        events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _forget(self, delivery: Delivery) -> None:
-        if self._tags is not None:
-            self._release_tag(delivery)
+        """A delivery settled or aborted: its tag is free again, its delivery-id forgotten."""
+        tags = self._tags
+        if tags is not None and tags.get(delivery.tag) is delivery:
+            del tags[delivery.tag]
         delivery_id = delivery.delivery_id
         if delivery_id is not None:
             self.unsettled.pop(delivery_id, None)
@@ -654,6 +708,28 @@ class SenderLink(Link):
         delivery.state = state
         self._forget(delivery)
         self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
+
+    def settle_all(self, deliveries: list[Delivery], state: Any = None) -> None:
+        """:meth:`settle` each of ``deliveries`` with one ``state``: the same settlements, and
+        a disposition per run of consecutive delivery-ids (one first..last range) rather
+        than one each."""
+        queue = self.session._queue_disposition
+        first = last = -1
+        for delivery in deliveries:
+            delivery_id = delivery.delivery_id
+            if delivery.settled or delivery_id is None:
+                continue
+            delivery.settled = True
+            delivery.state = state
+            self._forget(delivery)
+            if delivery_id == last + 1 and first >= 0:
+                last = delivery_id
+                continue
+            if first >= 0:
+                queue(ROLE_SENDER, first, True, state, False, last)
+            first = last = delivery_id
+        if first >= 0:
+            queue(ROLE_SENDER, first, True, state, False, last)
 
 
 class ReceiverLink(Link):

@@ -11,12 +11,12 @@ Window bookkeeping follows 2.5.6 exactly, each rule in one method:
   windows uints up to 2**32-1;
 - on sending transfer frames (:meth:`Session._frames_sent`): next-outgoing-id += 1,
   remote-incoming-window -= 1 for each; none is sent while the window is 0
-  (:meth:`Session._write_delivery`);
+  (:meth:`Session._write_deliveries`);
 - on receiving one (:meth:`Session._on_transfer`): next-incoming-id += 1,
   incoming-window -= 1, remote-outgoing-window -= 1; a transfer while incoming-window
   is 0 is a ``amqp:session:window-violation``.
 
-Link credit is spent in :meth:`_write_delivery` (a delivery's first frame) and counted
+Link credit is spent in :meth:`_write_deliveries` (a delivery's first frame) and counted
 in :meth:`ReceiverLink._start_delivery`; a drain is answered in one place,
 :meth:`SenderLink._answer_drain`, at the next :meth:`Connection.data_to_send`.
 
@@ -27,6 +27,7 @@ moment it leaves, so a peer that sends past what it has been told is caught.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -499,10 +500,33 @@ class Session:
             ids = range(first, end) if end <= SERIAL_MOD else [serial_add(first, i) for i in range(count)]
         else:
             ids = [k for k in table if 0 <= serial_diff(k, first) < count]
+        if not disposition.role:
+            for delivery_id in ids:
+                delivery = table.get(delivery_id)
+                if delivery is not None:
+                    delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
+            return
+        # About deliveries this side sent: a link with ranged_updates hears of each run of its
+        # deliveries at once, any other of each delivery (in delivery-id order either way).
+        link: Any = None
+        run: list[Delivery] = []
         for delivery_id in ids:
             delivery = table.get(delivery_id)
-            if delivery is not None:
-                delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
+            if delivery is None:
+                continue
+            owner: Any = delivery.link
+            if owner is link:
+                run.append(delivery)
+                continue
+            if run:
+                link._on_dispositions(run, settled, state, batchable)
+                link, run = None, []
+            if owner.ranged_updates:
+                link, run = owner, [delivery]
+            else:
+                owner._on_disposition(delivery, settled, state, batchable)
+        if run:
+            link._on_dispositions(run, settled, state, batchable)
 
     def _on_end(self, end: End) -> None:
         if self.state is _ENDED:
@@ -534,68 +558,89 @@ class Session:
         if link.state is not _LINK_ATTACHED:
             return
         queue = link.queue
-        while queue and self._write_delivery(link, queue[0]):
-            queue.popleft()
+        if queue:
+            written = self._write_deliveries(link, queue)
+            if written == len(queue):
+                queue.clear()
+            else:
+                for _ in range(written):
+                    queue.popleft()
         if link.drain and not queue and link.link_credit > 0:
             self._answer_drain_later(link)
 
-    def _write_delivery(self, link: SenderLink, delivery: Delivery) -> bool:
-        """Write the frames of ``delivery`` that the session window and the link credit
-        allow; True when all of them are out.
+    def _write_deliveries(self, link: SenderLink, deliveries: Iterable[Delivery]) -> int:
+        """Write the frames of ``deliveries``, in order, that the session window and the link
+        credit allow; how many are all out (the first that is not ends the pass).
 
         No transfer frame leaves while remote-incoming-window is zero (2.5.6): the link
         waits in ``_blocked`` (once, however many sends wait) for the peer's next flow.
         """
-        if self.remote_incoming_window <= 0:
-            self._blocked[link] = None
-            return False
-        delivery_id = delivery.delivery_id
-        if delivery_id is None:
-            # "If the link-credit is less than or equal to zero ... a sender MUST NOT send
-            # more messages"; each delivery sent increments delivery-count and decrements
-            # link-credit (2.6.7).
-            credit = link.link_credit
-            if credit <= 0:
-                return False
-            link.link_credit = credit - 1
-            link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD  # serial_add, inline
-            delivery_id = delivery.delivery_id = self._next_delivery_id
-            self._next_delivery_id = serial_add(delivery_id, 1)
-            if not delivery.settled:
-                self._outgoing[delivery_id] = delivery
-                link.unsettled[delivery_id] = delivery
-        tag = delivery.tag
         conn = self.connection
-        room = conn.remote_max_frame_size - _TRANSFER_OVERHEAD - len(tag)
-        if delivery._offset or delivery.size > room:
-            return self._write_frames(link, delivery, room)  # started, aborted or larger than a frame
-        # One frame, hand-assembled when its fields allow (the hot path).
-        if len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF and not conn._trace:
-            if self._dispositions:
-                self._flush_dispositions()
-            write_transfer(
-                conn._deferred if conn._deferred is not None else conn._out,
-                self.channel,
-                link.handle,
-                delivery_id,
-                tag,
-                delivery.message_format,
-                delivery.settled,
-                delivery.payload,
-            )
-        else:
-            self._write(
-                Transfer(
-                    handle=UInt(link.handle),
-                    delivery_id=UInt(delivery_id),
-                    delivery_tag=tag,
-                    message_format=UInt(delivery.message_format),
-                    settled=delivery.settled,
-                ),
-                delivery.payload,
-            )
-        self._frames_sent(1)
-        return True
+        room_for_tag = conn.remote_max_frame_size - _TRANSFER_OVERHEAD
+        fast = not conn._trace
+        out: bytearray | None = None
+        written = frames = 0  # frames: single-frame transfers written, counted once at the end
+        for delivery in deliveries:
+            if self.remote_incoming_window - frames <= 0:
+                self._blocked[link] = None
+                break
+            delivery_id = delivery.delivery_id
+            if delivery_id is None:
+                # "If the link-credit is less than or equal to zero ... a sender MUST NOT send
+                # more messages"; each delivery sent increments delivery-count and decrements
+                # link-credit (2.6.7).
+                credit = link.link_credit
+                if credit <= 0:
+                    break
+                link.link_credit = credit - 1
+                link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD  # serial_add, inline
+                delivery_id = delivery.delivery_id = self._next_delivery_id
+                self._next_delivery_id = (delivery_id + 1) % SERIAL_MOD  # serial_add, inline
+                if not delivery.settled:
+                    self._outgoing[delivery_id] = delivery
+                    link.unsettled[delivery_id] = delivery
+            tag = delivery.tag
+            room = room_for_tag - len(tag)
+            if delivery._offset or delivery.size > room:  # started, aborted or larger than a frame
+                if frames:
+                    self._frames_sent(frames)
+                    frames = 0
+                if not self._write_frames(link, delivery, room):
+                    break
+                written += 1
+                continue
+            # One frame, hand-assembled when its fields allow (the hot path).
+            if fast and len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF:
+                if out is None:
+                    if self._dispositions:
+                        self._flush_dispositions()
+                    out = conn._deferred if conn._deferred is not None else conn._out
+                write_transfer(
+                    out,
+                    self.channel,
+                    link.handle,
+                    delivery_id,
+                    tag,
+                    delivery.message_format,
+                    delivery.settled,
+                    delivery.payload,
+                )
+            else:
+                self._write(
+                    Transfer(
+                        handle=UInt(link.handle),
+                        delivery_id=UInt(delivery_id),
+                        delivery_tag=tag,
+                        message_format=UInt(delivery.message_format),
+                        settled=delivery.settled,
+                    ),
+                    delivery.payload,
+                )
+            frames += 1
+            written += 1
+        if frames:
+            self._frames_sent(frames)
+        return written
 
     def _frames_sent(self, frames: int) -> None:
         """The one place transfer frames sent are counted (2.5.6): next-outgoing-id goes
@@ -648,7 +693,7 @@ class Session:
         self, role: bool, delivery_id: int, settled: bool, state: Any, batchable: bool = False, last: int = -1
     ) -> None:
         """Queue a disposition of ``delivery_id`` (through ``last``, when given: a range of
-        consecutive ids, 2.7.6)."""
+        consecutive delivery-ids with one state, 2.7.6)."""
         if last < 0:
             last = delivery_id
         runs = self._dispositions

@@ -8,7 +8,8 @@ The link asks rcv-settle-mode ``second``, so the broker confirms each settlement
 ``rejected(com.microsoft:message-lock-lost)`` raises :class:`MessageLockLostError`.
 A message whose link is gone (the connection broke, the link was detached) has lost
 its lock: settling or renewing it raises ``MessageLockLostError`` without asking the
-broker. Deferred messages (no link delivery) settle over ``$management``.
+broker. Deferred messages (no link delivery) settle over ``$management``. A settlement on
+the link starts when the settle method is called (:mod:`amqplink.servicebus.settlement`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.connection import Connection
@@ -44,6 +45,7 @@ from amqplink.servicebus.management import DispositionStatus
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.retry import backoff_delay
 from amqplink.servicebus.session import LOCKED_UNTIL_UTC, SESSION_FILTER, ServiceBusSession, datetime_from_ticks
+from amqplink.servicebus.settlement import LinkSettlement
 
 if TYPE_CHECKING:
     from amqplink.servicebus.lock_renewer import AutoLockRenewer
@@ -372,7 +374,7 @@ class ServiceBusReceiver(Handler):
             entity=self.entity_name,
         )
 
-    async def _settle(
+    def _settle(
         self,
         message: ServiceBusReceivedMessage,
         action: str,
@@ -380,22 +382,84 @@ class ServiceBusReceiver(Handler):
         *,
         dead_letter_reason: str | None = None,
         dead_letter_error_description: str | None = None,
+    ) -> Coroutine[Any, Any, None]:
+        """What a settle method returns: on the link's loop, for a message its link delivered,
+        the :class:`LinkSettlement` started at once (gathered, it costs no asyncio Task);
+        otherwise (another thread, as the blocking facade calls; a deferred message, settled
+        over ``$management``) the coroutine that settles it once awaited, on the loop."""
+        link = self._link
+        if (
+            link is not None
+            and asyncio._get_running_loop() is link._loop
+            and isinstance(message, ServiceBusReceivedMessage)
+            and message._delivery is not None
+            and not message._is_deferred_message
+        ):
+            return self._start_settlement(
+                link._loop, message, action, status, dead_letter_reason, dead_letter_error_description
+            )
+        return self._settle_when_awaited(message, action, status, dead_letter_reason, dead_letter_error_description)
+
+    async def _settle_when_awaited(
+        self,
+        message: ServiceBusReceivedMessage,
+        action: str,
+        status: DispositionStatus,
+        reason: str | None,
+        description: str | None,
     ) -> None:
         self._check_message_alive(message, action)
         lost = self._lock_lost(message, action)
         if lost is not None:
             raise lost
-        raw = message._delivery
-        if raw is None or message._is_deferred_message:
-            await self._settle_by_management(message, status, dead_letter_reason, dead_letter_error_description)
+        if message._delivery is None or message._is_deferred_message:
+            await self._settle_by_management(message, status, reason, description)
+            self._mark_settled(message)
         else:
+            await self._start_settlement(asyncio.get_running_loop(), message, action, status, reason, description)
+
+    def _start_settlement(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        message: ServiceBusReceivedMessage,
+        action: str,
+        status: DispositionStatus,
+        reason: str | None,
+        description: str | None,
+    ) -> LinkSettlement:
+        """Send the message's disposition on the link; its settlement, which raises what
+        refuses it where it is awaited."""
+        settlement = LinkSettlement(loop, self, message, action, status)
+        try:
+            self._check_message_alive(message, action)
+            lost = self._lock_lost(message, action)
+            if lost is not None:
+                raise lost
+            raw = message._delivery
+            assert raw is not None and raw._delivery is not None
+            under_way = raw._delivery.context
+            if type(under_way) is LinkSettlement and not under_way.done():
+                raise MessageAlreadySettled(
+                    f"Unable to {action} the message as a settlement of it is already waiting for the broker."
+                )
             try:
-                confirmed = self._start_settle_on_link(raw, status, dead_letter_reason, dead_letter_error_description)
-                if confirmed is not None:
-                    await confirmed
+                waits = self._start_settle_on_link(raw, status, reason, description, settlement)
             except (AMQPError, OSError) as exc:
-                raise from_amqp_error(exc, entity=self.entity_name) from exc
-            self._check_answer(raw, action, status)
+                raise self._link_error(exc) from exc
+        except Exception as error:
+            settlement.set_exception(error)
+            return settlement
+        if not waits:
+            settlement.confirmed()  # settled at once: no confirmation will come
+        return settlement
+
+    def _link_error(self, exc: AMQPError | OSError) -> ServiceBusError | MessageAlreadySettled:
+        """The Service Bus error for a failure of the link (``__cause__``: the failure)."""
+        error = from_amqp_error(exc, entity=self.entity_name)
+        error.__cause__ = exc
+        return error
+
+    def _mark_settled(self, message: ServiceBusReceivedMessage) -> None:
         message._settled = True
         if self._auto_lock_renewer is not None:
             self._auto_lock_renewer._settled(message)
@@ -406,10 +470,11 @@ class ServiceBusReceiver(Handler):
         status: DispositionStatus,
         reason: str | None,
         description: str | None,
-    ) -> asyncio.Future[None] | None:
+        waiter: LinkSettlement,
+    ) -> bool:
         """Send the disposition (PROTOCOL.md: complete = accepted, abandon = modified,
-        defer = modified undeliverable-here, dead-letter = rejected); what to await for the
-        broker's confirmation."""
+        defer = modified undeliverable-here, dead-letter = rejected); False if no
+        confirmation will come (else ``waiter`` is told of it)."""
         link = self._link
         assert link is not None
         outcome = _LINK_OUTCOMES.get(status)
@@ -422,11 +487,11 @@ class ServiceBusReceiver(Handler):
             if description is not None:
                 info["DeadLetterErrorDescription"] = description
             state, verb = rejected(DEAD_LETTER_CONDITION, description, info or None), "reject"
-        return link._start_settle((raw,), state, verb)
+        return link._start_settle_one(raw, state, verb, waiter)
 
-    def _check_answer(self, raw: ReceivedMessage, action: str, status: DispositionStatus) -> None:
+    def _check_answer(self, raw: ReceivedMessage | None, action: str, status: DispositionStatus) -> None:
         """The broker confirmed the settlement; a rejected outcome is its refusal (e.g. lock lost)."""
-        delivery = raw._delivery
+        delivery = None if raw is None else raw._delivery
         answer = None if delivery is None else delivery.remote_state
         if type(answer) is Rejected and answer.error is not None:
             condition = str(answer.error.condition)
@@ -461,23 +526,25 @@ class ServiceBusReceiver(Handler):
             )
         )
 
-    async def complete_message(self, message: ServiceBusReceivedMessage) -> None:
+    # The settle methods are ``async def`` in the SDK: each returns what ``_settle`` does,
+    # a coroutine or an object that is one (see LinkSettlement for when the disposition leaves).
+    def complete_message(self, message: ServiceBusReceivedMessage) -> Coroutine[Any, Any, None]:
         """Done with the message: the broker removes it."""
-        await self._settle(message, "complete", DispositionStatus.COMPLETED)
+        return self._settle(message, "complete", DispositionStatus.COMPLETED)
 
-    async def abandon_message(self, message: ServiceBusReceivedMessage) -> None:
+    def abandon_message(self, message: ServiceBusReceivedMessage) -> Coroutine[Any, Any, None]:
         """Give the message back: it is delivered again (delivery count + 1)."""
-        await self._settle(message, "abandon", DispositionStatus.ABANDONED)
+        return self._settle(message, "abandon", DispositionStatus.ABANDONED)
 
-    async def defer_message(self, message: ServiceBusReceivedMessage) -> None:
+    def defer_message(self, message: ServiceBusReceivedMessage) -> Coroutine[Any, Any, None]:
         """Set the message aside: only ``receive_deferred_messages`` with its sequence number gets it."""
-        await self._settle(message, "defer", DispositionStatus.DEFERRED)
+        return self._settle(message, "defer", DispositionStatus.DEFERRED)
 
-    async def dead_letter_message(
+    def dead_letter_message(
         self, message: ServiceBusReceivedMessage, reason: str | None = None, error_description: str | None = None
-    ) -> None:
+    ) -> Coroutine[Any, Any, None]:
         """Move the message to the dead-letter queue with ``reason`` and ``error_description``."""
-        await self._settle(
+        return self._settle(
             message,
             "dead-letter",
             DispositionStatus.SUSPENDED,

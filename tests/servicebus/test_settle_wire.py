@@ -5,6 +5,7 @@ confirmation, and the queue is empty afterwards."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from amqplink.protocol.definitions import Disposition
 from amqplink.servicebus import ServiceBusMessage
@@ -39,3 +40,26 @@ async def test_gathered_completes_leave_as_ranges_and_are_confirmed(broker: Brok
             assert all(not d.settled for d in dispositions)
             assert all(m._delivery._delivery.remote_settled for m in got)  # type: ignore[attr-defined]
             assert not await receiver.peek_messages(max_message_count=1)
+
+
+async def test_a_complete_awaited_in_turn_leaves_in_the_turn_its_task_woke_in(broker: BrokerThread) -> None:
+    """The broker's confirmation wakes the task and schedules a flush after the wake-up, so
+    the next complete's disposition leaves in that same loop turn (one turn less per message)."""
+    async with ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("other") as sender:
+            await sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+        async with client.get_queue_receiver("other", prefetch_count=2) as receiver:
+            got: list[Any] = []
+            while len(got) < 2:
+                got += await receiver.receive_messages(max_message_count=2, max_wait_time=5)
+            link = receiver._link
+            assert link is not None
+            protocol = link.connection.protocol
+            await receiver.complete_message(got[0])
+            assert protocol._flush_pending  # scheduled behind this task's wake-up
+            tap = WireTap(link.connection)
+            settling = receiver.complete_message(got[1])  # joins that flush
+            assert not tap.writes
+            await settling
+            dispositions = [p for p in tap.performatives() if type(p) is Disposition]
+            assert len(dispositions) == 1 and got[1]._settled

@@ -25,7 +25,7 @@ import itertools
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
@@ -577,11 +577,23 @@ class Entity:
             if msg is not None and msg.lock == key and msg.locked_until > now and msg.state is _LOCKED:
                 del self._locks[key]
                 msg.lock = None
-                self._remove(seq)
+                if self.store.remove(seq) is not None:  # _remove, inline
+                    self.bytes -= msg.envelope.size
                 return
         msg = self.locked(token, now)
         self._release_lock(msg)
         self._remove(msg.sequence_number)
+
+    def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
+        """:meth:`complete` each of ``tokens`` in turn; the refusals by index (empty: all done)."""
+        refusals: dict[int, EntityError] = {}
+        complete = self.complete
+        for i, token in enumerate(tokens):
+            try:
+                complete(token, now)
+            except EntityError as exc:
+                refusals[i] = exc
+        return refusals
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         """Give the message back (or to the DLQ once its delivery count reaches MaxDeliveryCount)."""
@@ -725,11 +737,23 @@ class Entity:
     # -- wire form ----------------------------------------------------------------
     def encode(self, msg: StoredMessage, *, peek: bool = False) -> bytes:
         """The message as delivered: Service Bus's annotations stamped, the body bytes untouched."""
-        locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         if not peek:
-            # The header carries prior attempts: the count of deliveries before this one.
-            prior = msg.delivery_count - 1 if msg.delivery_count > 0 else 0
-            return msg.envelope.deliver(msg.sequence_number, msg.enqueued_at, locked, prior)
+            return self.encode_all((msg,))[0]
+        locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
         stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
         return msg.envelope.encode(stamps, msg.delivery_count)
+
+    def encode_all(self, messages: Iterable[StoredMessage]) -> list[bytes]:
+        """:meth:`encode` (not ``peek``) of each message (a receiver's batch), in order."""
+        locked = MessageState.LOCKED
+        # The header carries prior attempts: the count of deliveries before this one.
+        return [
+            msg.envelope.deliver(
+                msg.sequence_number,
+                msg.enqueued_at,
+                msg.locked_until if msg.state is locked else None,
+                msg.delivery_count - 1 if msg.delivery_count > 0 else 0,
+            )
+            for msg in messages
+        ]

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
@@ -82,6 +82,7 @@ SEQUENCE_SHIFT = 48
 DOWN_CONDITIONS = (INTERNAL_ERROR, SERVER_BUSY)
 """What a request needing a down fragment may be refused with (both retryable)."""
 RETRY = "The service was unable to process the request; please retry the operation."
+_COMPLETING = "completing a message"
 
 
 def fragment_of(sequence_number: int) -> int:
@@ -562,11 +563,18 @@ class PartitionedEntity(Entity):
             # The first ``rounds`` turns of the one-at-a-time search below take at most one
             # message per fragment each: the same messages as one pick of ``rounds`` per fragment.
             taken = [(i, fragments[i]._pick(now, rounds, lock, session_id)) for i in order]
-            for turn in range(rounds):
-                for index, found in taken:
-                    if turn < len(found):
-                        out.append(found[turn])
-                        self._next_receive = index + 1 if index + 1 < total else 0
+            if all(len(found) == rounds for _, found in taken):
+                # Every fragment had enough: turn by turn, the last answer from the last fragment.
+                for answers in zip(*(found for _, found in taken), strict=True):
+                    out += answers
+                last = order[-1]
+                self._next_receive = last + 1 if last + 1 < total else 0
+            else:
+                for turn in range(rounds):
+                    for index, found in taken:
+                        if turn < len(found):
+                            out.append(found[turn])
+                            self._next_receive = index + 1 if index + 1 < total else 0
             groups = {index: found for index, found in taken if found}
         index, misses = start, 0
         while len(out) < count and misses < total:
@@ -641,7 +649,19 @@ class PartitionedEntity(Entity):
         return self._by_token(token, "reading a locked message").locked(token, now)
 
     def complete(self, token: LockToken, now: float) -> None:
-        self._by_token(token, "completing a message").complete(token, now)
+        self._by_token(token, _COMPLETING).complete(token, now)
+
+    def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
+        """:meth:`complete` each of ``tokens`` in turn (each in the fragment its token names);
+        the refusals by index."""
+        refusals: dict[int, EntityError] = {}
+        by_token = self._by_token
+        for i, token in enumerate(tokens):
+            try:
+                by_token(token, _COMPLETING).complete(token, now)
+            except EntityError as exc:
+                refusals[i] = exc
+        return refusals
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         self._by_token(token, "abandoning a message").abandon(token, now, annotations)

@@ -1,0 +1,151 @@
+"""The broker's dispatch path in one process (not a test): CPU per message, no sockets.
+
+A Service Bus connection of the embedded broker and a peek-lock consumer engine are
+wired back to back in memory; the queue is filled first, then the consumer grants
+credit, accepts what arrives (rcv-settle-mode second, as the SDK's PeekLock) and the
+broker completes and settles it. Only the broker's side is timed (``process_time``
+around its engine and handler), so the figure is what ``bench_broker`` calls the
+broker's CPU per message in the receive phase, less the socket and event loop. On a
+shared machine compare the minimum of several rounds, or ``--calls``: the broker's
+function calls per message (cProfile's count), which other processes do not disturb.
+
+    python3 interop/bench_dispatch.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE] [--calls]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from amqplink.broker.config import EntityProperties  # noqa: E402
+from amqplink.broker.namespace import Namespace  # noqa: E402
+from amqplink.broker.sbserver import ServiceBusHost  # noqa: E402
+from amqplink.engine.connection import Connection, ConnectionConfig  # noqa: E402
+from amqplink.engine.events import DeliveryReceived  # noqa: E402
+from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED  # noqa: E402
+from amqplink.message import Message  # noqa: E402
+from amqplink.protocol.definitions import Accepted, Source, Target  # noqa: E402
+
+
+class _Protocol:
+    """What the broker's connection asks of its transport; the pump below writes."""
+
+    write_paused = False
+    peername = ("127.0.0.1", 0)
+    on_writable: Any = None
+
+    def schedule_flush(self) -> None:
+        pass
+
+
+async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -> float:
+    """Broker CPU seconds to deliver and settle ``count`` messages (with ``calls``, a
+    ``cProfile.Profile``: it counts the broker's function calls, and the time is not meant)."""
+    namespace = Namespace()
+    if partitioned:
+        namespace.default_properties = EntityProperties(enable_partitioning=True)
+    host = ServiceBusHost(namespace)
+    server = Connection(ConnectionConfig(container_id="broker"), server=True)
+    handler = host.accept(server, _Protocol())  # type: ignore[arg-type]
+    client = Connection(ConnectionConfig(container_id="consumer"))
+    body = Message(bytes(1024)).encode()
+    now = time.time()
+    target = namespace.sender_target("q")
+    for _ in range(count):
+        namespace.send(target, body, now)
+    broker_cpu = 0.0
+
+    def pump() -> list[Any]:
+        nonlocal broker_cpu
+        got: list[Any] = []
+        while True:
+            c2s = client.data_to_send()
+            start = time.process_time()
+            if calls is not None:
+                calls.enable()
+            if c2s:
+                handler(server.receive_data(c2s))
+            events = server.take_events()
+            if events:
+                handler(events)
+            s2c = server.data_to_send()
+            if calls is not None:
+                calls.disable()
+            broker_cpu += time.process_time() - start
+            if not c2s and not s2c:
+                return got
+            if s2c:
+                got += client.receive_data(s2c)
+
+    client.open()
+    session = client.begin_session()
+    receiver = session.attach_receiver(
+        "consumer",
+        source=Source(address="q"),
+        target=Target(address="consumer"),
+        snd_settle_mode=SND_UNSETTLED,
+        rcv_settle_mode=RCV_SECOND,
+    )
+    pump()
+    broker_cpu = 0.0
+    accepted = Accepted()
+    received = 0
+    while received < count:
+        receiver.flow(prefetch)
+        deliveries = [e.delivery for e in pump() if type(e) is DeliveryReceived]
+        if not deliveries:
+            raise RuntimeError(f"stalled at {received}/{count}")
+        for delivery in deliveries:
+            receiver.settle(delivery, accepted)
+        received += len(deliveries)
+        pump()  # the broker completes and settles (and, with credit left, sends more)
+    left = len(namespace.receiver_source("q").store)
+    if left:
+        raise RuntimeError(f"{left} messages left in the queue")
+    return broker_cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=20_000)
+    parser.add_argument("--prefetch", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--partitioned", action="store_true")
+    parser.add_argument("--profile", default=None, help="cProfile stats of the last round to this file")
+    parser.add_argument("--calls", action="store_true", help="count the broker's function calls per message")
+    args = parser.parse_args()
+    if args.calls:  # deterministic, unlike the CPU time on a shared machine
+        import cProfile
+        import pstats
+
+        counter = cProfile.Profile()
+        asyncio.run(run(args.count, args.partitioned, args.prefetch, counter))
+        total = pstats.Stats(counter).total_calls  # type: ignore[attr-defined]
+        print(f"broker: {total / args.count:.2f} function calls per message")
+        return
+    figures = []
+    for i in range(args.rounds):
+        if args.profile and i == args.rounds - 1:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+            asyncio.run(run(args.count, args.partitioned, args.prefetch))
+            profiler.disable()
+            profiler.dump_stats(args.profile)
+            break
+        figures.append(asyncio.run(run(args.count, args.partitioned, args.prefetch)) / args.count * 1e6)
+    if figures:
+        kind = "partitioned" if args.partitioned else "plain"
+        print(f"{kind}: broker us/msg min {min(figures):.2f}  all " + " ".join(f"{f:.2f}" for f in figures))
+
+
+if __name__ == "__main__":
+    main()

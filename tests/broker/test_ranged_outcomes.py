@@ -1,0 +1,228 @@
+"""Outcomes for a range of deliveries: the broker's consumer links hear of a disposition
+range as one event and complete it together (``_on_outcomes``, ``Entity.complete_all``),
+with the same settlements, the same refusals and the same entity state as one outcome
+at a time (a link without ``ranged_updates``, ``Entity.complete`` each)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amqplink.broker.config import EntityProperties
+from amqplink.broker.namespace import Namespace
+from amqplink.broker.namespace.entity import Entity
+from amqplink.broker.namespace.errors import EntityError
+from amqplink.broker.sbserver import ServiceBusHost, _ServiceBusConnection
+from amqplink.codec.types import Symbol
+from amqplink.engine.connection import Connection, ConnectionConfig
+from amqplink.engine.events import DeliveryReceived
+from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, SenderLink
+from amqplink.message import Message
+from amqplink.protocol.definitions import Accepted, Disposition, Error, Modified, Rejected, Released, Source, Target
+from tests.broker.nsutil import T0, send
+from tests.engine.pairs import performatives
+
+OUTCOMES = [
+    Accepted(),
+    Released(),
+    Modified(delivery_failed=True),
+    Modified(delivery_failed=True, undeliverable_here=True),
+    Rejected(error=Error(condition=Symbol("com.microsoft:dead-letter"), info={})),
+]
+
+
+def _namespace(partitioned: bool) -> Namespace:
+    ns = Namespace()
+    if partitioned:
+        ns.default_properties = EntityProperties(enable_partitioning=True)
+    return ns
+
+
+# -- Entity.complete_all ----------------------------------------------------------------------
+def _completed(partitioned: bool, count: int, picks: list[int], expired: set[int], each: bool) -> Any:
+    """Complete the tokens ``picks`` names (an index below ``count``: that message's token,
+    else an unknown token) in one call or one at a time; the refusals and what is left."""
+    ns = _namespace(partitioned)
+    entity = ns.receiver_source("q")
+    duration = entity.properties.lock_duration
+    for _ in range(count):
+        send(ns, "q")
+    tokens: list[bytes] = []
+    for i in range(count):  # the expired ones were locked a lock duration early
+        msg = entity.receive(T0 - duration if i in expired else T0)
+        assert msg is not None and msg.lock is not None
+        tokens.append(msg.lock)
+    unknown = bytes(16)
+    asked = [tokens[p] if p < count else unknown for p in picks]
+    if each:
+        refusals: dict[int, Any] = {}
+        for i, token in enumerate(asked):
+            try:
+                entity.complete(token, T0 + 1)
+            except EntityError as exc:
+                refusals[i] = exc
+    else:
+        refusals = dict(entity.complete_all(asked, T0 + 1))
+    left = sorted((m.sequence_number, m.state.value, m.delivery_count) for m in entity.store)
+    return {i: (type(e).__name__, e.condition) for i, e in refusals.items()}, left
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), count=st.integers(min_value=1, max_value=40))
+def test_complete_all_refuses_and_completes_as_complete_each(
+    partitioned: bool, data: st.DataObject, count: int
+) -> None:
+    picks = data.draw(st.lists(st.integers(min_value=0, max_value=count), max_size=2 * count))  # repeats, unknowns
+    expired = set(data.draw(st.lists(st.integers(min_value=0, max_value=count - 1))))
+    together = _completed(partitioned, count, picks, expired, each=False)
+    assert together == _completed(partitioned, count, picks, expired, each=True)
+    refused = together[0]
+    for i, p in enumerate(picks):  # a refusal for each unknown, expired or repeated token, and only those
+        assert (i in refused) == (p == count or p in expired or p in picks[:i])
+
+
+# -- the broker's consumer link ----------------------------------------------------------------
+class _Protocol:
+    write_paused = False
+    peername = ("127.0.0.1", 0)
+    on_writable: Any = None
+
+    def schedule_flush(self) -> None:
+        pass
+
+
+async def _consume(
+    partitioned: bool, ranged: bool, count: int, lost: list[int], chosen: list[int], outcome: int
+) -> tuple[list[Any], list[Any], int]:
+    """A peek-lock consumer takes ``count`` messages; the locks of ``lost`` go (completed
+    behind its back); it settles ``chosen`` with one outcome, all in one go. The broker's
+    dispositions, the entity's messages and how many outcomes went one at a time."""
+    ns = _namespace(partitioned)
+    host = ServiceBusHost(ns, clock=lambda: T0)
+    server = Connection(ConnectionConfig(container_id="broker"), server=True)
+    handler = host.accept(server, _Protocol())  # type: ignore[arg-type]
+    client = Connection(ConnectionConfig(container_id="consumer"))
+    target = ns.sender_target("q")
+    for i in range(count):
+        ns.send(target, Message(f"m{i}".encode()).encode(), T0)
+    wire: list[bytes] = []
+
+    def pump() -> list[Any]:
+        got: list[Any] = []
+        while True:
+            c2s = client.data_to_send()
+            if c2s:
+                handler(server.receive_data(c2s))
+            s2c = server.data_to_send()
+            if not c2s and not s2c:
+                return got
+            if s2c:
+                wire.append(s2c)
+                got += client.receive_data(s2c)
+
+    client.open()
+    receiver = client.begin_session().attach_receiver(
+        "r", source=Source(address="q"), target=Target(address="r"), snd_settle_mode=SND_UNSETTLED,
+        rcv_settle_mode=RCV_SECOND,
+    )  # fmt: skip
+    pump()
+    (link,) = [lk for s in server.sessions.values() for lk in s.links.values() if isinstance(lk, SenderLink)]
+    assert link.ranged_updates  # the broker asks for ranges ...
+    link.ranged_updates = ranged  # ... the reference path goes without
+    receiver.flow(count)
+    deliveries = [e.delivery for e in pump() if type(e) is DeliveryReceived]
+    assert len(deliveries) == count
+    entity: Entity = ns.receiver_source("q")
+    for i in lost:
+        entity.complete(bytes(deliveries[i].tag), T0)
+    single = 0
+    original = _ServiceBusConnection._on_outcome
+
+    def counting(self: _ServiceBusConnection, *args: Any) -> None:
+        nonlocal single
+        single += 1
+        original(self, *args)
+
+    _ServiceBusConnection._on_outcome = counting  # type: ignore[method-assign]
+    try:
+        before = len(wire)
+        for i in chosen:
+            receiver.settle(deliveries[i], OUTCOMES[outcome])
+        pump()
+    finally:
+        _ServiceBusConnection._on_outcome = original  # type: ignore[method-assign]
+    frames = [
+        (int(d.first), None if d.last is None else int(d.last), d.settled, type(d.state).__name__,
+         d.state.error.condition if isinstance(d.state, Rejected) and d.state.error is not None else None)
+        for d in performatives(wire[before:], Disposition)
+    ]  # fmt: skip
+    assert all(deliveries[i].remote_settled for i in chosen)  # each settlement was confirmed
+    left = sorted((m.sequence_number, m.state.value, m.delivery_count, m.deferred) for m in entity.store)
+    dead = sorted(m.sequence_number for m in ns.receiver_source("q/$DeadLetterQueue").store)
+    return frames, [left, dead], single
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), count=st.integers(min_value=1, max_value=30))
+def test_a_range_of_outcomes_settles_as_one_outcome_at_a_time(
+    partitioned: bool, data: st.DataObject, count: int
+) -> None:
+    lost = data.draw(st.lists(st.sampled_from(range(count)), unique=True))
+    chosen = data.draw(st.permutations(range(count)))[: data.draw(st.integers(min_value=1, max_value=count))]
+    outcome = data.draw(st.integers(min_value=0, max_value=len(OUTCOMES) - 1))
+    frames, state, single = asyncio.run(_consume(partitioned, True, count, lost, chosen, outcome))
+    reference = asyncio.run(_consume(partitioned, False, count, lost, chosen, outcome))
+    assert (frames, state) == reference[:2]
+    assert reference[2] == len(chosen)
+    # accepted (complete) goes together; other outcomes one at a time, as before.
+    assert single == (0 if outcome == 0 else len(chosen))
+
+
+def test_a_completed_range_leaves_as_one_settling_disposition() -> None:
+    frames, (left, _), single = asyncio.run(_consume(False, True, 20, [], list(range(20)), 0))
+    assert frames == [(0, 19, True, "Accepted", None)]
+    assert left == [] and single == 0
+
+
+def test_lost_locks_in_a_completed_range_are_refused_with_lock_lost() -> None:
+    frames, (left, _), _ = asyncio.run(_consume(True, True, 10, [3, 4, 8], list(range(10)), 0))
+    lock_lost = Symbol("com.microsoft:message-lock-lost")
+    assert frames == [
+        (0, 2, True, "Accepted", None),
+        (3, None, True, "Rejected", lock_lost),  # each refusal names its own lock: no range
+        (4, None, True, "Rejected", lock_lost),
+        (5, 7, True, "Accepted", None),
+        (8, None, True, "Rejected", lock_lost),
+        (9, None, True, "Accepted", None),
+    ]
+    assert left == []
+
+
+# -- a receiver's batch encoded together ---------------------------------------------------------
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_encode_all_stamps_each_message_as_delivered(partitioned: bool) -> None:
+    ns = _namespace(partitioned)
+    entity = ns.receiver_source("q")
+    for i in range(6):
+        send(ns, "q", body=f"m{i}".encode())
+    first = entity.receive_many(T0, 3)
+    for msg in first[:2]:  # delivered once before: the next delivery's header counts it
+        assert msg.lock is not None
+        entity.abandon(msg.lock, T0)
+    batch = entity.receive_many(T0 + 1, 6)
+    assert len(batch) == 5
+    decoded = [Message.decode(p) for p in entity.encode_all(batch)]
+    for msg, got in zip(batch, decoded, strict=True):
+        prior = int(got.header.delivery_count or 0) if got.header is not None else 0
+        assert prior == msg.delivery_count - 1 == (1 if got.body in (b"m0", b"m1") else 0)
+        annotations = got.message_annotations or {}
+        assert annotations[Symbol("x-opt-sequence-number")] == msg.sequence_number
+        assert Symbol("x-opt-locked-until") in annotations
+    assert sorted(got.body for got in decoded) == [b"m0", b"m1", b"m3", b"m4", b"m5"]  # m2 is still locked
+    assert entity.encode_all(batch) == [entity.encode(m) for m in batch]

@@ -1,0 +1,157 @@
+"""A sender link with ``ranged_updates`` hears of a disposition range as one
+``DeliveriesUpdated`` per run of its deliveries: the same deliveries, states and wire
+frames as the ``DeliveryUpdated`` each that a link without it gets; and
+``SenderLink.settle_all`` settles as ``settle`` each would, in first..last ranges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amqplink.codec.types import Symbol
+from amqplink.engine.events import DeliveriesUpdated, DeliveryReceived, DeliveryUpdated
+from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_UNSETTLED, Delivery, ReceiverLink, SenderLink
+from amqplink.protocol.definitions import Accepted, Disposition, Error, Modified, Rejected, Released, Target
+
+from .pairs import Pair, performatives
+
+OUTCOMES = [
+    Accepted(),
+    Released(),
+    Modified(delivery_failed=True),
+    Rejected(error=Error(condition=Symbol("amqp:internal-error"))),
+]
+
+
+def _run(
+    ranged: tuple[bool, bool],
+    links: list[int],
+    chosen: list[int],
+    outcome: int,
+    rcv_settle_mode: int,
+    auto_settle: bool,
+) -> tuple[list[Any], list[Any], list[Any], int]:
+    """Send on two links of one session in the order ``links`` names, let the peer settle
+    the deliveries ``chosen`` (indices) with one outcome; what the sender's side saw."""
+    pair = Pair()
+    session = pair.open()
+    senders: list[SenderLink] = []
+    for name, ranges in zip(("a", "b"), ranged, strict=True):
+        sender = session.attach_sender(
+            name, target=Target(address=name), snd_settle_mode=SND_UNSETTLED, rcv_settle_mode=rcv_settle_mode
+        )
+        sender.ranged_updates = ranges
+        sender.auto_settle = auto_settle
+        senders.append(sender)
+    pair.pump()
+    for name in ("a", "b"):
+        receiver = pair.server_link(name, sender=False)
+        assert isinstance(receiver, ReceiverLink)
+        receiver.flow(len(links))
+    pair.pump()
+    sent = [senders[which].send(bytes([i % 256])) for i, which in enumerate(links)]
+    pair.pump()
+    received = {bytes(e.delivery.tag) + e.link.name.encode(): e.delivery for e in pair.of(DeliveryReceived, "server")}
+    pair.take()
+    before = len(pair.wire_c2s)
+    for i in chosen:  # queued together: they leave as ranges spanning both links
+        delivery = sent[i]
+        peer = received[bytes(delivery.tag) + delivery.link.name.encode()]
+        peer.link.settle(peer, OUTCOMES[outcome])  # type: ignore[attr-defined]
+    pair.pump()
+    updates: list[Any] = []
+    events = 0
+    for event in pair.take():
+        if isinstance(event, DeliveriesUpdated):
+            events += 1
+            assert event.deliveries, "an empty DeliveriesUpdated"
+            assert all(d.link is event.link for d in event.deliveries)
+            updates += [(event.link.name, sent.index(d), event.state, event.settled) for d in event.deliveries]
+        elif isinstance(event, DeliveryUpdated):
+            events += 1
+            updates.append((event.link.name, sent.index(event.delivery), event.state, event.settled))
+    states = [(d.settled, d.remote_settled, d.remote_state, d.state, d.delivery_id) for d in sent]
+    frames = [(type(p).__name__, p) for p in performatives(pair.wire_c2s[before:], Disposition)]
+    return updates, states, frames, events
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    data=st.data(),
+    links=st.lists(st.integers(min_value=0, max_value=1), min_size=1, max_size=30),
+    outcome=st.integers(min_value=0, max_value=len(OUTCOMES) - 1),
+    rcv_settle_mode=st.sampled_from([RCV_FIRST, RCV_SECOND]),
+    auto_settle=st.booleans(),
+    ranges=st.sampled_from([(True, True), (True, False), (False, True)]),
+)
+def test_a_range_as_one_event_per_run_tells_what_an_event_each_tells(
+    data: st.DataObject,
+    links: list[int],
+    outcome: int,
+    rcv_settle_mode: int,
+    auto_settle: bool,
+    ranges: tuple[bool, bool],
+) -> None:
+    chosen = data.draw(st.lists(st.sampled_from(range(len(links))), unique=True, min_size=1))
+    each = _run((False, False), links, chosen, outcome, rcv_settle_mode, auto_settle)
+    # One link or both with ranged_updates: the same deliveries told of, in delivery-id order.
+    ranged = _run(ranges, links, chosen, outcome, rcv_settle_mode, auto_settle)
+    assert ranged[:3] == each[:3]
+    assert sorted(u[1] for u in each[0]) == sorted(chosen)  # every settled delivery was told of
+    assert each[3] == len(chosen)
+    assert ranged[3] <= each[3]
+
+
+def test_a_range_over_one_link_is_one_event() -> None:
+    updates, states, _, events = _run((True, True), [0] * 10, list(range(10)), 0, RCV_SECOND, False)
+    assert events == 1
+    assert [u[1] for u in updates] == list(range(10))
+    # Neither side settled: the outcome is recorded, the deliveries stay unsettled here.
+    assert all(not settled and remote_state == Accepted() for settled, _, remote_state, _, _ in states)
+
+
+def _settled_by(use_all: bool, count: int, chosen: list[int], pre_settled: list[int]) -> tuple[list[Any], list[Any]]:
+    pair = Pair()
+    session = pair.open()
+    sender = session.attach_sender(
+        "a", target=Target(address="a"), snd_settle_mode=SND_UNSETTLED, rcv_settle_mode=RCV_SECOND
+    )
+    sender.auto_settle = False
+    pair.pump()
+    receiver = pair.server_link("a", sender=False)
+    assert isinstance(receiver, ReceiverLink)
+    receiver.flow(count)
+    pair.pump()
+    sent = [sender.send(bytes([i]), tag=bytes([i, 7])) for i in range(count)]
+    pair.pump()
+    for i in pre_settled:
+        sender.settle(sent[i], Released())
+    pair.pump()
+    before = len(pair.wire_c2s)
+    picked: list[Delivery] = [sent[i] for i in chosen]
+    if use_all:
+        sender.settle_all(picked, Accepted())
+    else:
+        for delivery in picked:
+            sender.settle(delivery, Accepted())
+    pair.pump()
+    states = [(d.settled, d.state, d.delivery_id) for d in sent]
+    frames = performatives(pair.wire_c2s[before:], Disposition)
+    assert not sender._tags or all(not d.settled for d in sender._tags.values())  # settled tags are free again
+    return states, frames
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), count=st.integers(min_value=1, max_value=30))
+def test_settle_all_settles_as_settle_each_does(data: st.DataObject, count: int) -> None:
+    chosen = data.draw(st.permutations(range(count)))[: data.draw(st.integers(min_value=0, max_value=count))]
+    pre_settled = data.draw(st.lists(st.sampled_from(range(count)), unique=True))
+    assert _settled_by(True, count, chosen, pre_settled) == _settled_by(False, count, chosen, pre_settled)
+
+
+def test_settle_all_sends_consecutive_ids_as_one_range() -> None:
+    _, frames = _settled_by(True, 10, [0, 1, 2, 3, 5, 6, 7], [])
+    assert [(int(d.first), None if d.last is None else int(d.last)) for d in frames] == [(0, 3), (5, 7)]
+    assert all(d.settled and d.state == Accepted() for d in frames)
