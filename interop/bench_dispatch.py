@@ -32,17 +32,7 @@ from amqplink.engine.events import DeliveryReceived  # noqa: E402
 from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED  # noqa: E402
 from amqplink.message import Message  # noqa: E402
 from amqplink.protocol.definitions import Accepted, Source, Target  # noqa: E402
-
-
-class _Protocol:
-    """What the broker's connection asks of its transport; the pump below writes."""
-
-    write_paused = False
-    peername = ("127.0.0.1", 0)
-    on_writable: Any = None
-
-    def schedule_flush(self) -> None:
-        pass
+from interop import inprocess  # noqa: E402
 
 
 async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -> float:
@@ -53,7 +43,7 @@ async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -
         namespace.default_properties = EntityProperties(enable_partitioning=True)
     host = ServiceBusHost(namespace)
     server = Connection(ConnectionConfig(container_id="broker"), server=True)
-    handler = host.accept(server, _Protocol())  # type: ignore[arg-type]
+    handler = inprocess.accept(host, server)
     client = Connection(ConnectionConfig(container_id="consumer"))
     body = Message(bytes(1024)).encode()
     now = time.time()

@@ -23,6 +23,7 @@ from amqplink.engine.events import DeliveryReceived
 from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, SenderLink
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Disposition, Error, Modified, Rejected, Released, Source, Target
+from interop import inprocess
 from tests.broker.nsutil import T0, send
 from tests.engine.pairs import performatives
 
@@ -87,13 +88,6 @@ def test_complete_all_refuses_and_completes_as_complete_each(
 
 
 # -- the broker's consumer link ----------------------------------------------------------------
-class _Protocol:
-    write_paused = False
-    peername = ("127.0.0.1", 0)
-    on_writable: Any = None
-
-    def schedule_flush(self) -> None:
-        pass
 
 
 async def _consume(
@@ -105,7 +99,7 @@ async def _consume(
     ns = _namespace(partitioned)
     host = ServiceBusHost(ns, clock=lambda: T0)
     server = Connection(ConnectionConfig(container_id="broker"), server=True)
-    handler = host.accept(server, _Protocol())  # type: ignore[arg-type]
+    handler = inprocess.accept(host, server)
     client = Connection(ConnectionConfig(container_id="consumer"))
     target = ns.sender_target("q")
     for i in range(count):

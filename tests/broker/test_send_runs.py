@@ -28,17 +28,13 @@ from amqplink.codec.types import Symbol
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import DeliveriesReceived, DeliveryReceived, Event
 from amqplink.protocol.definitions import Target
+from interop import inprocess
 
 from ..engine.pairs import frames_in
 
 QUEUES = ("plain", "parted", "dedup")
 SHAPES = ("bare", "id", "ttl", "key", "session", "ping", "big", "garbage", "batch")
 NOW = 1_000_000.0
-
-
-class _Protocol:
-    def schedule_flush(self) -> None:
-        pass
 
 
 def _namespace() -> Namespace:
@@ -76,7 +72,7 @@ def _broker(runs: bool) -> tuple[Connection, Callable[[list[Event]], None], Serv
     take their deliveries one ``DeliveryReceived`` each (the general path)."""
     host = ServiceBusHost(_namespace(), clock=lambda: NOW)
     server = Connection(ConnectionConfig(container_id="broker", on_excess_transfer="deliver"), server=True)
-    handler = host.accept(server, _Protocol())  # type: ignore[arg-type]
+    handler = inprocess.accept(host, server)
 
     def handle(events: list[Event]) -> None:
         handler(events)

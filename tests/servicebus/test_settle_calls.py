@@ -6,9 +6,10 @@ the same on the link's immediate settlement as on the coroutine that starts it w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -38,6 +39,26 @@ async def fill_and_receive(client: ServiceBusClient, receiver: ServiceBusReceive
     return got
 
 
+@contextlib.asynccontextmanager
+async def received(
+    broker: BrokerThread, n: int, prefetch: int | None = None
+) -> AsyncIterator[tuple[ServiceBusReceiver, list[Any]]]:
+    """A peek-lock receiver on ``QUEUE`` of a fresh client, with ``n`` messages sent and received."""
+    extra: dict[str, Any] = {} if prefetch is None else {"prefetch_count": prefetch}
+    async with (
+        ServiceBusClient.from_connection_string(broker.connection_string) as client,
+        client.get_queue_receiver(QUEUE, **extra) as receiver,
+    ):
+        yield receiver, await fill_and_receive(client, receiver, n)
+
+
+def wire_tap(receiver: ServiceBusReceiver) -> WireTap:
+    """The frames the receiver's connection writes from now on."""
+    link = receiver._link
+    assert link is not None
+    return WireTap(link.connection)
+
+
 async def task_stepped() -> None:
     """Return after the callbacks already scheduled on the loop ran (a task created before
     this call has taken its first step): they run in the order they were scheduled."""
@@ -62,11 +83,7 @@ def settle_calls(receiver: ServiceBusReceiver) -> dict[str, Callable[[Any], Coro
 
 
 async def test_a_settlement_on_the_link_is_a_future_and_a_coroutine(broker: BrokerThread) -> None:
-    async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(QUEUE) as receiver,
-    ):
-        (m,) = await fill_and_receive(client, receiver, 1)
+    async with received(broker, 1) as (receiver, (m,)):
         settling = receiver.complete_message(m)
         assert type(settling) is LinkSettlement
         assert asyncio.isfuture(settling) and asyncio.iscoroutine(settling)
@@ -77,14 +94,8 @@ async def test_a_settlement_on_the_link_is_a_future_and_a_coroutine(broker: Brok
 
 
 async def test_awaited_gathered_task_wait_for_and_ensure_future_settle_each_message_once(broker: BrokerThread) -> None:
-    async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(QUEUE, prefetch_count=20) as receiver,
-    ):
-        got = await fill_and_receive(client, receiver, 8)
-        link = receiver._link
-        assert link is not None
-        tap = WireTap(link.connection)
+    async with received(broker, 8, prefetch=20) as (receiver, got):
+        tap = wire_tap(receiver)
         tasks_before = len(asyncio.all_tasks())
         await receiver.complete_message(got[0])
         gathered = [receiver.complete_message(m) for m in got[1:4]]
@@ -108,14 +119,8 @@ async def test_awaited_gathered_task_wait_for_and_ensure_future_settle_each_mess
 
 
 async def test_a_settlement_never_awaited_settles_the_message_once(broker: BrokerThread) -> None:
-    async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(QUEUE) as receiver,
-    ):
-        (m,) = await fill_and_receive(client, receiver, 1)
-        link = receiver._link
-        assert link is not None
-        tap = WireTap(link.connection)
+    async with received(broker, 1) as (receiver, (m,)):
+        tap = wire_tap(receiver)
         receiver.complete_message(m)  # started at once; nobody awaits it
         # A second call while the broker has not answered the first: refused, not sent again.
         with pytest.raises(MessageAlreadySettled):
@@ -128,11 +133,7 @@ async def test_a_settlement_never_awaited_settles_the_message_once(broker: Broke
 
 
 async def test_a_cancelled_wait_leaves_the_settlement_to_the_broker(broker: BrokerThread) -> None:
-    async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(QUEUE) as receiver,
-    ):
-        first, second = await fill_and_receive(client, receiver, 2)
+    async with received(broker, 2) as (receiver, (first, second)):
         started = asyncio.Event()
 
         async def worker() -> None:
@@ -155,11 +156,7 @@ async def test_a_cancelled_wait_leaves_the_settlement_to_the_broker(broker: Brok
 
 
 async def test_a_cancelled_task_created_from_a_settlement_cancels_its_wait(broker: BrokerThread) -> None:
-    async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(QUEUE) as receiver,
-    ):
-        (m,) = await fill_and_receive(client, receiver, 1)
+    async with received(broker, 1) as (receiver, (m,)):
         settling = receiver.complete_message(m)
         task = asyncio.create_task(settling)
         await task_stepped()
@@ -173,11 +170,7 @@ async def test_a_cancelled_task_created_from_a_settlement_cancels_its_wait(broke
 async def test_a_task_cancelled_before_its_first_step_leaves_the_settlement_to_the_broker(
     broker: BrokerThread,
 ) -> None:
-    async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(QUEUE) as receiver,
-    ):
-        (m,) = await fill_and_receive(client, receiver, 1)
+    async with received(broker, 1) as (receiver, (m,)):
         settling = receiver.complete_message(m)
         task = asyncio.create_task(settling)
         task.cancel()  # the disposition is on its way already: the broker settles the message
@@ -190,14 +183,8 @@ async def test_a_task_cancelled_before_its_first_step_leaves_the_settlement_to_t
 async def test_settling_from_another_thread_starts_on_the_loop(broker: BrokerThread) -> None:
     """Off the loop thread (the blocking facade's callers) the call returns a coroutine and
     touches neither the loop nor the engine; the loop runs it when it is awaited there."""
-    async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(QUEUE) as receiver,
-    ):
-        (m,) = await fill_and_receive(client, receiver, 1)
-        link = receiver._link
-        assert link is not None
-        tap = WireTap(link.connection)
+    async with received(broker, 1) as (receiver, (m,)):
+        tap = wire_tap(receiver)
         made: list[Any] = []
         thread = threading.Thread(target=lambda: made.append(receiver.complete_message(m)))
         thread.start()
@@ -229,11 +216,7 @@ def test_the_blocking_facade_settles_through_the_loop_thread(broker: BrokerThrea
 
 
 async def test_a_deferred_message_settles_over_management_with_a_coroutine(broker: BrokerThread) -> None:
-    async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(QUEUE) as receiver,
-    ):
-        (m,) = await fill_and_receive(client, receiver, 1)
+    async with received(broker, 1) as (receiver, (m,)):
         await receiver.defer_message(m)
         (deferred,) = await receiver.receive_deferred_messages(m.sequence_number)
         settling = receiver.complete_message(deferred)
@@ -246,11 +229,7 @@ async def test_a_deferred_message_settles_over_management_with_a_coroutine(broke
 
 
 async def test_the_broker_refusing_a_settlement_is_raised_where_it_is_awaited(broker: BrokerThread) -> None:
-    async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(QUEUE) as receiver,
-    ):
-        m, n = await fill_and_receive(client, receiver, 2)
+    async with received(broker, 2) as (receiver, (m, n)):
 
         async def expire() -> None:
             broker.broker.faults.expire_locks()
