@@ -585,7 +585,8 @@ class Entity:
         self._remove(msg.sequence_number)
 
     def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
-        """:meth:`complete` each of ``tokens`` in turn; the refusals by index (empty: all done)."""
+        """:meth:`complete` each of ``tokens`` in turn (a partitioned entity's own :meth:`complete` finds each
+        token's fragment); the refusals by index (empty: all done)."""
         refusals: dict[int, EntityError] = {}
         complete = self.complete
         for i, token in enumerate(tokens):

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
@@ -82,7 +82,6 @@ SEQUENCE_SHIFT = 48
 DOWN_CONDITIONS = (INTERNAL_ERROR, SERVER_BUSY)
 """What a request needing a down fragment may be refused with (both retryable)."""
 RETRY = "The service was unable to process the request; please retry the operation."
-_COMPLETING = "completing a message"
 
 
 def fragment_of(sequence_number: int) -> int:
@@ -649,19 +648,7 @@ class PartitionedEntity(Entity):
         return self._by_token(token, "reading a locked message").locked(token, now)
 
     def complete(self, token: LockToken, now: float) -> None:
-        self._by_token(token, _COMPLETING).complete(token, now)
-
-    def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
-        """:meth:`complete` each of ``tokens`` in turn (each in the fragment its token names);
-        the refusals by index."""
-        refusals: dict[int, EntityError] = {}
-        by_token = self._by_token
-        for i, token in enumerate(tokens):
-            try:
-                by_token(token, _COMPLETING).complete(token, now)
-            except EntityError as exc:
-                refusals[i] = exc
-        return refusals
+        self._by_token(token, "completing a message").complete(token, now)
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         self._by_token(token, "abandoning a message").abandon(token, now, annotations)
