@@ -841,18 +841,32 @@ class _ServiceBusConnection:
         if self.engine.close_sent:
             return
         refused = None if error is None else _store_failed(error)
-        window = self.host.credit_window
-        low = window // 2
+        # Settled in arrival order, a run of one link's transfers with one outcome at a time
+        # (consecutive delivery-ids: one disposition range).
+        run: list[Delivery] = []
+        run_link: Any = None
+        run_outcome: Any = None
         items = iter(waiting)
         for link, delivery, outcome in zip(items, items, items, strict=True):
             if link.is_detached or delivery.settled:
                 continue
             if refused is not None and not isinstance(outcome, Rejected):
                 outcome = refused
-            link.settle(delivery, outcome)
-            if isinstance(link, ReceiverLink) and link.link_credit < low:
-                link.flow(window)
+            if link is not run_link or outcome is not run_outcome:
+                if run:
+                    self._settle_run(run_link, run, run_outcome)
+                run, run_link, run_outcome = [], link, outcome
+            run.append(delivery)
+        if run:
+            self._settle_run(run_link, run, run_outcome)
         self.protocol.schedule_flush()
+
+    def _settle_run(self, link: SenderLink | ReceiverLink, deliveries: list[Delivery], outcome: Any) -> None:
+        """Settle ``deliveries`` of ``link`` with ``outcome``; a producer or request link gets
+        its credit window again once half of it is used."""
+        link.settle_all(deliveries, outcome)
+        if isinstance(link, ReceiverLink):
+            self._top_up(link)
 
     def _settle_stored(
         self,
@@ -871,9 +885,7 @@ class _ServiceBusConnection:
             return
         if error is not None and not isinstance(outcome, Rejected):
             outcome = _store_failed(error)
-        link.settle(delivery, outcome)
-        if isinstance(link, ReceiverLink) and link.link_credit < self.host.credit_window // 2:
-            link.flow(self.host.credit_window)
+        self._settle_run(link, [delivery], outcome)
         self.protocol.schedule_flush()
 
     def _reply_stored(self, link: SenderLink, request: Message, answer: Message, error: BaseException | None) -> None:

@@ -531,3 +531,42 @@ async def test_a_journal_that_is_mostly_live_is_not_rewritten(tmp_path: Path, mo
     persistence, ns = await restart(persistence, tmp_path)
     assert len(ns.receiver_source("q").peek(1, 100, now)) == 11
     await persistence.close()
+
+
+async def test_transfers_one_commit_settles_are_answered_in_one_disposition_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What one commit settles goes back as runs (consecutive delivery-ids, one outcome:
+    one first..last disposition), not one disposition per transfer."""
+    from amqplink.engine.session import Session
+
+    answered: list[tuple[int, int]] = []
+    on_disposition = Session._on_disposition
+
+    def recorded(session: Session, disposition: Any) -> None:
+        if disposition.role:  # the broker, as receiver, about the client's transfers
+            first = int(disposition.first)
+            answered.append((first, first if disposition.last is None else int(disposition.last)))
+        on_disposition(session, disposition)
+
+    monkeypatch.setattr(Session, "_on_disposition", recorded)
+    async with Broker(servicebus=True, data_dir=tmp_path) as broker:
+        writer = HeldWriter(broker)
+        conn = await connect(broker.url)
+        try:
+            sender = await conn.create_sender("q")
+            writer.hold()
+            first = await sender.send_nowait(Message(b"first"))
+            await writer.wait_entered()  # the first transfer's commit is being written, held
+            rest = [await sender.send_nowait(Message(bytes([i]))) for i in range(20)]
+            await conn.create_sender("q")  # a round trip: the broker has read the 20 transfers
+            writer.gate.set()
+            outcomes = await asyncio.wait_for(asyncio.gather(first, *rest), 10)
+            assert all(isinstance(o, Accepted) for o in outcomes)
+        finally:
+            writer.gate.set()
+            await conn.close()
+    covered = sorted(n for a, b in answered for n in range(a, b + 1))
+    assert covered == list(range(21))  # each transfer answered once
+    # the first commit's answer, then the 20 written behind it together: at most two more
+    assert len(answered) <= 3, answered
