@@ -521,7 +521,11 @@ class Connection:
                         return
                     frames = [frame]
                 channel_max = self.config.channel_max
-                for frame_type, channel, body in frames:
+                count = len(frames)
+                at = 0
+                while at < count:
+                    frame_type, channel, body = frames[at]
+                    at += 1
                     if self._expect != _EXPECT_FRAMES:
                         break  # the connection failed: the rest is discarded (2.4.6)
                     if frame_type != FRAME_TYPE_AMQP:
@@ -539,8 +543,8 @@ class Connection:
                             if session is None or session.state >= _SESSION_END_SENT:  # _session_for decides
                                 self._dispatch(channel, fields, body[fields[6] :])
                                 continue
-                            try:  # what _dispatch does for it, without the calls (the hot path)
-                                session._on_transfer_fields(fields, body[fields[6] :])
+                            try:  # what _dispatch does for it and the transfers after it (the hot path)
+                                at = session._on_transfer_run(fields, body[fields[6] :], frames, at, channel)
                             except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
                                 self._session_failed(session, channel, exc)
                             continue
@@ -675,7 +679,7 @@ class Connection:
                 return
             try:
                 if kind is tuple:
-                    session._on_transfer_fields(frame, payload)
+                    session._on_transfer_run(frame, payload, (), 0, channel)
                 elif kind is Transfer:
                     session._on_transfer(frame, payload)
                 elif kind is Disposition:

@@ -888,19 +888,13 @@ class ReceiverLink(Link):
             return
         self._complete(delivery, payload)
 
-    def _on_whole_delivery(
-        self, delivery_id: int, tag: bytes, message_format: int, settled: bool | None, payload: memoryview
-    ) -> None:
-        """A delivery in one transfer frame with nothing unusual (the hot path): what
-        :meth:`_on_transfer` does for a first transfer without ``more``, ``aborted`` or
-        ``rcv-settle-mode``, while no other delivery is part-way in. The session checks
-        those conditions."""
-        delivery = self._start_delivery(delivery_id, tag, message_format, settled)
-        size = delivery.size = len(payload)
-        limit = self.max_message_size
-        if limit and size > limit:
-            self._refuse_oversize(delivery)
-        self._complete(delivery, payload)
+    def _deliveries_arrived(self, deliveries: list[Delivery], credit_room: int) -> None:
+        """A run of whole single-frame deliveries, each checked and entered among the
+        unsettled by :meth:`Session._on_transfer_run` (the hot path); ``credit_room`` is
+        what :meth:`_credit_room` said before the first. They are counted against the
+        link's credit (:meth:`_count_deliveries`) and reported (:meth:`_report`)."""
+        self._count_deliveries(len(deliveries), credit_room)
+        self._report(deliveries)
 
     def _link_error(self, condition: Symbol, description: str) -> errors.LinkProtocolError:
         return errors.LinkProtocolError(self.session.channel, self.handle, condition, description)
@@ -913,25 +907,38 @@ class ReceiverLink(Link):
             raise self._link_error(errors.NOT_ALLOWED, "first transfer of a delivery lacks delivery-id or delivery-tag")
         return self._start_delivery(int(delivery_id), bytes(tag), int(transfer.message_format or 0), transfer.settled)
 
+    def _credit_room(self) -> int:
+        """How many more deliveries the highest grant ever made allows (serial_diff of that
+        limit and delivery-count): zero or less, and the next one is excess (2.6.7)."""
+        return (self._delivery_limit - self.delivery_count + _HALF) % SERIAL_MOD - _HALF
+
+    def _count_deliveries(self, count: int, credit_room: int) -> None:
+        """``count`` deliveries began (``credit_room``: what :meth:`_credit_room` said before
+        the first): each increments delivery-count and decrements link-credit (2.6.7); those
+        beyond ``credit_room`` are excess, let in because the connection's config says so."""
+        excess = count - max(credit_room, 0)
+        if excess > 0:
+            self.excess_transfers += excess
+        self.delivery_count = (self.delivery_count + count) % SERIAL_MOD  # serial_add, inline
+        credit = self.link_credit
+        if credit > 0:
+            self.link_credit = credit - count if credit > count else 0
+
     def _start_delivery(self, delivery_id: int, tag: bytes, message_format: int, settled: bool | None) -> Delivery:
         """A delivery's first transfer: it increments delivery-count and decrements
         link-credit (2.6.7); one beyond every grant made is excess."""
-        count = self.delivery_count
-        if (self._delivery_limit - count + _HALF) % SERIAL_MOD <= _HALF:  # serial_diff(limit, count) <= 0
+        room = self._credit_room()
+        if room <= 0 and self.session.connection.config.on_excess_transfer == "detach":
             # "the receiver MAY either handle the excess messages normally or detach
             # the link with a transfer-limit-exceeded error code" (2.6.7): the
             # connection's config chooses (RabbitMQ 3.x overshoots under load; the
             # session window still bounds the frames in flight).
-            if self.session.connection.config.on_excess_transfer == "detach":
-                raise self._link_error(
-                    errors.TRANSFER_LIMIT_EXCEEDED,
-                    f"delivery-id {delivery_id} arrived with no link credit"
-                    f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
-                )
-            self.excess_transfers += 1
-        self.delivery_count = (count + 1) % SERIAL_MOD  # serial_add, inline
-        if self.link_credit > 0:
-            self.link_credit -= 1
+            raise self._link_error(
+                errors.TRANSFER_LIMIT_EXCEEDED,
+                f"delivery-id {delivery_id} arrived with no link credit"
+                f" (delivery-count {self.delivery_count}, limit {self._delivery_limit})",
+            )
+        self._count_deliveries(1, room)
         delivery = Delivery(self, tag, None, message_format)
         delivery.delivery_id = delivery_id
         if settled:
@@ -1010,15 +1017,21 @@ class ReceiverLink(Link):
                 self.session._forget_incoming(delivery)
             if self.snd_settle_mode != SND_SETTLED:
                 delivery.settled = True
-        events = self.session.connection._events
-        if not self.deliver_in_runs:
-            events.append(DeliveryReceived(self, delivery))
-        elif events and type(run := events[-1]) is DeliveriesReceived and run.link is self:
-            run.deliveries.append(delivery)  # the run goes on: no other event since
-        else:
-            events.append(DeliveriesReceived(self, [delivery]))
+        self._report([delivery])
         if self.drain:
             self._drained_if_done()
+
+    def _report(self, deliveries: list[Delivery]) -> None:
+        """Whole deliveries for the application: a ``DeliveryReceived`` each, or with
+        :attr:`deliver_in_runs` one ``DeliveriesReceived`` (continued while no other event
+        came since)."""
+        events = self.session.connection._events
+        if not self.deliver_in_runs:
+            events.extend([DeliveryReceived(self, delivery) for delivery in deliveries])
+        elif events and type(run := events[-1]) is DeliveriesReceived and run.link is self:
+            run.deliveries.extend(deliveries)  # the run goes on: no other event since
+        else:
+            events.append(DeliveriesReceived(self, deliveries))
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         if state is not None:

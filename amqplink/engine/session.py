@@ -27,7 +27,7 @@ moment it leaves, so a peer that sends past what it has been told is caught.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from amqplink.engine.frames import FRAME_HEADER_SIZE, write_transfer
 from amqplink.engine.link import (
     RCV_FIRST,
     SND_MIXED,
+    SND_SETTLED,
     Delivery,
     Link,
     ReceiverLink,
@@ -57,7 +58,7 @@ from amqplink.protocol.definitions import (
     Target,
     Transfer,
 )
-from amqplink.protocol.hot_decode import TransferFields, transfer_from_fields
+from amqplink.protocol.hot_decode import TransferFields, scan_transfer, transfer_from_fields
 
 if TYPE_CHECKING:
     from amqplink.engine.connection import Connection
@@ -441,13 +442,29 @@ class Session:
         if link.state < _LINK_DETACH_SENT:
             link._on_transfer(transfer, payload)
 
-    def _on_transfer_fields(self, fields: TransferFields, payload: memoryview) -> None:
-        """A transfer read by :func:`~amqplink.protocol.hot_decode.scan_transfer`: a
-        whole delivery in one frame, on an attached receiving link with no delivery
-        part-way in, goes straight to :meth:`ReceiverLink._on_whole_delivery` (the hot
-        path); anything else becomes a ``Transfer`` for :meth:`_on_transfer`."""
+    def _on_transfer_run(
+        self,
+        fields: TransferFields,
+        payload: memoryview,
+        frames: Sequence[tuple[int, int, memoryview]],
+        at: int,
+        channel: int,
+    ) -> int:
+        """A transfer read by :func:`~amqplink.protocol.hot_decode.scan_transfer`, and the
+        transfers that follow it in ``frames`` from index ``at`` (all on ``channel``); the
+        index of the first frame left for the caller.
+
+        Whole single-frame deliveries on one attached receiving link with no delivery
+        part-way in and no drain under way are taken as a run (the hot path): each is
+        checked as it comes, the window, credit and delivery-count arithmetic is done
+        once for the run, and the link reports them together
+        (:meth:`ReceiverLink._deliveries_arrived`). A run stops before any frame that is
+        not such a delivery or that would break a rule: that frame is left to the caller,
+        which takes it through here again, where the first transfer of a run that cannot
+        start goes to :meth:`_on_transfer` (as a ``Transfer``), the one place that raises
+        each error. So every rule holds at the very transfer that breaks it."""
         handle, delivery_id, tag, message_format, settled, more, _ = fields
-        link = self._remote_links.get(handle)
+        link: Any = self._remote_links.get(handle)
         if (
             link is None
             or more
@@ -456,29 +473,81 @@ class Session:
             or link.state is not _LINK_ATTACHED
             or link.is_sender
             or link._partial is not None
-            or self.incoming_window <= 0
+            or link.drain
         ):
             self._on_transfer(transfer_from_fields(fields), payload)
-            return
-        self._transfer_arrived()
-        link._on_whole_delivery(delivery_id, tag, message_format or 0, settled, payload)  # type: ignore[attr-defined]
+            return at
+        # How many may come: the incoming window (2.5.6) and, where an excess delivery
+        # detaches the link, the room left in every grant made (2.6.7).
+        room = self.incoming_window
+        credit_room = link._credit_room()
+        if self.connection.config.on_excess_transfer == "detach" and credit_room < room:
+            room = credit_room
+        if room <= 0:
+            self._on_transfer(transfer_from_fields(fields), payload)
+            return at
+        limit = link.max_message_size or 0
+        incoming = self._incoming
+        unsettled = link.unsettled
+        # "settled ... MUST be interpreted as true" (2.7.5): a delivery the sender settled
+        # is settled here too, unless the link's sender settles only (ReceiverLink._complete).
+        settles = link.snd_settle_mode != SND_SETTLED
+        deliveries: list[Delivery] = []
+        count = len(frames)
+        while True:
+            if (limit and len(payload) > limit) or delivery_id in incoming:
+                # too large, or a delivery-id in use: the general path names the error
+                if deliveries:
+                    at -= 1
+                    break
+                self._on_transfer(transfer_from_fields(fields), payload)
+                return at
+            delivery = Delivery(link, tag, payload, message_format or 0)
+            delivery.delivery_id = delivery_id
+            delivery.size = len(payload)
+            if settled:
+                delivery.remote_settled = True
+                if settles:
+                    delivery.settled = True
+            else:
+                incoming[delivery_id] = unsettled[delivery_id] = delivery
+            deliveries.append(delivery)
+            if len(deliveries) >= room or at >= count:
+                break
+            frame_type, frame_channel, body = frames[at]
+            if frame_type or frame_channel != channel or len(body) <= 5 or body[2] != 0x14:
+                break
+            next_fields = scan_transfer(body)
+            if next_fields is None:
+                break
+            next_handle, delivery_id, tag, message_format, settled, more, offset = next_fields
+            if next_handle != handle or more or delivery_id is None or tag is None:
+                break
+            fields = next_fields
+            payload = body[offset:]
+            at += 1
+        self._transfer_arrived(len(deliveries))
+        link._deliveries_arrived(deliveries, credit_room)
+        return at
 
-    def _transfer_arrived(self) -> None:
+    def _transfer_arrived(self, frames: int = 1) -> None:
         """The one place transfer frames received are counted (2.5.6): next-incoming-id
-        goes up, incoming-window and remote-outgoing-window down; a transfer while
-        incoming-window is 0 is a window violation. Once half the window is used, a
-        flow reopening it goes out at the next ``data_to_send``."""
+        goes up, incoming-window and remote-outgoing-window down, by one per frame; a
+        transfer while incoming-window is 0 is a window violation (a run of ``frames``
+        is counted once the caller has checked that the window holds them all). Once
+        half the window is used, a flow reopening it goes out at the next ``data_to_send``."""
         window = self.incoming_window
-        if window <= 0:
+        if window < frames:
             raise errors.SessionProtocolError(
                 self.channel,
                 errors.WINDOW_VIOLATION,
                 f"transfer received with incoming-window 0 (next-incoming-id {self.next_incoming_id})",
             )
-        self.next_incoming_id = (self.next_incoming_id + 1) % SERIAL_MOD  # serial_add, inline
-        self.incoming_window = window - 1
-        self.remote_outgoing_window -= 1
-        if window - 1 <= self.max_incoming_window // 2 and not self._pending:
+        self.next_incoming_id = (self.next_incoming_id + frames) % SERIAL_MOD  # serial_add, inline
+        window -= frames
+        self.incoming_window = window
+        self.remote_outgoing_window -= frames
+        if window <= self.max_incoming_window // 2 and not self._pending:
             self._mark_pending()
 
     def _on_disposition(self, disposition: Disposition) -> None:

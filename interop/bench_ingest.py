@@ -1,0 +1,122 @@
+"""The broker's send path in one process (not a test): CPU per message received, no sockets.
+
+A producer engine and a Service Bus connection of the embedded broker are wired back
+to back in memory. The producer queues 1 KiB messages (unsettled, as ``bench_broker``'s
+producers send them) and its bytes reach the broker in reads of ``--read`` bytes, as a
+socket delivers them; the broker stores each message and settles it. Only the broker's
+side is timed (``process_time`` around its engine and handler), so the figure is what
+``bench_broker`` calls the broker's CPU per message in the send phase, less the socket
+and event loop. On a shared machine compare the minimum of several rounds, or
+``--calls``: the broker's function calls per message (cProfile's count).
+
+    python3 interop/bench_ingest.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE] [--calls]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from amqplink.broker.config import EntityProperties  # noqa: E402
+from amqplink.broker.namespace import Namespace  # noqa: E402
+from amqplink.broker.sbserver import ServiceBusHost  # noqa: E402
+from amqplink.engine.connection import Connection, ConnectionConfig  # noqa: E402
+from amqplink.engine.link import SND_UNSETTLED  # noqa: E402
+from amqplink.message import Message  # noqa: E402
+from amqplink.protocol.definitions import Source, Target  # noqa: E402
+from interop import inprocess  # noqa: E402
+
+
+async def run(count: int, partitioned: bool, in_flight: int, read: int, calls: Any = None) -> float:
+    """Broker CPU seconds to store and settle ``count`` messages (with ``calls``, a
+    ``cProfile.Profile``: it counts the broker's function calls, and the time is not meant)."""
+    namespace = Namespace()
+    if partitioned:
+        namespace.default_properties = EntityProperties(enable_partitioning=True)
+    host = ServiceBusHost(namespace)
+    server = Connection(ConnectionConfig(container_id="broker"), server=True)
+    handler = inprocess.accept(host, server)
+    client = Connection(ConnectionConfig(container_id="producer"))
+    body = Message(bytes(1024)).encode()
+    broker_cpu = 0.0
+
+    def pump() -> list[Any]:
+        nonlocal broker_cpu
+        got: list[Any] = []
+        while True:
+            c2s = client.data_to_send()
+            start = time.process_time()
+            if calls is not None:
+                calls.enable()
+            for at in range(0, len(c2s), read):  # the socket's reads
+                handler(server.receive_data(c2s[at : at + read]))
+            events = server.take_events()
+            if events:
+                handler(events)
+            s2c = server.data_to_send()
+            if calls is not None:
+                calls.disable()
+            broker_cpu += time.process_time() - start
+            if not c2s and not s2c:
+                return got
+            if s2c:
+                got += client.receive_data(s2c)
+
+    client.open()
+    session = client.begin_session()
+    sender = session.attach_sender(
+        "producer", source=Source(address="producer"), target=Target(address="q"), snd_settle_mode=SND_UNSETTLED
+    )
+    pump()
+    broker_cpu = 0.0
+    sent = 0
+    while sent < count:
+        n = min(in_flight, count - sent)
+        for _ in range(n):
+            sender.send(body)
+        sent += n
+        pump()
+    if sender.unsettled:
+        raise RuntimeError(f"{len(sender.unsettled)} messages not settled")
+    stored = len(namespace.receiver_source("q").store)
+    if stored != count:
+        raise RuntimeError(f"{stored} of {count} messages stored")
+    return broker_cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=20_000)
+    parser.add_argument("--in-flight", type=int, default=1000)
+    parser.add_argument("--read", type=int, default=65536, help="bytes per socket read")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--partitioned", action="store_true")
+    parser.add_argument("--profile", default=None, help="cProfile stats of the broker's side (one round) to this file")
+    parser.add_argument("--calls", action="store_true", help="count the broker's function calls per message")
+    args = parser.parse_args()
+    go = (args.count, args.partitioned, args.in_flight, args.read)
+    if args.calls or args.profile:  # call counts are deterministic, unlike CPU time on a shared machine
+        import cProfile
+        import pstats
+
+        counter = cProfile.Profile()
+        asyncio.run(run(*go, counter))
+        if args.profile:
+            counter.dump_stats(args.profile)
+        total = pstats.Stats(counter).total_calls  # type: ignore[attr-defined]
+        print(f"broker: {total / args.count:.2f} function calls per message")
+        return
+    figures = [asyncio.run(run(*go)) / args.count * 1e6 for _ in range(args.rounds)]
+    kind = "partitioned" if args.partitioned else "plain"
+    print(f"{kind}: broker us/msg min {min(figures):.2f}  all " + " ".join(f"{f:.2f}" for f in figures))
+
+
+if __name__ == "__main__":
+    main()
