@@ -6,10 +6,11 @@ producers send them) and its bytes reach the broker in reads of ``--read`` bytes
 socket delivers them; the broker stores each message and settles it. Only the broker's
 side is timed (``process_time`` around its engine and handler), so the figure is what
 ``bench_broker`` calls the broker's CPU per message in the send phase, less the socket
-and event loop. On a shared machine compare the minimum of several rounds, or
-``--calls``: the broker's function calls per message (cProfile's count).
+and event loop. On a shared machine compare the minimum of several rounds, or what other
+processes do not disturb: ``--calls``, the broker's function calls per message (cProfile's
+count), or ``--opcodes``, the Python bytecodes it runs per message (a trace, slow).
 
-    python3 interop/bench_ingest.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE] [--calls]
+    python3 interop/bench_ingest.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE] [--calls|--opcodes]
 """
 
 from __future__ import annotations
@@ -32,6 +33,29 @@ from amqplink.engine.link import SND_UNSETTLED  # noqa: E402
 from amqplink.message import Message  # noqa: E402
 from amqplink.protocol.definitions import Source, Target  # noqa: E402
 from interop import inprocess  # noqa: E402
+
+
+class OpcodeCounter:
+    """Counts the Python bytecodes run between :meth:`enable` and :meth:`disable` (what
+    ``run`` asks of a ``cProfile.Profile``), through a trace function: deterministic, slow."""
+
+    def __init__(self) -> None:
+        self.opcodes = 0
+
+    def _local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            self.opcodes += 1
+        return self._local
+
+    def _call(self, frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        return self._local
+
+    def enable(self) -> None:
+        sys.settrace(self._call)
+
+    def disable(self) -> None:
+        sys.settrace(None)
 
 
 async def run(count: int, partitioned: bool, in_flight: int, read: int, calls: Any = None) -> float:
@@ -100,8 +124,14 @@ def main() -> None:
     parser.add_argument("--partitioned", action="store_true")
     parser.add_argument("--profile", default=None, help="cProfile stats of the broker's side (one round) to this file")
     parser.add_argument("--calls", action="store_true", help="count the broker's function calls per message")
+    parser.add_argument("--opcodes", action="store_true", help="count the broker's Python opcodes per message")
     args = parser.parse_args()
     go = (args.count, args.partitioned, args.in_flight, args.read)
+    if args.opcodes:
+        opcodes = OpcodeCounter()
+        asyncio.run(run(*go, opcodes))
+        print(f"broker: {opcodes.opcodes / args.count:.1f} Python opcodes per message")
+        return
     if args.calls or args.profile:  # call counts are deterministic, unlike CPU time on a shared machine
         import cProfile
         import pstats

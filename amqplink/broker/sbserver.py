@@ -685,7 +685,7 @@ class _ServiceBusConnection:
             return
         target, path = producer
         faults = self.host.faults
-        send = self.host.namespace.send
+        store = self.host.namespace.sender(target)  # the target's kind looked at once for the run
         stored = self.host.persistence
         accepted: list[Delivery] = []
         top_up = False
@@ -695,7 +695,7 @@ class _ServiceBusConnection:
             try:
                 if faults.unavailable:
                     faults.check_send(path)
-                send(target, payload if type(payload) is bytes else bytes(payload), now, delivery.message_format)
+                store(payload if type(payload) is bytes else bytes(payload), now, delivery.message_format)
             except EntityError as exc:
                 log.info("%s: message refused: %s", path, exc.description)
                 outcome = Rejected(error=_error(exc.condition, exc.description))

@@ -58,7 +58,14 @@ from amqplink.protocol.definitions import (
     Target,
     Transfer,
 )
-from amqplink.protocol.hot_decode import TransferFields, scan_transfer, transfer_from_fields
+from amqplink.protocol.hot_decode import (
+    TransferFields,
+    TransferLayout,
+    scan_like,
+    scan_transfer,
+    transfer_from_fields,
+    transfer_layout,
+)
 
 if TYPE_CHECKING:
     from amqplink.engine.connection import Connection
@@ -494,6 +501,8 @@ class Session:
         settles = link.snd_settle_mode != SND_SETTLED
         deliveries: list[Delivery] = []
         count = len(frames)
+        layout: TransferLayout | None = None
+        fresh = True  # the layout is to be read from the transfer just taken
         while True:
             if (limit and len(payload) > limit) or delivery_id in incoming:
                 # too large, or a delivery-id in use: the general path names the error
@@ -515,16 +524,26 @@ class Session:
             if len(deliveries) >= room or at >= count:
                 break
             frame_type, frame_channel, body = frames[at]
-            if frame_type or frame_channel != channel or len(body) <= 5 or body[2] != 0x14:
+            if frame_type or frame_channel != channel:
                 break
-            next_fields = scan_transfer(body)
-            if next_fields is None:
-                break
-            next_handle, delivery_id, tag, message_format, settled, more, offset = next_fields
-            if next_handle != handle or more or delivery_id is None or tag is None:
-                break
-            fields = next_fields
-            payload = body[offset:]
+            if fresh:
+                layout = transfer_layout(frames[at - 1][2])
+                fresh = False
+            like = None if layout is None else scan_like(body, layout)
+            if like is not None:  # laid out as the last one: only its delivery-id and tag differ
+                delivery_id, tag = like
+                payload = body[layout[5] :]  # type: ignore[index]
+            else:
+                if len(body) <= 5 or body[2] != 0x14:
+                    break
+                next_fields = scan_transfer(body)
+                if next_fields is None:
+                    break
+                next_handle, delivery_id, tag, message_format, settled, more, offset = next_fields
+                if next_handle != handle or more or delivery_id is None or tag is None:
+                    break
+                payload = body[offset:]
+                fresh = True
             at += 1
         self._transfer_arrived(len(deliveries))
         link._deliveries_arrived(deliveries, credit_room)

@@ -28,7 +28,10 @@ __all__ = [
     "decode_disposition",
     "decode_performative",
     "decode_transfer",
+    "TransferLayout",
+    "scan_like",
     "scan_transfer",
+    "transfer_layout",
     "transfer_from_fields",
 ]
 
@@ -195,6 +198,51 @@ def scan_transfer(body: bytes | memoryview) -> TransferFields | None:
     except (IndexError, struct.error):
         return None
     return handle, delivery_id, tag, tail[0], tail[1], tail[2], end
+
+
+TransferLayout = tuple[bytes, int, bytes, int, bytes, int]
+"""Where :func:`transfer_layout` found a transfer's delivery-id and delivery-tag: the bytes
+up to the delivery-id's value, the offset after that value, the tag's constructor and
+size, the offset after the tag, the bytes from there to the end of the performative, and
+that end."""
+
+
+def transfer_layout(body: bytes | memoryview) -> TransferLayout | None:
+    """How a transfer that :func:`scan_transfer` reads lays out its fields, for
+    :func:`scan_like`; None for one it does not read, or with a delivery-id of fixed
+    value (uint0, null) or no delivery-tag."""
+    buf = body if type(body) is bytes else bytes(body[:_MAX_HEAD])
+    if scan_transfer(buf) is None or buf[5] < 3:
+        return None
+    c = buf[6]
+    id_at = 8 if c == 0x52 else 7 if c == 0x43 else 11  # after the handle: smalluint, uint0, uint
+    c = buf[id_at]
+    if c == 0x70:
+        id_end = id_at + 5
+    elif c == 0x52:
+        id_end = id_at + 2
+    else:
+        return None
+    if buf[id_end] != 0xA0:
+        return None
+    tag_end = id_end + 2 + buf[id_end + 1]
+    end = 5 + buf[4]
+    return buf[: id_at + 1], id_end, buf[id_end : id_end + 2], tag_end, buf[tag_end:end], end
+
+
+def scan_like(body: bytes | memoryview, layout: TransferLayout) -> tuple[int, bytes] | None:
+    """The delivery-id and delivery-tag of a transfer laid out as ``layout`` says, with the
+    same bytes as the transfer it was taken from everywhere else in the performative
+    (so the same handle, message-format, settled and more, and the same end), or None.
+
+    The transfers of a run from one sender mostly differ only there: this reads each
+    of them in a few slices rather than field by field (:func:`scan_transfer`)."""
+    prefix, id_end, tag_head, tag_end, tail, end = layout
+    buf = bytes(body[:end])
+    id_at = len(prefix)
+    if len(buf) != end or buf[:id_at] != prefix or buf[id_end : id_end + 2] != tag_head or buf[tag_end:] != tail:
+        return None
+    return (_U32(buf, id_at)[0] if id_end - id_at == 4 else buf[id_at]), buf[id_end + 2 : tag_end]
 
 
 def _as_uint(value: int | None) -> UInt | None:

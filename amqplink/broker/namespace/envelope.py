@@ -42,6 +42,7 @@ __all__ = [
     "Envelope",
     "as_text",
     "bare_body",
+    "body_only",
     "delivery_stamps",
     "split_message",
     "timestamp",
@@ -305,9 +306,10 @@ def _map(value: Any, what: str, offset: int) -> dict[Any, Any]:
 def split_message(payload: bytes) -> Envelope:
     """Split an encoded message; :class:`DecodeError` if its head sections are malformed."""
     buf = payload
+    envelope = body_only(buf)
+    if envelope is not None:
+        return envelope  # the common case: nothing to split
     n = len(buf)
-    if n > 2 and buf[0] == 0 and buf[1] == 0x53 and buf[2] in _BODY_OR_FOOTER:
-        return bare_body(buf if type(buf) is bytes else bytes(buf))  # the common case: nothing to split
     pos = 0
     header: Header | None = None
     annotations: dict[Any, Any] = {}
@@ -344,6 +346,14 @@ def split_message(payload: bytes) -> Envelope:
             app = _map(section.value, "application-properties", start)
     props_raw = b"" if props_start is None else bytes(buf[props_start:pos])
     return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:]))
+
+
+def body_only(payload: bytes | memoryview) -> Envelope | None:
+    """The envelope of a message that is only its body (its first section a body section or
+    the footer: most are), or None when it has sections before the body to split."""
+    if len(payload) > 2 and payload[0] == 0 and payload[1] == 0x53 and payload[2] in _BODY_OR_FOOTER:
+        return bare_body(payload if type(payload) is bytes else bytes(payload))
+    return None
 
 
 def bare_body(body: bytes) -> Envelope:

@@ -32,7 +32,7 @@ from amqplink.broker.config import (
 )
 from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import Entity
-from amqplink.broker.namespace.envelope import Envelope, split_message
+from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
     INTERNAL_ERROR,
@@ -577,6 +577,32 @@ class Namespace:
                 self._route(target, envelopes, now, 0)
             return
         self._route(target, [e for e in envelopes if not e.is_ping], now, 0)
+
+    def sender(self, target: Entity | Topic) -> Callable[[bytes, float, int], None]:
+        """What does :meth:`send` for the transfers of one run to ``target`` (the same
+        checks and outcomes, each message on its own): what depends only on the target (its
+        kind, its routing) is looked at once for the run. A message that is only a body
+        (most are: no properties, so no ping, no key, no id to check for duplicates) goes
+        straight to a plain queue's :meth:`Entity.accept` or a partitioned queue's
+        :meth:`PartitionedQueue.accept_keyless`; anything else through :meth:`send`."""
+        send = self.send
+        accept: Callable[[Envelope, float], int]
+        if type(target) is Queue and target.duplicates is None and not target.properties.forward_to:
+            accept = target.accept
+        elif type(target) is PartitionedQueue and not target.properties.forward_to:
+            accept = target.accept_keyless
+        else:
+            return lambda payload, now, message_format: send(target, payload, now, message_format)
+        max_size = target.properties.max_message_size
+
+        def store(payload: bytes, now: float, message_format: int) -> None:
+            envelope = body_only(payload) if not message_format and len(payload) <= max_size else None
+            if envelope is None:
+                send(target, payload, now, message_format)  # unpack names any refusal
+            else:
+                accept(envelope, now)
+
+        return store
 
     def send_envelopes(self, target: Entity | Topic, envelopes: list[Envelope], now: float) -> None:
         self._route(target, envelopes, now, 0)
