@@ -500,7 +500,8 @@ class Session:
         # is settled here too, unless the link's sender settles only (ReceiverLink._complete).
         settles = link.snd_settle_mode != SND_SETTLED
         deliveries: list[Delivery] = []
-        count = len(frames)
+        stop = min(len(frames), at + room - 1)  # the frame index at which the run is full
+        message_format = message_format or 0
         layout: TransferLayout | None = None
         fresh = True  # the layout is to be read from the transfer just taken
         while True:
@@ -511,7 +512,7 @@ class Session:
                     break
                 self._on_transfer(transfer_from_fields(fields), payload)
                 return at
-            delivery = Delivery(link, tag, payload, message_format or 0)
+            delivery = Delivery(link, tag, payload, message_format)
             delivery.delivery_id = delivery_id
             delivery.size = len(payload)
             if settled:
@@ -521,7 +522,7 @@ class Session:
             else:
                 incoming[delivery_id] = unsettled[delivery_id] = delivery
             deliveries.append(delivery)
-            if len(deliveries) >= room or at >= count:
+            if at >= stop:
                 break
             frame_type, frame_channel, body = frames[at]
             if frame_type or frame_channel != channel:
@@ -542,6 +543,7 @@ class Session:
                 next_handle, delivery_id, tag, message_format, settled, more, offset = next_fields
                 if next_handle != handle or more or delivery_id is None or tag is None:
                     break
+                message_format = message_format or 0
                 payload = body[offset:]
                 fresh = True
             at += 1

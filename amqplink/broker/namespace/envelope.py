@@ -41,7 +41,6 @@ __all__ = [
     "SEQUENCE_NUMBER",
     "Envelope",
     "as_text",
-    "bare_body",
     "body_only",
     "delivery_stamps",
     "split_message",
@@ -350,16 +349,12 @@ def split_message(payload: bytes) -> Envelope:
 
 def body_only(payload: bytes | memoryview) -> Envelope | None:
     """The envelope of a message that is only its body (its first section a body section or
-    the footer: most are), or None when it has sections before the body to split."""
-    if len(payload) > 2 and payload[0] == 0 and payload[1] == 0x53 and payload[2] in _BODY_OR_FOOTER:
-        return bare_body(payload if type(payload) is bytes else bytes(payload))
-    return None
-
-
-def bare_body(body: bytes) -> Envelope:
-    """The envelope of a message that is only its body (most are): what
+    the footer: most are), or None when it has sections before the body to split. It is what
     ``Envelope(None, {}, None, None, b"", body)`` makes, without the dataclass's two calls
     (this runs once per message sent)."""
+    if len(payload) < 3 or payload[0] or payload[1] != 0x53 or payload[2] not in _BODY_OR_FOOTER:
+        return None
+    body = payload if type(payload) is bytes else bytes(payload)
     envelope = _new_envelope(Envelope)
     envelope.header = None
     envelope.annotations = {}
