@@ -687,21 +687,26 @@ class _ServiceBusConnection:
         faults = self.host.faults
         store = self.host.namespace.sender(target)  # the target's kind looked at once for the run
         stored = self.host.persistence
+        unavailable, delays = faults.unavailable, faults.delays  # the fault tables (emptied in place)
         accepted: list[Delivery] = []
         top_up = False
         for delivery in deliveries:
             outcome: Any = _ACCEPTED
             payload = delivery.payload
             try:
-                if faults.unavailable:
+                if unavailable:
                     faults.check_send(path)
                 store(payload if type(payload) is bytes else bytes(payload), now, delivery.message_format)
             except EntityError as exc:
                 log.info("%s: message refused: %s", path, exc.description)
                 outcome = Rejected(error=_error(exc.condition, exc.description))
-            delay = faults.delay_for(path) if faults.delays else 0.0
+            else:
+                if not delays and stored is None and not delivery.settled:
+                    accepted.append(delivery)  # the common case: settled below, with the others
+                    continue
+            delay = faults.delay_for(path) if delays else 0.0
             if outcome is _ACCEPTED and not delay and stored is None and not delivery.settled:
-                accepted.append(delivery)  # the common case: settled below, with the others
+                accepted.append(delivery)
                 continue
             if accepted:  # settle in arrival order
                 link.settle_all(accepted, _ACCEPTED)
