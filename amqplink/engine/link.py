@@ -11,7 +11,7 @@ A :class:`ReceiverLink` grants credit with :meth:`ReceiverLink.flow` and settles
 
 The credit fields carry the spec's names (2.6.7): ``delivery_count``, ``link_credit``,
 ``available`` and ``drain``. Each rule lives in one method next to its quote:
-:meth:`Session._write_deliveries` and :meth:`ReceiverLink._start_delivery` (a transfer
+:meth:`Session._write_deliveries` and :meth:`ReceiverLink._count_deliveries` (a transfer
 moves delivery-count and link-credit), :meth:`SenderLink._on_flow` (the sender's
 link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
 :meth:`ReceiverLink._on_attach` (grants count from the initial-delivery-count) and

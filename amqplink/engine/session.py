@@ -12,12 +12,12 @@ Window bookkeeping follows 2.5.6 exactly, each rule in one method:
 - on sending transfer frames (:meth:`Session._frames_sent`): next-outgoing-id += 1,
   remote-incoming-window -= 1 for each; none is sent while the window is 0
   (:meth:`Session._write_deliveries`);
-- on receiving one (:meth:`Session._on_transfer`): next-incoming-id += 1,
-  incoming-window -= 1, remote-outgoing-window -= 1; a transfer while incoming-window
-  is 0 is a ``amqp:session:window-violation``.
+- on receiving one (:meth:`Session._transfer_arrived`, for one transfer or a run of
+  them): next-incoming-id += 1, incoming-window -= 1, remote-outgoing-window -= 1 for
+  each; a transfer while incoming-window is 0 is a ``amqp:session:window-violation``.
 
 Link credit is spent in :meth:`_write_deliveries` (a delivery's first frame) and counted
-in :meth:`ReceiverLink._start_delivery`; a drain is answered in one place,
+in :meth:`ReceiverLink._count_deliveries`; a drain is answered in one place,
 :meth:`SenderLink._answer_drain`, at the next :meth:`Connection.data_to_send`.
 
 The incoming window is reopened (to its configured size, once half of it is used) by
