@@ -184,10 +184,11 @@ class Partitions:
 
     def round_robin(self) -> int:
         """The next fragment that is up (any fragment when all are down: the broker's own moves)."""
-        start, down, count = self._next, self.down, self.count
-        if not down[start]:  # the usual case (the loop's first turn, without the loop)
-            self._next = start + 1 if start + 1 < count else 0
+        start = self._next
+        if not self.down[start]:  # the usual case (the loop's first turn, without the loop)
+            self._next = start + 1 if start + 1 < self.count else 0
             return start
+        down, count = self.down, self.count
         i = start
         for _ in range(count):  # per message: no generator
             if not down[i]:
