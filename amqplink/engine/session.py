@@ -533,7 +533,7 @@ class Session:
             like = None if layout is None else scan_like(body, layout)
             if like is not None:  # laid out as the last one: only its delivery-id and tag differ
                 delivery_id, tag = like
-                payload = body[layout[5] :]  # type: ignore[index]
+                payload = body[layout[7] :]  # type: ignore[index]
             else:
                 if len(body) <= 5 or body[2] != 0x14:
                     break

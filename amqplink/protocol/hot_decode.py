@@ -200,11 +200,11 @@ def scan_transfer(body: bytes | memoryview) -> TransferFields | None:
     return handle, delivery_id, tag, tail[0], tail[1], tail[2], end
 
 
-TransferLayout = tuple[bytes, int, bytes, int, bytes, int]
+TransferLayout = tuple[bytes, int, int, bytes, int, int, bytes, int]
 """Where :func:`transfer_layout` found a transfer's delivery-id and delivery-tag: the bytes
-up to the delivery-id's value, the offset after that value, the tag's constructor and
-size, the offset after the tag, the bytes from there to the end of the performative, and
-that end."""
+up to the delivery-id's value and the offsets of that value and after it, the tag's
+constructor and size, the offsets of the tag and after it, the bytes from there to the
+end of the performative, and that end."""
 
 
 def transfer_layout(body: bytes | memoryview) -> TransferLayout | None:
@@ -227,7 +227,8 @@ def transfer_layout(body: bytes | memoryview) -> TransferLayout | None:
         return None
     tag_end = id_end + 2 + buf[id_end + 1]
     end = 5 + buf[4]
-    return buf[: id_at + 1], id_end, buf[id_end : id_end + 2], tag_end, buf[tag_end:end], end
+    tag_at = id_end + 2
+    return buf[: id_at + 1], id_at + 1, id_end, buf[id_end:tag_at], tag_at, tag_end, buf[tag_end:end], end
 
 
 def scan_like(body: bytes | memoryview, layout: TransferLayout) -> tuple[int, bytes] | None:
@@ -237,12 +238,11 @@ def scan_like(body: bytes | memoryview, layout: TransferLayout) -> tuple[int, by
 
     The transfers of a run from one sender mostly differ only there: this reads each
     of them in a few slices rather than field by field (:func:`scan_transfer`)."""
-    prefix, id_end, tag_head, tag_end, tail, end = layout
+    prefix, id_at, id_end, tag_head, tag_at, tag_end, tail, end = layout
     buf = bytes(body[:end])
-    id_at = len(prefix)
-    if len(buf) != end or buf[:id_at] != prefix or buf[id_end : id_end + 2] != tag_head or buf[tag_end:] != tail:
+    if len(buf) != end or buf[:id_at] != prefix or buf[id_end:tag_at] != tag_head or buf[tag_end:] != tail:
         return None
-    return (_U32(buf, id_at)[0] if id_end - id_at == 4 else buf[id_at]), buf[id_end + 2 : tag_end]
+    return (_U32(buf, id_at)[0] if id_end - id_at == 4 else buf[id_at]), buf[tag_at:tag_end]
 
 
 def _as_uint(value: int | None) -> UInt | None:
