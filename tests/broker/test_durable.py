@@ -555,6 +555,7 @@ async def test_transfers_one_commit_settles_are_answered_in_one_disposition_rang
         conn = await connect(broker.url)
         try:
             sender = await conn.create_sender("q")
+            writer.gate.set()  # the queue's creation is not held: only what follows hold()
             writer.hold()
             first = await sender.send_nowait(Message(b"first"))
             await writer.wait_entered()  # the first transfer's commit is being written, held
