@@ -167,11 +167,11 @@ def test_a_run_refused_by_a_failed_write_keeps_the_refusals_of_its_own() -> None
 
 
 async def _consume(
-    directory: str, ranged: bool, settles_first: bool, count: int, lost: list[int], chosen: list[int]
+    directory: str, ranged: bool, settles_first: bool, count: int, lost: list[int], chosen: list[int], fail: bool
 ) -> tuple[list[Any], list[Any], list[Any], int]:
     """A peek-lock consumer takes ``count`` messages; the locks of ``lost`` go; it completes
-    ``chosen`` in one go. The broker's answers, what is left, what a restart finds, and how
-    many outcomes went one at a time."""
+    ``chosen`` in one go (``fail``: the commit of the completions fails). The broker's
+    answers, what is left, what a restart finds, and how many outcomes went one at a time."""
     persistence = Persistence(directory, fsync=False)
     namespace = Namespace()
     persistence.attach(namespace)
@@ -213,6 +213,8 @@ async def _consume(
     for i in lost:
         entity.complete(bytes(deliveries[i].tag), NOW)
     assert await _committed(persistence) is None
+    if fail:
+        _failing(persistence)
     single = 0
     original = _ServiceBusConnection._on_outcome
 
@@ -229,7 +231,7 @@ async def _consume(
     finally:
         _ServiceBusConnection._on_outcome = original  # type: ignore[method-assign]
     assert performatives(before, Disposition) == [], "an outcome was settled before its commit was written"
-    assert await _committed(persistence) is None
+    assert (await _committed(persistence) is not None) == fail
     _, after = pump()
     frames = [
         (int(d.first), None if d.last is None else int(d.last), d.settled, type(d.state).__name__,
@@ -246,9 +248,11 @@ async def _consume(
     return frames, left, on_disk, single
 
 
-def _consumed(ranged: bool, settles_first: bool, count: int, lost: list[int], chosen: list[int]) -> Any:
+def _consumed(
+    ranged: bool, settles_first: bool, count: int, lost: list[int], chosen: list[int], fail: bool = False
+) -> Any:
     with tempfile.TemporaryDirectory() as directory:
-        return asyncio.run(_consume(directory, ranged, settles_first, count, lost, chosen))
+        return asyncio.run(_consume(directory, ranged, settles_first, count, lost, chosen, fail))
 
 
 @pytest.mark.parametrize("settles_first", [False, True])
@@ -282,3 +286,15 @@ def test_lost_locks_split_a_durable_completed_range_into_runs() -> None:
         (9, None, True, "Accepted", None),
     ]
     assert left == [] and on_disk == [] and single == 0
+
+
+def test_a_completed_range_whose_commit_fails_is_refused_and_comes_back_after_a_restart() -> None:
+    frames, left, on_disk, _ = _consumed(True, False, 10, [3], list(range(10)), fail=True)
+    assert frames == _consumed(False, False, 10, [3], list(range(10)), fail=True)[0]
+    assert frames == [
+        (0, 2, True, "Rejected", INTERNAL),  # not stored: refused as such
+        (3, None, True, "Rejected", Symbol("com.microsoft:message-lock-lost")),
+        (4, 9, True, "Rejected", INTERNAL),
+    ]
+    assert left == []  # (completed in memory)
+    assert on_disk == [m for m in range(1, 11) if m != 4]  # the disk never heard of the completions
