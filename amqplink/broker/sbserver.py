@@ -243,7 +243,7 @@ class _ServiceBusConnection:
         """The refuse-connections fault active when it opened: its first link that is not
         to ``$control`` closes it (so that a controller can still undo the fault)."""
         self._to_settle: list[Any] | None = None
-        """Transfers (link, delivery, outcome, ... flat) settled once the store's batch number
+        """Runs of transfers (link, deliveries, outcome, ... flat) settled once the store's batch number
         :attr:`_to_settle_batch` is written."""
         self._to_settle_batch = -1
         self.on_closed: Callable[[], None] | None = None
