@@ -83,6 +83,8 @@ async def _settle_on(
                 outcome = "started" if future is not None else "settled"
             queued = [list(run) for run in session._dispositions]
             waiters = [_waiter(m._delivery.context) for m in got]
+            # A SettlementError leaves what it settled before queued for the next flush.
+            receiver._protocol.schedule_flush()
             if second:  # the broker confirms each outcome given
                 await eventually(lambda: all(m._delivery.remote_settled for m in got if m._delivery.state is not None))
             # Done once the last confirmation came (a message given twice in one call waits
