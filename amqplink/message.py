@@ -35,7 +35,7 @@ from typing import Any, ClassVar, TypeVar
 
 from amqplink.codec.decode import DEFAULT_LIMITS, decode, value_decoders
 from amqplink.codec.errors import DecodeError, EncodeError
-from amqplink.codec.layouts import Entry, MapLayouts, StructBuilder, make_map, map_entries
+from amqplink.codec.layouts import MapLayouts, MapMaker, StructBuilder, map_entries, map_maker
 from amqplink.codec.types import (
     Array,
     Decimal32,
@@ -622,17 +622,18 @@ class _Head:
     """A learned message head: header, message annotations, an id-only properties section and
     application properties, each optional, then the descriptor and constructor of a data
     section, in one struct (``StructBuilder``): the header is all skeleton (its field values
-    kept), a map is its layout's entries, the message-id a UTF-8 field, the data's size a
-    field; the body's bytes start where the struct ends (:attr:`size`)."""
+    kept), a map is made by its layout's maker (:func:`~amqplink.codec.layouts.map_maker`),
+    the message-id is a UTF-8 field, the data's size a field; the body's bytes start where
+    the struct ends (:attr:`size`)."""
 
     __slots__ = ("annotations", "application", "body", "header", "properties", "size", "skeleton", "unpack")
 
     def __init__(self) -> None:
         self.header: tuple[Any, ...] | None = None
-        self.annotations: tuple[dict[Any, Any], tuple[Entry, ...]] | None = None
+        self.annotations: MapMaker | None = None
         self.properties = -1
         """The message-id's field index; -1: no properties section."""
-        self.application: tuple[dict[Any, Any], tuple[Entry, ...]] | None = None
+        self.application: MapMaker | None = None
         self.body = 0
         """The data section's size field index."""
         self.unpack: Any = None
@@ -643,12 +644,10 @@ class _Head:
 _HEADS: dict[bytes, list[_Head | None]] = {}
 
 
-def _map_layout(
-    fields: StructBuilder, buf: bytes, start: int, end: int, value: dict[Any, Any]
-) -> tuple[dict[Any, Any], tuple[Entry, ...]] | None:
-    """The template and entries of the map section ``buf[start:end]`` (its value ``value``)."""
+def _map_layout(fields: StructBuilder, buf: bytes, start: int, end: int, value: dict[Any, Any]) -> MapMaker | None:
+    """The maker of the map section ``buf[start:end]`` (its value ``value``) from the fields."""
     entries = map_entries(fields, buf, start + 3, end, value)
-    return None if entries is None else (dict.fromkeys(value), entries)
+    return None if entries is None else map_maker(entries)
 
 
 def _learn_head(msg: Message, buf: bytes, end: int, body: int) -> _Head | None:
@@ -739,10 +738,10 @@ def _decode_learned(msg: Message, buf: bytes, n: int) -> bool:
             msg.header = None if head.header is None else Header(*head.header)
             msg.delivery_annotations = None
             annotations = head.annotations
-            msg.message_annotations = None if annotations is None else make_map(*annotations, fields)
+            msg.message_annotations = None if annotations is None else annotations(fields)
             msg.properties = None if head.properties < 0 else Properties(fields[head.properties].decode())
             application = head.application
-            msg.application_properties = None if application is None else make_map(*application, fields)
+            msg.application_properties = None if application is None else application(fields)
         except Exception:  # the generic decoder reports it
             return False
         msg.footer = footer
