@@ -495,6 +495,7 @@ class Receiver(LinkBase):
             arrival.set_result(None)
 
     def _refuse_undecodable(self, delivery: Delivery, exc: DecodeError) -> None:
+        """A delivery that is no message: rejected with ``amqp:decode-error``, its credit given back."""
         self.decode_failures += 1
         log.warning("%s: undecodable message (%s); rejecting it with amqp:decode-error", self._what(), exc)
         if not delivery.settled:
