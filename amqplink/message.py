@@ -401,15 +401,18 @@ class Message:
         """Decode a transfer payload; a malformed one raises ``DecodeError`` naming the section."""
         msg = cls.__new__(cls)
         n = len(payload)
-        # Fast path: exactly one data section (its bytes copied once, from a view too).
-        if n >= 5 and payload[0] == 0 and payload[1] == 0x53 and payload[2] == 0x75:
-            c = payload[3]
-            if (c == 0xA0 and payload[4] == n - 5) or (
-                c == 0xB0 and n >= 8 and int.from_bytes(payload[4:8], "big") == n - 8
-            ):
+        if n >= 8 and payload[2] == 0x75:  # a data section first (00 53 75)
+            # Fast path: exactly one data section (its bytes copied once, from a view too),
+            # its descriptor and constructor and the four bytes after them read at once.
+            prefix, size = _unpack_data_head(payload, 0)
+            if prefix == _DATA32:
+                start = 8 if size == n - 8 else 0
+            else:  # vbin8: the size is the first of the four bytes
+                start = 5 if prefix == _DATA8 and size >> 24 == n - 5 else 0
+            if start:
                 msg.header = msg.delivery_annotations = msg.message_annotations = None
                 msg.properties = msg.application_properties = msg.footer = None
-                msg._body, msg._body_type = bytes(payload[5 if c == 0xA0 else 8 :]), "data"
+                msg._body, msg._body_type = bytes(payload[start:]), "data"
                 return msg
         buf: Any = payload
         if type(buf) is not bytes and n <= _VIEW_COPY_LIMIT:
@@ -529,6 +532,7 @@ def _id_only_properties(properties: Properties) -> bytes | None:
 # section, a symbolic or long-form descriptor... are left to the generic decoder.
 _VALUE_DECODERS = value_decoders()
 _unpack_size = struct.Struct(">I").unpack_from
+_unpack_data_head = struct.Struct(">4sI").unpack_from
 _CTX_TEMPLATE = DEFAULT_LIMITS._template
 _HEADER_FIELDS: dict[bytes, tuple[Any, ...]] = {}
 """Header list8 encodings seen -> their checked fields: a broker sends few distinct headers."""

@@ -394,3 +394,22 @@ def test_a_learned_head_of_a_vbin8_body_does_not_read_a_vbin32_one() -> None:
 def test_a_view_of_a_payload_decodes_as_the_payload(payload: bytes) -> None:
     """The receive path hands over a view of the frame; the data-only fast path reads it in place."""
     assert _outcome(lambda p: Message.decode(memoryview(bytearray(p))), payload) == _outcome(Message.decode, payload)
+
+
+@pytest.mark.parametrize(
+    ("size", "wide"), [(n, False) for n in (0, 1, 2, 3, 4, 254)] + [(n, True) for n in (0, 1, 2, 3, 4, 255, 256, 1024)]
+)
+@pytest.mark.parametrize("change", ["none", "longer", "shorter", "trailing"])
+def test_a_lone_data_section_decodes_as_by_the_generic_decoder(size: int, wide: bool, change: str) -> None:
+    """The data-only fast path (vbin8 or vbin32, whatever the size) reads a lone data section
+    as the generic decoder does, from bytes or a view, and leaves anything else to it."""
+    body = bytes(range(256)) * 4
+    body = body[:size]
+    announced = size + (change == "longer") - (change == "shorter" and size > 0)
+    head = b"\x00\x53\x75" + (b"\xb0" + announced.to_bytes(4, "big") if wide else bytes((0xA0, announced)))
+    payload = head + body + (b"\x00\x53\x78\xc1\x01\x00" if change == "trailing" else b"")
+    _check(payload)
+    view = _outcome(lambda p: Message.decode(memoryview(bytearray(p))), payload)
+    assert view == _outcome(_generic, payload)
+    if change == "none":
+        assert view[0] == "ok" and Message.decode(memoryview(payload)).body == body
