@@ -35,7 +35,7 @@ from typing import Any, ClassVar, TypeVar
 
 from amqplink.codec.decode import DEFAULT_LIMITS, decode, value_decoders
 from amqplink.codec.errors import DecodeError, EncodeError
-from amqplink.codec.layouts import Entry, MapLayouts, StructBuilder, make_map, map_entries
+from amqplink.codec.layouts import MapLayouts, MapMaker, StructBuilder, map_entries, map_maker
 from amqplink.codec.types import (
     Array,
     Decimal32,
@@ -399,22 +399,29 @@ class Message:
     @classmethod
     def decode(cls: type[M], payload: bytes | bytearray | memoryview) -> M:
         """Decode a transfer payload; a malformed one raises ``DecodeError`` naming the section."""
-        buf: Any = payload
-        if type(buf) is not bytes and len(buf) <= _VIEW_COPY_LIMIT:
-            buf = bytes(buf)
         msg = cls.__new__(cls)
+        n = len(payload)
+        if n >= 8 and payload[2] == 0x75:  # a data section first (00 53 75)
+            # Fast path: exactly one data section (its bytes copied once, from a view too),
+            # its descriptor and constructor and the four bytes after them read at once.
+            prefix, size = _unpack_data_head(payload, 0)
+            if prefix == _DATA32:
+                start = 8 if size == n - 8 else 0
+            else:  # vbin8: the size is the first of the four bytes
+                start = 5 if prefix == _DATA8 and size >> 24 == n - 5 else 0
+            if start:
+                msg.header = msg.delivery_annotations = msg.message_annotations = None
+                msg.properties = msg.application_properties = msg.footer = None
+                msg._body, msg._body_type = bytes(payload[start:]), "data"
+                return msg
+        buf: Any = payload
+        if type(buf) is not bytes and n <= _VIEW_COPY_LIMIT:
+            buf = bytes(buf)
+        if type(buf) is bytes and _decode_learned(msg, buf, n):
+            return msg
         msg.header = msg.delivery_annotations = msg.message_annotations = None
         msg.properties = msg.application_properties = msg.footer = None
-        n = len(buf)
-        # Fast path: exactly one data section.
-        if n >= 5 and buf[0] == 0 and buf[1] == 0x53 and buf[2] == 0x75:
-            if buf[3] == 0xA0 and buf[4] == n - 5:
-                msg._body, msg._body_type = bytes(buf[5:]), "data"
-                return msg
-            if buf[3] == 0xB0 and n >= 8 and int.from_bytes(buf[4:8], "big") == n - 8:
-                msg._body, msg._body_type = bytes(buf[8:]), "data"
-                return msg
-        if type(buf) is not bytes or not _decode_common(msg, buf, n):
+        if type(buf) is not bytes or not _decode_unlearned(msg, buf, n):
             msg._decode_sections(buf, n)
         return msg
 
@@ -525,6 +532,7 @@ def _id_only_properties(properties: Properties) -> bytes | None:
 # section, a symbolic or long-form descriptor... are left to the generic decoder.
 _VALUE_DECODERS = value_decoders()
 _unpack_size = struct.Struct(">I").unpack_from
+_unpack_data_head = struct.Struct(">4sI").unpack_from
 _CTX_TEMPLATE = DEFAULT_LIMITS._template
 _HEADER_FIELDS: dict[bytes, tuple[Any, ...]] = {}
 """Header list8 encodings seen -> their checked fields: a broker sends few distinct headers."""
@@ -616,18 +624,22 @@ _HEADER_VALUES = attrgetter(*Header.__match_args__)
 
 class _Head:
     """A learned message head: header, message annotations, an id-only properties section and
-    application properties, each optional, in one struct (``StructBuilder``): the header is
-    all skeleton (its field values kept), a map is its layout's entries, the message-id a
-    UTF-8 field."""
+    application properties, each optional, then the descriptor and constructor of a data
+    section, in one struct (``StructBuilder``): the header is all skeleton (its field values
+    kept), a map is made by its layout's maker (:func:`~amqplink.codec.layouts.map_maker`),
+    the message-id is a UTF-8 field, the data's size a field; the body's bytes start where
+    the struct ends (:attr:`size`)."""
 
-    __slots__ = ("annotations", "application", "header", "properties", "size", "skeleton", "unpack")
+    __slots__ = ("annotations", "application", "body", "header", "properties", "size", "skeleton", "unpack")
 
     def __init__(self) -> None:
         self.header: tuple[Any, ...] | None = None
-        self.annotations: tuple[dict[Any, Any], tuple[Entry, ...]] | None = None
+        self.annotations: MapMaker | None = None
         self.properties = -1
         """The message-id's field index; -1: no properties section."""
-        self.application: tuple[dict[Any, Any], tuple[Entry, ...]] | None = None
+        self.application: MapMaker | None = None
+        self.body = 0
+        """The data section's size field index."""
         self.unpack: Any = None
         self.size = 0
         self.skeleton: tuple[bytes, ...] = ()
@@ -636,17 +648,16 @@ class _Head:
 _HEADS: dict[bytes, list[_Head | None]] = {}
 
 
-def _map_layout(
-    fields: StructBuilder, buf: bytes, start: int, end: int, value: dict[Any, Any]
-) -> tuple[dict[Any, Any], tuple[Entry, ...]] | None:
-    """The template and entries of the map section ``buf[start:end]`` (its value ``value``)."""
+def _map_layout(fields: StructBuilder, buf: bytes, start: int, end: int, value: dict[Any, Any]) -> MapMaker | None:
+    """The maker of the map section ``buf[start:end]`` (its value ``value``) from the fields."""
     entries = map_entries(fields, buf, start + 3, end, value)
-    return None if entries is None else (dict.fromkeys(value), entries)
+    return None if entries is None else map_maker(entries)
 
 
-def _learn_head(msg: Message, buf: bytes, end: int) -> _Head | None:
-    """The layout of the head ``buf[:end]``, read as ``msg``'s sections; None if some
-    section is not of a kind a head layout reads."""
+def _learn_head(msg: Message, buf: bytes, end: int, body: int) -> _Head | None:
+    """The layout of the head ``buf[:end]``, read as ``msg``'s sections, and of the data
+    section at ``end`` whose bytes start at ``body``; None if some section is not of a kind
+    a head layout reads."""
     if msg.delivery_annotations is not None:
         return None
     starts = []
@@ -677,34 +688,10 @@ def _learn_head(msg: Message, buf: bytes, end: int) -> _Head | None:
             head.application = _map_layout(fields, buf, at, stop, msg.application_properties or {})
             if head.application is None:
                 return None
-    packer, head.skeleton = fields.finish(end)
+    head.body = fields.field(end + 4, "I" if buf[end + 3] == 0xB0 else "B")  # vbin32 or vbin8 (_data_span)
+    packer, head.skeleton = fields.finish(body)
     head.unpack, head.size = packer.unpack_from, packer.size
     return head
-
-
-def _matching_head(heads: list[_Head | None], buf: bytes) -> tuple[_Head, tuple[Any, ...]] | None:
-    """The head of ``heads`` whose skeleton ``buf`` has, and ``buf``'s unpacked fields; None if none has."""
-    for head in heads:
-        if head is not None:
-            try:
-                fields: tuple[Any, ...] = head.unpack(buf, 0)
-            except struct.error:  # the payload is shorter than the head
-                continue
-            if fields[0::2] == head.skeleton:
-                return head, fields
-    return None
-
-
-def _decode_head(msg: Message, head: _Head, fields: tuple[Any, ...]) -> None:
-    """Set ``msg``'s head sections from the unpacked ``fields`` of a payload with ``head``'s
-    skeleton (``UnicodeDecodeError`` for a message-id that is not UTF-8)."""
-    msg.header = None if head.header is None else Header(*head.header)
-    msg.delivery_annotations = None
-    annotations = head.annotations
-    msg.message_annotations = None if annotations is None else make_map(annotations[0], annotations[1], fields)
-    msg.properties = None if head.properties < 0 else Properties(fields[head.properties].decode())
-    application = head.application
-    msg.application_properties = None if application is None else make_map(application[0], application[1], fields)
 
 
 def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
@@ -719,40 +706,90 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
     returns False, having set nothing the generic decoder will not overwrite, and the
     generic decoder then decodes the message or rejects it with its own ``DecodeError``.
 
-    A head (the sections before the body) it has read so is learned (:class:`_Head`), and
-    the next payload with the same leading bytes and skeleton has its head unpacked at once.
+    A head (the sections before the body, and the data section's own head) it has read so
+    is learned (:class:`_Head`), and the next payload with the same leading bytes and
+    skeleton has its head unpacked at once (:func:`_decode_learned`).
     """
+    if _decode_learned(msg, buf, n):
+        return True
+    msg.header = msg.delivery_annotations = msg.message_annotations = None
+    msg.properties = msg.application_properties = msg.footer = None
+    return _decode_unlearned(msg, buf, n)
+
+
+def _decode_learned(msg: Message, buf: bytes, n: int) -> bool:
+    """:func:`_decode_common` of a payload that starts with a learned head: every section of
+    ``msg`` set, and True; False if no learned head matches or the rest is not a footer
+    (``msg`` may then hold some sections: the caller sets them all again)."""
+    heads = _HEADS.get(buf[:HEAD_KEY])
+    if heads is None:
+        return False
+    for head in heads:
+        if head is None:
+            continue
+        try:
+            fields: tuple[Any, ...] = head.unpack(buf, 0)
+        except struct.error:  # the payload is shorter than the head
+            continue
+        if fields[0::2] != head.skeleton:
+            continue
+        start = head.size
+        end = start + fields[head.body]
+        try:
+            footer = None if end == n else _footer(buf, end, n)
+            # The head sections from the unpacked fields (a message-id or a map's string
+            # that is not UTF-8 raises UnicodeDecodeError).
+            msg.header = None if head.header is None else Header(*head.header)
+            msg.delivery_annotations = None
+            annotations = head.annotations
+            msg.message_annotations = None if annotations is None else annotations(fields)
+            msg.properties = None if head.properties < 0 else Properties(fields[head.properties].decode())
+            application = head.application
+            msg.application_properties = None if application is None else application(fields)
+        except Exception:  # the generic decoder reports it
+            return False
+        msg.footer = footer
+        msg._body, msg._body_type = buf[start:end], "data"
+        return True
+    return False
+
+
+def _decode_unlearned(msg: Message, buf: bytes, n: int) -> bool:
+    """:func:`_decode_common` section by section (``msg``'s sections all None before), the
+    head learned when the payload is of the usual shape."""
     try:
-        key = buf[:HEAD_KEY]
-        heads = _HEADS.get(key)
-        head = _matching_head(heads, buf) if heads is not None else None
-        if head is not None:
-            _decode_head(msg, *head)
-            pos = head[0].size
-        else:
-            pos = _read_head_sections(msg, buf, n)
-            if pos >= HEAD_KEY:
-                if heads is None and len(_HEADS) < HEAD_LAYOUTS_MAX:
-                    heads = _HEADS[key] = []
-                if heads is not None and len(heads) < HEADS_PER_KEY:
-                    heads.append(_learn_head(msg, buf, pos))
+        pos = _read_head_sections(msg, buf, n)
         span = _data_span(buf, pos, n) if _section_code(buf, pos) == 0x75 else None
         if span is None:
             return False  # no body, or not a data section: the generic rules apply
-        start, pos = span
-        body = buf[start:pos]
-        footer = None
-        if pos < n:
-            if _section_code(buf, pos) != 0x78:
-                return False  # another body section, or sections out of order
-            footer, pos = _map_section(buf, pos, 0x78)
-            if pos != n:
-                return False
+        start, end = span
+        footer = _footer(buf, end, n)
+        if pos >= HEAD_KEY:
+            key = buf[:HEAD_KEY]
+            heads = _HEADS.get(key)
+            if heads is None and len(_HEADS) < HEAD_LAYOUTS_MAX:
+                heads = _HEADS[key] = []
+            if heads is not None and len(heads) < HEADS_PER_KEY:
+                heads.append(_learn_head(msg, buf, pos, start))
     except Exception:  # the generic decoder reports it (_Uncommon: a shape it alone reads)
         return False
     msg.footer = footer
-    msg._body, msg._body_type = body, "data"
+    msg._body, msg._body_type = buf[start:end], "data"
     return True
+
+
+def _footer(buf: bytes, pos: int, n: int) -> dict[Any, Any] | None:
+    """The footer section at ``pos`` that ends the payload ``buf[:n]`` (None if the payload
+    ends at ``pos``); ``_Uncommon`` if anything else is there (another body section, a
+    section out of order, a data section running past the payload)."""
+    if pos == n:
+        return None
+    if pos > n or _section_code(buf, pos) != 0x78:
+        raise _Uncommon
+    footer, pos = _map_section(buf, pos, 0x78)
+    if pos != n:
+        raise _Uncommon
+    return footer
 
 
 def _read_head_sections(msg: Message, buf: bytes, n: int) -> int:

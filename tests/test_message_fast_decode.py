@@ -353,3 +353,63 @@ def test_a_head_unlike_the_learned_one_is_read_section_by_section() -> None:
             _delivery(1000, "id-1").replace(b"\x00\x53\x75", b"\x00\x53\x77"),  # an amqp-value body
         ):
             _check(later)
+
+
+def test_a_learned_head_reads_the_data_section_and_leaves_the_rest_to_the_generic_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The learned head takes in the data section's own head (its size a field); what follows
+    the body is a footer or the generic decoder's to judge."""
+    with fresh_layouts():
+        _check(_delivery(1000, "id-1"))
+        [head] = _learned_heads()
+        assert head is not None and head.size == len(_delivery(1000, "id-1")) - len(b"body")
+        footer = _encode([Footer({Symbol("f"): 1})])
+        for later in (
+            _delivery(7, "id-2") + footer,  # a footer after the body
+            _delivery(7, "id-2") + _encode([Data(b"more")]),  # a second data section
+            _delivery(7, "id-2") + _encode([AmqpValue(1)]),  # a body of mixed sections
+            _delivery(7, "id-2") + footer + footer,  # a footer twice
+            _delivery(7, "id-2")[:-1],  # the data section runs past the payload
+            _delivery(7, "id-2").replace(b"\xa0\x04body", b"\xa0\x02body"),  # a shorter data section
+        ):
+            _check(later)
+        msg = Message.__new__(Message)
+        monkeypatch.setattr(message_module, "_read_head_sections", None)  # the learned head alone reads it
+        assert message_module._decode_learned(msg, _delivery(7, "id-2") + footer, len(_delivery(7, "id-2") + footer))
+        assert msg.footer == {Symbol("f"): 1} and msg.body == b"body" and msg.message_id == "id-2"
+
+
+def test_a_learned_head_of_a_vbin8_body_does_not_read_a_vbin32_one() -> None:
+    with fresh_layouts():
+        small = _delivery(1000, "id-1")
+        large = small.replace(b"\x00\x53\x75\xa0\x04body", _encode([Data(b"b" * 300)]))
+        for payload in (small, large, small, large):
+            _check(payload)
+        assert len(_learned_heads()) == 2  # one head each: the data section's constructor is skeleton
+
+
+@settings(max_examples=300)
+@given(payloads())
+def test_a_view_of_a_payload_decodes_as_the_payload(payload: bytes) -> None:
+    """The receive path hands over a view of the frame; the data-only fast path reads it in place."""
+    assert _outcome(lambda p: Message.decode(memoryview(bytearray(p))), payload) == _outcome(Message.decode, payload)
+
+
+@pytest.mark.parametrize(
+    ("size", "wide"), [(n, False) for n in (0, 1, 2, 3, 4, 254)] + [(n, True) for n in (0, 1, 2, 3, 4, 255, 256, 1024)]
+)
+@pytest.mark.parametrize("change", ["none", "longer", "shorter", "trailing"])
+def test_a_lone_data_section_decodes_as_by_the_generic_decoder(size: int, wide: bool, change: str) -> None:
+    """The data-only fast path (vbin8 or vbin32, whatever the size) reads a lone data section
+    as the generic decoder does, from bytes or a view, and leaves anything else to it."""
+    body = bytes(range(256)) * 4
+    body = body[:size]
+    announced = size + (change == "longer") - (change == "shorter" and size > 0)
+    head = b"\x00\x53\x75" + (b"\xb0" + announced.to_bytes(4, "big") if wide else bytes((0xA0, announced)))
+    payload = head + body + (b"\x00\x53\x78\xc1\x01\x00" if change == "trailing" else b"")
+    _check(payload)
+    view = _outcome(lambda p: Message.decode(memoryview(bytearray(p))), payload)
+    assert view == _outcome(_generic, payload)
+    if change == "none":
+        assert view[0] == "ok" and Message.decode(memoryview(payload)).body == body

@@ -22,6 +22,8 @@ from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
     ConnectionOpened,
+    DeliveriesReceived,
+    DeliveriesUpdated,
     DeliveryAborted,
     DeliveryReceived,
     DeliveryUpdated,
@@ -48,7 +50,17 @@ SaslOption = Literal["auto", "anonymous", "plain", "external", "mssbcbs", "none"
 DEFAULT_TIMEOUT = 30.0
 # Events that belong to one link: handed to the Sender/Receiver that owns it.
 _LINK_EVENTS = frozenset(
-    (DeliveryUpdated, DeliveryReceived, LinkCreditChanged, LinkAttached, LinkDetached, LinkDrained, DeliveryAborted)
+    (
+        DeliveryUpdated,
+        DeliveriesUpdated,
+        DeliveryReceived,
+        DeliveriesReceived,
+        LinkCreditChanged,
+        LinkAttached,
+        LinkDetached,
+        LinkDrained,
+        DeliveryAborted,
+    )
 )
 CLOSE_TIMEOUT = 5.0
 

@@ -11,7 +11,15 @@ from amqplink.aio.errors import AMQPError, SettlementError
 from amqplink.aio.link import LinkBase
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Symbol
-from amqplink.engine.events import DeliveryAborted, DeliveryReceived, DeliveryUpdated, Event, LinkDrained
+from amqplink.engine.events import (
+    DeliveriesReceived,
+    DeliveriesUpdated,
+    DeliveryAborted,
+    DeliveryReceived,
+    DeliveryUpdated,
+    Event,
+    LinkDrained,
+)
 from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_SETTLED, SND_UNSETTLED, Delivery, ReceiverLink
 from amqplink.engine.session import Session
 from amqplink.message import Message
@@ -75,8 +83,9 @@ class _Confirmations(SettlementWaiter):
         self.future = future
         self.left = 0
 
-    def confirmed(self) -> None:
-        self.left -= 1
+    def confirmed(self, count: int = 1) -> None:
+        """``count`` more of them settled (one unless said)."""
+        self.left -= count
         if self.left <= 0 and not self.future.done():
             self.future.set_result(None)
 
@@ -141,6 +150,10 @@ class Receiver(LinkBase):
             properties=properties,
             max_message_size=max_message_size,
         )
+        # Deliveries that arrive one after another, and the peer's settlements of a range,
+        # come as one event each: the per-message work is one loop here.
+        link.deliver_in_runs = True
+        link.ranged_updates = True
         self._start(link)
 
     # -- attach -----------------------------------------------------------------------
@@ -187,8 +200,13 @@ class Receiver(LinkBase):
                 self._grant_on_demand(max_messages)
             if not await self._wait_arrival(timeout):
                 return []
-        n = min(max_messages, len(buffer))
-        taken = [buffer.popleft() for _ in range(n)]
+        n = len(buffer)
+        if n <= max_messages:
+            taken = list(buffer)
+            buffer.clear()
+        else:
+            n = max_messages
+            taken = [buffer.popleft() for _ in range(n)]
         self._consumed(n)
         return taken
 
@@ -306,25 +324,62 @@ class Receiver(LinkBase):
         turn); the future to await for the peer's confirmation, None if none will come.
         A settlement this link cannot make raises ``SettlementError`` at once."""
         self._check_outcome(state, verb)
-        future: asyncio.Future[None] | None = None
-        waits: _Confirmations | None = None
-        for message in messages:
-            delivery = self._settle_delivery(message, state, verb)
-            if delivery is not None:
-                # One message (the usual call): its future is the context; several: one
-                # _Confirmations counting them down to the call's one future.
-                if future is None:
-                    future = self._loop.create_future()
-                    delivery.context = future
-                    first = delivery
-                else:
-                    if waits is None:
-                        waits = _Confirmations(future)
-                        first.context = waits
-                        waits.left = 1
-                    waits.left += 1
-                    delivery.context = waits
+        deliveries = self._settleable(messages)
+        if deliveries is None:
+            return self._start_settle_each(messages, state, verb)
+        self.link.settle_all(deliveries, state)
+        future = self._confirmations([delivery for delivery in deliveries if not delivery.settled])
         self._protocol.schedule_flush()
+        return future
+
+    def _settleable(self, messages: tuple[ReceivedMessage, ...] | list[ReceivedMessage]) -> list[Delivery] | None:
+        """The deliveries of ``messages`` if settling them together is settling each in turn:
+        each is this link's and unsettled, none comes twice, the link is not gone. None
+        otherwise: :meth:`_start_settle_each` then settles them or raises as it does."""
+        if self._detached.done():
+            return None
+        link = self.link
+        try:
+            deliveries = [message._delivery for message in messages]
+        except AttributeError:  # not a received message
+            return None
+        for delivery in deliveries:
+            if delivery is None or delivery.link is not link or delivery.settled:
+                return None
+        if len(set(deliveries)) != len(deliveries):
+            return None
+        return deliveries  # type: ignore[return-value]
+
+    def _start_settle_each(
+        self, messages: tuple[ReceivedMessage, ...] | list[ReceivedMessage], state: Any, verb: str
+    ) -> asyncio.Future[None] | None:
+        """:meth:`_start_settle` one message after another: those before one this link cannot
+        settle are settled (and waited for) when its ``SettlementError`` is raised."""
+        pending: list[Delivery] = []
+        try:
+            for message in messages:
+                delivery = self._settle_delivery(message, state, verb)
+                if delivery is not None:
+                    pending.append(delivery)
+        finally:
+            future = self._confirmations(pending)
+        self._protocol.schedule_flush()
+        return future
+
+    def _confirmations(self, pending: list[Delivery]) -> asyncio.Future[None] | None:
+        """The future done once the peer has settled each of ``pending`` (None if empty), as
+        their context: one delivery (the usual call) has the future itself; several, one
+        :class:`_Confirmations` counting them down to it."""
+        if not pending:
+            return None
+        future: asyncio.Future[None] = self._loop.create_future()
+        if len(pending) == 1:
+            pending[0].context = future
+            return future
+        waits = _Confirmations(future)
+        waits.left = len(pending)
+        for delivery in pending:
+            delivery.context = waits
         return future
 
     def _start_settle_one(self, message: ReceivedMessage, state: Any, verb: str, waiter: SettlementWaiter) -> bool:
@@ -368,19 +423,16 @@ class Receiver(LinkBase):
     # -- engine events ----------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
         t = type(event)
-        if t is DeliveryReceived:
-            self._on_delivery(event.delivery)  # type: ignore[attr-defined]
+        if t is DeliveriesReceived:
+            self._on_deliveries(event.deliveries)  # type: ignore[attr-defined]
+        elif t is DeliveriesUpdated:
+            if event.settled:  # type: ignore[attr-defined]
+                self._on_peer_settled(event.deliveries)  # type: ignore[attr-defined]
+        elif t is DeliveryReceived:
+            self._on_deliveries((event.delivery,))  # type: ignore[attr-defined]
         elif t is DeliveryUpdated:
             if event.settled:  # type: ignore[attr-defined]
-                waits = event.delivery.context  # type: ignore[attr-defined]
-                if waits is not None:
-                    if isinstance(waits, SettlementWaiter):
-                        waits.confirmed()
-                    elif not waits.done():
-                        waits.set_result(None)
-                    # The flush after the wake-ups this confirmation scheduled: what the woken
-                    # tasks settle next leaves in their loop turn, not one turn later.
-                    self._protocol.schedule_flush()
+                self._on_peer_settled((event.delivery,))  # type: ignore[attr-defined]
         elif t is DeliveryAborted:
             self._consumed(1)  # the credit it used is free again
         elif t is LinkDrained:
@@ -390,26 +442,66 @@ class Receiver(LinkBase):
         else:
             super()._on_event(event)
 
-    def _on_delivery(self, delivery: Delivery) -> None:
-        try:
-            message = ReceivedMessage.decode(delivery.payload)
-        except DecodeError as exc:
-            self.decode_failures += 1
-            log.warning("%s: undecodable message (%s); rejecting it with amqp:decode-error", self._what(), exc)
-            if not delivery.settled:
-                self.link.settle(delivery, rejected("amqp:decode-error", str(exc)))
-            self._consumed(1)
+    def _on_peer_settled(self, deliveries: list[Delivery] | tuple[Delivery]) -> None:
+        """The peer settled ``deliveries``: whoever waits for that is told."""
+        told = False
+        group: _Confirmations | None = None  # told of a run of its deliveries at once
+        count = 0
+        for delivery in deliveries:
+            waits = delivery.context
+            if waits is None:
+                continue
+            told = True
+            if waits is group:
+                count += 1
+                continue
+            if group is not None:
+                group.confirmed(count)
+                group = None
+            if type(waits) is _Confirmations:
+                group, count = waits, 1
+            elif isinstance(waits, SettlementWaiter):
+                waits.confirmed()
+            elif not waits.done():
+                waits.set_result(None)
+        if group is not None:
+            group.confirmed(count)
+        if told:
+            # The flush after the wake-ups these confirmations scheduled: what the woken
+            # tasks settle next leaves in their loop turn, not one turn later.
             self._protocol.schedule_flush()
-            return
-        message._delivery = delivery
-        delivery.payload = None  # the message holds what it needs
-        if not delivery.settled and self.mode == "receive-and-delete":
-            self.link.settle(delivery, _ACCEPTED)  # the peer sent it unsettled anyway
-            self._protocol.schedule_flush()
-        self._buffer.append(message)
+
+    def _on_deliveries(self, deliveries: list[Delivery] | tuple[Delivery]) -> None:
+        """Whole deliveries arrived: each decoded into the buffer (or rejected)."""
+        decode = ReceivedMessage.decode
+        append = self._buffer.append
+        settle_on_arrival = self.mode == "receive-and-delete"
+        took = False
+        for delivery in deliveries:
+            try:
+                message = decode(delivery.payload)
+            except DecodeError as exc:
+                self._refuse_undecodable(delivery, exc)
+                continue
+            message._delivery = delivery
+            delivery.payload = None  # the message holds what it needs
+            if settle_on_arrival and not delivery.settled:
+                self.link.settle(delivery, _ACCEPTED)  # the peer sent it unsettled anyway
+                self._protocol.schedule_flush()
+            append(message)
+            took = True
         arrival = self._arrival
-        if arrival is not None and not arrival.done():
+        if took and arrival is not None and not arrival.done():
             arrival.set_result(None)
+
+    def _refuse_undecodable(self, delivery: Delivery, exc: DecodeError) -> None:
+        """A delivery that is no message: rejected with ``amqp:decode-error``, its credit given back."""
+        self.decode_failures += 1
+        log.warning("%s: undecodable message (%s); rejecting it with amqp:decode-error", self._what(), exc)
+        if not delivery.settled:
+            self.link.settle(delivery, rejected("amqp:decode-error", str(exc)))
+        self._consumed(1)
+        self._protocol.schedule_flush()
 
     def _on_failed(self, failure: AMQPError) -> None:
         for delivery in self.link.unsettled.values():

@@ -25,12 +25,13 @@ map of such values (size, pairs, depth) are the learned map's, which passed them
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from .decode import _ONE_BYTE, DEFAULT_LIMITS, value_decoders
 from .types import Int, Short, Timestamp, UInt, ULong, UShort
 
-__all__ = ["LAYOUTS_MAX", "Entry", "MapLayouts", "StructBuilder", "make_map", "map_entries"]
+__all__ = ["LAYOUTS_MAX", "Entry", "MapLayouts", "MapMaker", "StructBuilder", "map_entries", "map_maker"]
 
 LAYOUTS_MAX = 64
 """Distinct map heads a :class:`MapLayouts` remembers; past this, new heads are read generically."""
@@ -130,36 +131,48 @@ def map_entries(
     return tuple(entries)
 
 
-def make_map(template: dict[Any, Any], entries: tuple[Entry, ...], fields: tuple[Any, ...]) -> dict[Any, Any]:
-    """The map of ``entries`` from the unpacked ``fields``; ``template`` holds its keys in
-    order (a copy, its values set, costs less than ``dict(zip())``). A str8 that is not
-    UTF-8 raises ``UnicodeDecodeError``: the caller leaves such a map to the generic reader."""
-    result = template.copy()
-    for key, i, kind, arg in entries:
-        if kind is None:
-            result[key] = fields[i]
-        elif kind == _WRAP:
-            result[key] = _new_int(arg, fields[i])
-        elif kind == _BYTE:
-            result[key] = arg[fields[i]]
-        elif kind == _TEXT:
-            result[key] = fields[i].decode()
-        else:
-            result[key] = arg
-    return result
+MapMaker = Callable[[tuple[Any, ...]], dict[Any, Any]]
+"""Makes the map of a layout from the unpacked fields of a struct (:func:`map_maker`)."""
+
+# How each kind of entry makes its value from the unpacked fields ``f`` (its field index
+# ``i``, its argument bound as ``a<n>``): as unpacked; an int subclass of it; the one-byte
+# constructors' table; UTF-8 decoded (checked); the learned value.
+_VALUE_SOURCE = {
+    None: "f[{i}]",
+    _WRAP: "_new_int(a{n}, f[{i}])",
+    _BYTE: "a{n}[f[{i}]]",
+    _TEXT: "f[{i}].decode()",
+    _CONST: "a{n}",
+}
+
+
+def map_maker(entries: tuple[Entry, ...]) -> MapMaker:
+    """The function that makes the map of ``entries`` from the unpacked fields: one dict
+    display of the entries in order, each value made as its kind says. It is compiled once
+    per layout; the keys and arguments are bound as names (``k<n>``, ``a<n>``), never written
+    into the source, which holds only field indices. A str8 that is not UTF-8 raises
+    ``UnicodeDecodeError``: the caller leaves such a map to the generic reader."""
+    namespace: dict[str, Any] = {"_new_int": _new_int}
+    items = []
+    for n, (key, i, kind, arg) in enumerate(entries):
+        namespace[f"k{n}"] = key
+        namespace[f"a{n}"] = arg
+        items.append(f"k{n}: " + _VALUE_SOURCE[kind].format(i=int(i), n=n))
+    exec(f"def make(f):\n    return {{{', '.join(items)}}}\n", namespace)
+    maker: MapMaker = namespace["make"]
+    return maker
 
 
 class _Layout:
-    """One learned map: its struct, skeleton, entries and their keys (a template)."""
+    """One learned map: its struct, skeleton and the maker of its map."""
 
-    __slots__ = ("entries", "size", "skeleton", "template", "unpack")
+    __slots__ = ("make", "size", "skeleton", "unpack")
 
     def __init__(self, packer: struct.Struct, skeleton: tuple[bytes, ...], entries: tuple[Entry, ...]) -> None:
         self.unpack = packer.unpack_from
         self.size = packer.size
         self.skeleton = skeleton
-        self.entries = entries
-        self.template = dict.fromkeys(entry[0] for entry in entries)
+        self.make = map_maker(entries)
 
 
 def _learn(buf: bytes, start: int, end: int, value: dict[Any, Any]) -> _Layout | None:
@@ -202,7 +215,7 @@ class MapLayouts:
             fields = ()
         if fields[0::2] == layout.skeleton:
             try:
-                return make_map(layout.template, layout.entries, fields), pos + layout.size
+                return layout.make(fields), pos + layout.size
             except UnicodeDecodeError:  # the generic reader reports it
                 pass
         return _TABLE[c](buf, pos + 1, 1, _CTX_TEMPLATE.copy())

@@ -736,6 +736,11 @@ class ReceiverLink(Link):
     """The receiving end of a link: grants credit, assembles transfers, settles."""
 
     is_sender = False
+    ranged_updates = False
+    """When true, the deliveries of this link that one disposition of the peer names (a
+    first..last range) come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
+    rather than a :class:`~amqplink.engine.events.DeliveryUpdated` each (for an
+    application that waits for many settlements at once, as the asyncio receiver does)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -1034,16 +1039,35 @@ class ReceiverLink(Link):
             events.append(DeliveriesReceived(self, deliveries))
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
-        if state is not None:
-            delivery.remote_state = state
-        if settled:
-            delivery.remote_settled = True
-            if not delivery.settled and delivery.state is not None:
-                delivery.settled = True
-            delivery_id = delivery.delivery_id
-            self.unsettled.pop(delivery_id, None)  # type: ignore[arg-type]
-            self.session._incoming.pop(delivery_id, None)  # type: ignore[arg-type]
+        self._dispositions_arrived((delivery,), settled, state)
         self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+
+    def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
+        """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
+        (a run of its range, in delivery-id order): what :meth:`_on_disposition` does for each,
+        with one :class:`DeliveriesUpdated` for them all."""
+        self._dispositions_arrived(deliveries, settled, state)
+        self.session.connection._events.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
+
+    def _dispositions_arrived(self, deliveries: Iterable[Delivery], settled: bool, state: Any) -> None:
+        """The deliveries' states as one disposition of the peer sets them (the event is the caller's)."""
+        if settled:
+            unsettled = self.unsettled
+            incoming = self.session._incoming
+            for delivery in deliveries:
+                if state is not None:
+                    delivery.remote_state = state
+                delivery.remote_settled = True
+                # The peer settling ends a delivery this side has given its outcome to
+                # (rcv-settle-mode second, 2.8.3).
+                if not delivery.settled and delivery.state is not None:
+                    delivery.settled = True
+                delivery_id = delivery.delivery_id
+                unsettled.pop(delivery_id, None)  # type: ignore[arg-type]
+                incoming.pop(delivery_id, None)  # type: ignore[arg-type]
+        elif state is not None:
+            for delivery in deliveries:
+                delivery.remote_state = state
 
     def _discard_partial(self) -> None:
         """Forget a half-received delivery and its frames at once (the transport is gone)."""

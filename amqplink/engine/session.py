@@ -590,14 +590,8 @@ class Session:
             ids = range(first, end) if end <= SERIAL_MOD else [serial_add(first, i) for i in range(count)]
         else:
             ids = [k for k in table if 0 <= serial_diff(k, first) < count]
-        if not disposition.role:
-            for delivery_id in ids:
-                delivery = table.get(delivery_id)
-                if delivery is not None:
-                    delivery.link._on_disposition(delivery, settled, state, batchable)  # type: ignore[attr-defined]
-            return
-        # About deliveries this side sent: a link with ranged_updates hears of each run of its
-        # deliveries at once, any other of each delivery (in delivery-id order either way).
+        # A link with ranged_updates hears of each run of its deliveries at once, any other
+        # of each delivery (in delivery-id order either way).
         link: Any = None
         run: list[Delivery] = []
         for delivery_id in ids:

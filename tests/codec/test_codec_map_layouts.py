@@ -21,6 +21,7 @@ from amqplink.codec import layouts as layouts_module
 from amqplink.codec.decode import DEFAULT_LIMITS, value_decoders
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.layouts import LAYOUTS_MAX, MapLayouts
+from amqplink.codec.types import Symbol, Timestamp, ULong
 
 _TABLE = value_decoders()
 
@@ -195,3 +196,24 @@ def test_a_map_of_other_values_is_not_learned_and_the_cache_is_bounded() -> None
     for n in range(LAYOUTS_MAX + 5):
         layouts.read(_map([(_s8(0xA3, b"k" * (n + 1)), b"\x40")], wide=True), 0)
     assert len(layouts._layouts) == LAYOUTS_MAX
+
+
+def test_a_map_maker_makes_each_kind_of_value_and_binds_the_keys() -> None:
+    """The maker is compiled from field indices only: keys from the wire (any text) are names."""
+    one_byte = layouts_module._ONE_BYTE[0x53]  # smallulong
+    keys = ['"}; raise SystemExit; {"', Symbol("x-opt-enqueued-time"), ULong(7), None, "k\n"]
+    entries = (
+        (keys[0], 1, None, None),
+        (keys[1], 3, layouts_module._WRAP, Timestamp),
+        (keys[2], 5, layouts_module._BYTE, one_byte),
+        (keys[3], 7, layouts_module._TEXT, None),
+        (keys[4], 9, layouts_module._CONST, True),
+    )
+    made = layouts_module.map_maker(entries)((b"", -5, b"", 1_700_000_000_000, b"", 9, b"", "é".encode(), b"", b""))
+    assert _typed(made) == _typed(
+        {keys[0]: -5, keys[1]: Timestamp(1_700_000_000_000), keys[2]: one_byte[9], keys[3]: "é", keys[4]: True}
+    )
+    assert type(made[keys[1]]) is Timestamp and list(made) == keys
+    with pytest.raises(UnicodeDecodeError):  # the caller leaves such a map to the generic reader
+        layouts_module.map_maker(entries[3:4])((b"", b"", b"", b"", b"", b"", b"", b"\xff"))
+    assert layouts_module.map_maker(())(()) == {}

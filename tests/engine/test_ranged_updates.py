@@ -155,3 +155,93 @@ def test_settle_all_sends_consecutive_ids_as_one_range() -> None:
     _, frames = _settled_by(True, 10, [0, 1, 2, 3, 5, 6, 7], [])
     assert [(int(d.first), None if d.last is None else int(d.last)) for d in frames] == [(0, 3), (5, 7)]
     assert all(d.settled and d.state == Accepted() for d in frames)
+
+
+# -- the receiver's side: the sender's settlements of a range ------------------------------
+def _receive_run(
+    ranged: tuple[bool, bool], links: list[int], settle_first: list[int], chosen: list[int], outcome: int, state: bool
+) -> tuple[list[Any], list[Any], list[Any], int]:
+    """Deliver on two receiver links of one session in the order ``links`` names; this side
+    settles ``settle_first`` (rcv-settle-mode second: they wait for the peer), then the peer
+    sends one outcome for the deliveries ``chosen`` (settled, or with ``state`` only an
+    unsettled state); what the receiving side saw."""
+    pair = Pair()
+    session = pair.open()
+    receivers: list[ReceiverLink] = []
+    for name, ranges in zip(("a", "b"), ranged, strict=True):
+        receiver = session.attach_receiver(
+            name, target=Target(address=name), snd_settle_mode=SND_UNSETTLED, rcv_settle_mode=RCV_SECOND
+        )
+        receiver.ranged_updates = ranges
+        receivers.append(receiver)
+    pair.pump()
+    senders = []
+    for name, receiver in zip(("a", "b"), receivers, strict=True):
+        sender = pair.server_link(name, sender=True)
+        assert isinstance(sender, SenderLink)
+        sender.auto_settle = False
+        senders.append(sender)
+        receiver.flow(len(links))
+    pair.pump()
+    sent = [senders[which].send(bytes([i % 256])) for i, which in enumerate(links)]
+    pair.pump()
+    got = [e.delivery for e in pair.take() if isinstance(e, DeliveryReceived)]
+    assert [d.link.name for d in got] == [d.link.name for d in sent]
+    for i in settle_first:
+        got[i].link.settle(got[i], Released())  # type: ignore[attr-defined]
+    pair.pump()
+    before = len(pair.wire_c2s)
+    for i in chosen:  # queued together: they leave as ranges spanning both links
+        if state:  # role false: the sender speaks
+            sent[i].link.session._queue_disposition(False, sent[i].delivery_id, False, OUTCOMES[outcome])
+        else:
+            sent[i].link.settle(sent[i], OUTCOMES[outcome])  # type: ignore[attr-defined]
+    pair.pump()
+    updates: list[Any] = []
+    events = 0
+    for event in pair.take():
+        if isinstance(event, DeliveriesUpdated):
+            events += 1
+            assert event.deliveries, "an empty DeliveriesUpdated"
+            assert all(d.link is event.link for d in event.deliveries)
+            updates += [(event.link.name, got.index(d), event.state, event.settled) for d in event.deliveries]
+        elif isinstance(event, DeliveryUpdated):
+            events += 1
+            updates.append((event.link.name, got.index(event.delivery), event.state, event.settled))
+    states = [
+        (d.settled, d.remote_settled, d.remote_state, d.state, d.delivery_id in d.link.unsettled)  # type: ignore[attr-defined]
+        for d in got
+    ]
+    states.append(sorted(session._incoming))
+    frames = [(type(p).__name__, p) for p in performatives(pair.wire_c2s[before:], Disposition)]
+    return updates, states, frames, events
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    data=st.data(),
+    links=st.lists(st.integers(min_value=0, max_value=1), min_size=1, max_size=30),
+    outcome=st.integers(min_value=0, max_value=len(OUTCOMES) - 1),
+    state=st.booleans(),
+    ranges=st.sampled_from([(True, True), (True, False), (False, True)]),
+)
+def test_a_receiver_hears_of_a_range_as_one_event_per_run_what_an_event_each_tells(
+    data: st.DataObject, links: list[int], outcome: int, state: bool, ranges: tuple[bool, bool]
+) -> None:
+    chosen = data.draw(st.lists(st.sampled_from(range(len(links))), unique=True, min_size=1))
+    settle_first = data.draw(st.lists(st.sampled_from(range(len(links))), unique=True))
+    each = _receive_run((False, False), links, settle_first, chosen, outcome, state)
+    ranged = _receive_run(ranges, links, settle_first, chosen, outcome, state)
+    assert ranged[:3] == each[:3]
+    assert sorted(u[1] for u in each[0]) == sorted(chosen)
+    assert each[3] == len(chosen)
+    assert ranged[3] <= each[3]
+
+
+def test_a_range_settled_by_the_sender_is_one_event_on_a_receiver() -> None:
+    updates, states, _, events = _receive_run((True, True), [0] * 10, list(range(10)), list(range(10)), 0, False)
+    assert events == 1
+    assert [u[1] for u in updates] == list(range(10))
+    # This side settled first (second mode): the peer's settlement ends each delivery here.
+    assert all(s == (True, True, Accepted(), Released(), False) for s in states[:-1])
+    assert states[-1] == []
