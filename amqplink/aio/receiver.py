@@ -344,7 +344,7 @@ class Receiver(LinkBase):
         except AttributeError:  # not a received message
             return None
         for delivery in deliveries:
-            if delivery is None or delivery.link is not link or delivery.settled:
+            if delivery is None or delivery.link is not link or delivery.settled or delivery.state is not None:
                 return None
         if len(set(deliveries)) != len(deliveries):
             return None
@@ -361,9 +361,9 @@ class Receiver(LinkBase):
                 delivery = self._settle_delivery(message, state, verb)
                 if delivery is not None:
                     pending.append(delivery)
-        finally:
+        finally:  # what was settled before a refusal leaves now too
             future = self._confirmations(pending)
-        self._protocol.schedule_flush()
+            self._protocol.schedule_flush()
         return future
 
     def _confirmations(self, pending: list[Delivery]) -> asyncio.Future[None] | None:
@@ -412,6 +412,14 @@ class Receiver(LinkBase):
             raise SettlementError(f"{self._what()}: cannot {verb} a message this receiver did not receive")
         if delivery.settled:
             raise SettlementError(f"{self._what()}: cannot {verb}: the message is already settled")
+        if delivery.state is not None:
+            # rcv-settle-mode second: the outcome went out and "the receiver will only settle
+            # after the sender has settled" (2.8.3); a second outcome would leave the first
+            # call's waiter without the one settlement the peer sends.
+            raise SettlementError(
+                f"{self._what()}: cannot {verb}: an outcome for the message is already given and waits"
+                " for the peer's settlement"
+            )
         if self._detached.done():
             raise SettlementError(
                 f"{self._what()}: cannot {verb}: the link is gone, so the peer will redeliver the message",

@@ -83,12 +83,12 @@ async def _settle_on(
                 outcome = "started" if future is not None else "settled"
             queued = [list(run) for run in session._dispositions]
             waiters = [_waiter(m._delivery.context) for m in got]
-            # A SettlementError leaves what it settled before queued for the next flush.
-            receiver._protocol.schedule_flush()
             if second:  # the broker confirms each outcome given
                 await eventually(lambda: all(m._delivery.remote_settled for m in got if m._delivery.state is not None))
-            # Done once the last confirmation came (a message given twice in one call waits
-            # for two confirmations and gets one: never, either way).
+            # A settle call that started is done once the confirmations came (a message given
+            # twice is refused the second time: one outcome, one confirmation to wait for).
+            if second and future is not None:
+                await asyncio.wait_for(asyncio.shield(future), 5)
             record.append((outcome, queued, waiters, future is not None and future.done()))
         states = [(m._delivery.settled, m._delivery.state, m._delivery.remote_settled) for m in got]
         return record, states
@@ -132,6 +132,32 @@ async def test_a_batch_of_distinct_unsettled_messages_is_settled_together() -> N
         assert seen == [DeliveriesUpdated]  # the broker's confirmations: one range, one event
         await receiver.close()
         assert receiver._settleable(got[1:]) is None
+
+
+async def test_a_second_outcome_while_the_first_waits_for_the_peer_is_refused() -> None:
+    """rcv-settle-mode second: the first settle call's waiter gets the peer's one settlement;
+    a second call for the same message (in the same call or a later one) is refused at once
+    instead of taking that settlement over and leaving the first waiting for ever."""
+    async with Broker() as broker, await connect(broker.url) as conn:
+        sender = await conn.create_sender("q")
+        await sender.send_many([Message(b"a"), Message(b"b")])
+        receiver = await conn.create_receiver("q", mode="peek-lock", prefetch=2)
+        assert receiver.confirm
+        first, second = await receive_exactly(receiver, 2, accept=False)
+        try:
+            await asyncio.wait_for(receiver.accept(first, first), 5)
+        except SettlementError as exc:
+            assert "already given" in str(exc)
+        else:
+            raise AssertionError("a message given twice was accepted twice")
+        await eventually(lambda: first.settled)  # the first outcome was sent and confirmed
+        # Both calls start in one loop turn: the second comes while the first waits.
+        accepting = asyncio.ensure_future(receiver.accept(second))
+        releasing = asyncio.ensure_future(receiver.release(second))
+        accepted, released = await asyncio.wait_for(asyncio.gather(accepting, releasing, return_exceptions=True), 5)
+        assert accepted is None
+        assert isinstance(released, SettlementError) and "already given" in str(released)
+        assert second.settled and type(second._delivery.state).__name__ == "Accepted"
 
 
 async def test_deliveries_arrive_in_runs_and_a_run_of_undecodable_ones_wakes_no_receive() -> None:
