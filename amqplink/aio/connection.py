@@ -22,6 +22,7 @@ from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
     ConnectionOpened,
+    DeliveriesUpdated,
     DeliveryAborted,
     DeliveryReceived,
     DeliveryUpdated,
@@ -48,7 +49,16 @@ SaslOption = Literal["auto", "anonymous", "plain", "external", "mssbcbs", "none"
 DEFAULT_TIMEOUT = 30.0
 # Events that belong to one link: handed to the Sender/Receiver that owns it.
 _LINK_EVENTS = frozenset(
-    (DeliveryUpdated, DeliveryReceived, LinkCreditChanged, LinkAttached, LinkDetached, LinkDrained, DeliveryAborted)
+    (
+        DeliveryUpdated,
+        DeliveriesUpdated,
+        DeliveryReceived,
+        LinkCreditChanged,
+        LinkAttached,
+        LinkDetached,
+        LinkDrained,
+        DeliveryAborted,
+    )
 )
 CLOSE_TIMEOUT = 5.0
 
