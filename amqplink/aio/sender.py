@@ -96,6 +96,9 @@ class Sender(LinkBase):
         # The outcomes one disposition gives a range of deliveries come as one event
         # (DeliveriesUpdated), resolved in one loop.
         link.ranged_updates = True
+        # Unsettled sends made in one loop turn leave together at the flush that follows
+        # (a settled sender's room is its queue, which must empty as sends write).
+        link.batch_transfers = not self._presettled
         self._start(link)
 
     # -- state ------------------------------------------------------------------------

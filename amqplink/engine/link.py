@@ -370,7 +370,10 @@ class Link:
         state = self.state
         if state is not _ATTACHED and state is not _ATTACH_SENT:
             return
-        self.session._write(self._flow_frame(echo=echo))
+        session = self.session
+        if session._batched:
+            session._write_batched()  # the flow's counters count the transfers sent before it
+        session._write(self._flow_frame(echo=echo))
 
     def _on_flow(self, flow: Flow) -> None:
         raise NotImplementedError
@@ -396,6 +399,15 @@ class SenderLink(Link):
     first..last range) come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
     rather than a :class:`~amqplink.engine.events.DeliveryUpdated` each (for an
     application that settles them together, as a broker does)."""
+    batch_transfers = False
+    """When true, :meth:`send` only queues: the deliveries sent until the next
+    :meth:`Connection.data_to_send` leave then, together, under the same credit and
+    session-window rules and in the same order (before any other frame of the session,
+    and before this link's detach), for an application that sends many messages between
+    two writes to the socket, as the asyncio client does."""
+    _batched = 0
+    """Deliveries at the end of :attr:`queue` that batched sends put there and the
+    session has not yet written as those sends would have (:meth:`Session._write_batched`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -500,10 +512,18 @@ class SenderLink(Link):
         if not settled and self._tags is not None:
             self._tags[tag] = delivery
         queue = self.queue
+        if self.batch_transfers:
+            queue.append(delivery)
+            self._batched += 1
+            self.session._write_later(self, size)
+            return delivery
+        session = self.session
+        if session._batched:
+            session._write_batched()  # deliveries sent before this one leave first
         if queue or state is not _ATTACHED:
             queue.append(delivery)
-            self.session._pump_sender(self)
-        elif not self.session._write_deliveries(self, (delivery,)):  # nothing waits: straight out
+            session._pump_sender(self)
+        elif not session._write_deliveries(self, (delivery,)):  # nothing waits: straight out
             queue.append(delivery)
         elif self.drain and self.link_credit > 0:
             self.session._answer_drain_later(self)  # as _pump_sender does once the queue is empty
@@ -544,6 +564,11 @@ class SenderLink(Link):
             self.queue.extend(made)
             self.session._pump_sender(self)
         return made
+
+    def detach(self, error: Error | None = None, *, closed: bool = True) -> None:
+        if self._batched:
+            self.session._write_batched()  # what was sent before the detach leaves before it
+        super().detach(error, closed=closed)
 
     def _new_tag(self) -> bytes:
         """The engine's next tag: "delivery-tag ... MUST be unique amongst all deliveries

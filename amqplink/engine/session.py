@@ -28,6 +28,7 @@ moment it leaves, so a peer that sends past what it has been told is caught.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import islice
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +122,8 @@ class Session:
         self._dispositions: list[list[Any]] = []
         # Sender links waiting for the remote incoming window to open, each once.
         self._blocked: dict[SenderLink, None] = {}
+        # The links of the sends made with batch_transfers since the last data_to_send, in order.
+        self._batched: list[SenderLink] = []
         # Sender links with a drain to answer at the next data_to_send (2.6.7).
         self._drains: dict[SenderLink, None] = {}
         self._pending = False  # registered with the connection for the next data_to_send
@@ -168,6 +171,8 @@ class Session:
     def _write(self, frame: Any, payload: Any = None) -> None:
         if self.state >= _END_SENT:
             return  # END SENT: "The endpoint MAY receive frames, but cannot send them." (2.5.5)
+        if self._batched:
+            self._write_batched()  # the transfers of earlier sends go first
         if self._dispositions and type(frame) is not Disposition:
             self._flush_dispositions()
         self.connection._write_frame(self.channel, frame, payload)
@@ -186,6 +191,8 @@ class Session:
         self._write(self._begin_frame())
 
     def _session_flow(self, *, echo: bool = False) -> None:
+        if self._batched:
+            self._write_batched()  # the flow's next-outgoing-id counts the transfers sent before it
         self._write(
             Flow(
                 next_incoming_id=UInt(self.next_incoming_id) if self.remote_begin is not None else None,
@@ -204,7 +211,7 @@ class Session:
         """
         if self.state >= _END_SENT:
             return
-        self._flush_dispositions()
+        self._flush_writes()
         self._step(Step.SEND_END_ERROR if error is not None else Step.SEND_END)
         self.error = error
         self.connection._write_frame(self.channel, End(error=error))
@@ -535,7 +542,7 @@ class Session:
         by_peer = self.state < _END_SENT
         self._step(Step.RECV_END)
         if by_peer:
-            self._flush_dispositions()
+            self._flush_writes()
             self._step(Step.SEND_END)
             self.connection._write_frame(self.channel, End())
             self._abandon_links(f"the peer ended session {self.channel}")
@@ -551,15 +558,16 @@ class Session:
         if isinstance(link, SenderLink) and link.queue:
             self._pump_sender(link)
 
-    def _pump_sender(self, link: SenderLink) -> None:
-        """Write queued deliveries while link credit and the remote window allow."""
+    def _pump_sender(self, link: SenderLink, limit: int = -1) -> None:
+        """Write queued deliveries (the first ``limit``, when given) while link credit and
+        the remote window allow."""
         # ATTACHED implies the session is mapped; ending the session or closing the
         # connection moves every link on to ENDED.
         if link.state is not _LINK_ATTACHED:
             return
         queue = link.queue
-        if queue:
-            written = self._write_deliveries(link, queue)
+        if queue and limit:
+            written = self._write_deliveries(link, queue if limit < 0 or limit >= len(queue) else islice(queue, limit))
             if written == len(queue):
                 queue.clear()
             else:
@@ -683,6 +691,45 @@ class Session:
             return False
         return True
 
+    def _write_later(self, link: SenderLink, size: int) -> None:
+        """``link`` (with ``batch_transfers``) queued a delivery of ``size`` bytes: it is
+        written at the next ``data_to_send``, or before the next frame this session writes
+        otherwise (:meth:`_write_batched`); until then the connection counts the bytes as
+        output (for back-pressure)."""
+        self.connection._batched_size += size
+        self._batched.append(link)
+        if not self._pending:
+            self._mark_pending()
+
+    def _write_batched(self) -> None:
+        """Write the deliveries batched sends queued as those sends, one after another,
+        would have written them (:meth:`_pump_sender` up to each one: the same credit and
+        session-window rules, delivery-ids and blocked order); a run of sends on one link
+        is written at once."""
+        sends, self._batched = self._batched, []
+        if not sends:
+            return
+        link = sends[0]
+        count = 0
+        for each in sends:
+            if each is link:
+                count += 1
+                continue
+            self._write_sent(link, count)
+            link, count = each, 1
+        self._write_sent(link, count)
+
+    def _write_sent(self, link: SenderLink, count: int) -> None:
+        """What ``count`` more batched sends of ``link`` would have written."""
+        link._batched = waiting = max(0, link._batched - count)
+        self._pump_sender(link, len(link.queue) - waiting)
+
+    def _flush_writes(self) -> None:
+        """Before this side's end or close: batched transfers, then queued dispositions."""
+        if self._batched:
+            self._write_batched()
+        self._flush_dispositions()
+
     def _answer_drain_later(self, link: SenderLink) -> None:
         """Answer ``link``'s drain at the next ``data_to_send`` (see :meth:`SenderLink._answer_drain`)."""
         self._drains[link] = None
@@ -721,6 +768,8 @@ class Session:
         """Called by :meth:`Connection.data_to_send`: queued dispositions, drain answers,
         then the flow that reopens the incoming window once half of it is used."""
         self._pending = False
+        if self._batched:
+            self._write_batched()
         self._flush_dispositions()
         if self._drains:
             drains, self._drains = self._drains, {}
