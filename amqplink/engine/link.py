@@ -561,6 +561,8 @@ class SenderLink(Link):
             self._tags[tag] = delivery  # type: ignore[index]  # _check_tag made the table
             made.append(delivery)
         if made:
+            if self.session._batched:
+                self.session._write_batched()  # deliveries batched before these leave first
             self.queue.extend(made)
             self.session._pump_sender(self)
         return made
@@ -688,7 +690,9 @@ class SenderLink(Link):
         """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
         (a run of its range, in delivery-id order): what :meth:`_on_disposition` does for each,
         with one :class:`DeliveriesUpdated` for them all."""
-        if settled or self.auto_settle:
+        if settled:
+            self._settled_by_peer(deliveries, state)
+        elif self.auto_settle:
             for delivery in deliveries:
                 self._disposition_arrived(delivery, settled, state, batchable)
         else:  # all _disposition_arrived does when neither the peer nor the engine settles
@@ -698,12 +702,11 @@ class SenderLink(Link):
 
     def _disposition_arrived(self, delivery: Delivery, settled: bool, state: Any, batchable: bool) -> None:
         """A delivery's state as the peer's disposition sets it (the event is the caller's)."""
-        delivery.remote_state = state
         if settled:
-            delivery.remote_settled = True
-            delivery.settled = True
-            self._forget(delivery)
-        elif self.auto_settle and isinstance(state, TERMINAL_OUTCOMES) and not delivery.settled:
+            self._settled_by_peer((delivery,), state)
+            return
+        delivery.remote_state = state
+        if self.auto_settle and isinstance(state, TERMINAL_OUTCOMES) and not delivery.settled:
             # Receiver settles second: settle on its terminal outcome (2.6.12).
             delivery.settled = True
             self._forget(delivery)
@@ -711,15 +714,31 @@ class SenderLink(Link):
             # The settlement is as urgent as the outcome that asked for it.
             self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
 
+    def _settled_by_peer(self, deliveries: Sequence[Delivery], state: Any) -> None:
+        """The peer's disposition settled ``deliveries`` with ``state``: settled here too
+        (nothing is left to settle), and forgotten."""
+        for delivery in deliveries:
+            delivery.remote_state = state
+            delivery.remote_settled = True
+            delivery.settled = True
+        self._forget_all(deliveries)
+
     def _forget(self, delivery: Delivery) -> None:
         """A delivery settled or aborted: its tag is free again, its delivery-id forgotten."""
+        self._forget_all((delivery,))
+
+    def _forget_all(self, deliveries: Iterable[Delivery]) -> None:
+        """:meth:`_forget` each of ``deliveries``."""
         tags = self._tags
-        if tags is not None and tags.get(delivery.tag) is delivery:
-            del tags[delivery.tag]
-        delivery_id = delivery.delivery_id
-        if delivery_id is not None:
-            self.unsettled.pop(delivery_id, None)
-            self.session._outgoing.pop(delivery_id, None)
+        unsettled = self.unsettled
+        outgoing = self.session._outgoing
+        for delivery in deliveries:
+            if tags is not None and tags.get(delivery.tag) is delivery:
+                del tags[delivery.tag]
+            delivery_id = delivery.delivery_id
+            if delivery_id is not None:
+                unsettled.pop(delivery_id, None)
+                outgoing.pop(delivery_id, None)
 
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
         """Settle a delivery from the sender's side (only needed without auto_settle).

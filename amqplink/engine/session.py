@@ -399,6 +399,8 @@ class Session:
         events.append(LinkAttachRequested(new))
 
     def _on_detach(self, detach: Detach) -> None:
+        if self._batched:
+            self._write_batched()  # sent before the peer's detach was read: out before the answer
         link = self._link_for(detach.handle)
         if link.state is _LINK_ENDED:
             return  # the peer's detach crossed this side's close
@@ -418,6 +420,8 @@ class Session:
         self.connection._events.append(LinkDetached(link, error, bool(detach.closed), by_peer))
 
     def _on_flow(self, flow: Flow) -> None:
+        if self._batched:
+            self._write_batched()  # sent under the credit and window in force before this flow
         self._update_remote_window(flow)
         if flow.handle is not None:
             link = self._link_for(flow.handle)
@@ -565,6 +569,8 @@ class Session:
         # connection moves every link on to ENDED.
         if link.state is not _LINK_ATTACHED:
             return
+        if self._batched:
+            self._write_batched()  # the batched sends, made earlier, go first
         queue = link.queue
         if queue and limit:
             written = self._write_deliveries(link, queue if limit < 0 or limit >= len(queue) else islice(queue, limit))
@@ -741,6 +747,8 @@ class Session:
     ) -> None:
         """Queue a disposition of ``delivery_id`` (through ``last``, when given: a range of
         consecutive delivery-ids with one state, 2.7.6)."""
+        if self._batched:
+            self._write_batched()  # transfers sent before this settlement go out before it
         if last < 0:
             last = delivery_id
         runs = self._dispositions

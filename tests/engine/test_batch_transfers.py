@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from amqplink.engine import errors
@@ -21,9 +21,11 @@ from .pairs import Pair
 
 Op = tuple[str, int, int]  # (what, which link, a number)
 
-# Sends and pumps most often; a detach now and then; the session's end or the
+# Sends and pumps most often; a detach now and then; credit read before the next
+# data_to_send ("credit now", "peer detach": a read between two sends); the session's end or the
 # connection's close, when drawn, last (nothing goes out after them).
-KINDS = ["send"] * 6 + ["pump"] * 2 + ["credit", "drain", "available", "settle", "detach"]
+KINDS = ["send"] * 6 + ["pump"] * 2 + ["send all", "credit", "credit now", "drain", "available", "settle"]
+KINDS += ["detach", "peer detach"]
 OPS = st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 1), st.integers(0, 1200)), min_size=3, max_size=40)
 LAST = st.sampled_from([[], [("end", 0, 0)], [("close", 0, 0)]])
 
@@ -59,10 +61,19 @@ def _run(
             if what == "send":
                 delivery = sender.send(bytes([i % 256]) * n)
                 outcomes.append((delivery.tag, delivery.size))
+            elif what == "send all":  # written at once: after the batched sends made before
+                made = sender.send_all([bytes(n % 600)] * 2, [b"%d." % i, b"%d!" % i])
+                outcomes.append([d.tag for d in made])
             elif what == "pump":
                 pair.pump()
             elif what == "credit":
                 receiver.flow(n % 9)
+            elif what == "credit now":  # read by this side before its next data_to_send
+                receiver.flow(n % 9)
+                pair.client_events += pair.client.receive_data(pair.server.data_to_send())
+            elif what == "peer detach":  # read by this side before its next data_to_send
+                receiver.detach()
+                pair.client_events += pair.client.receive_data(pair.server.data_to_send())
             elif what == "drain":
                 receiver.flow(n % 9, drain=True)
             elif what == "available":
@@ -90,7 +101,23 @@ def _run(
     }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
+@example(  # credit taken back (a flow read) between a batched send and data_to_send
+    batch=(True, False),
+    credit=(0, 0),
+    ops=[("credit now", 0, 1), ("send", 0, 0), ("credit now", 0, 0)],
+    last=[],
+    window=1,
+    rcv_settle_mode=RCV_FIRST,
+)
+@example(  # send_all on the other link between a batched send and data_to_send
+    batch=(True, False),
+    credit=(1, 2),
+    ops=[("send", 0, 900), ("send all", 1, 0)],
+    last=[],
+    window=2,
+    rcv_settle_mode=RCV_FIRST,
+)
 @given(
     batch=st.tuples(st.booleans(), st.booleans()).filter(any),
     credit=st.tuples(st.integers(0, 10), st.integers(0, 10)),
