@@ -593,6 +593,10 @@ class Session:
         room_for_tag = conn.remote_max_frame_size - _TRANSFER_OVERHEAD
         fast = not conn._trace
         out: bytearray | None = None
+        channel = self.channel
+        handle = link.handle
+        outgoing = self._outgoing
+        unsettled = link.unsettled
         written = frames = 0  # frames: single-frame transfers written, counted once at the end
         for delivery in deliveries:
             if self.remote_incoming_window - frames <= 0:
@@ -611,8 +615,8 @@ class Session:
                 delivery_id = delivery.delivery_id = self._next_delivery_id
                 self._next_delivery_id = (delivery_id + 1) % SERIAL_MOD  # serial_add, inline
                 if not delivery.settled:
-                    self._outgoing[delivery_id] = delivery
-                    link.unsettled[delivery_id] = delivery
+                    outgoing[delivery_id] = delivery
+                    unsettled[delivery_id] = delivery
             tag = delivery.tag
             room = room_for_tag - len(tag)
             if delivery._offset or delivery.size > room:  # started, aborted or larger than a frame
@@ -631,8 +635,8 @@ class Session:
                     out = conn._deferred if conn._deferred is not None else conn._out
                 write_transfer(
                     out,
-                    self.channel,
-                    link.handle,
+                    channel,
+                    handle,
                     delivery_id,
                     tag,
                     delivery.message_format,
