@@ -243,7 +243,7 @@ class _ServiceBusConnection:
         """The refuse-connections fault active when it opened: its first link that is not
         to ``$control`` closes it (so that a controller can still undo the fault)."""
         self._to_settle: list[Any] | None = None
-        """Transfers (link, delivery, outcome, ... flat) settled once the store's batch number
+        """Runs of transfers (link, deliveries, outcome, ... flat) settled once the store's batch number
         :attr:`_to_settle_batch` is written."""
         self._to_settle_batch = -1
         self.on_closed: Callable[[], None] | None = None
@@ -586,8 +586,8 @@ class _ServiceBusConnection:
     def _on_outcomes(self, consumer: _Consumer, deliveries: list[Delivery], state: Any, now: float) -> None:
         """One outcome for several of the consumer's deliveries (a disposition's range): what
         :meth:`_on_outcome` does for each, with ``accepted`` (complete) taken together when
-        the settlements go out at once (no store to wait for, no delay injected)."""
-        if type(state) is not Accepted or self.host.persistence is not None or self.host.faults.delays:
+        no delay is injected (with a store, settled as runs once the commit is written)."""
+        if type(state) is not Accepted or self.host.faults.delays:
             for delivery in deliveries:
                 self._on_outcome(consumer, delivery, state, now)
             return
@@ -601,10 +601,46 @@ class _ServiceBusConnection:
                 completing.append(delivery)
         link = consumer.link
         refusals = consumer.entity.complete_all(tokens, now)
+        stored = self.host.persistence
+        if stored is not None:
+            self._settle_completed_after_commit(stored, consumer, completing, state, refusals)
+            return
         for i, exc in refusals.items():
             link.settle(completing[i], _refused(consumer.path, exc))
         # Echo the outcome applied (as _on_outcome does); those refused are settled already.
         link.settle_all(completing, state)
+
+    def _settle_completed_after_commit(
+        self,
+        stored: Persistence,
+        consumer: _Consumer,
+        completing: list[Delivery],
+        state: Accepted,
+        refusals: dict[int, EntityError],
+    ) -> None:
+        """Settle a completed range once the commit is written, as :meth:`_on_outcome` would
+        one at a time: in order, the completed ones in runs echoing ``state``, each refused
+        one with its refusal; those the consumer settled itself are not answered."""
+        link = consumer.link
+        if not refusals:
+            if not all(delivery.settled for delivery in completing):  # (all settled: nothing to answer)
+                self._settle_run_after_commit(stored, link, completing, state)
+            return
+        run: list[Delivery] = []
+        for i, delivery in enumerate(completing):
+            exc = refusals.get(i)
+            if exc is None:
+                run.append(delivery)
+                continue
+            answer = _refused(consumer.path, exc)
+            if delivery.settled:
+                continue
+            if run:
+                self._settle_run_after_commit(stored, link, run, state)
+                run = []
+            self._settle_run_after_commit(stored, link, [delivery], answer)
+        if run:
+            self._settle_run_after_commit(stored, link, run, state)
 
     def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any, now: float) -> None:
         token = delivery.tag  # the lock token, while held
@@ -686,7 +722,6 @@ class _ServiceBusConnection:
         target, path = producer
         faults = self.host.faults
         send = self.host.namespace.send
-        stored = self.host.persistence
         accepted: list[Delivery] = []
         top_up = False
         for delivery in deliveries:
@@ -700,20 +735,29 @@ class _ServiceBusConnection:
                 log.info("%s: message refused: %s", path, exc.description)
                 outcome = Rejected(error=_error(exc.condition, exc.description))
             delay = faults.delay_for(path) if faults.delays else 0.0
-            if outcome is _ACCEPTED and not delay and stored is None and not delivery.settled:
+            if outcome is _ACCEPTED and not delay and not delivery.settled:
                 accepted.append(delivery)  # the common case: settled below, with the others
                 continue
             if accepted:  # settle in arrival order
-                link.settle_all(accepted, _ACCEPTED)
-                accepted.clear()
-                top_up = True
+                top_up = self._settle_accepted(link, accepted) or top_up
+                accepted = []
             if self._settle_received(link, delivery, outcome, delay):
                 top_up = True
         if accepted:
-            link.settle_all(accepted, _ACCEPTED)
-            top_up = True
+            top_up = self._settle_accepted(link, accepted) or top_up
         if top_up:
             self._top_up(link)
+
+    def _settle_accepted(self, link: ReceiverLink, deliveries: list[Delivery]) -> bool:
+        """Settle a run of stored transfers with ``accepted`` (with a store, once they are
+        written: one entry for the run); False when the store's commit settles them and tops
+        the credit up then."""
+        stored = self.host.persistence
+        if stored is None:
+            link.settle_all(deliveries, _ACCEPTED)
+            return True
+        self._settle_run_after_commit(stored, link, deliveries, _ACCEPTED)
+        return False
 
     def _settle_received(self, link: ReceiverLink, delivery: Delivery, outcome: Any, delay: float) -> bool:
         """Settle a transfer the broker has handled with ``outcome`` (``delay`` seconds later
@@ -822,41 +866,54 @@ class _ServiceBusConnection:
     def _settle_after_commit(
         self, stored: Persistence, link: SenderLink | ReceiverLink, delivery: Delivery, outcome: Any, delay: float
     ) -> None:
-        """Settle a transfer once what it caused is on disk: the transfers of one commit wait
-        behind one callback per connection (not one each), settled together in arrival order."""
+        """Settle a transfer once what it caused is on disk (``delay`` seconds later when a
+        delay-dispositions fault holds it)."""
         if delay:
             stored.after_commit(lambda error: self._settle_stored(link, delivery, outcome, error, delay))
             return
+        self._settle_run_after_commit(stored, link, [delivery], outcome)
+
+    def _settle_run_after_commit(
+        self, stored: Persistence, link: SenderLink | ReceiverLink, deliveries: list[Delivery], outcome: Any
+    ) -> None:
+        """Settle ``deliveries`` (of ``link``, in order) with ``outcome`` once what they caused
+        is on disk: the runs of one commit wait behind one callback per connection (not one
+        each), settled together in arrival order."""
         commits = stored.commits
         waiting = self._to_settle
         if waiting is None or self._to_settle_batch != commits.taken:
             waiting = self._to_settle = []
             self._to_settle_batch = commits.taken
             commits.after_commit(lambda error: self._settle_all(waiting, error))
-        waiting.extend((link, delivery, outcome))  # flat: no tuple per transfer kept for the collector
+        waiting += (link, deliveries, outcome)  # flat: no tuple per run kept for the collector
 
     def _settle_all(self, waiting: list[Any], error: BaseException | None) -> None:
+        """Settle the runs one commit covered (``waiting``: link, deliveries, outcome, ... flat);
+        when the commit failed, whatever was not refused already is refused as not stored."""
         if waiting is self._to_settle:
             self._to_settle = None
         if self.engine.close_sent:
             return
         refused = None if error is None else _store_failed(error)
-        # Settled in arrival order, a run of one link's transfers with one outcome at a time
-        # (consecutive delivery-ids: one disposition range).
+        # Settled in arrival order, consecutive runs of one link and one outcome together
+        # (consecutive delivery-ids: one disposition range). A run whose transfers were all
+        # settled meanwhile does not cut the one before from the one after.
         run: list[Delivery] = []
         run_link: Any = None
         run_outcome: Any = None
         items = iter(waiting)
-        for link, delivery, outcome in zip(items, items, items, strict=True):
-            if link.is_detached or delivery.settled:
+        for link, deliveries, outcome in zip(items, items, items, strict=True):
+            if link.is_detached:
                 continue
             if refused is not None and not isinstance(outcome, Rejected):
                 outcome = refused
             if link is not run_link or outcome is not run_outcome:
+                if all(delivery.settled for delivery in deliveries):
+                    continue
                 if run:
                     self._settle_run(run_link, run, run_outcome)
                 run, run_link, run_outcome = [], link, outcome
-            run.append(delivery)
+            run += deliveries
         if run:
             self._settle_run(run_link, run, run_outcome)
         self.protocol.schedule_flush()

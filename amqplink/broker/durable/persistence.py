@@ -75,7 +75,7 @@ class DurableStore(MemoryStore):
         self.high = max(self.high, message.sequence_number)
 
     def append(self, message: StoredMessage) -> None:
-        super().append(message)
+        _memory_append(self, message)  # (not super(): no proxy object per message)
         seq = message.sequence_number
         if seq > self.high:
             self.high = seq
@@ -87,7 +87,7 @@ class DurableStore(MemoryStore):
         return self.high + 1
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
-        message = super().remove(sequence_number)
+        message = _memory_remove(self, sequence_number)
         if message is not None:
             self._commits.delete(self._entity, sequence_number)
         return message
@@ -95,6 +95,10 @@ class DurableStore(MemoryStore):
     def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
         if envelope or self._key | message.sequence_number not in self._pending:  # else: written as it is then
             self._commits.update(self._entity, message, envelope)
+
+
+_memory_append = MemoryStore.append
+_memory_remove = MemoryStore.remove
 
 
 class Persistence:
