@@ -79,6 +79,18 @@ _ID_ONLY_HEADS = tuple(b"\x00\x53\x73\xc0" + bytes((n + 3, 1, 0xA1, n)) for n in
 a list8 of one str8 field, ``00 53 73 c0 <size> 01 a1 <n>``, size = n + 3 <= 255."""
 _OTHER_PROPERTIES = attrgetter(*(name for name in Properties.__match_args__ if name != "message_id"))
 _NO_OTHER_PROPERTIES = (None,) * (len(Properties.__match_args__) - 1)
+_OTHER_HEADER = attrgetter(*(name for name in Header.__match_args__ if name != "durable"))
+_NO_OTHER_HEADER = (None,) * (len(Header.__match_args__) - 1)
+
+
+def _header_bytes(durable: bool) -> bytes:
+    out = bytearray()
+    Header(durable=durable)._amqp_encode(out)
+    return bytes(out)
+
+
+_DURABLE_ONLY_HEADERS = {None: b"", True: _header_bytes(True), False: _header_bytes(False)}
+"""A header section that holds ``durable`` and nothing else, encoded (none: no section)."""
 
 # Order of the sections in a message (3.2): header, delivery-annotations,
 # message-annotations, properties, application-properties, body, footer.
@@ -318,20 +330,28 @@ class Message:
         """The message's sections, encoded: the payload of a transfer."""
         body = self._body
         if (
-            self._body_type == "data"
-            and type(body) is bytes
-            and self.header is None
+            type(body) is bytes
+            and self._body_type == "data"
             and not self.message_annotations
             and not self.application_properties
             and not self.delivery_annotations
             and not self.footer
         ):
-            # Fast path, byte for byte what encode_into writes: properties with a message id
-            # only (or none), one data section.
+            # Fast path, byte for byte what encode_into writes: a header with durable only
+            # (or none), properties with a message id only (or none), one data section.
+            n = len(body)
+            section = _DATA8_HEADERS[n] if n < 256 else _DATA32 + n.to_bytes(4, "big")  # data_section_header
+            header = self.header
             properties = self.properties
-            head = b"" if properties is None else _id_only_properties(properties)
+            if header is None and properties is None:
+                return section + body
+            head = _durable_only_header(header)
             if head is not None:
-                return b"".join((head, data_section_header(len(body)), body))
+                if properties is None:
+                    return b"".join((head, section, body))
+                ids = _id_only_properties(properties)
+                if ids is not None:
+                    return b"".join((head, ids, section, body))
         out = bytearray()
         self.encode_into(out)
         return bytes(out)
@@ -511,6 +531,17 @@ def data_section_header(n: int) -> bytes:
     if n < 256:
         return _DATA8_HEADERS[n]
     return _DATA32 + n.to_bytes(4, "big")
+
+
+def _durable_only_header(header: Header | None) -> bytes | None:
+    """The encoded header section when it holds at most ``durable`` (b"" when it holds
+    nothing: no section); None for any other header."""
+    if header is None:
+        return b""
+    durable = header.durable
+    if (durable is not None and type(durable) is not bool) or _OTHER_HEADER(header) != _NO_OTHER_HEADER:
+        return None
+    return _DURABLE_ONLY_HEADERS[durable]
 
 
 def _id_only_properties(properties: Properties) -> bytes | None:

@@ -294,9 +294,10 @@ def test_id_only_and_data_fast_paths_encode_what_the_sections_encode(
 @given(chunks=st.lists(st.binary(max_size=300), min_size=1, max_size=4), message_id=st.text(max_size=5))
 def test_encode_with_data_is_the_message_with_those_data_sections(chunks: list[bytes], message_id: str) -> None:
     envelope = Message(None, message_id=message_id, partition_key="p")
-    assert envelope.encode_with_data(chunks) == Message(
-        chunks, body_type="data", message_id=message_id, partition_key="p"
-    ).encode()
+    assert (
+        envelope.encode_with_data(chunks)
+        == Message(chunks, body_type="data", message_id=message_id, partition_key="p").encode()
+    )
 
 
 @given(body=st.binary(max_size=300), message_id=st.one_of(st.none(), st.text(max_size=5)))
@@ -305,3 +306,23 @@ def test_of_data_is_the_constructor_without_its_checks(body: bytes, message_id: 
     fast = Message.of_data(body, properties)
     slow = Message(body, properties=properties)
     assert fast == slow and fast.encode() == slow.encode() and fast.body_type == "data"
+
+
+@given(
+    body=st.binary(max_size=600),
+    durable=st.one_of(st.none(), st.booleans()),
+    priority=st.one_of(st.none(), st.integers(min_value=0, max_value=255)),
+    message_id=st.one_of(st.none(), st.text(max_size=300), st.integers(0, 2**64 - 1)),
+    subject=st.one_of(st.none(), st.text(max_size=5)),
+    empty_header=st.booleans(),
+)
+def test_durable_only_header_fast_path_encodes_what_encode_into_does(
+    body: bytes, durable: bool | None, priority: int | None, message_id: object, subject: str | None, empty_header: bool
+) -> None:
+    message = Message(body, durable=durable, priority=priority, message_id=message_id, subject=subject)
+    if empty_header and message.header is None:
+        message.header = Header()  # present with no field set: no section either way
+    out = bytearray()
+    message.encode_into(out)
+    assert message.encode() == bytes(out)
+    assert Message.decode(message.encode()) == message

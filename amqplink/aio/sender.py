@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from amqplink.aio.errors import AMQPError, MessageRejected
 from amqplink.aio.link import LinkBase
 from amqplink.codec.types import Described
-from amqplink.engine.events import DeliveryUpdated, Event, LinkCreditChanged
-from amqplink.engine.link import SND_SETTLED, SND_UNSETTLED, TERMINAL_OUTCOMES, SenderLink
+from amqplink.engine.events import DeliveriesUpdated, DeliveryUpdated, Event, LinkCreditChanged
+from amqplink.engine.link import SND_SETTLED, SND_UNSETTLED, TERMINAL_OUTCOMES, Delivery, SenderLink
 from amqplink.engine.session import Session
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Modified, Rejected, Released, Source, Target
@@ -93,6 +93,12 @@ class Sender(LinkBase):
             snd_settle_mode=SND_SETTLED if self._presettled else SND_UNSETTLED,
             properties=properties,
         )
+        # The outcomes one disposition gives a range of deliveries come as one event
+        # (DeliveriesUpdated), resolved in one loop.
+        link.ranged_updates = True
+        # Unsettled sends made in one loop turn leave together at the flush that follows
+        # (a settled sender's room is its queue, which must empty as sends write).
+        link.batch_transfers = not self._presettled
         self._start(link)
 
     # -- state ------------------------------------------------------------------------
@@ -254,19 +260,31 @@ class Sender(LinkBase):
     # -- engine events ----------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
         t = type(event)
-        if t is DeliveryUpdated:
-            state = event.state  # type: ignore[attr-defined]
-            if event.settled or isinstance(state, TERMINAL_OUTCOMES):  # type: ignore[attr-defined]
-                future = event.delivery.context  # type: ignore[attr-defined]
-                if future is not None and not future.done():
-                    future.set_result(state)
-                    self._in_flight -= 1
-                    self._wake()
+        if t is DeliveriesUpdated:
+            self._outcomes(event.deliveries, event.state, event.settled)  # type: ignore[attr-defined]
+        elif t is DeliveryUpdated:
+            self._outcomes((event.delivery,), event.state, event.settled)  # type: ignore[attr-defined]
         elif t is LinkCreditChanged:
             if self._presettled:
                 self._wake()
         else:
             super()._on_event(event)
+
+    def _outcomes(self, deliveries: Iterable[Delivery], state: Any, settled: bool) -> None:
+        """The peer's disposition of ``deliveries`` (one state for all): once it settles
+        them or gives a terminal outcome (3.4), their futures resolve to it, in
+        delivery-id order; a non-terminal state of an unsettled delivery resolves none."""
+        if not settled and not isinstance(state, TERMINAL_OUTCOMES):
+            return
+        resolved = 0
+        for delivery in deliveries:
+            future = delivery.context
+            if future is not None and not future.done():
+                future.set_result(state)
+                resolved += 1
+        if resolved:
+            self._in_flight -= resolved
+            self._wake()
 
     def _on_failed(self, failure: AMQPError) -> None:
         for delivery in [*self.link.unsettled.values(), *self.link.queue]:

@@ -39,7 +39,9 @@ class EngineProtocol(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self._flush_pending = False
-        self._paused = False
+        self.write_paused = False
+        """True while the socket's buffer is above its high-water mark (an attribute: the
+        senders read it on every send)."""
         self._writable: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.lost: asyncio.Future[None] = self._loop.create_future()
@@ -80,21 +82,16 @@ class EngineProtocol(asyncio.Protocol):
             self.lost.set_result(None)
 
     def pause_writing(self) -> None:
-        self._paused = True
+        self.write_paused = True
 
     def resume_writing(self) -> None:
-        self._paused = False
+        self.write_paused = False
         self._wake_writers()
 
     # -- writing ----------------------------------------------------------------------
-    @property
-    def write_paused(self) -> bool:
-        """True while the socket's buffer is above its high-water mark."""
-        return self._paused
-
     async def wait_writable(self) -> None:
         """Return once the transport's write buffer has drained below its mark."""
-        while self._paused and self.transport is not None:
+        while self.write_paused and self.transport is not None:
             if self._writable is None or self._writable.done():
                 self._writable = self._loop.create_future()
             await self._writable

@@ -225,6 +225,7 @@ class Connection:
         """Channels the peer ended a session on and has not begun one on since (at most
         channel-max + 1 of them): frames it still sends there are stragglers."""
         self._pending_sessions: list[Session] = []
+        self._batched_size = 0  # payload bytes batched for the next data_to_send
         self._rx = False
         self._tx = False
         self._last_rx: float | None = None
@@ -272,6 +273,7 @@ class Connection:
             pending, self._pending_sessions = self._pending_sessions, []
             for session in pending:
                 session._flush_pending()
+            self._batched_size = 0
         if not self._out:
             return b""
         data = bytes(self._out)
@@ -281,8 +283,9 @@ class Connection:
 
     @property
     def output_size(self) -> int:
-        """Bytes written and not yet taken by :meth:`data_to_send` (for back-pressure)."""
-        return len(self._out)
+        """Bytes written and not yet taken by :meth:`data_to_send` (for back-pressure),
+        with the payloads of deliveries batched for it (``SenderLink.batch_transfers``)."""
+        return len(self._out) + self._batched_size
 
     def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
         if self.state >= _CLOSE_SENT and type(frame) is not Close:
@@ -360,7 +363,7 @@ class Connection:
         if self.state is _START or self.state is _OPEN_RCVD:
             self.open()
         for session in list(self.sessions.values()):
-            session._flush_dispositions()
+            session._flush_writes()
         self._step(Step.SEND_CLOSE)
         self.error = error
         self._write_frame(0, Close(error=error))

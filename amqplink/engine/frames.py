@@ -82,6 +82,13 @@ _SMALL_UINTS = [_small_uint(v) for v in range(256)]
 _TAG_HEADS = [bytes((0xA0, n)) for n in range(256)]  # vbin8 constructor and size
 
 
+# The usual transfer in one pack: a handle below 256 (0x43, or 0x52 and the handle), a
+# delivery-id of 256 or more (0x70 and four bytes), an 8-byte tag (the engine's), message
+# format 0 (0x43) and the settled flag; after the frame header, descriptor and list8 head.
+_USUAL_HANDLE_0 = struct.Struct(">IBBHBBBBBBBBIBB8sBB")
+_USUAL_HANDLE_SMALL = struct.Struct(">IBBHBBBBBBBBBIBB8sBB")
+
+
 def write_transfer(
     out: bytearray,
     channel: int,
@@ -96,6 +103,20 @@ def write_transfer(
     ``write_frame(out, FRAME_TYPE_AMQP, channel, Transfer(handle, delivery_id, tag,
     message_format, settled), payload)``, assembled without building a ``Transfer``
     (``tag`` at most 255 bytes)."""
+    if len(tag) == 8 and delivery_id >= 256 and handle < 256 and message_format == 0:
+        flag = 0x41 if settled else 0x42
+        if handle:  # fields of 19 bytes: a list8 of size 20
+            out += _USUAL_HANDLE_SMALL.pack(
+                33 + len(payload), 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, 20, 5,
+                0x52, handle, 0x70, delivery_id, 0xA0, 8, tag, 0x43, flag,
+            )  # fmt: skip
+        else:  # fields of 18 bytes
+            out += _USUAL_HANDLE_0.pack(
+                32 + len(payload), 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, 19, 5,
+                0x43, 0x70, delivery_id, 0xA0, 8, tag, 0x43, flag,
+            )  # fmt: skip
+        out += payload
+        return
     fields = b"".join(
         (
             _SMALL_UINTS[handle] if handle < 256 else _small_uint(handle),

@@ -370,7 +370,10 @@ class Link:
         state = self.state
         if state is not _ATTACHED and state is not _ATTACH_SENT:
             return
-        self.session._write(self._flow_frame(echo=echo))
+        session = self.session
+        if session._batched:
+            session._write_batched()  # the flow's counters count the transfers sent before it
+        session._write(self._flow_frame(echo=echo))
 
     def _on_flow(self, flow: Flow) -> None:
         raise NotImplementedError
@@ -396,6 +399,15 @@ class SenderLink(Link):
     first..last range) come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
     rather than a :class:`~amqplink.engine.events.DeliveryUpdated` each (for an
     application that settles them together, as a broker does)."""
+    batch_transfers = False
+    """When true, :meth:`send` only queues: the deliveries sent until the next
+    :meth:`Connection.data_to_send` leave then, together, under the same credit and
+    session-window rules and in the same order (before any other frame of the session,
+    and before this link's detach), for an application that sends many messages between
+    two writes to the socket, as the asyncio client does."""
+    _batched = 0
+    """Deliveries at the end of :attr:`queue` that batched sends put there and the
+    session has not yet written as those sends would have (:meth:`Session._write_batched`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -500,10 +512,18 @@ class SenderLink(Link):
         if not settled and self._tags is not None:
             self._tags[tag] = delivery
         queue = self.queue
+        if self.batch_transfers:
+            queue.append(delivery)
+            self._batched += 1
+            self.session._write_later(self, size)
+            return delivery
+        session = self.session
+        if session._batched:
+            session._write_batched()  # deliveries sent before this one leave first
         if queue or state is not _ATTACHED:
             queue.append(delivery)
-            self.session._pump_sender(self)
-        elif not self.session._write_deliveries(self, (delivery,)):  # nothing waits: straight out
+            session._pump_sender(self)
+        elif not session._write_deliveries(self, (delivery,)):  # nothing waits: straight out
             queue.append(delivery)
         elif self.drain and self.link_credit > 0:
             self.session._answer_drain_later(self)  # as _pump_sender does once the queue is empty
@@ -541,9 +561,16 @@ class SenderLink(Link):
             self._tags[tag] = delivery  # type: ignore[index]  # _check_tag made the table
             made.append(delivery)
         if made:
+            if self.session._batched:
+                self.session._write_batched()  # deliveries batched before these leave first
             self.queue.extend(made)
             self.session._pump_sender(self)
         return made
+
+    def detach(self, error: Error | None = None, *, closed: bool = True) -> None:
+        if self._batched:
+            self.session._write_batched()  # what was sent before the detach leaves before it
+        super().detach(error, closed=closed)
 
     def _new_tag(self) -> bytes:
         """The engine's next tag: "delivery-tag ... MUST be unique amongst all deliveries
@@ -663,7 +690,9 @@ class SenderLink(Link):
         """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
         (a run of its range, in delivery-id order): what :meth:`_on_disposition` does for each,
         with one :class:`DeliveriesUpdated` for them all."""
-        if settled or self.auto_settle:
+        if settled:
+            self._settled_by_peer(deliveries, state)
+        elif self.auto_settle:
             for delivery in deliveries:
                 self._disposition_arrived(delivery, settled, state, batchable)
         else:  # all _disposition_arrived does when neither the peer nor the engine settles
@@ -673,12 +702,11 @@ class SenderLink(Link):
 
     def _disposition_arrived(self, delivery: Delivery, settled: bool, state: Any, batchable: bool) -> None:
         """A delivery's state as the peer's disposition sets it (the event is the caller's)."""
-        delivery.remote_state = state
         if settled:
-            delivery.remote_settled = True
-            delivery.settled = True
-            self._forget(delivery)
-        elif self.auto_settle and isinstance(state, TERMINAL_OUTCOMES) and not delivery.settled:
+            self._settled_by_peer((delivery,), state)
+            return
+        delivery.remote_state = state
+        if self.auto_settle and isinstance(state, TERMINAL_OUTCOMES) and not delivery.settled:
             # Receiver settles second: settle on its terminal outcome (2.6.12).
             delivery.settled = True
             self._forget(delivery)
@@ -686,15 +714,31 @@ class SenderLink(Link):
             # The settlement is as urgent as the outcome that asked for it.
             self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
 
+    def _settled_by_peer(self, deliveries: Sequence[Delivery], state: Any) -> None:
+        """The peer's disposition settled ``deliveries`` with ``state``: settled here too
+        (nothing is left to settle), and forgotten."""
+        for delivery in deliveries:
+            delivery.remote_state = state
+            delivery.remote_settled = True
+            delivery.settled = True
+        self._forget_all(deliveries)
+
     def _forget(self, delivery: Delivery) -> None:
         """A delivery settled or aborted: its tag is free again, its delivery-id forgotten."""
+        self._forget_all((delivery,))
+
+    def _forget_all(self, deliveries: Iterable[Delivery]) -> None:
+        """:meth:`_forget` each of ``deliveries``."""
         tags = self._tags
-        if tags is not None and tags.get(delivery.tag) is delivery:
-            del tags[delivery.tag]
-        delivery_id = delivery.delivery_id
-        if delivery_id is not None:
-            self.unsettled.pop(delivery_id, None)
-            self.session._outgoing.pop(delivery_id, None)
+        unsettled = self.unsettled
+        outgoing = self.session._outgoing
+        for delivery in deliveries:
+            if tags is not None and tags.get(delivery.tag) is delivery:
+                del tags[delivery.tag]
+            delivery_id = delivery.delivery_id
+            if delivery_id is not None:
+                unsettled.pop(delivery_id, None)
+                outgoing.pop(delivery_id, None)
 
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
         """Settle a delivery from the sender's side (only needed without auto_settle).

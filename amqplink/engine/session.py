@@ -28,6 +28,7 @@ moment it leaves, so a peer that sends past what it has been told is caught.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +130,8 @@ class Session:
         self._dispositions: list[list[Any]] = []
         # Sender links waiting for the remote incoming window to open, each once.
         self._blocked: dict[SenderLink, None] = {}
+        # The links of the sends made with batch_transfers since the last data_to_send, in order.
+        self._batched: list[SenderLink] = []
         # Sender links with a drain to answer at the next data_to_send (2.6.7).
         self._drains: dict[SenderLink, None] = {}
         self._pending = False  # registered with the connection for the next data_to_send
@@ -176,6 +179,8 @@ class Session:
     def _write(self, frame: Any, payload: Any = None) -> None:
         if self.state >= _END_SENT:
             return  # END SENT: "The endpoint MAY receive frames, but cannot send them." (2.5.5)
+        if self._batched:
+            self._write_batched()  # the transfers of earlier sends go first
         if self._dispositions and type(frame) is not Disposition:
             self._flush_dispositions()
         self.connection._write_frame(self.channel, frame, payload)
@@ -194,6 +199,8 @@ class Session:
         self._write(self._begin_frame())
 
     def _session_flow(self, *, echo: bool = False) -> None:
+        if self._batched:
+            self._write_batched()  # the flow's next-outgoing-id counts the transfers sent before it
         self._write(
             Flow(
                 next_incoming_id=UInt(self.next_incoming_id) if self.remote_begin is not None else None,
@@ -212,7 +219,7 @@ class Session:
         """
         if self.state >= _END_SENT:
             return
-        self._flush_dispositions()
+        self._flush_writes()
         self._step(Step.SEND_END_ERROR if error is not None else Step.SEND_END)
         self.error = error
         self.connection._write_frame(self.channel, End(error=error))
@@ -400,6 +407,8 @@ class Session:
         events.append(LinkAttachRequested(new))
 
     def _on_detach(self, detach: Detach) -> None:
+        if self._batched:
+            self._write_batched()  # sent before the peer's detach was read: out before the answer
         link = self._link_for(detach.handle)
         if link.state is _LINK_ENDED:
             return  # the peer's detach crossed this side's close
@@ -419,6 +428,8 @@ class Session:
         self.connection._events.append(LinkDetached(link, error, bool(detach.closed), by_peer))
 
     def _on_flow(self, flow: Flow) -> None:
+        if self._batched:
+            self._write_batched()  # sent under the credit and window in force before this flow
         self._update_remote_window(flow)
         if flow.handle is not None:
             link = self._link_for(flow.handle)
@@ -619,7 +630,7 @@ class Session:
         by_peer = self.state < _END_SENT
         self._step(Step.RECV_END)
         if by_peer:
-            self._flush_dispositions()
+            self._flush_writes()
             self._step(Step.SEND_END)
             self.connection._write_frame(self.channel, End())
             self._abandon_links(f"the peer ended session {self.channel}")
@@ -635,15 +646,18 @@ class Session:
         if isinstance(link, SenderLink) and link.queue:
             self._pump_sender(link)
 
-    def _pump_sender(self, link: SenderLink) -> None:
-        """Write queued deliveries while link credit and the remote window allow."""
+    def _pump_sender(self, link: SenderLink, limit: int = -1) -> None:
+        """Write queued deliveries (the first ``limit``, when given) while link credit and
+        the remote window allow."""
         # ATTACHED implies the session is mapped; ending the session or closing the
         # connection moves every link on to ENDED.
         if link.state is not _LINK_ATTACHED:
             return
+        if self._batched:
+            self._write_batched()  # the batched sends, made earlier, go first
         queue = link.queue
-        if queue:
-            written = self._write_deliveries(link, queue)
+        if queue and limit:
+            written = self._write_deliveries(link, queue if limit < 0 or limit >= len(queue) else islice(queue, limit))
             if written == len(queue):
                 queue.clear()
             else:
@@ -663,6 +677,10 @@ class Session:
         room_for_tag = conn.remote_max_frame_size - _TRANSFER_OVERHEAD
         fast = not conn._trace
         out: bytearray | None = None
+        channel = self.channel
+        handle = link.handle
+        outgoing = self._outgoing
+        unsettled = link.unsettled
         written = frames = 0  # frames: single-frame transfers written, counted once at the end
         for delivery in deliveries:
             if self.remote_incoming_window - frames <= 0:
@@ -681,8 +699,8 @@ class Session:
                 delivery_id = delivery.delivery_id = self._next_delivery_id
                 self._next_delivery_id = (delivery_id + 1) % SERIAL_MOD  # serial_add, inline
                 if not delivery.settled:
-                    self._outgoing[delivery_id] = delivery
-                    link.unsettled[delivery_id] = delivery
+                    outgoing[delivery_id] = delivery
+                    unsettled[delivery_id] = delivery
             tag = delivery.tag
             room = room_for_tag - len(tag)
             if delivery._offset or delivery.size > room:  # started, aborted or larger than a frame
@@ -701,8 +719,8 @@ class Session:
                     out = conn._deferred if conn._deferred is not None else conn._out
                 write_transfer(
                     out,
-                    self.channel,
-                    link.handle,
+                    channel,
+                    handle,
                     delivery_id,
                     tag,
                     delivery.message_format,
@@ -767,6 +785,45 @@ class Session:
             return False
         return True
 
+    def _write_later(self, link: SenderLink, size: int) -> None:
+        """``link`` (with ``batch_transfers``) queued a delivery of ``size`` bytes: it is
+        written at the next ``data_to_send``, or before the next frame this session writes
+        otherwise (:meth:`_write_batched`); until then the connection counts the bytes as
+        output (for back-pressure)."""
+        self.connection._batched_size += size
+        self._batched.append(link)
+        if not self._pending:
+            self._mark_pending()
+
+    def _write_batched(self) -> None:
+        """Write the deliveries batched sends queued as those sends, one after another,
+        would have written them (:meth:`_pump_sender` up to each one: the same credit and
+        session-window rules, delivery-ids and blocked order); a run of sends on one link
+        is written at once."""
+        sends, self._batched = self._batched, []
+        if not sends:
+            return
+        link = sends[0]
+        count = 0
+        for each in sends:
+            if each is link:
+                count += 1
+                continue
+            self._write_sent(link, count)
+            link, count = each, 1
+        self._write_sent(link, count)
+
+    def _write_sent(self, link: SenderLink, count: int) -> None:
+        """What ``count`` more batched sends of ``link`` would have written."""
+        link._batched = waiting = max(0, link._batched - count)
+        self._pump_sender(link, len(link.queue) - waiting)
+
+    def _flush_writes(self) -> None:
+        """Before this side's end or close: batched transfers, then queued dispositions."""
+        if self._batched:
+            self._write_batched()
+        self._flush_dispositions()
+
     def _answer_drain_later(self, link: SenderLink) -> None:
         """Answer ``link``'s drain at the next ``data_to_send`` (see :meth:`SenderLink._answer_drain`)."""
         self._drains[link] = None
@@ -778,6 +835,8 @@ class Session:
     ) -> None:
         """Queue a disposition of ``delivery_id`` (through ``last``, when given: a range of
         consecutive delivery-ids with one state, 2.7.6)."""
+        if self._batched:
+            self._write_batched()  # transfers sent before this settlement go out before it
         if last < 0:
             last = delivery_id
         runs = self._dispositions
@@ -805,6 +864,8 @@ class Session:
         """Called by :meth:`Connection.data_to_send`: queued dispositions, drain answers,
         then the flow that reopens the incoming window once half of it is used."""
         self._pending = False
+        if self._batched:
+            self._write_batched()
         self._flush_dispositions()
         if self._drains:
             drains, self._drains = self._drains, {}
