@@ -50,29 +50,8 @@ async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -
     target = namespace.sender_target("q")
     for _ in range(count):
         namespace.send(target, body, now)
-    broker_cpu = 0.0
-
-    def pump() -> list[Any]:
-        nonlocal broker_cpu
-        got: list[Any] = []
-        while True:
-            c2s = client.data_to_send()
-            start = time.process_time()
-            if calls is not None:
-                calls.enable()
-            if c2s:
-                handler(server.receive_data(c2s))
-            events = server.take_events()
-            if events:
-                handler(events)
-            s2c = server.data_to_send()
-            if calls is not None:
-                calls.disable()
-            broker_cpu += time.process_time() - start
-            if not c2s and not s2c:
-                return got
-            if s2c:
-                got += client.receive_data(s2c)
+    pipe = inprocess.Pipe(client, server, handler, calls=calls)
+    pump = pipe.pump
 
     client.open()
     session = client.begin_session()
@@ -84,7 +63,7 @@ async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -
         rcv_settle_mode=RCV_SECOND,
     )
     pump()
-    broker_cpu = 0.0
+    pipe.broker_cpu = 0.0
     accepted = Accepted()
     received = 0
     while received < count:
@@ -99,7 +78,7 @@ async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -
     left = len(namespace.receiver_source("q").store)
     if left:
         raise RuntimeError(f"{left} messages left in the queue")
-    return broker_cpu
+    return pipe.broker_cpu
 
 
 def main() -> None:

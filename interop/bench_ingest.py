@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -69,29 +68,8 @@ async def run(count: int, partitioned: bool, in_flight: int, read: int, calls: A
     handler = inprocess.accept(host, server)
     client = Connection(ConnectionConfig(container_id="producer"))
     body = Message(bytes(1024)).encode()
-    broker_cpu = 0.0
-
-    def pump() -> list[Any]:
-        nonlocal broker_cpu
-        got: list[Any] = []
-        while True:
-            c2s = client.data_to_send()
-            start = time.process_time()
-            if calls is not None:
-                calls.enable()
-            for at in range(0, len(c2s), read):  # the socket's reads
-                handler(server.receive_data(c2s[at : at + read]))
-            events = server.take_events()
-            if events:
-                handler(events)
-            s2c = server.data_to_send()
-            if calls is not None:
-                calls.disable()
-            broker_cpu += time.process_time() - start
-            if not c2s and not s2c:
-                return got
-            if s2c:
-                got += client.receive_data(s2c)
+    pipe = inprocess.Pipe(client, server, handler, read=read, calls=calls)
+    pump = pipe.pump
 
     client.open()
     session = client.begin_session()
@@ -99,7 +77,7 @@ async def run(count: int, partitioned: bool, in_flight: int, read: int, calls: A
         "producer", source=Source(address="producer"), target=Target(address="q"), snd_settle_mode=SND_UNSETTLED
     )
     pump()
-    broker_cpu = 0.0
+    pipe.broker_cpu = 0.0
     sent = 0
     while sent < count:
         n = min(in_flight, count - sent)
@@ -112,7 +90,7 @@ async def run(count: int, partitioned: bool, in_flight: int, read: int, calls: A
     stored = len(namespace.receiver_source("q").store)
     if stored != count:
         raise RuntimeError(f"{stored} of {count} messages stored")
-    return broker_cpu
+    return pipe.broker_cpu
 
 
 def main() -> None:

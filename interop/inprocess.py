@@ -3,6 +3,7 @@ that move the bytes between engines themselves (one process, nothing scheduled).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +11,7 @@ from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.engine.connection import Connection
 from amqplink.engine.events import Event
 
-__all__ = ["NoTransport", "accept"]
+__all__ = ["NoTransport", "Pipe", "accept"]
 
 
 class NoTransport:
@@ -25,6 +26,65 @@ class NoTransport:
         """The caller takes the engine's bytes itself."""
 
 
-def accept(host: ServiceBusHost, server: Connection) -> Callable[[list[Event]], None]:
-    """``host``'s event handler for the server-role engine ``server``."""
-    return host.accept(server, NoTransport())  # type: ignore[arg-type]
+def accept(host: ServiceBusHost, server: Connection, *, runs: bool = True) -> Callable[[list[Event]], None]:
+    """``host``'s event handler for the server-role engine ``server``; ``runs=False``: its
+    producer links take their deliveries one ``DeliveryReceived`` each (the general path,
+    the reference the tests compare runs with)."""
+    handler = host.accept(server, NoTransport())  # type: ignore[arg-type]
+    if runs:
+        return handler
+
+    def one_at_a_time(events: list[Event]) -> None:
+        handler(events)
+        for conn in host.connections:
+            for link in conn.producers:
+                link.deliver_in_runs = False
+
+    return one_at_a_time
+
+
+class Pipe:
+    """A client engine and the broker's server engine with the bytes moved between them
+    by :meth:`pump`, which also counts the broker's CPU seconds (:attr:`broker_cpu`)."""
+
+    def __init__(
+        self,
+        client: Connection,
+        server: Connection,
+        handler: Callable[[list[Event]], None],
+        *,
+        read: int = 0,
+        calls: Any = None,
+    ) -> None:
+        self.client = client
+        self.server = server
+        self.handler = handler
+        self.read = read
+        """Bytes per read the broker takes (0: all that is there at once, as one read)."""
+        self.calls = calls
+        """A ``cProfile.Profile`` enabled while the broker works (its calls counted), or None."""
+        self.broker_cpu = 0.0
+
+    def pump(self) -> list[Event]:
+        """Move bytes both ways until neither side has any; the client's events."""
+        client, server, handler, calls = self.client, self.server, self.handler, self.calls
+        got: list[Event] = []
+        while True:
+            c2s = client.data_to_send()
+            start = time.process_time()
+            if calls is not None:
+                calls.enable()
+            step = self.read or len(c2s)
+            for at in range(0, len(c2s), step or 1):  # the socket's reads
+                handler(server.receive_data(c2s[at : at + step]))
+            events = server.take_events()
+            if events:
+                handler(events)
+            s2c = server.data_to_send()
+            if calls is not None:
+                calls.disable()
+            self.broker_cpu += time.process_time() - start
+            if not c2s and not s2c:
+                return got
+            if s2c:
+                got += client.receive_data(s2c)

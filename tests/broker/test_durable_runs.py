@@ -62,15 +62,7 @@ def _broker(
 ) -> tuple[Connection, Callable[[list[Event]], None]]:
     host = ServiceBusHost(namespace, clock=lambda: NOW, persistence=persistence)
     server = Connection(ConnectionConfig(container_id="broker", on_excess_transfer="deliver"), server=True)
-    handler = inprocess.accept(host, server)
-
-    def handle(events: list[Event]) -> None:
-        handler(events)
-        if not runs:
-            for conn in host.connections:
-                for link in conn.producers:
-                    link.deliver_in_runs = False
-
+    handle = inprocess.accept(host, server, runs=runs)
     return server, handle
 
 

@@ -131,6 +131,20 @@ def first_transfer(handle: int, delivery_id: int, tag: bytes, message_format: in
     )
 
 
+def write_in_pieces(out: bytearray, first: Transfer, payload: bytes, *, aborted: bool = False) -> None:
+    """A delivery in transfer frames of at most 300 bytes of payload, ``first`` leading;
+    ``aborted``: the first frame, then an aborted transfer (2.6.14)."""
+    handle = first.handle
+    chunks = [payload[i : i + 300] for i in range(0, len(payload), 300)] or [b""]
+    first.more = len(chunks) > 1 or aborted
+    write_frame(out, FRAME_TYPE_AMQP, 0, first, chunks[0])
+    if aborted:
+        write_frame(out, FRAME_TYPE_AMQP, 0, Transfer(handle=handle, aborted=True))
+        return
+    for i, chunk in enumerate(chunks[1:], 2):
+        write_frame(out, FRAME_TYPE_AMQP, 0, Transfer(handle=handle, more=i < len(chunks)), chunk)
+
+
 def frame(channel: int, performative: Any, payload: bytes = b"") -> bytes:
     """One AMQP frame, as a peer would write it (for feeding hand-made frames)."""
     out = bytearray()

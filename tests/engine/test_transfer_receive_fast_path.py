@@ -18,14 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplink.codec.types import UByte, UInt
+from amqplink.codec.types import UByte
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import Event, LinkAttachRequested
 from amqplink.engine.frames import FRAME_TYPE_AMQP, write_frame, write_transfer
 from amqplink.engine.link import ReceiverLink
 from amqplink.protocol.definitions import Accepted, Target, Transfer
 
-from .pairs import Pair, first_transfer
+from .pairs import Pair, first_transfer, write_in_pieces
 
 MAX_FRAME = 512
 
@@ -69,14 +69,7 @@ def _transfers(plan: list[tuple[str, bytes, bytes, bool, int]]) -> bytes:
             first.batchable = True
             write_frame(out, FRAME_TYPE_AMQP, 0, first, payload[:300])
         else:  # in frames of at most 300 bytes; "aborted" stops after the first
-            chunks = [payload[i : i + 300] for i in range(0, len(payload), 300)] or [b""]
-            first.more = len(chunks) > 1 or kind == "aborted"
-            write_frame(out, FRAME_TYPE_AMQP, 0, first, chunks[0])
-            if kind == "aborted":
-                write_frame(out, FRAME_TYPE_AMQP, 0, Transfer(handle=UInt(handle), aborted=True))
-            else:
-                for i, chunk in enumerate(chunks[1:], 2):
-                    write_frame(out, FRAME_TYPE_AMQP, 0, Transfer(handle=UInt(handle), more=i < len(chunks)), chunk)
+            write_in_pieces(out, first, payload, aborted=kind == "aborted")
         if kind != "reused-id":
             delivery_id += 1
     return bytes(out)

@@ -32,9 +32,9 @@ from amqplink.engine.events import (
 from amqplink.engine.frames import FRAME_TYPE_AMQP, heartbeat, write_frame, write_transfer
 from amqplink.engine.link import SND_SETTLED, Delivery, ReceiverLink
 from amqplink.engine.session import Session
-from amqplink.protocol.definitions import Accepted, Detach, Disposition, Target, Transfer
+from amqplink.protocol.definitions import Accepted, Detach, Disposition, Target
 
-from .pairs import Pair, first_transfer
+from .pairs import Pair, first_transfer, write_in_pieces
 
 MAX_FRAME = 512
 KINDS = [
@@ -101,14 +101,7 @@ def _transfers(plan: list[tuple[str, bytes, bytes, bool]]) -> bytes:
             first.rcv_settle_mode = UByte(0)
             write_frame(out, FRAME_TYPE_AMQP, 0, first, payload[:300])
         else:  # in frames of at most 300 bytes; "aborted" stops after the first
-            chunks = [payload[i : i + 300] for i in range(0, len(payload), 300)] or [b""]
-            first.more = len(chunks) > 1 or kind == "aborted"
-            write_frame(out, FRAME_TYPE_AMQP, 0, first, chunks[0])
-            if kind == "aborted":
-                write_frame(out, FRAME_TYPE_AMQP, 0, Transfer(handle=UInt(handle), aborted=True))
-            else:
-                for i, chunk in enumerate(chunks[1:], 2):
-                    write_frame(out, FRAME_TYPE_AMQP, 0, Transfer(handle=UInt(handle), more=i < len(chunks)), chunk)
+            write_in_pieces(out, first, payload, aborted=kind == "aborted")
         if kind != "reused-id":
             delivery_id += 1
     return bytes(out)
