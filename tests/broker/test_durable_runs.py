@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from amqplink.broker.durable import Persistence
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.namespace.entity import Entity
-from amqplink.broker.sbserver import ServiceBusHost, _ServiceBusConnection
+from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.codec.types import Symbol
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import DeliveryReceived, Event
@@ -33,6 +33,7 @@ from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_UNSETTLED, SenderLin
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Disposition, Rejected, Source, Target
 from interop import inprocess
+from tests.broker.nsutil import disposition_rows, per_delivery_outcomes
 from tests.broker.test_send_runs import NOW, QUEUES, _client_stream, _namespace, plans
 
 from ..engine.pairs import performatives
@@ -207,29 +208,15 @@ async def _consume(
     assert await _committed(persistence) is None
     if fail:
         _failing(persistence)
-    single = 0
-    original = _ServiceBusConnection._on_outcome
-
-    def counting(self: _ServiceBusConnection, *args: Any) -> None:
-        nonlocal single
-        single += 1
-        original(self, *args)
-
-    _ServiceBusConnection._on_outcome = counting  # type: ignore[method-assign]
-    try:
+    with per_delivery_outcomes() as one_at_a_time:
         for i in chosen:
             receiver.settle(deliveries[i], Accepted())
         _, before = pump()
-    finally:
-        _ServiceBusConnection._on_outcome = original  # type: ignore[method-assign]
+    single = len(one_at_a_time)
     assert performatives(before, Disposition) == [], "an outcome was settled before its commit was written"
     assert (await _committed(persistence) is not None) == fail
     _, after = pump()
-    frames = [
-        (int(d.first), None if d.last is None else int(d.last), d.settled, type(d.state).__name__,
-         d.state.error.condition if isinstance(d.state, Rejected) and d.state.error is not None else None)
-        for d in performatives(after, Disposition)
-    ]  # fmt: skip
+    frames = disposition_rows(performatives(after, Disposition))
     left = sorted((m.sequence_number, m.state.value) for m in entity.store)
     await persistence.close()
     again = Persistence(directory, fsync=False)

@@ -16,7 +16,7 @@ from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import EntityError
-from amqplink.broker.sbserver import ServiceBusHost, _ServiceBusConnection
+from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.codec.types import Symbol
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import DeliveryReceived
@@ -24,7 +24,7 @@ from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, SenderLink
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Disposition, Error, Modified, Rejected, Released, Source, Target
 from interop import inprocess
-from tests.broker.nsutil import T0, send
+from tests.broker.nsutil import T0, disposition_rows, per_delivery_outcomes, send
 from tests.engine.pairs import performatives
 
 OUTCOMES = [
@@ -134,27 +134,13 @@ async def _consume(
     entity: Entity = ns.receiver_source("q")
     for i in lost:
         entity.complete(bytes(deliveries[i].tag), T0)
-    single = 0
-    original = _ServiceBusConnection._on_outcome
-
-    def counting(self: _ServiceBusConnection, *args: Any) -> None:
-        nonlocal single
-        single += 1
-        original(self, *args)
-
-    _ServiceBusConnection._on_outcome = counting  # type: ignore[method-assign]
-    try:
+    with per_delivery_outcomes() as one_at_a_time:
         before = len(wire)
         for i in chosen:
             receiver.settle(deliveries[i], OUTCOMES[outcome])
         pump()
-    finally:
-        _ServiceBusConnection._on_outcome = original  # type: ignore[method-assign]
-    frames = [
-        (int(d.first), None if d.last is None else int(d.last), d.settled, type(d.state).__name__,
-         d.state.error.condition if isinstance(d.state, Rejected) and d.state.error is not None else None)
-        for d in performatives(wire[before:], Disposition)
-    ]  # fmt: skip
+    single = len(one_at_a_time)
+    frames = disposition_rows(performatives(wire[before:], Disposition))
     assert all(deliveries[i].remote_settled for i in chosen)  # each settlement was confirmed
     left = sorted((m.sequence_number, m.state.value, m.delivery_count, m.deferred) for m in entity.store)
     dead = sorted(m.sequence_number for m in ns.receiver_source("q/$DeadLetterQueue").store)
