@@ -24,9 +24,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from amqplink.broker.config import EntityProperties  # noqa: E402
-from amqplink.broker.namespace import Namespace  # noqa: E402
-from amqplink.broker.sbserver import ServiceBusHost  # noqa: E402
 from amqplink.engine.connection import Connection, ConnectionConfig  # noqa: E402
 from amqplink.engine.events import DeliveryReceived  # noqa: E402
 from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED  # noqa: E402
@@ -38,12 +35,7 @@ from interop import inprocess  # noqa: E402
 async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -> float:
     """Broker CPU seconds to deliver and settle ``count`` messages (with ``calls``, a
     ``cProfile.Profile``: it counts the broker's function calls, and the time is not meant)."""
-    namespace = Namespace()
-    if partitioned:
-        namespace.default_properties = EntityProperties(enable_partitioning=True)
-    host = ServiceBusHost(namespace)
-    server = Connection(ConnectionConfig(container_id="broker"), server=True)
-    handler = inprocess.accept(host, server)
+    namespace, server, handler = inprocess.broker(partitioned)
     client = Connection(ConnectionConfig(container_id="consumer"))
     body = Message(bytes(1024)).encode()
     now = time.time()

@@ -7,11 +7,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from amqplink.broker.config import EntityProperties
+from amqplink.broker.namespace import Namespace
 from amqplink.broker.sbserver import ServiceBusHost
-from amqplink.engine.connection import Connection
+from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import Event
 
-__all__ = ["NoTransport", "Pipe", "accept"]
+__all__ = ["NoTransport", "Pipe", "accept", "broker"]
 
 
 class NoTransport:
@@ -88,3 +90,13 @@ class Pipe:
                 return got
             if s2c:
                 got += client.receive_data(s2c)
+
+
+def broker(partitioned: bool = False) -> tuple[Namespace, Connection, Callable[[list[Event]], None]]:
+    """A namespace (its queues made on first use partitioned, when asked), the broker's
+    server-role engine and its event handler, as the benchmarks drive them."""
+    namespace = Namespace()
+    if partitioned:
+        namespace.default_properties = EntityProperties(enable_partitioning=True)
+    server = Connection(ConnectionConfig(container_id="broker"), server=True)
+    return namespace, server, accept(ServiceBusHost(namespace), server)

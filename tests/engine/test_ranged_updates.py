@@ -25,6 +25,23 @@ OUTCOMES = [
 ]
 
 
+def _updates(taken: list[Any], deliveries: list[Any]) -> tuple[list[Any], int]:
+    """(link name, index in ``deliveries``, state, settled) of each delivery an update
+    event tells of, in order, and how many events told them (one per run or per delivery)."""
+    updates: list[Any] = []
+    events = 0
+    for event in taken:
+        if isinstance(event, DeliveriesUpdated):
+            events += 1
+            assert event.deliveries, "an empty DeliveriesUpdated"
+            assert all(d.link is event.link for d in event.deliveries)
+            updates += [(event.link.name, deliveries.index(d), event.state, event.settled) for d in event.deliveries]
+        elif isinstance(event, DeliveryUpdated):
+            events += 1
+            updates.append((event.link.name, deliveries.index(event.delivery), event.state, event.settled))
+    return updates, events
+
+
 def _run(
     ranged: tuple[bool, bool],
     links: list[int],
@@ -61,17 +78,7 @@ def _run(
         peer = received[bytes(delivery.tag) + delivery.link.name.encode()]
         peer.link.settle(peer, OUTCOMES[outcome])  # type: ignore[attr-defined]
     pair.pump()
-    updates: list[Any] = []
-    events = 0
-    for event in pair.take():
-        if isinstance(event, DeliveriesUpdated):
-            events += 1
-            assert event.deliveries, "an empty DeliveriesUpdated"
-            assert all(d.link is event.link for d in event.deliveries)
-            updates += [(event.link.name, sent.index(d), event.state, event.settled) for d in event.deliveries]
-        elif isinstance(event, DeliveryUpdated):
-            events += 1
-            updates.append((event.link.name, sent.index(event.delivery), event.state, event.settled))
+    updates, events = _updates(pair.take(), sent)
     states = [(d.settled, d.remote_settled, d.remote_state, d.state, d.delivery_id) for d in sent]
     frames = [(type(p).__name__, p) for p in performatives(pair.wire_c2s[before:], Disposition)]
     return updates, states, frames, events
@@ -197,17 +204,7 @@ def _receive_run(
         else:
             sent[i].link.settle(sent[i], OUTCOMES[outcome])  # type: ignore[attr-defined]
     pair.pump()
-    updates: list[Any] = []
-    events = 0
-    for event in pair.take():
-        if isinstance(event, DeliveriesUpdated):
-            events += 1
-            assert event.deliveries, "an empty DeliveriesUpdated"
-            assert all(d.link is event.link for d in event.deliveries)
-            updates += [(event.link.name, got.index(d), event.state, event.settled) for d in event.deliveries]
-        elif isinstance(event, DeliveryUpdated):
-            events += 1
-            updates.append((event.link.name, got.index(event.delivery), event.state, event.settled))
+    updates, events = _updates(pair.take(), got)
     states = [
         (d.settled, d.remote_settled, d.remote_state, d.state, d.delivery_id in d.link.unsettled)  # type: ignore[attr-defined]
         for d in got
