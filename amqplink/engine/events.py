@@ -169,7 +169,7 @@ class DeliveriesUpdated(Event):
     """One disposition of the peer changed several deliveries of a link alike (a
     ``first..last`` range): what a :class:`DeliveryUpdated` each would tell, in
     delivery-id order. Only a link that asks for it gets it
-    (:attr:`~amqplink.engine.link.SenderLink.ranged_updates`)."""
+    (:attr:`~amqplink.engine.link.Link.ranged_updates`)."""
 
     link: Link
     deliveries: list[Delivery]

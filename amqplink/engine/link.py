@@ -156,6 +156,12 @@ class Link:
     """State shared by both ends of a link: names, handles, termini, attach/detach."""
 
     is_sender: bool = False
+    ranged_updates = False
+    """When true, the deliveries of this link that one disposition of the peer names (a
+    first..last range) come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
+    rather than a :class:`~amqplink.engine.events.DeliveryUpdated` each (for an
+    application that settles or waits for them together, as a broker's consumer links
+    and the asyncio sender and receiver do)."""
     _partial: Delivery | None = None
     """Receiver: the delivery whose later transfer frames are still to come."""
     answer_rcv_settle_mode: int | None = None
@@ -394,11 +400,6 @@ class SenderLink(Link):
     """When true, a drain is answered only after :meth:`drained` (for an application
     that keeps its messages outside the link's queue, as a broker does)."""
     _drain_held = False
-    ranged_updates = False
-    """When true, the deliveries of this link that one disposition of the peer names (a
-    first..last range) come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
-    rather than a :class:`~amqplink.engine.events.DeliveryUpdated` each (for an
-    application that settles them together, as a broker does)."""
     batch_transfers = False
     """When true, :meth:`send` only queues: the deliveries sent until the next
     :meth:`Connection.data_to_send` leave then, together, under the same credit and
@@ -780,11 +781,6 @@ class ReceiverLink(Link):
     """The receiving end of a link: grants credit, assembles transfers, settles."""
 
     is_sender = False
-    ranged_updates = False
-    """When true, the deliveries of this link that one disposition of the peer names (a
-    first..last range) come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
-    rather than a :class:`~amqplink.engine.events.DeliveryUpdated` each (for an
-    application that waits for many settlements at once, as the asyncio receiver does)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
