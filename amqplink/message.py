@@ -437,6 +437,7 @@ class Message:
         buf: Any = payload
         if type(buf) is not bytes and n <= _VIEW_COPY_LIMIT:
             buf = bytes(buf)
+        # _decode_common, inline (once per message received), then the generic decoder
         if type(buf) is bytes and _decode_learned(msg, buf, n):
             return msg
         msg.header = msg.delivery_annotations = msg.message_annotations = None
