@@ -1,6 +1,9 @@
 """Broker benchmark (not a test): many amqplink clients at once through several brokers.
 
-One run. Every broker is started by this script on 127.0.0.1, each in its own
+One run, in rounds (``--rounds``, 3 by default): each round measures every broker in
+turn, so the brokers compared ran minutes apart, and the table gives the median of
+the rounds (the machine's speed drifts; a shared virtual machine's more than most).
+Every broker is started by this script on 127.0.0.1, each in its own
 process; every client is its own process with its own connection (one client is
 the bottleneck otherwise), so the machine's cores are shared by broker and clients
 as in production. Per broker, on fresh queues (one per producer/consumer pair):
@@ -27,11 +30,13 @@ last client's end (CLOCK_MONOTONIC is shared by the processes). Brokers:
 * ``proton-c``: Debian's proton C example broker, in memory (the near-native reference).
 
 Besides msg/s it prints the broker's CPU time per message moved (user + system of its
-processes over the phase), which the other helpers sharing the machine disturb far
-less than the wall-clock rates. Prints a table and the ratios the issue sets as goals. ``--profile FILE`` runs the
-embedded broker under cProfile and writes its stats to FILE.
+processes over the phase) and the clients' (all of them together): other work on the
+machine disturbs these far less than the wall-clock rates. Prints every round, a table
+of medians and the ratios the issue sets as goals (the median of the rounds' own
+ratios, with the lowest and the highest). ``--profile FILE`` runs the embedded broker
+under cProfile and writes its stats to FILE (the last embedded broker of the last round).
 
-    python3 interop/bench_broker.py [--count 20000] [--producers 4] [--consumers 4]
+    python3 interop/bench_broker.py [--rounds 3] [--count 20000] [--producers 4] [--consumers 4]
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import os
 import re
 import selectors
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -335,15 +341,26 @@ def bench(name: str, args: argparse.Namespace) -> dict[str, Cell]:
     return out
 
 
-def print_table(results: dict[str, dict[str, Cell]], phases: list[str], skipped: dict[str, str]) -> None:
+def print_table(rounds: list[dict[str, dict[str, Cell]]], phases: list[str], skipped: dict[str, str]) -> None:
+    """The median of the rounds per broker and phase, then each goal's ratio: the median of
+    the rounds' own ratios (each round's brokers ran minutes apart, not a whole run apart),
+    with the lowest and highest round."""
+    names = list(rounds[0]) if rounds else []
     print()
     print(f"{'broker':<22}" + "".join(f"{p + ' msg/s':>15}{'us/msg':>8}" for p in phases))
-    for name, row in results.items():
-        cells = "".join(f"{row[p][0]:>15,.0f}{row[p][1]:>8.1f}" if p in row else f"{'-':>15}{'-':>8}" for p in phases)
+    for name in names:
+        cells = ""
+        for p in phases:
+            if p in rounds[0][name]:
+                rate = statistics.median(r[name][p][0] for r in rounds)
+                cpu = statistics.median(r[name][p][1] for r in rounds)
+                cells += f"{rate:>15,.0f}{cpu:>8.1f}"
+            else:
+                cells += f"{'-':>15}{'-':>8}"
         print(f"{name:<22}{cells}")
     for name, reason in skipped.items():
         print(f"{name:<22}  not measured: {reason}")
-    print("(us/msg: the broker's CPU time per message moved, user + system)")
+    print(f"(median of {len(rounds)} round(s); us/msg: the broker's CPU time per message moved, user + system)")
     print()
     goals = [
         (ours, theirs, goal)
@@ -352,11 +369,16 @@ def print_table(results: dict[str, dict[str, Cell]], phases: list[str], skipped:
     ]
     goals.append(("servicebus-durable", "rabbitmq-persistent", 2.0))
     for ours, theirs, goal in goals:
-        if ours in results and theirs in results:
-            ratios = ", ".join(
-                f"{p} {results[ours][p][0] / results[theirs][p][0]:.2f}x" for p in phases if p in results[theirs]
-            )
-            print(f"{ours} / {theirs}: {ratios}   (goal >= {goal}x)")
+        if ours not in names or theirs not in names:
+            continue
+        parts = []
+        for p in phases:
+            if p not in rounds[0][theirs]:
+                continue
+            ratios = sorted(r[ours][p][0] / r[theirs][p][0] for r in rounds)
+            spread = f" ({ratios[0]:.2f}-{ratios[-1]:.2f})" if len(ratios) > 1 else ""
+            parts.append(f"{p} {statistics.median(ratios):.2f}x{spread}")
+        print(f"{ours} / {theirs}: {', '.join(parts)}   (goal >= {goal}x)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1024, help="body bytes")
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--consumers", type=int, default=4)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="times every broker is measured, in turn (the table gives medians)"
+    )
     parser.add_argument("--profile", default=None, help="run the embedded broker under cProfile, stats to this file")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--partitioned", action="store_true", help=argparse.SUPPRESS)
@@ -386,20 +411,20 @@ def main(argv: list[str] | None = None) -> int:
         f" per producer, {os.cpu_count()} cores",
         flush=True,
     )
-    results: dict[str, dict[str, Cell]] = {}
+    rounds: list[dict[str, dict[str, Cell]]] = []
     skipped: dict[str, str] = {}
-    for name in args.brokers.split(","):
-        if name == "servicebus-durable" and not durable_supported():
-            skipped[name] = "this tree's Broker has no data_dir (the durable branch has not landed)"
-            continue
-        results[name] = bench(name, args)
-        row = results[name]
-        print(
-            f"  {name:<20} "
-            + "  ".join(f"{p} {v:,.0f}/s ({us:.1f} us, clients {cus:.1f} us)" for p, (v, us, cus) in row.items()),
-            flush=True,
-        )
-    print_table(results, args.phases, skipped)
+    names = args.brokers.split(",")
+    if "servicebus-durable" in names and not durable_supported():
+        skipped["servicebus-durable"] = "this tree's Broker has no data_dir (the durable branch has not landed)"
+        names.remove("servicebus-durable")
+    for number in range(1, args.rounds + 1):
+        results: dict[str, dict[str, Cell]] = {}
+        for name in names:
+            results[name] = bench(name, args)
+            cells = (f"{p} {v:,.0f}/s ({us:.1f} us, clients {cus:.1f} us)" for p, (v, us, cus) in results[name].items())
+            print(f"  round {number}  {name:<22} " + "  ".join(cells), flush=True)
+        rounds.append(results)
+    print_table(rounds, args.phases, skipped)
     return 0
 
 
