@@ -715,16 +715,29 @@ class _ServiceBusConnection:
         """Transfers on a producer link, in arrival order (a run of them: one
         ``DeliveriesReceived``). Each message is stored or refused on its own, with its own
         fault checks; the link's entity is looked up once, and the accepted ones are settled
-        together (consecutive delivery-ids: one disposition range) before the credit is topped up."""
+        together (consecutive delivery-ids: one disposition range) before the credit is topped up.
+        While no fault is in force, the messages that are only a body are stored by the
+        entity in one call (:meth:`Namespace.body_sender`) up to the first it does not take,
+        which goes with the rest one at a time."""
         producer = self.producers.get(link)
         if producer is None:
             return
         target, path = producer
         faults = self.host.faults
-        store = self.host.namespace.sender(target)  # the target's kind looked at once for the run
+        namespace = self.host.namespace
         unavailable, delays = faults.unavailable, faults.delays  # the fault tables (emptied in place)
         accepted: list[Delivery] = []
         top_up = False
+        if not unavailable and not delays:  # no fault to check for each: the messages only a body stored together
+            store_bodies = namespace.body_sender(target)
+            stored = 0 if store_bodies is None else store_bodies(deliveries, now)
+            if stored:
+                # settle_all passes over those the sender settled (nothing to answer) ...
+                accepted = deliveries if stored == len(deliveries) else deliveries[:stored]
+                if self.host.persistence is not None and any(delivery.settled for delivery in accepted):
+                    top_up = True  # ... and those top the credit up at once (_settle_received)
+                deliveries = deliveries[stored:]  # the rest one at a time, after those
+        store = namespace.sender(target)  # the target's kind looked at once for the run
         for delivery in deliveries:
             outcome: Any = _ACCEPTED
             payload = delivery.payload

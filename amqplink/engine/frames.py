@@ -202,18 +202,23 @@ class FrameReader:
         buf = self._buf
         pos = self._pos
         end = len(buf)
+        last = end - FRAME_HEADER_SIZE  # where the last whole header can start
         limit = self.max_frame_size
         unpack = _HEADER.unpack_from
         frames: list[tuple[int, int, memoryview]] = []
-        view: memoryview | None = None
-        while end - pos >= FRAME_HEADER_SIZE:
+        if pos > last:
+            return frames
+        append = frames.append
+        view = memoryview(buf)
+        while pos <= last:
             size, doff, frame_type, channel = unpack(buf, pos)
-            if size > end - pos or size > limit or doff < 2 or doff * 4 > size:
+            start = pos + doff * 4
+            after = pos + size
+            # split across reads, too large, or a data offset outside the frame (read_frame's errors)
+            if after > end or size > limit or doff < 2 or start > after:
                 break
-            if view is None:
-                view = memoryview(buf)
-            frames.append((frame_type, channel, view[pos + doff * 4 : pos + size]))
-            pos += size
+            append((frame_type, channel, view[start:after]))
+            pos = after
         self._pos = pos
         return frames
 

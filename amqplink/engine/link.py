@@ -128,20 +128,22 @@ class Delivery:
         payload: Any,
         message_format: int = 0,
         settled: bool = False,
+        delivery_id: int | None = None,
+        size: int = 0,
     ) -> None:
         self.link = link
         self.tag = tag
         self.payload = payload
         self.message_format = message_format
         self.settled = settled
-        self.delivery_id: int | None = None
+        self.delivery_id = delivery_id
         self.remote_settled = False
         self.state: Any = None
         self.remote_state: Any = None
         self.aborted = False
         self.rcv_settle_mode: int | None = None  # the transfer's own, if it set one
         self.context: Any = None
-        self.size = 0
+        self.size = size
         self._offset = 0
         self._chunks: list[memoryview] | None = None
 
@@ -876,8 +878,8 @@ class ReceiverLink(Link):
         """:meth:`settle` each of ``deliveries`` with the same outcome, in order; a run of
         consecutive delivery-ids goes to the session's disposition queue as one range."""
         link_settles_now = self.rcv_settle_mode != RCV_SECOND
-        unsettled = self.unsettled
-        incoming = self.session._incoming
+        pop_unsettled = self.unsettled.pop
+        pop_incoming = self.session._incoming.pop
         queue = self.session._queue_disposition
         first = last = -2
         run_settled = False
@@ -888,16 +890,15 @@ class ReceiverLink(Link):
             if delivery.remote_settled:
                 delivery.settled = True
                 continue
-            delivery_id = delivery.delivery_id
-            assert delivery_id is not None
+            delivery_id: int = delivery.delivery_id  # type: ignore[assignment]  # set: it arrived
             # rcv-settle-mode second: "the receiver will only settle after the sender has
             # settled" (2.8.3); a transfer's own mode overrides the link's for its delivery.
             mode = delivery.rcv_settle_mode
             settle_now = link_settles_now if mode is None else mode != RCV_SECOND
             if settle_now:
                 delivery.settled = True
-                unsettled.pop(delivery_id, None)
-                incoming.pop(delivery_id, None)
+                pop_unsettled(delivery_id, None)
+                pop_incoming(delivery_id, None)
             if delivery_id == last + 1 and settle_now is run_settled:
                 last = delivery_id
                 continue

@@ -78,6 +78,7 @@ INITIAL_OUTGOING_ID = 0
 _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
 # Tags up to this length keep the transfer's field list within a list8 (size < 256).
 _FAST_TAG_MAX = 32
+_NO_LIMIT = float("inf")  # max-message-size 0 (or none): "no maximum" (2.7.3)
 
 _MAPPED = SessionState.MAPPED
 _END_RCVD = SessionState.END_RCVD
@@ -504,35 +505,35 @@ class Session:
         if room <= 0:
             self._on_transfer(transfer_from_fields(fields), payload)
             return at
-        limit = link.max_message_size or 0
+        limit = link.max_message_size or _NO_LIMIT
         incoming = self._incoming
         unsettled = link.unsettled
         # "settled ... MUST be interpreted as true" (2.7.5): a delivery the sender settled
         # is settled here too, unless the link's sender settles only (ReceiverLink._complete).
         settles = link.snd_settle_mode != SND_SETTLED
         deliveries: list[Delivery] = []
+        append = deliveries.append
         stop = min(len(frames), at + room - 1)  # the frame index at which the run is full
         message_format = message_format or 0
         layout: TransferLayout | None = None
         fresh = True  # the layout is to be read from the transfer just taken
         while True:
-            if (limit and len(payload) > limit) or delivery_id in incoming:
+            size = len(payload)
+            if size > limit or delivery_id in incoming:
                 # too large, or a delivery-id in use: the general path names the error
                 if deliveries:
                     at -= 1
                     break
                 self._on_transfer(transfer_from_fields(fields), payload)
                 return at
-            delivery = Delivery(link, tag, payload, message_format)
-            delivery.delivery_id = delivery_id
-            delivery.size = len(payload)
+            delivery = Delivery(link, tag, payload, message_format, False, delivery_id, size)
             if settled:
                 delivery.remote_settled = True
                 if settles:
                     delivery.settled = True
             else:
                 incoming[delivery_id] = unsettled[delivery_id] = delivery
-            deliveries.append(delivery)
+            append(delivery)
             if at >= stop:
                 break
             frame_type, frame_channel, body = frames[at]
@@ -540,11 +541,11 @@ class Session:
                 break
             if fresh:
                 layout = transfer_layout(frames[at - 1][2])
+                rest = slice(None if layout is None else layout[0], None)  # the payload after it
                 fresh = False
-            like = None if layout is None else scan_like(body, layout)
-            if like is not None:  # laid out as the last one: only its delivery-id and tag differ
-                delivery_id, tag = like
-                payload = body[layout[7] :]  # type: ignore[index]
+            if layout is not None and (like := scan_like(body, layout)) is not None:
+                delivery_id, tag = like  # laid out as the last one: only its delivery-id and tag differ
+                payload = body[rest]
             else:
                 if len(body) <= 5 or body[2] != 0x14:
                     break

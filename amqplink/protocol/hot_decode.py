@@ -200,11 +200,11 @@ def scan_transfer(body: bytes | memoryview) -> TransferFields | None:
     return handle, delivery_id, tag, tail[0], tail[1], tail[2], end
 
 
-TransferLayout = tuple[bytes, int, int, bytes, int, int, bytes, int]
-"""Where :func:`transfer_layout` found a transfer's delivery-id and delivery-tag: the bytes
-up to the delivery-id's value and the offsets of that value and after it, the tag's
-constructor and size, the offsets of the tag and after it, the bytes from there to the
-end of the performative, and that end."""
+TransferLayout = tuple[int, slice, bytes, slice, bytes, slice, bytes, int, bool, slice]
+"""Where :func:`transfer_layout` found a transfer's delivery-id and delivery-tag: the end of
+the performative, then (as slices of the performative and the bytes they cut) the bytes
+up to the delivery-id's value, the tag's constructor and size, the bytes after the tag,
+then the delivery-id's offset, whether it is a uint (else a smalluint), and the tag's slice."""
 
 
 def transfer_layout(body: bytes | memoryview) -> TransferLayout | None:
@@ -228,7 +228,19 @@ def transfer_layout(body: bytes | memoryview) -> TransferLayout | None:
     tag_end = id_end + 2 + buf[id_end + 1]
     end = 5 + buf[4]
     tag_at = id_end + 2
-    return buf[: id_at + 1], id_at + 1, id_end, buf[id_end:tag_at], tag_at, tag_end, buf[tag_end:end], end
+    prefix, head, tail = slice(None, id_at + 1), slice(id_end, tag_at), slice(tag_end, None)
+    return (
+        end,
+        prefix,
+        buf[prefix],
+        head,
+        buf[head],
+        tail,
+        buf[tag_end:end],
+        id_at + 1,
+        c == 0x70,
+        slice(tag_at, tag_end),
+    )
 
 
 def scan_like(body: bytes | memoryview, layout: TransferLayout) -> tuple[int, bytes] | None:
@@ -238,11 +250,11 @@ def scan_like(body: bytes | memoryview, layout: TransferLayout) -> tuple[int, by
 
     The transfers of a run from one sender mostly differ only there: this reads each
     of them in a few slices rather than field by field (:func:`scan_transfer`)."""
-    prefix, id_at, id_end, tag_head, tag_at, tag_end, tail, end = layout
+    end, prefix, prefix_bytes, head, head_bytes, tail, tail_bytes, id_at, wide, tag = layout
     buf = bytes(body[:end])
-    if len(buf) != end or buf[:id_at] != prefix or buf[id_end:tag_at] != tag_head or buf[tag_end:] != tail:
+    if len(buf) != end or buf[prefix] != prefix_bytes or buf[head] != head_bytes or buf[tail] != tail_bytes:
         return None
-    return (_U32(buf, id_at)[0] if id_end - id_at == 4 else buf[id_at]), buf[tag_at:tag_end]
+    return (_U32(buf, id_at)[0] if wide else buf[id_at]), buf[tag]
 
 
 def _as_uint(value: int | None) -> UInt | None:

@@ -7,8 +7,10 @@ as it runs, one whose producer links take their deliveries one event each. Messa
 every shape the broker reads differently are mixed (a bare body, properties, a ttl,
 annotations with a partition key, a session id, a ping, one too big for the queue, an
 undecodable one, a batch, pre-settled transfers, duplicate message-ids) over a plain, a
-partitioned and a duplicate-detecting queue. Both brokers must store the same messages
-and write the same bytes (outcomes, ranges of dispositions, flows).
+partitioned, a duplicate-detecting queue and one that fills up. Both brokers must store
+the same messages and write the same bytes (outcomes, ranges of dispositions, flows).
+A third broker takes runs but stores their body-only messages one at a time too (no
+``Namespace.body_sender``): the entity's run of bodies must not change a thing either.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from interop import inprocess
 
 from ..engine.pairs import frames_in
 
-QUEUES = ("plain", "parted", "dedup")
+QUEUES = ("plain", "parted", "dedup", "small")
 SHAPES = ("bare", "id", "ttl", "key", "session", "ping", "big", "garbage", "batch")
 NOW = 1_000_000.0
 
@@ -42,6 +44,7 @@ def _namespace() -> Namespace:
     ns.add_queue(QueueConfig("plain", EntityProperties(max_message_size=2000)))
     ns.add_queue(QueueConfig("parted", EntityProperties(enable_partitioning=True, partition_count=4)))
     ns.add_queue(QueueConfig("dedup", EntityProperties(requires_duplicate_detection=True)))
+    ns.add_queue(QueueConfig("small", EntityProperties(max_messages=3, max_bytes=600)))
     return ns
 
 
@@ -67,10 +70,14 @@ def _payload(shape: str, n: int) -> tuple[bytes, int]:
     return Message(parts, body_type="data").encode(), BATCH_FORMAT
 
 
-def _broker(runs: bool) -> tuple[Connection, Callable[[list[Event]], None], ServiceBusHost]:
+def _broker(runs: bool, bodies: bool = True) -> tuple[Connection, Callable[[list[Event]], None], ServiceBusHost]:
     """A broker's engine, its event handler and its host; ``runs=False``: its producer links
-    take their deliveries one ``DeliveryReceived`` each (the general path)."""
-    host = ServiceBusHost(_namespace(), clock=lambda: NOW)
+    take their deliveries one ``DeliveryReceived`` each (the general path); ``bodies=False``:
+    every message is stored one at a time (no run of bodies for the entity)."""
+    namespace = _namespace()
+    if not bodies:
+        namespace.body_sender = lambda target: None  # type: ignore[method-assign]
+    host = ServiceBusHost(namespace, clock=lambda: NOW)
     server = Connection(ConnectionConfig(container_id="broker", on_excess_transfer="deliver"), server=True)
     handle = inprocess.accept(host, server, runs=runs)
     return server, handle, host
@@ -97,8 +104,10 @@ def _client_stream(plan: list[tuple[int, str, bool]]) -> tuple[bytes, bytes]:
     return bytes(out), client.data_to_send()
 
 
-def _serve(handshake: bytes, stream: bytes, cuts: list[int], runs: bool) -> tuple[bytes, list[Any], list[str]]:
-    server, handle, host = _broker(runs)
+def _serve(
+    handshake: bytes, stream: bytes, cuts: list[int], runs: bool, bodies: bool = True
+) -> tuple[bytes, list[Any], list[str]]:
+    server, handle, host = _broker(runs, bodies)
     handle(server.receive_data(handshake))
     server.data_to_send()
     points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
@@ -124,7 +133,7 @@ def _serve(handshake: bytes, stream: bytes, cuts: list[int], runs: bool) -> tupl
 
 
 plans = st.lists(
-    st.tuples(st.integers(min_value=0, max_value=2), st.sampled_from(SHAPES), st.booleans()),
+    st.tuples(st.integers(min_value=0, max_value=len(QUEUES) - 1), st.sampled_from(SHAPES), st.booleans()),
     min_size=1,
     max_size=40,
 )
@@ -135,11 +144,12 @@ plans = st.lists(
 def test_runs_store_and_settle_as_one_delivery_at_a_time(plan: list[tuple[int, str, bool]], cuts: list[int]) -> None:
     handshake, stream = _client_stream(plan)
     by_runs = _serve(handshake, stream, cuts, runs=True)
-    one_by_one = _serve(handshake, stream, cuts, runs=False)
+    one_by_one = _serve(handshake, stream, cuts, runs=False, bodies=False)
     assert by_runs[0] == one_by_one[0]  # the same outcomes, dispositions and flows on the wire
     assert by_runs[1] == one_by_one[1]  # the same messages stored, with the same numbers and times
     assert "DeliveryReceived" not in by_runs[2]
     assert set(one_by_one[2]) <= {"DeliveryReceived"}
+    assert _serve(handshake, stream, cuts, runs=True, bodies=False) == by_runs  # runs of bodies change nothing
 
 
 def test_a_read_of_many_transfers_is_one_run_and_one_disposition_range() -> None:

@@ -26,10 +26,10 @@ import logging
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amqplink.broker.config import EntityProperties
-from amqplink.broker.namespace.envelope import Envelope, delivery_stamps
+from amqplink.broker.namespace.envelope import Envelope, body_only, delivery_stamps
 from amqplink.broker.namespace.errors import (
     MESSAGE_LOCK_LOST,
     MESSAGE_NOT_FOUND,
@@ -57,7 +57,23 @@ __all__ = [
     "DEAD_LETTER_REASON",
     "DEAD_LETTER_DESCRIPTION",
     "Entity",
+    "Sent",
 ]
+
+
+_NEVER = math.inf  # the expiry of a message with no time to live
+_heappush = heapq.heappush  # (the hot paths: one global read, not two)
+
+
+class Sent(Protocol):
+    """A message as a producer's transfer brought it (an engine ``Delivery`` is one)."""
+
+    @property
+    def payload(self) -> bytes | memoryview: ...
+
+    @property
+    def message_format(self) -> int: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +212,68 @@ class Entity:
         for envelope in envelopes:
             self._store(envelope, now)
 
+    def accept_body(self, envelope: Envelope, now: float) -> bool:
+        """Store a message that is only a body (:func:`body_only`'s: no session id, no
+        annotations, so nothing to schedule) as :meth:`accept` does when it would, in an
+        entity that does not require sessions (the caller looks once for a run); False,
+        with nothing changed, when accept would refuse it (the caller then sends it
+        through accept, which names the refusal)."""
+        if len(self.store) >= self.properties.max_messages or self.bytes + envelope.size > self.properties.max_bytes:
+            return False  # the limits accept checks first, inline
+        self._enqueue(envelope, now)
+        return True
+
+    def accept_bodies(self, sent: Sequence[Sent], now: float) -> int:
+        """Store the messages of ``sent`` (in arrival order) that are only a body
+        (:func:`body_only`, within max-message-size) as :meth:`accept_body` stores each,
+        until one that is not, or that it would not store: how many were stored. The
+        caller sends that one and those after it one at a time (:meth:`accept` refuses
+        a message at the very one that breaks a limit). What depends only on the entity
+        is looked at once for the run (:meth:`_enqueue` and accept's checks, inline)."""
+        if self.requires_session:
+            return 0  # no session id: accept refuses each
+        properties = self.properties
+        max_size = properties.max_message_size
+        max_messages = properties.max_messages
+        max_bytes = properties.max_bytes
+        store = self.store
+        append = store.append
+        held = len(store)
+        available = self._available
+        heap = available.get(None)
+        made = heap is None
+        if made:
+            heap = available[None] = []
+        expires_at = -1.0
+        count = 0
+        for count, item in enumerate(sent):  # noqa: B007 (count: how many before the break)
+            payload = item.payload
+            if item.message_format or len(payload) > max_size:
+                break
+            envelope = body_only(payload)
+            if envelope is None or held >= max_messages or self.bytes + envelope.size > max_bytes:
+                break
+            if expires_at < 0:  # the same for every body-only message (no header)
+                expires_at = self._expires(envelope, now)
+            seq = self._next_sequence
+            self._next_sequence = seq + 1
+            append(StoredMessage(seq, envelope, now, expires_at))
+            self.bytes += envelope.size
+            _heappush(heap, seq)
+            if expires_at != _NEVER:
+                _heappush(self._expiry, (expires_at, seq))
+                self._timed()
+            if self.listeners:
+                self._notify()
+                held = len(store)  # what a listener did
+            else:
+                held += 1
+        else:
+            count = len(sent)
+        if made and not heap:
+            del available[None]  # as before: nothing stored
+        return count
+
     def _store(self, envelope: Envelope, now: float) -> int:
         if envelope.annotations:
             at = envelope.scheduled_enqueue_time()
@@ -225,16 +303,20 @@ class Entity:
     def _enqueue(self, envelope: Envelope, now: float) -> int:
         seq = self._next_sequence
         self._next_sequence = seq + 1
-        msg = StoredMessage(seq, envelope, now, self._expires(envelope, now))
-        self.store.append(msg)  # _add, inline; stored available: no update after the append
+        # _expires, inline for a message with no header (the entity's default ttl)
+        if envelope.header is None and not self.is_dead_letter_queue:
+            expires_at = now + self.properties.default_message_ttl
+        else:
+            expires_at = self._expires(envelope, now)
+        self.store.append(StoredMessage(seq, envelope, now, expires_at))  # _add, inline; stored available
         self.bytes += envelope.size
         key = envelope.session_id if self.requires_session else None
         heap = self._available.get(key)
         if heap is None:
             heap = self._available[key] = []
-        heapq.heappush(heap, seq)
-        if msg.expires_at != math.inf:
-            heapq.heappush(self._expiry, (msg.expires_at, seq))
+        _heappush(heap, seq)
+        if expires_at != _NEVER:
+            _heappush(self._expiry, (expires_at, seq))
             self._timed()
         if self.listeners:
             self._notify()

@@ -18,7 +18,7 @@ import dataclasses
 import heapq
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from amqplink.broker.config import (
@@ -31,7 +31,7 @@ from amqplink.broker.config import (
     TopicConfig,
 )
 from amqplink.broker.namespace.duplicates import DuplicateDetector
-from amqplink.broker.namespace.entity import Entity
+from amqplink.broker.namespace.entity import Entity, Sent
 from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
@@ -587,10 +587,11 @@ class Namespace:
         :meth:`PartitionedQueue.accept_keyless`; anything else through :meth:`send`."""
         send = self.send
         accept: Callable[[Envelope, float], int]
-        if type(target) is Queue and target.duplicates is None and not target.properties.forward_to:
-            accept = target.accept
-        elif type(target) is PartitionedQueue and not target.properties.forward_to:
-            accept = target.accept_keyless
+        shortcut = _body_target(target)
+        if type(shortcut) is Queue:
+            accept = shortcut.accept
+        elif type(shortcut) is PartitionedQueue:
+            accept = shortcut.accept_keyless
         else:
             return lambda payload, now, message_format: send(target, payload, now, message_format)
         max_size = target.properties.max_message_size
@@ -603,6 +604,15 @@ class Namespace:
                 accept(envelope, now)
 
         return store
+
+    def body_sender(self, target: Entity | Topic) -> Callable[[Sequence[Sent], float], int] | None:
+        """What stores the transfers of a run to ``target`` that are only a body, as
+        :meth:`sender`'s function stores each, until one that it does not (not only a body,
+        or refused): it says how many it stored, and the caller sends the rest one at a
+        time. None when ``target`` takes no such shortcut (topics, duplicate detection,
+        forwarding: :meth:`send` decides for each message)."""
+        shortcut = _body_target(target)
+        return None if shortcut is None else shortcut.accept_bodies
 
     def send_envelopes(self, target: Entity | Topic, envelopes: list[Envelope], now: float) -> None:
         self._route(target, envelopes, now, 0)
@@ -724,3 +734,15 @@ def _set_window(
         detectors += partitions.duplicates
     for detector in detectors:
         detector.window = properties.duplicate_detection_window
+
+
+def _body_target(target: Entity | Topic) -> Queue | PartitionedQueue | None:
+    """``target`` when a message that is only a body goes straight to it (a plain queue
+    with nothing to route: no duplicate detection, no forwarding; a partitioned queue that
+    does not forward, where such a message has no key), else None (:meth:`Namespace.send`
+    decides for each message)."""
+    if type(target) is Queue and target.duplicates is None and not target.properties.forward_to:
+        return target
+    if type(target) is PartitionedQueue and not target.properties.forward_to:
+        return target
+    return None

@@ -44,13 +44,13 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.duplicates import DuplicateDetector
-from amqplink.broker.namespace.entity import KEY_UNKNOWN, LOCK_TAG_MASK, Entity
-from amqplink.broker.namespace.envelope import Envelope
+from amqplink.broker.namespace.entity import KEY_UNKNOWN, LOCK_TAG_MASK, Entity, Sent
+from amqplink.broker.namespace.envelope import Envelope, body_only
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
     INTERNAL_ERROR,
@@ -480,6 +480,35 @@ class PartitionedEntity(Entity):
             return self.fragments[index].accept(envelope, now)
         except EntityError:
             return self._accept(envelope, None, now)  # full: the others in turn
+
+    def accept_bodies(self, sent: Sequence[Sent], now: float) -> int:
+        """:meth:`Entity.accept_bodies` for a partitioned queue: each message of ``sent`` that
+        is only a body (so has no partition key) goes where :meth:`accept_keyless` puts it
+        when the next fragment of the round robin is up and has room
+        (:meth:`Entity.accept_body`), until one that is not such a message or that fragment
+        does not take (the round robin left where it was): how many were stored. The caller
+        sends that one and those after it one at a time."""
+        partitions = self.partitions
+        if any(partitions.down):
+            return 0  # round_robin passes over a fragment that is down: accept_keyless decides
+        if self.requires_session:
+            return 0  # no session id: accept refuses each
+        fragments = self.fragments
+        after = [*range(1, partitions.count), 0]  # the fragment after each in the round robin
+        max_size = self.properties.max_message_size
+        index = partitions._next  # round_robin, inline: every fragment is up
+        count = 0
+        for count, item in enumerate(sent):  # noqa: B007 (count: how many before the break)
+            payload = item.payload
+            if item.message_format or len(payload) > max_size:
+                break
+            envelope = body_only(payload)
+            if envelope is None or not fragments[index].accept_body(envelope, now):
+                break
+            index = partitions._next = after[index]  # as it goes: a listener told of a message may send
+        else:
+            return len(sent)
+        return count
 
     def _accept(self, envelope: Envelope, key: Any, now: float) -> int:
         partitions = self.partitions

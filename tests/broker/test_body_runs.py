@@ -1,0 +1,185 @@
+"""``Namespace.body_sender`` (the entity storing a run of body-only messages in one call,
+:meth:`Entity.accept_bodies` and :meth:`PartitionedQueue.accept_bodies`) stores exactly
+what ``Namespace.sender``'s function stores message by message: it stops at the first
+message it does not take, which the general path then stores or refuses with its own
+error, and the state of every entity (sequence numbers, expiry, bytes, the round robin
+of a partitioned queue) is the same as after the general path alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amqplink.broker.config import (
+    EntityProperties,
+    NamespaceConfig,
+    QueueConfig,
+    SubscriptionConfig,
+    TopicConfig,
+)
+from amqplink.broker.namespace import BATCH_FORMAT, EntityError, Namespace
+from amqplink.message import Message
+from tests.broker.nsutil import T0, payload
+
+QUEUES = {
+    "plain": EntityProperties(),
+    "small": EntityProperties(max_message_size=1500, max_messages=4, default_message_ttl=60.0),
+    "few-bytes": EntityProperties(max_bytes=2200),
+    "sessions": EntityProperties(requires_session=True),
+    "dedup": EntityProperties(requires_duplicate_detection=True),
+    "forwards": EntityProperties(forward_to="plain"),
+    "partitioned": EntityProperties(enable_partitioning=True, partition_count=3, max_messages=2),
+    "partitioned-small": EntityProperties(enable_partitioning=True, partition_count=2, max_message_size=1500),
+    "partitioned-sessions": EntityProperties(enable_partitioning=True, requires_session=True),
+}
+TARGETS = [*QUEUES, "topic"]
+
+PAYLOADS: list[tuple[bytes, int]] = [
+    (payload(b"body only"), 0),
+    (payload(bytes(1000)), 0),
+    (payload(bytes(1600)), 0),  # above the small queues' maximum
+    (payload(b"with id", message_id="m1"), 0),
+    (payload(b"with session", session_id="s1"), 0),
+    (payload(b"with ttl", ttl=5.0), 0),
+    (payload(b"format 7"), 7),
+    (Message([b"one", payload(b"two")]).encode(), BATCH_FORMAT),
+    (b"\x00\x53\x75\xa0", 0),  # a data section cut short: only a body, as far as it goes
+    (b"\x00\x53\x70\xff", 0),  # a header that cannot be decoded
+    (b"", 0),
+]
+
+
+@dataclass
+class Sent:
+    """A transfer as the broker hands it on (an engine ``Delivery`` has these two)."""
+
+    payload: Any
+    message_format: int
+
+
+def _namespace(down: int | None) -> Namespace:
+    ns = Namespace(
+        NamespaceConfig(
+            queues=tuple(QueueConfig(name, props) for name, props in QUEUES.items()),
+            topics=(TopicConfig("topic", subscriptions=(SubscriptionConfig("all"),)),),
+        )
+    )
+    if down is not None:
+        ns.receiver_source("partitioned").partitions.set_down(down)  # type: ignore[union-attr]
+    return ns
+
+
+def _one_at_a_time(ns: Namespace, path: str, run: list[Sent]) -> list[Any]:
+    store = ns.sender(ns.sender_target(path))
+    outcomes: list[Any] = []
+    for sent in run:
+        try:
+            store(bytes(sent.payload), T0, sent.message_format)
+        except EntityError as exc:
+            outcomes.append((exc.condition, exc.description))
+        else:
+            outcomes.append("stored")
+    return outcomes
+
+
+def _state(ns: Namespace) -> list[Any]:
+    held: list[Any] = []
+    for path in [*QUEUES, "topic/subscriptions/all"]:
+        entity = ns.receiver_source(path)
+        partitions = entity.partitions
+        if partitions is not None:
+            held.append((path, "round robin at", partitions._next))
+        for fragment in getattr(entity, "fragments", [entity]):
+            held.append((path, fragment.bytes, fragment._next_sequence, dict(fragment._available)))
+            for msg in fragment.store:
+                e = msg.envelope
+                expires = "never" if msg.expires_at == math.inf else msg.expires_at
+                held.append((msg.sequence_number, msg.state, msg.enqueued_at, expires, e.body, e.props_raw, e.size))
+    return held
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(
+            st.sampled_from(TARGETS),
+            st.lists(st.tuples(st.integers(0, len(PAYLOADS) - 1), st.booleans()), min_size=1, max_size=8),
+        ),
+        max_size=8,
+    ),
+    down=st.sampled_from([None, 0, 1]),
+)
+def test_a_run_of_bodies_is_stored_as_one_message_at_a_time(
+    runs: list[tuple[str, list[tuple[int, bool]]]], down: int | None
+) -> None:
+    general, by_runs = _namespace(down), _namespace(down)
+    for path, picks in runs:
+        # payloads as the engine hands them (a memoryview into the read) or as bytes
+        run = [Sent(memoryview(PAYLOADS[i][0]) if view else PAYLOADS[i][0], PAYLOADS[i][1]) for i, view in picks]
+        expected = _one_at_a_time(general, path, run)
+        store_bodies = by_runs.body_sender(by_runs.sender_target(path))
+        stored = 0 if store_bodies is None else store_bodies(run, T0)
+        assert 0 <= stored <= len(run)
+        outcomes = ["stored"] * stored + _one_at_a_time(by_runs, path, run[stored:])
+        assert outcomes == expected, path
+        if stored < len(run) and store_bodies is not None:
+            # it stops only at a message it does not take: not only a body, or one the entity
+            # would not store in the same state (the general path stores it elsewhere or refuses it)
+            again = store_bodies(run[stored : stored + 1], T0) if expected[stored] != "stored" else 0
+            assert again == 0
+    assert _state(general) == _state(by_runs)
+
+
+def test_body_sender_is_for_plain_and_partitioned_queues_only() -> None:
+    ns = _namespace(None)
+    for path in ("plain", "small", "partitioned", "sessions"):
+        assert ns.body_sender(ns.sender_target(path)) is not None
+    for path in ("dedup", "forwards", "topic"):
+        assert ns.body_sender(ns.sender_target(path)) is None
+
+
+def test_stops_at_the_message_that_breaks_a_limit() -> None:
+    ns = _namespace(None)
+    small = ns.sender_target("small")
+    store_bodies = ns.body_sender(small)
+    assert store_bodies is not None
+    run = [Sent(payload(bytes([n])), 0) for n in range(6)]
+    assert store_bodies(run, T0) == 4  # max_messages 4
+    assert [m.sequence_number for m in small.store] == [1, 2, 3, 4]  # type: ignore[union-attr]
+    assert store_bodies(run[4:], T0) == 0
+    assert _one_at_a_time(ns, "small", run[4:5])[0][0] == "amqp:resource-limit-exceeded"
+
+
+def test_stops_before_a_message_that_is_not_only_a_body() -> None:
+    ns = _namespace(None)
+    store_bodies = ns.body_sender(ns.sender_target("plain"))
+    assert store_bodies is not None
+    run = [Sent(payload(b"a"), 0), Sent(payload(b"b"), 7), Sent(payload(b"c"), 0)]
+    assert store_bodies(run, T0) == 1  # message-format 7: the general path unpacks it
+    run = [Sent(payload(b"a"), 0), Sent(payload(b"b", message_id="m"), 0)]
+    assert store_bodies(run, T0) == 1  # properties to split
+    assert store_bodies([], T0) == 0
+
+
+def test_a_partitioned_queue_goes_round_robin_and_leaves_a_full_fragment_to_the_general_path() -> None:
+    ns = _namespace(None)
+    queue: Any = ns.sender_target("partitioned")  # three fragments of at most two messages
+    store_bodies = ns.body_sender(queue)
+    assert store_bodies is not None
+    assert store_bodies([Sent(payload(bytes([n])), 0) for n in range(7)], T0) == 6
+    assert [len(f.store) for f in queue.fragments] == [2, 2, 2]
+    assert queue.partitions._next == 0  # where the seventh would have gone
+    outcome = _one_at_a_time(ns, "partitioned", [Sent(payload(b"7"), 0)])
+    assert outcome[0][0] == "amqp:resource-limit-exceeded"
+
+
+def test_a_partitioned_queue_with_a_fragment_down_takes_the_general_path() -> None:
+    ns = _namespace(1)
+    store_bodies = ns.body_sender(ns.sender_target("partitioned"))
+    assert store_bodies is not None
+    assert store_bodies([Sent(payload(b"x"), 0)], T0) == 0
