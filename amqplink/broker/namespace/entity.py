@@ -242,7 +242,7 @@ class Entity:
         available = self._available
         heap = available.get(None)
         made = heap is None
-        if made:
+        if heap is None:
             heap = available[None] = []
         expires_at = -1.0
         count = 0
