@@ -200,11 +200,11 @@ def scan_transfer(body: bytes | memoryview) -> TransferFields | None:
     return handle, delivery_id, tag, tail[0], tail[1], tail[2], end
 
 
-TransferLayout = tuple[int, bytes, int, bytes, bytes, int, bool, slice]
+TransferLayout = tuple[int, slice, bytes, slice, bytes, slice, bytes, int, bool, slice]
 """Where :func:`transfer_layout` found a transfer's delivery-id and delivery-tag: the end of
-the performative, the bytes up to the delivery-id's value, the offset and bytes of the
-tag's constructor and size, the bytes after the tag, the delivery-id's offset, whether it
-is a uint (else a smalluint), and the tag's slice."""
+the performative, then (as slices of the performative and the bytes they cut) the bytes
+up to the delivery-id's value, the tag's constructor and size, the bytes after the tag,
+then the delivery-id's offset, whether it is a uint (else a smalluint), and the tag's slice."""
 
 
 def transfer_layout(body: bytes | memoryview) -> TransferLayout | None:
@@ -228,11 +228,14 @@ def transfer_layout(body: bytes | memoryview) -> TransferLayout | None:
     tag_end = id_end + 2 + buf[id_end + 1]
     end = 5 + buf[4]
     tag_at = id_end + 2
+    prefix, head, tail = slice(None, id_at + 1), slice(id_end, tag_at), slice(tag_end, None)
     return (
         end,
-        buf[: id_at + 1],
-        id_end,
-        buf[id_end:tag_at],
+        prefix,
+        buf[prefix],
+        head,
+        buf[head],
+        tail,
         buf[tag_end:end],
         id_at + 1,
         c == 0x70,
@@ -246,11 +249,10 @@ def scan_like(body: bytes | memoryview, layout: TransferLayout) -> tuple[int, by
     (so the same handle, message-format, settled and more, and the same end), or None.
 
     The transfers of a run from one sender mostly differ only there: this reads each
-    of them in a few comparisons rather than field by field (:func:`scan_transfer`)."""
-    end, prefix, head_at, head, tail, id_at, wide, tag = layout
+    of them in a few slices rather than field by field (:func:`scan_transfer`)."""
+    end, prefix, prefix_bytes, head, head_bytes, tail, tail_bytes, id_at, wide, tag = layout
     buf = bytes(body[:end])
-    # as long as the layout's: each part compared where it lies (no copy of it made)
-    if len(buf) != end or not buf.startswith(prefix) or not buf.startswith(head, head_at) or not buf.endswith(tail):
+    if len(buf) != end or buf[prefix] != prefix_bytes or buf[head] != head_bytes or buf[tail] != tail_bytes:
         return None
     return (_U32(buf, id_at)[0] if wide else buf[id_at]), buf[tag]
 
