@@ -281,10 +281,11 @@ class Connection:
         self._tx = True
         return data
 
-    @property
     def output_size(self) -> int:
         """Bytes written and not yet taken by :meth:`data_to_send` (for back-pressure),
-        with the payloads of deliveries batched for it (``SenderLink.batch_transfers``)."""
+        with the payloads of deliveries batched for it (``SenderLink.batch_transfers``).
+        A method, not a property: an I/O adapter asks on every send, and a method call
+        costs the interpreter less."""
         return len(self._out) + self._batched_size
 
     def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:

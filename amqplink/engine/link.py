@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, UByte, UInt
@@ -86,8 +88,11 @@ DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 # Engine-made tags are 8-byte big-endian counters; after 2^64 of them the counter wraps
 # and skips the tags of deliveries still unsettled.
 _TAG_SPACE = 1 << 64
+_LAST_TAG = _TAG_SPACE - 1  # send's counter tags stop short of it: _new_tag wraps there
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
+_DELIVERY_ID_OF = attrgetter("delivery_id")
+_consume = deque(maxlen=0).extend  # runs an iterator to its end, keeping nothing
 _HALF = 1 << 31
 
 # Module-level aliases: the hot paths compare states by identity.
@@ -488,36 +493,42 @@ class SenderLink(Link):
         state = self.state
         if state is not _ATTACHED and state is not _ATTACH_SENT:
             raise self._unusable("send")
+        mode = self.snd_settle_mode
         if settled is None:
-            settled = self.snd_settle_mode == SND_SETTLED
-        elif settled and self.snd_settle_mode == SND_UNSETTLED:
-            raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
-        elif not settled and self.snd_settle_mode == SND_SETTLED:
+            settled = mode == SND_SETTLED
+        elif settled:
+            if mode == SND_UNSETTLED:
+                raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
+        elif mode == SND_SETTLED:
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
         size = len(payload)
-        if self.peer_max_message_size and size > self.peer_max_message_size:
+        limit = self.peer_max_message_size
+        if limit and size > limit:
             raise errors.MessageSizeExceededError(
                 f"link {self.name!r}: a message of {size} bytes exceeds the receiver's"
-                f" max-message-size {self.peer_max_message_size} ({errors.MESSAGE_SIZE_EXCEEDED})"
+                f" max-message-size {limit} ({errors.MESSAGE_SIZE_EXCEEDED})"
             )
+        tags = self._tags
         if tag is not None:
             tag = self._check_tag(tag, settled)
-        elif self._tags is None and self._next_tag < _TAG_SPACE - 1:
-            tag = self._next_tag.to_bytes(8, "big")  # the counter alone: unique by construction
-            self._next_tag += 1
+            tags = self._tags  # _check_tag may have started the table
+        elif tags is None and (n := self._next_tag) < _LAST_TAG:
+            tag = n.to_bytes(8, "big")  # the counter alone: unique by construction
+            self._next_tag = n + 1
         else:
             tag = self._new_tag()
+            tags = self._tags  # _new_tag starts the table when the counter wraps
         delivery = Delivery(self, tag, payload, message_format, settled)
         delivery.size = size
         delivery.context = context
-        if not settled and self._tags is not None:
-            self._tags[tag] = delivery
-        queue = self.queue
+        if tags is not None and not settled:
+            tags[tag] = delivery
         if self.batch_transfers:
-            queue.append(delivery)
+            self.queue.append(delivery)
             self._batched += 1
             self.session._write_later(self, size)
             return delivery
+        queue = self.queue
         session = self.session
         if session._batched:
             session._write_batched()  # deliveries sent before this one leave first
@@ -728,18 +739,16 @@ class SenderLink(Link):
         """A delivery settled or aborted: its tag is free again, its delivery-id forgotten."""
         self._forget_all((delivery,))
 
-    def _forget_all(self, deliveries: Iterable[Delivery]) -> None:
+    def _forget_all(self, deliveries: Sequence[Delivery]) -> None:
         """:meth:`_forget` each of ``deliveries``."""
         tags = self._tags
-        unsettled = self.unsettled
-        outgoing = self.session._outgoing
-        for delivery in deliveries:
-            if tags is not None and tags.get(delivery.tag) is delivery:
-                del tags[delivery.tag]
-            delivery_id = delivery.delivery_id
-            if delivery_id is not None:
-                unsettled.pop(delivery_id, None)
-                outgoing.pop(delivery_id, None)
+        if tags is not None:
+            for delivery in deliveries:
+                if tags.get(delivery.tag) is delivery:
+                    del tags[delivery.tag]
+        ids = list(map(_DELIVERY_ID_OF, deliveries))  # None for one never sent: no key
+        _consume(map(self.unsettled.pop, ids, repeat(None)))
+        _consume(map(self.session._outgoing.pop, ids, repeat(None)))
 
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
         """Settle a delivery from the sender's side (only needed without auto_settle).
