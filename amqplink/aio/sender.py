@@ -7,7 +7,6 @@ import datetime
 import functools
 import uuid
 from collections.abc import AsyncIterable, Callable, Iterable
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 from amqplink.aio.errors import AMQPError, MessageRejected
@@ -30,7 +29,6 @@ YIELD_EVERY = 256
 """Sends in a row that found room at once before a sender lets the event loop run
 (reads, heartbeats, other tasks): without it a peer that grants 65,536 credit and
 reads fast lets one ``send_many`` hold the loop for the whole burst."""
-_CONTEXT_OF = attrgetter("context")  # a delivery's outcome future (None: settled mode)
 Outcome = Accepted | Rejected | Released | Modified
 Sendable = (
     Message
@@ -287,7 +285,8 @@ class Sender(LinkBase):
         if not settled and not isinstance(state, TERMINAL_OUTCOMES):
             return
         resolved = 0
-        for future in map(_CONTEXT_OF, deliveries):
+        for delivery in deliveries:
+            future = delivery.context
             if future is not None and not future.done():
                 future.set_result(state)
                 resolved += 1

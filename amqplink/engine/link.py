@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from itertools import repeat
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, UByte, UInt
@@ -91,8 +89,6 @@ _TAG_SPACE = 1 << 64
 _LAST_TAG = _TAG_SPACE - 1  # send's counter tags stop short of it: _new_tag wraps there
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
-_DELIVERY_ID_OF = attrgetter("delivery_id")
-_consume = deque(maxlen=0).extend  # runs an iterator to its end, keeping nothing
 _HALF = 1 << 31
 
 # Module-level aliases: the hot paths compare states by identity.
@@ -746,9 +742,13 @@ class SenderLink(Link):
             for delivery in deliveries:
                 if tags.get(delivery.tag) is delivery:
                     del tags[delivery.tag]
-        ids = list(map(_DELIVERY_ID_OF, deliveries))  # None for one never sent: no key
-        _consume(map(self.unsettled.pop, ids, repeat(None)))
-        _consume(map(self.session._outgoing.pop, ids, repeat(None)))
+        unsettled = self.unsettled
+        outgoing = self.session._outgoing
+        for delivery in deliveries:
+            delivery_id = delivery.delivery_id
+            if delivery_id is not None:
+                unsettled.pop(delivery_id, None)
+                outgoing.pop(delivery_id, None)
 
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
         """Settle a delivery from the sender's side (only needed without auto_settle).

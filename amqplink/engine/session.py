@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import islice
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import UInt, UShort
@@ -78,7 +78,6 @@ INITIAL_OUTGOING_ID = 0
 _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
 # Tags up to this length keep the transfer's field list within a list8 (size < 256).
 _FAST_TAG_MAX = 32
-_LINK_OF = attrgetter("link")
 
 _MAPPED = SessionState.MAPPED
 _END_RCVD = SessionState.END_RCVD
@@ -602,20 +601,14 @@ class Session:
             ids = range(first, end) if end <= SERIAL_MOD else [serial_add(first, i) for i in range(count)]
         else:
             ids = [k for k in table if 0 <= serial_diff(k, first) < count]
-        # The deliveries this side holds (a Delivery is always true: filter drops the ids
-        # that have none, settled already or never sent).
-        deliveries: list[Delivery] = list(filter(None, map(table.get, ids)))
-        if not deliveries:
-            return
         # A link with ranged_updates hears of each run of its deliveries at once, any other
         # of each delivery (in delivery-id order either way).
-        link: Any = deliveries[0].link
-        if link.ranged_updates and len(set(map(_LINK_OF, deliveries))) == 1:
-            link._on_dispositions(deliveries, settled, state, batchable)  # one run: all of them
-            return
-        link = None
+        link: Any = None
         run: list[Delivery] = []
-        for delivery in deliveries:
+        for delivery_id in ids:
+            delivery = table.get(delivery_id)
+            if delivery is None:
+                continue
             owner: Any = delivery.link
             if owner is link:
                 run.append(delivery)
