@@ -586,27 +586,29 @@ class Entity:
         locks, get, remove = self._locks, self.store.get, self.store.remove
         plain = not self.requires_session
         freed = 0
-        for i, token in enumerate(tokens):
-            key = token if type(token) is bytes else lock_key(token)
-            seq = locks.get(key)
-            if seq is not None and plain:
-                # The hot path: a live lock (what :meth:`locked` finds without a tick) on a
-                # message outside any session, so nothing but this lock to end.
-                msg = get(seq)
-                if msg is not None and msg.lock == key and msg.locked_until > now and msg.state is _LOCKED:
-                    del locks[key]
-                    msg.lock = None
-                    if remove(seq) is not None:  # _remove, inline
-                        freed += msg.envelope.size
+        try:
+            for i, token in enumerate(tokens):
+                key = token if type(token) is bytes else lock_key(token)
+                seq = locks.get(key)
+                if seq is not None and plain:
+                    # The hot path: a live lock (what :meth:`locked` finds without a tick) on a
+                    # message outside any session, so nothing but this lock to end.
+                    msg = get(seq)
+                    if msg is not None and msg.lock == key and msg.locked_until > now and msg.state is _LOCKED:
+                        del locks[key]
+                        msg.lock = None
+                        if remove(seq) is not None:  # _remove, inline
+                            freed += msg.envelope.size
+                        continue
+                try:
+                    msg = self.locked(token, now)
+                except EntityError as exc:
+                    refusals[i] = exc
                     continue
-            try:
-                msg = self.locked(token, now)
-            except EntityError as exc:
-                refusals[i] = exc
-                continue
-            self._release_lock(msg)
-            self._remove(msg.sequence_number)
-        self.bytes -= freed
+                self._release_lock(msg)
+                self._remove(msg.sequence_number)
+        finally:  # the bytes of those completed here, however the loop ends
+            self.bytes -= freed
         return refusals
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
