@@ -556,17 +556,21 @@ class SenderLink(Link):
         limit = self.peer_max_message_size
         check_tag = self._check_tag
         made: list[Delivery] = []
+        tags_in_use = self._tags
         for payload, tag in zip(payloads, tags, strict=True):
             size = len(payload)
             if limit and size > limit:
                 break
-            try:
-                tag = check_tag(tag, False)
-            except (ValueError, errors.EngineStateError):
-                break
+            # _check_tag's answer for a bytes tag of an allowed size that is not in use: the tag itself
+            if type(tag) is not bytes or len(tag) > MAX_TAG_SIZE or tags_in_use is None or tag in tags_in_use:
+                try:
+                    tag = check_tag(tag, False)
+                except (ValueError, errors.EngineStateError):
+                    break
+                tags_in_use = self._tags
             delivery = Delivery(self, tag, payload)
             delivery.size = size
-            self._tags[tag] = delivery  # type: ignore[index]  # _check_tag made the table
+            tags_in_use[tag] = delivery  # type: ignore[index]  # _check_tag made the table
             made.append(delivery)
         if made:
             if self.session._batched:
@@ -769,13 +773,14 @@ class SenderLink(Link):
         than one each."""
         queue = self.session._queue_disposition
         first = last = -1
+        settling: list[Delivery] = []
         for delivery in deliveries:
             delivery_id = delivery.delivery_id
             if delivery.settled or delivery_id is None:
                 continue
             delivery.settled = True
             delivery.state = state
-            self._forget(delivery)
+            settling.append(delivery)
             if delivery_id == last + 1 and first >= 0:
                 last = delivery_id
                 continue
@@ -784,6 +789,7 @@ class SenderLink(Link):
             first = last = delivery_id
         if first >= 0:
             queue(ROLE_SENDER, first, True, state, False, last)
+        self._forget_all(settling)  # as settle's _forget, once for them all
 
 
 class ReceiverLink(Link):
