@@ -70,6 +70,8 @@ PARTITION_KEY = Symbol("x-opt-partition-key")
 
 _DATA8 = b"\x00\x53\x75\xa0"
 _DATA32 = b"\x00\x53\x75\xb0"
+_DATA32_WORD = int.from_bytes(_DATA32, "big")
+_DATA32_PACK = struct.Struct(">II").pack  # _DATA32 as a word, then the size: the vbin32 section header
 _VIEW_COPY_LIMIT = 64 * 1024
 _DATA8_HEADERS = tuple(_DATA8 + bytes((n,)) for n in range(256))
 _ID_ONLY_MAX = 252
@@ -340,7 +342,7 @@ class Message:
             # Fast path, byte for byte what encode_into writes: a header with durable only
             # (or none), properties with a message id only (or none), one data section.
             n = len(body)
-            section = _DATA8_HEADERS[n] if n < 256 else _DATA32 + n.to_bytes(4, "big")  # data_section_header
+            section = _DATA8_HEADERS[n] if n < 256 else _DATA32_PACK(_DATA32_WORD, n)  # data_section_header
             header = self.header
             properties = self.properties
             if header is None and properties is None:
@@ -531,7 +533,7 @@ def data_section_header(n: int) -> bytes:
     up to 255 bytes, else vbin32)."""
     if n < 256:
         return _DATA8_HEADERS[n]
-    return _DATA32 + n.to_bytes(4, "big")
+    return _DATA32_PACK(_DATA32_WORD, n)
 
 
 def _durable_only_header(header: Header | None) -> bytes | None:

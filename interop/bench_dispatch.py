@@ -7,9 +7,10 @@ broker completes and settles it. Only the broker's side is timed (``process_time
 around its engine and handler), so the figure is what ``bench_broker`` calls the
 broker's CPU per message in the receive phase, less the socket and event loop. On a
 shared machine compare the minimum of several rounds, or ``--calls``: the broker's
-function calls per message (cProfile's count), which other processes do not disturb.
+function calls per message (cProfile's count), which other processes do not disturb, or
+``--opcodes``: the Python bytecodes it runs per message (a trace, slow).
 
-    python3 interop/bench_dispatch.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE] [--calls]
+    python3 interop/bench_dispatch.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE] [--calls|--opcodes]
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED  # noqa: E402
 from amqplink.message import Message  # noqa: E402
 from amqplink.protocol.definitions import Accepted, Source, Target  # noqa: E402
 from interop import inprocess  # noqa: E402
+from interop.bench_ingest import OpcodeCounter  # noqa: E402
 
 
 async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -> float:
     """Broker CPU seconds to deliver and settle ``count`` messages (with ``calls``, a
-    ``cProfile.Profile``: it counts the broker's function calls, and the time is not meant)."""
+    ``cProfile.Profile`` or an ``OpcodeCounter``: it counts the broker's function calls or
+    bytecodes, and the time is not meant)."""
     namespace, server, handler = inprocess.broker(partitioned)
     client = Connection(ConnectionConfig(container_id="consumer"))
     body = Message(bytes(1024)).encode()
@@ -81,7 +84,13 @@ def main() -> None:
     parser.add_argument("--partitioned", action="store_true")
     parser.add_argument("--profile", default=None, help="cProfile stats of the last round to this file")
     parser.add_argument("--calls", action="store_true", help="count the broker's function calls per message")
+    parser.add_argument("--opcodes", action="store_true", help="count the broker's Python opcodes per message")
     args = parser.parse_args()
+    if args.opcodes:
+        opcodes = OpcodeCounter()
+        asyncio.run(run(args.count, args.partitioned, args.prefetch, opcodes))
+        print(f"broker: {opcodes.opcodes / args.count:.1f} Python opcodes per message")
+        return
     if args.calls:  # deterministic, unlike the CPU time on a shared machine
         import cProfile
         import pstats

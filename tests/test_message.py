@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from amqplink import Message
 from amqplink.codec.errors import DecodeError, EncodeError
 from amqplink.codec.types import Char, Decimal32, Decimal64, Decimal128, Symbol, Timestamp, UByte, UInt, ULong
+from amqplink.message import data_section_header
 from amqplink.protocol.definitions import AmqpValue, ApplicationProperties, Data, Header, Properties
 
 
@@ -26,6 +27,14 @@ def test_bytes_body_fast_path_exact_bytes() -> None:
     generic = bytearray()
     Data(big)._amqp_encode(generic)
     assert Message(big).encode() == bytes(generic)
+
+
+@given(size=st.one_of(st.integers(0, 600), st.integers(600, 70_000)))
+def test_data_section_header_and_the_bytes_fast_path_encode_what_data_encodes(size: int) -> None:
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    generic = bytearray()
+    Data(body)._amqp_encode(generic)
+    assert data_section_header(size) + body == bytes(generic) == Message(body).encode()
 
 
 @pytest.mark.parametrize(

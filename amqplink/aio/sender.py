@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import uuid
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from amqplink.aio.errors import AMQPError, MessageRejected
@@ -20,7 +21,7 @@ from amqplink.protocol.definitions import Accepted, Modified, Rejected, Released
 if TYPE_CHECKING:
     from amqplink.aio.connection import Connection
 
-__all__ = ["Outcome", "Sendable", "Sender", "SettleMode"]
+__all__ = ["Outcome", "Sendable", "Sender", "SettleMode", "future_factory"]
 
 SettleMode = Literal["unsettled", "settled"]
 
@@ -84,6 +85,7 @@ class Sender(LinkBase):
         self._in_flight = 0
         self._unyielded = 0
         self._room: asyncio.Future[None] | None = None
+        self._new_future = future_factory(self._loop)
         self._sent: asyncio.Future[Any] = self._loop.create_future()
         self._sent.set_result(None)
         link = session.attach_sender(
@@ -163,32 +165,28 @@ class Sender(LinkBase):
         if type(message) is not Message and not isinstance(message, Message):
             message = Message(message)
         payload = message.encode()
-        if self._must_pause():
+        future = self._hand_over(payload, 0)
+        if future is None:
             await self._pause()
-        return self._hand_over(payload, 0)
+            future = self._hand_over(payload, 0, paused=True)
+            assert future is not None  # paused: handed over
+        return future
 
     async def send_payload_nowait(self, payload: bytes, *, message_format: int = 0) -> asyncio.Future[Any]:
         """:meth:`send_nowait` for a payload already encoded (a message's sections, or a
         Service Bus batch with its ``message_format``, 2.7.5)."""
-        if self._must_pause():
+        future = self._hand_over(payload, message_format)
+        if future is None:
             await self._pause()
-        return self._hand_over(payload, message_format)
+            future = self._hand_over(payload, message_format, paused=True)
+            assert future is not None  # paused: handed over
+        return future
 
     def try_send_payload(self, payload: bytes, *, message_format: int = 0) -> asyncio.Future[Any] | None:
         """:meth:`send_payload_nowait` without waiting: the outcome future if the payload was
         handed over at once, None if the sender must first wait for room (then await
         :meth:`send_payload_nowait` instead). For callbacks that cannot await."""
-        if self._must_pause():
-            return None
         return self._hand_over(payload, message_format)
-
-    def _must_pause(self) -> bool:
-        return (
-            self._unyielded >= YIELD_EVERY
-            or self._detached.done()
-            or not self._has_room()
-            or self._protocol.write_paused
-        )
 
     async def _pause(self) -> None:
         """Wait for room (the link's in-flight bound, the socket's buffer), or let the
@@ -199,8 +197,18 @@ class Sender(LinkBase):
             await asyncio.sleep(0)
         self._unyielded = 0
 
-    def _hand_over(self, payload: bytes, message_format: int) -> asyncio.Future[Any]:
-        """Give one payload to the engine link (room is known to be there)."""
+    def _hand_over(self, payload: bytes, message_format: int, *, paused: bool = False) -> asyncio.Future[Any] | None:
+        """Give one payload to the engine link and return its outcome future; None, and
+        nothing given, when the sender must first :meth:`_pause`: after
+        :data:`YIELD_EVERY` sends in a row, once detached, without room, or while the
+        socket's buffer is full (``paused``: the caller has just paused, go ahead)."""
+        if not paused and (
+            self._unyielded >= YIELD_EVERY
+            or self._detached.done()
+            or not self._has_room()
+            or self._protocol.write_paused
+        ):
+            return None
         self._unyielded += 1
         link = self.link
         limit = link.peer_max_message_size  # the peer's attach's max-message-size (0: none)
@@ -213,7 +221,7 @@ class Sender(LinkBase):
             link.send(payload, message_format=message_format)
             self._protocol.schedule_flush()
             return self._sent
-        future: asyncio.Future[Any] = self._loop.create_future()
+        future: asyncio.Future[Any] = self._new_future()
         link.send(payload, message_format=message_format, context=future)
         self._in_flight += 1
         self._protocol.schedule_flush()
@@ -299,6 +307,15 @@ class Sender(LinkBase):
         if room is not None and not room.done():
             room.set_exception(failure)
             room.exception()
+
+
+def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Future[Any]]:
+    """What makes ``loop``'s futures: ``loop.create_future``, or when that is asyncio's own
+    (which returns ``asyncio.Future(loop=loop)``) a call that makes the same future without
+    running a Python function for each (a send makes one per message)."""
+    if type(loop).create_future is asyncio.BaseEventLoop.create_future:
+        return functools.partial(asyncio.Future, loop=loop)
+    return loop.create_future
 
 
 def _rejected(what: str, outcome: Rejected) -> MessageRejected:

@@ -105,7 +105,7 @@ class EngineProtocol(asyncio.Protocol):
         if not self._flush_pending:
             self._flush_pending = True
             self._loop.call_soon(self._deferred_flush)
-        elif self.engine.output_size >= ENGINE_OUTPUT_HIGH:
+        elif self.engine.output_size() >= ENGINE_OUTPUT_HIGH:
             self._write_through()
 
     def _deferred_flush(self) -> None:

@@ -556,9 +556,9 @@ class _ServiceBusConnection:
                     try:
                         if lock:
                             tokens: list[bytes] = [msg.lock for msg in batch]  # type: ignore[misc]
-                            for delivery in send_all(payloads, tokens):
-                                held[delivery.tag] = delivery
-                                i += 1
+                            made = send_all(payloads, tokens)
+                            held.update(zip(tokens, made, strict=False))  # made: a prefix; each tag is its token
+                            i = len(made)
                             while i < len(batch):  # send_all stopped before one send refuses: it raises
                                 held[tokens[i]] = send(payloads[i], tag=tokens[i], settled=False)
                                 i += 1

@@ -267,8 +267,10 @@ class Connection:
                 session._abandon(reason)
 
     # -- output --------------------------------------------------------------------
-    def data_to_send(self) -> bytes:
-        """The bytes to write to the transport now (dispositions are coalesced here)."""
+    def data_to_send(self) -> bytes | bytearray:
+        """The bytes to write to the transport now (dispositions are coalesced here): a
+        buffer the engine lets go of, so the caller may keep it (no copy is made: copying a
+        megabyte of transfers and regrowing the buffer cost more than the frames did)."""
         if self._pending_sessions:
             pending, self._pending_sessions = self._pending_sessions, []
             for session in pending:
@@ -276,15 +278,16 @@ class Connection:
             self._batched_size = 0
         if not self._out:
             return b""
-        data = bytes(self._out)
-        self._out.clear()
+        data = self._out
+        self._out = bytearray()
         self._tx = True
         return data
 
-    @property
     def output_size(self) -> int:
         """Bytes written and not yet taken by :meth:`data_to_send` (for back-pressure),
-        with the payloads of deliveries batched for it (``SenderLink.batch_transfers``)."""
+        with the payloads of deliveries batched for it (``SenderLink.batch_transfers``).
+        A method, not a property: an I/O adapter asks on every send, and a method call
+        costs the interpreter less."""
         return len(self._out) + self._batched_size
 
     def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:

@@ -83,10 +83,16 @@ _TAG_HEADS = [bytes((0xA0, n)) for n in range(256)]  # vbin8 constructor and siz
 
 
 # The usual transfer in one pack: a handle below 256 (0x43, or 0x52 and the handle), a
-# delivery-id of 256 or more (0x70 and four bytes), an 8-byte tag (the engine's), message
-# format 0 (0x43) and the settled flag; after the frame header, descriptor and list8 head.
-_USUAL_HANDLE_0 = struct.Struct(">IBBHBBBBBBBBIBB8sBB")
-_USUAL_HANDLE_SMALL = struct.Struct(">IBBHBBBBBBBBBIBB8sBB")
+# delivery-id of 256 or more (0x70 and four bytes), a tag of 8 bytes (the engine's) or 16
+# (a Service Bus lock token), message format 0 (0x43) and the settled flag; after the frame
+# header, descriptor and list8 head. By tag size: the structs for handle 0 and for another.
+_USUAL = {
+    n: (
+        struct.Struct(f">IBBHBBBBBBBBIBB{n}sBB"),
+        struct.Struct(f">IBBHBBBBBBBBBIBB{n}sBB"),
+    )
+    for n in (8, 16)
+}
 
 
 def write_transfer(
@@ -103,17 +109,19 @@ def write_transfer(
     ``write_frame(out, FRAME_TYPE_AMQP, channel, Transfer(handle, delivery_id, tag,
     message_format, settled), payload)``, assembled without building a ``Transfer``
     (``tag`` at most 255 bytes)."""
-    if len(tag) == 8 and delivery_id >= 256 and handle < 256 and message_format == 0:
+    n = len(tag)
+    usual = _USUAL.get(n) if delivery_id >= 256 and handle < 256 and message_format == 0 else None
+    if usual is not None:
         flag = 0x41 if settled else 0x42
-        if handle:  # fields of 19 bytes: a list8 of size 20
-            out += _USUAL_HANDLE_SMALL.pack(
-                33 + len(payload), 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, 20, 5,
-                0x52, handle, 0x70, delivery_id, 0xA0, 8, tag, 0x43, flag,
+        if handle:  # fields of 11 + n bytes: a list8 of size 12 + n
+            out += usual[1].pack(
+                25 + n + len(payload), 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, 12 + n, 5,
+                0x52, handle, 0x70, delivery_id, 0xA0, n, tag, 0x43, flag,
             )  # fmt: skip
-        else:  # fields of 18 bytes
-            out += _USUAL_HANDLE_0.pack(
-                32 + len(payload), 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, 19, 5,
-                0x43, 0x70, delivery_id, 0xA0, 8, tag, 0x43, flag,
+        else:  # fields of 10 + n bytes
+            out += usual[0].pack(
+                24 + n + len(payload), 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, 11 + n, 5,
+                0x43, 0x70, delivery_id, 0xA0, n, tag, 0x43, flag,
             )  # fmt: skip
         out += payload
         return
@@ -121,14 +129,16 @@ def write_transfer(
         (
             _SMALL_UINTS[handle] if handle < 256 else _small_uint(handle),
             _SMALL_UINTS[delivery_id] if delivery_id < 256 else _UINT.pack(0x70, delivery_id),
-            _TAG_HEADS[len(tag)],
+            _TAG_HEADS[n],
             tag,
             _SMALL_UINTS[message_format] if message_format < 256 else _small_uint(message_format),
             b"\x41" if settled else b"\x42",
         )
     )
-    n = len(fields)
-    out += _TRANSFER_HEAD.pack(14 + n + len(payload), 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, n + 1, 5)
+    size = len(fields)
+    out += _TRANSFER_HEAD.pack(
+        14 + size + len(payload), 2, FRAME_TYPE_AMQP, channel, 0x00, 0x53, 0x14, 0xC0, size + 1, 5
+    )
     out += fields
     out += payload
 

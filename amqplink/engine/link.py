@@ -86,6 +86,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 # Engine-made tags are 8-byte big-endian counters; after 2^64 of them the counter wraps
 # and skips the tags of deliveries still unsettled.
 _TAG_SPACE = 1 << 64
+_LAST_TAG = _TAG_SPACE - 1  # send's counter tags stop short of it: _new_tag wraps there
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
 _HALF = 1 << 31
@@ -490,36 +491,42 @@ class SenderLink(Link):
         state = self.state
         if state is not _ATTACHED and state is not _ATTACH_SENT:
             raise self._unusable("send")
+        mode = self.snd_settle_mode
         if settled is None:
-            settled = self.snd_settle_mode == SND_SETTLED
-        elif settled and self.snd_settle_mode == SND_UNSETTLED:
-            raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
-        elif not settled and self.snd_settle_mode == SND_SETTLED:
+            settled = mode == SND_SETTLED
+        elif settled:
+            if mode == SND_UNSETTLED:
+                raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode unsettled")
+        elif mode == SND_SETTLED:
             raise errors.EngineStateError(f"link {self.name!r} has snd-settle-mode settled")
         size = len(payload)
-        if self.peer_max_message_size and size > self.peer_max_message_size:
+        limit = self.peer_max_message_size
+        if limit and size > limit:
             raise errors.MessageSizeExceededError(
                 f"link {self.name!r}: a message of {size} bytes exceeds the receiver's"
-                f" max-message-size {self.peer_max_message_size} ({errors.MESSAGE_SIZE_EXCEEDED})"
+                f" max-message-size {limit} ({errors.MESSAGE_SIZE_EXCEEDED})"
             )
+        tags = self._tags
         if tag is not None:
             tag = self._check_tag(tag, settled)
-        elif self._tags is None and self._next_tag < _TAG_SPACE - 1:
-            tag = self._next_tag.to_bytes(8, "big")  # the counter alone: unique by construction
-            self._next_tag += 1
+            tags = self._tags  # _check_tag may have started the table
+        elif tags is None and (n := self._next_tag) < _LAST_TAG:
+            tag = n.to_bytes(8, "big")  # the counter alone: unique by construction
+            self._next_tag = n + 1
         else:
             tag = self._new_tag()
+            tags = self._tags  # _new_tag starts the table when the counter wraps
         delivery = Delivery(self, tag, payload, message_format, settled)
         delivery.size = size
         delivery.context = context
-        if not settled and self._tags is not None:
-            self._tags[tag] = delivery
-        queue = self.queue
+        if tags is not None and not settled:
+            tags[tag] = delivery
         if self.batch_transfers:
-            queue.append(delivery)
+            self.queue.append(delivery)
             self._batched += 1
             self.session._write_later(self, size)
             return delivery
+        queue = self.queue
         session = self.session
         if session._batched:
             session._write_batched()  # deliveries sent before this one leave first
@@ -551,17 +558,21 @@ class SenderLink(Link):
         limit = self.peer_max_message_size
         check_tag = self._check_tag
         made: list[Delivery] = []
+        tags_in_use = self._tags
         for payload, tag in zip(payloads, tags, strict=True):
             size = len(payload)
             if limit and size > limit:
                 break
-            try:
-                tag = check_tag(tag, False)
-            except (ValueError, errors.EngineStateError):
-                break
+            # _check_tag's answer for a bytes tag of an allowed size that is not in use: the tag itself
+            if type(tag) is not bytes or len(tag) > MAX_TAG_SIZE or tags_in_use is None or tag in tags_in_use:
+                try:
+                    tag = check_tag(tag, False)
+                except (ValueError, errors.EngineStateError):
+                    break
+                tags_in_use = self._tags
             delivery = Delivery(self, tag, payload)
             delivery.size = size
-            self._tags[tag] = delivery  # type: ignore[index]  # _check_tag made the table
+            tags_in_use[tag] = delivery  # type: ignore[index]  # _check_tag made the table
             made.append(delivery)
         if made:
             if self.session._batched:
@@ -730,14 +741,16 @@ class SenderLink(Link):
         """A delivery settled or aborted: its tag is free again, its delivery-id forgotten."""
         self._forget_all((delivery,))
 
-    def _forget_all(self, deliveries: Iterable[Delivery]) -> None:
+    def _forget_all(self, deliveries: Sequence[Delivery]) -> None:
         """:meth:`_forget` each of ``deliveries``."""
         tags = self._tags
+        if tags is not None:
+            for delivery in deliveries:
+                if tags.get(delivery.tag) is delivery:
+                    del tags[delivery.tag]
         unsettled = self.unsettled
         outgoing = self.session._outgoing
         for delivery in deliveries:
-            if tags is not None and tags.get(delivery.tag) is delivery:
-                del tags[delivery.tag]
             delivery_id = delivery.delivery_id
             if delivery_id is not None:
                 unsettled.pop(delivery_id, None)
@@ -762,13 +775,14 @@ class SenderLink(Link):
         than one each."""
         queue = self.session._queue_disposition
         first = last = -1
+        settling: list[Delivery] = []
         for delivery in deliveries:
             delivery_id = delivery.delivery_id
             if delivery.settled or delivery_id is None:
                 continue
             delivery.settled = True
             delivery.state = state
-            self._forget(delivery)
+            settling.append(delivery)
             if delivery_id == last + 1 and first >= 0:
                 last = delivery_id
                 continue
@@ -777,6 +791,7 @@ class SenderLink(Link):
             first = last = delivery_id
         if first >= 0:
             queue(ROLE_SENDER, first, True, state, False, last)
+        self._forget_all(settling)  # as settle's _forget, once for them all
 
 
 class ReceiverLink(Link):

@@ -683,64 +683,74 @@ class Session:
         outgoing = self._outgoing
         unsettled = link.unsettled
         written = frames = 0  # frames: single-frame transfers written, counted once at the end
-        for delivery in deliveries:
-            if self.remote_incoming_window - frames <= 0:
-                self._blocked[link] = None
-                break
-            delivery_id = delivery.delivery_id
-            if delivery_id is None:
-                # "If the link-credit is less than or equal to zero ... a sender MUST NOT send
-                # more messages"; each delivery sent increments delivery-count and decrements
-                # link-credit (2.6.7).
-                credit = link.link_credit
-                if credit <= 0:
+        # The link's credit and delivery-count and the next delivery-id, kept in locals in the
+        # loop and stored back (_sync) before anything else runs and at the end.
+        credit, count, next_id = link.link_credit, link.delivery_count, self._next_delivery_id
+        window = self.remote_incoming_window
+        try:
+            for delivery in deliveries:
+                if window - frames <= 0:
+                    self._blocked[link] = None
                     break
-                link.link_credit = credit - 1
-                link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD  # serial_add, inline
-                delivery_id = delivery.delivery_id = self._next_delivery_id
-                self._next_delivery_id = (delivery_id + 1) % SERIAL_MOD  # serial_add, inline
-                if not delivery.settled:
-                    outgoing[delivery_id] = delivery
-                    unsettled[delivery_id] = delivery
-            tag = delivery.tag
-            room = room_for_tag - len(tag)
-            if delivery._offset or delivery.size > room:  # started, aborted or larger than a frame
-                if frames:
-                    self._frames_sent(frames)
-                    frames = 0
-                if not self._write_frames(link, delivery, room):
-                    break
+                delivery_id = delivery.delivery_id
+                if delivery_id is None:
+                    # "If the link-credit is less than or equal to zero ... a sender MUST NOT send
+                    # more messages"; each delivery sent increments delivery-count and decrements
+                    # link-credit (2.6.7).
+                    if credit <= 0:
+                        break
+                    credit -= 1
+                    count = (count + 1) % SERIAL_MOD  # serial_add, inline
+                    delivery_id = delivery.delivery_id = next_id
+                    next_id = (delivery_id + 1) % SERIAL_MOD  # serial_add, inline
+                    if not delivery.settled:
+                        outgoing[delivery_id] = delivery
+                        unsettled[delivery_id] = delivery
+                tag = delivery.tag
+                room = room_for_tag - len(tag)
+                if delivery._offset or delivery.size > room:  # started, aborted or larger than a frame
+                    link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
+                    if frames:
+                        self._frames_sent(frames)
+                        frames = 0
+                    wrote = self._write_frames(link, delivery, room)
+                    window = self.remote_incoming_window
+                    if not wrote:
+                        break
+                    written += 1
+                    continue
+                # One frame, hand-assembled when its fields allow (the hot path).
+                if fast and len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF:
+                    if out is None:
+                        if self._dispositions:
+                            self._flush_dispositions()
+                        out = conn._deferred if conn._deferred is not None else conn._out
+                    write_transfer(
+                        out,
+                        channel,
+                        handle,
+                        delivery_id,
+                        tag,
+                        delivery.message_format,
+                        delivery.settled,
+                        delivery.payload,
+                    )
+                else:
+                    link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
+                    self._write(
+                        Transfer(
+                            handle=UInt(link.handle),
+                            delivery_id=UInt(delivery_id),
+                            delivery_tag=tag,
+                            message_format=UInt(delivery.message_format),
+                            settled=delivery.settled,
+                        ),
+                        delivery.payload,
+                    )
+                frames += 1
                 written += 1
-                continue
-            # One frame, hand-assembled when its fields allow (the hot path).
-            if fast and len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF:
-                if out is None:
-                    if self._dispositions:
-                        self._flush_dispositions()
-                    out = conn._deferred if conn._deferred is not None else conn._out
-                write_transfer(
-                    out,
-                    channel,
-                    handle,
-                    delivery_id,
-                    tag,
-                    delivery.message_format,
-                    delivery.settled,
-                    delivery.payload,
-                )
-            else:
-                self._write(
-                    Transfer(
-                        handle=UInt(link.handle),
-                        delivery_id=UInt(delivery_id),
-                        delivery_tag=tag,
-                        message_format=UInt(delivery.message_format),
-                        settled=delivery.settled,
-                    ),
-                    delivery.payload,
-                )
-            frames += 1
-            written += 1
+        finally:
+            link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
         if frames:
             self._frames_sent(frames)
         return written

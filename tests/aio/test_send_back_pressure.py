@@ -50,7 +50,7 @@ async def test_presettled_burst_is_bounded_by_the_write_buffer_not_by_credit() -
             body = Message(bytes(size))
             for _ in range(count):
                 await sender.send_nowait(body)
-                most = max(most, conn.engine.output_size + transport.get_write_buffer_size())
+                most = max(most, conn.engine.output_size() + transport.get_write_buffer_size())
 
         task = asyncio.ensure_future(produce())
         await eventually(lambda: protocol.write_paused, timeout=10)

@@ -14,9 +14,11 @@ from amqplink.broker.namespace.envelope import (
     SEQUENCE_NUMBER,
     Envelope,
     body_only,
+    deliver_all,
     delivery_stamps,
     split_message,
 )
+from amqplink.broker.namespace.store import MessageState, StoredMessage
 from amqplink.codec.types import Symbol, UByte, UInt
 from amqplink.message import Message
 from amqplink.protocol.definitions import Header
@@ -65,6 +67,39 @@ def test_deliver_matches_encode(message: Message, seq: int, enqueued: float, loc
         assert got.properties == expected.properties
         assert got.application_properties == expected.application_properties
         assert got.body == expected.body
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(messages(), st.binary(max_size=64).map(Message)),  # most have no header nor annotations
+            st.integers(1, 2**63 - 1),
+            _times,
+            st.sampled_from(list(MessageState)),
+            _times,
+            st.one_of(st.just(1), st.integers(0, 5)),
+        ),
+        max_size=6,
+    )
+)
+def test_deliver_all_is_deliver_of_each(batch: list[Any]) -> None:
+    """The batch's deliveries (the locked first ones assembled at once) are exactly
+    :meth:`Envelope.deliver`'s, locked-until stamped on the locked ones only."""
+    stored = [
+        StoredMessage(seq, split_message(message.encode()), enqueued, 0.0, state, count, locked_until=until)
+        for message, seq, enqueued, state, until, count in batch
+    ]
+    expected = [
+        m.envelope.deliver(
+            m.sequence_number,
+            m.enqueued_at,
+            m.locked_until if m.state is MessageState.LOCKED else None,
+            max(m.delivery_count - 1, 0),
+        )
+        for m in stored
+    ]
+    assert deliver_all(stored, MessageState.LOCKED) == expected
 
 
 def test_header_cache_is_bounded() -> None:

@@ -6,6 +6,7 @@ at a time (a link without ``ranged_updates``, ``Entity.complete`` each)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import EntityError
+from amqplink.broker.namespace.partitioned import PartitionedEntity
 from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.codec.types import Symbol
 from amqplink.engine.connection import Connection, ConnectionConfig
@@ -44,9 +46,26 @@ def _namespace(partitioned: bool) -> Namespace:
 
 
 # -- Entity.complete_all ----------------------------------------------------------------------
-def _completed(partitioned: bool, count: int, picks: list[int], expired: set[int], each: bool) -> Any:
+_GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+"""A lock token in a refusal's description (each run's tokens are its own)."""
+
+
+def _reference_complete(entity: Entity, token: bytes, now: float) -> None:
+    """Completing through the general rule alone: the lock as :meth:`Entity.locked` finds it
+    (time applied, lock-lost refused; a partitioned entity's fragment by the token)."""
+    if isinstance(entity, PartitionedEntity):
+        entity = entity._by_token(token, "completing a message")
+    msg = entity.locked(token, now)
+    entity._release_lock(msg)
+    entity._remove(msg.sequence_number)
+
+
+def _completed(
+    partitioned: bool, count: int, picks: list[int], expired: set[int], each: bool | str, down: int | None = None
+) -> Any:
     """Complete the tokens ``picks`` names (an index below ``count``: that message's token,
-    else an unknown token) in one call or one at a time; the refusals and what is left."""
+    else an unknown token) in one call, one at a time, or one at a time by the general rule
+    (``each="reference"``), with fragment ``down`` down; the refusals and what is left."""
     ns = _namespace(partitioned)
     entity = ns.receiver_source("q")
     duration = entity.properties.lock_duration
@@ -59,17 +78,24 @@ def _completed(partitioned: bool, count: int, picks: list[int], expired: set[int
         tokens.append(msg.lock)
     unknown = bytes(16)
     asked = [tokens[p] if p < count else unknown for p in picks]
+    if down is not None:
+        entity.partitions.set_down(down)
     if each:
         refusals: dict[int, Any] = {}
         for i, token in enumerate(asked):
             try:
-                entity.complete(token, T0 + 1)
+                if each == "reference":
+                    _reference_complete(entity, token, T0 + 1)
+                else:
+                    entity.complete(token, T0 + 1)
             except EntityError as exc:
                 refusals[i] = exc
     else:
-        refusals = dict(entity.complete_all(asked, T0 + 1))
+        refusals = entity.complete_all(asked, T0 + 1)
+        assert list(refusals) == sorted(refusals)  # in index order, as one at a time
     left = sorted((m.sequence_number, m.state.value, m.delivery_count) for m in entity.store)
-    return {i: (type(e).__name__, e.condition) for i, e in refusals.items()}, left
+    described = {i: (type(e).__name__, e.condition, _GUID.sub("<token>", e.description)) for i, e in refusals.items()}
+    return described, left, entity.bytes
 
 
 @pytest.mark.parametrize("partitioned", [False, True])
@@ -82,9 +108,23 @@ def test_complete_all_refuses_and_completes_as_complete_each(
     expired = set(data.draw(st.lists(st.integers(min_value=0, max_value=count - 1))))
     together = _completed(partitioned, count, picks, expired, each=False)
     assert together == _completed(partitioned, count, picks, expired, each=True)
+    assert together == _completed(partitioned, count, picks, expired, each="reference")
     refused = together[0]
     for i, p in enumerate(picks):  # a refusal for each unknown, expired or repeated token, and only those
         assert (i in refused) == (p == count or p in expired or p in picks[:i])
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), count=st.integers(min_value=1, max_value=40), down=st.integers(min_value=0, max_value=15))
+def test_partitioned_complete_all_with_a_fragment_down_refuses_as_the_general_rule(
+    data: st.DataObject, count: int, down: int
+) -> None:
+    """A token whose fragment is down is refused (retryable) as completing it alone is; the
+    others complete."""
+    picks = data.draw(st.lists(st.integers(min_value=0, max_value=count), max_size=2 * count))
+    together = _completed(True, count, picks, set(), each=False, down=down)
+    assert together == _completed(True, count, picks, set(), each="reference", down=down)
+    assert together == _completed(True, count, picks, set(), each=True, down=down)
 
 
 # -- the broker's consumer link ----------------------------------------------------------------

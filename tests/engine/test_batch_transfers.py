@@ -144,14 +144,14 @@ def test_batched_sends_wait_for_data_to_send_and_count_as_output() -> None:
     assert isinstance(receiver, ReceiverLink)
     receiver.flow(10)
     pair.pump()
-    before = pair.client.output_size
+    before = pair.client.output_size()
     deliveries = [sender.send(bytes(100)) for _ in range(3)]
     assert [d.delivery_id for d in deliveries] == [None, None, None]  # queued, not written
     assert len(sender.queue) == 3 and sender.credit == 7
-    assert pair.client.output_size == before + 300
+    assert pair.client.output_size() == before + 300
     pair.pump()
     assert [d.delivery_id for d in deliveries] == [0, 1, 2] and not sender.queue
-    assert pair.client.output_size == 0
+    assert pair.client.output_size() == 0
     assert len(pair.of(DeliveryReceived, "server")) == 3
 
 

@@ -296,3 +296,20 @@ def test_a_peer_that_never_opens_is_timed_out() -> None:
     assert closed_with(server.tick(4.0)) == "amqp:resource-limit-exceeded"
     kinds = [type(p).__name__ for _, p, _ in frames_in([server.data_to_send()])]
     assert kinds == ["Open", "Close"]  # "an open frame before ... any other frames" (2.4.1)
+
+
+def test_what_data_to_send_returned_is_the_callers_later_output_does_not_change_it() -> None:
+    """``data_to_send`` hands its buffer over (no copy): what the engine writes after that
+    goes into a new one, and the bytes already taken stay as they were."""
+    pair = Pair(server_config=ConnectionConfig(container_id="server", idle_timeout=2.0))
+    pair.open()
+    client = pair.client
+    client.tick(0.0)
+    client.data_to_send()
+    client.tick(0.5)
+    taken = client.data_to_send()
+    kept = bytes(taken)
+    assert kept == raw_frame(b"")
+    client.close()  # a close frame, written after the heartbeat was taken
+    assert [type(p) for _, p, _ in frames_in([client.data_to_send()])] == [Close]
+    assert taken == kept

@@ -249,6 +249,9 @@ def test_engine_tags_skip_unsettled_ones_after_the_counter_wraps() -> None:
     assert late[:2] == [b"\xff" * 7 + b"\xfe", b"\xff" * 8]
     assert late[2:] == [(3).to_bytes(8, "big"), (4).to_bytes(8, "big")]  # 0, 1, 2 are still unsettled
     assert len(set(early + late)) == 7
+    for tag in early + late:  # every one is known as in use, the wrapping send's own too
+        with pytest.raises(EngineStateError, match="already in use"):
+            sender.send(b"again", tag=tag)
     pair.pump()
     _no_unattached_handle(pair)
 

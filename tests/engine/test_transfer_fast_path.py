@@ -36,7 +36,7 @@ def test_write_transfer_matches_the_generic_encoder(
     channel=st.integers(min_value=0, max_value=0xFFFF),
     handle=st.integers(min_value=0, max_value=300),
     delivery_id=st.one_of(st.integers(min_value=0, max_value=70_000), uint),
-    tag=st.one_of(st.binary(min_size=8, max_size=8), st.binary(max_size=10)),
+    tag=st.one_of(st.binary(min_size=8, max_size=8), st.binary(min_size=16, max_size=16), st.binary(max_size=20)),
     message_format=st.sampled_from([0, 1, 300]),
     settled=st.booleans(),
     payload=st.binary(max_size=300),
@@ -44,7 +44,8 @@ def test_write_transfer_matches_the_generic_encoder(
 def test_the_usual_transfer_packed_at_once_matches_the_generic_encoder(
     channel: int, handle: int, delivery_id: int, tag: bytes, message_format: int, settled: bool, payload: bytes
 ) -> None:
-    """Handles below 256, delivery-ids of 256 or more, 8-byte tags, format 0: one struct."""
+    """Handles below 256, delivery-ids of 256 or more, 8-byte tags (the engine's) or 16-byte
+    ones (the broker's lock tokens), format 0: one struct."""
     test_write_transfer_matches_the_generic_encoder.hypothesis.inner_test(  # type: ignore[attr-defined]
         channel, handle, delivery_id, tag, message_format, settled, payload
     )

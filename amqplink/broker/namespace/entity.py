@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amqplink.broker.config import EntityProperties
-from amqplink.broker.namespace.envelope import Envelope, body_only, delivery_stamps
+from amqplink.broker.namespace.envelope import Envelope, body_only, deliver_all, delivery_stamps
 from amqplink.broker.namespace.errors import (
     MESSAGE_LOCK_LOST,
     MESSAGE_NOT_FOUND,
@@ -481,7 +481,8 @@ class Entity:
         heap = self._available.get(session_id if self.requires_session else None)
         get = self.store.get
         available = MessageState.AVAILABLE
-        while heap and len(out) < count:
+        left = count
+        while heap and left > 0:
             seq = heapq.heappop(heap)
             msg = get(seq)
             if msg is None or msg.state is not available:
@@ -491,6 +492,7 @@ class Entity:
                 continue
             msg.delivery_count += 1
             out.append(msg)
+            left -= 1
             if not lock:
                 self._remove(seq)
         return out
@@ -520,7 +522,10 @@ class Entity:
             if session
             else now + self.properties.lock_duration
         )
-        locks, update, locked = self._locks, self.store.update, MessageState.LOCKED
+        store = self.store
+        # the delivery count taken with the lock survives a restart (MemoryStore.update does nothing)
+        update = None if type(store) is MemoryStore else store.update
+        locks, locked = self._locks, MessageState.LOCKED
         expiring = []
         for msg in messages:
             if not pool:
@@ -529,7 +534,8 @@ class Entity:
             msg.state = locked
             msg.lock = token
             msg.locked_until = until
-            update(msg)  # the delivery count taken with the lock survives a restart
+            if update is not None:
+                update(msg)
             seq = msg.sequence_number
             locks[token] = seq
             expiring.append((seq, token))
@@ -650,32 +656,41 @@ class Entity:
         self._lock_expiry_count = sum(len(entry[2]) for entry in live)
 
     def complete(self, token: LockToken, now: float) -> None:
-        key = token if type(token) is bytes else lock_key(token)
-        seq = self._locks.get(key)
-        if seq is not None and not self.requires_session:
-            # The hot path: a live lock (what :meth:`locked` finds without a tick) on a
-            # message outside any session, so nothing but this lock to end.
-            msg = self.store.get(seq)
-            if msg is not None and msg.lock == key and msg.locked_until > now and msg.state is _LOCKED:
-                del self._locks[key]
-                msg.lock = None
-                if self.store.remove(seq) is not None:  # _remove, inline
-                    self.bytes -= msg.envelope.size
-                return
-        msg = self.locked(token, now)
-        self._release_lock(msg)
-        self._remove(msg.sequence_number)
+        """End the message ``token`` locks: it leaves the entity; ``com.microsoft:message-lock-lost``
+        if the lock is gone."""
+        refusals = self.complete_all((token,), now)
+        if refusals:
+            raise refusals[0]
 
     def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
-        """:meth:`complete` each of ``tokens`` in turn (a partitioned entity's own :meth:`complete` finds each
-        token's fragment); the refusals by index (empty: all done)."""
+        """:meth:`complete` each of ``tokens`` in turn; the refusals by index (empty: all done)."""
         refusals: dict[int, EntityError] = {}
-        complete = self.complete
-        for i, token in enumerate(tokens):
-            try:
-                complete(token, now)
-            except EntityError as exc:
-                refusals[i] = exc
+        locks, get, remove = self._locks, self.store.get, self.store.remove
+        plain = not self.requires_session
+        freed = 0
+        try:
+            for i, token in enumerate(tokens):
+                key = token if type(token) is bytes else lock_key(token)
+                seq = locks.get(key)
+                if seq is not None and plain:
+                    # The hot path: a live lock (what :meth:`locked` finds without a tick) on a
+                    # message outside any session, so nothing but this lock to end.
+                    msg = get(seq)
+                    if msg is not None and msg.lock == key and msg.locked_until > now and msg.state is _LOCKED:
+                        del locks[key]
+                        msg.lock = None
+                        if remove(seq) is not None:  # _remove, inline
+                            freed += msg.envelope.size
+                        continue
+                try:
+                    msg = self.locked(token, now)
+                except EntityError as exc:
+                    refusals[i] = exc
+                    continue
+                self._release_lock(msg)
+                self._remove(msg.sequence_number)
+        finally:  # the bytes of those completed here, however the loop ends
+            self.bytes -= freed
         return refusals
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
@@ -829,14 +844,4 @@ class Entity:
 
     def encode_all(self, messages: Iterable[StoredMessage]) -> list[bytes]:
         """:meth:`encode` (not ``peek``) of each message (a receiver's batch), in order."""
-        locked = MessageState.LOCKED
-        # The header carries prior attempts: the count of deliveries before this one.
-        return [
-            msg.envelope.deliver(
-                msg.sequence_number,
-                msg.enqueued_at,
-                msg.locked_until if msg.state is locked else None,
-                msg.delivery_count - 1 if msg.delivery_count > 0 else 0,
-            )
-            for msg in messages
-        ]
+        return deliver_all(messages, _LOCKED)

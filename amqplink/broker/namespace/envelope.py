@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,7 @@ __all__ = [
     "Envelope",
     "as_text",
     "body_only",
+    "deliver_all",
     "delivery_stamps",
     "split_message",
     "timestamp",
@@ -68,11 +70,14 @@ def _symbol_bytes(name: Symbol) -> bytes:
 
 
 # The stamps of a delivery, packed in one go: key, long (0x81) or timestamp (0x83), value.
+# The first key and its constructor end the annotations' template (see Envelope.template);
+# the struct packs the rest, each later key with its constructor as one constant field.
 _K_SEQ, _K_ENQ, _K_ESEQ, _K_LOCK = map(
     _symbol_bytes, (SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL)
 )
-_STAMPS = struct.Struct(f">{len(_K_SEQ)}sBq{len(_K_ENQ)}sBq{len(_K_ESEQ)}sBq")
-_LOCKED_STAMPS = struct.Struct(f">{len(_K_SEQ)}sBq{len(_K_ENQ)}sBq{len(_K_ESEQ)}sBq{len(_K_LOCK)}sBq")
+_SEQ_KEY, _ENQ_KEY, _ESEQ_KEY, _LOCK_KEY = _K_SEQ + b"\x81", _K_ENQ + b"\x83", _K_ESEQ + b"\x81", _K_LOCK + b"\x83"
+_STAMPS = struct.Struct(f">q{len(_ENQ_KEY)}sq{len(_ESEQ_KEY)}sq")
+_LOCKED_STAMPS = struct.Struct(f">q{len(_ENQ_KEY)}sq{len(_ESEQ_KEY)}sq{len(_LOCK_KEY)}sq")
 _STAMP_KEYS = frozenset((SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL))
 _MAP8 = struct.Struct(">BBB")
 _MAP32 = struct.Struct(">BII")
@@ -204,14 +209,13 @@ class Envelope:
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         if locked_until is None:
             prefix = template[0]
-            stamps = _STAMPS.pack(_K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, enqueued, _K_ESEQ, 0x81, sequence_number)
+            stamps = _STAMPS.pack(sequence_number, _ENQ_KEY, enqueued, _ESEQ_KEY, sequence_number)
         else:
             prefix = template[1]
             until = int(locked_until * 1000) if locked_until < _MAX_SECONDS else _MAX_TIMESTAMP_MS
             stamps = _LOCKED_STAMPS.pack(
-                _K_SEQ, 0x81, sequence_number, _K_ENQ, 0x83, enqueued,
-                _K_ESEQ, 0x81, sequence_number, _K_LOCK, 0x83, until,
-            )  # fmt: skip
+                sequence_number, _ENQ_KEY, enqueued, _ESEQ_KEY, sequence_number, _LOCK_KEY, until
+            )
         header = _FIRST_HEADER if delivery_count == 0 and self.header is None else self._header(delivery_count)
         return b"".join((header, prefix, stamps, self.props_raw, self.body))
 
@@ -270,15 +274,57 @@ def _template(annotations: dict[Any, Any]) -> tuple[bytes, bytes]:
     entries, count = _entries(annotations)
     if count < 0:
         return b"", b""
-    unlocked = _map_head(len(entries) + _STAMPS.size, count + 6)
-    locked = _map_head(len(entries) + _LOCKED_STAMPS.size, count + 8)
-    return _ANNOTATIONS_DESCRIPTOR + unlocked + entries, _ANNOTATIONS_DESCRIPTOR + locked + entries
+    unlocked = _map_head(len(entries) + len(_SEQ_KEY) + _STAMPS.size, count + 6)
+    locked = _map_head(len(entries) + len(_SEQ_KEY) + _LOCKED_STAMPS.size, count + 8)
+    return (
+        _ANNOTATIONS_DESCRIPTOR + unlocked + entries + _SEQ_KEY,
+        _ANNOTATIONS_DESCRIPTOR + locked + entries + _SEQ_KEY,
+    )
 
 
 _BARE = _template({})
 """The template of a message without annotations of its own (most)."""
 _FIRST_HEADER = Envelope(None, {}, None, None, b"", b"")._header(0)
 """The header of a first delivery of a message sent without one."""
+_FIRST_LOCKED_HEAD = _FIRST_HEADER + _BARE[1]
+"""What a locked first delivery of a message with no header or annotations of its own
+starts with, up to the stamps (the usual delivery: :func:`deliver_all`)."""
+
+
+def deliver_all(messages: Iterable[Any], locked: Any) -> list[bytes]:
+    """:meth:`Envelope.deliver` of each stored message (a receiver's batch: objects with
+    ``envelope``, ``sequence_number``, ``enqueued_at``, ``delivery_count``, ``state`` and
+    ``locked_until``), locked-until stamped when ``state`` is ``locked``; the header carries
+    prior attempts: the count of deliveries before this one. A locked first delivery of a
+    message with no header or annotations of its own (most) is assembled here, its common
+    head made once."""
+    out: list[bytes] = []
+    append, join, pack = out.append, b"".join, _LOCKED_STAMPS.pack
+    last_until: float | None = None
+    until = 0
+    for msg in messages:
+        envelope = msg.envelope
+        count = msg.delivery_count
+        if count != 1 or msg.state is not locked or envelope.annotations or envelope.header is not None:
+            append(
+                envelope.deliver(
+                    msg.sequence_number,
+                    msg.enqueued_at,
+                    msg.locked_until if msg.state is locked else None,
+                    count - 1 if count > 0 else 0,
+                )
+            )
+            continue
+        locked_until = msg.locked_until
+        if locked_until != last_until:  # a batch's locks share one locked-until
+            last_until = locked_until
+            until = int(locked_until * 1000) if locked_until < _MAX_SECONDS else _MAX_TIMESTAMP_MS
+        enqueued_at = msg.enqueued_at
+        enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
+        seq = msg.sequence_number
+        stamps = pack(seq, _ENQ_KEY, enqueued, _ESEQ_KEY, seq, _LOCK_KEY, until)
+        append(join((_FIRST_LOCKED_HEAD, stamps, envelope.props_raw, envelope.body)))
+    return out
 
 
 def _ms(seconds: float) -> int:

@@ -677,8 +677,30 @@ class PartitionedEntity(Entity):
     def locked(self, token: LockToken, now: float) -> StoredMessage:
         return self._by_token(token, "reading a locked message").locked(token, now)
 
-    def complete(self, token: LockToken, now: float) -> None:
-        self._by_token(token, "completing a message").complete(token, now)
+    def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
+        """Each fragment completes its own tokens together (in their order); the refusals by
+        index, in index order, as one :meth:`complete` after another would make them."""
+        refusals: dict[int, EntityError] = {}
+        fragments, down = self.fragments, self.partitions.down
+        total = len(fragments)
+        locks = [fragment._locks for fragment in fragments]
+        groups: list[list[int]] = [[] for _ in fragments]  # the indices of each fragment's tokens
+        for i, token in enumerate(tokens):
+            key = token if type(token) is bytes else lock_key(token)
+            if len(key) == 16:  # _by_token, inline (once per settlement), for a fragment that is up
+                index = (key[14] << 8 | key[15]) & LOCK_TAG_MASK
+                if index < total and not down[index] and key in locks[index]:
+                    groups[index].append(i)
+                    continue
+            try:
+                self._by_token(token, "completing a message").complete(token, now)
+            except EntityError as exc:
+                refusals[i] = exc
+        for index, positions in enumerate(groups):
+            if positions:
+                for j, refusal in fragments[index].complete_all([tokens[i] for i in positions], now).items():
+                    refusals[positions[j]] = refusal
+        return dict(sorted(refusals.items())) if len(refusals) > 1 else refusals
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         self._by_token(token, "abandoning a message").abandon(token, now, annotations)
