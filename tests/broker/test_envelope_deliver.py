@@ -127,6 +127,10 @@ def test_a_bare_body_envelope_is_the_one_the_dataclass_makes(body: bytes) -> Non
         assert fast is not None
         assert [getattr(fast, n) for n in Envelope.__slots__] == [getattr(made, n) for n in Envelope.__slots__]
     assert body_only(Message(body, message_id="m").encode()) is None  # a properties section to split
+    # a sent message the general path decides: another message-format, over max-message-size
+    assert body_only(encoded, 0x80013700) is None
+    assert body_only(encoded, 0, len(encoded) - 1) is None
+    assert body_only(encoded, 0, len(encoded)) is not None
     assert split_message(encoded) == Envelope(None, {}, None, None, b"", encoded)
     assert split_message(encoded).size == len(encoded)
 

@@ -229,7 +229,7 @@ class Entity:
         until one that is not, or that it would not store: how many were stored. The
         caller sends that one and those after it one at a time (:meth:`accept` refuses
         a message at the very one that breaks a limit). What depends only on the entity
-        is looked at once for the run (:meth:`_enqueue` and accept's checks, inline)."""
+        is looked at once for the run (accept's checks, inline)."""
         if self.requires_session:
             return 0  # no session id: accept refuses each
         properties = self.properties
@@ -237,41 +237,17 @@ class Entity:
         max_messages = properties.max_messages
         max_bytes = properties.max_bytes
         store = self.store
-        append = store.append
         held = len(store)
-        available = self._available
-        heap = available.get(None)
-        made = heap is None
-        if heap is None:
-            heap = available[None] = []
-        expires_at = -1.0
+        enqueue = self._enqueue
         count = 0
         for count, item in enumerate(sent):  # noqa: B007 (count: how many before the break)
-            payload = item.payload
-            if item.message_format or len(payload) > max_size:
-                break
-            envelope = body_only(payload)
+            envelope = body_only(item.payload, item.message_format, max_size)
             if envelope is None or held >= max_messages or self.bytes + envelope.size > max_bytes:
                 break
-            if expires_at < 0:  # the same for every body-only message (no header)
-                expires_at = self._expires(envelope, now)
-            seq = self._next_sequence
-            self._next_sequence = seq + 1
-            append(StoredMessage(seq, envelope, now, expires_at))
-            self.bytes += envelope.size
-            _heappush(heap, seq)
-            if expires_at != _NEVER:
-                _heappush(self._expiry, (expires_at, seq))
-                self._timed()
-            if self.listeners:
-                self._notify()
-                held = len(store)  # what a listener did
-            else:
-                held += 1
+            enqueue(envelope, now)
+            held = len(store) if self.listeners else held + 1  # a listener told of it may take it
         else:
             count = len(sent)
-        if made and not heap:
-            del available[None]  # as before: nothing stored
         return count
 
     def _store(self, envelope: Envelope, now: float) -> int:

@@ -393,12 +393,21 @@ def split_message(payload: bytes) -> Envelope:
     return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:]))
 
 
-def body_only(payload: bytes | memoryview) -> Envelope | None:
+def body_only(payload: bytes | memoryview, message_format: int = 0, max_size: float = math.inf) -> Envelope | None:
     """The envelope of a message that is only its body (its first section a body section or
     the footer: most are), or None when it has sections before the body to split. It is what
     ``Envelope(None, {}, None, None, b"", body)`` makes, without the dataclass's two calls
-    (this runs once per message sent)."""
-    if len(payload) < 3 or payload[0] or payload[1] != 0x53 or payload[2] not in _BODY_OR_FOOTER:
+    (this runs once per message sent). None also for a sent message with a message-format
+    other than 0 or larger than ``max_size`` (the entity's max-message-size): the general
+    path decides those."""
+    if (
+        message_format
+        or len(payload) > max_size
+        or len(payload) < 3
+        or payload[0]
+        or payload[1] != 0x53
+        or payload[2] not in _BODY_OR_FOOTER
+    ):
         return None
     body = payload if type(payload) is bytes else bytes(payload)
     envelope = _new_envelope(Envelope)

@@ -597,7 +597,7 @@ class Namespace:
         max_size = target.properties.max_message_size
 
         def store(payload: bytes, now: float, message_format: int) -> None:
-            envelope = body_only(payload) if not message_format and len(payload) <= max_size else None
+            envelope = body_only(payload, message_format, max_size)
             if envelope is None:
                 send(target, payload, now, message_format)  # unpack names any refusal
             else:

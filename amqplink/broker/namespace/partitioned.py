@@ -499,10 +499,7 @@ class PartitionedEntity(Entity):
         index = partitions._next  # round_robin, inline: every fragment is up
         count = 0
         for count, item in enumerate(sent):  # noqa: B007 (count: how many before the break)
-            payload = item.payload
-            if item.message_format or len(payload) > max_size:
-                break
-            envelope = body_only(payload)
+            envelope = body_only(item.payload, item.message_format, max_size)
             if envelope is None or not fragments[index].accept_body(envelope, now):
                 break
             index = partitions._next = after[index]  # as it goes: a listener told of a message may send
