@@ -114,6 +114,16 @@ def test_complete_all_refuses_and_completes_as_complete_each(
         assert (i in refused) == (p == count or p in expired or p in picks[:i])
 
 
+def test_a_token_repeated_in_one_partitioned_call_is_refused_as_complete_after_complete() -> None:
+    """The repeat of a token finds no lock, as a second complete does: it is refused without
+    sweeping its fragment's expired locks (message 35, round robin, shares fragment 3 with
+    message 3, and its lock has expired; one complete after another leaves it locked)."""
+    together = _completed(True, 36, [3, 3], {35}, each=False)
+    assert together == _completed(True, 36, [3, 3], {35}, each=True)
+    assert together == _completed(True, 36, [3, 3], {35}, each="reference")
+    assert list(together[0]) == [1]
+
+
 @settings(max_examples=30, deadline=None)
 @given(data=st.data(), count=st.integers(min_value=1, max_value=40), down=st.integers(min_value=0, max_value=15))
 def test_partitioned_complete_all_with_a_fragment_down_refuses_as_the_general_rule(

@@ -440,7 +440,11 @@ class PartitionedEntity(Entity):
                 if what is not None:
                     self.partitions.require_up(index, what)
                 return fragment
-        raise EntityError(
+        raise self._lock_lost(token)
+
+    def _lock_lost(self, token: LockToken) -> EntityError:
+        """The refusal of a lock token no fragment holds."""
+        return EntityError(
             MESSAGE_LOCK_LOST,
             f"the lock {lock_text(token)} on a message of {self.path!r} expired or was lost; receive it again",
         )
@@ -682,11 +686,18 @@ class PartitionedEntity(Entity):
         total = len(fragments)
         locks = [fragment._locks for fragment in fragments]
         groups: list[list[int]] = [[] for _ in fragments]  # the indices of each fragment's tokens
+        grouped: set[bytes] = set()
         for i, token in enumerate(tokens):
             key = token if type(token) is bytes else lock_key(token)
             if len(key) == 16:  # _by_token, inline (once per settlement), for a fragment that is up
                 index = (key[14] << 8 | key[15]) & LOCK_TAG_MASK
                 if index < total and not down[index] and key in locks[index]:
+                    if key in grouped:
+                        # A repeat: its first ends the lock, completed or refused, so one complete
+                        # after another finds it in no fragment (_by_token's refusal, no tick).
+                        refusals[i] = self._lock_lost(key)
+                        continue
+                    grouped.add(key)
                     groups[index].append(i)
                     continue
             try:
