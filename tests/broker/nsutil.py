@@ -6,7 +6,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from amqplink.broker.namespace import Entity, Namespace, StoredMessage
+from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfig, SubscriptionConfig, TopicConfig
+from amqplink.broker.namespace import BATCH_FORMAT, Entity, Namespace, StoredMessage
 from amqplink.broker.sbserver import _ServiceBusConnection
 from amqplink.message import Message
 from amqplink.protocol.definitions import Disposition, Rejected
@@ -51,3 +52,30 @@ def disposition_rows(dispositions: Iterable[Disposition]) -> list[tuple[Any, ...
          d.state.error.condition if isinstance(d.state, Rejected) and d.state.error is not None else None)
         for d in dispositions
     ]  # fmt: skip
+
+
+def namespace_of(queues: dict[str, EntityProperties]) -> Namespace:
+    """A namespace with ``queues`` and a topic ``topic`` with one subscription ``all``."""
+    return Namespace(
+        NamespaceConfig(
+            queues=tuple(QueueConfig(name, props) for name, props in queues.items()),
+            topics=(TopicConfig("topic", subscriptions=(SubscriptionConfig("all"),)),),
+        )
+    )
+
+
+SENT_PAYLOADS: list[tuple[bytes, int]] = [
+    (payload(b"body only"), 0),
+    (payload(bytes(1000)), 0),
+    (payload(bytes(1600)), 0),  # above the small queues' maximum
+    (payload(b"with id", message_id="m1"), 0),
+    (payload(b"with session", session_id="s1"), 0),
+    (payload(b"with key", partition_key="k"), 0),
+    (payload(b"with ttl", ttl=5.0), 0),
+    (payload(b"format 7"), 7),
+    (Message([b"one", payload(b"two")]).encode(), BATCH_FORMAT),
+    (b"\x00\x53\x75\xa0", 0),  # a data section cut short: only a body, as far as it goes
+    (b"\x00\x53\x70\xff", 0),  # a header that cannot be decoded
+    (b"", 0),
+]
+"""Sent transfers (payload, message-format) of every shape the broker's send paths tell apart."""

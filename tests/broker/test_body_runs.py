@@ -15,16 +15,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplink.broker.config import (
-    EntityProperties,
-    NamespaceConfig,
-    QueueConfig,
-    SubscriptionConfig,
-    TopicConfig,
-)
-from amqplink.broker.namespace import BATCH_FORMAT, EntityError, Namespace
-from amqplink.message import Message
-from tests.broker.nsutil import T0, payload
+from amqplink.broker.config import EntityProperties
+from amqplink.broker.namespace import EntityError, Namespace
+from tests.broker.nsutil import SENT_PAYLOADS, T0, namespace_of, payload
 
 QUEUES = {
     "plain": EntityProperties(),
@@ -39,20 +32,6 @@ QUEUES = {
 }
 TARGETS = [*QUEUES, "topic"]
 
-PAYLOADS: list[tuple[bytes, int]] = [
-    (payload(b"body only"), 0),
-    (payload(bytes(1000)), 0),
-    (payload(bytes(1600)), 0),  # above the small queues' maximum
-    (payload(b"with id", message_id="m1"), 0),
-    (payload(b"with session", session_id="s1"), 0),
-    (payload(b"with ttl", ttl=5.0), 0),
-    (payload(b"format 7"), 7),
-    (Message([b"one", payload(b"two")]).encode(), BATCH_FORMAT),
-    (b"\x00\x53\x75\xa0", 0),  # a data section cut short: only a body, as far as it goes
-    (b"\x00\x53\x70\xff", 0),  # a header that cannot be decoded
-    (b"", 0),
-]
-
 
 @dataclass
 class Sent:
@@ -63,12 +42,7 @@ class Sent:
 
 
 def _namespace(down: int | None) -> Namespace:
-    ns = Namespace(
-        NamespaceConfig(
-            queues=tuple(QueueConfig(name, props) for name, props in QUEUES.items()),
-            topics=(TopicConfig("topic", subscriptions=(SubscriptionConfig("all"),)),),
-        )
-    )
+    ns = namespace_of(QUEUES)
     if down is not None:
         ns.receiver_source("partitioned").partitions.set_down(down)  # type: ignore[union-attr]
     return ns
@@ -108,7 +82,7 @@ def _state(ns: Namespace) -> list[Any]:
     runs=st.lists(
         st.tuples(
             st.sampled_from(TARGETS),
-            st.lists(st.tuples(st.integers(0, len(PAYLOADS) - 1), st.booleans()), min_size=1, max_size=8),
+            st.lists(st.tuples(st.integers(0, len(SENT_PAYLOADS) - 1), st.booleans()), min_size=1, max_size=8),
         ),
         max_size=8,
     ),
@@ -120,7 +94,8 @@ def test_a_run_of_bodies_is_stored_as_one_message_at_a_time(
     general, by_runs = _namespace(down), _namespace(down)
     for path, picks in runs:
         # payloads as the engine hands them (a memoryview into the read) or as bytes
-        run = [Sent(memoryview(PAYLOADS[i][0]) if view else PAYLOADS[i][0], PAYLOADS[i][1]) for i, view in picks]
+        chosen = [(SENT_PAYLOADS[i], view) for i, view in picks]
+        run = [Sent(memoryview(body) if view else body, message_format) for (body, message_format), view in chosen]
         expected = _one_at_a_time(general, path, run)
         store_bodies = by_runs.body_sender(by_runs.sender_target(path))
         stored = 0 if store_bodies is None else store_bodies(run, T0)

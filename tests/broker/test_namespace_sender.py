@@ -13,16 +13,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplink.broker.config import (
-    EntityProperties,
-    NamespaceConfig,
-    QueueConfig,
-    SubscriptionConfig,
-    TopicConfig,
-)
-from amqplink.broker.namespace import BATCH_FORMAT, EntityError, Namespace
-from amqplink.message import Message
-from tests.broker.nsutil import T0, payload
+from amqplink.broker.config import EntityProperties
+from amqplink.broker.namespace import EntityError, Namespace
+from tests.broker.nsutil import SENT_PAYLOADS, T0, namespace_of, payload
 
 QUEUES = {
     "plain": EntityProperties(),
@@ -35,28 +28,10 @@ QUEUES = {
 }
 TARGETS = [*QUEUES, "topic"]
 
-PAYLOADS: list[tuple[bytes, int]] = [
-    (payload(b"body only"), 0),
-    (payload(bytes(1600)), 0),  # above the small queues' maximum
-    (payload(b"with id", message_id="m1"), 0),
-    (payload(b"with session", session_id="s1"), 0),
-    (payload(b"with key", partition_key="k"), 0),
-    (payload(b"with ttl", ttl=5.0), 0),
-    (payload(b"format 7"), 7),
-    (Message([b"one", payload(b"two")]).encode(), BATCH_FORMAT),
-    (b"\x00\x53\x75\xa0", 0),  # a data section cut short: only a body, as far as it goes
-    (b"\x00\x53\x70\xff", 0),  # a header that cannot be decoded
-    (b"", 0),
-]
 
 
 def _namespace() -> Namespace:
-    return Namespace(
-        NamespaceConfig(
-            queues=tuple(QueueConfig(name, props) for name, props in QUEUES.items()),
-            topics=(TopicConfig("topic", subscriptions=(SubscriptionConfig("all"),)),),
-        )
-    )
+    return namespace_of(QUEUES)
 
 
 def _outcome(store: Callable[..., None], *args: Any) -> Any:
@@ -83,7 +58,7 @@ def _contents(ns: Namespace) -> list[Any]:
 @settings(max_examples=150, deadline=None)
 @given(
     sends=st.lists(
-        st.tuples(st.sampled_from(TARGETS), st.integers(0, len(PAYLOADS) - 1), st.integers(0, 3)),
+        st.tuples(st.sampled_from(TARGETS), st.integers(0, len(SENT_PAYLOADS) - 1), st.integers(0, 3)),
         max_size=25,
     )
 )
@@ -91,7 +66,7 @@ def test_sender_does_what_send_does(sends: list[tuple[str, int, int]]) -> None:
     one, other = _namespace(), _namespace()
     runs: dict[str, Callable[[bytes, float, int], None]] = {}
     for path, which, later in sends:
-        body, message_format = PAYLOADS[which]
+        body, message_format = SENT_PAYLOADS[which]
         now = T0 + later
         sent = _outcome(one.send, one.sender_target(path), body, now, message_format)
         store = runs.setdefault(path, other.sender(other.sender_target(path)))  # one per run of a link
