@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from amqplink.codec.decode import decode
-from amqplink.codec.types import UInt
+from amqplink.codec.types import UByte, UInt
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import Event, LinkAttachRequested
-from amqplink.engine.frames import AMQP_HEADER, FRAME_TYPE_AMQP, SASL_HEADER, FrameReader, write_frame
+from amqplink.engine.frames import AMQP_HEADER, FRAME_TYPE_AMQP, SASL_HEADER, FrameReader, write_frame, write_transfer
 from amqplink.engine.link import ReceiverLink, SenderLink
 from amqplink.engine.sasl import SaslClient, SaslServer
 from amqplink.engine.session import Session
@@ -143,6 +143,41 @@ def write_in_pieces(out: bytearray, first: Transfer, payload: bytes, *, aborted:
         return
     for i, chunk in enumerate(chunks[1:], 2):
         write_frame(out, FRAME_TYPE_AMQP, 0, Transfer(handle=handle, more=i < len(chunks)), chunk)
+
+
+WHOLE_KINDS = ("whole", "whole-other", "bad-handle", "reused-id", "large")
+"""Kinds of planned delivery :func:`write_planned` writes as one transfer frame."""
+
+
+def write_planned(
+    out: bytearray,
+    kind: str,
+    handle: int,
+    delivery_id: int,
+    tag: bytes,
+    settled: bool,
+    payload: bytes,
+    message_format: int = 0,
+    *,
+    max_whole: int,
+) -> int:
+    """One delivery of a transfer-path test's plan: a kind of :data:`WHOLE_KINDS` as one
+    transfer frame when ``payload`` has at most ``max_whole`` bytes; "rcv-mode" and
+    "batchable" as a first frame of at most 300 bytes with that field set; anything else in
+    pieces (:func:`write_in_pieces`, "aborted" aborts after the first). The next
+    delivery-id ("reused-id" leaves it for the next delivery to use again)."""
+    first = first_transfer(handle, delivery_id, tag, message_format, settled)
+    if kind in WHOLE_KINDS and len(payload) <= max_whole:
+        write_transfer(out, 0, handle, delivery_id, tag, message_format, settled, payload)
+    elif kind in ("rcv-mode", "batchable"):
+        if kind == "rcv-mode":
+            first.rcv_settle_mode = UByte(0)
+        else:
+            first.batchable = True
+        write_frame(out, FRAME_TYPE_AMQP, 0, first, payload[:300])
+    else:
+        write_in_pieces(out, first, payload, aborted=kind == "aborted")
+    return delivery_id if kind == "reused-id" else delivery_id + 1
 
 
 def frame(channel: int, performative: Any, payload: bytes = b"") -> bytes:

@@ -18,14 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplink.codec.types import UByte
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import Event, LinkAttachRequested
-from amqplink.engine.frames import FRAME_TYPE_AMQP, write_frame, write_transfer
+from amqplink.engine.frames import write_transfer
 from amqplink.engine.link import ReceiverLink
 from amqplink.protocol.definitions import Accepted, Target, Transfer
 
-from .pairs import Pair, first_transfer, write_in_pieces
+from .pairs import Pair, write_planned
 
 MAX_FRAME = 512
 
@@ -59,19 +58,9 @@ def _transfers(plan: list[tuple[str, bytes, bytes, bool, int]]) -> bytes:
     delivery_id = 0
     for kind, payload, tag, settled, message_format in plan:
         handle = HANDLE if kind != "bad-handle" else HANDLE + 5
-        first = first_transfer(handle, delivery_id, tag, message_format, settled)
-        if kind in ("whole", "bad-handle", "reused-id") and len(payload) < MAX_FRAME - 80:
-            write_transfer(out, 0, handle, delivery_id, tag, message_format, settled, payload)
-        elif kind == "rcv-mode":
-            first.rcv_settle_mode = UByte(0)
-            write_frame(out, FRAME_TYPE_AMQP, 0, first, payload[:300])
-        elif kind == "batchable":
-            first.batchable = True
-            write_frame(out, FRAME_TYPE_AMQP, 0, first, payload[:300])
-        else:  # in frames of at most 300 bytes; "aborted" stops after the first
-            write_in_pieces(out, first, payload, aborted=kind == "aborted")
-        if kind != "reused-id":
-            delivery_id += 1
+        delivery_id = write_planned(
+            out, kind, handle, delivery_id, tag, settled, payload, message_format, max_whole=MAX_FRAME - 81
+        )
     return bytes(out)
 
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplink.codec.types import UByte, UInt
+from amqplink.codec.types import UInt
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import (
     DeliveriesReceived,
@@ -34,7 +34,7 @@ from amqplink.engine.link import SND_SETTLED, Delivery, ReceiverLink
 from amqplink.engine.session import Session
 from amqplink.protocol.definitions import Accepted, Detach, Disposition, Target
 
-from .pairs import Pair, first_transfer, write_in_pieces
+from .pairs import Pair, write_planned
 
 MAX_FRAME = 512
 KINDS = [
@@ -93,17 +93,8 @@ def _transfers(plan: list[tuple[str, bytes, bytes, bool]]) -> bytes:
         if kind == "detach":
             write_frame(out, FRAME_TYPE_AMQP, 0, Detach(handle=UInt(OTHER), closed=True))
             continue
-        first = first_transfer(handle, delivery_id, tag, 0, settled)
-        if kind in ("whole", "whole-other", "bad-handle", "reused-id", "large"):
-            body = payload + bytes(300) if kind == "large" else payload
-            write_transfer(out, 0, handle, delivery_id, tag, 0, settled, body[: MAX_FRAME - 80])
-        elif kind == "rcv-mode":
-            first.rcv_settle_mode = UByte(0)
-            write_frame(out, FRAME_TYPE_AMQP, 0, first, payload[:300])
-        else:  # in frames of at most 300 bytes; "aborted" stops after the first
-            write_in_pieces(out, first, payload, aborted=kind == "aborted")
-        if kind != "reused-id":
-            delivery_id += 1
+        body = (payload + bytes(300) if kind == "large" else payload)[: MAX_FRAME - 80]
+        delivery_id = write_planned(out, kind, handle, delivery_id, tag, settled, body, max_whole=MAX_FRAME - 80)
     return bytes(out)
 
 
