@@ -23,6 +23,8 @@ QUEUES = {
     "plain": EntityProperties(),
     "small": EntityProperties(max_message_size=1500, max_messages=4, default_message_ttl=60.0),
     "few-bytes": EntityProperties(max_bytes=2200),
+    "ttl": EntityProperties(default_message_ttl=60.0),
+    "partitioned-ttl": EntityProperties(enable_partitioning=True, partition_count=2, default_message_ttl=60.0),
     "sessions": EntityProperties(requires_session=True),
     "dedup": EntityProperties(requires_duplicate_detection=True),
     "forwards": EntityProperties(forward_to="plain"),
@@ -70,10 +72,14 @@ def _state(ns: Namespace) -> list[Any]:
             held.append((path, "round robin at", partitions._next))
         for fragment in getattr(entity, "fragments", [entity]):
             held.append((path, fragment.bytes, fragment._next_sequence, dict(fragment._available)))
+            # each message's expiry, whether it came alone or in a run (one entry for the run)
+            expiry = sorted((at, seq) for at, first, end in fragment._expiry for seq in range(first, end))
+            held.append((path, "expiry", expiry))
             for msg in fragment.store:
                 e = msg.envelope
                 expires = "never" if msg.expires_at == math.inf else msg.expires_at
                 held.append((msg.sequence_number, msg.state, msg.enqueued_at, expires, e.body, e.props_raw, e.size))
+        held.append((path, "timed", entity in ns._timed))
     return held
 
 
@@ -108,11 +114,14 @@ def test_a_run_of_bodies_is_stored_as_one_message_at_a_time(
             again = store_bodies(run[stored : stored + 1], T0) if expected[stored] != "stored" else 0
             assert again == 0
     assert _state(general) == _state(by_runs)
+    for ns in (general, by_runs):
+        ns.tick(T0 + 60.0)  # the messages of "ttl" and "partitioned-ttl" expire, alone or by runs
+    assert _state(general) == _state(by_runs)
 
 
 def test_body_sender_is_for_plain_and_partitioned_queues_only() -> None:
     ns = _namespace(None)
-    for path in ("plain", "small", "partitioned", "sessions"):
+    for path in ("plain", "small", "ttl", "partitioned", "partitioned-ttl", "sessions"):
         assert ns.body_sender(ns.sender_target(path)) is not None
     for path in ("dedup", "forwards", "topic"):
         assert ns.body_sender(ns.sender_target(path)) is None
@@ -158,3 +167,69 @@ def test_a_partitioned_queue_with_a_fragment_down_takes_the_general_path() -> No
     store_bodies = ns.body_sender(ns.sender_target("partitioned"))
     assert store_bodies is not None
     assert store_bodies([Sent(payload(b"x"), 0)], T0) == 0
+
+
+def test_a_run_is_stored_in_one_go_and_the_listeners_are_told_once_after_it() -> None:
+    for path in ("ttl", "partitioned-ttl"):
+        ns = _namespace(None)
+        entity: Any = ns.receiver_source(path)
+        told: list[int] = []
+        entity.listeners.append(lambda entity=entity, told=told: told.append(len(entity.store)))
+        store_bodies = ns.body_sender(ns.sender_target(path))
+        assert store_bodies is not None
+        assert store_bodies([Sent(payload(bytes([n])), 0) for n in range(5)], T0) == 5
+        assert told == [5], path  # once, with every message of the run in
+        for fragment in getattr(entity, "fragments", [entity]):
+            # one expiry entry for the fragment's share of the run, its sequence numbers consecutive
+            seqs = [m.sequence_number for m in fragment.store]
+            assert fragment._expiry == [(T0 + fragment.properties.default_message_ttl, seqs[0], seqs[-1] + 1)]
+            assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+            assert fragment._available[None] == seqs
+
+
+def test_stops_at_the_message_that_breaks_the_byte_limit() -> None:
+    ns = _namespace(None)
+    target: Any = ns.sender_target("few-bytes")  # max_bytes 2200
+    store_bodies = ns.body_sender(target)
+    assert store_bodies is not None
+    run = [Sent(payload(bytes(n)), 0) for n in (700, 700, 1000, 10)]  # the last would fit
+    sizes = [len(s.payload) for s in run]
+    expected = next(k for k in range(len(run)) if sum(sizes[: k + 1]) > 2200)
+    assert store_bodies(run, T0) == expected == 2
+    assert target.bytes == sum(sizes[:2])
+    assert _one_at_a_time(ns, "few-bytes", run[2:3])[0][0] == "amqp:resource-limit-exceeded"
+
+
+def test_a_partitioned_run_stops_where_the_first_fragment_refuses() -> None:
+    ns = _namespace(None)
+    queue: Any = ns.sender_target("partitioned")  # three fragments of at most two messages
+    store_bodies = ns.body_sender(queue)
+    assert store_bodies is not None
+    queue.partitions._next = 1
+    assert store_bodies([Sent(payload(bytes([n])), 0) for n in range(2)], T0) == 2  # to fragments 1 and 2
+    assert queue.partitions._next == 0
+    # fragments 0, 1, 2, 0, 1 (refused: full), 2 (would be refused too), 0 (would be taken)
+    assert store_bodies([Sent(payload(bytes([n])), 0) for n in range(7)], T0) == 4
+    assert [len(f.store) for f in queue.fragments] == [2, 2, 2]
+    assert queue.partitions._next == 1  # the refused one's fragment: the general path goes on from there
+    assert _one_at_a_time(ns, "partitioned", [Sent(payload(b"4"), 0)])[0][0] == "amqp:resource-limit-exceeded"
+
+
+def test_a_durable_store_takes_a_run_through_its_own_append() -> None:
+    from amqplink.broker.namespace.store import MemoryStore, StoredMessage
+
+    appended: list[int] = []
+
+    class Recording(MemoryStore):
+        def append(self, message: StoredMessage) -> None:
+            appended.append(message.sequence_number)
+            super().append(message)
+
+    ns = _namespace(None)
+    target: Any = ns.sender_target("plain")
+    target.store = Recording()
+    store_bodies = ns.body_sender(target)
+    assert store_bodies is not None
+    assert store_bodies([Sent(payload(bytes([n])), 0) for n in range(3)], T0) == 3
+    assert appended == [1, 2, 3]
+    assert [m.sequence_number for m in target.store] == [1, 2, 3]

@@ -25,11 +25,14 @@ import itertools
 import logging
 import math
 import os
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from itertools import accumulate, repeat
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
-from amqplink.broker.namespace.envelope import Envelope, body_only, deliver_all, delivery_stamps
+from amqplink.broker.namespace.envelope import Envelope, Sent, bodies_only, deliver_all, delivery_stamps
 from amqplink.broker.namespace.errors import (
     MESSAGE_LOCK_LOST,
     MESSAGE_NOT_FOUND,
@@ -63,16 +66,7 @@ __all__ = [
 
 _NEVER = math.inf  # the expiry of a message with no time to live
 _heappush = heapq.heappush  # (the hot paths: one global read, not two)
-
-
-class Sent(Protocol):
-    """A message as a producer's transfer brought it (an engine ``Delivery`` is one)."""
-
-    @property
-    def payload(self) -> bytes | memoryview: ...
-
-    @property
-    def message_format(self) -> int: ...
+_size_of = attrgetter("size")
 
 
 log = logging.getLogger(__name__)
@@ -161,7 +155,9 @@ class Entity:
         self._lock_expiry_count = 0
         """Locks in :attr:`_lock_expiry` (settled ones stay until a pass or a rebuild)."""
         self._scheduled: list[tuple[float, int]] = []
-        self._expiry: list[tuple[float, int]] = []
+        self._expiry: list[tuple[float, int, int]] = []
+        """Messages by the time they expire: (expires at, first sequence number, end), a
+        message or a run of them stored together (:meth:`_enqueue_bodies`)."""
 
     def __repr__(self) -> str:
         return f"Entity({self.path!r}, messages={len(self.store)}, locked={len(self._locks)})"
@@ -212,42 +208,37 @@ class Entity:
         for envelope in envelopes:
             self._store(envelope, now)
 
-    def accept_body(self, envelope: Envelope, now: float) -> bool:
-        """Store a message that is only a body (:func:`body_only`'s: no session id, no
-        annotations, so nothing to schedule) as :meth:`accept` does when it would, in an
-        entity that does not require sessions (the caller looks once for a run); False,
-        with nothing changed, when accept would refuse it (the caller then sends it
-        through accept, which names the refusal)."""
-        if len(self.store) >= self.properties.max_messages or self.bytes + envelope.size > self.properties.max_bytes:
-            return False  # the limits accept checks first, inline
-        self._enqueue(envelope, now)
-        return True
+    def fit(self, envelopes: list[Envelope]) -> int:
+        """How many of ``envelopes`` (messages that are only a body), in order, :meth:`accept`
+        stores one after another before it refuses one (``max_messages``, ``max_bytes``):
+        a message is refused when the entity holds its limit of messages, or when its size
+        would take the bytes held beyond their limit."""
+        properties = self.properties
+        left = properties.max_messages - len(self.store)
+        bytes_left = properties.max_bytes - self.bytes
+        held = list(accumulate(map(_size_of, envelopes)))  # the bytes of the run up to each
+        count = len(envelopes)
+        if count <= left and held[-1] <= bytes_left:
+            return count  # the usual case: room for them all
+        return min(max(left, 0), bisect_right(held, bytes_left))
 
     def accept_bodies(self, sent: Sequence[Sent], now: float) -> int:
         """Store the messages of ``sent`` (in arrival order) that are only a body
-        (:func:`body_only`, within max-message-size) as :meth:`accept_body` stores each,
-        until one that is not, or that it would not store: how many were stored. The
-        caller sends that one and those after it one at a time (:meth:`accept` refuses
-        a message at the very one that breaks a limit). What depends only on the entity
-        is looked at once for the run (accept's checks, inline)."""
+        (:func:`bodies_only`, within max-message-size) as :meth:`accept` stores each, until
+        one that is not, or that it would refuse (:meth:`fit`): how many were stored. The
+        caller sends that one and those after it one at a time (:meth:`accept` refuses a
+        message at the very one that breaks a limit). The run is stored in one go
+        (:meth:`_enqueue_bodies`), and the listeners told once, after it."""
         if self.requires_session:
             return 0  # no session id: accept refuses each
-        properties = self.properties
-        max_size = properties.max_message_size
-        max_messages = properties.max_messages
-        max_bytes = properties.max_bytes
-        store = self.store
-        held = len(store)
-        enqueue = self._enqueue
-        count = 0
-        for count, item in enumerate(sent):  # noqa: B007 (count: how many before the break)
-            envelope = body_only(item.payload, item.message_format, max_size)
-            if envelope is None or held >= max_messages or self.bytes + envelope.size > max_bytes:
-                break
-            enqueue(envelope, now)
-            held = len(store) if self.listeners else held + 1  # a listener told of it may take it
-        else:
-            count = len(sent)
+        envelopes = bodies_only(sent, self.properties.max_message_size)
+        if not envelopes:
+            return 0
+        count = self.fit(envelopes)
+        if count:
+            self._enqueue_bodies(envelopes if count == len(envelopes) else envelopes[:count], now)
+            if self.listeners:
+                self._notify()
         return count
 
     def _store(self, envelope: Envelope, now: float) -> int:
@@ -292,11 +283,34 @@ class Entity:
             heap = self._available[key] = []
         _heappush(heap, seq)
         if expires_at != _NEVER:
-            _heappush(self._expiry, (expires_at, seq))
+            _heappush(self._expiry, (expires_at, seq, seq + 1))
             self._timed()
         if self.listeners:
             self._notify()
         return seq
+
+    def _enqueue_bodies(self, envelopes: list[Envelope], now: float) -> None:
+        """:meth:`_enqueue` for each of ``envelopes`` (:func:`body_only`'s, in an entity that
+        does not require sessions), at one ``now``: consecutive
+        sequence numbers, one expiry for them all (one entry of the expiry heap), the store
+        appended in one call. The listeners are the caller's to tell."""
+        first = self._next_sequence
+        end = self._next_sequence = first + len(envelopes)
+        sequence_numbers = range(first, end)
+        expires_at = self._expires(envelopes[0], now)  # no header: the same for each
+        self.store.append_run(
+            list(map(StoredMessage, sequence_numbers, envelopes, repeat(now), repeat(expires_at)))
+        )  # stored available
+        self.bytes += sum(map(_size_of, envelopes))
+        heap = self._available.get(None)
+        if heap is None:
+            heap = self._available[None] = []
+        # Every sequence number in the heap was given out before ``first``: each new one is
+        # above them all, so appended in order the list is still a heap (heappush's result).
+        heap += sequence_numbers
+        if expires_at != _NEVER:
+            _heappush(self._expiry, (expires_at, first, end))
+            self._timed()
 
     def _schedule(self, envelope: Envelope, at: float) -> int:
         seq = self._new_sequence()
@@ -375,14 +389,15 @@ class Entity:
                 msg.enqueued_at = at
                 self._make_available(msg)
                 if msg.expires_at != math.inf:
-                    heapq.heappush(self._expiry, (msg.expires_at, seq))
+                    heapq.heappush(self._expiry, (msg.expires_at, seq, seq + 1))
                 changed = True
         expiry = self._expiry
         while expiry and expiry[0][0] <= now:
-            _, seq = heapq.heappop(expiry)
-            msg = self.store.get(seq)
-            if msg is not None and msg.state in (MessageState.AVAILABLE, MessageState.DEFERRED):
-                self._expire(msg, now)
+            _, first, end = heapq.heappop(expiry)
+            for seq in range(first, end):
+                msg = self.store.get(seq)
+                if msg is not None and msg.state in (MessageState.AVAILABLE, MessageState.DEFERRED):
+                    self._expire(msg, now)
         if changed:
             self._notify()
 
@@ -416,7 +431,7 @@ class Entity:
                 msg.lock = None
                 heapq.heappush(self._available.setdefault(self._key(msg), []), seq)
             if msg.expires_at != math.inf:
-                heapq.heappush(self._expiry, (msg.expires_at, seq))
+                heapq.heappush(self._expiry, (msg.expires_at, seq, seq + 1))
         if self._scheduled or self._expiry:
             self._timed()
         if len(self.store):

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import repeat
+from operator import attrgetter, is_
+from typing import Any, Protocol
 
 from amqplink.codec.decode import decode
 from amqplink.codec.encode import encode_map, encode_symbol
@@ -42,6 +44,8 @@ __all__ = [
     "SEQUENCE_NUMBER",
     "Envelope",
     "as_text",
+    "Sent",
+    "bodies_only",
     "body_only",
     "deliver_all",
     "delivery_stamps",
@@ -58,7 +62,11 @@ HEADER_CACHE_MAX = 1024
 """Distinct encoded headers :meth:`Envelope.deliver` keeps (cleared when full)."""
 PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
 
+_payload_of = attrgetter("payload")
+_format_of = attrgetter("message_format")
 _BODY_OR_FOOTER = frozenset((0x75, 0x76, 0x77, 0x78))
+_BODY_HEADS = frozenset(bytes((0, 0x53, code)) for code in _BODY_OR_FOOTER)
+"""The first three bytes of a message that is only its body (described by a smallulong)."""
 _ORDER = {Header: 0, DeliveryAnnotations: 1, MessageAnnotations: 2, Properties: 3, ApplicationProperties: 4}
 _MAX_TIMESTAMP_MS = 253402300799999  # 9999-12-31T23:59:59.999, .NET's DateTime.MaxValue
 
@@ -84,6 +92,16 @@ _MAP32 = struct.Struct(">BII")
 _ANNOTATIONS_DESCRIPTOR = b"\x00\x53\x72"
 _MAX_SECONDS = 253402300799  # _MAX_TIMESTAMP_MS in seconds: later times are clamped
 _headers: dict[tuple[Any, ...], bytes] = {}
+
+
+class Sent(Protocol):
+    """A message as a producer's transfer brought it (an engine ``Delivery`` is one)."""
+
+    @property
+    def payload(self) -> bytes | memoryview: ...
+
+    @property
+    def message_format(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -400,16 +418,12 @@ def body_only(payload: bytes | memoryview, message_format: int = 0, max_size: fl
     (this runs once per message sent). None also for a sent message with a message-format
     other than 0 or larger than ``max_size`` (the entity's max-message-size): the general
     path decides those."""
-    if (
-        message_format
-        or len(payload) > max_size
-        or len(payload) < 3
-        or payload[0]
-        or payload[1] != 0x53
-        or payload[2] not in _BODY_OR_FOOTER
-    ):
+    if message_format:
         return None
     body = payload if type(payload) is bytes else bytes(payload)
+    # the first section's descriptor (smallulong) is a body section's or the footer's
+    if body[:3] not in _BODY_HEADS or len(body) > max_size:
+        return None
     envelope = _new_envelope(Envelope)
     envelope.header = None
     envelope.annotations = {}
@@ -420,6 +434,19 @@ def body_only(payload: bytes | memoryview, message_format: int = 0, max_size: fl
     envelope.template = None
     envelope.size = len(body)
     return envelope
+
+
+def bodies_only(sent: Sequence[Sent], max_size: float = math.inf) -> list[Envelope]:
+    """:func:`body_only` of each message of a run (in arrival order), up to the first for
+    which it is None (none at all when the first is not only a body: a run's messages
+    are mostly of one kind)."""
+    if not sent or body_only(sent[0].payload, sent[0].message_format, max_size) is None:
+        return []
+    envelopes = list(map(body_only, map(_payload_of, sent), map(_format_of, sent), repeat(max_size)))
+    missing = list(map(is_, envelopes, repeat(None)))
+    if True in missing:
+        del envelopes[missing.index(True) :]
+    return envelopes  # type: ignore[return-value]  # no None left
 
 
 _new_envelope = object.__new__

@@ -50,7 +50,7 @@ from typing import Any
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import KEY_UNKNOWN, LOCK_TAG_MASK, Entity, Sent
-from amqplink.broker.namespace.envelope import Envelope, body_only
+from amqplink.broker.namespace.envelope import Envelope, bodies_only
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
     INTERNAL_ERROR,
@@ -251,6 +251,10 @@ class _Store:
         if fragment is None:
             raise ValueError(f"sequence number {message.sequence_number} names no fragment")
         fragment.store.append(message)
+
+    def append_run(self, messages: list[StoredMessage]) -> None:
+        for message in messages:
+            self.append(message)
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
         fragment = self._of(sequence_number)
@@ -488,28 +492,40 @@ class PartitionedEntity(Entity):
     def accept_bodies(self, sent: Sequence[Sent], now: float) -> int:
         """:meth:`Entity.accept_bodies` for a partitioned queue: each message of ``sent`` that
         is only a body (so has no partition key) goes where :meth:`accept_keyless` puts it
-        when the next fragment of the round robin is up and has room
-        (:meth:`Entity.accept_body`), until one that is not such a message or that fragment
-        does not take (the round robin left where it was): how many were stored. The caller
-        sends that one and those after it one at a time."""
+        when the next fragment of the round robin is up and has room (:meth:`Entity.fit`),
+        until one that is not such a message or that its fragment does not take (the round
+        robin left where it was): how many were stored. The caller sends that one and those
+        after it one at a time. Each fragment stores its share of the run in one go
+        (:meth:`Entity._enqueue_bodies`); the listeners are told once, after them all."""
         partitions = self.partitions
         if any(partitions.down):
             return 0  # round_robin passes over a fragment that is down: accept_keyless decides
         if self.requires_session:
             return 0  # no session id: accept refuses each
+        envelopes = bodies_only(sent, self.properties.max_message_size)
+        if not envelopes:
+            return 0
         fragments = self.fragments
-        after = [*range(1, partitions.count), 0]  # the fragment after each in the round robin
-        max_size = self.properties.max_message_size
-        index = partitions._next  # round_robin, inline: every fragment is up
-        count = 0
-        for count, item in enumerate(sent):  # noqa: B007 (count: how many before the break)
-            envelope = body_only(item.payload, item.message_format, max_size)
-            if envelope is None or not fragments[index].accept_body(envelope, now):
-                break
-            index = partitions._next = after[index]  # as it goes: a listener told of a message may send
-        else:
-            return len(sent)
-        return count
+        count = partitions.count
+        start = partitions._next  # round_robin, inline: every fragment is up
+        # The message at ``k`` of the run goes to fragment ``(start + k) % count``: the
+        # fragment ``turn`` places after ``start`` gets the messages at turn, turn + count, ...
+        shares = [envelopes[turn::count] for turn in range(count)]
+        stop = len(envelopes)  # the first message its fragment refuses (if any)
+        for turn, share in enumerate(shares):
+            if share:
+                taken = fragments[(start + turn) % count].fit(share)
+                if taken < len(share) and taken * count + turn < stop:
+                    stop = taken * count + turn
+        if not stop:
+            return 0
+        for turn, share in enumerate(shares):
+            if turn < stop:
+                taken = (stop - turn + count - 1) // count  # its messages before ``stop``
+                fragments[(start + turn) % count]._enqueue_bodies(share if taken == len(share) else share[:taken], now)
+        partitions._next = (start + stop) % count
+        self._notify()
+        return stop
 
     def _accept(self, envelope: Envelope, key: Any, now: float) -> int:
         partitions = self.partitions

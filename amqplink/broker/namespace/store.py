@@ -75,6 +75,7 @@ class MessageStore(Protocol):
     """Messages of one entity by sequence number, iterated in sequence order."""
 
     def append(self, message: StoredMessage) -> None: ...
+    def append_run(self, messages: list[StoredMessage]) -> None: ...
     def remove(self, sequence_number: int) -> StoredMessage | None: ...
     def get(self, sequence_number: int) -> StoredMessage | None: ...
     def update(self, message: StoredMessage, *, envelope: bool = False) -> None: ...
@@ -103,6 +104,18 @@ class MemoryStore:
         elif seq < self._last:
             self._sorted = False
         self._messages[seq] = message
+
+    def append_run(self, messages: list[StoredMessage]) -> None:
+        """:meth:`append` each of ``messages`` (consecutive sequence numbers, in order: a run
+        stored together), in one call when they all come after the last one here."""
+        first = messages[0].sequence_number
+        if type(self) is not MemoryStore or first <= self._last:  # a subclass's append does more
+            for message in messages:
+                self.append(message)
+            return
+        end = first + len(messages)
+        self._messages.update(zip(range(first, end), messages, strict=True))
+        self._last = end - 1
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
         return self._messages.pop(sequence_number, None)
