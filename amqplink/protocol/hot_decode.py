@@ -16,6 +16,7 @@ much as the generic decoder it is meant to skip.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from amqplink.codec.decode import decode
@@ -200,11 +201,12 @@ def scan_transfer(body: bytes | memoryview) -> TransferFields | None:
     return handle, delivery_id, tag, tail[0], tail[1], tail[2], end
 
 
-TransferLayout = tuple[int, slice, bytes, slice, bytes, slice, bytes, int, bool, slice]
-"""Where :func:`transfer_layout` found a transfer's delivery-id and delivery-tag: the end of
-the performative, then (as slices of the performative and the bytes they cut) the bytes
-up to the delivery-id's value, the tag's constructor and size, the bytes after the tag,
-then the delivery-id's offset, whether it is a uint (else a smalluint), and the tag's slice."""
+TransferLayout = tuple[int, Callable[[Any], tuple[Any, ...]], tuple[bytes, bytes, bytes], tuple[int, int, int, int]]
+"""How :func:`transfer_layout` found a transfer's delivery-id and delivery-tag laid out: the
+end of the performative; what unpacks a performative of that layout into the bytes up to
+the delivery-id's value, the delivery-id, the tag's constructor and size, the tag, and the
+bytes after the tag; the three runs of bytes it must have as the transfer it was read
+from; and (for tests) where the delivery-id's value starts and ends, and the tag's."""
 
 
 def transfer_layout(body: bytes | memoryview) -> TransferLayout | None:
@@ -225,22 +227,26 @@ def transfer_layout(body: bytes | memoryview) -> TransferLayout | None:
         return None
     if buf[id_end] != 0xA0:
         return None
-    tag_end = id_end + 2 + buf[id_end + 1]
-    end = 5 + buf[4]
     tag_at = id_end + 2
-    prefix, head, tail = slice(None, id_at + 1), slice(id_end, tag_at), slice(tag_end, None)
-    return (
-        end,
-        prefix,
-        buf[prefix],
-        head,
-        buf[head],
-        tail,
-        buf[tag_end:end],
-        id_at + 1,
-        c == 0x70,
-        slice(tag_at, tag_end),
-    )
+    tag_end = tag_at + buf[id_end + 1]
+    end = 5 + buf[4]
+    value = "I" if c == 0x70 else "B"
+    unpack = _layout_struct(f">{id_at + 1}s{value}2s{tag_end - tag_at}s{end - tag_end}s")
+    same = (buf[: id_at + 1], buf[id_end:tag_at], buf[tag_end:end])
+    return end, unpack, same, (id_at + 1, id_end, tag_at, tag_end)
+
+
+def _layout_struct(fmt: str) -> Callable[[Any], tuple[Any, ...]]:
+    """The ``unpack_from`` of a struct of ``fmt`` (made once per layout seen)."""
+    unpack = _layout_structs.get(fmt)
+    if unpack is None:
+        if len(_layout_structs) >= 256:
+            _layout_structs.clear()
+        unpack = _layout_structs[fmt] = struct.Struct(fmt).unpack_from
+    return unpack
+
+
+_layout_structs: dict[str, Callable[[Any], tuple[Any, ...]]] = {}
 
 
 def scan_like(body: bytes | memoryview, layout: TransferLayout) -> tuple[int, bytes] | None:
@@ -249,12 +255,15 @@ def scan_like(body: bytes | memoryview, layout: TransferLayout) -> tuple[int, by
     (so the same handle, message-format, settled and more, and the same end), or None.
 
     The transfers of a run from one sender mostly differ only there: this reads each
-    of them in a few slices rather than field by field (:func:`scan_transfer`)."""
-    end, prefix, prefix_bytes, head, head_bytes, tail, tail_bytes, id_at, wide, tag = layout
-    buf = bytes(body[:end])
-    if len(buf) != end or buf[prefix] != prefix_bytes or buf[head] != head_bytes or buf[tail] != tail_bytes:
+    of them in one unpack rather than field by field (:func:`scan_transfer`)."""
+    _, unpack, same, _ = layout
+    try:
+        fields = unpack(body)
+    except struct.error:
+        return None  # shorter than the performative
+    if fields[::2] != same:
         return None
-    return (_U32(buf, id_at)[0] if wide else buf[id_at]), buf[tag]
+    return fields[1], fields[3]
 
 
 def _as_uint(value: int | None) -> UInt | None:

@@ -74,9 +74,8 @@ def _with(body: bytes, source: tuple[Any, ...], delivery_id: int, tag: bytes) ->
     """``body`` with another delivery-id and tag of the same encoded sizes."""
     layout = transfer_layout(body)
     assert layout is not None
-    _, _, _, head, _, _, _, id_at, wide, tag_slice = layout
-    id_end, tag_end = head.start, tag_slice.stop
-    value = delivery_id.to_bytes(4, "big") if wide else bytes([delivery_id & 0xFF])
+    id_at, id_end, _, tag_end = layout[3]
+    value = delivery_id.to_bytes(4, "big") if id_end - id_at == 4 else bytes([delivery_id & 0xFF])
     tag = (tag * (tag_end - id_end))[: tag_end - id_end - 2]
     return body[:id_at] + value + body[id_end : id_end + 2] + tag + body[tag_end:]
 
