@@ -19,7 +19,7 @@ import math
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import islice, repeat
 from operator import attrgetter, is_
 from typing import Any, Protocol
 
@@ -440,9 +440,12 @@ def bodies_only(sent: Sequence[Sent], max_size: float = math.inf) -> list[Envelo
     """:func:`body_only` of each message of a run (in arrival order), up to the first for
     which it is None (none at all when the first is not only a body: a run's messages
     are mostly of one kind)."""
-    if not sent or body_only(sent[0].payload, sent[0].message_format, max_size) is None:
+    first = body_only(sent[0].payload, sent[0].message_format, max_size) if sent else None
+    if first is None:
         return []
-    envelopes = list(map(body_only, map(_payload_of, sent), map(_format_of, sent), repeat(max_size)))
+    payloads = map(_payload_of, islice(sent, 1, None))
+    message_formats = map(_format_of, islice(sent, 1, None))
+    envelopes = [first, *map(body_only, payloads, message_formats, repeat(max_size))]
     missing = list(map(is_, envelopes, repeat(None)))
     if True in missing:
         del envelopes[missing.index(True) :]
