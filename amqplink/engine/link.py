@@ -21,9 +21,7 @@ link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
-from operator import attrgetter
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, UByte, UInt
@@ -91,9 +89,6 @@ _TAG_SPACE = 1 << 64
 _LAST_TAG = _TAG_SPACE - 1  # send's counter tags stop short of it: _new_tag wraps there
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
-_OPEN_FIELDS = attrgetter("settled", "remote_settled", "rcv_settle_mode", "link")
-_DELIVERY_ID = attrgetter("delivery_id")
-_consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator to its end, keeping nothing
 _HALF = 1 << 31
 
 # Module-level aliases: the hot paths compare states by identity.
@@ -897,38 +892,6 @@ class ReceiverLink(Link):
     def settle_all(self, deliveries: Iterable[Delivery], state: Any = None, *, batchable: bool = False) -> None:
         """:meth:`settle` each of ``deliveries`` with the same outcome, in order; a run of
         consecutive delivery-ids goes to the session's disposition queue as one range."""
-        if (
-            type(deliveries) is list
-            and deliveries
-            and self.rcv_settle_mode != RCV_SECOND
-            and self._settle_range(deliveries, state, batchable)
-        ):
-            return
-        self._settle_each(deliveries, state, batchable)
-
-    def _settle_range(self, deliveries: list[Delivery], state: Any, batchable: bool) -> bool:
-        """What :meth:`_settle_each` does for a run it settles as one range, at once: open
-        deliveries of this link (none settled on either side, none with a rcv-settle-mode
-        of its own) at consecutive delivery-ids, on a link that settles first (a run as it
-        arrived, settled together: a broker's producer links). False, with nothing done,
-        for any other list."""
-        count = len(deliveries)
-        if list(map(_OPEN_FIELDS, deliveries)).count((False, False, None, self)) != count:
-            return False
-        ids = list(map(_DELIVERY_ID, deliveries))
-        first = ids[0]
-        if ids != list(range(first, first + count)):  # (a run across the serial wrap is not one range)
-            return False
-        for delivery in deliveries:
-            delivery.state = state
-            delivery.settled = True
-        _consume(map(self.unsettled.pop, ids, repeat(None)))
-        _consume(map(self.session._incoming.pop, ids, repeat(None)))
-        self.session._queue_disposition(ROLE_RECEIVER, first, True, state, batchable, ids[-1])
-        return True
-
-    def _settle_each(self, deliveries: Iterable[Delivery], state: Any, batchable: bool) -> None:
-        """:meth:`settle_all`, one delivery after another."""
         link_settles_now = self.rcv_settle_mode != RCV_SECOND
         pop_unsettled = self.unsettled.pop
         pop_incoming = self.session._incoming.pop

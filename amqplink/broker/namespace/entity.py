@@ -25,10 +25,7 @@ import itertools
 import logging
 import math
 import os
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate, repeat
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
@@ -66,7 +63,6 @@ __all__ = [
 
 _NEVER = math.inf  # the expiry of a message with no time to live
 _heappush = heapq.heappush  # (the hot paths: one global read, not two)
-_size_of = attrgetter("size")
 
 
 log = logging.getLogger(__name__)
@@ -216,11 +212,13 @@ class Entity:
         properties = self.properties
         left = properties.max_messages - len(self.store)
         bytes_left = properties.max_bytes - self.bytes
-        held = list(accumulate(map(_size_of, envelopes)))  # the bytes of the run up to each
-        count = len(envelopes)
-        if count <= left and held[-1] <= bytes_left:
-            return count  # the usual case: room for them all
-        return min(max(left, 0), bisect_right(held, bytes_left))
+        count = 0
+        for envelope in envelopes:
+            if count >= left or envelope.size > bytes_left:
+                break
+            bytes_left -= envelope.size
+            count += 1
+        return count
 
     def accept_bodies(self, sent: Sequence[Sent], now: float) -> int:
         """Store the messages of ``sent`` (in arrival order) that are only a body
@@ -291,25 +289,29 @@ class Entity:
 
     def _enqueue_bodies(self, envelopes: list[Envelope], now: float) -> None:
         """:meth:`_enqueue` for each of ``envelopes`` (:func:`body_only`'s, in an entity that
-        does not require sessions), at one ``now``: consecutive
-        sequence numbers, one expiry for them all (one entry of the expiry heap), the store
-        appended in one call. The listeners are the caller's to tell."""
-        first = self._next_sequence
-        end = self._next_sequence = first + len(envelopes)
-        sequence_numbers = range(first, end)
+        does not require sessions), at one ``now``: consecutive sequence numbers, one expiry
+        for them all (one entry of the expiry heap), the store appended in one call. The
+        listeners are the caller's to tell."""
+        first = seq = self._next_sequence
         expires_at = self._expires(envelopes[0], now)  # no header: the same for each
-        self.store.append_run(
-            list(map(StoredMessage, sequence_numbers, envelopes, repeat(now), repeat(expires_at)))
-        )  # stored available
-        self.bytes += sum(map(_size_of, envelopes))
+        messages: list[StoredMessage] = []
+        append = messages.append
+        size = 0
+        for envelope in envelopes:
+            append(StoredMessage(seq, envelope, now, expires_at))  # stored available
+            size += envelope.size
+            seq += 1
+        self._next_sequence = seq
+        self.store.append_run(messages)
+        self.bytes += size
         heap = self._available.get(None)
         if heap is None:
             heap = self._available[None] = []
         # Every sequence number in the heap was given out before ``first``: each new one is
         # above them all, so appended in order the list is still a heap (heappush's result).
-        heap += sequence_numbers
+        heap += range(first, seq)
         if expires_at != _NEVER:
-            _heappush(self._expiry, (expires_at, first, end))
+            _heappush(self._expiry, (expires_at, first, seq))
             self._timed()
 
     def _schedule(self, envelope: Envelope, at: float) -> int:

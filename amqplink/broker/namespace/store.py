@@ -106,16 +106,16 @@ class MemoryStore:
         self._messages[seq] = message
 
     def append_run(self, messages: list[StoredMessage]) -> None:
-        """:meth:`append` each of ``messages`` (consecutive sequence numbers, in order: a run
-        stored together), in one call when they all come after the last one here."""
-        first = messages[0].sequence_number
-        if type(self) is not MemoryStore or first <= self._last:  # a subclass's append does more
+        """:meth:`append` each of ``messages`` (in increasing sequence order: a run stored
+        together), its checks made once when they all come after the last one here."""
+        if type(self) is not MemoryStore or messages[0].sequence_number <= self._last:  # a subclass's append does more
             for message in messages:
                 self.append(message)
             return
-        end = first + len(messages)
-        self._messages.update(zip(range(first, end), messages, strict=True))
-        self._last = end - 1
+        stored = self._messages
+        for message in messages:
+            stored[message.sequence_number] = message
+        self._last = messages[-1].sequence_number
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
         return self._messages.pop(sequence_number, None)
