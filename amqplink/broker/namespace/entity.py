@@ -25,8 +25,11 @@ import itertools
 import logging
 import math
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from itertools import repeat
+from operator import attrgetter, is_not, ne
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, cast
 
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.envelope import Envelope, body_only, deliver_all, delivery_stamps
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEY_UNKNOWN",
+    "distinct_keys",
     "DEAD_LETTER_REASON",
     "DEAD_LETTER_DESCRIPTION",
     "Entity",
@@ -63,6 +67,10 @@ __all__ = [
 
 _NEVER = math.inf  # the expiry of a message with no time to live
 _heappush = heapq.heappush  # (the hot paths: one global read, not two)
+_consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
+"""Run an iterator to its end (a ``map`` whose calls are the work), keeping nothing."""
+_LOCK_OF, _LOCKED_UNTIL_OF, _STATE_OF = attrgetter("lock"), attrgetter("locked_until"), attrgetter("state")
+_SIZE_OF = attrgetter("envelope.size")
 
 
 class Sent(Protocol):
@@ -104,6 +112,16 @@ _VERSION_4 = bytes((b & 0x0F) | 0x40 for b in range(256))
 _VARIANT_RFC = bytes((b & 0x3F) | 0x80 for b in range(256))
 _order = itertools.count()
 """Ties in the lock-expiry heap (its entries' lists are never compared)."""
+
+
+def distinct_keys(tokens: Sequence[LockToken]) -> TypeGuard[Sequence[bytes]]:
+    """Whether ``tokens`` are some lock tokens, each one as :func:`lock_key` keys it (a
+    ``bytes`` object itself, not a GUID, a subclass or a view) and none repeated: what
+    the batch paths of completing take (a repeat is refused as a second complete is)."""
+    return bool(tokens) and set(map(type, tokens)) == _BYTES_ONLY and len(set(tokens)) == len(tokens)
+
+
+_BYTES_ONLY = {bytes}
 
 
 def _fresh_tokens(tag: int | None) -> list[bytes]:
@@ -640,6 +658,8 @@ class Entity:
 
     def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
         """:meth:`complete` each of ``tokens`` in turn; the refusals by index (empty: all done)."""
+        if not self.requires_session and self._complete_live(tokens, now):
+            return {}
         refusals: dict[int, EntityError] = {}
         locks, get, remove = self._locks, self.store.get, self.store.remove
         plain = not self.requires_session
@@ -668,6 +688,35 @@ class Entity:
         finally:  # the bytes of those completed here, however the loop ends
             self.bytes -= freed
         return refusals
+
+    def _complete_live(self, tokens: Sequence[LockToken], now: float) -> bool:
+        """:meth:`complete_all` of tokens that all name live locks (the hot path of
+        :meth:`complete_all`, taken together: each a distinct ``bytes`` token whose message
+        :meth:`locked` finds without a tick, on an entity without sessions): True once they
+        are completed; False, with nothing changed, when any is not such a lock (the caller
+        then completes them one at a time). The per-message steps run in C (``map``)."""
+        if not distinct_keys(tokens):
+            return False
+        found = list(map(self._locks.get, tokens))
+        if None in found:
+            return False  # one not locked here
+        seqs = cast("list[int]", found)
+        messages = list(map(self.store.get, seqs))
+        if (
+            None in messages
+            or any(map(ne, map(_LOCK_OF, messages), tokens))
+            or min(map(_LOCKED_UNTIL_OF, messages)) <= now
+            or any(map(is_not, map(_STATE_OF, messages), repeat(_LOCKED)))
+        ):
+            return False
+        _consume(map(self._locks.__delitem__, tokens))
+        _consume(map(setattr, messages, repeat("lock"), repeat(None)))
+        removed: list[StoredMessage | None] = []
+        try:  # (extend keeps what it took before a remove that raises: _remove's bytes for those)
+            removed.extend(map(self.store.remove, seqs))
+        finally:
+            self.bytes -= sum(map(_SIZE_OF, filter(None, removed)))
+        return True
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         """Give the message back (or to the DLQ once its delivery count reaches MaxDeliveryCount)."""
