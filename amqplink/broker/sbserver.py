@@ -33,6 +33,8 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
@@ -96,6 +98,7 @@ TRANSFER_SIZE_CAP = 16 << 20
 DISPATCH_BATCH = 128
 """Messages a receiving link is handed per step (taken, locked and encoded together; fewer
 when its credit is lower)."""
+_TAG_OF, _LOCK_OF = attrgetter("tag"), attrgetter("lock")
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
@@ -555,7 +558,7 @@ class _ServiceBusConnection:
                     i = 0
                     try:
                         if lock:
-                            tokens: list[bytes] = [msg.lock for msg in batch]  # type: ignore[misc]
+                            tokens: list[bytes] = list(map(_LOCK_OF, batch))
                             made = send_all(payloads, tokens)
                             held.update(zip(tokens, made, strict=False))  # made: a prefix; each tag is its token
                             i = len(made)
@@ -591,14 +594,12 @@ class _ServiceBusConnection:
             for delivery in deliveries:
                 self._on_outcome(consumer, delivery, state, now)
             return
-        held = consumer.held
-        tokens: list[bytes] = []
-        completing: list[Delivery] = []
-        for delivery in deliveries:
-            token = delivery.tag  # the lock token, while held
-            if held.pop(token, None) is not None:
-                tokens.append(token)
-                completing.append(delivery)
+        tokens: list[bytes] = list(map(_TAG_OF, deliveries))  # the lock tokens, while held
+        released = list(map(consumer.held.pop, tokens, repeat(None)))  # in order: a repeat finds None
+        completing = deliveries
+        if None in released:  # those no longer held (settled already) are not completed
+            kept = [i for i, was in enumerate(released) if was is not None]
+            tokens, completing = [tokens[i] for i in kept], [deliveries[i] for i in kept]
         link = consumer.link
         refusals = consumer.entity.complete_all(tokens, now)
         stored = self.host.persistence

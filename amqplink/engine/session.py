@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import islice
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import UInt, UShort
@@ -78,6 +78,7 @@ INITIAL_OUTGOING_ID = 0
 _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
 # Tags up to this length keep the transfer's field list within a list8 (size < 256).
 _FAST_TAG_MAX = 32
+_LINK_OF = attrgetter("link")
 _NO_LIMIT = float("inf")  # max-message-size 0 (or none): "no maximum" (2.7.3)
 
 _MAPPED = SessionState.MAPPED
@@ -604,12 +605,14 @@ class Session:
             ids = [k for k in table if 0 <= serial_diff(k, first) < count]
         # A link with ranged_updates hears of each run of its deliveries at once, any other
         # of each delivery (in delivery-id order either way).
+        named: list[Delivery] = list(filter(None, map(table.get, ids)))  # (a Delivery is true)
+        if named and len(set(map(_LINK_OF, named))) == 1 and named[0].link.ranged_updates:
+            only: Any = named[0].link
+            only._on_dispositions(named, settled, state, batchable)  # the usual: one run of one link
+            return
         link: Any = None
         run: list[Delivery] = []
-        for delivery_id in ids:
-            delivery = table.get(delivery_id)
-            if delivery is None:
-                continue
+        for delivery in named:
             owner: Any = delivery.link
             if owner is link:
                 run.append(delivery)
