@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
@@ -98,7 +97,6 @@ TRANSFER_SIZE_CAP = 16 << 20
 DISPATCH_BATCH = 128
 """Messages a receiving link is handed per step (taken, locked and encoded together; fewer
 when its credit is lower)."""
-_TAG_OF, _LOCK_OF = attrgetter("tag"), attrgetter("lock")
 
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
@@ -558,7 +556,7 @@ class _ServiceBusConnection:
                     i = 0
                     try:
                         if lock:
-                            tokens: list[bytes] = list(map(_LOCK_OF, batch))
+                            tokens: list[bytes] = [msg.lock for msg in batch]  # type: ignore[misc]
                             made = send_all(payloads, tokens)
                             held.update(zip(tokens, made, strict=False))  # made: a prefix; each tag is its token
                             i = len(made)
@@ -594,7 +592,7 @@ class _ServiceBusConnection:
             for delivery in deliveries:
                 self._on_outcome(consumer, delivery, state, now)
             return
-        tokens: list[bytes] = list(map(_TAG_OF, deliveries))  # the lock tokens, while held
+        tokens: list[bytes] = [delivery.tag for delivery in deliveries]  # the lock tokens, while held
         released = list(map(consumer.held.pop, tokens, repeat(None)))  # in order: a repeat finds None
         completing = deliveries
         if None in released:  # those no longer held (settled already) are not completed

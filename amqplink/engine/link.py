@@ -21,9 +21,7 @@ link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
-from operator import attrgetter
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, UByte, UInt
@@ -92,10 +90,6 @@ _LAST_TAG = _TAG_SPACE - 1  # send's counter tags stop short of it: _new_tag wra
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
 _HALF = 1 << 31
-
-_consume: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend
-"""Run an iterator to its end (a ``map`` whose calls are the work), keeping nothing."""
-_TAG_OF, _DELIVERY_ID_OF, _SETTLED_OF = attrgetter("tag"), attrgetter("delivery_id"), attrgetter("settled")
 
 # Module-level aliases: the hot paths compare states by identity.
 _DETACHED = LinkState.DETACHED
@@ -716,7 +710,8 @@ class SenderLink(Link):
             for delivery in deliveries:
                 self._disposition_arrived(delivery, settled, state, batchable)
         else:  # all _disposition_arrived does when neither the peer nor the engine settles
-            _consume(map(setattr, deliveries, repeat("remote_state"), repeat(state)))
+            for delivery in deliveries:
+                delivery.remote_state = state
         self.session.connection._events.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
 
     def _disposition_arrived(self, delivery: Delivery, settled: bool, state: Any, batchable: bool) -> None:
@@ -747,19 +742,19 @@ class SenderLink(Link):
         self._forget_all((delivery,))
 
     def _forget_all(self, deliveries: Sequence[Delivery]) -> None:
-        """:meth:`_forget` each of ``deliveries`` (each step over them all in C when it can)."""
+        """:meth:`_forget` each of ``deliveries``."""
         tags = self._tags
         if tags is not None:
-            held = list(map(_TAG_OF, deliveries))
-            if list(map(tags.get, held)) == list(deliveries):  # (the usual: each holds its tag)
-                _consume(map(tags.__delitem__, held))
-            else:
-                for delivery in deliveries:
-                    if tags.get(delivery.tag) is delivery:
-                        del tags[delivery.tag]
-        ids = list(map(_DELIVERY_ID_OF, deliveries))  # (None, no delivery-id: in neither table)
-        _consume(map(self.unsettled.pop, ids, repeat(None)))
-        _consume(map(self.session._outgoing.pop, ids, repeat(None)))
+            for delivery in deliveries:
+                if tags.get(delivery.tag) is delivery:
+                    del tags[delivery.tag]
+        unsettled = self.unsettled
+        outgoing = self.session._outgoing
+        for delivery in deliveries:
+            delivery_id = delivery.delivery_id
+            if delivery_id is not None:
+                unsettled.pop(delivery_id, None)
+                outgoing.pop(delivery_id, None)
 
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
         """Settle a delivery from the sender's side (only needed without auto_settle).
@@ -779,18 +774,6 @@ class SenderLink(Link):
         a disposition per run of consecutive delivery-ids (one first..last range) rather
         than one each."""
         queue = self.session._queue_disposition
-        ids = list(map(_DELIVERY_ID_OF, deliveries))
-        if (
-            ids
-            and None not in ids
-            and ids == list(range(ids[0], ids[0] + len(ids)))
-            and not any(map(_SETTLED_OF, deliveries))
-        ):  # the usual: one run of consecutive delivery-ids, none settled yet
-            _consume(map(setattr, deliveries, repeat("settled"), repeat(True)))
-            _consume(map(setattr, deliveries, repeat("state"), repeat(state)))
-            queue(ROLE_SENDER, ids[0], True, state, False, ids[-1])
-            self._forget_all(deliveries)
-            return
         first = last = -1
         settling: list[Delivery] = []
         for delivery in deliveries:

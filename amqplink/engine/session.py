@@ -29,13 +29,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import islice
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import UInt, UShort
 from amqplink.engine import errors
 from amqplink.engine.events import LinkAttached, LinkAttachRequested, LinkDetached, SessionEnded
-from amqplink.engine.frames import FRAME_HEADER_SIZE, write_transfer
+from amqplink.engine.frames import (
+    FRAME_HEADER_SIZE,
+    SETTLED_TAIL,
+    UNSETTLED_TAIL,
+    usual_transfer_parts,
+    write_transfer,
+)
 from amqplink.engine.link import (
     RCV_FIRST,
     SND_MIXED,
@@ -78,7 +84,6 @@ INITIAL_OUTGOING_ID = 0
 _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
 # Tags up to this length keep the transfer's field list within a list8 (size < 256).
 _FAST_TAG_MAX = 32
-_LINK_OF = attrgetter("link")
 _NO_LIMIT = float("inf")  # max-message-size 0 (or none): "no maximum" (2.7.3)
 
 _MAPPED = SessionState.MAPPED
@@ -606,8 +611,8 @@ class Session:
         # A link with ranged_updates hears of each run of its deliveries at once, any other
         # of each delivery (in delivery-id order either way).
         named: list[Delivery] = list(filter(None, map(table.get, ids)))  # (a Delivery is true)
-        if named and len(set(map(_LINK_OF, named))) == 1 and named[0].link.ranged_updates:
-            only: Any = named[0].link
+        only: Any = named[0].link if named else None
+        if only is not None and only.ranged_updates and not [d for d in named if d.link is not only]:
             only._on_dispositions(named, settled, state, batchable)  # the usual: one run of one link
             return
         link: Any = None
@@ -686,6 +691,10 @@ class Session:
         outgoing = self._outgoing
         unsettled = link.unsettled
         written = frames = 0  # frames: single-frame transfers written, counted once at the end
+        run_tag_size = -1  # the tag size of the usual frames' parts, once a delivery had one
+        run_pack: Any = None
+        run_middle = run_tag_head = b""
+        run_base = 0
         # The link's credit and delivery-count and the next delivery-id, kept in locals in the
         # loop and stored back (_sync) before anything else runs and at the end.
         credit, count, next_id = link.link_credit, link.delivery_count, self._next_delivery_id
@@ -728,6 +737,24 @@ class Session:
                         if self._dispositions:
                             self._flush_dispositions()
                         out = conn._deferred if conn._deferred is not None else conn._out
+                    if len(tag) == run_tag_size and delivery_id >= 256 and not delivery.message_format:
+                        # write_transfer's usual frame from the parts of this link's (the hottest path)
+                        payload = delivery.payload
+                        out += run_pack(
+                            run_base + len(payload),
+                            run_middle,
+                            delivery_id,
+                            run_tag_head,
+                            tag,
+                            SETTLED_TAIL if delivery.settled else UNSETTLED_TAIL,
+                        )
+                        out += payload
+                        frames += 1
+                        written += 1
+                        continue
+                    if run_tag_size < 0 and (parts := usual_transfer_parts(channel, handle, len(tag))) is not None:
+                        run_pack, run_middle, run_tag_head, run_base = parts  # (for the next ones)
+                        run_tag_size = len(tag)
                     write_transfer(
                         out,
                         channel,

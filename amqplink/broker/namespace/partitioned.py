@@ -45,13 +45,11 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
-from itertools import groupby
-from operator import itemgetter
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.duplicates import DuplicateDetector
-from amqplink.broker.namespace.entity import KEY_UNKNOWN, LOCK_TAG_MASK, Entity, Sent, distinct_keys
+from amqplink.broker.namespace.entity import KEY_UNKNOWN, LOCK_TAG_MASK, Entity, Sent
 from amqplink.broker.namespace.envelope import Envelope, body_only
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
@@ -80,8 +78,6 @@ log = logging.getLogger(__name__)
 
 PARTITION_KEY = Symbol("x-opt-partition-key")
 SEQUENCE_SHIFT = 48
-_LOW_16_BITS = itemgetter(slice(14, 16))
-"""A lock token's last two bytes: its fragment (:attr:`Entity.lock_tag`), big-endian."""
 """Fragment ``i``'s sequence numbers are ``(i << 48) + n``: the top 16 bits name the partition."""
 DOWN_CONDITIONS = (INTERNAL_ERROR, SERVER_BUSY)
 """What a request needing a down fragment may be refused with (both retryable)."""
@@ -686,38 +682,6 @@ class PartitionedEntity(Entity):
         """Each fragment completes its own tokens together (in their order); the refusals by
         index, in index order, as one :meth:`complete` after another would make them."""
         refusals: dict[int, EntityError] = {}
-        groups = self._live_groups(tokens)
-        if groups is None:
-            groups = self._group_each(tokens, now, refusals)
-        fragments = self.fragments
-        for index, positions in enumerate(groups):
-            if positions:
-                for j, refusal in fragments[index].complete_all([tokens[i] for i in positions], now).items():
-                    refusals[positions[j]] = refusal
-        return dict(sorted(refusals.items())) if len(refusals) > 1 else refusals
-
-    def _live_groups(self, tokens: Sequence[LockToken]) -> list[list[int]] | None:
-        """What :meth:`_group_each` groups when every token is a distinct ``bytes`` lock
-        token held by its fragment (by the token's low 16 bits) and that fragment is up
-        (the usual range of a consumer's disposition), grouped in C (``map``, a stable
-        sort); None when any is not (the caller then groups them one at a time)."""
-        if not distinct_keys(tokens):
-            return None
-        fragments, down = self.fragments, self.partitions.down
-        owners = list(map(int.from_bytes, map(_LOW_16_BITS, tokens)))  # the GUID's last two bytes
-        groups: list[list[int]] = [[] for _ in fragments]
-        for index, run in groupby(sorted(range(len(owners)), key=owners.__getitem__), owners.__getitem__):
-            if index >= len(fragments) or down[index]:
-                return None
-            positions = groups[index] = list(run)
-            if not all(map(fragments[index]._locks.__contains__, map(tokens.__getitem__, positions))):
-                return None
-        return groups
-
-    def _group_each(self, tokens: Sequence[LockToken], now: float, refusals: dict[int, EntityError]) -> list[list[int]]:
-        """The positions of ``tokens`` by fragment, for each fragment to complete its own
-        together; a token no fragment that is up holds is completed (refused) here, one at
-        a time, into ``refusals``."""
         fragments, down = self.fragments, self.partitions.down
         total = len(fragments)
         locks = [fragment._locks for fragment in fragments]
@@ -740,7 +704,11 @@ class PartitionedEntity(Entity):
                 self._by_token(token, "completing a message").complete(token, now)
             except EntityError as exc:
                 refusals[i] = exc
-        return groups
+        for index, positions in enumerate(groups):
+            if positions:
+                for j, refusal in fragments[index].complete_all([tokens[i] for i in positions], now).items():
+                    refusals[positions[j]] = refusal
+        return dict(sorted(refusals.items())) if len(refusals) > 1 else refusals
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         self._by_token(token, "abandoning a message").abandon(token, now, annotations)
