@@ -785,6 +785,52 @@ class Session:
             self._frames_sent(frames)
         return written
 
+    def _write_fresh(self, link: SenderLink, deliveries: list[Delivery]) -> int:
+        """What :meth:`_write_deliveries` writes of ``deliveries`` when they are new, unsettled,
+        of message format 0 and first in line on an attached ``link`` (as
+        :meth:`SenderLink.send_all` makes them), as far as each takes one usual frame
+        (:func:`~amqplink.engine.frames.usual_transfer_parts`, a tag of the first's size)
+        and the link credit and the session window allow; how many were written (the
+        caller queues the rest, for :meth:`_write_deliveries` to write or hold as it does).
+        What those checks decide for each delivery is decided once for the run."""
+        conn = self.connection
+        next_id = self._next_delivery_id
+        # "If the link-credit is less than or equal to zero ... a sender MUST NOT send more
+        # messages" (2.6.7); no transfer while remote-incoming-window is zero (2.5.6); and
+        # delivery-ids from 256 up to the wrap (the usual frame's four-byte delivery-id).
+        count = min(len(deliveries), link.link_credit, self.remote_incoming_window, SERIAL_MOD - next_id)
+        if count <= 0 or next_id < 256 or conn._trace:
+            return 0
+        first = deliveries[0]
+        tag_size = len(first.tag)
+        parts = usual_transfer_parts(self.channel, link.handle, tag_size)
+        room = conn.remote_max_frame_size - _TRANSFER_OVERHEAD - tag_size
+        if parts is None or len(first.payload) > room:
+            return 0
+        pack, middle, tag_head, base = parts
+        if self._dispositions:
+            self._flush_dispositions()  # as _write_deliveries does before its first frame
+        out = conn._deferred if conn._deferred is not None else conn._out
+        outgoing, unsettled = self._outgoing, link.unsettled
+        delivery_id = next_id
+        for delivery in deliveries[:count] if count < len(deliveries) else deliveries:
+            tag, payload = delivery.tag, delivery.payload
+            if len(tag) != tag_size or len(payload) > room:
+                break  # another frame: _write_deliveries's
+            delivery.delivery_id = delivery_id
+            outgoing[delivery_id] = delivery
+            unsettled[delivery_id] = delivery
+            out += pack(base + len(payload), middle, delivery_id, tag_head, tag, UNSETTLED_TAIL)
+            out += payload
+            delivery_id += 1
+        written = delivery_id - next_id
+        # each delivery sent increments delivery-count and decrements link-credit (2.6.7)
+        link.link_credit -= written
+        link.delivery_count = (link.delivery_count + written) % SERIAL_MOD  # serial_add, inline
+        self._next_delivery_id = delivery_id % SERIAL_MOD
+        self._frames_sent(written)
+        return written
+
     def _frames_sent(self, frames: int) -> None:
         """The one place transfer frames sent are counted (2.5.6): next-outgoing-id goes
         up and remote-incoming-window down by one for each."""
