@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplink.engine.connection import ConnectionConfig
-from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, ReceiverLink
+from amqplink.engine.link import RCV_SECOND, SND_MIXED, SND_UNSETTLED, ReceiverLink
 from amqplink.protocol.definitions import Accepted, Target
 
 from .pairs import Pair
@@ -125,3 +125,59 @@ def test_write_fresh_leaves_the_rest_to_the_general_path(
     wire, state, taken = _send_all(True, start, tags, sizes, 10, 20, False)
     assert taken == expected
     assert (wire, state) == _send_all(False, start, tags, sizes, 10, 20, False)[:2]
+
+
+def _wire(generic: bool, start: int, plan: list[tuple[str, int, int, bool]], credit: int, window: int) -> bytes:
+    """What the client writes for ``plan`` (each step: ``send`` or ``send_all``, how many, the
+    tag size, pre-settled or not; 0 tag size: the engine's own tags), with the generic
+    Transfer encoder (a traced connection) or the hand-assembled frames."""
+    pair = Pair(server_config=ConnectionConfig(container_id="server", incoming_window=window, max_frame_size=MAX_FRAME))
+    session = pair.open()
+    sender = session.attach_sender("a", target=Target(address="a"), snd_settle_mode=SND_MIXED)
+    pair.pump()
+    receiver = pair.server_link("a", sender=False)
+    assert isinstance(receiver, ReceiverLink)
+    receiver.flow(credit)
+    pair.pump()
+    pair.client._trace = generic  # (a traced connection writes every frame through Transfer)
+    session._next_delivery_id = start
+    wire = b""
+    for step, (how, count, tag_size, settled) in enumerate(plan):
+        payloads = [bytes([step, i]) * (i * 37 % 230) for i in range(count)]
+        tags = [bytes([step, i]) * (tag_size // 2) for i in range(count)]
+        if how == "send_all" and not settled:
+            sender.send_all(payloads, tags)
+        else:
+            for payload, tag in zip(payloads, tags, strict=True):
+                sender.send(payload, tag=tag or None, settled=settled)
+        chunk = bytes(pair.client.data_to_send())
+        wire += chunk
+        pair.server.receive_data(chunk)  # (the server's window reopens, as it reads them)
+        receiver.flow(credit)  # more credit for the next step
+        pair.client.receive_data(pair.server.data_to_send())
+    return wire
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    start=st.sampled_from([0, 200, 250, 1000, 0xFFFFFFFF - 5]),
+    plan=st.lists(
+        st.tuples(
+            st.sampled_from(["send", "send_all"]),
+            st.integers(min_value=1, max_value=12),
+            st.sampled_from([0, 8, 16, 6]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    credit=st.integers(min_value=1, max_value=30),
+    window=st.integers(min_value=1, max_value=30),
+)
+def test_the_hand_assembled_frames_are_the_generic_encoders(
+    start: int, plan: list[tuple[str, int, int, bool]], credit: int, window: int
+) -> None:
+    """send and send_all, engine tags and the caller's, settled and not, across delivery-id
+    256 and the wrap: _write_fresh and _write_deliveries's usual frames (from the link's
+    frame parts) write what the generic Transfer encoder writes."""
+    assert _wire(False, start, plan, credit, window) == _wire(True, start, plan, credit, window)
