@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from itertools import chain, zip_longest
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
@@ -589,6 +590,7 @@ class PartitionedEntity(Entity):
         order = [i for i in range(start, total) if not down[i]] + [i for i in range(start) if not down[i]]
         out: list[StoredMessage] = []
         rounds = count // len(order) if order else 0
+        exhausted = False
         if rounds > 1:
             # The first ``rounds`` turns of the one-at-a-time search below take at most one
             # message per fragment each: the same messages as one pick of ``rounds`` per fragment.
@@ -600,14 +602,22 @@ class PartitionedEntity(Entity):
                 last = order[-1]
                 self._next_receive = last + 1 if last + 1 < total else 0
             else:
-                for turn in range(rounds):
-                    for index, found in taken:
-                        if turn < len(found):
-                            out.append(found[turn])
-                            self._next_receive = index + 1 if index + 1 < total else 0
+                # Turn by turn over the fragments that gave any (zip_longest's gaps: a
+                # fragment out of messages), the last answer from the last fragment that
+                # gave as many as the longest answer.
+                answered = [(index, found) for index, found in taken if found]
+                longest = max((len(found) for _, found in answered), default=0)
+                if answered:
+                    turns = chain.from_iterable(zip_longest(*(found for _, found in answered)))
+                    out = [msg for msg in turns if msg is not None]
+                    last = next(index for index, found in reversed(answered) if len(found) == longest)
+                    self._next_receive = last + 1 if last + 1 < total else 0
+                # Each fragment gave fewer than asked, so has none left: the one-at-a-time
+                # search below would find none.
+                exhausted = longest < rounds
             groups = {index: found for index, found in taken if found}
         index, misses = start, 0
-        while len(out) < count and misses < total:
+        while not exhausted and len(out) < count and misses < total:
             if not down[index] and (found := fragments[index]._pick(now, 1, lock, session_id)):
                 out += found
                 group = groups.get(index)
