@@ -537,10 +537,11 @@ class _ServiceBusConnection:
             while True:
                 consumer.again = False
                 while link.credit > 0 and link.is_attached and consumer.writable():
+                    wanted = min(link.credit, DISPATCH_BATCH)
                     try:
                         batch = entity.receive_many(
                             clock(),
-                            min(link.credit, DISPATCH_BATCH),
+                            wanted,
                             lock=lock,
                             session_id=consumer.session_id,
                             owner=link,
@@ -576,6 +577,10 @@ class _ServiceBusConnection:
                         log.info("%s: detaching receiver %r: %s", consumer.path, link.name, exc)
                         link.detach(Error(condition=exc.condition, description=str(exc), info={}))
                         self._drop(link)
+                        break
+                    if len(batch) < wanted:
+                        # The entity had no more: asking again finds none (a lock that runs
+                        # out meanwhile wakes this consumer through the entity's tick).
                         break
                 if not consumer.again:
                     break
