@@ -251,6 +251,11 @@ class GroupCommit:
         return True
 
     @property
+    def idle(self) -> bool:
+        """Nothing recorded waits to be written, and no batch handed over waits for its callbacks."""
+        return not self._in_flight and not self._pending
+
+    @property
     def _pending(self) -> bool:
         return bool(self.ops or self._callbacks or self._sequences or self._extra)
 
