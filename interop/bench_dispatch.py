@@ -128,7 +128,8 @@ def main() -> None:
             profiler.disable()
             profiler.dump_stats(args.profile)
             break
-        figures.append(asyncio.run(run(args.count, args.partitioned, args.prefetch, durable=args.durable)) / args.count * 1e6)
+        cpu = asyncio.run(run(args.count, args.partitioned, args.prefetch, durable=args.durable))
+        figures.append(cpu / args.count * 1e6)
     if figures:
         kind = ("partitioned" if args.partitioned else "plain") + (", durable" if args.durable else "")
         print(f"{kind}: broker us/msg min {min(figures):.2f}  all " + " ".join(f"{f:.2f}" for f in figures))
