@@ -3,18 +3,20 @@ thread, which writes every batch handed over while it was busy as one append and
 flush (pipelined group commit); then the callbacks waiting on them run.
 
 The event loop never touches the disk. A change is recorded in the pending batch
-(a dict by message, so a message stored and completed in the same turn costs nothing
-at all); at the end of the loop turn the batch goes to the writer thread's queue,
-whether or not a write is under way, so neither side waits for the other: the writer
-takes everything queued at once, and the loop never waits for a commit to hand over
-the next one. Batches are written in order, so a callback runs only after every change
-recorded before it is on disk. A write that fails (a full disk) fails its callbacks and
-those of every batch queued behind it (they would follow a gap), and the next batch the
-loop hands over is a compaction, which writes the whole state in memory again (what
-the failed ones held too).
+(a dict by message: later changes of a message replace earlier ones); a message stored
+since the last batch is not recorded at all: its store hands the batch the messages it
+took since then, as they are when the batch is taken (:meth:`GroupCommit.fresh`), so a
+message stored and completed in the same turn costs nothing at all. At the end of the
+loop turn the batch goes to the writer thread's queue, whether or not a write is under
+way, so neither side waits for the other: the writer takes everything queued at once,
+and the loop never waits for a commit to hand over the next one. Batches are written
+in order, so a callback runs only after every change recorded before it is on disk. A
+write that fails (a full disk) fails its callbacks and those of every batch queued
+behind it (they would follow a gap), and the next batch the loop hands over is a
+compaction, which writes the whole state in memory again (what the failed ones held too).
 
 Records are packed here, on the loop (one ``struct.pack`` per change, the message's
-bytes encoded once when it is stored); the writer thread only joins them, appends and
+bytes as the envelope holds them); the writer thread only joins them, appends and
 flushes, all of which let go of the GIL, so the two threads hardly contend for it.
 """
 
@@ -25,7 +27,7 @@ import logging
 import math
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from amqplink.broker.durable import journal as _journal
 from amqplink.broker.durable.journal import Journal
@@ -37,9 +39,11 @@ __all__ = [
     "LIVE_CHECK_BYTES",
     "STATE_CODES",
     "Committed",
+    "FreshWriter",
     "GroupCommit",
     "entity_key",
     "message_records",
+    "messages_records",
 ]
 
 log = logging.getLogger(__name__)
@@ -50,6 +54,9 @@ _CODES = {state._value_: code for state, code in STATE_CODES.items()}
 
 Committed = Callable[[BaseException | None], None]
 """Called on the event loop once the changes recorded before it are written (or failed)."""
+FreshWriter = Callable[[list[bytes] | None], None]
+"""A store's messages taken since the last batch: appends their records to the list given
+(None: a compaction wrote the whole state); then they count as written (:meth:`GroupCommit.fresh`)."""
 
 _KEY_BITS = 64
 """A pending change is keyed by ``entity << 64 | sequence number``: an int, which the garbage
@@ -94,8 +101,8 @@ class GroupCommit:
         gone): the pending batch's changes, coalesced. The same dict for ever (cleared when taken)."""
         self._state_only: set[int] = set()
         """Keys of :attr:`_ops` whose message's state changed but not its bytes (written without them)."""
-        self._fresh: set[int] = set()
-        """Keys inserted in the pending batch that no earlier batch wrote."""
+        self._fresh: list[FreshWriter] = []
+        """The stores that took messages since the last batch (:meth:`fresh`)."""
         self._extra: list[bytes] = []
         self._sequences: dict[int, Callable[[], int]] = {}
         self._callbacks: list[Committed] = []
@@ -119,23 +126,31 @@ class GroupCommit:
         self._thread.start()
 
     # -- recording (event loop) ---------------------------------------------------
-    def insert(self, entity: int, message: StoredMessage, next_sequence: Callable[[], int] | None = None) -> None:
-        """A message stored; ``next_sequence`` when its sequence number was never written before
-        (the entity's next number, as it tells it when the batch is taken, is written too)."""
-        key = entity << _KEY_BITS | message.sequence_number
+    def fresh(self, writer: FreshWriter) -> None:
+        """A store took a message, the first since the batch before: ``writer`` appends the
+        records of what it took since then when the pending batch is taken. (Such a message
+        is in no batch yet: its changes until then need no record of their own, and its
+        removal none at all.)"""
+        self._fresh.append(writer)
+        if not self._scheduled:
+            self.kick()
+
+    def insert(self, key: int, message: StoredMessage, next_sequence: Callable[[], int] | None = None) -> None:
+        """A message stored under ``key`` (:func:`entity_key` ``| sequence number``);
+        ``next_sequence`` when its number is new (the entity's next number, as it tells it
+        when the batch is taken, is written too)."""
         self.ops[key] = message
         if next_sequence is not None:
-            self._fresh.add(key)
+            entity = key >> _KEY_BITS
             if entity not in self._sequences:
                 self._sequences[entity] = next_sequence
-        elif self._state_only:
+        if self._state_only:
             self._state_only.discard(key)
         if not self._scheduled:
             self.kick()
 
-    def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
+    def update(self, key: int, message: StoredMessage, envelope: bool) -> None:
         """A message's state (``envelope``: also its bytes) changed."""
-        key = entity << _KEY_BITS | message.sequence_number
         if key not in self.ops:
             self.ops[key] = message
             if envelope:
@@ -148,12 +163,8 @@ class GroupCommit:
             self.ops[key] = message
             self._state_only.discard(key)
 
-    def delete(self, entity: int, sequence_number: int) -> None:
-        key = entity << _KEY_BITS | sequence_number
-        if key in self._fresh:  # never written: nothing to delete
-            self._fresh.discard(key)
-            del self.ops[key]
-            return
+    def delete(self, key: int) -> None:
+        """The message under ``key`` is gone."""
         self.ops[key] = None
         if self._state_only:
             self._state_only.discard(key)
@@ -186,6 +197,8 @@ class GroupCommit:
     # -- handing over -------------------------------------------------------------
     def _take(self) -> list[bytes]:
         records = self._extra
+        for writer in self._fresh:
+            writer(records)
         append = records.append
         codes = _CODES
         state = STATE.pack
@@ -213,7 +226,7 @@ class GroupCommit:
     def _clear(self) -> None:
         self.ops.clear()
         self._state_only.clear()
-        self._fresh.clear()
+        self._fresh = []
         self._sequences.clear()
         self._extra = []
 
@@ -232,6 +245,8 @@ class GroupCommit:
         if self.snapshot is not None and (self._failed or self._compaction_due()):
             # The live state in memory already holds every pending change: it replaces them.
             self._failed = False
+            for writer in self._fresh:
+                writer(None)
             self._clear()
             self._queue.put((True, self.snapshot(), callbacks))
         else:
@@ -257,7 +272,7 @@ class GroupCommit:
 
     @property
     def _pending(self) -> bool:
-        return bool(self.ops or self._callbacks or self._sequences or self._extra)
+        return bool(self.ops or self._callbacks or self._fresh or self._sequences or self._extra)
 
     def _write(self) -> None:
         """The writer thread: everything queued meanwhile as one append and one flush, in order."""
@@ -376,20 +391,30 @@ def entity_key(entity: int) -> int:
 def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
     """Append the records storing ``msg`` (its fields, then its bytes: :meth:`Envelope.encode`'s,
     in the pieces the envelope holds, not copied into one) to ``out``."""
-    envelope = msg.envelope
-    head, props, body = envelope.head(), envelope.props_raw, envelope.body
-    at = msg.scheduled_at
-    out.append(
-        _MESSAGE(
-            K_MESSAGE, entity, msg.sequence_number, _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
-            msg.enqueued_at, msg.expires_at, math.nan if at is None else at, len(head) + len(props) + len(body),
-        )
-    )  # fmt: skip
-    if head:
-        out.append(head)
-    if props:
-        out.append(props)
-    out.append(body)
+    messages_records(out, entity, (msg,))
+
+
+def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMessage | None]) -> None:
+    """:func:`message_records` of each of ``messages`` (None: skipped) in turn, in one call."""
+    append, pack, codes, nan = out.append, _MESSAGE, _CODES, math.nan
+    for msg in messages:
+        if msg is None:
+            continue
+        envelope = msg.envelope
+        props, body = envelope.props_raw, envelope.body
+        head = b"" if envelope.header is None and not envelope.annotations else envelope.head()  # (head(), inline)
+        at = msg.scheduled_at
+        append(
+            pack(
+                K_MESSAGE, entity, msg.sequence_number, codes[msg.state._value_], msg.delivery_count, msg.deferred,
+                msg.enqueued_at, msg.expires_at, nan if at is None else at, len(head) + len(props) + len(body),
+            )
+        )  # fmt: skip
+        if head:
+            append(head)
+        if props:
+            append(props)
+        append(body)
 
 
 _MESSAGE = MESSAGE.pack
