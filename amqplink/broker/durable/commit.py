@@ -26,12 +26,23 @@ import asyncio
 import logging
 import math
 import queue
+import struct
 import threading
 from collections.abc import Callable, Iterable
 
 from amqplink.broker.durable import journal as _journal
 from amqplink.broker.durable.journal import Journal
-from amqplink.broker.durable.records import K_DELETE, K_MESSAGE, K_STATE, KEYED, MESSAGE, STATE, sequence_record
+from amqplink.broker.durable.records import (
+    K_DELETE,
+    K_MESSAGE,
+    K_RUN,
+    K_STATE,
+    KEYED,
+    MESSAGE,
+    RUN,
+    STATE,
+    sequence_record,
+)
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
 __all__ = [
@@ -395,14 +406,47 @@ def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
 
 
 def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMessage | None]) -> None:
-    """:func:`message_records` of each of ``messages`` (None: skipped) in turn, in one call."""
+    """:func:`message_records` of each of ``messages`` (None: skipped) in turn, in one call; a
+    run of messages that are only a body, with consecutive sequence numbers and the same
+    fields (as many sent together are), as one ``B`` record (:data:`~.records.RUN`)."""
     append, pack, codes, nan = out.append, _MESSAGE, _CODES, math.nan
+    bodies: list[bytes] = []
+    """The bodies of the run under way (empty: none), whose first message is ``first``."""
+    first: StoredMessage | None = None
+    # ``first``'s fields (the sequence number: the next one's), which the run's others have too:
+    seq, enqueued, expires, delivery_count, deferred = 0, 0.0, 0.0, 0, False
+    state, scheduled = MessageState.AVAILABLE, None
     for msg in messages:
         if msg is None:
+            if bodies:
+                _run_records(out, entity, first, bodies)
+                bodies = []
             continue
         envelope = msg.envelope
-        props, body = envelope.props_raw, envelope.body
-        head = b"" if envelope.header is None and not envelope.annotations else envelope.head()  # (head(), inline)
+        if envelope.header is None and not envelope.annotations and not envelope.props_raw:  # only a body
+            if (
+                bodies
+                and msg.sequence_number == seq
+                and msg.enqueued_at == enqueued
+                and msg.expires_at == expires
+                and msg.state is state
+                and msg.delivery_count == delivery_count
+                and msg.deferred == deferred
+                and msg.scheduled_at == scheduled
+            ):
+                bodies.append(envelope.body)
+                seq += 1
+                continue
+            if bodies:
+                _run_records(out, entity, first, bodies)
+            first, bodies = msg, [envelope.body]
+            seq, enqueued, expires = msg.sequence_number + 1, msg.enqueued_at, msg.expires_at
+            state, delivery_count, deferred, scheduled = msg.state, msg.delivery_count, msg.deferred, msg.scheduled_at
+            continue
+        if bodies:
+            _run_records(out, entity, first, bodies)
+            bodies = []
+        head, props, body = envelope.head(), envelope.props_raw, envelope.body
         at = msg.scheduled_at
         append(
             pack(
@@ -415,8 +459,28 @@ def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMes
         if props:
             append(props)
         append(body)
+    if bodies:
+        _run_records(out, entity, first, bodies)
+
+
+def _run_records(out: list[bytes], entity: int, first: StoredMessage | None, bodies: list[bytes]) -> None:
+    """The records of a run of messages that are only a body: ``first`` and those after it,
+    whose fields it shares (one: an ``M`` record)."""
+    assert first is not None
+    at = first.scheduled_at
+    fields = (
+        _CODES[first.state._value_], first.delivery_count, first.deferred,
+        first.enqueued_at, first.expires_at, math.nan if at is None else at,
+    )  # fmt: skip
+    if len(bodies) == 1:
+        out.append(_MESSAGE(K_MESSAGE, entity, first.sequence_number, *fields, len(bodies[0])))
+    else:
+        out.append(_RUN(K_RUN, entity, first.sequence_number, len(bodies), *fields))
+        out.append(struct.pack(f">{len(bodies)}I", *map(len, bodies)))
+    out += bodies
 
 
 _MESSAGE = MESSAGE.pack
+_RUN = RUN.pack
 _Batch = tuple[bool, list[bytes], list[Committed]]
 """(a compaction, records, callbacks): one batch handed to the writer thread."""
