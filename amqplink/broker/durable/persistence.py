@@ -71,14 +71,13 @@ class DurableStore(MemoryStore):
     its removal none at all; only the messages some batch wrote go through the pending
     batch's changes (:attr:`GroupCommit.ops`)."""
 
-    __slots__ = ("_commits", "_entity", "_first", "_key", "_pending", "_write", "high", "written")
+    __slots__ = ("_commits", "_entity", "_first", "_key", "_write", "high", "written")
 
     def __init__(self, entity: int, commits: GroupCommit) -> None:
         super().__init__()
         self._entity = entity
         self._key = entity_key(entity)
         self._commits = commits
-        self._pending = commits.ops
         self._write = self._write_fresh  # bound once: not one method object per batch
         self.high = 0
         """The highest sequence number ever stored here."""
@@ -126,9 +125,7 @@ class DurableStore(MemoryStore):
     def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
         seq = message.sequence_number
         if seq <= self.written:  # (above: the next batch writes it as it is then)
-            key = self._key | seq
-            if envelope or key not in self._pending:  # (else: written as it is then)
-                self._commits.update(key, message, envelope)
+            self._commits.update(self._key | seq, message, envelope)
 
 
 _memory_append = MemoryStore.append
