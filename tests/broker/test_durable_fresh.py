@@ -1,9 +1,10 @@
 """What the store writes for the messages stored since the last batch: each entity's store
 hands the batch the messages it took since then as they are (nothing recorded per message,
 nothing at all for one gone before the batch), those that are only a body and share their
-fields as one ``B`` record. Whatever sends, locks, completions, abandons, deferrals and
-commits come in whatever order, a restart finds exactly what the namespace held; and a
-run record replays as the ``M`` records of its messages one at a time would."""
+fields as one ``B`` record; the changes of older messages with consecutive sequence numbers
+go as runs too (``V``: their states, ``G``: gone). Whatever sends, locks, completions,
+abandons, deferrals and commits come in whatever order, a restart finds exactly what the
+namespace held; and a run record replays as the records of its messages one at a time would."""
 
 from __future__ import annotations
 
@@ -19,9 +20,22 @@ from hypothesis import strategies as st
 
 from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfig
 from amqplink.broker.durable import Persistence
-from amqplink.broker.durable.commit import GroupCommit, messages_records
+from amqplink.broker.durable.commit import STATE_CODES, GroupCommit, entity_key, messages_records
 from amqplink.broker.durable.journal import Journal, StoreError, journal_files
-from amqplink.broker.durable.records import K_MESSAGE, K_RUN, MESSAGE, RUN, State, sequence_record
+from amqplink.broker.durable.records import (
+    GONE,
+    K_GONE,
+    K_MESSAGE,
+    K_RUN,
+    K_STATE,
+    K_STATE_RUN,
+    MESSAGE,
+    RUN,
+    STATE,
+    State,
+    delete_record,
+    sequence_record,
+)
 from amqplink.broker.namespace import MessageState, Namespace
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import body_only, split_message
@@ -79,16 +93,18 @@ def _built(plan: list[Any]) -> list[StoredMessage | None]:
 
 def _one_at_a_time(entity: int, msgs: list[StoredMessage | None]) -> list[bytes]:
     """The general form: one ``M`` record per message, its payload the envelope's encoding."""
-    codes = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 1, MessageState.DEFERRED: 2, MessageState.SCHEDULED: 3}
     out = []
     for m in msgs:
         if m is None:
             continue
         payload = m.envelope.encode()
-        at = math.nan if m.scheduled_at is None else m.scheduled_at
-        fields = (codes[m.state], m.delivery_count, m.deferred, m.enqueued_at, m.expires_at, at, len(payload))
-        out += [MESSAGE.pack(K_MESSAGE, entity, m.sequence_number, *fields), payload]
+        out += [MESSAGE.pack(K_MESSAGE, entity, m.sequence_number, *_fields(m), len(payload)), payload]
     return out
+
+
+def _fields(m: StoredMessage) -> tuple[Any, ...]:
+    at = math.nan if m.scheduled_at is None else m.scheduled_at
+    return (STATE_CODES[m.state], m.delivery_count, m.deferred, m.enqueued_at, m.expires_at, at)
 
 
 def _replayed(records: list[bytes]) -> State:
@@ -128,6 +144,73 @@ def test_a_run_of_messages_that_are_only_a_body_is_one_record() -> None:
     assert _replayed(records).messages == {
         3: {seq: (0, 0, 0, 10.0, math.inf, None, envelope.encode()) for seq in (5, 6, 7, 9)}
     }
+
+
+BASE_FIELDS = (0, 0, MessageState.LOCKED, 1, False, 10.0, math.inf, None)
+"""(gap, envelope, state, delivery count, deferred, enqueued at, expires at, scheduled at)"""
+OTHER_FIELDS = (1, 1, MessageState.AVAILABLE, 2, True, 11.5, 99.0, 50.0)
+
+
+@st.composite
+def message_fields(draw: Any) -> tuple[Any, ...]:
+    """:data:`BASE_FIELDS`, but for at most one field (a run holds messages equal in all but the gap)."""
+    fields = list(BASE_FIELDS)
+    which = draw(st.integers(-1, len(fields) - 1))
+    if which >= 0:
+        fields[which] = OTHER_FIELDS[which]
+    return tuple(fields)
+
+
+changes = st.lists(st.tuples(st.sampled_from(["gone", "changed", "stored"]), message_fields()), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(plan=changes)
+def test_the_changes_of_a_batch_replay_as_one_record_each(tmp_path_factory: Any, plan: list[Any]) -> None:
+    """``GroupCommit``'s changes of messages some batch wrote (its runs of ``V`` and ``G``)
+    against one ``U``, ``D`` or ``M`` record per change, on the same stored messages."""
+    entity = 5
+    msgs = [m for m in _built([fields for _, fields in plan]) if m is not None]
+    commits = GroupCommit(Journal(tmp_path_factory.mktemp("j"), fsync=False))
+    try:
+        one_each: list[bytes] = []
+        for (change, _), msg in zip(plan, msgs, strict=True):
+            key = entity_key(entity) | msg.sequence_number
+            if change == "gone":
+                commits.delete(key)
+                one_each.append(delete_record(entity, msg.sequence_number))
+            elif change == "changed":
+                commits.update(key, msg, False)
+                one_each.append(STATE.pack(K_STATE, entity, msg.sequence_number, *_fields(msg)))
+            else:
+                commits.insert(key, msg)
+                one_each += _one_at_a_time(entity, [msg])
+        stored = _one_at_a_time(entity, [StoredMessage(m.sequence_number, m.envelope, 1.0, 2.0) for m in msgs])
+        assert _replayed([*stored, *commits._take()]) == _replayed([*stored, *one_each])
+    finally:
+        commits.close_now()
+
+
+def test_consecutive_changes_are_one_record_each_kind(tmp_path: Path) -> None:
+    envelope = ENVELOPES[0]
+    assert envelope is not None
+    msgs = [StoredMessage(seq, envelope, 10.0, math.inf, MessageState.LOCKED, 1) for seq in range(1, 8)]
+    commits = GroupCommit(Journal(tmp_path, fsync=False))
+    try:
+        for msg in msgs[:3]:
+            commits.update(entity_key(2) | msg.sequence_number, msg, False)
+        for msg in msgs[3:6]:
+            commits.delete(entity_key(2) | msg.sequence_number)
+        msgs[6].delivery_count = 2  # (its fields differ from the run's: a record of its own)
+        commits.update(entity_key(2) | 7, msgs[6], False)
+        records = commits._take()
+    finally:
+        commits.close_now()
+    assert records == [
+        RUN.pack(K_STATE_RUN, 2, 1, 3, 1, 1, False, 10.0, math.inf, math.nan),
+        GONE.pack(K_GONE, 2, 4, 3),
+        STATE.pack(K_STATE, 2, 7, 1, 2, False, 10.0, math.inf, math.nan),
+    ]
 
 
 def _journal_with_a_run(directory: Path) -> tuple[Journal, int]:

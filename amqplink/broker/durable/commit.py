@@ -33,10 +33,13 @@ from collections.abc import Callable, Iterable
 from amqplink.broker.durable import journal as _journal
 from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import (
+    GONE,
     K_DELETE,
+    K_GONE,
     K_MESSAGE,
     K_RUN,
     K_STATE,
+    K_STATE_RUN,
     KEYED,
     MESSAGE,
     RUN,
@@ -211,24 +214,43 @@ class GroupCommit:
         for writer in self._fresh:
             writer(records)
         append = records.append
-        codes = _CODES
-        state = STATE.pack
-        keyed = KEYED.pack
         state_only = self._state_only
+        # The changes of consecutive keys (consecutive sequence numbers) as runs, each one record:
+        # the deletes from key ``gone`` up to ``gone_end``; the state changes from ``changed`` up to
+        # ``changed_end``, their fields the same as ``first``'s (kept in locals). Each key is in
+        # one change only, so the order of the records does not matter.
+        gone = gone_end = changed = changed_end = -1
+        first: StoredMessage | None = None
+        state, count, deferred, enqueued, expires, at = MessageState.AVAILABLE, 0, False, 0.0, 0.0, None
         for key, msg in self.ops.items():
-            entity, seq = key >> _KEY_BITS, key & _SEQ_MASK
             if msg is None:
-                append(keyed(K_DELETE, entity, seq))  # (as records.delete_record, without a call)
+                if key != gone_end:
+                    if gone_end >= 0:
+                        append(_gone(gone, gone_end))
+                    gone = key
+                gone_end = key + 1
             elif key not in state_only:
-                message_records(records, entity, msg)
+                message_records(records, key >> _KEY_BITS, msg)
+            elif (
+                key == changed_end
+                and msg.state is state
+                and msg.delivery_count == count
+                and msg.deferred == deferred
+                and msg.enqueued_at == enqueued
+                and msg.expires_at == expires
+                and msg.scheduled_at == at
+            ):
+                changed_end += 1
             else:
-                at = msg.scheduled_at
-                append(
-                    state(
-                        K_STATE, entity, seq, codes[msg.state._value_], msg.delivery_count, msg.deferred,
-                        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
-                    )
-                )  # fmt: skip
+                if changed_end >= 0:
+                    append(_changed(changed, changed_end, first))
+                changed, changed_end, first = key, key + 1, msg
+                state, count, deferred, at = msg.state, msg.delivery_count, msg.deferred, msg.scheduled_at
+                enqueued, expires = msg.enqueued_at, msg.expires_at
+        if gone_end >= 0:
+            append(_gone(gone, gone_end))
+        if changed_end >= 0:
+            append(_changed(changed, changed_end, first))
         for entity, next_sequence in self._sequences.items():
             append(sequence_record(entity, next_sequence()))
         self._clear()
@@ -394,6 +416,27 @@ class GroupCommit:
         self.journal.close()
 
 
+def _gone(start: int, end: int) -> bytes:
+    """The record of the messages under the keys from ``start`` up to ``end`` gone (one: ``D``)."""
+    if end - start == 1:
+        return _KEYED(K_DELETE, start >> _KEY_BITS, start & _SEQ_MASK)
+    return _GONE(K_GONE, start >> _KEY_BITS, start & _SEQ_MASK, end - start)
+
+
+def _changed(start: int, end: int, msg: StoredMessage | None) -> bytes:
+    """The record of the state changes of the messages under the keys from ``start`` up to
+    ``end``, their fields now ``msg``'s (one: ``U``)."""
+    assert msg is not None
+    at = msg.scheduled_at
+    fields = (
+        _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
+        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
+    )  # fmt: skip
+    if end - start == 1:
+        return _STATE(K_STATE, start >> _KEY_BITS, start & _SEQ_MASK, *fields)
+    return _RUN(K_STATE_RUN, start >> _KEY_BITS, start & _SEQ_MASK, end - start, *fields)
+
+
 def entity_key(entity: int) -> int:
     """The high bits of the keys of an entity's messages in :attr:`GroupCommit.ops`."""
     return entity << _KEY_BITS
@@ -482,5 +525,8 @@ def _run_records(out: list[bytes], entity: int, first: StoredMessage | None, bod
 
 _MESSAGE = MESSAGE.pack
 _RUN = RUN.pack
+_STATE = STATE.pack
+_KEYED = KEYED.pack
+_GONE = GONE.pack
 _Batch = tuple[bool, list[bytes], list[Committed]]
 """(a compaction, records, callbacks): one batch handed to the writer thread."""
