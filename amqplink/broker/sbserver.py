@@ -33,6 +33,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
@@ -591,14 +592,12 @@ class _ServiceBusConnection:
             for delivery in deliveries:
                 self._on_outcome(consumer, delivery, state, now)
             return
-        held = consumer.held
-        tokens: list[bytes] = []
-        completing: list[Delivery] = []
-        for delivery in deliveries:
-            token = delivery.tag  # the lock token, while held
-            if held.pop(token, None) is not None:
-                tokens.append(token)
-                completing.append(delivery)
+        tokens: list[bytes] = [delivery.tag for delivery in deliveries]  # the lock tokens, while held
+        released = list(map(consumer.held.pop, tokens, repeat(None)))  # in order: a repeat finds None
+        completing = deliveries
+        if None in released:  # those no longer held (settled already) are not completed
+            kept = [i for i, was in enumerate(released) if was is not None]
+            tokens, completing = [tokens[i] for i in kept], [deliveries[i] for i in kept]
         link = consumer.link
         refusals = consumer.entity.complete_all(tokens, now)
         stored = self.host.persistence

@@ -682,7 +682,18 @@ class PartitionedEntity(Entity):
         """Each fragment completes its own tokens together (in their order); the refusals by
         index, in index order, as one :meth:`complete` after another would make them."""
         refusals: dict[int, EntityError] = {}
-        fragments, down = self.fragments, self.partitions.down
+        fragments = self.fragments
+        held = self._held_groups(tokens)
+        if held is not None:  # the usual: no token for the one-at-a-time rules below
+            where: dict[LockToken, int] | None = None
+            for index, group in enumerate(held):
+                if group and (found := fragments[index].complete_all(group, now)):
+                    if where is None:
+                        where = {token: i for i, token in enumerate(tokens)}  # (distinct tokens)
+                    for j, refusal in found.items():
+                        refusals[where[group[j]]] = refusal
+            return dict(sorted(refusals.items())) if len(refusals) > 1 else refusals
+        down = self.partitions.down
         total = len(fragments)
         locks = [fragment._locks for fragment in fragments]
         groups: list[list[int]] = [[] for _ in fragments]  # the indices of each fragment's tokens
@@ -709,6 +720,25 @@ class PartitionedEntity(Entity):
                 for j, refusal in fragments[index].complete_all([tokens[i] for i in positions], now).items():
                     refusals[positions[j]] = refusal
         return dict(sorted(refusals.items())) if len(refusals) > 1 else refusals
+
+    def _held_groups(self, tokens: Sequence[LockToken]) -> list[list[LockToken]] | None:
+        """The tokens by fragment (in their order) when each is a distinct ``bytes`` lock
+        token held by its fragment (the one its low 16 bits name) and that fragment is up:
+        what :meth:`complete_all` groups when none takes its one-at-a-time rules (a repeat,
+        a token of no fragment or of one that is down); None when any would."""
+        down = self.partitions.down
+        locks = [fragment._locks for fragment in self.fragments]
+        total = len(locks)
+        groups: list[list[LockToken]] = [[] for _ in locks]
+        add = [group.append for group in groups]
+        for token in tokens:
+            if type(token) is not bytes or len(token) != 16:
+                return None
+            index = token[14] << 8 | token[15]  # _by_token's (two bytes: LOCK_TAG_MASK's 16 bits)
+            if index >= total or down[index] or token not in locks[index]:
+                return None
+            add[index](token)
+        return groups if len(set(tokens)) == len(tokens) else None
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         self._by_token(token, "abandoning a message").abandon(token, now, annotations)
