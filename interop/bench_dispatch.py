@@ -8,9 +8,11 @@ around its engine and handler), so the figure is what ``bench_broker`` calls the
 broker's CPU per message in the receive phase, less the socket and event loop. On a
 shared machine compare the minimum of several rounds, or ``--calls``: the broker's
 function calls per message (cProfile's count), which other processes do not disturb, or
-``--opcodes``: the Python bytecodes it runs per message (a trace, slow).
+``--opcodes``: the Python bytecodes it runs per message (a trace, slow). ``--durable``: as
+``bench_ingest``'s (the queue is filled and written before the clock starts).
 
-    python3 interop/bench_dispatch.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE] [--calls|--opcodes]
+    python3 interop/bench_dispatch.py [--count 20000] [--partitioned] [--durable] [--rounds 5] [--profile FILE]
+        [--calls|--opcodes]
 """
 
 from __future__ import annotations
@@ -25,28 +27,42 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from amqplink.broker.durable import Persistence  # noqa: E402
 from amqplink.engine.connection import Connection, ConnectionConfig  # noqa: E402
 from amqplink.engine.events import DeliveryReceived  # noqa: E402
 from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED  # noqa: E402
 from amqplink.message import Message  # noqa: E402
 from amqplink.protocol.definitions import Accepted, Source, Target  # noqa: E402
 from interop import inprocess  # noqa: E402
-from interop.bench_ingest import OpcodeCounter  # noqa: E402
+from interop.bench_ingest import OpcodeCounter, data_dir  # noqa: E402
 
 
-async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -> float:
+async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None, durable: bool = False) -> float:
     """Broker CPU seconds to deliver and settle ``count`` messages (with ``calls``, a
     ``cProfile.Profile`` or an ``OpcodeCounter``: it counts the broker's function calls or
-    bytecodes, and the time is not meant)."""
-    namespace, server, handler = inprocess.broker(partitioned)
+    bytecodes, and the time is not meant; ``durable``: the broker keeps the namespace in a
+    temporary directory)."""
+    with data_dir(durable) as directory:
+        persistence = None if directory is None else Persistence(directory)
+        try:
+            return await _run(count, partitioned, prefetch, calls, persistence)
+        finally:
+            if persistence is not None:
+                await persistence.close()
+
+
+async def _run(count: int, partitioned: bool, prefetch: int, calls: Any, persistence: Persistence | None) -> float:
+    namespace, server, handler = inprocess.broker(partitioned, persistence)
     client = Connection(ConnectionConfig(container_id="consumer"))
     body = Message(bytes(1024)).encode()
     now = time.time()
     target = namespace.sender_target("q")
     for _ in range(count):
         namespace.send(target, body, now)
-    pipe = inprocess.Pipe(client, server, handler, calls=calls)
-    pump = pipe.pump
+    if persistence is not None:
+        await inprocess.committed(persistence)  # (the filled queue written before the clock starts)
+    pipe = inprocess.Pipe(client, server, handler, calls=calls, persistence=persistence)
+    pump = pipe.pump_stored
 
     client.open()
     session = client.begin_session()
@@ -57,19 +73,19 @@ async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None) -
         snd_settle_mode=SND_UNSETTLED,
         rcv_settle_mode=RCV_SECOND,
     )
-    pump()
+    await pump()
     pipe.broker_cpu = 0.0
     accepted = Accepted()
     received = 0
     while received < count:
         receiver.flow(prefetch)
-        deliveries = [e.delivery for e in pump() if type(e) is DeliveryReceived]
+        deliveries = [e.delivery for e in await pump() if type(e) is DeliveryReceived]
         if not deliveries:
             raise RuntimeError(f"stalled at {received}/{count}")
         for delivery in deliveries:
             receiver.settle(delivery, accepted)
         received += len(deliveries)
-        pump()  # the broker completes and settles (and, with credit left, sends more)
+        await pump()  # the broker completes and settles (and, with credit left, sends more)
     left = len(namespace.receiver_source("q").store)
     if left:
         raise RuntimeError(f"{left} messages left in the queue")
@@ -82,13 +98,14 @@ def main() -> None:
     parser.add_argument("--prefetch", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--partitioned", action="store_true")
+    parser.add_argument("--durable", action="store_true", help="keep the namespace in a temporary data directory")
     parser.add_argument("--profile", default=None, help="cProfile stats of the last round to this file")
     parser.add_argument("--calls", action="store_true", help="count the broker's function calls per message")
     parser.add_argument("--opcodes", action="store_true", help="count the broker's Python opcodes per message")
     args = parser.parse_args()
     if args.opcodes:
         opcodes = OpcodeCounter()
-        asyncio.run(run(args.count, args.partitioned, args.prefetch, opcodes))
+        asyncio.run(run(args.count, args.partitioned, args.prefetch, opcodes, args.durable))
         print(f"broker: {opcodes.opcodes / args.count:.1f} Python opcodes per message")
         return
     if args.calls:  # deterministic, unlike the CPU time on a shared machine
@@ -96,7 +113,7 @@ def main() -> None:
         import pstats
 
         counter = cProfile.Profile()
-        asyncio.run(run(args.count, args.partitioned, args.prefetch, counter))
+        asyncio.run(run(args.count, args.partitioned, args.prefetch, counter, args.durable))
         total = pstats.Stats(counter).total_calls  # type: ignore[attr-defined]
         print(f"broker: {total / args.count:.2f} function calls per message")
         return
@@ -107,13 +124,14 @@ def main() -> None:
 
             profiler = cProfile.Profile()
             profiler.enable()
-            asyncio.run(run(args.count, args.partitioned, args.prefetch))
+            asyncio.run(run(args.count, args.partitioned, args.prefetch, durable=args.durable))
             profiler.disable()
             profiler.dump_stats(args.profile)
             break
-        figures.append(asyncio.run(run(args.count, args.partitioned, args.prefetch)) / args.count * 1e6)
+        cpu = asyncio.run(run(args.count, args.partitioned, args.prefetch, durable=args.durable))
+        figures.append(cpu / args.count * 1e6)
     if figures:
-        kind = "partitioned" if args.partitioned else "plain"
+        kind = ("partitioned" if args.partitioned else "plain") + (", durable" if args.durable else "")
         print(f"{kind}: broker us/msg min {min(figures):.2f}  all " + " ".join(f"{f:.2f}" for f in figures))
 
 

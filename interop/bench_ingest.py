@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from amqplink.broker.durable import Persistence  # noqa: E402
 from amqplink.engine.connection import Connection, ConnectionConfig  # noqa: E402
 from amqplink.engine.link import SND_UNSETTLED  # noqa: E402
 from amqplink.message import Message  # noqa: E402
@@ -54,21 +57,46 @@ class OpcodeCounter:
         sys.settrace(None)
 
 
-async def run(count: int, partitioned: bool, in_flight: int, read: int, calls: Any = None) -> float:
+@contextlib.contextmanager
+def data_dir(durable: bool) -> Any:
+    """A temporary data directory when ``durable`` (else None), removed afterwards."""
+    if not durable:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-") as directory:
+        yield directory
+
+
+async def run(
+    count: int, partitioned: bool, in_flight: int, read: int, calls: Any = None, durable: bool = False
+) -> float:
     """Broker CPU seconds to store and settle ``count`` messages (with ``calls``, a
-    ``cProfile.Profile``: it counts the broker's function calls, and the time is not meant)."""
-    namespace, server, handler = inprocess.broker(partitioned)
+    ``cProfile.Profile``: it counts the broker's function calls, and the time is not meant;
+    ``durable``: the broker keeps the namespace in a temporary directory)."""
+    with data_dir(durable) as directory:
+        persistence = None if directory is None else Persistence(directory)
+        try:
+            return await _run(count, partitioned, in_flight, read, calls, persistence)
+        finally:
+            if persistence is not None:
+                await persistence.close()
+
+
+async def _run(
+    count: int, partitioned: bool, in_flight: int, read: int, calls: Any, persistence: Persistence | None
+) -> float:
+    namespace, server, handler = inprocess.broker(partitioned, persistence)
     client = Connection(ConnectionConfig(container_id="producer"))
     body = Message(bytes(1024)).encode()
-    pipe = inprocess.Pipe(client, server, handler, read=read, calls=calls)
-    pump = pipe.pump
+    pipe = inprocess.Pipe(client, server, handler, read=read, calls=calls, persistence=persistence)
+    pump = pipe.pump_stored
 
     client.open()
     session = client.begin_session()
     sender = session.attach_sender(
         "producer", source=Source(address="producer"), target=Target(address="q"), snd_settle_mode=SND_UNSETTLED
     )
-    pump()
+    await pump()
     pipe.broker_cpu = 0.0
     sent = 0
     while sent < count:
@@ -76,7 +104,7 @@ async def run(count: int, partitioned: bool, in_flight: int, read: int, calls: A
         for _ in range(n):
             sender.send(body)
         sent += n
-        pump()
+        await pump()
     if sender.unsettled:
         raise RuntimeError(f"{len(sender.unsettled)} messages not settled")
     stored = len(namespace.receiver_source("q").store)
@@ -92,6 +120,7 @@ def main() -> None:
     parser.add_argument("--read", type=int, default=65536, help="bytes per socket read")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--partitioned", action="store_true")
+    parser.add_argument("--durable", action="store_true", help="keep the namespace in a temporary data directory")
     parser.add_argument("--profile", default=None, help="cProfile stats of the broker's side (one round) to this file")
     parser.add_argument("--calls", action="store_true", help="count the broker's function calls per message")
     parser.add_argument("--opcodes", action="store_true", help="count the broker's Python opcodes per message")
@@ -99,7 +128,7 @@ def main() -> None:
     go = (args.count, args.partitioned, args.in_flight, args.read)
     if args.opcodes:
         opcodes = OpcodeCounter()
-        asyncio.run(run(*go, opcodes))
+        asyncio.run(run(*go, opcodes, args.durable))
         print(f"broker: {opcodes.opcodes / args.count:.1f} Python opcodes per message")
         return
     if args.calls or args.profile:  # call counts are deterministic, unlike CPU time on a shared machine
@@ -107,14 +136,14 @@ def main() -> None:
         import pstats
 
         counter = cProfile.Profile()
-        asyncio.run(run(*go, counter))
+        asyncio.run(run(*go, counter, args.durable))
         if args.profile:
             counter.dump_stats(args.profile)
         total = pstats.Stats(counter).total_calls  # type: ignore[attr-defined]
         print(f"broker: {total / args.count:.2f} function calls per message")
         return
-    figures = [asyncio.run(run(*go)) / args.count * 1e6 for _ in range(args.rounds)]
-    kind = "partitioned" if args.partitioned else "plain"
+    figures = [asyncio.run(run(*go, durable=args.durable)) / args.count * 1e6 for _ in range(args.rounds)]
+    kind = ("partitioned" if args.partitioned else "plain") + (", durable" if args.durable else "")
     print(f"{kind}: broker us/msg min {min(figures):.2f}  all " + " ".join(f"{f:.2f}" for f in figures))
 
 

@@ -33,6 +33,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
@@ -536,10 +537,11 @@ class _ServiceBusConnection:
             while True:
                 consumer.again = False
                 while link.credit > 0 and link.is_attached and consumer.writable():
+                    wanted = min(link.credit, DISPATCH_BATCH)
                     try:
                         batch = entity.receive_many(
                             clock(),
-                            min(link.credit, DISPATCH_BATCH),
+                            wanted,
                             lock=lock,
                             session_id=consumer.session_id,
                             owner=link,
@@ -576,6 +578,10 @@ class _ServiceBusConnection:
                         link.detach(Error(condition=exc.condition, description=str(exc), info={}))
                         self._drop(link)
                         break
+                    if len(batch) < wanted:
+                        # The entity had no more: asking again finds none (a lock that runs
+                        # out meanwhile wakes this consumer through the entity's tick).
+                        break
                 if not consumer.again:
                     break
         finally:
@@ -591,14 +597,12 @@ class _ServiceBusConnection:
             for delivery in deliveries:
                 self._on_outcome(consumer, delivery, state, now)
             return
-        held = consumer.held
-        tokens: list[bytes] = []
-        completing: list[Delivery] = []
-        for delivery in deliveries:
-            token = delivery.tag  # the lock token, while held
-            if held.pop(token, None) is not None:
-                tokens.append(token)
-                completing.append(delivery)
+        tokens: list[bytes] = [delivery.tag for delivery in deliveries]  # the lock tokens, while held
+        released = list(map(consumer.held.pop, tokens, repeat(None)))  # in order: a repeat finds None
+        completing = deliveries
+        if None in released:  # those no longer held (settled already) are not completed
+            kept = [i for i, was in enumerate(released) if was is not None]
+            tokens, completing = [tokens[i] for i in kept], [deliveries[i] for i in kept]
         link = consumer.link
         refusals = consumer.entity.complete_all(tokens, now)
         stored = self.host.persistence

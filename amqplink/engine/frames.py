@@ -143,6 +143,38 @@ def write_transfer(
     out += payload
 
 
+_RUN_PARTS: dict[tuple[int, int, int], tuple[Any, bytes, bytes, int]] = {}
+
+
+def usual_transfer_parts(channel: int, handle: int, tag_size: int) -> tuple[Any, bytes, bytes, int] | None:
+    """:func:`write_transfer`'s usual frame (a handle below 256, a delivery-id of 256 or more, a
+    tag of 8 or 16 bytes, message format 0) on one link, taken apart for a run of deliveries:
+    ``(pack, middle, tag_head, base)`` such that ``out += pack(base + len(payload), middle,
+    delivery_id, tag_head, tag, SETTLED_TAIL if settled else UNSETTLED_TAIL)`` and then ``out +=
+    payload`` append the same bytes as ``write_transfer`` for a ``tag`` of ``tag_size`` bytes;
+    None when that frame is not the usual one (a handle of 256 or more, another tag size)."""
+    key = (channel, handle, tag_size)
+    parts = _RUN_PARTS.get(key)
+    if parts is None:
+        if handle >= 256 or tag_size not in _USUAL:
+            return None
+        handle_field = bytes((0x52, handle)) if handle else b"\x43"
+        size = len(handle_field) + 5 + 2 + tag_size + 2  # handle, delivery-id, tag, format and settled
+        middle = _HEADER.pack(0, 2, FRAME_TYPE_AMQP, channel)[4:] + bytes((0x00, 0x53, 0x14, 0xC0, size + 1, 5))
+        middle += handle_field + b"\x70"
+        pack = struct.Struct(f">I{len(middle)}sI2s{tag_size}sH").pack
+        if len(_RUN_PARTS) >= 1024:
+            _RUN_PARTS.clear()  # (links come and go: a bounded cache)
+        parts = _RUN_PARTS[key] = (pack, middle, _TAG_HEADS[tag_size], 14 + size)
+    return parts
+
+
+SETTLED_TAIL = 0x4341
+"""Message format 0 (0x43) and settled true (0x41): a usual transfer's last two bytes."""
+UNSETTLED_TAIL = 0x4342
+"""Message format 0 and settled false (0x42)."""
+
+
 def heartbeat() -> bytes:
     """An empty AMQP frame: "a frame with no body ... used as a heartbeat" (2.4.5)."""
     return _HEARTBEAT

@@ -575,10 +575,14 @@ class SenderLink(Link):
             tags_in_use[tag] = delivery  # type: ignore[index]  # _check_tag made the table
             made.append(delivery)
         if made:
-            if self.session._batched:
-                self.session._write_batched()  # deliveries batched before these leave first
-            self.queue.extend(made)
-            self.session._pump_sender(self)
+            session = self.session
+            if session._batched:
+                session._write_batched()  # deliveries batched before these leave first
+            queue = self.queue
+            # First in line on an attached link: what can go out at once is written straight away.
+            written = session._write_fresh(self, made) if not queue and state is _ATTACHED else 0
+            queue.extend(made[written:] if written else made)
+            session._pump_sender(self)
         return made
 
     def detach(self, error: Error | None = None, *, closed: bool = True) -> None:

@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 from amqplink.codec.types import UInt, UShort
 from amqplink.engine import errors
 from amqplink.engine.events import LinkAttached, LinkAttachRequested, LinkDetached, SessionEnded
-from amqplink.engine.frames import FRAME_HEADER_SIZE, write_transfer
+from amqplink.engine.frames import (
+    FRAME_HEADER_SIZE,
+    SETTLED_TAIL,
+    UNSETTLED_TAIL,
+    usual_transfer_parts,
+    write_transfer,
+)
 from amqplink.engine.link import (
     RCV_FIRST,
     SND_MIXED,
@@ -604,12 +610,14 @@ class Session:
             ids = [k for k in table if 0 <= serial_diff(k, first) < count]
         # A link with ranged_updates hears of each run of its deliveries at once, any other
         # of each delivery (in delivery-id order either way).
+        named: list[Delivery] = list(filter(None, map(table.get, ids)))  # (a Delivery is true)
+        only: Any = named[0].link if named else None
+        if only is not None and only.ranged_updates and not [d for d in named if d.link is not only]:
+            only._on_dispositions(named, settled, state, batchable)  # the usual: one run of one link
+            return
         link: Any = None
         run: list[Delivery] = []
-        for delivery_id in ids:
-            delivery = table.get(delivery_id)
-            if delivery is None:
-                continue
+        for delivery in named:
             owner: Any = delivery.link
             if owner is link:
                 run.append(delivery)
@@ -683,6 +691,10 @@ class Session:
         outgoing = self._outgoing
         unsettled = link.unsettled
         written = frames = 0  # frames: single-frame transfers written, counted once at the end
+        run_tag_size = -1  # the tag size of the usual frames' parts, once a delivery had one
+        run_pack: Any = None
+        run_middle = run_tag_head = b""
+        run_base = 0
         # The link's credit and delivery-count and the next delivery-id, kept in locals in the
         # loop and stored back (_sync) before anything else runs and at the end.
         credit, count, next_id = link.link_credit, link.delivery_count, self._next_delivery_id
@@ -725,6 +737,24 @@ class Session:
                         if self._dispositions:
                             self._flush_dispositions()
                         out = conn._deferred if conn._deferred is not None else conn._out
+                    if len(tag) == run_tag_size and delivery_id >= 256 and not delivery.message_format:
+                        # write_transfer's usual frame from the parts of this link's (the hottest path)
+                        payload = delivery.payload
+                        out += run_pack(
+                            run_base + len(payload),
+                            run_middle,
+                            delivery_id,
+                            run_tag_head,
+                            tag,
+                            SETTLED_TAIL if delivery.settled else UNSETTLED_TAIL,
+                        )
+                        out += payload
+                        frames += 1
+                        written += 1
+                        continue
+                    if run_tag_size < 0 and (parts := usual_transfer_parts(channel, handle, len(tag))) is not None:
+                        run_pack, run_middle, run_tag_head, run_base = parts  # (for the next ones)
+                        run_tag_size = len(tag)
                     write_transfer(
                         out,
                         channel,
@@ -753,6 +783,52 @@ class Session:
             link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
         if frames:
             self._frames_sent(frames)
+        return written
+
+    def _write_fresh(self, link: SenderLink, deliveries: list[Delivery]) -> int:
+        """What :meth:`_write_deliveries` writes of ``deliveries`` when they are new, unsettled,
+        of message format 0 and first in line on an attached ``link`` (as
+        :meth:`SenderLink.send_all` makes them), as far as each takes one usual frame
+        (:func:`~amqplink.engine.frames.usual_transfer_parts`, a tag of the first's size)
+        and the link credit and the session window allow; how many were written (the
+        caller queues the rest, for :meth:`_write_deliveries` to write or hold as it does).
+        What those checks decide for each delivery is decided once for the run."""
+        conn = self.connection
+        next_id = self._next_delivery_id
+        # "If the link-credit is less than or equal to zero ... a sender MUST NOT send more
+        # messages" (2.6.7); no transfer while remote-incoming-window is zero (2.5.6); and
+        # delivery-ids from 256 up to the wrap (the usual frame's four-byte delivery-id).
+        count = min(len(deliveries), link.link_credit, self.remote_incoming_window, SERIAL_MOD - next_id)
+        if count <= 0 or next_id < 256 or conn._trace:
+            return 0
+        first = deliveries[0]
+        tag_size = len(first.tag)
+        parts = usual_transfer_parts(self.channel, link.handle, tag_size)
+        room = conn.remote_max_frame_size - _TRANSFER_OVERHEAD - tag_size
+        if parts is None or len(first.payload) > room:
+            return 0
+        pack, middle, tag_head, base = parts
+        if self._dispositions:
+            self._flush_dispositions()  # as _write_deliveries does before its first frame
+        out = conn._deferred if conn._deferred is not None else conn._out
+        outgoing, unsettled = self._outgoing, link.unsettled
+        delivery_id = next_id
+        for delivery in deliveries[:count] if count < len(deliveries) else deliveries:
+            tag, payload = delivery.tag, delivery.payload
+            if len(tag) != tag_size or len(payload) > room:
+                break  # another frame: _write_deliveries's
+            delivery.delivery_id = delivery_id
+            outgoing[delivery_id] = delivery
+            unsettled[delivery_id] = delivery
+            out += pack(base + len(payload), middle, delivery_id, tag_head, tag, UNSETTLED_TAIL)
+            out += payload
+            delivery_id += 1
+        written = delivery_id - next_id
+        # each delivery sent increments delivery-count and decrements link-credit (2.6.7)
+        link.link_credit -= written
+        link.delivery_count = (link.delivery_count + written) % SERIAL_MOD  # serial_add, inline
+        self._next_delivery_id = delivery_id % SERIAL_MOD
+        self._frames_sent(written)
         return written
 
     def _frames_sent(self, frames: int) -> None:

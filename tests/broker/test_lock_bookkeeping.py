@@ -3,9 +3,11 @@ entity finds a settlement's fragment from its token."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace import Namespace
-from amqplink.broker.namespace.entity import LOCK_EXPIRY_SLACK, LOCK_TAG_MASK
+from amqplink.broker.namespace.entity import LOCK_EXPIRY_SLACK, LOCK_TAG_MASK, TOKEN_POOL
 from amqplink.broker.namespace.partitioned import PartitionedEntity, fragment_of
 from tests.broker.nsutil import T0, send
 
@@ -81,3 +83,32 @@ def test_a_token_without_its_fragments_tag_is_still_found() -> None:
         assert msg is not None and msg.lock_token is not None
         queue.complete(msg.lock_token, T0)
     assert len(queue.store) == 0
+
+
+def test_a_batch_larger_than_the_token_pool_gets_a_new_token_each_and_expires_together() -> None:
+    """_lock takes a batch's tokens from the pool at once (refilled as often as it needs):
+    each lock its own token, all of them in one lock-expiry entry that runs out at once."""
+    ns = Namespace()
+    entity = ns.receiver_source("q")
+    count = 2 * TOKEN_POOL + 10
+    for _ in range(count):
+        send(ns, "q")
+    first = entity.receive_many(T0, 5)
+    batch = entity.receive_many(T0 + 1, count - 5)
+    tokens = [msg.lock for msg in [*first, *batch]]
+    assert len(set(tokens)) == count and None not in tokens
+    assert all(entity._locks[msg.lock] == msg.sequence_number for msg in batch if msg.lock is not None)
+    assert len(entity._lock_expiry) == 2  # one entry per batch
+    until, _, seqs, kept = max(entity._lock_expiry)
+    assert (until, seqs, kept) == (T0 + 1 + entity.properties.lock_duration, seqs_of(batch), tokens[5:])
+    entity.tick(T0 + entity.properties.lock_duration)  # the first five run out, not the batch
+    assert [m.lock for m in first] == [None] * 5 and all(m.lock is not None for m in batch)
+    entity.tick(until)
+    assert all(m.lock is None for m in batch) and not entity._locks
+    again = entity.receive_many(until, count)
+    assert sorted(m.sequence_number for m in again) == sorted(seqs_of([*first, *batch]))
+    assert {m.delivery_count for m in again} == {2}
+
+
+def seqs_of(messages: list[Any]) -> list[int]:
+    return [m.sequence_number for m in messages]

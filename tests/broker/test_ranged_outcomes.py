@@ -256,3 +256,67 @@ def test_encode_all_stamps_each_message_as_delivered(partitioned: bool) -> None:
         assert Symbol("x-opt-locked-until") in annotations
     assert sorted(got.body for got in decoded) == [b"m0", b"m1", b"m3", b"m4", b"m5"]  # m2 is still locked
     assert entity.encode_all(batch) == [entity.encode(m) for m in batch]
+
+
+def _completed_seeing_held(count: int, picks: list[int], expired: set[int]) -> tuple[Any, list[Any]]:
+    """:func:`_completed` together on a partitioned entity, and what _held_groups answered."""
+    held: list[Any] = []
+    original = PartitionedEntity._held_groups
+
+    def spy(self: PartitionedEntity, tokens: Any) -> Any:
+        held.append(original(self, tokens))
+        return held[-1]
+
+    PartitionedEntity._held_groups = spy  # type: ignore[method-assign]
+    try:
+        return _completed(True, count, picks, expired, each=False), held
+    finally:
+        PartitionedEntity._held_groups = original  # type: ignore[method-assign]
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), count=st.integers(min_value=1, max_value=40))
+def test_distinct_held_tokens_complete_by_fragment_as_one_at_a_time(data: st.DataObject, count: int) -> None:
+    """Distinct tokens each held by a fragment that is up (the usual range, in any order) are
+    grouped at once (PartitionedEntity._held_groups), with the result of one at a time."""
+    picks = data.draw(st.permutations(range(count)))
+    picks = picks[: data.draw(st.integers(min_value=1, max_value=count))]
+    together, held = _completed_seeing_held(count, picks, set())
+    assert held and held[0] is not None  # the grouped path took them
+    assert together == _completed(True, count, picks, set(), each=True)
+    assert together == _completed(True, count, picks, set(), each="reference")
+    assert together[0] == {}
+
+
+@pytest.mark.parametrize("count", [1, 17, 40])
+def test_an_expired_lock_in_a_held_group_is_refused_at_its_own_index(count: int) -> None:
+    """The last lock taken has expired but is still held (nothing ticked since): grouped with
+    the others, its fragment refuses it, at its index in the call, as one at a time does."""
+    picks = list(range(count))[::-1]
+    together, held = _completed_seeing_held(count, picks, {count - 1})
+    assert held and held[0] is not None
+    assert together == _completed(True, count, picks, {count - 1}, each=True)
+    assert together == _completed(True, count, picks, {count - 1}, each="reference")
+    assert list(together[0]) == [0]
+
+
+@pytest.mark.parametrize(
+    "spoiler", ["repeat", "unknown", "down", "uuid"], ids=["a repeat", "no fragment's", "fragment down", "a GUID"]
+)
+def test_held_groups_declines_a_token_for_the_one_at_a_time_rules(spoiler: str) -> None:
+    ns = _namespace(True)
+    entity = ns.receiver_source("q")
+    for _ in range(20):
+        send(ns, "q")
+    msgs = entity.receive_many(T0, 20)
+    tokens: list[Any] = [m.lock for m in msgs]
+    assert entity._held_groups(tokens) is not None
+    if spoiler == "repeat":
+        tokens.append(tokens[3])
+    elif spoiler == "unknown":
+        tokens.append(bytes(16))
+    elif spoiler == "down":
+        entity.partitions.set_down(msgs[5].sequence_number >> 48)
+    else:
+        tokens[2] = msgs[2].lock_token
+    assert entity._held_groups(tokens) is None

@@ -5,7 +5,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amqplink.engine.frames import FRAME_TYPE_AMQP, write_frame, write_transfer
+from amqplink.engine.frames import (
+    FRAME_TYPE_AMQP,
+    SETTLED_TAIL,
+    UNSETTLED_TAIL,
+    usual_transfer_parts,
+    write_frame,
+    write_transfer,
+)
 
 from .pairs import first_transfer
 
@@ -49,3 +56,33 @@ def test_the_usual_transfer_packed_at_once_matches_the_generic_encoder(
     test_write_transfer_matches_the_generic_encoder.hypothesis.inner_test(  # type: ignore[attr-defined]
         channel, handle, delivery_id, tag, message_format, settled, payload
     )
+
+
+@given(
+    channel=st.integers(min_value=0, max_value=0xFFFF),
+    handle=st.integers(min_value=0, max_value=300),
+    delivery_id=st.integers(min_value=256, max_value=0xFFFFFFFF),
+    tag_size=st.sampled_from([0, 8, 12, 16]),
+    settled=st.booleans(),
+    payload=st.binary(max_size=300),
+    data=st.data(),
+)
+def test_a_links_usual_transfer_parts_pack_what_write_transfer_writes(
+    channel: int, handle: int, delivery_id: int, tag_size: int, settled: bool, payload: bytes, data: st.DataObject
+) -> None:
+    """usual_transfer_parts: a run's frames from one struct of the link's constant parts are
+    write_transfer's bytes; none for a handle of 256 or more or a tag of another size."""
+    tag = data.draw(st.binary(min_size=tag_size, max_size=tag_size))
+    parts = usual_transfer_parts(channel, handle, tag_size)
+    if handle >= 256 or tag_size not in (8, 16):
+        assert parts is None
+        return
+    assert parts is not None
+    pack, middle, tag_head, base = parts
+    run = bytearray()
+    run += pack(base + len(payload), middle, delivery_id, tag_head, tag, SETTLED_TAIL if settled else UNSETTLED_TAIL)
+    run += payload
+    one = bytearray()
+    write_transfer(one, channel, handle, delivery_id, tag, 0, settled, payload)
+    assert bytes(run) == bytes(one)
+    assert usual_transfer_parts(channel, handle, tag_size) is parts  # kept for the link's next run

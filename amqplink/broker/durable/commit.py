@@ -3,18 +3,20 @@ thread, which writes every batch handed over while it was busy as one append and
 flush (pipelined group commit); then the callbacks waiting on them run.
 
 The event loop never touches the disk. A change is recorded in the pending batch
-(a dict by message, so a message stored and completed in the same turn costs nothing
-at all); at the end of the loop turn the batch goes to the writer thread's queue,
-whether or not a write is under way, so neither side waits for the other: the writer
-takes everything queued at once, and the loop never waits for a commit to hand over
-the next one. Batches are written in order, so a callback runs only after every change
-recorded before it is on disk. A write that fails (a full disk) fails its callbacks and
-those of every batch queued behind it (they would follow a gap), and the next batch the
-loop hands over is a compaction, which writes the whole state in memory again (what
-the failed ones held too).
+(a dict by message: later changes of a message replace earlier ones); a message stored
+since the last batch is not recorded at all: its store hands the batch the messages it
+took since then, as they are when the batch is taken (:meth:`GroupCommit.fresh`), so a
+message stored and completed in the same turn costs nothing at all. At the end of the
+loop turn the batch goes to the writer thread's queue, whether or not a write is under
+way, so neither side waits for the other: the writer takes everything queued at once,
+and the loop never waits for a commit to hand over the next one. Batches are written
+in order, so a callback runs only after every change recorded before it is on disk. A
+write that fails (a full disk) fails its callbacks and those of every batch queued
+behind it (they would follow a gap), and the next batch the loop hands over is a
+compaction, which writes the whole state in memory again (what the failed ones held too).
 
 Records are packed here, on the loop (one ``struct.pack`` per change, the message's
-bytes encoded once when it is stored); the writer thread only joins them, appends and
+bytes as the envelope holds them); the writer thread only joins them, appends and
 flushes, all of which let go of the GIL, so the two threads hardly contend for it.
 """
 
@@ -24,12 +26,26 @@ import asyncio
 import logging
 import math
 import queue
+import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from amqplink.broker.durable import journal as _journal
 from amqplink.broker.durable.journal import Journal
-from amqplink.broker.durable.records import K_DELETE, K_MESSAGE, K_STATE, KEYED, MESSAGE, STATE, sequence_record
+from amqplink.broker.durable.records import (
+    GONE,
+    K_DELETE,
+    K_GONE,
+    K_MESSAGE,
+    K_RUN,
+    K_STATE,
+    K_STATE_RUN,
+    KEYED,
+    MESSAGE,
+    RUN,
+    STATE,
+    sequence_record,
+)
 from amqplink.broker.namespace.store import MessageState, StoredMessage
 
 __all__ = [
@@ -37,9 +53,11 @@ __all__ = [
     "LIVE_CHECK_BYTES",
     "STATE_CODES",
     "Committed",
+    "FreshWriter",
     "GroupCommit",
     "entity_key",
     "message_records",
+    "messages_records",
 ]
 
 log = logging.getLogger(__name__)
@@ -50,6 +68,9 @@ _CODES = {state._value_: code for state, code in STATE_CODES.items()}
 
 Committed = Callable[[BaseException | None], None]
 """Called on the event loop once the changes recorded before it are written (or failed)."""
+FreshWriter = Callable[[list[bytes] | None], None]
+"""A store's messages taken since the last batch: appends their records to the list given
+(None: a compaction wrote the whole state); then they count as written (:meth:`GroupCommit.fresh`)."""
 
 _KEY_BITS = 64
 """A pending change is keyed by ``entity << 64 | sequence number``: an int, which the garbage
@@ -94,8 +115,8 @@ class GroupCommit:
         gone): the pending batch's changes, coalesced. The same dict for ever (cleared when taken)."""
         self._state_only: set[int] = set()
         """Keys of :attr:`_ops` whose message's state changed but not its bytes (written without them)."""
-        self._fresh: set[int] = set()
-        """Keys inserted in the pending batch that no earlier batch wrote."""
+        self._fresh: list[FreshWriter] = []
+        """The stores that took messages since the last batch (:meth:`fresh`)."""
         self._extra: list[bytes] = []
         self._sequences: dict[int, Callable[[], int]] = {}
         self._callbacks: list[Committed] = []
@@ -119,23 +140,31 @@ class GroupCommit:
         self._thread.start()
 
     # -- recording (event loop) ---------------------------------------------------
-    def insert(self, entity: int, message: StoredMessage, next_sequence: Callable[[], int] | None = None) -> None:
-        """A message stored; ``next_sequence`` when its sequence number was never written before
-        (the entity's next number, as it tells it when the batch is taken, is written too)."""
-        key = entity << _KEY_BITS | message.sequence_number
+    def fresh(self, writer: FreshWriter) -> None:
+        """A store took a message, the first since the batch before: ``writer`` appends the
+        records of what it took since then when the pending batch is taken. (Such a message
+        is in no batch yet: its changes until then need no record of their own, and its
+        removal none at all.)"""
+        self._fresh.append(writer)
+        if not self._scheduled:
+            self.kick()
+
+    def insert(self, key: int, message: StoredMessage, next_sequence: Callable[[], int] | None = None) -> None:
+        """A message stored under ``key`` (:func:`entity_key` ``| sequence number``);
+        ``next_sequence`` when its number is new (the entity's next number, as it tells it
+        when the batch is taken, is written too)."""
         self.ops[key] = message
         if next_sequence is not None:
-            self._fresh.add(key)
+            entity = key >> _KEY_BITS
             if entity not in self._sequences:
                 self._sequences[entity] = next_sequence
-        elif self._state_only:
+        if self._state_only:
             self._state_only.discard(key)
         if not self._scheduled:
             self.kick()
 
-    def update(self, entity: int, message: StoredMessage, envelope: bool) -> None:
+    def update(self, key: int, message: StoredMessage, envelope: bool) -> None:
         """A message's state (``envelope``: also its bytes) changed."""
-        key = entity << _KEY_BITS | message.sequence_number
         if key not in self.ops:
             self.ops[key] = message
             if envelope:
@@ -148,12 +177,8 @@ class GroupCommit:
             self.ops[key] = message
             self._state_only.discard(key)
 
-    def delete(self, entity: int, sequence_number: int) -> None:
-        key = entity << _KEY_BITS | sequence_number
-        if key in self._fresh:  # never written: nothing to delete
-            self._fresh.discard(key)
-            del self.ops[key]
-            return
+    def delete(self, key: int) -> None:
+        """The message under ``key`` is gone."""
         self.ops[key] = None
         if self._state_only:
             self._state_only.discard(key)
@@ -186,25 +211,46 @@ class GroupCommit:
     # -- handing over -------------------------------------------------------------
     def _take(self) -> list[bytes]:
         records = self._extra
+        for writer in self._fresh:
+            writer(records)
         append = records.append
-        codes = _CODES
-        state = STATE.pack
-        keyed = KEYED.pack
         state_only = self._state_only
+        # The changes of consecutive keys (consecutive sequence numbers) as runs, each one record:
+        # the deletes from key ``gone`` up to ``gone_end``; the state changes from ``changed`` up to
+        # ``changed_end``, their fields the same as ``first``'s (kept in locals). Each key is in
+        # one change only, so the order of the records does not matter.
+        gone = gone_end = changed = changed_end = -1
+        first: StoredMessage | None = None
+        state, count, deferred, enqueued, expires, at = MessageState.AVAILABLE, 0, False, 0.0, 0.0, None
         for key, msg in self.ops.items():
-            entity, seq = key >> _KEY_BITS, key & _SEQ_MASK
             if msg is None:
-                append(keyed(K_DELETE, entity, seq))  # (as records.delete_record, without a call)
+                if key != gone_end:
+                    if gone_end >= 0:
+                        append(_gone(gone, gone_end))
+                    gone = key
+                gone_end = key + 1
             elif key not in state_only:
-                message_records(records, entity, msg)
+                message_records(records, key >> _KEY_BITS, msg)
+            elif (
+                key == changed_end
+                and msg.state is state
+                and msg.delivery_count == count
+                and msg.deferred == deferred
+                and msg.enqueued_at == enqueued
+                and msg.expires_at == expires
+                and msg.scheduled_at == at
+            ):
+                changed_end += 1
             else:
-                at = msg.scheduled_at
-                append(
-                    state(
-                        K_STATE, entity, seq, codes[msg.state._value_], msg.delivery_count, msg.deferred,
-                        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
-                    )
-                )  # fmt: skip
+                if changed_end >= 0:
+                    append(_changed(changed, changed_end, first))
+                changed, changed_end, first = key, key + 1, msg
+                state, count, deferred, at = msg.state, msg.delivery_count, msg.deferred, msg.scheduled_at
+                enqueued, expires = msg.enqueued_at, msg.expires_at
+        if gone_end >= 0:
+            append(_gone(gone, gone_end))
+        if changed_end >= 0:
+            append(_changed(changed, changed_end, first))
         for entity, next_sequence in self._sequences.items():
             append(sequence_record(entity, next_sequence()))
         self._clear()
@@ -213,7 +259,7 @@ class GroupCommit:
     def _clear(self) -> None:
         self.ops.clear()
         self._state_only.clear()
-        self._fresh.clear()
+        self._fresh = []
         self._sequences.clear()
         self._extra = []
 
@@ -232,6 +278,8 @@ class GroupCommit:
         if self.snapshot is not None and (self._failed or self._compaction_due()):
             # The live state in memory already holds every pending change: it replaces them.
             self._failed = False
+            for writer in self._fresh:
+                writer(None)
             self._clear()
             self._queue.put((True, self.snapshot(), callbacks))
         else:
@@ -251,8 +299,13 @@ class GroupCommit:
         return True
 
     @property
+    def idle(self) -> bool:
+        """Nothing recorded waits to be written, and no batch handed over waits for its callbacks."""
+        return not self._in_flight and not self._pending
+
+    @property
     def _pending(self) -> bool:
-        return bool(self.ops or self._callbacks or self._sequences or self._extra)
+        return bool(self.ops or self._callbacks or self._fresh or self._sequences or self._extra)
 
     def _write(self) -> None:
         """The writer thread: everything queued meanwhile as one append and one flush, in order."""
@@ -363,6 +416,27 @@ class GroupCommit:
         self.journal.close()
 
 
+def _gone(start: int, end: int) -> bytes:
+    """The record of the messages under the keys from ``start`` up to ``end`` gone (one: ``D``)."""
+    if end - start == 1:
+        return _KEYED(K_DELETE, start >> _KEY_BITS, start & _SEQ_MASK)
+    return _GONE(K_GONE, start >> _KEY_BITS, start & _SEQ_MASK, end - start)
+
+
+def _changed(start: int, end: int, msg: StoredMessage | None) -> bytes:
+    """The record of the state changes of the messages under the keys from ``start`` up to
+    ``end``, their fields now ``msg``'s (one: ``U``)."""
+    assert msg is not None
+    at = msg.scheduled_at
+    fields = (
+        _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
+        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
+    )  # fmt: skip
+    if end - start == 1:
+        return _STATE(K_STATE, start >> _KEY_BITS, start & _SEQ_MASK, *fields)
+    return _RUN(K_STATE_RUN, start >> _KEY_BITS, start & _SEQ_MASK, end - start, *fields)
+
+
 def entity_key(entity: int) -> int:
     """The high bits of the keys of an entity's messages in :attr:`GroupCommit.ops`."""
     return entity << _KEY_BITS
@@ -371,22 +445,88 @@ def entity_key(entity: int) -> int:
 def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
     """Append the records storing ``msg`` (its fields, then its bytes: :meth:`Envelope.encode`'s,
     in the pieces the envelope holds, not copied into one) to ``out``."""
-    envelope = msg.envelope
-    head, props, body = envelope.head(), envelope.props_raw, envelope.body
-    at = msg.scheduled_at
-    out.append(
-        _MESSAGE(
-            K_MESSAGE, entity, msg.sequence_number, _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
-            msg.enqueued_at, msg.expires_at, math.nan if at is None else at, len(head) + len(props) + len(body),
-        )
+    messages_records(out, entity, (msg,))
+
+
+def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMessage | None]) -> None:
+    """:func:`message_records` of each of ``messages`` (None: skipped) in turn, in one call; a
+    run of messages that are only a body, with consecutive sequence numbers and the same
+    fields (as many sent together are), as one ``B`` record (:data:`~.records.RUN`)."""
+    append, pack, codes, nan = out.append, _MESSAGE, _CODES, math.nan
+    bodies: list[bytes] = []
+    """The bodies of the run under way (empty: none), whose first message is ``first``."""
+    first: StoredMessage | None = None
+    # ``first``'s fields (the sequence number: the next one's), which the run's others have too:
+    seq, enqueued, expires, delivery_count, deferred = 0, 0.0, 0.0, 0, False
+    state, scheduled = MessageState.AVAILABLE, None
+    for msg in messages:
+        if msg is None:
+            if bodies:
+                _run_records(out, entity, first, bodies)
+                bodies = []
+            continue
+        envelope = msg.envelope
+        if envelope.header is None and not envelope.annotations and not envelope.props_raw:  # only a body
+            if (
+                bodies
+                and msg.sequence_number == seq
+                and msg.enqueued_at == enqueued
+                and msg.expires_at == expires
+                and msg.state is state
+                and msg.delivery_count == delivery_count
+                and msg.deferred == deferred
+                and msg.scheduled_at == scheduled
+            ):
+                bodies.append(envelope.body)
+                seq += 1
+                continue
+            if bodies:
+                _run_records(out, entity, first, bodies)
+            first, bodies = msg, [envelope.body]
+            seq, enqueued, expires = msg.sequence_number + 1, msg.enqueued_at, msg.expires_at
+            state, delivery_count, deferred, scheduled = msg.state, msg.delivery_count, msg.deferred, msg.scheduled_at
+            continue
+        if bodies:
+            _run_records(out, entity, first, bodies)
+            bodies = []
+        head, props, body = envelope.head(), envelope.props_raw, envelope.body
+        at = msg.scheduled_at
+        append(
+            pack(
+                K_MESSAGE, entity, msg.sequence_number, codes[msg.state._value_], msg.delivery_count, msg.deferred,
+                msg.enqueued_at, msg.expires_at, nan if at is None else at, len(head) + len(props) + len(body),
+            )
+        )  # fmt: skip
+        if head:
+            append(head)
+        if props:
+            append(props)
+        append(body)
+    if bodies:
+        _run_records(out, entity, first, bodies)
+
+
+def _run_records(out: list[bytes], entity: int, first: StoredMessage | None, bodies: list[bytes]) -> None:
+    """The records of a run of messages that are only a body: ``first`` and those after it,
+    whose fields it shares (one: an ``M`` record)."""
+    assert first is not None
+    at = first.scheduled_at
+    fields = (
+        _CODES[first.state._value_], first.delivery_count, first.deferred,
+        first.enqueued_at, first.expires_at, math.nan if at is None else at,
     )  # fmt: skip
-    if head:
-        out.append(head)
-    if props:
-        out.append(props)
-    out.append(body)
+    if len(bodies) == 1:
+        out.append(_MESSAGE(K_MESSAGE, entity, first.sequence_number, *fields, len(bodies[0])))
+    else:
+        out.append(_RUN(K_RUN, entity, first.sequence_number, len(bodies), *fields))
+        out.append(struct.pack(f">{len(bodies)}I", *map(len, bodies)))
+    out += bodies
 
 
 _MESSAGE = MESSAGE.pack
+_RUN = RUN.pack
+_STATE = STATE.pack
+_KEYED = KEYED.pack
+_GONE = GONE.pack
 _Batch = tuple[bool, list[bytes], list[Committed]]
 """(a compaction, records, callbacks): one batch handed to the writer thread."""

@@ -23,7 +23,14 @@ from collections.abc import Callable
 from typing import Any
 
 from amqplink.broker.durable import definitions
-from amqplink.broker.durable.commit import STATE_CODES, Committed, GroupCommit, entity_key, message_records
+from amqplink.broker.durable.commit import (
+    STATE_CODES,
+    Committed,
+    GroupCommit,
+    entity_key,
+    message_records,
+    messages_records,
+)
 from amqplink.broker.durable.journal import Journal, StoreError
 from amqplink.broker.durable.records import (
     MESSAGE,
@@ -55,46 +62,70 @@ DUPLICATE_PURGE_INTERVAL = 60.0
 
 
 class DurableStore(MemoryStore):
-    """An entity's messages in memory, each change also recorded for the disk."""
+    """An entity's messages in memory, each change also recorded for the disk.
 
-    __slots__ = ("_commits", "_entity", "_key", "_next_sequence", "_pending", "high")
+    A message with a new sequence number (above :attr:`written`) is in no batch yet: the
+    store records nothing for it, but hands the pending batch, when it is taken, every
+    message it took since the batch before as it is then (:meth:`_write_fresh`, the numbers
+    from the first of them to :attr:`high`). Until then its changes need no record and
+    its removal none at all; only the messages some batch wrote go through the pending
+    batch's changes (:attr:`GroupCommit.ops`)."""
+
+    __slots__ = ("_commits", "_entity", "_first", "_key", "_write", "high", "written")
 
     def __init__(self, entity: int, commits: GroupCommit) -> None:
         super().__init__()
         self._entity = entity
         self._key = entity_key(entity)
         self._commits = commits
-        self._pending = commits.ops
-        self._next_sequence = self._next  # bound once: not one method object per message
+        self._write = self._write_fresh  # bound once: not one method object per batch
         self.high = 0
         """The highest sequence number ever stored here."""
+        self.written = 0
+        """The highest sequence number some batch handed to the writer covers: a message above it
+        is in no batch yet (its store writes it with the next)."""
+        self._first = 0
+        """The first sequence number above :attr:`written` stored since (0: none yet)."""
 
     def load(self, message: StoredMessage) -> None:
         """Take a message read from disk (nothing is written)."""
         super().append(message)
-        self.high = max(self.high, message.sequence_number)
+        self.high = self.written = max(self.high, message.sequence_number)
+
+    def recovered(self, next_sequence: int) -> None:
+        """Everything read back is written; new messages are numbered from ``next_sequence`` on."""
+        self.high = self.written = next_sequence - 1
 
     def append(self, message: StoredMessage) -> None:
         _memory_append(self, message)  # (not super(): no proxy object per message)
         seq = message.sequence_number
         if seq > self.high:
             self.high = seq
-            self._commits.insert(self._entity, message, self._next_sequence)
-        else:
-            self._commits.insert(self._entity, message)
+            if not self._first:  # the first since the last batch: the next one writes them
+                self._first = seq
+                self._commits.fresh(self._write)
+        elif seq <= self.written:  # (a message put back: above, the next batch writes it anyway)
+            self._commits.insert(self._key | seq, message)
 
-    def _next(self) -> int:
-        return self.high + 1
+    def _write_fresh(self, out: list[bytes] | None) -> None:
+        """:data:`~.commit.FreshWriter`: the messages stored since the batch before (those
+        still here, as they are now) and the next sequence number; then they count as written."""
+        if out is not None and self._first:
+            messages_records(out, self._entity, map(self.get, range(self._first, self.high + 1)))
+            out.append(sequence_record(self._entity, self.high + 1))
+        self.written = self.high
+        self._first = 0
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
         message = _memory_remove(self, sequence_number)
-        if message is not None:
-            self._commits.delete(self._entity, sequence_number)
+        if message is not None and sequence_number <= self.written:  # (above: never written)
+            self._commits.delete(self._key | sequence_number)
         return message
 
     def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
-        if envelope or self._key | message.sequence_number not in self._pending:  # else: written as it is then
-            self._commits.update(self._entity, message, envelope)
+        seq = message.sequence_number
+        if seq <= self.written:  # (above: the next batch writes it as it is then)
+            self._commits.update(self._key | seq, message, envelope)
 
 
 _memory_append = MemoryStore.append
@@ -250,7 +281,7 @@ class Persistence:
             store.load(msg)
         entity.store = store
         next_sequence = max(self._next_sequence.pop(eid, 1), store.high + 1)
-        store.high = next_sequence - 1  # (what a compaction writes as the next number)
+        store.recovered(next_sequence)  # (what a compaction writes as the next number)
         entity.recover(next_sequence)
         entity.sessions.state.update(self._states.pop(eid, {}))
         entity.sessions.on_state = lambda sid, state: self._session_state(eid, sid, state)
@@ -272,10 +303,10 @@ class Persistence:
         schedule = self._topic_schedules.setdefault(eid, {})
         if envelope is None:
             schedule.pop(seq, None)
-            self.commits.delete(eid, seq)
+            self.commits.delete(entity_key(eid) | seq)  # (written for nothing if it never was: harmless)
             return
         schedule[seq] = (at, envelope)
-        self.commits.insert(eid, _scheduled(seq, at, envelope), lambda: topic.next_sequence)
+        self.commits.insert(entity_key(eid) | seq, _scheduled(seq, at, envelope), lambda: topic.next_sequence)
 
     def _session_state(self, eid: int, session_id: str, state: bytes | None) -> None:
         self.commits.record(session_record(eid, session_id, state))
@@ -314,8 +345,7 @@ class Persistence:
             store = entity.store
             assert isinstance(store, DurableStore)
             records.append(sequence_record(eid, store.high + 1))
-            for msg in store:
-                message_records(records, eid, msg)
+            messages_records(records, eid, store)
             for sid, blob in entity.sessions.state.items():
                 records.append(session_record(eid, sid, blob))
         for eid, topic in self._topics.items():

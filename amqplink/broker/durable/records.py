@@ -7,8 +7,17 @@ fields packed big-endian with :mod:`struct`, and for some a variable tail:
 * ``M`` a message stored: entity, sequence number, state, delivery count, deferred,
   enqueued/expiry/scheduled time (NaN: none), the length of its bytes, then the bytes
   (the message as delivered, without the broker's stamps);
-* ``U`` a message's state changed: the same without the bytes;
+* ``B`` messages stored together, their sequence numbers consecutive (as a run of ``M``
+  records): entity, the first's sequence number, how many, the fields they share (state,
+  delivery count, deferred, enqueued/expiry/scheduled time), each one's length (u32),
+  then their bytes one after another;
+* ``U`` a message's state changed: the same as ``M`` without the bytes;
+* ``V`` state changes of messages with consecutive sequence numbers whose fields are now
+  the same (as a run of ``U`` records): entity, the first's sequence number, how many,
+  the fields;
 * ``D`` a message gone (settled, expired, dead-lettered away, purged);
+* ``G`` messages with consecutive sequence numbers gone: entity, the first's sequence
+  number, how many (as a run of ``D`` records);
 * ``S`` an entity's next sequence number;
 * ``E`` an entity id given to a path (``path#i`` for a partitioned entity's fragment ``i``);
 * ``T`` a session's state (length ``0xFFFFFFFF``: removed);
@@ -26,9 +35,11 @@ import struct
 from dataclasses import dataclass, field
 
 __all__ = [
+    "GONE",
     "KEYED",
     "MESSAGE",
     "RESET_RECORD",
+    "RUN",
     "STATE",
     "MessageFields",
     "State",
@@ -46,6 +57,11 @@ MESSAGE = struct.Struct(">BIqBIBdddI")
 scheduled at, payload length (then the payload)."""
 STATE = struct.Struct(">BIqBIBddd")
 """The same without the payload."""
+RUN = struct.Struct(">BIqIBIBddd")
+"""kind, entity, first sequence number, count, then the shared fields as :data:`STATE` has
+them (B: then ``count`` lengths as u32, then the payloads; V: nothing more)."""
+GONE = struct.Struct(">BIqI")
+"""kind, entity, first sequence number, count (G)."""
 KEYED = struct.Struct(">BIq")
 """kind, entity, sequence number (D: a message deleted) or next sequence number (S)."""
 _ENTITY = struct.Struct(">BIH")  # E: entity, path length
@@ -54,7 +70,7 @@ _DUPLICATE = struct.Struct(">BIddH")  # P: entity, seen at, expires at, id lengt
 _PURGE = struct.Struct(">Bd")  # X: before
 _BLOB = struct.Struct(">BI")  # N: length
 
-K_MESSAGE, K_STATE, K_DELETE, K_SEQUENCE = b"MUDS"
+K_MESSAGE, K_STATE, K_DELETE, K_SEQUENCE, K_RUN, K_STATE_RUN, K_GONE = b"MUDSBVG"
 K_ENTITY, K_SESSION, K_DUPLICATE, K_PURGE, K_DEFINITIONS, K_RESET = b"ETPXNR"
 _REMOVED = 0xFFFFFFFF
 
@@ -142,6 +158,33 @@ class State:
                 payload = old[6]
             at = None if math.isnan(scheduled) else scheduled
             self.messages.setdefault(entity, {})[seq] = (state, count, deferred, enqueued, expires, at, payload)
+        elif kind == K_RUN:
+            _, entity, first, count, state, dc, deferred, enqueued, expires, scheduled = RUN.unpack_from(buf, pos)
+            pos += RUN.size
+            lengths = struct.unpack_from(f">{count}I", buf, pos)
+            pos += 4 * count
+            at = None if math.isnan(scheduled) else scheduled
+            messages = self.messages.setdefault(entity, {})
+            for seq, n in enumerate(lengths, first):
+                if pos + n > len(buf):
+                    raise RecordError(f"a message of a run at offset {pos} runs past the batch's end")
+                messages[seq] = (state, dc, deferred, enqueued, expires, at, bytes(buf[pos : pos + n]))
+                pos += n
+        elif kind == K_STATE_RUN:
+            _, entity, first, count, state, dc, deferred, enqueued, expires, scheduled = RUN.unpack_from(buf, pos)
+            pos += RUN.size
+            at = None if math.isnan(scheduled) else scheduled
+            messages = self.messages.get(entity, {})
+            for seq in range(first, first + count):
+                old = messages.get(seq)
+                if old is not None:  # (else its message was never stored, or is gone: nothing to change)
+                    messages[seq] = (state, dc, deferred, enqueued, expires, at, old[6])
+        elif kind == K_GONE:
+            _, entity, first, count = GONE.unpack_from(buf, pos)
+            pos += GONE.size
+            messages = self.messages.get(entity, {})
+            for seq in range(first, first + count):
+                messages.pop(seq, None)
         elif kind in (K_DELETE, K_SEQUENCE):
             _, entity, value = KEYED.unpack_from(buf, pos)
             pos += KEYED.size

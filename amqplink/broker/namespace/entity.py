@@ -25,6 +25,7 @@ import itertools
 import logging
 import math
 import os
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +107,11 @@ def _fresh_tokens(tag: int | None) -> list[bytes]:
     if tag is not None:  # the GUID's low 16 bits are its last two bytes in either order
         raw[14::16] = bytes((tag >> 8,)) * TOKEN_POOL
         raw[15::16] = bytes((tag & 0xFF,)) * TOKEN_POOL
-    return [bytes(raw[i : i + 16]) for i in range(0, len(raw), 16)]
+    return list(_SPLIT_TOKENS(raw))
+
+
+_SPLIT_TOKENS = struct.Struct("16s" * TOKEN_POOL).unpack
+""":data:`TOKEN_POOL` tokens of 16 bytes each from their bytes, in one call."""
 
 
 class Entity:
@@ -146,8 +151,8 @@ class Entity:
         self._available: dict[str | None, list[int]] = {}
         self._locks: dict[bytes, int] = {}
         """Sequence numbers by lock token (:func:`~.store.lock_key`)."""
-        self._lock_expiry: list[tuple[float, int, list[tuple[int, bytes]]]] = []
-        """Locks (sequence number, token) taken together, by the time they run out."""
+        self._lock_expiry: list[tuple[float, int, list[int], list[bytes]]] = []
+        """Locks taken together, by the time they run out: their sequence numbers and tokens."""
         self._lock_expiry_count = 0
         """Locks in :attr:`_lock_expiry` (settled ones stay until a pass or a rebuild)."""
         self._scheduled: list[tuple[float, int]] = []
@@ -371,9 +376,9 @@ class Entity:
         changed = False
         locks = self._lock_expiry
         while locks and locks[0][0] <= now:
-            batch = heapq.heappop(locks)[2]
-            self._lock_expiry_count -= len(batch)
-            for seq, token in batch:
+            _, _, seqs, tokens = heapq.heappop(locks)
+            self._lock_expiry_count -= len(seqs)
+            for seq, token in zip(seqs, tokens, strict=True):
                 msg = self.store.get(seq)
                 if msg is not None and msg.lock == token and msg.locked_until <= now:
                     log.debug("%s: lock on message %d expired", self.path, seq)
@@ -515,25 +520,23 @@ class Entity:
             if session
             else now + self.properties.lock_duration
         )
-        store = self.store
-        # the delivery count taken with the lock survives a restart (MemoryStore.update does nothing)
-        update = None if type(store) is MemoryStore else store.update
-        locks, locked = self._locks, MessageState.LOCKED
-        expiring = []
-        for msg in messages:
-            if not pool:
-                pool += _fresh_tokens(self.lock_tag)
-            token = pool.pop()
-            msg.state = locked
+        count = len(messages)
+        while len(pool) < count:
+            pool += _fresh_tokens(self.lock_tag)
+        tokens = pool[len(pool) - count :]  # a new token each (none used before: see _fresh_tokens)
+        del pool[len(pool) - count :]
+        for msg, token in zip(messages, tokens, strict=True):
+            msg.state = _LOCKED
             msg.lock = token
             msg.locked_until = until
-            if update is not None:
-                update(msg)
-            seq = msg.sequence_number
-            locks[token] = seq
-            expiring.append((seq, token))
+        store = self.store
+        if type(store) is not MemoryStore:  # (MemoryStore.update does nothing)
+            for msg in messages:
+                store.update(msg)  # the delivery count taken with the lock survives a restart
+        seqs = [msg.sequence_number for msg in messages]
+        self._locks.update(zip(tokens, seqs, strict=True))
         if not session:
-            self._push_lock_expiry(until, expiring)
+            self._push_lock_expiry(until, seqs, tokens)
 
     def available_sessions(self, now: float) -> list[str]:
         """Sessions with available messages and no live lock, oldest message first."""
@@ -625,25 +628,27 @@ class Entity:
             self._locks.pop(msg.lock, None)
         msg.lock = None
 
-    def _push_lock_expiry(self, until: float, locks: list[tuple[int, bytes]]) -> None:
+    def _push_lock_expiry(self, until: float, seqs: list[int], tokens: list[bytes]) -> None:
+        """Locks (``seqs[i]`` by ``tokens[i]``) that run out together at ``until``."""
         if self._lock_expiry_count > 2 * len(self._locks) + LOCK_EXPIRY_SLACK:
             self._compact_lock_expiry()
-        heapq.heappush(self._lock_expiry, (until, next(_order), locks))
-        self._lock_expiry_count += len(locks)
+        heapq.heappush(self._lock_expiry, (until, next(_order), seqs, tokens))
+        self._lock_expiry_count += len(seqs)
         self._timed()
 
     def _compact_lock_expiry(self) -> None:
         """Keep only the entries of live locks (amortised O(1) per lock taken)."""
         live = []
         get = self.store.get
-        for until, _, batch in self._lock_expiry:
-            kept = []
-            for seq, token in batch:
+        for until, _, seqs, tokens in self._lock_expiry:
+            kept_seqs, kept_tokens = [], []
+            for seq, token in zip(seqs, tokens, strict=True):
                 msg = get(seq)
                 if msg is not None and msg.lock == token and msg.locked_until == until:
-                    kept.append((seq, token))
-            if kept:
-                live.append((until, next(_order), kept))
+                    kept_seqs.append(seq)
+                    kept_tokens.append(token)
+            if kept_seqs:
+                live.append((until, next(_order), kept_seqs, kept_tokens))
         heapq.heapify(live)
         self._lock_expiry = live
         self._lock_expiry_count = sum(len(entry[2]) for entry in live)
@@ -727,7 +732,7 @@ class Entity:
             msg.locked_until = self.sessions.renew(msg.session_id, now)
             return msg.locked_until
         msg.locked_until = now + self.properties.lock_duration
-        self._push_lock_expiry(msg.locked_until, [(msg.sequence_number, lock_key(token))])
+        self._push_lock_expiry(msg.locked_until, [msg.sequence_number], [lock_key(token)])
         return msg.locked_until
 
     def release(self, tokens: Iterable[LockToken], now: float) -> None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from itertools import chain, zip_longest
 from typing import Any
 
 from amqplink.broker.config import EntityProperties
@@ -605,6 +606,7 @@ class PartitionedEntity(Entity):
         order = [i for i in range(start, total) if not down[i]] + [i for i in range(start) if not down[i]]
         out: list[StoredMessage] = []
         rounds = count // len(order) if order else 0
+        exhausted = False
         if rounds > 1:
             # The first ``rounds`` turns of the one-at-a-time search below take at most one
             # message per fragment each: the same messages as one pick of ``rounds`` per fragment.
@@ -616,14 +618,22 @@ class PartitionedEntity(Entity):
                 last = order[-1]
                 self._next_receive = last + 1 if last + 1 < total else 0
             else:
-                for turn in range(rounds):
-                    for index, found in taken:
-                        if turn < len(found):
-                            out.append(found[turn])
-                            self._next_receive = index + 1 if index + 1 < total else 0
+                # Turn by turn over the fragments that gave any (zip_longest's gaps: a
+                # fragment out of messages), the last answer from the last fragment that
+                # gave as many as the longest answer.
+                answered = [(index, found) for index, found in taken if found]
+                longest = max((len(found) for _, found in answered), default=0)
+                if answered:
+                    turns = chain.from_iterable(zip_longest(*(found for _, found in answered)))
+                    out = [msg for msg in turns if msg is not None]
+                    last = next(index for index, found in reversed(answered) if len(found) == longest)
+                    self._next_receive = last + 1 if last + 1 < total else 0
+                # Each fragment gave fewer than asked, so has none left: the one-at-a-time
+                # search below would find none.
+                exhausted = longest < rounds
             groups = {index: found for index, found in taken if found}
         index, misses = start, 0
-        while len(out) < count and misses < total:
+        while not exhausted and len(out) < count and misses < total:
             if not down[index] and (found := fragments[index]._pick(now, 1, lock, session_id)):
                 out += found
                 group = groups.get(index)
@@ -698,7 +708,18 @@ class PartitionedEntity(Entity):
         """Each fragment completes its own tokens together (in their order); the refusals by
         index, in index order, as one :meth:`complete` after another would make them."""
         refusals: dict[int, EntityError] = {}
-        fragments, down = self.fragments, self.partitions.down
+        fragments = self.fragments
+        held = self._held_groups(tokens)
+        if held is not None:  # the usual: no token for the one-at-a-time rules below
+            where: dict[LockToken, int] | None = None
+            for index, group in enumerate(held):
+                if group and (found := fragments[index].complete_all(group, now)):
+                    if where is None:
+                        where = {token: i for i, token in enumerate(tokens)}  # (distinct tokens)
+                    for j, refusal in found.items():
+                        refusals[where[group[j]]] = refusal
+            return dict(sorted(refusals.items())) if len(refusals) > 1 else refusals
+        down = self.partitions.down
         total = len(fragments)
         locks = [fragment._locks for fragment in fragments]
         groups: list[list[int]] = [[] for _ in fragments]  # the indices of each fragment's tokens
@@ -725,6 +746,25 @@ class PartitionedEntity(Entity):
                 for j, refusal in fragments[index].complete_all([tokens[i] for i in positions], now).items():
                     refusals[positions[j]] = refusal
         return dict(sorted(refusals.items())) if len(refusals) > 1 else refusals
+
+    def _held_groups(self, tokens: Sequence[LockToken]) -> list[list[LockToken]] | None:
+        """The tokens by fragment (in their order) when each is a distinct ``bytes`` lock
+        token held by its fragment (the one its low 16 bits name) and that fragment is up:
+        what :meth:`complete_all` groups when none takes its one-at-a-time rules (a repeat,
+        a token of no fragment or of one that is down); None when any would."""
+        down = self.partitions.down
+        locks = [fragment._locks for fragment in self.fragments]
+        total = len(locks)
+        groups: list[list[LockToken]] = [[] for _ in locks]
+        add = [group.append for group in groups]
+        for token in tokens:
+            if type(token) is not bytes or len(token) != 16:
+                return None
+            index = token[14] << 8 | token[15]  # _by_token's (two bytes: LOCK_TAG_MASK's 16 bits)
+            if index >= total or down[index] or token not in locks[index]:
+                return None
+            add[index](token)
+        return groups if len(set(tokens)) == len(tokens) else None
 
     def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         self._by_token(token, "abandoning a message").abandon(token, now, annotations)
