@@ -10,10 +10,10 @@ from amqplink.codec.types import UByte, UInt
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import Event, LinkAttachRequested
 from amqplink.engine.frames import AMQP_HEADER, FRAME_TYPE_AMQP, SASL_HEADER, FrameReader, write_frame, write_transfer
-from amqplink.engine.link import ReceiverLink, SenderLink
+from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, ReceiverLink, SenderLink
 from amqplink.engine.sasl import SaslClient, SaslServer
 from amqplink.engine.session import Session
-from amqplink.protocol.definitions import Transfer
+from amqplink.protocol.definitions import Target, Transfer
 
 E = TypeVar("E", bound=Event)
 
@@ -95,6 +95,23 @@ class Pair:
                     assert isinstance(link, SenderLink | ReceiverLink)
                     return link
         raise AssertionError(f"server has no link {name!r}")
+
+
+def unsettled_link(window: int, max_frame_size: int) -> tuple[Pair, Session, SenderLink, ReceiverLink]:
+    """An open pair whose server has ``window`` for incoming-window and ``max_frame_size``,
+    and a link "a" attached both ways: the client's unsettled sender (rcv-settle-mode
+    second, as the SDK's PeekLock asks) and the server's receiver, no credit granted yet."""
+    pair = Pair(
+        server_config=ConnectionConfig(container_id="server", incoming_window=window, max_frame_size=max_frame_size)
+    )
+    session = pair.open()
+    sender = session.attach_sender(
+        "a", target=Target(address="a"), snd_settle_mode=SND_UNSETTLED, rcv_settle_mode=RCV_SECOND
+    )
+    pair.pump()
+    receiver = pair.server_link("a", sender=False)
+    assert isinstance(receiver, ReceiverLink)
+    return pair, session, sender, receiver
 
 
 def frames_in(chunks: list[bytes], *, sasl: bool = False) -> list[tuple[int, Any, bytes]]:

@@ -13,26 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplink.engine import errors
-from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.events import DeliveryReceived
-from amqplink.engine.link import RCV_SECOND, SND_SETTLED, SND_UNSETTLED, ReceiverLink
+from amqplink.engine.link import SND_SETTLED, SND_UNSETTLED
 from amqplink.protocol.definitions import Target
 
-from .pairs import Pair
+from .pairs import Pair, unsettled_link
 
 
 def _send(
     together: bool, sizes: list[int], tags: list[bytes], credit: int, window: int, limit: int
 ) -> tuple[list[Any], list[Any], Any]:
     # Frames of 512 bytes: the larger payloads take two or three transfer frames each.
-    pair = Pair(server_config=ConnectionConfig(container_id="server", incoming_window=window, max_frame_size=512))
-    session = pair.open()
-    sender = session.attach_sender(
-        "a", target=Target(address="a"), snd_settle_mode=SND_UNSETTLED, rcv_settle_mode=RCV_SECOND
-    )
-    pair.pump()
-    receiver = pair.server_link("a", sender=False)
-    assert isinstance(receiver, ReceiverLink)
+    pair, _, sender, receiver = unsettled_link(window, 512)
     sender.peer_max_message_size = limit  # as the receiver's attach would have told
     receiver.flow(credit)
     pair.pump()

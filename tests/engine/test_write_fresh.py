@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplink.engine.connection import ConnectionConfig
-from amqplink.engine.link import RCV_SECOND, SND_MIXED, SND_UNSETTLED, ReceiverLink
+from amqplink.engine.link import SND_MIXED, ReceiverLink
 from amqplink.protocol.definitions import Accepted, Target
 
-from .pairs import Pair
+from .pairs import Pair, unsettled_link
 
 MAX_FRAME = 512
 ROOM_16 = MAX_FRAME - 64 - 16
@@ -25,14 +25,7 @@ ROOM_16 = MAX_FRAME - 64 - 16
 def _send_all(
     fresh: bool, start: int, tags: list[bytes], sizes: list[int], credit: int, window: int, settle_first: bool
 ) -> tuple[bytes, Any, int]:
-    pair = Pair(server_config=ConnectionConfig(container_id="server", incoming_window=window, max_frame_size=MAX_FRAME))
-    session = pair.open()
-    sender = session.attach_sender(
-        "a", target=Target(address="a"), snd_settle_mode=SND_UNSETTLED, rcv_settle_mode=RCV_SECOND
-    )
-    pair.pump()
-    receiver = pair.server_link("a", sender=False)
-    assert isinstance(receiver, ReceiverLink)
+    pair, session, sender, receiver = unsettled_link(window, MAX_FRAME)
     receiver.flow(credit + 1)
     pair.pump()
     first = sender.send(b"first", tag=b"\xff" * 16, settled=False)  # delivery-id 0

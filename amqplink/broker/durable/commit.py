@@ -423,15 +423,21 @@ def _gone(start: int, end: int) -> bytes:
     return _GONE(K_GONE, start >> _KEY_BITS, start & _SEQ_MASK, end - start)
 
 
+def _stored_fields(msg: StoredMessage) -> tuple[int, int, bool, float, float, float]:
+    """The fields of ``msg`` a message or state record holds after its key: state code,
+    delivery count, deferred, enqueued at, expires at, scheduled at (NaN: none)."""
+    at = msg.scheduled_at
+    return (
+        _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
+        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
+    )  # fmt: skip
+
+
 def _changed(start: int, end: int, msg: StoredMessage | None) -> bytes:
     """The record of the state changes of the messages under the keys from ``start`` up to
     ``end``, their fields now ``msg``'s (one: ``U``)."""
     assert msg is not None
-    at = msg.scheduled_at
-    fields = (
-        _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
-        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
-    )  # fmt: skip
+    fields = _stored_fields(msg)
     if end - start == 1:
         return _STATE(K_STATE, start >> _KEY_BITS, start & _SEQ_MASK, *fields)
     return _RUN(K_STATE_RUN, start >> _KEY_BITS, start & _SEQ_MASK, end - start, *fields)
@@ -452,7 +458,7 @@ def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMes
     """:func:`message_records` of each of ``messages`` (None: skipped) in turn, in one call; a
     run of messages that are only a body, with consecutive sequence numbers and the same
     fields (as many sent together are), as one ``B`` record (:data:`~.records.RUN`)."""
-    append, pack, codes, nan = out.append, _MESSAGE, _CODES, math.nan
+    append, pack = out.append, _MESSAGE
     bodies: list[bytes] = []
     """The bodies of the run under way (empty: none), whose first message is ``first``."""
     first: StoredMessage | None = None
@@ -490,13 +496,7 @@ def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMes
             _run_records(out, entity, first, bodies)
             bodies = []
         head, props, body = envelope.head(), envelope.props_raw, envelope.body
-        at = msg.scheduled_at
-        append(
-            pack(
-                K_MESSAGE, entity, msg.sequence_number, codes[msg.state._value_], msg.delivery_count, msg.deferred,
-                msg.enqueued_at, msg.expires_at, nan if at is None else at, len(head) + len(props) + len(body),
-            )
-        )  # fmt: skip
+        append(pack(K_MESSAGE, entity, msg.sequence_number, *_stored_fields(msg), len(head) + len(props) + len(body)))
         if head:
             append(head)
         if props:
@@ -510,11 +510,7 @@ def _run_records(out: list[bytes], entity: int, first: StoredMessage | None, bod
     """The records of a run of messages that are only a body: ``first`` and those after it,
     whose fields it shares (one: an ``M`` record)."""
     assert first is not None
-    at = first.scheduled_at
-    fields = (
-        _CODES[first.state._value_], first.delivery_count, first.deferred,
-        first.enqueued_at, first.expires_at, math.nan if at is None else at,
-    )  # fmt: skip
+    fields = _stored_fields(first)
     if len(bodies) == 1:
         out.append(_MESSAGE(K_MESSAGE, entity, first.sequence_number, *fields, len(bodies[0])))
     else:
