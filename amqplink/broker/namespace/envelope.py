@@ -414,11 +414,11 @@ def body_only(payload: bytes | memoryview, message_format: int = 0, max_size: fl
     (this runs once per message sent). None also for a sent message with a message-format
     other than 0 or larger than ``max_size`` (the entity's max-message-size): the general
     path decides those."""
-    if message_format:
-        return None
+    if message_format or len(payload) > max_size:
+        return None  # (before the copy of a view: a message too large is not copied)
     body = payload if type(payload) is bytes else bytes(payload)
     # the first section's descriptor (smallulong) is a body section's or the footer's
-    if not body.startswith(_BODY_HEADS) or len(body) > max_size:
+    if not body.startswith(_BODY_HEADS):
         return None
     envelope = _new_envelope(Envelope)
     envelope.header = None
