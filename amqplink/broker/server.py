@@ -225,7 +225,9 @@ class Broker:
         self.management = ManagementApi(
             servicebus.namespace, lambda: servicebus.keys, on_deleted=lambda nodes: servicebus.detach_links(nodes, gone)
         )
-        await self.management.start(host, port, server_context(self.http_certificate))
+        await self.management.start(
+            host, port, server_context(self.http_certificate), limits=self.limits, idle_timeout=self.idle_timeout
+        )
         log.info("management API on https://%s:%d", host, self.management.port)
 
     @property

@@ -27,9 +27,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
+from amqplink.aio.server import ServerLimits
 from amqplink.broker.config import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 from amqplink.broker.http import atom
+from amqplink.broker.http.bounds import BoundedListener, request_deadline
 from amqplink.broker.http.descriptions import (
     Counts,
     EntityMeta,
@@ -47,6 +50,7 @@ from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.namespace import DEFAULT_RULE, Namespace, Subscription, Topic
 from amqplink.broker.namespace.store import MessageState
+from amqplink.broker.server import DEFAULT_IDLE_TIMEOUT
 from amqplink.servicebus.sas import SasTokenError, verify_sas_token
 
 __all__ = ["MAX_BODY", "MAX_PAGE", "ManagementApi"]
@@ -124,30 +128,43 @@ class ManagementApi:
         self._meta: dict[str, EntityMeta] = {}
         """Creation times and API-only fields by lower-cased path; one per entity or rule."""
         self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
-        self.app = web.Application(client_max_size=max_body, middlewares=[self._middleware])
+        self.listener: BoundedListener | None = None
+        """Admits connections and bounds what each holds (:mod:`.bounds`), once started."""
+        self.app = web.Application(client_max_size=max_body, middlewares=[request_deadline, self._middleware])
         self.app.router.add_route("*", "/{path:.*}", self._dispatch)
 
     # -- serving ------------------------------------------------------------------
-    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> None:
-        """Listen on ``host:port`` (0: any free port), TLS when ``ssl_context`` is given."""
+    async def start(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+        *,
+        limits: ServerLimits | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    ) -> None:
+        """Listen on ``host:port`` (0: any free port), TLS when ``ssl_context`` is given,
+        with the AMQP port's bounds (``limits``, ``idle_timeout``; :mod:`.bounds`)."""
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        self._site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context)
-        await self._site.start()
+        assert self._runner.server is not None
+        self.listener = BoundedListener(self._runner.server, limits or ServerLimits(), idle_timeout, ssl_context)
+        await self.listener.start(host, port)
 
     @property
     def port(self) -> int:
         """The TCP port it listens on (after :meth:`start`)."""
-        if self._runner is None or not self._runner.addresses:
+        if self.listener is None:
             raise RuntimeError("the management API is not started")
-        port: int = self._runner.addresses[0][1]
-        return port
+        return self.listener.port
 
     async def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
         if self._runner is not None:
             await self._runner.cleanup()
-            self._runner = self._site = None
+            self._runner = None
 
     @web.middleware
     async def _middleware(
@@ -207,7 +224,10 @@ class ManagementApi:
     async def _body(self, request: web.Request) -> bytes:
         if request.content_length is not None and request.content_length > self.max_body:
             raise ApiError(413, f"the request body is larger than {self.max_body} bytes")
-        return await request.read()
+        try:
+            return await request.read()
+        except RequestPayloadError as exc:  # a broken chunked encoding, say
+            raise ApiError(400, f"the request body cannot be read: {exc}") from None
 
     # -- helpers ------------------------------------------------------------------
     def _url(self, request: web.Request, path: str) -> str:
