@@ -9,6 +9,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from amqplink.broker.config import NamespaceConfig, RuleConfig, SubscriptionConfig, TopicConfig
+from amqplink.broker.namespace import Namespace
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.sql_filter import SqlFilter
 from amqplink.broker.namespace.sql_like import (
@@ -20,6 +22,7 @@ from amqplink.broker.namespace.sql_like import (
     LikePattern,
 )
 from amqplink.protocol.definitions import Properties
+from tests.broker.nsutil import send
 
 
 def reference(pattern: str, escape: str | None) -> re.Pattern[str]:
@@ -120,3 +123,25 @@ def test_a_constant_pattern_is_budgeted_too() -> None:
     assert flt.evaluate(envelope(s="a" * 200_000)) is None  # 200 k candidates x 100 pieces: over budget
     assert flt.evaluate(envelope(s="a" * 300)) is False  # 100 candidates: within budget, decided
     assert flt.evaluate(envelope(s="xx" + "ab" * 100 + "bx")) is True
+
+
+def test_the_repro_through_a_topic_goes_to_the_other_rules_only(caplog: pytest.LogCaptureFixture) -> None:
+    """The issue's repro sent to a topic: the LIKE rule does not match, the other subscription
+    gets the message, and the next message is filtered as usual."""
+    cfg = NamespaceConfig(
+        topics=(
+            TopicConfig(
+                "t",
+                subscriptions=(
+                    SubscriptionConfig("like", rules=(RuleConfig("r", "Sql", sql_expression="user.s LIKE user.p"),)),
+                    SubscriptionConfig("all"),
+                ),
+            ),
+        )
+    )
+    ns = Namespace(cfg)
+    send(ns, "t", application_properties={"s": "a" * 150_000, "p": "%" + "a_" * 20_000 + "b%"})  # under 256 KB
+    assert [r.levelno for r in caplog.records if r.name.endswith("sql_like")] == [logging.WARNING]
+    send(ns, "t", application_properties={"s": "abc", "p": "a%"})
+    counts = {name: len(ns.receiver_source(f"t/Subscriptions/{name}").store) for name in ("like", "all")}
+    assert counts == {"like": 1, "all": 2}
