@@ -32,8 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 async def serve(handshake_timeout: float) -> None:
     from amqplink.broker import Broker
 
-    kwargs = {"handshake_timeout": handshake_timeout}
-    broker = Broker(servicebus=True, http_port=0, **kwargs)  # type: ignore[arg-type]
+    broker = Broker(servicebus=True, http_port=0, handshake_timeout=handshake_timeout)
     await broker.start(HOST, 0)
     print(f"PORT {broker.http_port}", flush=True)
     try:
