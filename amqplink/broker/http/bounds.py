@@ -177,8 +177,11 @@ class _Gate(asyncio.Protocol):
             tls = await loop.start_tls(
                 raw, self, context, server_side=True, ssl_handshake_timeout=max(deadline - loop.time(), 0.001)
             )
-        except (TimeoutError, OSError) as exc:  # ssl.SSLError is an OSError
-            log.debug("management API: TLS handshake with %s failed: %s", _peer(raw), exc)
+        except Exception as exc:  # the slot is released whatever went wrong
+            if isinstance(exc, (OSError, TimeoutError)):  # ssl.SSLError is an OSError: the client's doing
+                log.debug("management API: TLS handshake with %s failed: %s", _peer(raw), exc)
+            else:
+                log.warning("management API: TLS with %s could not start: %r", _peer(raw), exc)
             raw.abort()
             self._listener.release(self)
             return

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amqplink.broker import Broker
-from amqplink.broker.http.bounds import MAX_HEADER_SIZE
+from amqplink.broker.http.bounds import MAX_HEADER_SIZE, MAX_HEADERS
 from amqplink.servicebus.sas import generate_sas_token
 from tests.broker.sdkutil import running_broker
 
@@ -192,13 +192,22 @@ async def wait_until(condition: object, seconds: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_a_header_over_the_limit_gets_400_and_the_connection_is_closed() -> None:
+@pytest.mark.parametrize(
+    "extra",
+    [f"X-Big: {'x' * (MAX_HEADER_SIZE + 10)}\r\n", "".join(f"X-{i}: {i}\r\n" for i in range(MAX_HEADERS + 1))],
+    ids=["a long field", "too many fields"],
+)
+async def test_a_header_over_the_limit_gets_400_and_the_connection_is_closed(extra: str) -> None:
     async with bounded_broker() as broker:
         reader, writer = await tls_open(broker)
-        writer.write(get(broker, extra=f"X-Big: {'x' * (MAX_HEADER_SIZE + 10)}\r\n"))
+        writer.write(get(broker, extra=extra))
         head = await response_head(reader)
         assert status(head) == 400, head
         await closed_within(reader, SLACK)
+        writer.close()
+        reader, writer = await tls_open(broker)  # the limit itself is fine
+        writer.write(get(broker, extra="".join(f"X-{i}: {i}\r\n" for i in range(MAX_HEADERS - 4))))
+        assert status(await response_head(reader)) == 200
         writer.close()
 
 
