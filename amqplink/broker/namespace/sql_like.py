@@ -214,8 +214,6 @@ class LikePattern:
             pos = found + segment.length
         return True
 
-    __call__ = matches
-
 
 def like_matcher(pattern: str, escape: str | None) -> LikePattern:
     """The compiled pattern ("%: Any string of zero or more characters. _: Any single

@@ -290,3 +290,18 @@ async def test_xml_in_an_unknown_encoding_is_400_with_the_xml_layers_error(caplo
         assert b"not well-formed XML: unknown encoding: x-bogus" in detail, detail
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], caplog.text
         writer.close()
+
+
+async def test_plain_http_or_garbage_on_the_tls_port_is_closed_without_an_error_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with bounded_broker() as broker:
+        assert broker.management is not None and broker.management.listener is not None
+        with caplog.at_level(logging.DEBUG):
+            for garbage in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"\x16\x03\x01\x00\x05hello", b"\x00" * 64):
+                reader, writer = await asyncio.open_connection("127.0.0.1", broker.http_port)
+                writer.write(garbage)
+                await closed_within(reader, SLACK)  # at once: the TLS handshake fails
+                writer.close()
+        await wait_until(lambda: broker.management.listener.connections == 0)  # type: ignore[union-attr]
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info], caplog.text
