@@ -19,7 +19,7 @@ from typing import Any
 
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import as_text, split_message, timestamp
-from amqplink.broker.namespace.errors import ARGUMENT_ERROR, NOT_ALLOWED, EntityError
+from amqplink.broker.namespace.errors import ARGUMENT_ERROR, DECODE_ERROR, NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.namespace import Namespace, Topic
 from amqplink.broker.namespace.sessions import MAX_SESSION_STATE
 from amqplink.broker.rights import Right
@@ -123,9 +123,9 @@ def _schedule(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
         if not isinstance(raw, bytes):
             raise EntityError(ARGUMENT_ERROR, "each scheduled message needs its encoded 'message'")
         try:
-            envelopes.append(split_message(raw))
+            envelopes.append(split_message(raw, check=True))
         except DecodeError as exc:
-            raise EntityError(ARGUMENT_ERROR, f"a scheduled message cannot be decoded: {exc}") from None
+            raise EntityError(DECODE_ERROR, f"a scheduled message is not valid AMQP: {exc}") from None
     if isinstance(target, Entity):
         target.check_accept(envelopes)
     seqs = []
