@@ -47,13 +47,12 @@ def test_strict_mode_without_a_key_makes_a_random_one_printed_once() -> None:
     try:
         key = _key(conn_str)
         assert key != EMULATOR_KEY and len(key) >= 32
-        with ServiceBusClient.from_connection_string(conn_str) as client:
-            with client.get_queue_sender("strict") as sender:
-                sender.send_messages(ServiceBusMessage("with the printed key"))
+        with ServiceBusClient.from_connection_string(conn_str) as client, client.get_queue_sender("strict") as sender:
+            sender.send_messages(ServiceBusMessage("with the printed key"))
         public = conn_str.replace(key, EMULATOR_KEY)
-        with ServiceBusClient.from_connection_string(public, retry_total=0) as client:
-            with pytest.raises(ServiceBusAuthenticationError), client.get_queue_sender("strict") as sender:
-                sender.send_messages(ServiceBusMessage("with the public key"))
+        refused = ServiceBusClient.from_connection_string(public, retry_total=0)
+        with refused, pytest.raises(ServiceBusAuthenticationError), refused.get_queue_sender("strict") as sender:
+            sender.send_messages(ServiceBusMessage("with the public key"))
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
@@ -90,9 +89,8 @@ def test_sigterm_shuts_down_cleanly(tmp_path: Path) -> None:
     conn_str, http_line = lines[1], lines[2]
     ca = Path(http_line.rsplit("CA certificate: ", 1)[1].rstrip(")"))
     assert ca.exists() and (ca.parent / "key.pem").exists()
-    with ServiceBusClient.from_connection_string(conn_str) as client:
-        with client.get_queue_sender("kept") as sender:
-            sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(50)])
+    with ServiceBusClient.from_connection_string(conn_str) as client, client.get_queue_sender("kept") as sender:
+        sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(50)])
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
@@ -106,15 +104,15 @@ def test_sigterm_shuts_down_cleanly(tmp_path: Path) -> None:
     # started again on the directory, it has every message
     proc, (_, conn_str) = start("--data-dir", str(data))
     try:
-        with ServiceBusClient.from_connection_string(conn_str) as client:
-            with client.get_queue_receiver("kept", max_wait_time=5) as receiver:
-                got: list[str] = []
-                while len(got) < 50:
-                    batch = receiver.receive_messages(max_message_count=50, max_wait_time=5)
-                    assert batch, f"only {len(got)} of 50 came back"
-                    for message in batch:
-                        got.append(str(message))
-                        receiver.complete_message(message)
+        client = ServiceBusClient.from_connection_string(conn_str)
+        got: list[str] = []
+        with client, client.get_queue_receiver("kept", max_wait_time=5) as receiver:
+            while len(got) < 50:
+                batch = receiver.receive_messages(max_message_count=50, max_wait_time=5)
+                assert batch, f"only {len(got)} of 50 came back"
+                for message in batch:
+                    got.append(str(message))
+                    receiver.complete_message(message)
         assert sorted(got) == sorted(f"m{i}" for i in range(50))
     finally:
         proc.send_signal(signal.SIGTERM)
