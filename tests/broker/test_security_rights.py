@@ -231,19 +231,19 @@ def _conn_str(broker: Broker, rule: tuple[str, str]) -> str:
 @pytest.mark.sdk
 def test_sdk_send_only_and_listen_only_keys(broker: Broker) -> None:
     from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
-    from azure.servicebus.exceptions import ServiceBusError
+    from azure.servicebus.exceptions import ServiceBusAuthorizationError
 
     mode = ServiceBusReceiveMode.RECEIVE_AND_DELETE
     with ServiceBusClient.from_connection_string(_conn_str(broker, SENDER), retry_total=0) as client:
         with client.get_queue_sender("sdk-rights") as sender:
             sender.send_messages(ServiceBusMessage("from the sender rule"))
-        with pytest.raises(ServiceBusError) as info, client.get_queue_receiver("sdk-rights", receive_mode=mode) as r:
+        with pytest.raises(ServiceBusAuthorizationError) as info, client.get_queue_receiver("sdk-rights", receive_mode=mode) as r:
             r.receive_messages(max_wait_time=5)
         assert "unauthorized" in str(info.value).lower() and "Listen" in str(info.value)
     with ServiceBusClient.from_connection_string(_conn_str(broker, LISTENER), retry_total=0) as client:
         with client.get_queue_receiver("sdk-rights", receive_mode=mode) as receiver:
             assert [str(m) for m in receiver.receive_messages(max_wait_time=5)] == ["from the sender rule"]
-        with pytest.raises(ServiceBusError) as info, client.get_queue_sender("sdk-rights") as sender:
+        with pytest.raises(ServiceBusAuthorizationError) as info, client.get_queue_sender("sdk-rights") as sender:
             sender.send_messages(ServiceBusMessage("refused"))
         assert "unauthorized" in str(info.value).lower() and "Send" in str(info.value)
 
@@ -253,12 +253,12 @@ def test_sdk_rights_hold_on_loopback_too() -> None:
     rules = [AccessRule(SENDER[0], (SENDER[1],), Right.SEND)]
     with running_broker(rules=rules) as loopback:  # not strict: a token still grants only its rights
         from azure.servicebus import ServiceBusClient, ServiceBusMessage
-        from azure.servicebus.exceptions import ServiceBusError
+        from azure.servicebus.exceptions import ServiceBusAuthorizationError
 
         with ServiceBusClient.from_connection_string(_conn_str(loopback, SENDER), retry_total=0) as client:
             with client.get_queue_sender("loop") as sender:
                 sender.send_messages(ServiceBusMessage("ok"))
-            with pytest.raises(ServiceBusError), client.get_queue_receiver("loop") as receiver:
+            with pytest.raises(ServiceBusAuthorizationError), client.get_queue_receiver("loop") as receiver:
                 receiver.receive_messages(max_wait_time=5)
 
 
