@@ -175,3 +175,21 @@ def test_sdk_with_the_emulator_style_connection_strings(strict: Broker) -> None:
                 sender.send_messages(ServiceBusMessage(host))
             with client.get_queue_receiver("named", receive_mode=mode) as receiver:
                 assert [str(m) for m in receiver.receive_messages(max_wait_time=5)] == [host]
+
+
+@pytest.mark.sdk
+def test_sdk_with_a_token_for_another_namespace_is_refused(strict: Broker) -> None:
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage
+    from azure.servicebus.exceptions import ServiceBusAuthenticationError
+
+    def conn_str(token: str) -> str:
+        return f"Endpoint=sb://127.0.0.1:{strict.port};SharedAccessSignature={token};UseDevelopmentEmulator=true"
+
+    with ServiceBusClient.from_connection_string(conn_str(mint(OTHER)), retry_total=0) as client:
+        with pytest.raises(ServiceBusAuthenticationError), client.get_queue_sender("sdk-aud") as sender:
+            sender.send_messages(ServiceBusMessage("refused"))  # (the SDK keeps the broker's 401 text to itself)
+    own = mint(f"sb://127.0.0.1:{strict.port}/")
+    with ServiceBusClient.from_connection_string(conn_str(own)) as client, client.get_queue_sender("sdk-aud") as sender:
+        sender.send_messages(ServiceBusMessage("signed for this namespace"))
+    (only,) = strict.namespace.receiver_source("sdk-aud").peek(0, 10, time.time())
+    assert only.sequence_number == 1  # the refused one never reached the queue

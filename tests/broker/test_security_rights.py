@@ -237,7 +237,8 @@ def test_sdk_send_only_and_listen_only_keys(broker: Broker) -> None:
     with ServiceBusClient.from_connection_string(_conn_str(broker, SENDER), retry_total=0) as client:
         with client.get_queue_sender("sdk-rights") as sender:
             sender.send_messages(ServiceBusMessage("from the sender rule"))
-        with pytest.raises(ServiceBusAuthorizationError) as info, client.get_queue_receiver("sdk-rights", receive_mode=mode) as r:
+        receiving = client.get_queue_receiver("sdk-rights", receive_mode=mode)
+        with pytest.raises(ServiceBusAuthorizationError) as info, receiving as r:
             r.receive_messages(max_wait_time=5)
         assert "unauthorized" in str(info.value).lower() and "Listen" in str(info.value)
     with ServiceBusClient.from_connection_string(_conn_str(broker, LISTENER), retry_total=0) as client:
