@@ -185,9 +185,9 @@ def test_sdk_with_a_token_for_another_namespace_is_refused(strict: Broker) -> No
     def conn_str(token: str) -> str:
         return f"Endpoint=sb://127.0.0.1:{strict.port};SharedAccessSignature={token};UseDevelopmentEmulator=true"
 
-    with ServiceBusClient.from_connection_string(conn_str(mint(OTHER)), retry_total=0) as client:
-        with pytest.raises(ServiceBusAuthenticationError), client.get_queue_sender("sdk-aud") as sender:
-            sender.send_messages(ServiceBusMessage("refused"))  # (the SDK keeps the broker's 401 text to itself)
+    refused = ServiceBusClient.from_connection_string(conn_str(mint(OTHER)), retry_total=0)
+    with refused, pytest.raises(ServiceBusAuthenticationError), refused.get_queue_sender("sdk-aud") as sender:
+        sender.send_messages(ServiceBusMessage("refused"))  # (the SDK keeps the broker's 401 text to itself)
     own = mint(f"sb://127.0.0.1:{strict.port}/")
     with ServiceBusClient.from_connection_string(conn_str(own)) as client, client.get_queue_sender("sdk-aud") as sender:
         sender.send_messages(ServiceBusMessage("signed for this namespace"))
