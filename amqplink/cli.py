@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--require-auth",
         action="store_true",
         help="strict: every link needs a SAS token; without --key a random key is made and printed once"
-        " (in the connection string), never the emulator's public one",
+        " (in the connection string): the emulator's public key would guard nothing, and refusing to start"
+        " would push a key onto the command line",
     )
     broker.add_argument("--key-name", default=None, help="name of a plain --key (default RootManageSharedAccessKey)")
     broker.add_argument(

@@ -16,7 +16,7 @@ import pytest
 from amqplink.broker.sbserver import EMULATOR_KEY
 from amqplink.commands.broker import parse_keys
 from amqplink.servicebus import ServiceBusClient, ServiceBusMessage
-from amqplink.servicebus.exceptions import ServiceBusAuthenticationError
+from amqplink.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusAuthorizationError
 
 ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
@@ -126,3 +126,27 @@ def test_sigterm_before_anything_else_is_still_a_clean_stop() -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "Traceback" not in err
     assert [line for line in err.splitlines() if line.strip()] == ["WARNING SIGTERM: stopping the broker"]
+
+
+def test_key_rules_on_the_command_line() -> None:
+    proc, (_, conn_str) = start("--require-auth", "--key", "root=root-key:Manage", "--key", "sender=send-key:Send")
+    try:
+        assert "SharedAccessKeyName=root;SharedAccessKey=root-key;" in conn_str  # the Manage rule
+        sender_str = conn_str.replace(
+            "SharedAccessKeyName=root;SharedAccessKey=root-key", "SharedAccessKeyName=sender;SharedAccessKey=send-key"
+        )
+        with ServiceBusClient.from_connection_string(sender_str) as client:
+            with client.get_queue_sender("cli-rules") as sender:
+                sender.send_messages(ServiceBusMessage("sent with the Send rule"))
+            with pytest.raises(ServiceBusAuthorizationError), client.get_queue_receiver("cli-rules") as receiver:
+                receiver.receive_messages(max_wait_time=5)
+        with (
+            ServiceBusClient.from_connection_string(conn_str) as client,
+            client.get_queue_receiver("cli-rules") as receiver,
+        ):
+            (message,) = receiver.receive_messages(max_wait_time=5)
+            assert str(message) == "sent with the Send rule"
+            receiver.complete_message(message)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

@@ -12,18 +12,21 @@ from typing import Any
 
 import pytest
 import requests
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amqplink.aio import connect
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.broker import Broker
+from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.config import ConfigError, parse_config
-from amqplink.broker.rights import AccessRule, Right, parse_rights
+from amqplink.broker.rights import AccessRule, AccessRules, Right, parse_rights
 from amqplink.codec.types import Long
 from amqplink.message import Message
 from amqplink.servicebus.cbs import put_token_request
-from amqplink.servicebus.sas import AccessToken
+from amqplink.servicebus.sas import AccessToken, SasTokenError
 from tests.broker.sdkutil import running_broker
 from tests.broker.test_control import raw_request, status
 from tests.broker.test_management import mint
@@ -277,3 +280,26 @@ def test_sdk_admin_client_needs_manage(broker: Broker) -> None:
     assert info.value.status_code == 401
     with admin(ROOT) as client:
         assert client.get_queue_runtime_properties("q1").name == "q1"
+
+
+@given(
+    scope=st.sampled_from(["", "q", "t"]),
+    path=st.sampled_from(["", "q", "q/$management", "qq", "Q", "t", "t/subscriptions/s", "other", "q/../t"]),
+    right_key=st.booleans(),
+    rights=st.sets(st.sampled_from(["Listen", "Send", "Manage"]), min_size=1),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_rule_grants_its_rights_within_its_scope_only(
+    scope: str, path: str, right_key: bool, rights: set[str]
+) -> None:
+    rules = AccessRules([AccessRule("r", ("the-key",), parse_rights(rights), scope)])
+    token = mint(f"sb://127.0.0.1/{path}", key="the-key" if right_key else "another-key", name="r")
+    normal = path.lower()
+    covered = not scope or normal == scope or normal.startswith(scope + "/")
+    try:
+        grant = rules.verify(token, now=time.time(), names=NamespaceNames.of(["127.0.0.1"]))
+    except SasTokenError as exc:
+        assert not (right_key and covered), exc
+        return
+    assert right_key and covered
+    assert grant.path == normal and grant.rights == parse_rights(rights) and grant.rule == "r"
