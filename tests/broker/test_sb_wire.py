@@ -89,7 +89,7 @@ async def test_undecodable_message_is_rejected_and_the_link_goes_on() -> None:
                 await asyncio.sleep(0.01)
             state = delivery.remote_state
             assert isinstance(state, Rejected) and state.error is not None
-            assert state.error.condition == Symbol("com.microsoft:argument-error")
+            assert state.error.condition == Symbol("amqp:decode-error")
             await sender.send(Message(b"fine"))  # the link still works
             assert len(broker.namespace.receiver_source("short").store) == 1
         finally:

@@ -10,8 +10,10 @@ Routes (paths as the SDK's ``ServiceBusAdministrationClient`` forms them; the wo
 
 ``PUT`` creates (``201``; ``409`` if it exists) unless ``If-Match`` is given, which
 updates (``200``; ``404`` if missing). Every request needs a SAS token in
-``Authorization`` for one of the namespace's keys whose audience covers the URL
-("https://HOST/"): otherwise ``401``. Bodies are bounded (:data:`MAX_BODY`, ``413``);
+``Authorization`` signed with a rule that has Manage (reading runtime counts too, as on
+Service Bus), whose audience covers the URL's path and names one of the namespace's own
+hosts (:mod:`amqplink.broker.audience`; the request's ``Host`` header proves nothing):
+otherwise ``401``. Bodies are bounded (:data:`MAX_BODY`, ``413``);
 a body that is not a valid description is ``400`` naming what is wrong (a SQL
 expression's position too). Every error carries ``<Error><Code/><Detail/></Error>``.
 """
@@ -30,6 +32,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from amqplink.aio.server import ServerLimits
+from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.config import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 from amqplink.broker.http import atom
 from amqplink.broker.http.bounds import BoundedListener, request_deadline
@@ -50,8 +53,9 @@ from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.namespace import DEFAULT_RULE, Namespace, Subscription, Topic
 from amqplink.broker.namespace.store import MessageState
+from amqplink.broker.rights import AccessRules, Right, describe_rights, path_covers
 from amqplink.broker.server import DEFAULT_IDLE_TIMEOUT
-from amqplink.servicebus.sas import SasTokenError, verify_sas_token
+from amqplink.servicebus.sas import SasTokenError
 
 __all__ = ["MAX_BODY", "MAX_PAGE", "ManagementApi"]
 
@@ -112,14 +116,17 @@ class ManagementApi:
     def __init__(
         self,
         namespace: Namespace,
-        keys: Callable[[], dict[str, str]],
+        rules: Callable[[], AccessRules],
         *,
+        names: NamespaceNames | None = None,
         max_body: int = MAX_BODY,
         clock: Callable[[], float] = time.time,
         on_deleted: Callable[[set[object]], None] | None = None,
     ) -> None:
         self.namespace = namespace
-        self._keys = keys
+        self._rules = rules
+        self.names = names
+        """The host names a token's audience may name (None: not checked)."""
         self.on_deleted = on_deleted
         """Told the queues, topics, subscriptions and dead-letter queues a DELETE removed (to detach their links)."""
         self.max_body = max_body
@@ -189,12 +196,21 @@ class ManagementApi:
         token = request.headers.get("Authorization")
         if not token:
             raise ApiError(401, "the request has no Authorization header: send a SAS token for the namespace")
+        path = request.path.strip("/").lower()
         try:
-            audience = f"https://{request.host}{request.path}"
-            verify_sas_token(token, keys=self._keys(), audience=audience, now=self.clock())
+            local = None if request.transport is None else request.transport.get_extra_info("sockname")
+            grant = self._rules().verify(token, now=self.clock(), names=self.names, local=local)
         except SasTokenError as exc:
             log.info("management API: refused a token for %s %s (%s)", request.method, request.path, exc.reason.name)
             raise ApiError(401, f"the SAS token is not valid: {exc}") from None
+        if not path_covers(grant.path, path):
+            raise ApiError(401, f"the SAS token is for {grant.path!r}, not {path!r}")
+        if Right.MANAGE not in grant.rights:
+            raise ApiError(
+                401,
+                f"Unauthorized access: 'Manage' claim is required on {path or '(the namespace)'!r};"
+                f" rule {grant.rule!r} grants {describe_rights(grant.rights)}",
+            )
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = request.match_info["path"].strip("/").split("/")

@@ -19,14 +19,15 @@ from typing import Any
 
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import as_text, split_message, timestamp
-from amqplink.broker.namespace.errors import ARGUMENT_ERROR, NOT_ALLOWED, EntityError
+from amqplink.broker.namespace.errors import ARGUMENT_ERROR, DECODE_ERROR, NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.namespace import Namespace, Topic
 from amqplink.broker.namespace.sessions import MAX_SESSION_STATE
+from amqplink.broker.rights import Right
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import AMQPType, Array, Long, Symbol
 from amqplink.message import Message
 
-__all__ = ["MAX_PEEK_COUNT", "OPERATIONS", "handle_management", "response"]
+__all__ = ["MAX_PEEK_COUNT", "OPERATIONS", "OPERATION_RIGHTS", "handle_management", "response"]
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +123,9 @@ def _schedule(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
         if not isinstance(raw, bytes):
             raise EntityError(ARGUMENT_ERROR, "each scheduled message needs its encoded 'message'")
         try:
-            envelopes.append(split_message(raw))
+            envelopes.append(split_message(raw, check=True))
         except DecodeError as exc:
-            raise EntityError(ARGUMENT_ERROR, f"a scheduled message cannot be decoded: {exc}") from None
+            raise EntityError(DECODE_ERROR, f"a scheduled message is not valid AMQP: {exc}") from None
     if isinstance(target, Entity):
         target.check_accept(envelopes)
     seqs = []
@@ -221,6 +222,14 @@ OPERATIONS: dict[str, Callable[[Context, dict[str, Any]], tuple[int, Any]]] = {
     VENDOR + "get-session-state": _get_state,
     VENDOR + "set-session-state": _set_state,
 }
+
+OPERATION_RIGHTS: dict[str, Right] = {
+    **{operation: Right.LISTEN for operation in OPERATIONS},
+    VENDOR + "schedule-message": Right.SEND,
+    VENDOR + "cancel-scheduled-message": Right.SEND,
+}
+"""The right each operation needs ("Send" to schedule or cancel a message, "Listen" for the
+rest: they act on received or receivable messages and sessions)."""
 
 
 def handle_management(namespace: Namespace, address: str, request: Message, now: float) -> Message:

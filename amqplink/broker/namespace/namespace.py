@@ -35,6 +35,7 @@ from amqplink.broker.namespace.entity import Entity, Sent
 from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
+    DECODE_ERROR,
     INTERNAL_ERROR,
     MESSAGE_NOT_FOUND,
     MESSAGE_SIZE_EXCEEDED,
@@ -549,10 +550,10 @@ class Namespace:
                 if outer.body_type != "data":
                     raise EntityError(ARGUMENT_ERROR, "a batch message must carry one data section per message")
                 chunks = body if isinstance(body, list) else [body]
-                return [split_message(bytes(chunk)) for chunk in chunks]
-            return [split_message(payload)]
+                return [split_message(bytes(chunk), check=True) for chunk in chunks]
+            return [split_message(payload, check=True)]
         except DecodeError as exc:
-            raise EntityError(ARGUMENT_ERROR, f"the message cannot be decoded: {exc}") from None
+            raise EntityError(DECODE_ERROR, f"the message is not valid AMQP, so it was not stored: {exc}") from None
 
     def send(self, target: Entity | Topic, payload: bytes, now: float, message_format: int = 0) -> None:
         """Store one transfer's message(s) in a queue or topic: all of them or none."""
