@@ -40,13 +40,19 @@ from amqplink.servicebus.message import (
     ServiceBusMessageState,
     ServiceBusReceivedMessage,
 )
-from amqplink.servicebus.replication import DedupCounters, Deduplicator
+from amqplink.servicebus.replication import DedupCounters, Deduplicator, ReplicationError
+from amqplink.servicebus.replication.blocking import (
+    ActiveReplicationSender,
+    DeduplicatingReceiver,
+    PassiveReplicationSender,
+)
 
 ServiceBusConnectionStringProperties = ServiceBusConnectionString
 """The SDK's name for a parsed connection string."""
 
 __all__ = [
     "NEXT_AVAILABLE_SESSION",
+    "ActiveReplicationSender",
     "AmqpMessageBodyType",
     "AutoLockRenewer",
     "AzureNamedKey",
@@ -54,7 +60,10 @@ __all__ = [
     "AzureSasCredential",
     "ConnectionStringError",
     "DedupCounters",
+    "DeduplicatingReceiver",
     "Deduplicator",
+    "PassiveReplicationSender",
+    "ReplicationError",
     "ServiceBusClient",
     "ServiceBusConnectionString",
     "ServiceBusConnectionStringProperties",
