@@ -135,6 +135,16 @@ class DeduplicatingReceiver(_Blocking):
         """Copies not yielded because their id was handled."""
         return self._aio.duplicates_removed
 
+    @property
+    def held_copies(self) -> int:
+        """Copies held until the message handed out with their id is settled."""
+        return self._aio.held_copies
+
+    @property
+    def without_id(self) -> int:
+        """Messages yielded without an id."""
+        return self._aio.without_id
+
     def receive_messages(
         self, max_message_count: int | None = 1, max_wait_time: float | None = None
     ) -> list[ServiceBusReceivedMessage]:

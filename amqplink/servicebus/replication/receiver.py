@@ -125,6 +125,11 @@ class DeduplicatingReceiver:
         """Copies not yielded (completed or dropped) because their id was handled."""
         return self.deduplicator.duplicates_removed
 
+    @property
+    def held_copies(self) -> int:
+        """Copies held (locked, not yielded) until the message handed out with their id is settled."""
+        return sum(len(p.copies) for p in self._pending.values())
+
     # -- receiving --------------------------------------------------------------------
 
     async def receive_messages(
