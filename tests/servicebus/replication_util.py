@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import os
+import re
+import subprocess
+import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -15,6 +20,7 @@ from amqplink.servicebus import ServiceBusReceivedMessage, ServiceBusReceiveMode
 from amqplink.servicebus.aio import DeduplicatingReceiver, Deduplicator, ServiceBusClient
 from amqplink.servicebus.exceptions import MessageLockLostError
 
+ROOT = Path(__file__).resolve().parents[2]
 QUEUE = "orders"
 CLIENT_OPTIONS = {"retry_total": 0, "timeout": 5}
 """Short retries: a namespace that is down answers at once and the other one counts."""
@@ -67,7 +73,7 @@ async def two_namespaces(tmp_path: Path) -> AsyncIterator[tuple[Namespace, Names
 
 
 @asynccontextmanager
-async def clients(*namespaces: Namespace) -> AsyncIterator[list[ServiceBusClient]]:
+async def clients(*namespaces: Namespace | ProcessNamespace) -> AsyncIterator[list[ServiceBusClient]]:
     opened = [ServiceBusClient.from_connection_string(ns.connection_string, **CLIENT_OPTIONS) for ns in namespaces]
     try:
         yield opened
@@ -87,23 +93,67 @@ def dedup_receiver(
     )
 
 
+async def consume_once(receiver: DeduplicatingReceiver, yielded: Counter[str]) -> None:
+    """One receive (up to 50 messages, 0.5 s), completing each in peek-lock mode."""
+    got: list[ServiceBusReceivedMessage] = await receiver.receive_messages(50, max_wait_time=0.5)
+    for message in got:
+        assert message.message_id is not None
+        yielded[str(message.message_id)] += 1
+        if receiver.receive_mode is ServiceBusReceiveMode.PEEK_LOCK:
+            # its namespace may have gone down: the id is recorded, its redelivery will be removed
+            with contextlib.suppress(MessageLockLostError):
+                await receiver.complete_message(message)
+
+
 async def consume(
     receiver: DeduplicatingReceiver,
     yielded: Counter[str],
     *,
-    until: Callable[[], bool],
+    until: Callable[[], bool | Awaitable[bool]],
     deadline: float = 60.0,
 ) -> None:
     """Receive (completing in peek-lock mode) until ``until()`` holds; fail past ``deadline`` s."""
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline
-    while not until():
+    while not await _holds(until):
         assert loop.time() < end, f"gave up waiting; yielded {len(yielded)} distinct ids"
-        got: list[ServiceBusReceivedMessage] = await receiver.receive_messages(50, max_wait_time=0.5)
-        for message in got:
-            assert message.message_id is not None
-            yielded[str(message.message_id)] += 1
-            if receiver.receive_mode is ServiceBusReceiveMode.PEEK_LOCK:
-                # its namespace may have gone down: the id is recorded, its redelivery will be removed
-                with contextlib.suppress(MessageLockLostError):
-                    await receiver.complete_message(message)
+        await consume_once(receiver, yielded)
+
+
+async def _holds(condition: Callable[[], bool | Awaitable[bool]]) -> bool:
+    result = condition()
+    return await result if inspect.isawaitable(result) else result
+
+
+class ProcessNamespace:
+    """``amqplink broker --data-dir D`` in a subprocess: :meth:`kill` is a SIGKILL (nothing
+    flushed, nothing closed), :meth:`start` brings it back on the same port and key."""
+
+    def __init__(self, data_dir: Path, key: str) -> None:
+        self.data_dir, self.key = data_dir, key
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+
+    async def start(self) -> ProcessNamespace:
+        args = ["broker", "--port", str(self.port), "--data-dir", str(self.data_dir), "--key", self.key]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "amqplink.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, env=env,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(self.proc.stdout.readline), 30)
+        found = re.search(r"amqp://127\.0\.0\.1:(\d+)", line)
+        assert found is not None, f"the broker did not start: {line!r}"
+        self.port = int(found.group(1))
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+            self.proc = None
+
+    connection_string = Namespace.connection_string

@@ -4,12 +4,21 @@ also across its own restart on the same SQLite file."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 
 from amqplink.servicebus import ServiceBusMessage, ServiceBusReceiveMode
 from amqplink.servicebus.aio import ActiveReplicationSender, Deduplicator, PassiveReplicationSender
-from tests.servicebus.replication_util import QUEUE, clients, consume, dedup_receiver, two_namespaces
+from tests.servicebus.replication_util import (
+    QUEUE,
+    Namespace,
+    ProcessNamespace,
+    clients,
+    consume,
+    dedup_receiver,
+    two_namespaces,
+)
 
 N = 300
 
@@ -135,3 +144,47 @@ async def test_a_namespace_killed_while_consuming_then_back(tmp_path: Path) -> N
         assert set(yielded) == set(_ids(0, N)) and max(yielded.values()) == 1
         assert receiver.duplicates_removed == N  # every id had a second copy, each removed once
         await receiver.close()
+
+
+async def test_passive_replication_with_the_active_broker_sigkilled_mid_stream(tmp_path: Path) -> None:
+    """The primary is a broker process SIGKILLed while sends stream on, then restarted from
+    its data dir on the same port: sends fail over (the one in flight may be stored in both:
+    the seed's duplicate), the messages it had accepted come back with it (the seed's delay),
+    and the de-duplicating receiver yields every id exactly once."""
+    first = await ProcessNamespace(tmp_path / "primary", "primary-key").start()
+    second = await Namespace(tmp_path / "secondary", "secondary-key").start()
+    try:
+        async with clients(first, second) as (ca, cb):
+            sender = PassiveReplicationSender(ca.get_queue_sender(QUEUE), cb.get_queue_sender(QUEUE))
+            progress = asyncio.Queue[int]()
+
+            async def produce() -> None:
+                for n, message_id in enumerate(_ids(0, N), 1):
+                    await sender.send_messages(ServiceBusMessage(message_id, message_id=message_id))
+                    progress.put_nowait(n)
+
+            producing = asyncio.ensure_future(produce())
+            while await progress.get() < N // 3:
+                pass
+            first.kill()  # while the producer goes on
+            while await progress.get() < 2 * N // 3:
+                pass
+            await first.start()
+            await producing
+            assert sender.counters.swaps == 1 and sender.counters.sends == N
+
+            yielded: Counter[str] = Counter()
+            receiver = dedup_receiver([ca, cb], Deduplicator(path=tmp_path / "dedup.sqlite"))
+            async with ca.get_queue_receiver(QUEUE) as peek_a, cb.get_queue_receiver(QUEUE) as peek_b:
+
+                async def done() -> bool:  # every id yielded and nothing left in either namespace
+                    return len(yielded) == N and all(
+                        [not await r.peek_messages(1, sequence_number=1) for r in (peek_a, peek_b)]
+                    )
+
+                await consume(receiver, yielded, until=done)
+            await receiver.close()
+        assert set(yielded) == set(_ids(0, N)) and max(yielded.values()) == 1
+    finally:
+        first.kill()
+        await second.kill()
