@@ -18,6 +18,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Self
 
 from amqplink.message import Message
 from amqplink.servicebus.exceptions import ServiceBusError
@@ -96,7 +97,29 @@ def _where(sender: ServiceBusSender) -> str:
     return f"{sender.fully_qualified_namespace}/{sender.entity_name}"
 
 
-class ActiveReplicationSender:
+class _TwoSenders:
+    """What both replication senders share: two senders, closed together."""
+
+    def __init__(self, first: ServiceBusSender, second: ServiceBusSender, kind: str) -> None:
+        if first is second:
+            raise ValueError(f"{kind} replication needs two different senders (one per namespace)")
+        self.counters = ReplicationCounters()
+
+    def _pair(self) -> tuple[ServiceBusSender, ServiceBusSender]:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Close both senders."""
+        await asyncio.gather(*(sender.close() for sender in self._pair()))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class ActiveReplicationSender(_TwoSenders):
     """Send every message to both namespaces, with the same message id (seed 003: "Any
     client that sends a message sends two copies of the same message").
 
@@ -117,11 +140,12 @@ class ActiveReplicationSender:
     """
 
     def __init__(self, primary: ServiceBusSender, secondary: ServiceBusSender) -> None:
-        if primary is secondary:
-            raise ValueError("active replication needs two different senders (one per namespace)")
+        super().__init__(primary, secondary, "active")
         self.senders = (primary, secondary)
-        self.counters = ReplicationCounters()
         self._log = _Logged()
+
+    def _pair(self) -> tuple[ServiceBusSender, ServiceBusSender]:
+        return self.senders
 
     @property
     def degraded(self) -> tuple[int, ...]:
@@ -152,21 +176,11 @@ class ActiveReplicationSender:
         if errors:
             self.counters.sent_to_one += 1
 
-    async def close(self) -> None:
-        """Close both senders."""
-        await asyncio.gather(*(sender.close() for sender in self.senders))
-
-    async def __aenter__(self) -> ActiveReplicationSender:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
     def __repr__(self) -> str:
         return f"ActiveReplicationSender({_where(self.senders[0])!r}, {_where(self.senders[1])!r})"
 
 
-class PassiveReplicationSender:
+class PassiveReplicationSender(_TwoSenders):
     """Send to the active namespace; on a failure that suggests it is down, send to the
     backup and swap roles (seed 003).
 
@@ -188,10 +202,11 @@ class PassiveReplicationSender:
     """
 
     def __init__(self, active: ServiceBusSender, backup: ServiceBusSender) -> None:
-        if active is backup:
-            raise ValueError("passive replication needs two different senders (one per namespace)")
+        super().__init__(active, backup, "passive")
         self._roles = (active, backup)
-        self.counters = ReplicationCounters()
+
+    def _pair(self) -> tuple[ServiceBusSender, ServiceBusSender]:
+        return self._roles
 
     @property
     def active(self) -> ServiceBusSender:
@@ -235,16 +250,6 @@ class PassiveReplicationSender:
                 first,
                 _where(backup),
             )
-
-    async def close(self) -> None:
-        """Close both senders."""
-        await asyncio.gather(*(sender.close() for sender in self._roles))
-
-    async def __aenter__(self) -> PassiveReplicationSender:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     def __repr__(self) -> str:
         return f"PassiveReplicationSender(active={_where(self.active)!r}, backup={_where(self.backup)!r})"
