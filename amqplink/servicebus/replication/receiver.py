@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from amqplink.servicebus.constants import ServiceBusReceiveMode
-from amqplink.servicebus.exceptions import ServiceBusError
+from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.replication.dedup import Deduplicator
@@ -220,6 +220,7 @@ class DeduplicatingReceiver:
     async def _hand_out(self, out: list[ServiceBusReceivedMessage], count: int) -> None:
         """Move ready messages to ``out``: first copies are handed out, others held or removed."""
         peek_lock = self.receive_mode is ServiceBusReceiveMode.PEEK_LOCK
+        removed: list[ServiceBusReceivedMessage] = []
         while self._ready and len(out) < count:
             message = self._ready.popleft()
             key = self._id_of(message)
@@ -231,12 +232,13 @@ class DeduplicatingReceiver:
                     out.append(message)
             elif key in self.deduplicator:
                 self.deduplicator.seen(key)  # counts the duplicate
-                await self._settle_copy(message, complete=True)
+                removed.append(message)
             elif (pending := self._pending.get(key)) is not None and not _lapsed(pending.message):
                 pending.copies.append(message)
             else:
                 self._pending[key] = _Pending(message)
                 out.append(message)
+        await self._settle_copies(removed, complete=True)
         if len(self._pending) > self._sweep_at:  # amortised: a full sweep per doubling
             self._sweep()
             self._sweep_at = max(_SWEEP_AT, 2 * len(self._pending))
@@ -300,19 +302,28 @@ class DeduplicatingReceiver:
         try:
             await settle(receiver)
         finally:
-            for copy in copies:
-                if record and key is not None:
-                    self.deduplicator.seen(key)  # counts the copy removed
-                await self._settle_copy(copy, complete=record)
+            if record and key is not None:
+                for _ in copies:
+                    self.deduplicator.seen(key)  # counts the copies removed
+            await self._settle_copies(copies, complete=record)
 
-    async def _settle_copy(self, copy: ServiceBusReceivedMessage, *, complete: bool) -> None:
-        """Complete (or abandon) a copy; a failure is only logged: an unsettled copy comes back
-        when its lock lapses and is removed then."""
-        receiver = self._origin(copy)
-        try:
-            await (receiver.complete_message(copy) if complete else receiver.abandon_message(copy))
-        except ServiceBusError as exc:
-            log.debug("de-duplicating receiver: a copy of %r was not settled (%s); it will come back", copy, exc)
+    async def _settle_copies(self, copies: list[ServiceBusReceivedMessage], *, complete: bool) -> None:
+        """Complete (or abandon) copies, all at once; a failure is only logged: an unsettled
+        copy comes back when its lock lapses and is removed then."""
+        if not copies:
+            return
+        results = await asyncio.gather(
+            *(
+                self._origin(c).complete_message(c) if complete else self._origin(c).abandon_message(c)
+                for c in copies
+            ),
+            return_exceptions=True,
+        )
+        for copy, result in zip(copies, results, strict=True):
+            if isinstance(result, ServiceBusError | MessageAlreadySettled):
+                log.debug("de-duplicating receiver: copy %s not settled (%s); it comes back", copy.message_id, result)
+            elif isinstance(result, BaseException):
+                raise result
 
     def _origin(self, message: ServiceBusReceivedMessage) -> ServiceBusReceiver:
         receiver: object = getattr(message, "_receiver", None)
