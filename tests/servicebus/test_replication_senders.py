@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 
 from amqplink.aio.errors import AMQPError, ConnectionClosedError
+from amqplink.message import Message
 from amqplink.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from amqplink.servicebus.aio import ActiveReplicationSender, PassiveReplicationSender, ReplicationError
 from amqplink.servicebus.errors import ERROR_TABLE, from_management_status
@@ -90,8 +91,11 @@ def _s(fake: FakeSender) -> ServiceBusSender:
 async def test_active_assigns_one_id_to_both_copies_and_keeps_given_ones() -> None:
     a, b = FakeSender("a"), FakeSender("b")
     sender = ActiveReplicationSender(_s(a), _s(b))
-    await sender.send_messages([ServiceBusMessage("x"), ServiceBusMessage("y", message_id="given")])
-    assert a.got == b.got and a.got[0][1] == "given" and len(a.got[0][0]) == 36
+    unset = ServiceBusMessage("x")
+    unset.message_id = None
+    await sender.send_messages([unset, ServiceBusMessage("y", message_id="given"), Message(b"plain")])
+    assert a.got == b.got and a.got[0][1] == "given"
+    assert all(a.got[0]) and len(set(a.got[0])) == 3  # both copies carry the same assigned ids
     assert sender.counters.sends == 1 and sender.counters.sent_to_one == 0
 
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Self
 
 from amqplink.message import Message
 from amqplink.servicebus.exceptions import ServiceBusError
-from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, iter_outgoing
+from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, iter_outgoing, new_message_id
 from amqplink.servicebus.replication.outage import ReplicationError, suggests_outage
 from amqplink.servicebus.sender import ServiceBusSender
 
@@ -53,22 +52,27 @@ SendInput = ServiceBusMessage | Message | Iterable[ServiceBusMessage | Message]
 
 
 def prepare_messages(message: SendInput) -> list[ServiceBusMessage]:
-    """The messages to send, each with a ``message_id`` (a UUID assigned when missing).
+    """The messages to send, each with a ``message_id``: a ``ServiceBusMessage`` has one
+    from its construction; one whose id was set to None, or a plain
+    :class:`amqplink.message.Message` without one, gets one (``new_message_id``).
 
     A :class:`ServiceBusMessageBatch` is refused: it is encoded already, so ids cannot be
     added to its messages; send a list (each sender batches it itself).
     """
-    if isinstance(message, ServiceBusMessageBatch):
+    if type(message) is ServiceBusMessage:  # the common case first
+        messages = [message]
+    elif isinstance(message, ServiceBusMessageBatch):
         raise TypeError(
             "a replication sender takes a message or a list of messages, not a ServiceBusMessageBatch"
             " (its messages are encoded already: ids cannot be given to them); send a list instead"
         )
-    if not isinstance(message, ServiceBusMessage | Message) and not isinstance(message, Iterable):
+    elif isinstance(message, ServiceBusMessage | Message | Iterable):
+        messages = list(iter_outgoing(message))
+    else:
         raise TypeError(f"a replication sender sends a message or a list of messages, not {type(message).__name__}")
-    messages = list(iter_outgoing(message))
     for outgoing in messages:
         if outgoing.message_id is None:
-            outgoing.message_id = str(uuid.uuid4())
+            outgoing.message_id = new_message_id()
     return messages
 
 
@@ -155,9 +159,20 @@ class ActiveReplicationSender(_TwoSenders):
     async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
         """Send to both namespaces at once; return when both answered and at least one accepted."""
         payload = _payload(prepare_messages(message))
-        results = await asyncio.gather(
-            *(sender.send_messages(payload, timeout=timeout) for sender in self.senders), return_exceptions=True
-        )
+        primary, secondary = self.senders
+        second = asyncio.ensure_future(secondary.send_messages(payload, timeout=timeout))  # one task, not two
+        results: list[Exception | None] = [None, None]
+        try:
+            await primary.send_messages(payload, timeout=timeout)
+        except Exception as exc:  # sorted below, once the second copy's answer is in
+            results[0] = exc
+        except BaseException:  # cancelled: the second copy too
+            second.cancel()
+            raise
+        try:
+            await second
+        except Exception as exc:
+            results[1] = exc
         errors: list[BaseException] = []
         for index, (sender, result) in enumerate(zip(self.senders, results, strict=True)):
             if isinstance(result, BaseException):
