@@ -5,8 +5,11 @@ also across its own restart on the same SQLite file."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from amqplink.servicebus import ServiceBusMessage, ServiceBusReceiveMode
 from amqplink.servicebus.aio import ActiveReplicationSender, Deduplicator, PassiveReplicationSender
@@ -27,7 +30,10 @@ def _ids(start: int, stop: int) -> list[str]:
     return [f"m{i:05d}" for i in range(start, stop)]
 
 
-async def test_active_replication_with_a_namespace_killed_and_a_consumer_restarted(tmp_path: Path) -> None:
+async def test_active_replication_with_a_namespace_killed_and_a_consumer_restarted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="amqplink.servicebus.replication")
     async with two_namespaces(tmp_path) as (first, second):
         async with clients(first, second) as (ca, cb):
             sender = ActiveReplicationSender(ca.get_queue_sender(QUEUE), cb.get_queue_sender(QUEUE))
@@ -41,6 +47,8 @@ async def test_active_replication_with_a_namespace_killed_and_a_consumer_restart
                 assert sender.degraded == ((0,) if part == 1 else ())
             assert sender.counters.sends == N and sender.counters.failed == 0
             assert sender.counters.sent_to_one == N // 3  # the middle third: the secondary only
+            logged = [r.getMessage() for r in caplog.records if r.name.endswith("replication.senders")]
+            assert len(logged) == 2 and "refused a send" in logged[0] and "accepts sends again" in logged[1]
             assert (first.stored(), second.stored()) == (N - N // 3, N)
             await sender.close()
 
@@ -130,7 +138,8 @@ async def test_receive_and_delete_yields_each_id_once(tmp_path: Path) -> None:
 
 
 
-async def test_a_namespace_killed_while_consuming_then_back(tmp_path: Path) -> None:
+async def test_a_namespace_killed_while_consuming_then_back(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="amqplink.servicebus.replication")
     async with two_namespaces(tmp_path) as (first, second), clients(first, second) as (ca, cb):
         sender = ActiveReplicationSender(ca.get_queue_sender(QUEUE), cb.get_queue_sender(QUEUE))
         await sender.send_messages([ServiceBusMessage(i, message_id=i) for i in _ids(0, N)])
@@ -143,6 +152,9 @@ async def test_a_namespace_killed_while_consuming_then_back(tmp_path: Path) -> N
         await consume(receiver, yielded, until=lambda: first.stored() == second.stored() == 0)
         assert set(yielded) == set(_ids(0, N)) and max(yielded.values()) == 1
         assert receiver.duplicates_removed == N  # every id had a second copy, each removed once
+        logged = [r.getMessage() for r in caplog.records if r.name.endswith("replication.receiver")]
+        assert len(logged) == 2 and "namespace 0" in logged[0] and "failed" in logged[0]  # once per outage
+        assert "receives again" in logged[1]
         await receiver.close()
 
 

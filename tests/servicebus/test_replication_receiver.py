@@ -5,6 +5,7 @@ without an id; every namespace failing raises."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,8 @@ async def test_a_held_copy_is_completed_with_the_first(tmp_path: Path) -> None:
         receiver = dedup_receiver(opened, Deduplicator())
         message = await _first_with_copy_held(receiver)
         assert (first.stored(), second.stored()) == (1, 1)
+        renewed = await receiver.renew_message_lock(message)  # in the namespace it came from
+        assert renewed > dt.datetime.now(dt.UTC)
         await receiver.complete_message(message)
         assert (first.stored(), second.stored()) == (0, 0)
         assert receiver.duplicates_removed == 1 and receiver.held_copies == 0

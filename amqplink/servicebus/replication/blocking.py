@@ -178,6 +178,6 @@ class DeduplicatingReceiver(_Blocking):
         """Dead-letter it once; record its id."""
         _run(self._aio.dead_letter_message(message, reason, error_description))
 
-    def renew_message_lock(self, message: ServiceBusReceivedMessage) -> dt.datetime:
+    def renew_message_lock(self, message: ServiceBusReceivedMessage, *, timeout: float | None = None) -> dt.datetime:
         """Renew its lock in the namespace it came from."""
-        return _run(self._aio.renew_message_lock(message))
+        return _run(self._aio.renew_message_lock(message, timeout=timeout))

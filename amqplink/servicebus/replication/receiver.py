@@ -278,9 +278,11 @@ class DeduplicatingReceiver:
         """Give it back, and its held copies too: one of them is yielded again later."""
         await self._settle(message, lambda r: r.abandon_message(message), record=False)
 
-    async def renew_message_lock(self, message: ServiceBusReceivedMessage) -> dt.datetime:
+    async def renew_message_lock(
+        self, message: ServiceBusReceivedMessage, *, timeout: float | None = None
+    ) -> dt.datetime:
         """Renew the lock in the namespace it came from (the held copies' locks are not renewed)."""
-        return await self._origin(message).renew_message_lock(message)
+        return await self._origin(message).renew_message_lock(message, timeout=timeout)
 
     async def _settle(
         self,
