@@ -11,7 +11,7 @@ b. receive + complete (peek-lock, batches of 100): a plain receiver taking N mes
    from both namespaces (2N copies, N yielded, N completed as duplicates), in memory and
    with a SQLite file;
 c. ``Deduplicator.seen`` on new ids: in memory, SQLite (``synchronous=NORMAL``), SQLite
-   with ``synchronous_full=True``.
+   with ``synchronous_full=True``; ``seen_many`` in batches of 100 (one commit each).
 
 Prints msg/s (ids/s) per row and the ratio to the reference row.
 
@@ -153,6 +153,12 @@ def dedup_rows(count: int, tmp: Path) -> list[tuple[str, float]]:
             for i in ids:
                 dedup.seen(i)
             rows.append((label, n / (time.perf_counter() - started)))
+    with Deduplicator(path=tmp / "m.sqlite") as dedup:
+        ids = [f"id-{i}" for i in range(count * 5)]
+        started = time.perf_counter()
+        for at in range(0, len(ids), 100):
+            dedup.seen_many(ids[at : at + 100])
+        rows.append(("c. Deduplicator.seen_many (100 ids), SQLite NORMAL", len(ids) / (time.perf_counter() - started)))
     return rows
 
 
