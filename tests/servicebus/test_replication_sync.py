@@ -4,10 +4,14 @@ goes on with one namespace; the de-duplicating receiver yields each id once."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -24,7 +28,9 @@ from amqplink.servicebus import (
 )
 from amqplink.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusServerBusyError
 from tests.broker.sdkutil import running_broker
-from tests.servicebus.replication_util import CLIENT_OPTIONS, QUEUE
+from tests.servicebus.replication_util import CLIENT_OPTIONS, QUEUE, Namespace
+
+T = TypeVar("T")
 
 Pair = tuple[Broker, Broker, ServiceBusClient, ServiceBusClient]
 
@@ -120,3 +126,63 @@ def test_active_goes_on_with_one_namespace_and_the_receiver_yields_each_id_once(
             assert receiver.duplicates_removed == 20
         assert yielded == Counter({f"m{i}": 1 for i in range(30)})
         assert _stored(first) == _stored(second) == 0
+
+
+@contextmanager
+def broker_loop() -> Iterator[Callable[[Coroutine[Any, Any, T]], T]]:
+    """An event loop in a thread for brokers that are killed and restarted; runs a coroutine there."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="brokers", daemon=True)
+    thread.start()
+    try:
+        yield lambda coro: asyncio.run_coroutine_threadsafe(coro, loop).result(30)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+async def _stored_of(ns: Namespace) -> int:
+    return ns.stored()
+
+
+def test_blocking_passive_and_consumer_restart_with_a_namespace_killed(tmp_path: Path) -> None:
+    with broker_loop() as run:
+        first = run(Namespace(tmp_path / "primary", "k1").start())
+        second = run(Namespace(tmp_path / "secondary", "k2").start())
+        ids = [f"m{i}" for i in range(90)]
+        try:
+            with (
+                ServiceBusClient.from_connection_string(first.connection_string, **CLIENT_OPTIONS) as ca,
+                ServiceBusClient.from_connection_string(second.connection_string, **CLIENT_OPTIONS) as cb,
+            ):
+                a, b = ca.get_queue_sender(QUEUE), cb.get_queue_sender(QUEUE)
+                with PassiveReplicationSender(a, b) as sender:
+                    for i, message_id in enumerate(ids):
+                        if i == 30:
+                            run(first.kill())
+                        if i == 60:
+                            run(first.start())
+                        sender.send_messages(ServiceBusMessage(message_id, message_id=message_id))
+                    assert sender.active is b and sender.counters.swaps == 1
+                assert (run(_stored_of(first)), run(_stored_of(second))) == (30, 60)
+
+                yielded: Counter[str] = Counter()
+                path = tmp_path / "dedup.sqlite"
+                for stop_at in (45, len(ids)):  # a consumer stops midway; the next one uses the same file
+                    receivers = [c.get_queue_receiver(QUEUE) for c in (ca, cb)]
+                    with (
+                        Deduplicator(path=path) as dedup,
+                        DeduplicatingReceiver(receivers, deduplicator=dedup, max_wait_time=0.5) as receiver,
+                    ):
+                        deadline = time.monotonic() + 30
+                        while len(yielded) < stop_at:
+                            assert time.monotonic() < deadline, f"only {len(yielded)} yielded"
+                            for message in receiver.receive_messages(5):
+                                yielded[str(message.message_id)] += 1
+                                receiver.complete_message(message)
+                assert yielded == Counter(ids)
+        finally:
+            for ns in (first, second):
+                if ns.broker is not None:
+                    run(ns.kill())
