@@ -40,18 +40,30 @@ from amqplink.servicebus.message import (
     ServiceBusMessageState,
     ServiceBusReceivedMessage,
 )
+from amqplink.servicebus.replication import DedupCounters, Deduplicator, ReplicationError
+from amqplink.servicebus.replication.blocking import (
+    ActiveReplicationSender,
+    DeduplicatingReceiver,
+    PassiveReplicationSender,
+)
 
 ServiceBusConnectionStringProperties = ServiceBusConnectionString
 """The SDK's name for a parsed connection string."""
 
 __all__ = [
     "NEXT_AVAILABLE_SESSION",
+    "ActiveReplicationSender",
     "AmqpMessageBodyType",
     "AutoLockRenewer",
     "AzureNamedKey",
     "AzureNamedKeyCredential",
     "AzureSasCredential",
     "ConnectionStringError",
+    "DedupCounters",
+    "DeduplicatingReceiver",
+    "Deduplicator",
+    "PassiveReplicationSender",
+    "ReplicationError",
     "ServiceBusClient",
     "ServiceBusConnectionString",
     "ServiceBusConnectionStringProperties",

@@ -13,7 +13,22 @@ from __future__ import annotations
 from amqplink.servicebus.client import ServiceBusClient
 from amqplink.servicebus.lock_renewer import AutoLockRenewer
 from amqplink.servicebus.receiver import ServiceBusReceiver
+from amqplink.servicebus.replication import DedupCounters, Deduplicator, ReplicationError
+from amqplink.servicebus.replication.receiver import DeduplicatingReceiver
+from amqplink.servicebus.replication.senders import ActiveReplicationSender, PassiveReplicationSender
 from amqplink.servicebus.sender import ServiceBusSender
 from amqplink.servicebus.session import ServiceBusSession
 
-__all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
+__all__ = [
+    "ActiveReplicationSender",
+    "AutoLockRenewer",
+    "DedupCounters",
+    "DeduplicatingReceiver",
+    "Deduplicator",
+    "PassiveReplicationSender",
+    "ReplicationError",
+    "ServiceBusClient",
+    "ServiceBusReceiver",
+    "ServiceBusSender",
+    "ServiceBusSession",
+]
