@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "GONE",
     "KEYED",
+    "KINDS",
     "MESSAGE",
     "RESET_RECORD",
     "RUN",
@@ -72,6 +73,8 @@ _BLOB = struct.Struct(">BI")  # N: length
 
 K_MESSAGE, K_STATE, K_DELETE, K_SEQUENCE, K_RUN, K_STATE_RUN, K_GONE = b"MUDSBVG"
 K_ENTITY, K_SESSION, K_DUPLICATE, K_PURGE, K_DEFINITIONS, K_RESET = b"ETPXNR"
+KINDS = b"MUDSBVGETPXNR"
+"""Every record kind (the first byte of a batch is one of them)."""
 _REMOVED = 0xFFFFFFFF
 
 MessageFields = tuple[int, int, int, float, float, float | None, bytes]
