@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import binascii
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -58,6 +59,7 @@ from amqplink.broker.durable.recovery import (
 
 __all__ = [
     "COMPACT_FACTOR",
+    "COMPACT_HEADROOM",
     "COMPACT_MIN_BYTES",
     "LOCK_NAME",
     "MAGIC",
@@ -79,6 +81,8 @@ COMPACT_MIN_BYTES = 64 << 20
 COMPACT_FACTOR = 2
 """A journal is compacted once it is this many times larger than its live state was when
 last compacted (so each byte is rewritten at most about once on average)."""
+COMPACT_HEADROOM = 1 << 20
+"""Bytes a compaction leaves free beyond its copy (else it is put off)."""
 WRITE_CHUNK = 1 << 20
 """Bytes one ``os.write`` of a batch writes at most."""
 _NAME = re.compile(r"journal-(\d{8})\.log")
@@ -171,6 +175,10 @@ class Journal:
         os.makedirs(self.directory, exist_ok=True)
         self._lock = take_lock(self.directory)
         self._broken: OSError | None = None
+        self.space: int | None = None
+        """Bytes this journal may still write, as if the disk had no more (None: as the disk
+        has). A seam for fault tests: a write past it writes what fits, then fails with
+        ``ENOSPC``, as on a full disk; set it again to free space."""
         try:
             self.state = State()
             self._open()
@@ -229,7 +237,7 @@ class Journal:
         body = b"".join(records)
         head = _FRAME.pack(len(body), binascii.crc32(body))  # binascii keeps the GIL: no hand-over
         try:
-            _write_all(self._fd, head, body)
+            self._write_all(self._fd, head, body)
             self._sync(self._fd)
         except OSError:
             try:
@@ -240,17 +248,39 @@ class Journal:
             raise
         self.size += len(head) + len(body)
 
-    def compact(self, records: Sequence[bytes]) -> None:
+    def compact(self, records: Sequence[bytes]) -> bool:
         """Replace the journal by one holding only ``records`` (the whole live state, starting
-        with a reset record). If the new file cannot be made, the records are appended to the
-        current one instead (the reset makes that equivalent), and the next compaction waits
-        until the file has grown as much again."""
+        with a reset record); False when it was not (logged: the disk has no room for the copy,
+        or making it failed), and the next compaction waits until the file has grown as much
+        again. The journal is unchanged then: the caller appends what it had to write instead."""
+        needed = sum(map(len, records)) + COMPACT_HEADROOM
+        free = self._free_bytes()
+        if free is not None and free < needed:
+            reason: object = f"it needs {needed} bytes free for a copy of the live state, the disk has {free}"
+        else:
+            try:
+                self._replace(records)
+            except OSError as exc:
+                reason = exc
+            else:
+                return True
+        self.base_size = self.size
+        log.warning(
+            "%s: compaction put off (%s); the journal keeps growing by appends, which need room for one batch"
+            " only, and compaction is tried again once it has grown to %d bytes",
+            self.directory, reason, COMPACT_FACTOR * self.base_size,
+        )  # fmt: skip
+        return False
+
+    def _free_bytes(self) -> int | None:
+        """Bytes the broker may still write on the journal's file system (None: unknown)."""
+        if self.space is not None:
+            return self.space
         try:
-            self._replace(records)
-        except OSError as exc:
-            log.warning("%s: compaction failed (%s); the live state is appended instead", self.directory, exc)
-            self.append(records)
-            self.base_size = self.size
+            st = os.statvfs(self.directory)
+        except OSError:
+            return None
+        return st.f_bavail * st.f_frsize
 
     def _replace(self, records: Sequence[bytes]) -> None:
         number = self.number + 1
@@ -260,7 +290,7 @@ class Journal:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         head = MAGIC + _FRAME.pack(len(body), binascii.crc32(body)) if body else MAGIC
         try:
-            _write_all(fd, head, body)
+            self._write_all(fd, head, body)
             self._sync(fd)
             os.rename(tmp, path)
         except BaseException:
@@ -290,6 +320,17 @@ class Journal:
     def _sync_directory(self) -> None:
         if self._sync is not _no_sync:
             sync_directory(self.directory)
+
+    def _write_all(self, fd: int, head: bytes, body: bytes) -> None:
+        """:func:`_write_all`, within :attr:`space` when it is set."""
+        if self.space is not None:
+            size = len(head) + len(body)
+            if size > self.space:
+                fits, self.space = self.space, 0
+                os.write(fd, (head + bytes(body))[:fits])
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self.space -= size
+        _write_all(fd, head, body)
 
     def close(self) -> None:
         if self._fd >= 0:
