@@ -6,11 +6,14 @@ and a compaction with no room for its copy is put off (issue 23, items 3-4)."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amqplink.aio import connect
 from amqplink.aio.errors import MessageRejected
@@ -119,3 +122,68 @@ async def test_over_amqp_a_full_disk_refuses_sends_and_peek_still_answers(tmp_pa
         assert broker.servicebus is not None
         peeked = broker.servicebus.namespace.receiver_source("q").peek(1, 100, time.time())
         assert [m.envelope.message_id for m in peeked] == ["kept", "after"]
+
+
+OPS = ("send", "send-session", "receive", "complete", "abandon", "defer", "dead-letter", "state")
+
+
+async def _run(directory: Path, steps: list[tuple[str, int, bool]]) -> None:
+    """Apply ``steps`` (operation, which, the disk full for its write) and check after each
+    that what is refused had no effect: at the end, a restart finds what memory holds."""
+    now = time.time()
+    store, ns = await opened(directory)
+    journal = store.commits.journal
+    held: list[Any] = []
+    for n, (op, which, full) in enumerate(steps):
+        journal.space = 0 if full else None
+        prior = (_contents(ns, now), dict(ns.receiver_source("s").sessions.state))
+        q = ns.receiver_source("q")
+        if op == "send":
+            send(ns, "q", now, message_id=f"m{n}")
+        elif op == "send-session":
+            send(ns, "s", now, message_id=f"m{n}", session_id=f"s{which % 2}")
+        elif op == "receive":
+            msg = q.receive(now)
+            if msg is not None:
+                held.append(msg)
+        elif op == "state":
+            ns.receiver_source("s").sessions.set_state(f"s{which % 2}", b"%d" % n)
+        elif held:
+            msg = held.pop(which % len(held))
+            try:
+                if op == "complete":
+                    q.complete(msg.lock_token, now)
+                elif op == "abandon":
+                    q.abandon(msg.lock_token, now)
+                elif op == "defer":
+                    q.defer(msg.lock_token, now)
+                else:
+                    q.dead_letter(msg.lock_token, now, "reason", "description")
+            except Exception:  # the lock was lost (taken back by a failed write): nothing done
+                pass
+        done = (_contents(ns, now), dict(ns.receiver_source("s").sessions.state))
+        error = await outcome(store)
+        assert (error is not None) <= full
+        now_held = (_contents(ns, now), dict(ns.receiver_source("s").sessions.state))
+        assert now_held == (prior if error is not None else done)  # refused: no effect; else: kept
+    journal.space = None
+    memory = (_contents(ns, now), dict(ns.receiver_source("s").sessions.state))
+    store, ns = await restart(store, directory)
+    assert (_contents(ns, now), dict(ns.receiver_source("s").sessions.state)) == memory, "a restart differs"
+    await store.close()
+
+
+def _contents(ns: Any, now: float) -> dict[str, list[tuple[str, bool]]]:
+    """Each entity's messages by id and whether deferred (locks do not survive a restart)."""
+    out = {}
+    for path in ("q", "q/$deadletterqueue", "s"):
+        entity = ns.receiver_source(path)
+        out[path] = sorted((str(m.envelope.message_id), m.deferred) for m in entity.store)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 7), st.booleans()), max_size=25))
+def test_whatever_writes_fail_a_restart_finds_what_memory_holds(steps: list[tuple[str, int, bool]]) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        asyncio.run(_run(Path(directory), steps))
