@@ -134,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     store = command("broker-store", "show what a broker's --data-dir holds (read only; the broker may run)")
     store.add_argument("directory", help="the broker's --data-dir")
+    store.add_argument(
+        "--salvage",
+        action="store_true",
+        help="repair a damaged store (no broker running): keep a copy, read back every valid batch, say what is lost",
+    )
 
     from amqplink.broker.faults import FaultKind
     from amqplink.commands.broker_fault import OPERATIONS
@@ -199,7 +204,7 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
     if args.command == "broker-store":
         from amqplink.commands.broker_store import run_broker_store
 
-        return run_broker_store(args.directory)
+        return run_broker_store(args.directory, salvage=args.salvage)
     if args.command == "broker":
         from amqplink.commands.broker import run_broker
 

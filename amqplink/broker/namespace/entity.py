@@ -426,22 +426,45 @@ class Entity:
         available again, its delivery count as taken with the lock (Service Bus does the same)."""
         self._next_sequence = max(self._next_sequence, next_sequence)
         for msg in self.store:
-            self.bytes += msg.envelope.size
-            seq = msg.sequence_number
-            if msg.state is MessageState.SCHEDULED and msg.scheduled_at is not None:
-                heapq.heappush(self._scheduled, (msg.scheduled_at, seq))
-                continue
-            if msg.deferred:
-                msg.state = MessageState.DEFERRED
-            else:
-                msg.state = MessageState.AVAILABLE
-                msg.lock = None
-                heapq.heappush(self._available.setdefault(self._key(msg), []), seq)
-            if msg.expires_at != math.inf:
-                heapq.heappush(self._expiry, (msg.expires_at, seq, seq + 1))
+            self._index(msg, queued=False)
         if self._scheduled or self._expiry:
             self._timed()
         if len(self.store):
+            self._notify()
+
+    def _index(self, msg: StoredMessage, queued: bool) -> None:
+        """Index a message read back from a store (:meth:`recover`); ``queued``: its sequence
+        number is in the available heap already (not pushed twice: it would be picked twice)."""
+        self.bytes += msg.envelope.size
+        seq = msg.sequence_number
+        if msg.state is MessageState.SCHEDULED and msg.scheduled_at is not None:
+            heapq.heappush(self._scheduled, (msg.scheduled_at, seq))
+            return
+        if msg.deferred:
+            msg.state = MessageState.DEFERRED
+        else:
+            msg.state = MessageState.AVAILABLE
+            msg.lock = None
+            if not queued:
+                heapq.heappush(self._available.setdefault(self._key(msg), []), seq)
+        if msg.expires_at != math.inf:
+            heapq.heappush(self._expiry, (msg.expires_at, seq, seq + 1))
+
+    def roll_back(self, seq: int, kept: StoredMessage | None, store: MessageStore) -> None:
+        """Make message ``seq`` what the durable store holds (``kept``, as read back; None:
+        nothing): a write that failed is taken back. ``store`` is this entity's store, changed
+        without recording anything. A lock on the message is lost (as on a restart)."""
+        msg = store.get(seq)
+        queued = False
+        if msg is not None:
+            queued = msg.state is MessageState.AVAILABLE  # (its heap entry stays, skipped if it is gone)
+            self._release_lock(msg)
+            store.remove(seq)
+            self.bytes -= msg.envelope.size
+        if kept is not None:
+            store.append(kept)
+            self._index(kept, queued)
+            self._timed()
             self._notify()
 
     # -- receiving ----------------------------------------------------------------

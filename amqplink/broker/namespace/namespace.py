@@ -217,6 +217,15 @@ class Topic:
                 self.on_scheduled(seq, item[0], None)
         return item
 
+    def roll_back_scheduled(self, seq: int, kept: tuple[float, Envelope] | None) -> None:
+        """Make scheduled message ``seq`` what the durable store holds (``kept``: when and what;
+        None: nothing), without telling :attr:`on_scheduled` (a failed write taken back)."""
+        item = self._scheduled.pop(seq, None)
+        if item is not None:
+            self.scheduled_bytes -= item[1].size
+        if kept is not None:
+            self.load_scheduled(seq, *kept)
+
     def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
         for seq in sequence_numbers:
             if seq not in self._scheduled:
