@@ -3,7 +3,8 @@
 One AMQP connection per client, shared by its senders and receivers (each on links of
 its own), authenticated per entity over CBS. ``from_connection_string`` accepts the
 SDK's retry options; ``ServiceBusClient(fully_qualified_namespace, credential)`` takes
-:class:`AzureNamedKeyCredential` or :class:`AzureSasCredential`.
+:class:`AzureNamedKeyCredential`, :class:`AzureSasCredential` (ours or azure-core's) or a
+token credential (anything with ``get_token``: :mod:`amqplink.servicebus.tokens`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from amqplink.aio.url import Endpoint
-from amqplink.servicebus._base import ConnectionHolder, Credential
+from amqplink.servicebus._base import ConnectionHolder, Credential, namespace_name
 from amqplink.servicebus.connection_string import PLAIN_PORT, TLS_PORT, parse_connection_string
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
 from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.retry import RetryMode, RetryPolicy
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
+from amqplink.servicebus.tokens import credential_kind
 
 __all__ = ["ServiceBusClient"]
 
@@ -60,14 +62,10 @@ class ServiceBusClient:
         retry_mode: str | RetryMode = "exponential",
         **kwargs: Any,
     ) -> None:
-        if not isinstance(credential, AzureNamedKeyCredential | AzureSasCredential):
-            raise TypeError(
-                "credential must be an AzureNamedKeyCredential or AzureSasCredential (from amqplink.servicebus);"
-                f" not {type(credential).__name__}"
-            )
+        credential_kind(credential)  # TypeError for anything that gives no token
         host, port = _strip_namespace(fully_qualified_namespace)
         use_tls = bool(kwargs.get("use_tls", True))
-        self.fully_qualified_namespace = host
+        self.fully_qualified_namespace = namespace_name(host, port, use_tls=use_tls)
         self._policy = RetryPolicy(
             retry_total=retry_total,
             retry_backoff_factor=retry_backoff_factor,
@@ -84,6 +82,7 @@ class ServiceBusClient:
             ssl_context=ssl_context,
             idle_timeout=kwargs.get("idle_timeout"),
             token_ttl=int(kwargs.get("token_ttl") or DEFAULT_TOKEN_TTL),
+            namespace=self.fully_qualified_namespace,
         )
         self._entity_name: str | None = kwargs.get("entity_name")
         self._handlers: list[ServiceBusSender | ServiceBusReceiver] = []
