@@ -21,6 +21,7 @@ from amqplink.servicebus import receiver as aio_receiver
 from amqplink.servicebus import sender as aio_sender
 from amqplink.servicebus import session as aio_session
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
+from amqplink.servicebus.session_list import SessionLister, next_skip
 from amqplink.sync import _bridge, _run, _submit
 
 __all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
@@ -109,6 +110,27 @@ class ServiceBusClient(_Named):
             topic_name, subscription_name, auto_lock_renewer=_inner_renewer(renewer), **kwargs
         )
         return ServiceBusReceiver(inner, renewer)
+
+
+    def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> Iterator[str]:
+        """The session ids of a session queue (``state_updated_after``, ``timeout`` as the SDK's)."""
+        return _sessions(self._aio.list_queue_sessions(queue_name, **kwargs))
+
+    def list_subscription_sessions(self, topic_name: str, subscription_name: str, **kwargs: Any) -> Iterator[str]:
+        """The session ids of a session subscription."""
+        return _sessions(self._aio.list_subscription_sessions(topic_name, subscription_name, **kwargs))
+
+
+def _sessions(lister: SessionLister) -> Iterator[str]:
+    """The ids page by page, each page fetched on the loop thread when the caller gets to it."""
+    skip: int | None = 0
+    try:
+        while skip is not None:
+            ids = _run(lister.page(skip))
+            yield from ids
+            skip = next_skip(skip, ids)
+    finally:
+        _run(lister.close())
 
 
 def _inner_renewer(renewer: AutoLockRenewer | None) -> aio_renewer.AutoLockRenewer | None:

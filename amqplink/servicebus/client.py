@@ -9,6 +9,7 @@ token credential (anything with ``get_token``: :mod:`amqplink.servicebus.tokens`
 
 from __future__ import annotations
 
+import datetime as dt
 import ssl
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,6 +22,7 @@ from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.retry import RetryMode, RetryPolicy
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
+from amqplink.servicebus.session_list import SessionLister
 from amqplink.servicebus.tokens import credential_kind
 
 __all__ = ["ServiceBusClient"]
@@ -215,3 +217,30 @@ class ServiceBusClient:
         :meth:`get_queue_receiver`)."""
         entity = f"{topic_name}/Subscriptions/{subscription_name}"
         return self._receiver(topic_name, entity, kwargs, topic_name=topic_name, subscription_name=subscription_name)
+
+    # -- sessions -----------------------------------------------------------------------
+    def list_queue_sessions(
+        self, queue_name: str, *, state_updated_after: dt.datetime | None = None, timeout: float | None = None
+    ) -> SessionLister:
+        """The session ids of a session queue with active messages or stored state (with
+        ``state_updated_after``: whose state was set after it), as ``async for``; ``timeout``
+        bounds the whole listing (the SDK's ``list_queue_sessions``)."""
+        self._check_entity(queue_name)
+        return SessionLister(
+            self._holder, queue_name, self._policy, state_updated_after=state_updated_after, timeout=timeout
+        )
+
+    def list_subscription_sessions(
+        self,
+        topic_name: str,
+        subscription_name: str,
+        *,
+        state_updated_after: dt.datetime | None = None,
+        timeout: float | None = None,
+    ) -> SessionLister:
+        """As :meth:`list_queue_sessions`, for a session subscription."""
+        self._check_entity(topic_name)
+        entity = f"{topic_name}/Subscriptions/{subscription_name}"
+        return SessionLister(
+            self._holder, entity, self._policy, state_updated_after=state_updated_after, timeout=timeout
+        )

@@ -373,3 +373,30 @@ async def test_a_closing_receiver_releases_what_it_prefetched(broker: BrokerThre
             assert all(m.delivery_count == 0 for m in got)
             for m in got:
                 await second.complete_message(m)
+
+
+# -- A.4: listing sessions -------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["amqplink", pytest.param("azure", marks=pytest.mark.sdk)])
+async def test_list_queue_sessions_pages_the_ids_with_messages_or_state(broker: BrokerThread, name: str) -> None:
+    """SDK ``list_queue_sessions``: "session IDs with active messages or stored session state";
+    with ``state_updated_after``, those whose state was set after it. Pages of 100 over
+    ``com.microsoft:get-message-sessions``: 150 sessions need two."""
+    from tests.servicebus.scenario import load_api
+
+    api = load_api(name)
+    ids = [f"s{i:03d}" for i in range(150)]
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("sessions") as sender:
+            await sender.send_messages([api.sb.ServiceBusMessage("x", session_id=sid) for sid in ids])
+        before_state = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+        async with client.get_queue_receiver("sessions", session_id="s000") as receiver:
+            (only,) = await receiver.receive_messages(max_wait_time=5)
+            await receiver.complete_message(only)  # s000 keeps no message ...
+            await receiver.session.set_state(b"but state")  # ... and is listed for its state
+        listed = [sid async for sid in client.list_queue_sessions("sessions")]
+        assert sorted(listed) == ids
+        updated = [sid async for sid in client.list_queue_sessions("sessions", state_updated_after=before_state)]
+        assert updated == ["s000"]
+    with api.sb.ServiceBusClient.from_connection_string(broker.connection_string) as blocking:
+        assert sorted(blocking.list_queue_sessions("sessions")) == ids
+        assert list(blocking.list_queue_sessions("sessions", state_updated_after=dt.datetime.now(dt.UTC))) == []

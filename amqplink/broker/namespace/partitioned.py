@@ -309,8 +309,13 @@ class _Sessions:
         self._owner = owner
         self.state = _SessionState(owner)
 
-    def set_state(self, session_id: str, state: bytes | None) -> None:
-        self._owner.session_fragment(session_id).sessions.set_state(session_id, state)
+    def set_state(self, session_id: str, state: bytes | None, now: float | None = None) -> None:
+        self._owner.session_fragment(session_id).sessions.set_state(session_id, state, now)
+
+    @property
+    def updated(self) -> dict[str, float]:
+        """When each session's state was last set, over every fragment."""
+        return {sid: at for fragment in self._owner.fragments for sid, at in fragment.sessions.updated.items()}
 
     def is_locked(self, session_id: str, now: float) -> bool:
         return self._owner.session_fragment(session_id).sessions.is_locked(session_id, now)
