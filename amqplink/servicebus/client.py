@@ -113,7 +113,9 @@ class ServiceBusClient:
             assert parsed.shared_access_signature is not None
             credential = AzureSasCredential(parsed.shared_access_signature)
         host = parsed.fully_qualified_namespace
-        namespace = f"[{host}]:{parsed.port}" if ":" in host else f"{host}:{parsed.port}"
+        namespace = f"[{host}]" if ":" in host else host
+        if parsed.port_given:  # else the scheme's default port, and the SDK shows none
+            namespace = f"{namespace}:{parsed.port}"
         return cls(
             namespace,
             credential,

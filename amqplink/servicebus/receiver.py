@@ -216,7 +216,7 @@ class ServiceBusReceiver(Handler):
         if link is None:
             return
         if not self._is_session and self._receive_mode is ServiceBusReceiveMode.PEEK_LOCK:
-            await _release_buffered(link)
+            await _release_buffered(link, min(DRAIN_ANSWER_TIMEOUT, self._policy.timeout))
         await link.close()
 
     # -- receiving --------------------------------------------------------------------
@@ -614,7 +614,7 @@ async def _noop() -> None:
     return None
 
 
-async def _release_buffered(link: Receiver) -> None:
+async def _release_buffered(link: Receiver, timeout: float) -> None:
     """Before the link closes, drain its credit (no new credit given) and release what arrived
     and was never handed out: the broker holds an unsettled lock until it expires once the
     link is gone (as Service Bus does), and a release is not a delivery attempt. The SDK does
@@ -623,7 +623,7 @@ async def _release_buffered(link: Receiver) -> None:
         return
     link.prefetch = 0  # taking the buffer below must not grant credit again
     try:
-        await link.drain(DRAIN_ANSWER_TIMEOUT)
+        await link.drain(timeout)
         if link.buffered and not link.closed:
             await link.release(*await link.receive(link.buffered, timeout=0))
     except (AMQPError, OSError) as exc:

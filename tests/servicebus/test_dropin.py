@@ -400,3 +400,26 @@ async def test_list_queue_sessions_pages_the_ids_with_messages_or_state(broker: 
     with api.sb.ServiceBusClient.from_connection_string(broker.connection_string) as blocking:
         assert sorted(blocking.list_queue_sessions("sessions")) == ids
         assert list(blocking.list_queue_sessions("sessions", state_updated_after=dt.datetime.now(dt.UTC))) == []
+
+
+@pytest.mark.sdk
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "sb://localhost:5673;UseDevelopmentEmulator=true",
+        "sb://localhost;UseDevelopmentEmulator=true",
+        "sb://contoso.servicebus.windows.net/",
+        "sb://contoso.servicebus.windows.net:5671/",
+    ],
+)
+def test_the_namespace_is_named_as_the_sdk_names_it(endpoint: str) -> None:
+    """SDK ``strip_protocol_from_uri(..., strip_port=use_tls)``: "Keep the port for the non-TLS
+    emulator; strip scheme/port/path otherwise" (no connection is opened)."""
+    from azure.servicebus import ServiceBusClient as SdkClient
+
+    head, _, tail = endpoint.partition(";")
+    conn_str = f"Endpoint={head};SharedAccessKeyName=k;SharedAccessKey=v" + (f";{tail}" if tail else "")
+    expected = SdkClient.from_connection_string(conn_str).fully_qualified_namespace
+    with ServiceBusClient.from_connection_string(conn_str) as ours:
+        assert ours.fully_qualified_namespace == expected
+        assert ours.get_queue_receiver("q").fully_qualified_namespace == expected
