@@ -129,3 +129,28 @@ async def test_dead_lettering_a_dead_letter_queue_message_is_refused(broker: Bro
         async with client.get_queue_receiver("other", sub_queue=dead_letter_queue) as browser:
             (still,) = await browser.peek_messages(max_message_count=5)
             assert (str(still), still.sequence_number) == ("dead", dead.sequence_number)
+
+
+@pytest.mark.sdk
+def test_the_sdks_prefetch_releases_count_no_attempt(broker: BrokerThread) -> None:
+    """The issue's probe with the official SDK: a prefetching receiver takes one message of
+    five and abandons it; the SDK releases the rest (outside a receive call and on close).
+    Only the abandon counts: nothing reaches the DLQ early."""
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+
+    with ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        with client.get_queue_sender("retries") as sender:
+            sender.send_messages([ServiceBusMessage(f"r{i}") for i in range(5)])
+        with client.get_queue_receiver("retries", prefetch_count=10) as receiver:
+            (first,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            receiver.abandon_message(first)
+        with client.get_queue_receiver("retries", max_wait_time=2) as receiver:
+            got = []
+            while len(got) < 5 and (batch := receiver.receive_messages(max_message_count=5, max_wait_time=2)):
+                got += batch
+            counts = {str(m): m.delivery_count for m in got}
+            for m in got:
+                receiver.complete_message(m)
+        assert counts == {f"r{i}": (1 if f"r{i}" == str(first) else 0) for i in range(5)}
+        with client.get_queue_receiver("retries", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead:
+            assert dead.peek_messages(max_message_count=5) == []
