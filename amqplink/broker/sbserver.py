@@ -16,7 +16,9 @@ clock task; :meth:`ServiceBusHost.accept` gives each connection its event handle
   none for the next available); the attach answers with the id in the filter and
   ``com.microsoft:locked-until-utc`` (.NET ticks) in its properties. With no session
   free, a next-available receiver waits (:mod:`amqplink.broker.session_wait`).
-* A dropped link or connection loses its locks: the messages come back.
+* A dropped link or connection leaves its message locks held until they expire (as
+  Service Bus: no one can settle them meanwhile); a session receiver's going frees its
+  session and brings its messages back with their delivery count unchanged.
 * Auth: on loopback (``require_auth=False``) a put token is verified and a refused
   one makes the links under its audience fail with ``amqp:unauthorized-access``; a
   client that puts none may use every entity. With ``require_auth`` a link needs a
@@ -717,7 +719,8 @@ class _ServiceBusConnection:
                 # Echo the outcome applied; a rejected *with* an error means "not applied".
                 answer = _REJECTED
             elif isinstance(state, Released):
-                entity.abandon(token, now)
+                # not a delivery attempt (AMQP 1.0 3.4.4; the SDK releases what it prefetched)
+                entity.abandon(token, now, counted=False)
             else:  # settled with no outcome: as Service Bus, the lock is simply released
                 entity.release([token], now)
                 answer = None
@@ -858,7 +861,13 @@ class _ServiceBusConnection:
             host = self.host
             local = self.local
             response = handle_put_token(
-                request, keys=host.rules, now=now, authorizations=self.auth, names=host.names, local=local
+                request,
+                keys=host.rules,
+                now=now,
+                authorizations=self.auth,
+                names=host.names,
+                local=local,
+                strict=bool(host.require_auth),
             )
             status = (response.application_properties or {}).get("status-code")
             audience = (request.application_properties or {}).get("name")
@@ -1058,10 +1067,12 @@ class _ServiceBusConnection:
         if consumer is not None:
             if link.context in consumer.entity.listeners:
                 consumer.entity.listeners.remove(link.context)
-            consumer.entity.release(list(consumer.held), now)
-            consumer.held.clear()
-            if consumer.session_id is not None:
+            if consumer.session_id is not None:  # the session's lock ends: its messages come back, uncounted
+                consumer.entity.release(list(consumer.held), now, counted=False)
                 consumer.entity.close_session(consumer.session_id, link, now)
+            else:  # as Service Bus: the message locks are held until they expire
+                consumer.entity.orphan(list(consumer.held))
+            consumer.held.clear()
         self.producers.pop(link, None)  # type: ignore[call-overload]
         self.requests.pop(link, None)  # type: ignore[call-overload]
         for key in [k for k, v in self.replies.items() if v is link]:

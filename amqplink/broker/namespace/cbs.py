@@ -28,6 +28,11 @@ __all__ = ["MAX_TOKENS_PER_CONNECTION", "SAS_TOKEN_TYPE", "Authorizations", "han
 log = logging.getLogger(__name__)
 
 SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
+JWT_TOKEN_TYPE = "jwt"
+_UNVERIFIABLE_JWT = (
+    "a jwt token (Microsoft Entra ID) cannot be verified by this broker, which requires auth:"
+    " use a SAS key (AzureNamedKeyCredential, AzureSasCredential or a connection string)"
+)
 MAX_TOKENS_PER_CONNECTION = 1000
 """Audiences one connection may hold tokens for; the oldest is forgotten beyond it."""
 
@@ -92,12 +97,19 @@ def handle_put_token(
     authorizations: Authorizations,
     names: NamespaceNames | None = None,
     local: object = None,
+    strict: bool = True,
 ) -> Message:
     """Answer a CBS request: 202 and a grant for a valid SAS token, 401 (or 400) otherwise.
 
     ``keys``: the namespace's rules (a key map: each a namespace Manage rule); ``names``
     and ``local`` (the socket address the connection reached): the audience's host must
-    name this namespace (None: not checked)."""
+    name this namespace (None: not checked).
+
+    A ``jwt`` token that is not a SAS token (a Microsoft Entra ID token from a token
+    credential) cannot be verified here (no tenant to check its signature against): with
+    ``strict`` (``require_auth``) it is refused with 401, which fails the links under its
+    audience with ``amqp:unauthorized-access``; otherwise it is answered 202 without a grant,
+    which gives no more than putting no token does on a broker that does not require auth."""
     app = {str(as_text(k)): as_text(v) for k, v in (request.application_properties or {}).items()}
     if app.get("operation") != "put-token":
         return _response(request, 400, f"operation {app.get('operation')!r} is not supported on $cbs")
@@ -106,7 +118,12 @@ def handle_put_token(
     if not isinstance(audience, str) or not isinstance(token, str):
         return _response(request, 400, "put-token needs a 'name' (the audience) and the token as the body")
     # The Python SDK labels its SAS tokens "jwt": the token itself says what it is.
-    if app.get("type") not in (SAS_TOKEN_TYPE, "jwt") or not token.startswith("SharedAccessSignature "):
+    if app.get("type") == JWT_TOKEN_TYPE and not token.startswith("SharedAccessSignature "):
+        if strict:
+            return _response(request, 401, _UNVERIFIABLE_JWT)
+        log.info("$cbs: a jwt token for %s taken unverified (this broker does not require auth)", audience)
+        return _response(request, 202, "Accepted (jwt not verified: this broker does not require auth)")
+    if app.get("type") not in (SAS_TOKEN_TYPE, JWT_TOKEN_TYPE) or not token.startswith("SharedAccessSignature "):
         return _response(request, 401, "only SAS tokens (SharedAccessSignature sr=...) are accepted")
     try:
         if names is not None and not names.allows(audience, local):
