@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from amqplink.aio.connection import Connection, connect
+from amqplink.aio.connection import Connection, Dialer, connect
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.url import Endpoint
 from amqplink.servicebus.cbs import CbsAuthorizer
@@ -53,8 +53,11 @@ class ConnectionHolder:
         ssl_context: ssl.SSLContext | None = None,
         idle_timeout: float | None = None,
         token_ttl: int = DEFAULT_TOKEN_TTL,
+        dialer: Dialer | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.dialer = dialer
+        """Opens the byte stream when it is not TCP to ``endpoint`` (WebSockets, a custom endpoint)."""
         self.token_ttl = token_ttl
         self.credential = credential
         self.policy = policy
@@ -95,6 +98,7 @@ class ConnectionHolder:
                 hostname=self.endpoint.host,
                 idle_timeout=self.idle_timeout,
                 timeout=self.policy.timeout,
+                dialer=self.dialer,
             )
             if conn is not None:
                 log.info("reconnected to %s (the previous connection ended: %s)", self.endpoint.url, conn.error)

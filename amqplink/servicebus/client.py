@@ -8,18 +8,17 @@ SDK's retry options; ``ServiceBusClient(fully_qualified_namespace, credential)``
 
 from __future__ import annotations
 
-import ssl
 from types import TracebackType
 from typing import Any, TypeVar
 
-from amqplink.aio.url import Endpoint
 from amqplink.servicebus._base import ConnectionHolder, Credential
-from amqplink.servicebus.connection_string import PLAIN_PORT, TLS_PORT, parse_connection_string
+from amqplink.servicebus.connection_string import parse_connection_string
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
 from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.retry import RetryMode, RetryPolicy
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
+from amqplink.servicebus.transport import transport_from_options
 
 __all__ = ["ServiceBusClient"]
 
@@ -46,7 +45,9 @@ class ServiceBusClient:
 
     Beyond the SDK's keyword arguments: ``token_ttl`` (seconds a minted SAS token lives,
     default 3600; tokens are refreshed before expiry), ``timeout`` (the overall operation
-    timeout, default 60 s), ``idle_timeout`` and ``ssl_context``.
+    timeout, default 60 s), ``idle_timeout`` and ``ssl_context``. The SDK's
+    ``transport_type``, ``http_proxy``, ``custom_endpoint_address`` and
+    ``connection_verify`` are :mod:`amqplink.servicebus.transport`'s.
     """
 
     def __init__(
@@ -75,13 +76,13 @@ class ServiceBusClient:
             retry_mode=retry_mode,  # type: ignore[arg-type]
             timeout=float(kwargs.get("timeout") or kwargs.get("operation_timeout") or 60.0),
         )
-        endpoint = Endpoint(host=host, port=port or (TLS_PORT if use_tls else PLAIN_PORT), tls=use_tls)
-        ssl_context: ssl.SSLContext | None = kwargs.get("ssl_context")
+        transport = transport_from_options(host, port, use_tls, kwargs)
         self._holder = ConnectionHolder(
-            endpoint,
+            transport.endpoint,
             credential,
             policy=self._policy,
-            ssl_context=ssl_context,
+            ssl_context=transport.ssl_context,
+            dialer=transport.dialer,
             idle_timeout=kwargs.get("idle_timeout"),
             token_ttl=int(kwargs.get("token_ttl") or DEFAULT_TOKEN_TTL),
         )
