@@ -207,7 +207,7 @@ async def test_amqp_bounds_apply_over_websockets_and_http_deadlines_do_not() -> 
             silent = await raw_amqp_socket(broker, session)
             started = loop.time()
             await asyncio.wait_for(read_until_closed(silent, None), 10)
-            assert handshake <= loop.time() - started < handshake + 5
+            assert handshake - 0.1 <= loop.time() - started < handshake + 5  # timed from the upgrade
             engine = EngineConnection(ConnectionConfig(container_id="quiet"), sasl=None)
             engine.open()
             opened = await raw_amqp_socket(broker, session)
@@ -215,7 +215,7 @@ async def test_amqp_bounds_apply_over_websockets_and_http_deadlines_do_not() -> 
             started = loop.time()
             events = await asyncio.wait_for(read_until_closed(opened, engine), 30)
             lasted = loop.time() - started
-        assert lasted >= idle > 2 * handshake  # not dropped at the request deadline
+        assert lasted >= idle - 0.1 > 2 * handshake  # not dropped at the HTTP request deadline
         (closed,) = [e for e in events if isinstance(e, ConnectionClosed)]
         assert closed.error is not None and closed.error.condition == "amqp:resource-limit-exceeded"
 
