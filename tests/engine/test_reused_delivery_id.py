@@ -3,6 +3,11 @@ taken, on the one link that asks for it, as a new delivery (``tolerate_reused_de
 
 from __future__ import annotations
 
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from amqplink.engine.events import DeliveryReceived
 from amqplink.protocol.definitions import Accepted, Disposition
 
@@ -52,3 +57,41 @@ def test_a_tolerant_link_still_refuses_an_id_held_by_another_link() -> None:
     server.receive_data(transfer(1, 3))
     assert tolerant.reused_delivery_ids == 0
     session_ended_with(server, session, "amqp:not-allowed")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.tuples(st.just("transfer"), st.integers(0, 3)), st.tuples(st.just("settle"), st.integers(0, 40))),
+        max_size=60,
+    )
+)
+def test_tolerant_link_against_a_model(ops: list[tuple[str, int]]) -> None:
+    """Any mix of transfers (ids from a small set, so often reused) and settlements on a
+    tolerant link: the unsettled map holds the latest delivery of each id still unsettled;
+    a superseded delivery settles silently, any other with one disposition of its id."""
+    server, session = server_with_session()
+    link = with_receiver(server)
+    link.tolerate_reused_delivery_ids = True
+    received: list[Any] = []
+    held: dict[int, Any] = {}
+    superseded: set[int] = set()
+    for op, n in ops:
+        if op == "transfer":
+            (delivery,) = [e.delivery for e in server.receive_data(transfer(0, n)) if isinstance(e, DeliveryReceived)]
+            if n in held:
+                superseded.add(id(held[n]))
+            held[n] = delivery
+            received.append(delivery)
+        elif n < len(received) and not received[n].settled:
+            delivery = received[n]
+            link.settle(delivery, Accepted())
+            dispositions = written(server, Disposition)
+            if id(delivery) in superseded:
+                assert dispositions == []
+            else:
+                assert [int(d.first) for d in dispositions] == [delivery.delivery_id]
+                del held[delivery.delivery_id]
+        assert {k: id(v) for k, v in link.unsettled.items()} == {k: id(v) for k, v in held.items()}
+    assert session.is_mapped
+    assert link.reused_delivery_ids == len(superseded)
