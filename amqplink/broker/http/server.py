@@ -32,9 +32,10 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from amqplink.aio.server import ServerLimits
+from amqplink.atom import document as atom
+from amqplink.atom.xmlsafe import local_name, parse_xml
 from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.config import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
-from amqplink.broker.http import atom
 from amqplink.broker.http.bounds import BoundedListener, request_deadline
 from amqplink.broker.http.descriptions import (
     Counts,
@@ -44,11 +45,11 @@ from amqplink.broker.http.descriptions import (
     read_meta,
     read_properties,
     read_rule,
+    replacing,
     rule_description,
     subscription_description,
     topic_description,
 )
-from amqplink.broker.http.xmlsafe import local_name, parse_xml
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.namespace import DEFAULT_RULE, Namespace, Subscription, Topic
@@ -320,6 +321,16 @@ class ManagementApi:
                 problem = str(exc)
         raise ApiError(400, problem if len(kinds) == 1 else f"the entry's content holds no {' or '.join(kinds)}")
 
+    def _read_properties(self, desc: ET.Element, base: EntityProperties) -> EntityProperties:
+        try:
+            return read_properties(desc, base, premium=self.namespace.partition_all)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+
+    def _replaced_meta(self, desc: ET.Element, path: str, now: float) -> EntityMeta:
+        """An update's API-only fields: the description's, defaults for those it leaves out."""
+        return _read_meta(desc, EntityMeta(self._get_meta(path).created, now), now)
+
     @staticmethod
     def _updating(request: web.Request) -> bool:
         return "If-Match" in request.headers
@@ -365,10 +376,13 @@ class ManagementApi:
 
     def _topic_xml(self, name: str) -> str:
         topic = self.namespace.topic(name)
+        # True and False filters are SQL filters on Service Bus (TrueFilter derives from SqlFilter,
+        # "1=1"), so SqlFilterCount counts every subscription's $Default rule too.
         filters: dict[str, int] = {}
         for sub in topic.subscriptions.values():
             for rule in sub.rules:
-                filters[rule.filter_type] = filters.get(rule.filter_type, 0) + 1
+                kind = "Correlation" if rule.filter_type == "Correlation" else "Sql"
+                filters[kind] = filters.get(kind, 0) + 1
         return topic_description(
             topic.properties, self._get_meta(topic.name), _topic_counts(topic), len(topic.subscriptions), filters
         )
@@ -404,18 +418,18 @@ class ManagementApi:
         if self._updating(request):
             if kind == "QueueDescription":
                 queue = ns.queue(name)
-                properties = _read_properties(desc, queue.properties)
-                self._meta[key] = _read_meta(desc, self._get_meta(name), now)
+                properties = self._read_properties(desc, replacing(queue.properties))
+                self._meta[key] = self._replaced_meta(desc, name, now)
                 _apply(lambda: ns.update_queue(queue, properties))
                 return self._entry(request, queue.name, queue.name, self._queue_xml(name))
             topic = ns.topic(name)
-            properties = _read_properties(desc, topic.properties)
-            self._meta[key] = _read_meta(desc, self._get_meta(name), now)
+            properties = self._read_properties(desc, replacing(topic.properties))
+            self._meta[key] = self._replaced_meta(desc, name, now)
             _apply(lambda: ns.update_topic(topic, properties))
             return self._entry(request, topic.name, topic.name, self._topic_xml(name))
         if key in ns.queues or key in ns.topics:
             raise ApiError(409, f"an entity called {name!r} exists already in namespace {ns.name!r}")
-        properties = _read_properties(desc, EntityProperties())
+        properties = self._read_properties(desc, EntityProperties())
         meta = _read_meta(desc, EntityMeta(now, now), now)
         ns.check_room()
         if kind == "QueueDescription":
@@ -458,13 +472,13 @@ class ManagementApi:
         now = self.clock()
         if self._updating(request):
             sub = ns.subscription(topic.name, name)
-            properties = _read_properties(desc, sub.properties)
-            self._meta[path.lower()] = _read_meta(desc, self._get_meta(path), now)
+            properties = self._read_properties(desc, replacing(sub.properties))
+            self._meta[path.lower()] = self._replaced_meta(desc, path, now)
             _apply(lambda: ns.update_subscription(topic, sub, properties))
             return self._entry(request, sub.path, sub.name, self._sub_xml(topic, name))
         if name.lower() in topic.subscriptions:
             raise ApiError(409, f"subscription {name!r} exists already on topic {topic.name!r}")
-        properties = _read_properties(desc, EntityProperties())
+        properties = self._read_properties(desc, EntityProperties())
         meta = _read_meta(desc, EntityMeta(now, now), now)
         default = next((child for child in desc if local_name(child.tag) == "DefaultRuleDescription"), None)
         rule = DEFAULT_RULE if default is None else _read_rule(default, DEFAULT_RULE.name)
@@ -519,13 +533,6 @@ class ManagementApi:
         self.namespace.set_rules(sub, rules)
         log.info("management API: rule %r of %r %s", name, sub.path, "updated" if status == 200 else "created")
         return self._entry(request, path, rule.name, self._rule_entry_xml(sub, rule), status=status)
-
-
-def _read_properties(desc: Any, base: EntityProperties) -> EntityProperties:
-    try:
-        return read_properties(desc, base)
-    except ValueError as exc:
-        raise ApiError(400, str(exc)) from None
 
 
 def _read_meta(desc: Any, base: EntityMeta, now: float) -> EntityMeta:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from collections.abc import Iterable
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "MAX_TIMESPAN",
     "SB_NS",
     "XSI_NS",
+    "duration_seconds",
     "element",
     "entry",
     "error_document",
@@ -56,6 +59,37 @@ def format_duration(seconds: float) -> str:
     if clock:
         out += "T" + clock
     return out if out != "P" else "PT0S"
+
+
+_DURATION = re.compile(
+    r"P(?!$)(?:(?P<Y>\d+(?:\.\d+)?)Y)?(?:(?P<Mo>\d+(?:\.\d+)?)M)?(?:(?P<W>\d+(?:\.\d+)?)W)?"
+    r"(?:(?P<D>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?!$)(?:(?P<H>\d+(?:\.\d+)?)H)?(?:(?P<Mi>\d+(?:\.\d+)?)M)?(?:(?P<S>\d+(?:\.\d+)?)S)?)?",
+    re.ASCII,
+)
+# .NET's XmlConvert counts a year as 365 days and a month as 30.
+_UNIT_SECONDS = {
+    "Y": 365 * 86400.0,
+    "Mo": 30 * 86400.0,
+    "W": 7 * 86400.0,
+    "D": 86400.0,
+    "H": 3600.0,
+    "Mi": 60.0,
+    "S": 1.0,
+}
+
+
+def duration_seconds(text: Any) -> float:
+    """Seconds in an ISO-8601 duration (``PT1M`` -> 60.0); :class:`ValueError` saying why otherwise."""
+    if not isinstance(text, str) or len(text) > 64:
+        raise ValueError(f"{text!r} is not an ISO-8601 duration")
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not an ISO-8601 duration")
+    seconds = sum(float(v) * _UNIT_SECONDS[k] for k, v in match.groupdict().items() if v is not None)
+    if not math.isfinite(seconds):
+        raise ValueError(f"{text!r} is too long a duration")
+    return seconds
 
 
 def format_time(timestamp: float) -> str:
