@@ -40,11 +40,15 @@ from amqplink.servicebus.message import (
     ServiceBusMessageState,
     ServiceBusReceivedMessage,
 )
+from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
 
 ServiceBusConnectionStringProperties = ServiceBusConnectionString
 """The SDK's name for a parsed connection string."""
 
 __all__ = [
+    "BacklogQueueError",
+    "PairedNamespaceOptions",
+    "PairedState",
     "NEXT_AVAILABLE_SESSION",
     "AmqpMessageBodyType",
     "AutoLockRenewer",

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from amqplink.servicebus.client import ServiceBusClient
 from amqplink.servicebus.lock_renewer import AutoLockRenewer
+from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
 from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.sender import ServiceBusSender
 from amqplink.servicebus.session import ServiceBusSession
 
-__all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
+__all__ = [
+    "BacklogQueueError",
+    "PairedNamespaceOptions",
+    "PairedState","AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
