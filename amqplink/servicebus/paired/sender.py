@@ -18,7 +18,7 @@ from amqplink.message import Message
 from amqplink.servicebus._base import ConnectionHolder
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, to_outgoing
-from amqplink.servicebus.paired.failover import FAILED_OVER, SUSPECT
+from amqplink.servicebus.paired.failover import FAILED_OVER, SUSPECT, counts_for_failover
 from amqplink.servicebus.paired.pairing import Pairing, outgoing_list
 from amqplink.servicebus.retry import RetryPolicy
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, SendInput, ServiceBusSender
@@ -64,9 +64,10 @@ class PairedSender(ServiceBusSender):
         try:
             await super()._open_for_context()
         except ServiceBusError as exc:
-            if not pairing.primary_failed(self._failover, exc):
+            pairing.primary_failed(self._failover, exc)
+            if not counts_for_failover(exc):
                 raise
-            self._closed = False  # the base closed it: open again for the parked sends
+            self._closed = False  # the base closed it: open again, for sends that may be parked
 
     async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
         """As :meth:`ServiceBusSender.send_messages`; parked in a backlog queue while the entity
