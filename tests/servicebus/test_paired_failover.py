@@ -129,16 +129,18 @@ async def test_the_primary_broker_killed_and_restarted_from_its_data_dir(tmp_pat
         try:
             async with client:
                 senders = [client.get_queue_sender("orders") for _ in range(4)]
-                killed = False
+                phase = "up"
 
                 async def kill_and_restart(i: int) -> None:
-                    nonlocal killed
+                    nonlocal phase
                     state = client.paired_state
                     assert state is not None
                     if i == 600:
+                        phase = "stopping"  # (the other workers go on while it stops)
                         await first.stop()
-                        killed = True
-                    elif killed and not restarted and state.parked >= 300:
+                        phase = "down"
+                    elif phase == "down" and state.parked >= 300:
+                        phase = "restarting"
                         restarted.append(await Broker(config, data_dir=tmp_path).start(port=port))
 
                 accepted, raised = await stream(senders, 2000, kill_and_restart)

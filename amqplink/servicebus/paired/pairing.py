@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import random
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from amqplink.servicebus.sender import ServiceBusSender
 
 if TYPE_CHECKING:
     from amqplink.servicebus.client import ServiceBusClient
+    from amqplink.servicebus.paired.sender import PairedSender
     from amqplink.servicebus.paired.syphon import Syphon
 
 __all__ = ["PING_CONTENT_TYPE", "PairedState", "Pairing", "outgoing_list"]
@@ -104,6 +106,7 @@ class Pairing:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._pings: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._senders: dict[str, weakref.WeakSet[PairedSender]] = {}
 
     def __repr__(self) -> str:
         return f"<Pairing {self.primary.host} -> {self.options.secondary.fully_qualified_namespace}>"
@@ -138,6 +141,9 @@ class Pairing:
                 self.syphon = Syphon(self)
                 self.syphon.start()
             self.started = True
+            for senders in self._senders.values():
+                for sender in senders:
+                    sender.reroute()
             log.info("paired namespace: %d backlog queue(s) ready in %s", len(self.names), o.secondary.amqp_url)
 
     def _secondary_client(self) -> ServiceBusClient:
@@ -182,7 +188,18 @@ class Pairing:
         failover = self.entities.get(name)
         if failover is None:
             failover = self.entities[name] = EntityFailover(name, self.failover_seconds, self.clock)
+            failover.on_change = self._changed
         return failover
+
+    def register(self, sender: PairedSender) -> None:
+        """Route ``sender`` by its entity's state, now and at each change."""
+        self._senders.setdefault(sender.entity_name, weakref.WeakSet()).add(sender)
+        sender.reroute()
+
+    def _changed(self, failover: EntityFailover) -> None:
+        """Every sender of the entity learns of the change at once."""
+        for sender in self._senders.get(failover.entity, ()):
+            sender.reroute()
 
     def state(self) -> PairedState:
         entities = self.entities.values()
