@@ -282,7 +282,8 @@ class Pairing:
             try:
                 sender = await self._backlog_sender(name)
                 parked = [park(m, entity, sender.max_message_size) for m in originals]
-                await sender.send_messages(parked, timeout=timeout)
+                # one message: the single-send path (concurrent ones are gathered into batches)
+                await sender.send_messages(parked[0] if len(parked) == 1 else parked, timeout=timeout)
             except MessageSizeExceededError:
                 raise
             except BacklogQueueError:  # the management endpoint failed at start
