@@ -9,6 +9,7 @@ import time
 import pytest
 
 from amqplink.broker import Broker
+from amqplink.broker.config import BrokerConfig, EntityProperties, NamespaceConfig, QueueConfig
 from amqplink.servicebus import BacklogQueueError, ServiceBusMessage
 from amqplink.servicebus import ServiceBusClient as BlockingClient
 from amqplink.servicebus.paired.pairing import PING_CONTENT_TYPE
@@ -163,3 +164,30 @@ async def test_a_faulted_primary_connection_faults_the_secondary_after_five_seco
             primary.faults.clear_all()
             await wait_until(lambda: pairing.syphoned == 1, timeout=30)
         assert stored(primary, "orders") == 1
+
+
+async def test_session_messages_keep_their_session_across_the_failover() -> None:
+    sessions = EntityProperties(requires_session=True)
+    config = BrokerConfig((NamespaceConfig(queues=(QueueConfig("sessions", sessions),)),))
+    async with namespaces(config=config) as (primary, secondary):
+        client = paired_client(primary, secondary, enable_syphon=True)
+        async with client:
+            fault = primary.faults.entity_unavailable("sessions", condition="amqp:internal-error")
+            async with client.get_queue_sender("sessions") as sender:
+                await send_until_parked(sender, ServiceBusMessage("a-0", session_id="a"))
+                for i in range(1, 4):
+                    await sender.send_messages(ServiceBusMessage(f"a-{i}", session_id="a"))
+                    await sender.send_messages(ServiceBusMessage(f"b-{i}", session_id="b"))
+            state = client.paired_state
+            assert state is not None and state.parked == 7
+            parked = [q for q in state.backlog_queues if stored(secondary, q)]
+            assert len(parked) == 1  # the session ids travel as x-ms-sessionid in one plain queue
+            primary.faults.clear(fault)
+            await wait_until(lambda: client.paired_state is not None and client.paired_state.syphoned == 7, 30)
+            for session, count in (("a", 4), ("b", 3)):
+                async with client.get_queue_receiver("sessions", session_id=session, max_wait_time=2) as receiver:
+                    got = await receiver.receive_messages(max_message_count=10, max_wait_time=2)
+                    assert sorted(str(m) for m in got) == sorted(
+                        [f"a-{i}" for i in range(4)] if session == "a" else [f"b-{i}" for i in range(1, 4)]
+                    )
+                    assert {m.session_id for m in got} == {session} and len(got) == count
