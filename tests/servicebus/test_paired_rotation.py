@@ -191,3 +191,18 @@ async def test_session_messages_keep_their_session_across_the_failover() -> None
                         [f"a-{i}" for i in range(4)] if session == "a" else [f"b-{i}" for i in range(1, 4)]
                     )
                     assert {m.session_id for m in got} == {session} and len(got) == count
+
+
+async def test_a_batch_made_while_failed_over_is_parked() -> None:
+    async with namespaces() as (primary, secondary), paired_client(primary, secondary) as client:
+        primary.faults.refuse_connections()
+        async with client.get_queue_sender("orders") as sender:
+            await send_until_parked(sender, ServiceBusMessage("engage"))
+            batch = await sender.create_message_batch()
+            assert batch.max_size_in_bytes == 256 * 1024
+            for i in range(10):
+                batch.add_message(ServiceBusMessage(f"{i}", application_properties={"i": i}))
+            await sender.send_messages(batch)
+            state = client.paired_state
+            assert state is not None and state.parked == 11
+            assert sum(stored(secondary, q) for q in state.backlog_queues) == 11

@@ -265,6 +265,13 @@ class Pairing:
             await sender._retry(_attached)  # learn the queue's max message size
         return sender
 
+    async def backlog_max_size(self) -> int:
+        """The current backlog queue's max-message-size (attaching to it if need be)."""
+        name = self.rotation.current
+        if name is None:
+            raise BacklogQueueError("every backlog queue failed: nothing can be parked")
+        return (await self._backlog_sender(name)).max_message_size
+
     async def park(self, entity: str, messages: Iterable[ServiceBusMessage], timeout: float | None = None) -> None:
         """Send ``messages`` (bound for ``entity``) to the current backlog queue; a queue that
         fails is pulled from rotation and the next one tried; none left: raise."""

@@ -27,7 +27,11 @@ from typing import Any
 from amqplink.message import Message
 from amqplink.servicebus._base import ConnectionHolder
 from amqplink.servicebus.exceptions import ServiceBusError
-from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, to_outgoing
+from amqplink.servicebus.message import (
+    ServiceBusMessage,
+    ServiceBusMessageBatch,
+    to_outgoing,
+)
 from amqplink.servicebus.paired.failover import FAILED_OVER, HEALTHY, SUSPECT, counts_for_failover
 from amqplink.servicebus.paired.pairing import Pairing, outgoing_list
 from amqplink.servicebus.retry import RetryPolicy
@@ -88,6 +92,20 @@ class PairedSender(ServiceBusSender):
             if not counts_for_failover(exc):
                 raise
             self._closed = False  # the base closed it: open again, for sends that may be parked
+
+    async def create_message_batch(self, max_size_in_bytes: int | None = None) -> ServiceBusMessageBatch:
+        """As :meth:`ServiceBusSender.create_message_batch`; while the primary entity cannot be
+        reached (failed over, or the failure counts), a batch bounded by the backlog queue's
+        max-message-size (or ``max_size_in_bytes``), since its messages may be parked."""
+        if self._failover.state is not FAILED_OVER:
+            try:
+                return await super().create_message_batch(max_size_in_bytes)
+            except ServiceBusError as exc:
+                self._pairing.primary_failed(self._failover, exc)
+                if not counts_for_failover(exc):
+                    raise
+        self._check_not_closed()
+        return ServiceBusMessageBatch(max_size_in_bytes or await self._pairing.backlog_max_size())
 
     # -- the routed methods (not healthy, or not started) ------------------------------------
     async def _routed_send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
