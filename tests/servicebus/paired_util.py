@@ -53,12 +53,13 @@ def stored(broker: Broker, queue: str) -> int:
     return len(entities[queue.lower()].store) if queue.lower() in entities else 0
 
 
-async def drain(broker: Broker, queue: str, expected: int, timeout: float = 30.0) -> list[ServiceBusReceivedMessage]:
-    """Receive (and delete) messages from ``queue`` until ``expected`` came or nothing more
-    the deadline passes, then once more briefly (to catch extra copies); the list received."""
+async def drain(conn_str: str, queue: str, expected: int, timeout: float = 30.0) -> list[ServiceBusReceivedMessage]:
+    """Receive (and delete) messages from ``queue`` of the namespace ``conn_str`` until
+    ``expected`` came or the deadline passed, then once more briefly (to catch extra
+    copies); the list received."""
     got: list[ServiceBusReceivedMessage] = []
     async with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
+        ServiceBusClient.from_connection_string(conn_str) as client,
         client.get_queue_receiver(queue, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver,
     ):
         deadline = asyncio.get_running_loop().time() + timeout

@@ -114,7 +114,7 @@ async def test_ten_thousand_sends_with_the_primary_entity_unavailable_midway() -
                 await sender.send_messages(message(10_000 + senders.index(sender)))  # healthy again
                 accepted.add(10_000 + senders.index(sender))
             assert client.paired_state is not None and client.paired_state.pings_sent == pings
-        got = await drain(primary, "orders", len(accepted))
+        got = await drain(primary.connection_string, "orders", len(accepted))
         check_restored(got, accepted, raised, exact=True)
         assert len(got) == len(accepted)
 
@@ -150,7 +150,7 @@ async def test_the_primary_broker_killed_and_restarted_from_its_data_dir(tmp_pat
                 assert state is not None and state.failovers >= 1 and state.failbacks == state.failovers
             # a send that raised may have been stored before the kill (at least once): the
             # queue's duplicate detection removes what the syphon brings a second time
-            got = await drain(restarted[0], "orders", len(accepted))
+            got = await drain(restarted[0].connection_string, "orders", len(accepted))
             check_restored(got, accepted, raised, exact=False)
         finally:
             for broker in restarted:

@@ -138,7 +138,7 @@ async def test_the_broker_never_delivers_a_ping() -> None:
     async with namespaces() as (primary, _), plain_sender(primary, "orders") as sender:
         await sender.send_messages(ServiceBusMessage(b"", content_type=PING_CONTENT_TYPE, time_to_live=1))
         await sender.send_messages(ServiceBusMessage("real"))
-        got = await drain(primary, "orders", 2, timeout=2)
+        got = await drain(primary.connection_string, "orders", 2, timeout=2)
         assert [str(m) for m in got] == ["real"]
 
 
