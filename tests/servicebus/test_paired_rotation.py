@@ -50,6 +50,12 @@ async def test_a_failing_backlog_queue_leaves_the_rotation_and_all_failing_raise
             state = client.paired_state
             assert state is not None and state.in_rotation == () and state.parked == 2
             assert sum(stored(secondary, q) for q in state.backlog_queues) == 2  # nothing dropped silently
+            # the secondary recovers: a ping interval after the last failure every queue is tried again
+            secondary.faults.clear_all()
+            await send_until_parked(sender, ServiceBusMessage("fourth"))
+            state = client.paired_state
+            assert state is not None and len(state.in_rotation) == 3 and state.parked == 3
+            assert sum(stored(secondary, q) for q in state.backlog_queues) == 3
 
 
 async def test_every_sender_of_the_entity_learns_of_the_failover_at_once() -> None:

@@ -277,8 +277,12 @@ class Pairing:
         fails is pulled from rotation and the next one tried; none left: raise."""
         originals = list(messages)
         last: BaseException | None = None
+        rotation = self.rotation
+        if rotation.emptied_at is not None and self.clock() - rotation.emptied_at >= self.ping_seconds:
+            log.info("paired namespace: trying every backlog queue again")
+            rotation.restore_all()
         while True:
-            name = self.rotation.current
+            name = rotation.current
             if name is None:
                 raise BacklogQueueError(
                     f"the primary entity is failed over and every backlog queue of {self.options.secondary.amqp_url}"
@@ -298,7 +302,7 @@ class Pairing:
             except (ServiceBusError, AMQPError, OSError) as exc:
                 last = exc
                 log.warning("%s: backlog queue %r failed (%s)", entity, name, exc)
-                self.rotation.pull(name)
+                rotation.pull(name, self.clock())
                 failed = self._backlog_senders.pop(name, None)
                 if failed is not None:
                     self.keep(asyncio.get_running_loop().create_task(failed.close()))
