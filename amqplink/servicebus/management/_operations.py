@@ -353,7 +353,10 @@ def new_rule(name: str, flt: Any, action: Any) -> RuleProperties:
 def ssl_context(connection_verify: str | bool | None) -> ssl.SSLContext:
     """The TLS context ``connection_verify`` asks for: a CA bundle path, ``False`` (no check) or the default."""
     if isinstance(connection_verify, str):
-        return ssl.create_default_context(cafile=connection_verify)
+        try:
+            return ssl.create_default_context(cafile=connection_verify)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"connection_verify: cannot read the CA bundle {connection_verify!r} ({exc})") from None
     context = ssl.create_default_context()
     if connection_verify is False:
         context.check_hostname = False
