@@ -11,6 +11,7 @@ Times are ISO-8601 UTC, durations ISO-8601 as .NET's XmlConvert writes a TimeSpa
 from __future__ import annotations
 
 import datetime
+import decimal
 import math
 import re
 from collections.abc import Iterable
@@ -23,6 +24,7 @@ __all__ = [
     "SB_NS",
     "XSI_NS",
     "duration_seconds",
+    "duration_timedelta",
     "element",
     "entry",
     "error_document",
@@ -90,6 +92,20 @@ def duration_seconds(text: Any) -> float:
     if not math.isfinite(seconds):
         raise ValueError(f"{text!r} is too long a duration")
     return seconds
+
+
+def duration_timedelta(text: str) -> datetime.timedelta:
+    """An ISO-8601 duration as a timedelta, to the microsecond (``TimeSpan.MaxValue`` exactly:
+    ``P10675199DT2H48M5.4775807S`` -> 10675199 days, 10085.477581 s, as the SDK reads it)."""
+    duration_seconds(text)  # ValueError saying why
+    match = _DURATION.fullmatch(text)
+    assert match is not None
+    total = sum(
+        (decimal.Decimal(v) * decimal.Decimal(_UNIT_SECONDS[k]) for k, v in match.groupdict().items() if v is not None),
+        decimal.Decimal(0),
+    )
+    micros = int(total.scaleb(6).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
+    return datetime.timedelta(microseconds=micros)
 
 
 def format_time(timestamp: float) -> str:

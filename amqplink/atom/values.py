@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from amqplink.atom.document import XSD_NS, XSI_NS, duration_seconds, element, format_duration
+from amqplink.atom.document import XSD_NS, XSI_NS, duration_timedelta, element, format_duration
 from amqplink.atom.xmlsafe import local_name
 
 __all__ = ["CORRELATION_FIELDS", "KeyValue", "format_value", "key_values_xml", "parse_time", "read_key_values"]
@@ -102,7 +102,7 @@ def _read_value(kind: str, text: str) -> Any:
     if kind == "dateTime":
         return parse_time(text)
     if kind == "duration":
-        return dt.timedelta(seconds=duration_seconds(text.strip()))
+        return duration_timedelta(text.strip())
     raise LookupError(kind)
 
 

@@ -242,6 +242,7 @@ class SqlRuleFilter:
     def __init__(self, sql_expression: str | None = None, parameters: dict[str, KeyValue] | None = None) -> None:
         self.sql_expression = sql_expression
         self.parameters = parameters
+        self.requires_preprocessing = True
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -292,6 +293,7 @@ class SqlRuleAction:
 
     sql_expression: str | None = None
     parameters: dict[str, KeyValue] | None = None
+    requires_preprocessing: bool = True
 
 
 @dataclass

@@ -14,7 +14,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from amqplink.atom.document import ATOM_NS, SB_NS, XSI_NS, duration_seconds, element, format_duration
+from amqplink.atom.document import (
+    ATOM_NS,
+    SB_NS,
+    XSI_NS,
+    duration_seconds,
+    duration_timedelta,
+    element,
+    format_duration,
+)
 from amqplink.atom.values import CORRELATION_FIELDS, key_values_xml, parse_time, read_key_values
 from amqplink.atom.xmlsafe import local_name, parse_xml
 from amqplink.servicebus.management._models import (
@@ -219,7 +227,7 @@ def _value(kind: str, text: str) -> Any:
     if kind == "int":
         return int(text)
     if kind == "duration":
-        return dt.timedelta(seconds=min(duration_seconds(text.strip()), dt.timedelta.max.total_seconds()))
+        return duration_timedelta(text.strip())
     if kind == "time":
         return parse_time(text)
     return text
@@ -282,18 +290,18 @@ def _read_filter(node: ET.Element | None) -> SqlRuleFilter | CorrelationRuleFilt
         return None
     kind = node.attrib.get(_XSI_TYPE, "").rsplit(":", 1)[-1]
     parts = _children(node)
-    if kind == "TrueFilter":
-        return TrueRuleFilter()
-    if kind == "FalseFilter":
-        return FalseRuleFilter()
+    if kind in ("TrueFilter", "FalseFilter"):
+        flt = TrueRuleFilter() if kind == "TrueFilter" else FalseRuleFilter()
+        flt.parameters = {}  # as the SDK reads any SQL filter
+        return flt
     if kind == "SqlFilter":
         expression = parts["SqlExpression"].text if "SqlExpression" in parts else None
         parameters = read_key_values(parts.get("Parameters"), "SqlFilter.Parameters")
-        return SqlRuleFilter(expression, parameters or None)
+        return SqlRuleFilter(expression, parameters)
     if kind == "CorrelationFilter":
         values: dict[str, Any] = {attr: parts[key].text for key, attr in CORRELATION_FIELDS if key in parts}
         properties = read_key_values(parts.get("Properties"), "CorrelationFilter.Properties")
-        return CorrelationRuleFilter(**values, properties=properties or None)
+        return CorrelationRuleFilter(**values, properties=properties)
     raise ValueError(f"a rule filter of type {kind!r} is not known")
 
 
@@ -307,7 +315,7 @@ def read_rule(entry: ET.Element) -> RuleProperties:
         a = _children(action_node)
         action = SqlRuleAction(
             a["SqlExpression"].text if "SqlExpression" in a else None,
-            read_key_values(a.get("Parameters"), "SqlRuleAction.Parameters") or None,
+            read_key_values(a.get("Parameters"), "SqlRuleAction.Parameters"),
         )
     created = parse_time(parts["CreatedAt"].text or "") if "CreatedAt" in parts else None
     name = (parts["Name"].text or title) if "Name" in parts else title
