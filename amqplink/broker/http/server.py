@@ -235,18 +235,22 @@ class ManagementApi:
         if len(parts) > 1 and "subscriptions" not in lowered[1:] and all(parts):
             # a queue or topic whose name has segments, e.g. contoso/x-servicebus-transfer/0
             return self._entity(request, method, _segmented_name(parts), body)
-        if len(parts) >= 2 and lowered[1] == "subscriptions":
-            topic = self.namespace.topic(_name(parts[0], _ENTITY_NAME, "topic"))
-            if len(parts) == 2 and method == "GET":
+        if "subscriptions" in lowered[1:] and all(parts):
+            at = lowered.index("subscriptions", 1)  # the topic's name may have segments (site1/orders)
+            topic = self.namespace.topic(
+                _segmented_name(parts[:at]) if at > 1 else _name(parts[0], _ENTITY_NAME, "topic")
+            )
+            rest, lowered_rest = parts[at:], lowered[at:]
+            if len(rest) == 1 and method == "GET":
                 return self._list_subscriptions(request, topic)
-            if len(parts) == 3:
-                return self._subscription(request, method, topic, _name(parts[2], _CHILD_NAME, "subscription"), body)
-            if len(parts) >= 4 and lowered[3] == "rules":
-                sub = self.namespace.subscription(topic.name, _name(parts[2], _CHILD_NAME, "subscription"))
-                if len(parts) == 4 and method == "GET":
+            if len(rest) == 2:
+                return self._subscription(request, method, topic, _name(rest[1], _CHILD_NAME, "subscription"), body)
+            if len(rest) >= 3 and lowered_rest[2] == "rules":
+                sub = self.namespace.subscription(topic.name, _name(rest[1], _CHILD_NAME, "subscription"))
+                if len(rest) == 3 and method == "GET":
                     return self._list_rules(request, sub)
-                if len(parts) == 5:
-                    return self._rule(request, method, sub, _name(parts[4], _CHILD_NAME, "rule"), body)
+                if len(rest) == 4:
+                    return self._rule(request, method, sub, _name(rest[3], _CHILD_NAME, "rule"), body)
         raise ApiError(404 if method in ("GET", "PUT", "DELETE") else 405, f"no resource {request.path!r} for {method}")
 
     async def _body(self, request: web.Request) -> bytes:
