@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
+from amqplink.servicebus.management._base import AdminClientBase
 from amqplink.servicebus.management._errors import ServiceRequestError
 from amqplink.servicebus.management._models import (
     NamespaceProperties,
@@ -31,11 +32,9 @@ __all__ = ["ServiceBusAdministrationClient"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-DEFAULT_TIMEOUT = 60.0
-"""Seconds one request may take (connecting, sending and reading the answer)."""
 
 
-class ServiceBusAdministrationClient:
+class ServiceBusAdministrationClient(AdminClientBase):
     """Create, read, update, delete and list a namespace's queues, topics, subscriptions and rules.
 
     ``ServiceBusAdministrationClient(fully_qualified_namespace, credential)`` or
@@ -43,33 +42,10 @@ class ServiceBusAdministrationClient:
     skip the check (never in production) or ``None`` for the system's CAs.
     """
 
-    def __init__(
-        self,
-        fully_qualified_namespace: str,
-        credential: Any,
-        *,
-        api_version: str = ops.DEFAULT_API_VERSION,
-        connection_verify: str | bool | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        use_tls: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        self._core = ops.AdminCore(fully_qualified_namespace, credential, api_version=api_version, use_tls=use_tls)
-        self.fully_qualified_namespace = self._core.fully_qualified_namespace
-        self._context = ops.ssl_context(connection_verify) if use_tls else None
-        self._timeout = timeout
+    def __init__(self, fully_qualified_namespace: str, credential: Any, **kwargs: Any) -> None:
+        super().__init__(fully_qualified_namespace, credential, **kwargs)
         self._lock = threading.Lock()
         self._conn: http.client.HTTPConnection | None = None
-
-    @classmethod
-    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> ServiceBusAdministrationClient:
-        """A client for the namespace of ``conn_str`` (its key or signature; ``Endpoint``'s port is kept)."""
-        netloc, use_tls, credential = ops.endpoint_from_connection_string(conn_str)
-        kwargs.setdefault("use_tls", use_tls)
-        return cls(netloc, credential, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"ServiceBusAdministrationClient({self.fully_qualified_namespace!r})"
 
     def __enter__(self) -> ServiceBusAdministrationClient:
         return self

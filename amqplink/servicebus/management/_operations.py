@@ -12,6 +12,7 @@ hour), a SAS credential's own token, or ``Bearer`` and a token credential's toke
 from __future__ import annotations
 
 import dataclasses
+import logging
 import ssl
 import time
 import xml.etree.ElementTree as ET
@@ -42,6 +43,7 @@ from amqplink.servicebus.sas import generate_sas_token
 
 __all__ = ["AdminCore", "Call", "Listing", "endpoint_from_connection_string"]
 
+log = logging.getLogger("amqplink.servicebus.management")
 T = TypeVar("T")
 DEFAULT_API_VERSION = "2021-05"
 PAGE_SIZE = 100
@@ -192,6 +194,7 @@ class AdminCore:
 
     def result(self, call: Call[T], status: int, reason: str, body: bytes) -> T:
         """The call's value from its answer, or the error for it."""
+        log.debug("management API: %s %s -> %d", call.method, call.path, status)
         if status >= 300:
             raise error_for_status(status, reason, _xml.error_detail(body), call.what)
         try:

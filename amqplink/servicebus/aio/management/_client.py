@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
+from amqplink.servicebus.management._base import AdminClientBase
 from amqplink.servicebus.management._errors import ServiceRequestError
 from amqplink.servicebus.management._models import (
     NamespaceProperties,
@@ -32,40 +33,15 @@ __all__ = ["ServiceBusAdministrationClient"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-DEFAULT_TIMEOUT = 60.0
-"""Seconds one request may take (connecting, sending and reading the answer)."""
 
 
-class ServiceBusAdministrationClient:
+class ServiceBusAdministrationClient(AdminClientBase):
     """The asyncio twin of :class:`amqplink.servicebus.management.ServiceBusAdministrationClient`:
     the same methods, awaited; ``list_*`` give async iterators."""
 
-    def __init__(
-        self,
-        fully_qualified_namespace: str,
-        credential: Any,
-        *,
-        api_version: str = ops.DEFAULT_API_VERSION,
-        connection_verify: str | bool | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        use_tls: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        self._core = ops.AdminCore(fully_qualified_namespace, credential, api_version=api_version, use_tls=use_tls)
-        self.fully_qualified_namespace = self._core.fully_qualified_namespace
-        self._context = ops.ssl_context(connection_verify) if use_tls else None
-        self._timeout = timeout
+    def __init__(self, fully_qualified_namespace: str, credential: Any, **kwargs: Any) -> None:
+        super().__init__(fully_qualified_namespace, credential, **kwargs)
         self._session: aiohttp.ClientSession | None = None
-
-    @classmethod
-    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> ServiceBusAdministrationClient:
-        """A client for the namespace of ``conn_str`` (its key or signature; ``Endpoint``'s port is kept)."""
-        netloc, use_tls, credential = ops.endpoint_from_connection_string(conn_str)
-        kwargs.setdefault("use_tls", use_tls)
-        return cls(netloc, credential, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"ServiceBusAdministrationClient({self.fully_qualified_namespace!r})"
 
     async def __aenter__(self) -> ServiceBusAdministrationClient:
         return self
