@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
 
 from amqplink.atom.values import KeyValue
 
@@ -320,7 +319,3 @@ class NamespaceProperties:
     modified_at_utc: dt.datetime | None = None
     namespace_type: NamespaceType | str | None = None
 
-
-def as_dict(model: Any) -> dict[str, Any]:
-    """A model's fields (for comparing with the SDK's objects, whose ``__dict__`` has the same keys)."""
-    return dict(vars(model))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, TypeVar
 
@@ -47,7 +47,9 @@ __all__ = [
     "read_properties",
     "read_rule",
     "read_runtime",
+    "rule_description",
     "rule_entry",
+    "subscription_entry",
 ]
 
 M = TypeVar("M")
@@ -349,8 +351,3 @@ def error_detail(body: bytes) -> str:
     detail = _children(root).get("Detail")
     return (detail.text or "") if detail is not None else body[:300].decode("utf-8", "replace")
 
-
-def iter_entries(body: bytes, read: Callable[[ET.Element], M]) -> Iterator[M]:
-    """Each entry of a feed read with ``read``."""
-    for node in entries(body)[0]:
-        yield read(node)
