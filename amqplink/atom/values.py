@@ -18,7 +18,15 @@ from typing import Any
 from amqplink.atom.document import XSD_NS, XSI_NS, duration_timedelta, element, format_duration
 from amqplink.atom.xmlsafe import local_name
 
-__all__ = ["CORRELATION_FIELDS", "KeyValue", "format_value", "key_values_xml", "parse_time", "read_key_values"]
+__all__ = [
+    "CORRELATION_FIELDS",
+    "KeyValue",
+    "format_value",
+    "key_values_xml",
+    "parse_time",
+    "parse_value",
+    "read_key_values",
+]
 
 KeyValue = str | int | float | bool | dt.datetime | dt.timedelta
 """What a key-value may hold."""
@@ -85,7 +93,9 @@ def key_values_xml(tag: str, values: Mapping[str, Any] | Iterable[tuple[str, Any
     return f"<{tag}>{inner}</{tag}>"
 
 
-def _read_value(kind: str, text: str) -> Any:
+def parse_value(kind: str, text: str) -> Any:
+    """The value ``format_value`` gave ``(kind, text)`` for; :class:`ValueError` (or
+    :class:`LookupError` for an unknown kind) otherwise."""
     if kind in ("int", "long"):
         return int(text)
     if kind == "double":
@@ -116,7 +126,7 @@ def read_key_values(node: ET.Element | None, where: str) -> dict[str, Any]:
             raise ValueError(f"{where}: a {local_name(kv.tag)} needs a Key and a Value")
         kind = value.attrib.get(_XSI_TYPE, "string").rsplit(":", 1)[-1]
         try:
-            out[key.text] = _read_value(kind, value.text or "")
+            out[key.text] = parse_value(kind, value.text or "")
         except LookupError:
             raise ValueError(
                 f"{where}.{key.text}: type {kind!r} is not supported"
