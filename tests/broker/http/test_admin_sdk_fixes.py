@@ -163,12 +163,15 @@ def test_update_without_forward_to_clears_it(broker: Broker, admin: ServiceBusAd
     assert admin.get_subscription("c10-fwd-t", "s").forward_to is None
 
 
-def test_correlation_property_of_type_datetime(admin: ServiceBusAdministrationClient) -> None:
-    """A CorrelationFilter property holding a datetime (and a timedelta) is accepted and read back.
+def test_correlation_property_of_type_datetime(broker: Broker, admin: ServiceBusAdministrationClient) -> None:
+    """A CorrelationFilter property holding a datetime (and a timedelta) is accepted and read back,
+    and a message whose application property is that instant (an AMQP timestamp) matches it.
 
     Microsoft: ``CorrelationRuleFilter(properties=...)``, "properties:
     dict[str, Union[str, int, float, bool, datetime, timedelta]]" (azure.servicebus.management);
-    on the wire ``xsi:type="d6p1:dateTime"`` and ``"d6p1:duration"``."""
+    on the wire ``xsi:type="d6p1:dateTime"`` and ``"d6p1:duration"``. "A correlation filter holds a
+    set of conditions that are matched against one or more of an arriving message's user and system
+    properties" (Service Bus topic filters)."""
     admin.create_topic("c10-corr")
     admin.create_subscription("c10-corr", "s")
     when = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
@@ -176,6 +179,17 @@ def test_correlation_property_of_type_datetime(admin: ServiceBusAdministrationCl
     assert admin.create_rule("c10-corr", "s", "dated", filter=flt).filter.properties["when"] == when
     got = admin.get_rule("c10-corr", "s", "dated").filter.properties
     assert got == {"when": when, "wait": dt.timedelta(seconds=30), "n": 1}
+    admin.delete_rule("c10-corr", "s", "$Default")
+    admin.delete_rule("c10-corr", "s", "dated")
+    admin.create_rule("c10-corr", "s", "instant", filter=CorrelationRuleFilter(properties={"when": when}))
+    client = ServiceBusClient.from_connection_string(broker.connection_string)
+    with client, client.get_topic_sender("c10-corr") as sender:
+        sender.send_messages(ServiceBusMessage("then", application_properties={"when": when}))
+        sender.send_messages(
+            ServiceBusMessage("later", application_properties={"when": when + dt.timedelta(seconds=1)})
+        )
+    runtime = admin.get_subscription_runtime_properties("c10-corr", "s")
+    assert runtime.active_message_count == 1
 
 
 def test_values_service_bus_refuses(admin: ServiceBusAdministrationClient) -> None:
