@@ -133,10 +133,13 @@ def queue_scenario(p: str) -> Scenario:
     """mgmt_queue: create, list, get, runtime properties, update (property, keyword), delete."""
     name = f"{p}-queue"
     created = yield Step(
-        "create", "create_queue", (name,), {"max_delivery_count": 10, "lock_duration": dt.timedelta(seconds=45)}
+        "create",
+        "create_queue",
+        (name,),
+        {"max_delivery_count": 10, "dead_lettering_on_message_expiration": True, "lock_duration": "PT45S"},
     )
     assert created.name == name and created.max_delivery_count == 10
-    assert created.lock_duration == dt.timedelta(seconds=45)
+    assert created.lock_duration == dt.timedelta(seconds=45) and created.dead_lettering_on_message_expiration is True
     again = yield Step("create again", "create_queue", (name,))
     assert _failed(again, "ResourceExistsError")
     listed = yield Step("list", "list_queues")
@@ -235,15 +238,21 @@ def rule_scenario(p: str, models: Any) -> Scenario:
     assert corr.filter.correlation_id == "id" and corr.filter.label == "red"
     assert corr.filter.properties == {"key1": "value1", "n": 2, "on": True, "when": when}
     yield Step("create false", "create_rule", (topic, "sub", "never"), {"filter": models.FalseRuleFilter()})
+    plain = yield Step("create without filter", "create_rule", (topic, "sub", "plain"))
+    assert type(plain.filter).__name__ == "TrueRuleFilter" and plain.action is None
     listed = yield Step("list", "list_rules", (topic, "sub"))
-    assert sorted(r.name for r in listed) == ["$Default", "corr", "never", "sql"]
+    assert sorted(r.name for r in listed) == ["$Default", "corr", "never", "plain", "sql"]
     runtime = yield Step("topic runtime", "get_topic_runtime_properties", (topic,))
-    assert (runtime.sql_filter_count, runtime.correlation_filter_count) == (3, 1)
+    assert (runtime.sql_filter_count, runtime.correlation_filter_count) == (4, 1)
     got = yield Step("get", "get_rule", (topic, "sub", "sql"))
     got.filter = models.SqlRuleFilter("property1 = 'other'")
     yield Step("update", "update_rule", (topic, "sub", got))
     got = yield Step("get updated", "get_rule", (topic, "sub", "sql"))
     assert got.filter.sql_expression == "property1 = 'other'"
+    flt = models.SqlRuleFilter("property1 = 'third'")
+    yield Step("update by keyword", "update_rule", (topic, "sub", got), {"filter": flt})
+    got = yield Step("get updated by keyword", "get_rule", (topic, "sub", "sql"))
+    assert got.filter.sql_expression == "property1 = 'third'" and got.action.sql_expression == "SET property2 = 'x'"
     yield Step("delete", "delete_rule", (topic, "sub", "sql"))
     gone = yield Step("get deleted", "get_rule", (topic, "sub", "sql"))
     assert _failed(gone, "ResourceNotFoundError")

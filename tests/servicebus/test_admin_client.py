@@ -119,6 +119,16 @@ def test_errors_and_input_checks(broker: Broker) -> None:
         client.get_queue("q")
 
 
+def test_api_version(broker: Broker) -> None:
+    """``api_version=ApiVersion.V2017_04`` (as the mgmt_queue sample passes it) is the query's ``api-version``."""
+    client = ServiceBusAdministrationClient.from_connection_string(
+        admin_connection_string(broker), connection_verify=broker.http_ca, api_version=management.ApiVersion.V2017_04
+    )
+    with client:
+        assert client._core.url_path(client._core.namespace()) == "/$namespaceinfo?api-version=2017-04"
+        assert client.get_namespace_properties().namespace_type == "Messaging"
+
+
 def test_update_from_a_mapping_and_paging(broker: Broker) -> None:
     """``update_queue`` takes a mapping of the properties; a list of more than a page (100) is complete."""
     with ServiceBusAdministrationClient.from_connection_string(

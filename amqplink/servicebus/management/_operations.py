@@ -150,7 +150,7 @@ class AdminCore:
         netloc = fully_qualified_namespace.split("://", 1)[-1].rstrip("/")
         self.fully_qualified_namespace = netloc
         self.scheme = "https" if use_tls else "http"
-        self.api_version = str(api_version)
+        self.api_version = str(getattr(api_version, "value", api_version))  # the SDK's ApiVersion enum too
         self._credential = credential
         self._token: tuple[str, float] | None = None
 
