@@ -33,14 +33,20 @@ class Step:
     method: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] | None = None
+    expect: str | None = None
+    """The error class (by name, e.g. ``TypeError``) the call must raise; recorded as that name when it does."""
 
 
 class Failed:
-    """What a step that raised gives back: the azure-core error class name."""
+    """What a step that raised gives back: the error class the step expected when it is one, else
+    the azure-core error class name (the SDK and amqplink raise classes of the same names)."""
 
-    def __init__(self, error: BaseException) -> None:
-        names = [c.__name__ for c in type(error).__mro__]
-        self.name = next((n for n in names if n in _ERRORS), type(error).__name__)
+    def __init__(self, error: BaseException, expect: str | None = None) -> None:
+        self.names = [c.__name__ for c in type(error).__mro__]
+        if expect is not None and expect in self.names:
+            self.name = expect
+        else:
+            self.name = next((n for n in self.names if n in _ERRORS), type(error).__name__)
 
     def __repr__(self) -> str:
         return f"Failed({self.name})"
@@ -96,7 +102,7 @@ def run_sync(scenario: Scenario, client: Any, send: Callable[[str, int], None], 
                 if step.method.startswith("list_"):
                     result = list(result)
         except Exception as exc:  # the scenario expects some calls to fail; recorded by class
-            result = Failed(exc)
+            result = Failed(exc, step.expect)
         record.append((step.label, snapshot(result, prefix)))
 
 
@@ -120,12 +126,47 @@ async def run_async(
             else:
                 result = await getattr(client, step.method)(*step.args, **(step.kwargs or {}))
         except Exception as exc:
-            result = Failed(exc)
+            result = Failed(exc, step.expect)
         record.append((step.label, snapshot(result, prefix)))
 
 
 def _failed(result: Any, name: str) -> bool:
-    return isinstance(result, Failed) and result.name == name
+    return isinstance(result, Failed) and name in result.names
+
+
+def invalid_input_scenario(p: str) -> Scenario:
+    """The SDK's own management tests' negative cases: bad names and bad updates fail as the SDK's do."""
+    name = f"{p}-bad"
+    created = yield Step("create", "create_queue", (name,))
+    for label, method, args, expect in (
+        ("runtime of None", "get_queue_runtime_properties", (None,), "TypeError"),
+        ("runtime of empty", "get_queue_runtime_properties", ("",), "HttpResponseError"),
+        ("create empty", "create_queue", ("",), "HttpResponseError"),
+        ("delete empty", "delete_queue", ("",), "ValueError"),
+        ("update None", "update_queue", (None,), "TypeError"),
+        ("update with only a name", "update_queue", ({"name": name},), "TypeError"),
+        ("runtime of missing", "get_queue_runtime_properties", (f"{p}-missing",), "ResourceNotFoundError"),
+    ):
+        result = yield Step(label, method, args, expect=expect)
+        assert _failed(result, expect), (label, result)
+    created.requires_session = True  # cannot change after creation
+    result = yield Step("update requires_session", "update_queue", (created,), expect="HttpResponseError")
+    assert _failed(result, "HttpResponseError")
+    created.requires_session = False
+    created.name = f"{p}-missing"
+    result = yield Step("update missing", "update_queue", (created,), expect="HttpResponseError")
+    assert _failed(result, "HttpResponseError")
+    created.name = name
+    created.lock_duration = dt.timedelta(days=25)  # over 5 minutes
+    result = yield Step("update bad lock", "update_queue", (created,), expect="HttpResponseError")
+    assert _failed(result, "HttpResponseError")
+    props = yield Step("get", "get_queue", (name,))
+    as_dict = dict(props)
+    as_dict["lock_duration"] = dt.timedelta(minutes=2)
+    yield Step("update from dict", "update_queue", (as_dict,))
+    props = yield Step("get updated", "get_queue", (name,))
+    assert props.lock_duration == dt.timedelta(minutes=2)
+    yield Step("delete", "delete_queue", (name,))
 
 
 # -- the samples -----------------------------------------------------------------------
@@ -274,4 +315,5 @@ def scenarios(p: str, models: Any) -> dict[str, Scenario]:
         "subscription": subscription_scenario(p),
         "rule": rule_scenario(p, models),
         "namespace": namespace_scenario(p),
+        "invalid input": invalid_input_scenario(p),
     }

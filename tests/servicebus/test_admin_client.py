@@ -39,7 +39,7 @@ def broker() -> Iterator[Broker]:
         yield broker
 
 
-@pytest.mark.parametrize("sample", ["queue", "topic", "subscription", "rule", "namespace"])
+@pytest.mark.parametrize("sample", ["queue", "topic", "subscription", "rule", "namespace", "invalid input"])
 def test_samples_blocking(broker: Broker, sample: str) -> None:
     """Each management sample's scenario, with the blocking client: its own assertions hold."""
     with ServiceBusAdministrationClient.from_connection_string(
@@ -50,7 +50,7 @@ def test_samples_blocking(broker: Broker, sample: str) -> None:
     assert record, "the scenario made no call"
 
 
-@pytest.mark.parametrize("sample", ["queue", "topic", "subscription", "rule", "namespace"])
+@pytest.mark.parametrize("sample", ["queue", "topic", "subscription", "rule", "namespace", "invalid input"])
 def test_samples_asyncio_match_blocking(broker: Broker, sample: str) -> None:
     """The asyncio client runs the same scenarios and every call gives what the blocking one gave."""
 
@@ -160,9 +160,11 @@ def test_importable_without_aiohttp() -> None:
 
 def test_queue_description_written_in_contract_order() -> None:
     """What create/update send: the settable elements in the data contract's order, None left out."""
-    body = _xml.properties_entry(
-        QueueProperties("q", max_delivery_count=3, lock_duration=dt.timedelta(seconds=30), forward_to="sb://h/x")
-    )
+    props = {f: None for f in QueueProperties.__dataclass_fields__ if f != "name"}
+    with pytest.raises(TypeError):  # every property is a required keyword, as in the SDK
+        QueueProperties("q")  # type: ignore[call-arg]
+    props.update(max_delivery_count=3, lock_duration=dt.timedelta(seconds=30), forward_to="sb://h/x")
+    body = _xml.properties_entry(QueueProperties("q", **props))
     desc = parse_xml(body)[0][0]
     assert [child.tag.rsplit("}", 1)[-1] for child in desc] == ["LockDuration", "MaxDeliveryCount", "ForwardTo"]
     assert [child.text for child in desc] == ["PT30S", "3", "sb://h/x"]

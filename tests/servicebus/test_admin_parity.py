@@ -21,7 +21,7 @@ from tests.servicebus import admin_scenarios  # noqa: E402
 from tests.servicebus.admin_util import admin_connection_string, sender  # noqa: E402
 
 pytestmark = pytest.mark.sdk
-SAMPLES = ["queue", "topic", "subscription", "rule", "namespace"]
+SAMPLES = ["queue", "topic", "subscription", "rule", "namespace", "invalid input"]
 
 
 @pytest.fixture(scope="module")

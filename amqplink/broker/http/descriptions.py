@@ -40,10 +40,13 @@ __all__ = [
     "MAX_DUPLICATE_WINDOW",
     "MAX_USER_METADATA",
     "MIN_DUPLICATE_WINDOW",
+    "PREMIUM_MAX_MESSAGE_KB",
+    "PREMIUM_MIN_MESSAGE_KB",
     "description_of",
     "queue_description",
     "read_meta",
     "read_properties",
+    "created",
     "read_rule",
     "replacing",
     "rule_description",
@@ -54,6 +57,9 @@ __all__ = [
 MIN_DUPLICATE_WINDOW = 20.0
 MAX_DUPLICATE_WINDOW = 7 * 86400.0
 """Seconds of ``DuplicateDetectionHistoryTimeWindow`` the API accepts (20 seconds to 7 days)."""
+PREMIUM_MIN_MESSAGE_KB = 1024
+PREMIUM_MAX_MESSAGE_KB = 102400
+"""``MaxMessageSizeInKilobytes`` on a Premium namespace: at least 1 MB (its default), at most 100 MB."""
 MAX_USER_METADATA = 1024
 """Characters of ``UserMetadata`` (Service Bus: "maximum length is 1024")."""
 _XSI_TYPE = f"{{{XSI_NS}}}type"
@@ -161,8 +167,9 @@ def _check_limits(kind: str, p: EntityProperties, base: EntityProperties, premiu
 
     ``DuplicateDetectionHistoryTimeWindow``: "Max value is 7 days and minimum is 20 seconds"
     (QueueProperties.DuplicateDetectionHistoryTimeWindow, Azure.Messaging.ServiceBus);
-    ``MaxMessageSizeInKilobytes``: "only available when using a Premium namespace"
-    (ServiceBusAdministrationClient.create_queue), so a Standard namespace refuses a change.
+    ``MaxMessageSizeInKilobytes``: "only available when using a Premium namespace [...] The
+    minimum allowed value is 1024 while the maximum allowed value is 102400. Default value is
+    1024." (ServiceBusAdministrationClient.create_queue), so a Standard namespace refuses a change.
     """
     window = p.duplicate_detection_window
     if window != base.duplicate_detection_window and not MIN_DUPLICATE_WINDOW <= window <= MAX_DUPLICATE_WINDOW:
@@ -170,11 +177,22 @@ def _check_limits(kind: str, p: EntityProperties, base: EntityProperties, premiu
             f"{kind}.DuplicateDetectionHistoryTimeWindow: {format_duration(window)} is outside"
             f" {format_duration(MIN_DUPLICATE_WINDOW)}..{format_duration(MAX_DUPLICATE_WINDOW)} (20 seconds to 7 days)"
         )
-    if p.max_message_size != base.max_message_size and not premium:
-        raise ConfigError(
-            f"{kind}.MaxMessageSizeInKilobytes: can be set only on a Premium namespace; this one is Standard"
-            f" (its limit is {base.max_message_size >> 10} KB)"
-        )
+    if p.max_message_size != base.max_message_size:
+        if not premium:
+            raise ConfigError(
+                f"{kind}.MaxMessageSizeInKilobytes: can be set only on a Premium namespace; this one is Standard"
+                f" (its limit is {base.max_message_size >> 10} KB)"
+            )
+        if not PREMIUM_MIN_MESSAGE_KB << 10 <= p.max_message_size <= PREMIUM_MAX_MESSAGE_KB << 10:
+            raise ConfigError(
+                f"{kind}.MaxMessageSizeInKilobytes: {p.max_message_size >> 10} is outside"
+                f" {PREMIUM_MIN_MESSAGE_KB}..{PREMIUM_MAX_MESSAGE_KB}"
+            )
+
+
+def created(premium: bool) -> EntityProperties:
+    """The base a new entity's description reads onto: the defaults, and on Premium a 1 MB message limit."""
+    return EntityProperties(max_message_size=PREMIUM_MIN_MESSAGE_KB << 10) if premium else EntityProperties()
 
 
 def replacing(current: EntityProperties) -> EntityProperties:

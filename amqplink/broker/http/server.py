@@ -40,6 +40,7 @@ from amqplink.broker.http.bounds import BoundedListener, request_deadline
 from amqplink.broker.http.descriptions import (
     Counts,
     EntityMeta,
+    created,
     description_of,
     queue_description,
     read_meta,
@@ -444,7 +445,7 @@ class ManagementApi:
             return self._entry(request, topic.name, topic.name, self._topic_xml(name))
         if key in ns.queues or key in ns.topics:
             raise ApiError(409, f"an entity called {name!r} exists already in namespace {ns.name!r}")
-        properties = self._read_properties(desc, EntityProperties())
+        properties = self._read_properties(desc, created(self.namespace.partition_all))
         meta = _read_meta(desc, EntityMeta(now, now), now)
         ns.check_room()
         if kind == "QueueDescription":
@@ -493,7 +494,7 @@ class ManagementApi:
             return self._entry(request, sub.path, sub.name, self._sub_xml(topic, name))
         if name.lower() in topic.subscriptions:
             raise ApiError(409, f"subscription {name!r} exists already on topic {topic.name!r}")
-        properties = self._read_properties(desc, EntityProperties())
+        properties = self._read_properties(desc, created(self.namespace.partition_all))
         meta = _read_meta(desc, EntityMeta(now, now), now)
         default = next((child for child in desc if local_name(child.tag) == "DefaultRuleDescription"), None)
         rule = DEFAULT_RULE if default is None else _read_rule(default, DEFAULT_RULE.name)

@@ -17,6 +17,8 @@ __all__ = [
     "AZURE_CORE_BASES",
     "ClientAuthenticationError",
     "HttpResponseError",
+    "InvalidNameError",
+    "InvalidNameTypeError",
     "ResourceExistsError",
     "ResourceNotFoundError",
     "ServiceRequestError",
@@ -68,6 +70,15 @@ class ResourceExistsError(HttpResponseError, *_core("ResourceExistsError")):  # 
 
 class ClientAuthenticationError(HttpResponseError, *_core("ClientAuthenticationError")):  # type: ignore[misc]
     """401: the token is missing, not valid, or lacks the Manage right."""
+
+
+class InvalidNameError(HttpResponseError, ValueError):
+    """An empty entity name. The SDK sends it and reports the service's refusal (an
+    ``HttpResponseError``) or checks it first (a ``ValueError``): this is both, and no request is made."""
+
+
+class InvalidNameTypeError(HttpResponseError, TypeError):
+    """An entity name that is not a ``str`` (both an ``HttpResponseError`` and a ``TypeError``, as above)."""
 
 
 class ServiceRequestError(*_core("ServiceRequestError"), Exception):  # type: ignore[misc]

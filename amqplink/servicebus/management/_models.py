@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
+from typing import Any
 
 from amqplink.atom.values import KeyValue
 
@@ -39,6 +40,39 @@ __all__ = [
     "TopicRuntimeProperties",
     "TrueRuleFilter",
 ]
+
+
+class DictMixin:
+    """Mapping access to a model's fields (``dict(props)``, ``props["name"]``), as the SDK's models have."""
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self)]  # type: ignore[arg-type]
+
+    def values(self) -> list[Any]:
+        return [getattr(self, k) for k in self.keys()]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(k, getattr(self, k)) for k in self.keys()]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default) if key in self.keys() else default
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self.keys():
+            raise KeyError(key)
+        setattr(self, key, value)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
 
 Duration = dt.timedelta | str
 """A duration as given: a timedelta or ISO-8601 text (``PT300S``)."""
@@ -91,7 +125,7 @@ class ApiVersion(enum.StrEnum):
 
 
 @dataclass
-class AuthorizationRule:
+class AuthorizationRule(DictMixin):
     """An entity's own SAS rule (read only here: this client does not send keys it did not get)."""
 
     _: KW_ONLY
@@ -107,7 +141,7 @@ class AuthorizationRule:
 
 
 @dataclass
-class MessageCountDetails:
+class MessageCountDetails(DictMixin):
     _: KW_ONLY
     active_message_count: int | None = None
     dead_letter_message_count: int | None = None
@@ -117,79 +151,79 @@ class MessageCountDetails:
 
 
 @dataclass
-class QueueProperties:
+class QueueProperties(DictMixin):
     """A queue's settings (``QueueDescription``)."""
 
     name: str
     _: KW_ONLY
-    authorization_rules: list[AuthorizationRule] | None = None
-    auto_delete_on_idle: Duration | None = None
-    dead_lettering_on_message_expiration: bool | None = None
-    default_message_time_to_live: Duration | None = None
-    duplicate_detection_history_time_window: Duration | None = None
-    availability_status: EntityAvailabilityStatus | str | None = None
-    enable_batched_operations: bool | None = None
-    enable_express: bool | None = None
-    enable_partitioning: bool | None = None
-    lock_duration: Duration | None = None
-    max_delivery_count: int | None = None
-    max_size_in_megabytes: int | None = None
-    requires_duplicate_detection: bool | None = None
-    requires_session: bool | None = None
-    status: EntityStatus | str | None = None
-    forward_to: str | None = None
-    user_metadata: str | None = None
-    forward_dead_lettered_messages_to: str | None = None
-    max_message_size_in_kilobytes: int | None = None
+    authorization_rules: list[AuthorizationRule] | None
+    auto_delete_on_idle: Duration | None
+    dead_lettering_on_message_expiration: bool | None
+    default_message_time_to_live: Duration | None
+    duplicate_detection_history_time_window: Duration | None
+    availability_status: EntityAvailabilityStatus | str | None
+    enable_batched_operations: bool | None
+    enable_express: bool | None
+    enable_partitioning: bool | None
+    lock_duration: Duration | None
+    max_delivery_count: int | None
+    max_size_in_megabytes: int | None
+    requires_duplicate_detection: bool | None
+    requires_session: bool | None
+    status: EntityStatus | str | None
+    forward_to: str | None
+    user_metadata: str | None
+    forward_dead_lettered_messages_to: str | None
+    max_message_size_in_kilobytes: int | None
 
 
 @dataclass
-class TopicProperties:
+class TopicProperties(DictMixin):
     """A topic's settings (``TopicDescription``)."""
 
     name: str
     _: KW_ONLY
-    default_message_time_to_live: Duration | None = None
-    max_size_in_megabytes: int | None = None
-    requires_duplicate_detection: bool | None = None
-    duplicate_detection_history_time_window: Duration | None = None
-    enable_batched_operations: bool | None = None
-    size_in_bytes: int | None = None
-    filtering_messages_before_publishing: bool | None = None
-    authorization_rules: list[AuthorizationRule] | None = None
-    status: EntityStatus | str | None = None
-    support_ordering: bool | None = None
-    auto_delete_on_idle: Duration | None = None
-    enable_partitioning: bool | None = None
-    availability_status: EntityAvailabilityStatus | str | None = None
-    enable_express: bool | None = None
-    user_metadata: str | None = None
-    max_message_size_in_kilobytes: int | None = None
+    default_message_time_to_live: Duration | None
+    max_size_in_megabytes: int | None
+    requires_duplicate_detection: bool | None
+    duplicate_detection_history_time_window: Duration | None
+    enable_batched_operations: bool | None
+    size_in_bytes: int | None
+    filtering_messages_before_publishing: bool | None
+    authorization_rules: list[AuthorizationRule] | None
+    status: EntityStatus | str | None
+    support_ordering: bool | None
+    auto_delete_on_idle: Duration | None
+    enable_partitioning: bool | None
+    availability_status: EntityAvailabilityStatus | str | None
+    enable_express: bool | None
+    user_metadata: str | None
+    max_message_size_in_kilobytes: int | None
 
 
 @dataclass
-class SubscriptionProperties:
+class SubscriptionProperties(DictMixin):
     """A subscription's settings (``SubscriptionDescription``)."""
 
     name: str
     _: KW_ONLY
-    lock_duration: Duration | None = None
-    requires_session: bool | None = None
-    default_message_time_to_live: Duration | None = None
-    dead_lettering_on_message_expiration: bool | None = None
-    dead_lettering_on_filter_evaluation_exceptions: bool | None = None
-    max_delivery_count: int | None = None
-    enable_batched_operations: bool | None = None
-    status: EntityStatus | str | None = None
-    forward_to: str | None = None
-    user_metadata: str | None = None
-    forward_dead_lettered_messages_to: str | None = None
-    auto_delete_on_idle: Duration | None = None
-    availability_status: EntityAvailabilityStatus | str | None = None
+    lock_duration: Duration | None
+    requires_session: bool | None
+    default_message_time_to_live: Duration | None
+    dead_lettering_on_message_expiration: bool | None
+    dead_lettering_on_filter_evaluation_exceptions: bool | None
+    max_delivery_count: int | None
+    enable_batched_operations: bool | None
+    status: EntityStatus | str | None
+    forward_to: str | None
+    user_metadata: str | None
+    forward_dead_lettered_messages_to: str | None
+    auto_delete_on_idle: Duration | None
+    availability_status: EntityAvailabilityStatus | str | None
 
 
 @dataclass(frozen=True)
-class QueueRuntimeProperties:
+class QueueRuntimeProperties(DictMixin):
     """A queue's counts and times, read only."""
 
     name: str
@@ -206,7 +240,7 @@ class QueueRuntimeProperties:
 
 
 @dataclass(frozen=True)
-class TopicRuntimeProperties:
+class TopicRuntimeProperties(DictMixin):
     """A topic's counts and times, read only."""
 
     name: str
@@ -221,7 +255,7 @@ class TopicRuntimeProperties:
 
 
 @dataclass(frozen=True)
-class SubscriptionRuntimeProperties:
+class SubscriptionRuntimeProperties(DictMixin):
     """A subscription's counts and times, read only."""
 
     name: str
@@ -271,7 +305,7 @@ class FalseRuleFilter(SqlRuleFilter):
 
 
 @dataclass
-class CorrelationRuleFilter:
+class CorrelationRuleFilter(DictMixin):
     """Matches when every field and property given equals the message's."""
 
     _: KW_ONLY
@@ -287,7 +321,7 @@ class CorrelationRuleFilter:
 
 
 @dataclass
-class SqlRuleAction:
+class SqlRuleAction(DictMixin):
     """A SQL action (``SET``/``REMOVE``) applied to a matching message; ``parameters`` fill ``@name``."""
 
     sql_expression: str | None = None
@@ -296,26 +330,25 @@ class SqlRuleAction:
 
 
 @dataclass
-class RuleProperties:
+class RuleProperties(DictMixin):
     """A subscription rule: its filter, its action, when it was made."""
 
     name: str
     _: KW_ONLY
-    filter: SqlRuleFilter | CorrelationRuleFilter | None = None
-    action: SqlRuleAction | None = None
-    created_at_utc: dt.datetime | None = None
+    filter: SqlRuleFilter | CorrelationRuleFilter | None
+    action: SqlRuleAction | None
+    created_at_utc: dt.datetime | None
 
 
 @dataclass(frozen=True)
-class NamespaceProperties:
+class NamespaceProperties(DictMixin):
     """The namespace's name, tier and times (``NamespaceInfo``)."""
 
     name: str
     _: KW_ONLY
-    alias: str | None = None
-    created_at_utc: dt.datetime | None = None
-    messaging_sku: MessagingSku | str | None = None
-    messaging_units: int | None = None
-    modified_at_utc: dt.datetime | None = None
-    namespace_type: NamespaceType | str | None = None
-
+    alias: str | None
+    created_at_utc: dt.datetime | None
+    messaging_sku: MessagingSku | str | None
+    messaging_units: int | None
+    modified_at_utc: dt.datetime | None
+    namespace_type: NamespaceType | str | None

@@ -24,7 +24,12 @@ from urllib.parse import quote, urlsplit
 from amqplink.atom.xmlsafe import parse_xml
 from amqplink.servicebus.connection_string import _segments, parse_connection_string
 from amqplink.servicebus.management import _xml
-from amqplink.servicebus.management._errors import HttpResponseError, error_for_status
+from amqplink.servicebus.management._errors import (
+    HttpResponseError,
+    InvalidNameError,
+    InvalidNameTypeError,
+    error_for_status,
+)
 from amqplink.servicebus.management._models import (
     CorrelationRuleFilter,
     NamespaceProperties,
@@ -103,9 +108,9 @@ def endpoint_from_connection_string(conn_str: str) -> tuple[str, bool, Any]:
 
 def _check_name(value: Any, what: str) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+        raise InvalidNameTypeError(f"{what} must be a str, not {type(value).__name__}", status_code=None)
     if not value:
-        raise ValueError(f"{what} must not be empty")
+        raise InvalidNameError(f"{what} must not be empty", status_code=None)
     return value
 
 
@@ -350,7 +355,7 @@ def subscription_runtime(entry: ET.Element) -> SubscriptionRuntimeProperties:
 
 def new_rule(name: str, flt: Any, action: Any) -> RuleProperties:
     """The rule ``create_rule`` sends (a True filter when none is given, as the SDK's default)."""
-    return RuleProperties(name, filter=TrueRuleFilter() if flt is None else flt, action=action)
+    return RuleProperties(name, filter=TrueRuleFilter() if flt is None else flt, action=action, created_at_utc=None)
 
 
 def ssl_context(connection_verify: str | bool | None) -> ssl.SSLContext:
@@ -369,8 +374,8 @@ def ssl_context(connection_verify: str | bool | None) -> ssl.SSLContext:
 
 def model_kwargs(cls: type[Any], name: str, kwargs: Mapping[str, Any], method: str) -> Any:
     """``cls(name, **kwargs)``; a keyword that is not a property of ``cls`` is a :class:`TypeError`."""
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
     for key in kwargs:
-        if key not in known or key == "name":
+        if key not in known:
             raise TypeError(f"{method}() got an unexpected keyword argument {key!r}")
-    return cls(name, **kwargs)
+    return cls(name, **{key: kwargs.get(key) for key in known})

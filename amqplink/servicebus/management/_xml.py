@@ -272,8 +272,8 @@ def read_properties(cls: Callable[..., M], entry: ET.Element) -> M:
     title, desc = entry_description(entry)
     _, table = _TABLES[cls]  # type: ignore[index]
     values = _read(desc, table + _READ_ONLY)
-    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return cls(title, **{k: v for k, v in values.items() if k in known})
+    names = [f.name for f in fields(cls) if f.name != "name"]  # type: ignore[arg-type]
+    return cls(title, **{k: values.get(k) for k in names})
 
 
 def read_runtime(cls: Callable[..., M], entry: ET.Element) -> M:
@@ -339,7 +339,10 @@ def namespace_properties(entry: ET.Element) -> NamespaceProperties:
             ("NamespaceType", "namespace_type", "str"),
         ),
     )
-    return NamespaceProperties(values.pop("name", title), **values)
+    name = values.pop("name", title)
+    return NamespaceProperties(
+        name, **{f.name: values.get(f.name) for f in fields(NamespaceProperties) if f.name != "name"}
+    )
 
 
 def error_detail(body: bytes) -> str:
@@ -350,4 +353,3 @@ def error_detail(body: bytes) -> str:
         return body[:300].decode("utf-8", "replace")
     detail = _children(root).get("Detail")
     return (detail.text or "") if detail is not None else body[:300].decode("utf-8", "replace")
-

@@ -222,9 +222,11 @@ def test_values_service_bus_refuses(admin: ServiceBusAdministrationClient) -> No
 
 
 def test_premium_takes_max_message_size() -> None:
-    """On a Premium namespace ``max_message_size_in_kilobytes`` is taken (1024 to 102400 KB).
+    """On a Premium namespace ``max_message_size_in_kilobytes`` is 1024 unless given, takes 1024 to
+    102400 on create and update, and refuses values outside.
 
-    Microsoft: "The minimum allowed value is 1024 while the maximum allowed value is 102400"
+    Microsoft: "This feature is only available when using a Premium namespace [...] The minimum
+    allowed value is 1024 while the maximum allowed value is 102400. Default value is 1024."
     (azure.servicebus.management create_queue)."""
     config = BrokerConfig((NamespaceConfig(partition_all=True, partition_count=2),))
     with running_broker(config, http_port=0) as premium:
@@ -232,9 +234,17 @@ def test_premium_takes_max_message_size() -> None:
             admin_connection_string(premium), connection_verify=premium.http_ca
         )
         with client:
-            made = client.create_queue("big", max_message_size_in_kilobytes=1024)
-            assert made.max_message_size_in_kilobytes == 1024
-            assert premium.namespace.queue("big").properties.max_message_size == 1024 * 1024
+            made = client.create_queue("big", max_message_size_in_kilobytes=12345)
+            assert made.max_message_size_in_kilobytes == 12345
+            assert premium.namespace.queue("big").properties.max_message_size == 12345 * 1024
+            plain = client.create_queue("plain")
+            assert plain.max_message_size_in_kilobytes == 1024
+            for bad in (1023, 102401):
+                with pytest.raises(HttpResponseError, match="MaxMessageSizeInKilobytes"):
+                    client.create_queue("bad", max_message_size_in_kilobytes=bad)
+            plain.max_message_size_in_kilobytes = 54321
+            client.update_queue(plain)
+            assert client.get_queue("plain").max_message_size_in_kilobytes == 54321
 
 
 def test_sql_filter_count_includes_default_rules(admin: ServiceBusAdministrationClient) -> None:
