@@ -3,8 +3,9 @@
 Correlation filter properties and SQL filter/action parameters travel as
 ``<KeyValueOfstringanyType><Key>k</Key><Value i:type="d6p1:int" xmlns:d6p1="...XMLSchema">5</Value>``.
 The types are the SDK's (``azure.servicebus.management._utils.serialize_value_type``):
-``string``, ``int`` (32 bits, else ``long``), ``double``, ``boolean``, ``dateTime`` (ISO-8601,
-read back tz-aware) and ``duration`` (ISO-8601, a :class:`datetime.timedelta`).
+``string``, ``int`` (32 bits, else ``long``), ``double``, ``boolean``, ``dateTime`` (ISO-8601;
+aware in UTC, or naive when sent naive, as the service keeps a .NET DateTime's kind) and
+``duration`` (ISO-8601, a :class:`datetime.timedelta`).
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ CORRELATION_FIELDS = (
 _XSI_TYPE = f"{{{XSI_NS}}}type"
 
 
-def parse_time(text: str) -> dt.datetime:
-    """``2026-11-23T09:00:00.1234567Z`` (up to 7 fraction digits, as .NET writes) -> an aware datetime."""
+def parse_time(text: str, *, naive: bool = False) -> dt.datetime:
+    """``2026-11-23T09:00:00.1234567Z`` (up to 7 fraction digits, as .NET writes) -> an aware datetime.
+
+    Text without an offset is UTC, or with ``naive=True`` stays naive: a key-value's .NET
+    ``DateTime`` of unspecified kind, which the service gives back as it was sent."""
     value = text.strip()
     if value.endswith("Z"):
         value = value[:-1] + "+00:00"
@@ -56,12 +60,14 @@ def parse_time(text: str) -> dt.datetime:
         digits = len(rest) - len(rest.lstrip("0123456789"))
         value = head + "." + rest[: min(digits, 6)].ljust(6, "0") + rest[digits:]
     moment = dt.datetime.fromisoformat(value)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+    return moment if moment.tzinfo is not None or naive else moment.replace(tzinfo=dt.UTC)
 
 
 def _iso_time(value: dt.datetime) -> str:
-    moment = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """An aware datetime in UTC with ``Z``; a naive one as it is, without an offset (as the SDK sends it)."""
+    if value.tzinfo is None:
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def format_value(value: Any) -> tuple[str, str]:
@@ -110,7 +116,7 @@ def parse_value(kind: str, text: str) -> Any:
     if kind == "string":
         return text
     if kind == "dateTime":
-        return parse_time(text)
+        return parse_time(text, naive=True)
     if kind == "duration":
         return duration_timedelta(text.strip())
     raise LookupError(kind)

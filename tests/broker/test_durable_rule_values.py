@@ -18,7 +18,9 @@ _values = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
     st.floats(allow_nan=False, allow_infinity=False),
     st.booleans(),
-    st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1), timezones=st.just(dt.UTC)),
+    st.datetimes(
+        min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1), timezones=st.none() | st.just(dt.UTC)
+    ),
     st.timedeltas(min_value=dt.timedelta(0), max_value=dt.timedelta(days=3650)),
 )
 _maps = st.dictionaries(st.text(alphabet="abc@_", min_size=1, max_size=5), _values, max_size=4)

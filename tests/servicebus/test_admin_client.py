@@ -175,7 +175,9 @@ _values = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
     st.floats(allow_nan=False, allow_infinity=False),
     st.booleans(),
-    st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1), timezones=st.just(dt.UTC)),
+    st.datetimes(
+        min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1), timezones=st.none() | st.just(dt.UTC)
+    ),
     st.timedeltas(min_value=dt.timedelta(0), max_value=dt.timedelta(days=3650)).map(
         lambda d: dt.timedelta(microseconds=d // dt.timedelta(microseconds=1))
     ),

@@ -32,6 +32,7 @@ ALL_TYPES = {
     "@b": True,
     "@t": dt.datetime(2024, 5, 6, 7, 8, 9, tzinfo=dt.UTC),  # the SDK writes whole seconds
     "@d": dt.timedelta(minutes=90),
+    "@naive": dt.datetime(2020, 7, 5, 11, 12, 13),  # read back naive, as sent (a .NET DateTime of no kind)
 }
 
 
