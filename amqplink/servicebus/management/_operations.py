@@ -50,7 +50,8 @@ __all__ = ["AdminCore", "Call", "Listing", "endpoint_from_connection_string"]
 
 log = logging.getLogger("amqplink.servicebus.management")
 T = TypeVar("T")
-DEFAULT_API_VERSION = "2021-05"
+DEFAULT_API_VERSION = "2024-05"
+"""The SDK's default (azure-servicebus 7.15: ``ApiVersion.V2024_05``, which serves the topic filter counts)."""
 PAGE_SIZE = 100
 TOKEN_TTL = 3600
 JWT_SCOPE = "https://servicebus.azure.net/.default"
