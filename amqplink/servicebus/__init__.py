@@ -40,6 +40,7 @@ from amqplink.servicebus.message import (
     ServiceBusMessageState,
     ServiceBusReceivedMessage,
 )
+from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
 from amqplink.servicebus.replication import DedupCounters, Deduplicator, ReplicationError
 from amqplink.servicebus.replication.blocking import (
     ActiveReplicationSender,
@@ -51,6 +52,9 @@ ServiceBusConnectionStringProperties = ServiceBusConnectionString
 """The SDK's name for a parsed connection string."""
 
 __all__ = [
+    "BacklogQueueError",
+    "PairedNamespaceOptions",
+    "PairedState",
     "NEXT_AVAILABLE_SESSION",
     "ActiveReplicationSender",
     "AmqpMessageBodyType",

@@ -21,6 +21,7 @@ from amqplink.servicebus import receiver as aio_receiver
 from amqplink.servicebus import sender as aio_sender
 from amqplink.servicebus import session as aio_session
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
+from amqplink.servicebus.paired.pairing import PairedState
 from amqplink.servicebus.session_list import SessionLister, next_skip
 from amqplink.sync import _bridge, _run, _submit
 
@@ -87,7 +88,13 @@ class ServiceBusClient(_Named):
         return repr(self._aio)
 
     def __enter__(self) -> ServiceBusClient:
+        _run(self._aio.__aenter__())
         return self
+
+    @property
+    def paired_state(self) -> PairedState | None:
+        """A snapshot of the paired-namespace failover (None without ``paired_namespace``)."""
+        return _run(_paired_state(self._aio))
 
     def get_queue_sender(self, queue_name: str, **kwargs: Any) -> ServiceBusSender:
         """A sender to ``queue_name``."""
@@ -131,6 +138,10 @@ def _sessions(lister: SessionLister) -> Iterator[str]:
             skip = next_skip(skip, ids)
     finally:
         _run(lister.close())
+
+
+async def _paired_state(client: aio_client.ServiceBusClient) -> PairedState | None:
+    return client.paired_state  # read on the loop thread, where it changes
 
 
 def _inner_renewer(renewer: AutoLockRenewer | None) -> aio_renewer.AutoLockRenewer | None:

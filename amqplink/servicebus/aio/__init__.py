@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from amqplink.servicebus.client import ServiceBusClient
 from amqplink.servicebus.lock_renewer import AutoLockRenewer
+from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
 from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.replication import DedupCounters, Deduplicator, ReplicationError
 from amqplink.servicebus.replication.receiver import DeduplicatingReceiver
@@ -22,9 +23,12 @@ from amqplink.servicebus.session import ServiceBusSession
 __all__ = [
     "ActiveReplicationSender",
     "AutoLockRenewer",
+    "BacklogQueueError",
     "DedupCounters",
     "DeduplicatingReceiver",
     "Deduplicator",
+    "PairedNamespaceOptions",
+    "PairedState",
     "PassiveReplicationSender",
     "ReplicationError",
     "ServiceBusClient",
