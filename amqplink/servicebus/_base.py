@@ -1,7 +1,7 @@
 """What every Service Bus handler shares: the client's one connection, CBS, retries.
 
 A :class:`ConnectionHolder` owns the client's AMQP connection (SASL ANONYMOUS, then a
-CBS put-token per entity audience, PROTOCOL.md) and opens it again when it is found
+CBS put-token per entity audience, docs/protocol.md#claims-based-security-cbs) and opens it again when it is found
 closed (``amqp:connection:forced``, a socket error, an idle close): the tokens of every
 audience are put again on the new connection (:meth:`CbsAuthorizer.reauthorize`).
 A :class:`Handler` (sender or receiver) attaches its links lazily, reattaches them
@@ -72,7 +72,7 @@ class ConnectionHolder:
         return self.endpoint.host
 
     def audience(self, entity: str) -> str:
-        """``sb://HOST/ENTITY`` (PROTOCOL.md)."""
+        """``sb://HOST/ENTITY`` (docs/protocol.md#sas-tokens)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"sb://{host}/{entity}"
 
