@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+HERE = Path(__file__).resolve()
 CITING = [ROOT / "amqplink", ROOT / "tests", ROOT / "interop", ROOT / "specs", ROOT / "README.md"]
 SUFFIXES = {".py", ".md", ".json", ".txt", ".toml", ".cfg", ".ini", ".sh", ""}
 
@@ -24,7 +25,7 @@ def _files() -> Iterator[Path]:
     for place in CITING:
         paths = [place] if place.is_file() else sorted(place.rglob("*"))
         for path in paths:
-            if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts and path != Path(__file__):
+            if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts and path != HERE:
                 yield path
 
 

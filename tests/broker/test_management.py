@@ -261,7 +261,7 @@ _ops = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(op=_ops, body=st.one_of(_values, st.dictionaries(_keys, _values, max_size=4)))
 def test_any_request_gets_a_response_never_an_exception(op: str, body: Any) -> None:
     ns = Namespace()

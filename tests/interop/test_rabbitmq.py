@@ -58,6 +58,8 @@ from amqplink.protocol.definitions import Accepted
 from interop.peers.rabbitmq import RabbitMQ
 from tests.receiving import receive_exactly
 
+pytestmark = pytest.mark.peer("rabbitmq")
+
 RABBITMQ_SENDER_CREDIT = 65_536
 
 
