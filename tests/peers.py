@@ -88,6 +88,7 @@ PEERS = {
         ),
         Peer("proton", "qpid-proton's Python binding", _importable("proton"), pip="-e '.[test]'"),
         Peer("azure-servicebus", "the official SDK", _importable("azure.servicebus"), pip="-e '.[test]'"),
+        Peer("pdoc", "pdoc (builds the API reference)", _importable("pdoc"), pip="-e '.[test]'"),
         Peer("pyspark", "PySpark (and a JVM: apt-get install -y default-jre-headless)", _pyspark, pip="-e '.[spark]'"),
     )
 }
