@@ -1,16 +1,40 @@
 """amqplink: an AMQP 1.0 library that speaks Azure Service Bus's dialect.
 
 Layers (imports point down): ``codec`` <- ``protocol`` <- ``engine`` (sans-IO)
-<- ``aio`` <- ``servicebus`` <- {``broker``, ``spark``, ``cli``}.
+<- ``aio`` <- ``servicebus`` <- {``broker``, ``spark``, ``cli``}; see
+``docs/architecture.md``.
 
 The client lives in :mod:`amqplink.aio` (asyncio; ``amqplink.connect`` is its
 entry point) and :mod:`amqplink.sync` (blocking); :class:`Message` is shared by both.
+The package's names are loaded on first use (PEP 562), so ``import amqplink.codec``
+loads the codec alone, not the asyncio client.
 """
 
 from __future__ import annotations
 
-from amqplink.aio import connect
-from amqplink.message import Message
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from amqplink.aio import connect
+    from amqplink.message import Message
 
 __version__ = "0.1.0"
 __all__ = ["Message", "__version__", "connect"]
+
+# name -> the module that defines it; imported on first access.
+_LAZY = {"connect": "amqplink.aio", "Message": "amqplink.message"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import ``connect`` / ``Message`` when first asked for (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'amqplink' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -141,6 +141,7 @@ class Connection:
 
     @property
     def closed(self) -> bool:
+        """True once the connection is closed (by either side or by a failure)."""
         return self.aio.closed
 
     @_method_parameters_of(aio_connection.Connection.create_sender)
@@ -171,6 +172,7 @@ class _Link:
 
     @property
     def closed(self) -> bool:
+        """True once the link is detached."""
         return self.aio.closed
 
     def close(self) -> None:
@@ -194,6 +196,7 @@ class Sender(_Link):
 
     @property
     def settle_mode(self) -> SettleMode:
+        """``"unsettled"`` (each send has an outcome) or ``"settled"`` (pre-settled, no outcome)."""
         return self.aio.settle_mode
 
     def send(self, message: Sendable, *, timeout: float | None = None) -> Outcome | None:
@@ -238,6 +241,7 @@ class Receiver(_Link):
 
     @property
     def mode(self) -> ReceiverMode:
+        """``"peek-lock"`` or ``"receive-and-delete"``."""
         return self.aio.mode
 
     def receive(self, max_messages: int = 1, timeout: float | None = None) -> list[ReceivedMessage]:
@@ -254,9 +258,11 @@ class Receiver(_Link):
             yield got[0]
 
     def accept(self, *messages: ReceivedMessage) -> None:
+        """Settle ``messages`` with ``accepted``: done with them (peek-lock)."""
         _run(self.aio.accept(*messages))
 
     def release(self, *messages: ReceivedMessage) -> None:
+        """Settle ``messages`` with ``released``: give them back, unchanged, for redelivery."""
         _run(self.aio.release(*messages))
 
     @_method_parameters_of(AsyncReceiver.modify)

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amqplink import message as message_module
@@ -147,7 +147,6 @@ def payloads(draw: Any) -> bytes:
     return bytes(payload)
 
 
-@settings(max_examples=600)
 @given(payloads())
 def test_single_pass_and_generic_decoders_agree(payload: bytes) -> None:
     _check(payload)
@@ -263,7 +262,6 @@ def _learned_heads() -> list[Any]:
     return [head for heads in message_module._HEADS.values() for head in heads]
 
 
-@settings(max_examples=600)
 @given(shaped_runs())
 def test_runs_of_one_shape_decode_as_by_the_generic_decoder(run: list[bytes]) -> None:
     with fresh_layouts():
@@ -389,7 +387,6 @@ def test_a_learned_head_of_a_vbin8_body_does_not_read_a_vbin32_one() -> None:
         assert len(_learned_heads()) == 2  # one head each: the data section's constructor is skeleton
 
 
-@settings(max_examples=300)
 @given(payloads())
 def test_a_view_of_a_payload_decodes_as_the_payload(payload: bytes) -> None:
     """The receive path hands over a view of the frame; the data-only fast path reads it in place."""

@@ -95,7 +95,7 @@ def test_one_mebibyte_bodies_both_ways() -> None:
     assert from_proton(proton.Message(body=MIB, inferred=True)).body == MIB
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(
     body=st.binary(max_size=2000),
     message_id=st.one_of(st.none(), st.text(min_size=1, max_size=10)),

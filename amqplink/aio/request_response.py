@@ -1,7 +1,7 @@
 """Request/response over a link pair on one connection (CBS ``$cbs``, ``<entity>/$management``).
 
-PROTOCOL.md: "A sender link with target ``$cbs`` and a receiver link with source
-``$cbs``"; each request carries ``message-id`` and ``reply-to`` (the receiver's
+docs/protocol.md#request-and-response-links: a sender link with target ``$cbs`` and a
+receiver link with source ``$cbs``; each request carries ``message-id`` and ``reply-to`` (the receiver's
 address); the response's ``correlation-id`` is the request's ``message-id``. Here the
 receiver's target is a reply address unique to the pair (its link name), requests in
 flight are bounded (``max_outstanding``), each request has a timeout, and when either

@@ -1,6 +1,6 @@
 """The names a namespace answers to: a token's audience must name this broker, not another.
 
-A SAS token is "valid for everything under its URI" (PROTOCOL.md); a token signed with
+A SAS token is "valid for everything under its URI" (docs/protocol.md#sas-tokens); a token signed with
 this namespace's key for ``sb://other-namespace.servicebus.windows.net/`` is not a token
 for this namespace, so its host must be one of the namespace's own names:
 

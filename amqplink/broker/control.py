@@ -1,6 +1,6 @@
 """``$control``: fault injection from another process, as request/response messages.
 
-Same shape as ``$cbs`` and ``$management`` (PROTOCOL.md): a sender link with target
+Same shape as ``$cbs`` and ``$management`` (docs/protocol.md#request-and-response-links): a sender link with target
 ``$control`` and a receiver link with source ``$control``; each request carries
 ``message-id`` and ``reply-to``, the response's ``correlation-id`` is the request's
 ``message-id``.

@@ -7,7 +7,7 @@ clock task; :meth:`ServiceBusHost.accept` gives each connection its event handle
   it) takes messages: peek-lock (snd-settle-mode ``unsettled``) sends each message
   unsettled with its lock token as delivery-tag (.NET GUID byte order, 16 bytes);
   receive-and-delete (snd-settle-mode ``settled``) sends it settled.
-* Its outcomes map as PROTOCOL.md says: ``accepted`` = complete,
+* Its outcomes map as docs/protocol.md#settlement-mapping says: ``accepted`` = complete,
   ``modified(undeliverable-here=false)`` = abandon, ``modified(undeliverable-here=true)``
   = defer, ``rejected(com.microsoft:dead-letter)`` = dead-letter; the broker settles
   with the same outcome, or with ``rejected(com.microsoft:message-lock-lost)`` when the

@@ -1,7 +1,7 @@
 """What every Service Bus handler shares: the client's one connection, CBS, retries.
 
 A :class:`ConnectionHolder` owns the client's AMQP connection (SASL ANONYMOUS, then a
-CBS put-token per entity audience, PROTOCOL.md) and opens it again when it is found
+CBS put-token per entity audience, docs/protocol.md#claims-based-security-cbs) and opens it again when it is found
 closed (``amqp:connection:forced``, a socket error, an idle close): the tokens of every
 audience are put again on the new connection (:meth:`CbsAuthorizer.reauthorize`).
 A :class:`Handler` (sender or receiver) attaches its links lazily, reattaches them
@@ -98,7 +98,7 @@ class ConnectionHolder:
         return self.endpoint.host
 
     def audience(self, entity: str) -> str:
-        """``sb://NAMESPACE/ENTITY`` (PROTOCOL.md), the port kept when the namespace has one (as
+        """``sb://NAMESPACE/ENTITY`` (docs/protocol.md#sas-tokens), the port kept when the namespace has one (as
         the SDK's ``_auth_uri``: a token minted for ``sb://host:port/...`` then covers it)."""
         return f"sb://{self.namespace}/{entity}"
 

@@ -214,14 +214,17 @@ class ServiceBusSession:
 
     @property
     def session_id(self) -> str:
+        """The id of the locked session."""
         return self._aio.session_id
 
     @property
     def locked_until_utc(self) -> dt.datetime | None:
+        """When the session lock ends (UTC), as the broker last said."""
         return self._aio.locked_until_utc
 
     @property
     def auto_renew_error(self) -> BaseException | None:
+        """Why automatic renewal of the session lock stopped, if it did."""
         return self._aio.auto_renew_error
 
     def get_state(self, *, timeout: float | None = None, **kwargs: Any) -> bytes | None:
@@ -268,10 +271,12 @@ class ServiceBusReceiver(_Named):
 
     @property
     def entity_name(self) -> str:
+        """The queue, subscription or dead-letter queue path it receives from."""
         return self._aio.entity_name
 
     @property
     def receive_mode(self) -> Any:
+        """PEEK_LOCK or RECEIVE_AND_DELETE."""
         return self._aio.receive_mode
 
     @property
@@ -319,22 +324,32 @@ class ServiceBusReceiver(_Named):
         return _run(self._aio.receive_deferred_messages(sequence_numbers, **kwargs))
 
     def complete_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Settle as done: the broker removes the message (outcome ``accepted``; a deferred
+        message is settled over ``$management``); waits for the broker's confirmation.
+        ``MessageLockLostError`` if the lock is gone."""
         _run(self._aio.complete_message(message))
 
     def abandon_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Give the message back for redelivery, its delivery count + 1 (outcome
+        ``modified``); waits for the broker's confirmation."""
         _run(self._aio.abandon_message(message))
 
     def defer_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Set the message aside: it is then received only by sequence number
+        (:meth:`receive_deferred_messages`); waits for the broker's confirmation."""
         _run(self._aio.defer_message(message))
 
     def dead_letter_message(
         self, message: ServiceBusReceivedMessage, reason: str | None = None, error_description: str | None = None
     ) -> None:
+        """Move the message to the dead-letter queue with ``reason`` and
+        ``error_description`` (outcome ``rejected``); waits for the broker's confirmation."""
         _run(self._aio.dead_letter_message(message, reason, error_description))
 
     def renew_message_lock(
         self, message: ServiceBusReceivedMessage, *, timeout: float | None = None, **kwargs: Any
     ) -> dt.datetime:
+        """Extend the message's lock (``$management`` ``renew-lock``); the new expiry, UTC."""
         return _run(self._aio.renew_message_lock(message, timeout=timeout))
 
 

@@ -1,10 +1,11 @@
 """Claims-based security: put a token per audience on ``$cbs`` and refresh it before expiry.
 
-PROTOCOL.md: request application-properties ``operation="put-token"``,
+docs/protocol.md#claims-based-security-cbs: request application-properties ``operation="put-token"``,
 ``type="servicebus.windows.net:sastoken"`` (or ``"jwt"``), ``name=<audience>``,
 ``expiration=<timestamp>``; body amqp-value = the token; the response carries
-``status-code`` (2xx = ok, 202 is common) and ``status-description``. "Refresh before
-expiry (SDKs: when <=10% of lifetime is left, or 10 min before)." A refusal raises
+``status-code`` (2xx = ok, 202 is common) and ``status-description``. A token is put
+again before it expires, as the SDKs do: when 10% of its lifetime is left or 10 minutes
+before expiry, whichever is first. A refusal raises
 :class:`~amqplink.servicebus.errors.ServiceBusAuthenticationError` with the status
 description. The refresh time is computed purely (:func:`refresh_at`); the timers run
 on the connection's event loop.

@@ -1,6 +1,6 @@
 """Parse a Service Bus connection string into a frozen, picklable value.
 
-PROTOCOL.md: ``Endpoint=sb://HOST[:PORT];SharedAccessKeyName=NAME;SharedAccessKey=KEY
+The format (docs/protocol.md#connection-strings): ``Endpoint=sb://HOST[:PORT];SharedAccessKeyName=NAME;SharedAccessKey=KEY
 [;EntityPath=E][;UseDevelopmentEmulator=true]``; ``UseDevelopmentEmulator=true`` means
 plain AMQP (no TLS) to HOST, port 5672 unless given. A ``SharedAccessSignature=...``
 may stand in for the key pair. Keys are case-insensitive, as in the official SDK.
@@ -72,7 +72,7 @@ class ServiceBusConnectionString:
         return self.endpoint.url
 
     def audience(self, entity: str | None = None) -> str:
-        """The SAS audience ``sb://HOST/ENTITY`` (PROTOCOL.md) for ``entity`` or the EntityPath."""
+        """The SAS audience ``sb://HOST/ENTITY`` (docs/protocol.md#sas-tokens) for ``entity`` or the EntityPath."""
         path = entity if entity is not None else self.entity_path
         host = self.fully_qualified_namespace
         if ":" in host:

@@ -1,6 +1,6 @@
 """The one table that turns AMQP conditions and ``$management`` status codes into exceptions.
 
-:data:`ERROR_TABLE` maps each AMQP condition in PROTOCOL.md, and each ``$management``
+:data:`ERROR_TABLE` maps each AMQP condition of docs/protocol.md#error-conditions, and each ``$management``
 status code, to a class of :mod:`amqplink.servicebus.exceptions` and to whether
 retrying can help; :func:`from_amqp_error` and :func:`from_management_status` are the
 only two ways in.
@@ -44,7 +44,7 @@ class ErrorKind(NamedTuple):
 
 _T = ErrorKind
 ERROR_TABLE: Mapping[str | int, ErrorKind] = {
-    # -- transient (PROTOCOL.md): retry with backoff --
+    # -- transient (docs/protocol.md#error-conditions): retry with backoff --
     "com.microsoft:server-busy": _T(ServiceBusServerBusyError, True),
     "com.microsoft:timeout": _T(OperationTimeoutError, True),
     "com.microsoft:operation-cancelled": _T(ServiceBusError, True),
@@ -54,7 +54,7 @@ ERROR_TABLE: Mapping[str | int, ErrorKind] = {
     "amqp:link:transfer-limit-exceeded": _T(ServiceBusError, True),
     "com.microsoft:container-close": _T(ServiceBusConnectionError, True),
     "com.microsoft:session-cannot-be-locked": _T(SessionCannotBeLockedError, True),
-    # -- not retryable (PROTOCOL.md) --
+    # -- not retryable (docs/protocol.md#error-conditions) --
     "com.microsoft:message-lock-lost": _T(MessageLockLostError, False),
     "com.microsoft:session-lock-lost": _T(SessionLockLostError, False),
     "amqp:not-found": _T(MessagingEntityNotFoundError, False),

@@ -1,8 +1,8 @@
 """Lock tokens: the 16-byte delivery-tag in .NET GUID byte order <-> a ``uuid.UUID``.
 
-PROTOCOL.md: "The lock token IS the 16-byte delivery-tag, in .NET GUID byte order
-(``uuid.UUID(bytes_le=tag)``); in ``$management`` bodies and the ``x-opt-lock-token``
-delivery annotation it is an AMQP uuid in RFC order." e.g. token
+docs/protocol.md#lock-tokens: the lock token is the 16-byte delivery-tag in .NET GUID
+byte order (``uuid.UUID(bytes_le=tag)``); in ``$management`` bodies and the
+``x-opt-lock-token`` delivery annotation it is an AMQP uuid in RFC order. e.g. token
 ``0f8fad5b-d9cb-469f-a165-70867728950e`` <-> tag ``5b ad 8f 0f cb d9 9f 46 a1 65 70 86 77 28 95 0e``.
 """
 

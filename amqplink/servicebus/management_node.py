@@ -1,10 +1,10 @@
 """The client side of ``<entity>/$management``: operations, their body maps, their statuses.
 
-PROTOCOL.md: application-properties ``operation="com.microsoft:<op>"``,
+docs/protocol.md#management-operations: application-properties ``operation="com.microsoft:<op>"``,
 ``com.microsoft:server-timeout`` (uint ms), ``associated-link-name`` (the receiver
 link's name); the response's ``statusCode`` (200 ok, 204 no content, 410 lock lost),
 ``statusDescription``, ``errorCondition``. Request and response bodies are amqp-value
-maps, keyed exactly as PROTOCOL.md's table. Lock tokens travel as AMQP uuids in RFC
+maps, keyed exactly as that section's table. Lock tokens travel as AMQP uuids in RFC
 order. Errors become Service Bus exceptions through ``errors.from_management_status``.
 """
 
@@ -98,7 +98,7 @@ def _datetime(value: Any) -> dt.datetime:
 class ManagementClient:
     """Requests on one entity's ``$management`` node over one link pair.
 
-    Each method builds the body map PROTOCOL.md gives, sends it with
+    Each method builds the body map docs/protocol.md#management-operations gives, sends it with
     ``com.microsoft:server-timeout`` and (when known) ``associated-link-name``, checks
     the status and returns the response map's payload.
     """

@@ -7,12 +7,12 @@
   ``reply_to``, ``reply_to_session_id`` (reply-to-group-id), ``time_to_live`` (header
   ttl) and ``scheduled_enqueue_time_utc`` (``x-opt-scheduled-enqueue-time``).
 * :class:`ServiceBusReceivedMessage` — what a receiver hands out, with the broker's
-  annotations (PROTOCOL.md): ``x-opt-sequence-number``, ``x-opt-enqueued-time``,
+  annotations (docs/protocol.md#annotations-and-properties): ``x-opt-sequence-number``, ``x-opt-enqueued-time``,
   ``x-opt-locked-until``, ``x-opt-enqueue-sequence-number``,
   ``x-opt-deadletter-source``; application properties ``DeadLetterReason`` and
   ``DeadLetterErrorDescription``; the lock token is the delivery-tag (.NET GUID order).
 * :class:`ServiceBusMessageBatch` — messages sent as one transfer: message-format
-  ``0x80013700``, "one Data section per encoded inner message".
+  ``0x80013700``, one Data section per encoded inner message.
 
 As in the SDK, a received message's application properties come back with ``bytes``
 keys and ``bytes`` string values (the SDK documents it; ported code indexes with
@@ -55,7 +55,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BATCH_MESSAGE_FORMAT = 0x80013700
-"""PROTOCOL.md: "Batch send: message-format ``0x80013700``, one Data section per encoded inner message"."""
+"""A batch: one transfer of this format, a Data section per encoded message (docs/protocol.md#batches-and-pings)."""
 MAX_MESSAGE_LENGTH_BYTES = 1024 * 1024
 """The SDK's batch size when neither the caller nor the link gives one."""
 MESSAGE_PROPERTY_MAX_LENGTH = 128

@@ -1,7 +1,8 @@
 """Partition keys, applied client-side before a message leaves.
 
-PROTOCOL.md: "Partition key: SessionId > PartitionKey > MessageId (only if duplicate
-detection). PartitionKey != SessionId is an error." A message whose partition key
+docs/protocol.md#partitioning: the key is the session id, else the partition key, else
+(only with duplicate detection) the message id; a partition key different from the
+session id is an error. A message whose partition key
 differs from its session id is refused here, before any byte is sent. A session message
 without a partition key goes without one, as the SDK sends it (a partitioned entity files
 it by its session id; receivers then see ``partition_key`` only where the broker stamps it).

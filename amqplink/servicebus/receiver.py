@@ -1,6 +1,6 @@
 """The asyncio Service Bus receiver (azure-servicebus's ``aio.ServiceBusReceiver``).
 
-Settlement on the receiving link, as PROTOCOL.md maps it: complete = ``accepted``,
+Settlement on the receiving link, as docs/protocol.md#settlement-mapping maps it: complete = ``accepted``,
 abandon = ``modified(delivery-failed, not undeliverable-here)``, defer =
 ``modified(delivery-failed, undeliverable-here)``, dead-letter =
 ``rejected(com.microsoft:dead-letter, info={DeadLetterReason, DeadLetterErrorDescription})``.
@@ -69,7 +69,7 @@ _LINK_OUTCOMES: dict[DispositionStatus, tuple[Any, str]] = {
     DispositionStatus.DEFERRED: (Modified(delivery_failed=True, undeliverable_here=True), "modify"),
 }
 """The outcome each settlement sends on the receive link, and its verb for errors
-(PROTOCOL.md); dead-lettering is a ``rejected`` carrying the reason."""
+(docs/protocol.md#settlement-mapping); dead-lettering is a ``rejected`` carrying the reason."""
 RECEIVER_SETTLE_FIRST, RECEIVER_SETTLE_SECOND = 0, 1
 DRAIN_ANSWER_TIMEOUT = 5.0
 """Seconds (at most the operation timeout) a broker gets to answer a drain before the link
@@ -506,7 +506,7 @@ class ServiceBusReceiver(Handler):
         description: str | None,
         waiter: LinkSettlement,
     ) -> bool:
-        """Send the disposition (PROTOCOL.md: complete = accepted, abandon = modified,
+        """Send the disposition (docs/protocol.md#settlement-mapping: complete = accepted, abandon = modified,
         defer = modified undeliverable-here, dead-letter = rejected); False if no
         confirmation will come (else ``waiter`` is told of it)."""
         link = self._link

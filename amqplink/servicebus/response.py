@@ -1,8 +1,8 @@
 """Reading the status of a ``$cbs`` or ``$management`` response.
 
-PROTOCOL.md: CBS answers with ``status-code``/``status-description``; ``$management``
-with ``statusCode``/``statusDescription`` (camelCase; "read the kebab-case form too")
-and ``errorCondition``. Both spellings are read here, once, for both nodes.
+docs/protocol.md#management-operations: CBS answers with ``status-code``/
+``status-description``; ``$management`` with ``statusCode``/``statusDescription``
+(camelCase) and ``errorCondition``. Both spellings are read here, once, for both nodes.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The SDK's knobs: ``retry_total`` (3), ``retry_backoff_factor`` (0.8 s),
 ``retry_backoff_max`` (120 s), ``retry_mode`` (``exponential``: factor * 2**n for the
-n-th retry; ``fixed``: the factor). PROTOCOL.md: ``com.microsoft:server-busy`` waits
+n-th retry; ``fixed``: the factor). docs/protocol.md#retry: ``com.microsoft:server-busy`` waits
 at least 4 s. Every operation also has an overall deadline (default 60 s): no retry
 starts whose wait would end past it. :func:`backoff_delay` and :func:`next_delay` are
 pure; :func:`run_with_retry` takes ``sleep`` and ``clock`` so tests need no real time.
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SERVER_BUSY_MIN_BACKOFF = 4.0
-"""PROTOCOL.md: after ``com.microsoft:server-busy`` wait at least 4 s."""
+"""After ``com.microsoft:server-busy`` wait at least 4 s (docs/protocol.md#retry)."""
 DEFAULT_OPERATION_TIMEOUT = 60.0
 """Seconds one operation may take, all its retries included."""
 

@@ -1,9 +1,9 @@
 """Shared Access Signature tokens: minting (client) and verification (broker).
 
-PROTOCOL.md: ``SharedAccessSignature sr=<enc(uri)>&sig=<enc(b64(HMAC-SHA256(key,
+docs/protocol.md#sas-tokens: ``SharedAccessSignature sr=<enc(uri)>&sig=<enc(b64(HMAC-SHA256(key,
 enc(uri) + "\\n" + se)))>&se=<unix seconds>&skn=<key name>``; the key is its text as
-UTF-8 (not base64-decoded), ``enc`` is ``quote_plus``-style URL-encoding, and "a verifier
-signs the ``sr`` value exactly as transmitted". A token is valid for everything under
+UTF-8 (not base64-decoded), ``enc`` is ``quote_plus``-style URL-encoding, and a verifier
+signs the ``sr`` value exactly as transmitted. A token is valid for everything under
 its URI. No key, signature or token appears in a repr, an exception or a log line.
 """
 

@@ -5,7 +5,7 @@ file, Mnesia database, logs, pid file, and the Erlang cookie (``HOME``). The nod
 gets a unique name and free loopback ports for AMQP and Erlang distribution, and
 registers with a private ``epmd`` this harness starts on a free port and stops on
 exit, so nothing is shared with a system RabbitMQ or another test run. See the
-RabbitMQ section of ``PEERS.md`` for the quirks a client meets there.
+RabbitMQ section of docs/peers.md for the quirks a client meets there.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from amqplink.aio import connect
 from amqplink.codec.types import Symbol, UInt, ULong
 from amqplink.engine.link import ROLE_RECEIVER
 from amqplink.protocol.definitions import Accepted, Error, Modified, Received, Rejected, Released
+from tests import profiles
 
 from .helpers import HoldingServer, eventually
 
@@ -64,7 +65,7 @@ async def _run(ranged: bool, links: list[int], dispositions: list[Disposition]) 
         return results, order
 
 
-@settings(max_examples=30, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     links=st.lists(st.integers(0, 1), min_size=1, max_size=24),
     dispositions=st.lists(

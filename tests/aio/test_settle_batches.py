@@ -23,6 +23,7 @@ from amqplink.aio.receiver import _Confirmations
 from amqplink.broker import Broker
 from amqplink.engine.events import DeliveriesReceived, DeliveriesUpdated
 from amqplink.protocol.definitions import Accepted, Modified, Released
+from tests import profiles
 from tests.receiving import receive_exactly
 
 from .helpers import eventually
@@ -94,7 +95,7 @@ async def _settle_on(
         return record, states
 
 
-@settings(max_examples=60, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     second=st.booleans(),
     pre_settled=st.lists(st.integers(min_value=0, max_value=COUNT - 1), unique=True, max_size=3),

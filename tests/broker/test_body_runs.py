@@ -83,7 +83,7 @@ def _state(ns: Namespace) -> list[Any]:
     return held
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(
     runs=st.lists(
         st.tuples(

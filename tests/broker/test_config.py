@@ -205,14 +205,14 @@ shaped = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.one_of(json_values, shaped))
 def test_fuzz_parser_raises_only_config_error(document: Any) -> None:
     with contextlib.suppress(ConfigError):
         parse_config(document)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(deadline=None)
 @given(
     st.one_of(
         st.text(max_size=40),

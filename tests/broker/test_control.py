@@ -132,7 +132,7 @@ _faults = st.sampled_from([*(k.value for k in FaultKind), "explode"])
     fault=_faults,
     body=st.dictionaries(_keys, _values, max_size=5),
 )
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 def test_any_control_request_gets_an_answer(operation: str, fault: str, body: dict[str, Any]) -> None:
     broker = Broker(servicebus=True)
     assert broker.servicebus is not None

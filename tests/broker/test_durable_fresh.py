@@ -41,6 +41,7 @@ from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import body_only, split_message
 from amqplink.broker.namespace.store import StoredMessage
 from amqplink.message import Message
+from tests import profiles
 from tests.broker.nsutil import send
 
 CONFIG = NamespaceConfig(
@@ -113,7 +114,7 @@ def _replayed(records: list[bytes]) -> State:
     return state
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(plan=messages)
 def test_messages_records_replay_as_one_message_record_each(plan: list[Any]) -> None:
     msgs = _built(plan)
@@ -164,7 +165,7 @@ def message_fields(draw: Any) -> tuple[Any, ...]:
 changes = st.lists(st.tuples(st.sampled_from(["gone", "changed", "stored"]), message_fields()), max_size=30)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(plan=changes)
 def test_the_changes_of_a_batch_replay_as_one_record_each(tmp_path_factory: Any, plan: list[Any]) -> None:
     """``GroupCommit``'s changes of messages some batch wrote (its runs of ``V`` and ``G``)
@@ -314,7 +315,7 @@ async def _run(directory: str, plan: list[tuple[str, str, int]]) -> None:
 
 
 @pytest.mark.parametrize("compact", [False, True])
-@settings(max_examples=60, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(plan=steps)
 def test_a_restart_finds_what_the_namespace_held(compact: bool, plan: list[tuple[str, str, int]]) -> None:
     original = GroupCommit._compaction_due

@@ -33,6 +33,7 @@ from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_UNSETTLED, SenderLin
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Disposition, Rejected, Source, Target
 from interop import inprocess
+from tests import profiles
 from tests.broker.nsutil import disposition_rows, per_delivery_outcomes
 from tests.broker.test_send_runs import NOW, QUEUES, _client_stream, _namespace, plans
 
@@ -118,7 +119,7 @@ def _sends(plan: list[tuple[int, str, bool]], cuts: list[int], runs: bool, fail:
         return asyncio.run(_serve_sends(directory, handshake, stream, cuts, runs, fail))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     plan=plans,
     cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=6),
@@ -232,7 +233,7 @@ def _consumed(
 
 
 @pytest.mark.parametrize("settles_first", [False, True])
-@settings(max_examples=25, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(data=st.data(), count=st.integers(min_value=1, max_value=30))
 def test_a_completed_range_is_settled_after_its_commit_as_one_outcome_at_a_time(
     settles_first: bool, data: st.DataObject, count: int

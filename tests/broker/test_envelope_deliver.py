@@ -55,7 +55,7 @@ def messages(draw: Any) -> Message:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(messages(), st.integers(1, 2**63 - 1), _times, st.one_of(st.none(), _times), st.integers(0, 2**32 - 1))
 def test_deliver_matches_encode(message: Message, seq: int, enqueued: float, locked: float | None, count: int) -> None:
     envelope = split_message(message.encode())
@@ -69,7 +69,7 @@ def test_deliver_matches_encode(message: Message, seq: int, enqueued: float, loc
         assert got.body == expected.body
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -109,7 +109,7 @@ def test_header_cache_is_bounded() -> None:
     assert 0 < len(envelope_module._headers) <= envelope_module.HEADER_CACHE_MAX
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(messages())
 def test_head_and_pieces_are_encode(message: Message) -> None:
     """The store writes head(), props_raw and body as they are: together exactly encode()'s bytes."""
@@ -138,7 +138,7 @@ def test_a_bare_body_envelope_is_the_one_the_dataclass_makes(body: bytes) -> Non
 _texts = st.text(max_size=300)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(
     message_id=st.one_of(_texts, st.binary(max_size=20), st.integers(min_value=0, max_value=2**64 - 1)),
     subject=st.one_of(st.none(), _texts),

@@ -179,4 +179,4 @@ class LockMachine(RuleBasedStateMachine):
 
 
 TestLocks = LockMachine.TestCase
-TestLocks.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestLocks.settings = settings(stateful_step_count=40, deadline=None)

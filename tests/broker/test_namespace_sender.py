@@ -55,7 +55,7 @@ def _contents(ns: Namespace) -> list[Any]:
     return held
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(
     sends=st.lists(
         st.tuples(st.sampled_from(TARGETS), st.integers(0, len(SENT_PAYLOADS) - 1), st.integers(0, 3)),

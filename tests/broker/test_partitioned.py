@@ -26,6 +26,7 @@ from amqplink.broker.namespace.namespace import PartitionedQueue, PartitionedSub
 from amqplink.broker.namespace.partitioned import PartitionedEntity, Partitions, fragment_of
 from amqplink.codec.types import AMQPType, Array, Long, Symbol
 from amqplink.message import Message
+from tests import profiles
 from tests.broker.nsutil import T0, delivered, payload, send
 
 PARTITIONED = EntityProperties(enable_partitioning=True)
@@ -547,7 +548,7 @@ def test_the_store_of_a_partitioned_entity_is_its_fragments() -> None:
         queue.store = queue.fragment(0).store  # a durable store goes under each fragment instead
 
 
-@settings(max_examples=60, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     st.lists(
         st.one_of(

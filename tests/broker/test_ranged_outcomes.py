@@ -26,6 +26,7 @@ from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, SenderLink
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Disposition, Error, Modified, Rejected, Released, Source, Target
 from interop import inprocess
+from tests import profiles
 from tests.broker.nsutil import T0, disposition_rows, per_delivery_outcomes, send
 from tests.engine.pairs import performatives
 
@@ -99,7 +100,7 @@ def _completed(
 
 
 @pytest.mark.parametrize("partitioned", [False, True])
-@settings(max_examples=40, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(data=st.data(), count=st.integers(min_value=1, max_value=40))
 def test_complete_all_refuses_and_completes_as_complete_each(
     partitioned: bool, data: st.DataObject, count: int
@@ -124,7 +125,7 @@ def test_a_token_repeated_in_one_partitioned_call_is_refused_as_complete_after_c
     assert list(together[0]) == [1]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(data=st.data(), count=st.integers(min_value=1, max_value=40), down=st.integers(min_value=0, max_value=15))
 def test_partitioned_complete_all_with_a_fragment_down_refuses_as_the_general_rule(
     data: st.DataObject, count: int, down: int
@@ -198,7 +199,7 @@ async def _consume(
 
 
 @pytest.mark.parametrize("partitioned", [False, True])
-@settings(max_examples=30, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(data=st.data(), count=st.integers(min_value=1, max_value=30))
 def test_a_range_of_outcomes_settles_as_one_outcome_at_a_time(
     partitioned: bool, data: st.DataObject, count: int
@@ -274,7 +275,7 @@ def _completed_seeing_held(count: int, picks: list[int], expired: set[int]) -> t
         PartitionedEntity._held_groups = original  # type: ignore[method-assign]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(data=st.data(), count=st.integers(min_value=1, max_value=40))
 def test_distinct_held_tokens_complete_by_fragment_as_one_at_a_time(data: st.DataObject, count: int) -> None:
     """Distinct tokens each held by a fragment that is up (the usual range, in any order) are

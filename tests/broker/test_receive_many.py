@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.namespace.entity import Entity
+from tests import profiles
 from tests.broker.nsutil import T0, send
 
 
@@ -26,7 +27,7 @@ def _filled(partitioned: bool, sends: list[str | None], down: list[int]) -> Enti
     return entity
 
 
-@settings(max_examples=120, deadline=None)
+@settings(deadline=None)
 @given(
     st.booleans(),
     st.lists(st.one_of(st.none(), st.sampled_from("abcdef")), max_size=80),
@@ -57,7 +58,7 @@ def test_receive_many_equals_single_receives(
 
 
 @given(st.integers(8, 30), st.lists(st.integers(1, 30), min_size=2, max_size=5), st.integers(0, 11))
-@settings(max_examples=40, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 def test_full_turns_over_every_fragment_equal_single_receives(sends: int, counts: list[int], offset: int) -> None:
     """Keyless sends fill the fragments round robin, so a batch often takes a full turn from
     each (the interleaving's fast branch); where the next receive starts must not change."""

@@ -31,6 +31,7 @@ from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import DeliveriesReceived, DeliveryReceived, Event
 from amqplink.protocol.definitions import Target
 from interop import inprocess
+from tests import profiles
 
 from ..engine.pairs import frames_in
 
@@ -139,7 +140,7 @@ plans = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(plan=plans, cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=6))
 def test_runs_store_and_settle_as_one_delivery_at_a_time(plan: list[tuple[int, str, bool]], cuts: list[int]) -> None:
     handshake, stream = _client_stream(plan)

@@ -119,4 +119,4 @@ class SessionMachine(RuleBasedStateMachine):
 
 
 TestSessions = SessionMachine.TestCase
-TestSessions.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestSessions.settings = settings(stateful_step_count=40, deadline=None)

@@ -245,7 +245,7 @@ def _compile_or_refuse(text: str) -> SqlFilter | None:
         return None
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(st.text(max_size=80) | st.lists(ALPHABET, max_size=40).map("".join))
 @example("(" * 2000)
 @example("(" * 1000)
@@ -258,7 +258,7 @@ def test_fuzz_random_text_only_raises_sql_filter_error(text: str) -> None:
             assert flt.evaluate(env) in (True, False, None)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(st.sampled_from(VALID), st.data())
 def test_fuzz_mutated_valid_expressions(expression: str, data: st.DataObject) -> None:
     text = expression
@@ -308,7 +308,7 @@ CONDITION = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(CONDITION, PROPS)
 def test_not_is_the_complement_unless_unknown(expression: str, props: dict[str, Any]) -> None:
     env = envelope(application_properties=props)

@@ -23,6 +23,7 @@ from amqplink.codec import (
     decode_sequence,
     encode,
 )
+from tests import profiles
 
 H = bytes.fromhex
 
@@ -277,7 +278,7 @@ def decode_everything(data: bytes | bytearray | memoryview) -> None:
 
 
 FUZZ = settings(
-    max_examples=1500,
+    profiles.FUZZ,
     deadline=timedelta(milliseconds=500),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -287,6 +288,7 @@ _constructors = st.sampled_from(
 )
 
 
+@pytest.mark.fuzz
 @FUZZ
 @given(st.one_of(st.binary(max_size=64), st.builds(lambda c, rest: bytes([c]) + rest, _constructors, st.binary())))
 def test_fuzz_random_bytes(data: bytes) -> None:
@@ -319,13 +321,14 @@ def mutated_encodings(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.fuzz
 @FUZZ
 @given(mutated_encodings())
 def test_fuzz_mutated_encodings(data: bytes) -> None:
     decode_everything(data)
 
 
-@settings(max_examples=200, deadline=timedelta(milliseconds=500))
+@settings(deadline=timedelta(milliseconds=500))
 @given(values, st.integers(0, 1000))
 def test_every_truncation_of_a_valid_encoding_is_rejected(value: Any, cut: int) -> None:
     data = encode(value)

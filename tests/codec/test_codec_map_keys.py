@@ -38,7 +38,7 @@ colliding = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.one_of(maps, colliding, st.lists(maps, max_size=3).map(lambda ms: Array(ms, AMQPType.MAP))))
 def test_anything_encoded_decodes_back(value: Any) -> None:
     try:

@@ -22,6 +22,7 @@ from amqplink.codec.decode import DEFAULT_LIMITS, value_decoders
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.layouts import LAYOUTS_MAX, MapLayouts
 from amqplink.codec.types import Symbol, Timestamp, ULong
+from tests import profiles
 
 _TABLE = value_decoders()
 
@@ -128,7 +129,7 @@ def map_runs(draw: Any) -> list[bytes]:
     return runs
 
 
-@settings(max_examples=1500, deadline=timedelta(milliseconds=500), suppress_health_check=[HealthCheck.too_slow])
+@settings(profiles.FUZZ, deadline=timedelta(milliseconds=500), suppress_health_check=[HealthCheck.too_slow])
 @given(map_runs())
 def test_layout_reads_agree_with_the_generic_reader(run: list[bytes]) -> None:
     layouts = MapLayouts()

@@ -209,13 +209,13 @@ def proton_decode(raw: bytes) -> Any:
     return value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(values)
 def test_proton_reads_what_we_write(value: Any) -> None:
     assert_same(proton_decode(encode(value)), value)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(values)
 def test_we_read_what_proton_writes(value: Any) -> None:
     assert_same(decode_all(proton_encode(value)), value)
@@ -224,7 +224,7 @@ def test_we_read_what_proton_writes(value: Any) -> None:
 _SCALAR_TYPES = [t for t in PRIMITIVES if t not in (AMQPType.NULL,)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(st.sampled_from(_SCALAR_TYPES).flatmap(lambda t: PRIMITIVES[t]))
 def test_scalar_bytes_identical_to_proton(value: Any) -> None:
     # Proton also picks uint0/smalluint, smallint, smalllong, str8/vbin8/sym8...

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from amqplink.codec import Array, decode, decode_all, decode_sequence, encode, encode_value
 
 
-@settings(max_examples=500, deadline=None)
+@settings(deadline=None)
 @given(values)
 def test_roundtrip_is_type_exact(value: Any) -> None:
     data = encode(value)
@@ -24,7 +24,7 @@ def test_roundtrip_is_type_exact(value: Any) -> None:
     assert bytes(out) == b"prefix" + data
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(st.lists(values, max_size=4), st.binary(max_size=3))
 def test_sequence_and_offsets(items: list[Any], prefix: bytes) -> None:
     chunks = [encode(v) for v in items]
@@ -44,7 +44,7 @@ def test_sequence_and_offsets(items: list[Any], prefix: bytes) -> None:
     assert pos == len(buf)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(primitive_arrays())
 def test_array_roundtrip_keeps_element_type_and_descriptor(array: Array) -> None:
     back = decode_all(encode(array))

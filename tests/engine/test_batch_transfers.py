@@ -101,7 +101,7 @@ def _run(
     }
 
 
-@settings(max_examples=500, deadline=None)
+@settings(deadline=None)
 @example(  # credit taken back (a flow read) between a batched send and data_to_send
     batch=(True, False),
     credit=(0, 0),

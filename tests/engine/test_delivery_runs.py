@@ -59,7 +59,7 @@ def _serve(stream: bytes, cuts: list[int], runs: bool) -> tuple[list[Any], bytes
     return seen, bytes(written), sizes
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(plan=deliveries, cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=8))
 def test_runs_and_single_deliveries_agree(plan: list[tuple[str, bytes, bytes, bool, int]], cuts: list[int]) -> None:
     stream = _transfers(plan)
@@ -94,7 +94,7 @@ def _received(rcv_settle_mode: int, settled: list[bool]) -> tuple[Pair, Receiver
     return pair, receiver, got
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(
     mode=st.sampled_from([0, RCV_SECOND]),
     settled=st.lists(st.booleans(), min_size=1, max_size=12),

@@ -17,6 +17,7 @@ from amqplink.codec.types import Symbol
 from amqplink.engine.events import DeliveryReceived
 from amqplink.engine.link import ReceiverLink
 from amqplink.protocol.definitions import Accepted, Disposition, Error, Rejected, Released, Target
+from tests import profiles
 
 from .pairs import Pair, performatives
 
@@ -34,7 +35,7 @@ def _expected(settled: list[tuple[int, int, bool]]) -> list[tuple[int, int, Any,
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     data=st.data(),
     count=st.integers(min_value=1, max_value=40),

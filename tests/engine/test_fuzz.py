@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -152,8 +153,9 @@ def mutate(data: bytes, ops: list[tuple[str, int, int]]) -> bytes:
     return bytes(buf)
 
 
+pytestmark = pytest.mark.fuzz
+
 QUIET = settings(
-    max_examples=300,
     deadline=2000,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

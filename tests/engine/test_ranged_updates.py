@@ -14,6 +14,7 @@ from amqplink.codec.types import Symbol
 from amqplink.engine.events import DeliveriesUpdated, DeliveryReceived, DeliveryUpdated
 from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_UNSETTLED, Delivery, ReceiverLink, SenderLink
 from amqplink.protocol.definitions import Accepted, Disposition, Error, Modified, Rejected, Released, Target
+from tests import profiles
 
 from .pairs import Pair, performatives
 
@@ -84,7 +85,7 @@ def _run(
     return updates, states, frames, events
 
 
-@settings(max_examples=80, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     data=st.data(),
     links=st.lists(st.integers(min_value=0, max_value=1), min_size=1, max_size=30),
@@ -150,7 +151,7 @@ def _settled_by(use_all: bool, count: int, chosen: list[int], pre_settled: list[
     return states, frames
 
 
-@settings(max_examples=60, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(data=st.data(), count=st.integers(min_value=1, max_value=30))
 def test_settle_all_settles_as_settle_each_does(data: st.DataObject, count: int) -> None:
     chosen = data.draw(st.permutations(range(count)))[: data.draw(st.integers(min_value=0, max_value=count))]
@@ -214,7 +215,7 @@ def _receive_run(
     return updates, states, frames, events
 
 
-@settings(max_examples=80, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     data=st.data(),
     links=st.lists(st.integers(min_value=0, max_value=1), min_size=1, max_size=30),

@@ -60,7 +60,7 @@ def _by_runs(reader: FrameReader) -> list[Any]:
     return read
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(stream=frames, cuts=st.lists(st.integers(0, 1000), max_size=5))
 def test_read_frames_reads_what_read_frame_reads(stream: list[bytes], cuts: list[int]) -> None:
     data = b"".join(stream)

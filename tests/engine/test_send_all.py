@@ -16,6 +16,7 @@ from amqplink.engine import errors
 from amqplink.engine.events import DeliveryReceived
 from amqplink.engine.link import SND_SETTLED, SND_UNSETTLED
 from amqplink.protocol.definitions import Target
+from tests import profiles
 
 from .pairs import Pair, unsettled_link
 
@@ -54,7 +55,7 @@ def _send(
     return got, kept, error
 
 
-@settings(max_examples=60, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     data=st.data(),
     sizes=st.lists(st.integers(min_value=0, max_value=1200), min_size=1, max_size=25),

@@ -241,7 +241,7 @@ class LinkMachine(RuleBasedStateMachine):
         self.no_protocol_error()
 
 
-LinkMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)
+LinkMachine.TestCase.settings = settings(stateful_step_count=50, deadline=None)
 TestLinkMachine = LinkMachine.TestCase
 
 
@@ -337,5 +337,5 @@ class LifecycleMachine(LinkMachine):
         assert self.client.is_open and self.server.is_open
 
 
-LifecycleMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+LifecycleMachine.TestCase.settings = settings(stateful_step_count=40, deadline=None)
 TestLifecycleMachine = LifecycleMachine.TestCase

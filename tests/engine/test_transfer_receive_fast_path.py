@@ -112,7 +112,7 @@ def _serve(stream: bytes, cuts: list[int], fast: bool) -> tuple[list[tuple[Any, 
     return seen, bytes(written)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(plan=deliveries, cuts=st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=8))
 def test_fast_and_generic_paths_agree(plan: list[tuple[str, bytes, bytes, bool, int]], cuts: list[int]) -> None:
     stream = _transfers(plan)

@@ -191,7 +191,7 @@ setups = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(plan=plans, cuts=st.lists(st.integers(min_value=0, max_value=1 << 14), max_size=6), setup=setups)
 def test_runs_and_the_general_path_agree(
     plan: list[tuple[str, bytes, bytes, bool]], cuts: list[int], setup: dict[str, Any]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.link import SND_MIXED, ReceiverLink
 from amqplink.protocol.definitions import Accepted, Target
+from tests import profiles
 
 from .pairs import Pair, unsettled_link
 
@@ -60,7 +61,7 @@ def _send_all(
     return wire, state, taken
 
 
-@settings(max_examples=80, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     start=st.one_of(
         st.integers(min_value=0, max_value=300),
@@ -151,7 +152,7 @@ def _wire(generic: bool, start: int, plan: list[tuple[str, int, int, bool]], cre
     return wire
 
 
-@settings(max_examples=40, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(
     start=st.sampled_from([0, 200, 250, 1000, 0xFFFFFFFF - 5]),
     plan=st.lists(

@@ -3,7 +3,7 @@
 The figures themselves come from running the scripts by hand with their defaults;
 these tests only keep the scripts from rotting: each must finish, print a row for
 every client and scenario, and report positive rates. The client benchmark builds
-and starts Debian's proton C example broker (installing its packages if needed).
+and starts Debian's proton C example broker (the ``proton-c`` peer of tests/peers.py).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = r"([\d,]+) msg/s"
@@ -23,6 +25,8 @@ def _run(*args: str) -> str:
     return result.stdout
 
 
+@pytest.mark.peer("proton-c")
+@pytest.mark.peer("proton")
 def test_client_benchmark_prints_every_scenario_for_amqplink_and_proton() -> None:
     out = _run(
         "interop/bench_client.py", "--count", "300", "--sizes", "64", "--clients", "amqplink,proton", "--repeat", "2"
@@ -36,6 +40,7 @@ def test_client_benchmark_prints_every_scenario_for_amqplink_and_proton() -> Non
     assert re.search(r"peek-lock receive\+accept\s+64B\s+[\d,]+\s+[\d,]+\s+[\d.]+x proton", out), out
 
 
+@pytest.mark.peer("proton-c")
 def test_client_benchmark_memory_run_reports_a_bounded_in_flight_count() -> None:
     out = _run("interop/bench_client.py", "--memory", "--memory-count", "20000")
     rows = re.findall(r"^\s*([\d,]+)\s+(\d+)\s+([\d.]+)\s+([\d,]+)$", out, re.MULTILINE)
@@ -44,6 +49,7 @@ def test_client_benchmark_memory_run_reports_a_bounded_in_flight_count() -> None
     assert all(int(in_flight) <= 1000 for _, in_flight, _, _ in rows)
 
 
+@pytest.mark.peer("proton")
 def test_codec_benchmark_compares_with_proton() -> None:
     out = _run("interop/bench_codec.py", "--count", "200", "--rounds", "1")
     assert re.search(r"^amqplink\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+", out, re.MULTILINE), out

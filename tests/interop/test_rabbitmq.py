@@ -1,7 +1,7 @@
 """The asyncio client and the blocking facade against RabbitMQ 3.10 (Debian) with ``rabbitmq_amqp1_0``.
 
 One private broker serves the whole module (``interop.peers.rabbitmq``); each test uses
-queues of its own. What this peer does that a client must live with (see PEERS.md):
+queues of its own. What this peer does that a client must live with (docs/peers.md#rabbitmq-310-with-rabbitmq_amqp1_0):
 it refuses rcv-settle-mode ``second`` by ending the session, offers no ``modified``
 outcome, answers a receiver attach with a null target, sends flow frames without
 delivery-count, grants senders 65,536 credit, overshoots the credit it is given, holds
@@ -57,6 +57,8 @@ from amqplink.engine.link import RCV_FIRST
 from amqplink.protocol.definitions import Accepted
 from interop.peers.rabbitmq import RabbitMQ
 from tests.receiving import receive_exactly
+
+pytestmark = pytest.mark.peer("rabbitmq")
 
 RABBITMQ_SENDER_CREDIT = 65_536
 

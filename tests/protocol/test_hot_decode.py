@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ from amqplink.protocol.definitions import (
     Transfer,
 )
 from amqplink.protocol.hot_decode import decode_disposition, decode_transfer
+from tests import profiles
 
 uints = st.one_of(st.integers(0, 300), st.integers(0, 2**32 - 1)).map(UInt)
 optional_uints = st.one_of(st.none(), uints)
@@ -71,7 +73,6 @@ def _agree_on_disposition(body: bytes) -> Disposition | None:
     return decode_disposition(body)
 
 
-@settings(max_examples=400)
 @given(
     handle=uints,
     delivery_id=optional_uints,
@@ -108,7 +109,6 @@ def test_transfers_decode_as_the_generic_decoder_does(
         assert fast == (transfer, len(body) - len(payload))
 
 
-@settings(max_examples=400)
 @given(
     role=st.booleans(),
     first=uints,
@@ -160,7 +160,8 @@ def test_unusual_but_valid_encodings_are_declined_or_agree() -> None:
     assert decode_disposition(list0_state) == Disposition(True, UInt(0), None, True, Accepted())
 
 
-@settings(max_examples=1500)
+@pytest.mark.fuzz
+@settings(profiles.FUZZ)
 @given(data=st.data(), which=st.sampled_from(["transfer", "disposition"]))
 def test_corrupted_frames_never_raise_and_never_disagree(data: st.DataObject, which: str) -> None:
     if which == "transfer":

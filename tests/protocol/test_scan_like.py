@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amqplink.codec.types import UInt
@@ -80,7 +80,6 @@ def _with(body: bytes, source: tuple[Any, ...], delivery_id: int, tag: bytes) ->
     return body[:id_at] + value + body[id_end : id_end + 2] + tag + body[tag_end:]
 
 
-@settings(max_examples=500)
 @given(first=transfers, other=transfers, delivery_id=ids, tag=st.binary(min_size=1, max_size=4), data=st.data())
 def test_scan_like_reads_what_scan_transfer_reads(
     first: bytes, other: bytes, delivery_id: int, tag: bytes, data: st.DataObject

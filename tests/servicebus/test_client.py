@@ -330,7 +330,7 @@ def test_the_blocking_send_nowait_returns_futures(broker: BrokerThread) -> None:
 
 
 async def test_server_busy_waits_at_least_four_seconds_then_succeeds(broker: BrokerThread) -> None:
-    """PROTOCOL.md: com.microsoft:server-busy is transient, "wait >= 4 s" (even with a tiny backoff factor)."""
+    """docs/protocol.md#retry: com.microsoft:server-busy is transient, wait >= 4 s (even with a tiny backoff factor)."""
     from amqplink.broker.namespace.errors import EntityError
 
     namespace = broker.broker.namespace

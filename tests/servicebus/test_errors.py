@@ -26,7 +26,7 @@ from amqplink.servicebus.exceptions import (
     SessionLockLostError,
 )
 
-# PROTOCOL.md, "Error conditions (retryable or not)"
+# docs/protocol.md#error-conditions
 TRANSIENT = [
     "com.microsoft:server-busy",
     "com.microsoft:timeout",

@@ -88,7 +88,7 @@ def test_management_address() -> None:
     assert management_address("t/Subscriptions/s/") == "t/Subscriptions/s/$management"
 
 
-# -- operations: request maps exactly as PROTOCOL.md ----------------------------------
+# -- operations: request maps exactly as docs/protocol.md#management-operations --------
 
 
 async def test_renew_lock_request_properties_and_response() -> None:

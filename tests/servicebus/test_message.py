@@ -59,7 +59,7 @@ def test_defaults_as_the_sdk() -> None:
 
 
 def test_partition_key_rules() -> None:
-    """PROTOCOL.md: SessionId > PartitionKey > MessageId; PartitionKey != SessionId is an error."""
+    """docs/protocol.md#partitioning: SessionId > PartitionKey > MessageId; PartitionKey != SessionId is an error."""
     assert effective_partition_key("s", "p", "m") == "s"
     assert effective_partition_key(None, "p", "m") == "p"
     assert effective_partition_key(None, None, "m") is None

@@ -1,4 +1,4 @@
-"""SAS tokens: PROTOCOL.md's vectors, every refusal reason, and round-trip properties.
+"""SAS tokens: Microsoft's vectors (docs/protocol.md#sas-tokens), every refusal reason, round-trip properties.
 
 Tokens for the refusal tests are minted here with hashlib/hmac, independently of
 ``amqplink.servicebus.sas``'s own minting.

@@ -1,10 +1,10 @@
 """``$cbs`` put-token: verify a SAS token for real and remember what it grants, per connection.
 
-"Request: application-properties ``operation="put-token"``,
+Request: application-properties ``operation="put-token"``,
 ``type="servicebus.windows.net:sastoken"``, ``name=<audience>``, ``expiration``;
 body amqp-value = token string. Response: application-properties ``status-code``
 (2xx ok, 202 common) and ``status-description``; correlation-id = the request's
-message-id" (PROTOCOL.md). A bad token gets 401. The checks (rule, signature, expiry,
+message-id" (docs/protocol.md#claims-based-security-cbs). A bad token gets 401. The checks (rule, signature, expiry,
 audience host and path) are :meth:`amqplink.broker.rights.AccessRules.verify`'s; a valid
 token grants its rule's rights on its audience (a Send-only token is accepted, and a
 receiver under it is then refused for want of Listen, as Service Bus does).

@@ -1,6 +1,6 @@
 """The namespace's errors: one exception carrying the AMQP condition and the HTTP-like status.
 
-Conditions and status codes as Service Bus answers them (PROTOCOL.md): 410 with
+Conditions and status codes as Service Bus answers them (docs/protocol.md#management-operations): 410 with
 ``com.microsoft:message-lock-lost`` for a lost lock, 404 with
 ``com.microsoft:message-not-found`` for unknown sequence numbers.
 """

@@ -2,7 +2,7 @@
 
 "Request/response on ``<entity>/$management``": application property
 ``operation="com.microsoft:<op>"``; the response carries ``statusCode``,
-``statusDescription`` and, on failure, ``errorCondition`` (PROTOCOL.md), and its
+``statusDescription`` and, on failure, ``errorCondition`` (docs/protocol.md#management-operations), and its
 correlation-id is the request's message-id. 200 with a body, 204 for nothing
 found, 410 for a lost lock, 404 for unknown sequence numbers.
 

@@ -159,7 +159,7 @@ def test_bad_sql_filter_names_the_position(broker: Broker, http: requests.Sessio
 
 
 # -- fuzzing ------------------------------------------------------------------------
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 QUEUE_FIELDS = [
     "LockDuration", "MaxSizeInMegabytes", "RequiresDuplicateDetection", "RequiresSession", "DefaultMessageTimeToLive",
     "DeadLetteringOnMessageExpiration", "DuplicateDetectionHistoryTimeWindow", "MaxDeliveryCount", "ForwardTo",
@@ -192,6 +192,7 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+@pytest.mark.fuzz
 @FUZZ
 @given(body=st.binary(max_size=400))
 def test_random_bytes_get_400(broker: Broker, http: requests.Session, body: bytes) -> None:
@@ -200,6 +201,7 @@ def test_random_bytes_get_400(broker: Broker, http: requests.Session, body: byte
     assert error_of(response)[0] == 400
 
 
+@pytest.mark.fuzz
 @FUZZ
 @given(
     fields=st.lists(st.tuples(st.sampled_from(QUEUE_FIELDS), values), max_size=8),
@@ -218,6 +220,7 @@ def test_fuzzed_descriptions_get_201_or_400(
         assert error_of(response)[0] == 400
 
 
+@pytest.mark.fuzz
 @FUZZ
 @given(
     filter_type=st.sampled_from(["SqlFilter", "CorrelationFilter", "TrueFilter", "FalseFilter", "Nope", ""]),
@@ -261,6 +264,7 @@ def test_fuzzed_rules_get_201_or_400(
         assert http.delete(base(broker) + "/t/subscriptions/s/rules/fuzz", timeout=10).status_code == 200
 
 
+@pytest.mark.fuzz
 @FUZZ
 @given(
     method=st.sampled_from(["GET", "PUT", "DELETE", "POST", "PATCH"]),

@@ -1,0 +1,58 @@
+"""Light imports: the codec, protocol, message and sans-IO engine load without the
+asyncio client (``amqplink/__init__.py`` imports ``connect`` and ``Message`` lazily,
+PEP 562), and every public name of the package is still importable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = """
+import json, sys
+import {module}
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded_after(module: str) -> set[str]:
+    """The modules a fresh interpreter holds after ``import module``."""
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(module=module)],
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=60,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    return set(json.loads(out.stdout))
+
+
+@pytest.mark.parametrize("module", ["amqplink", "amqplink.codec", "amqplink.protocol",
+                                    "amqplink.message", "amqplink.engine.connection"])
+def test_sans_io_layers_load_no_asyncio_client(module: str) -> None:
+    loaded = loaded_after(module)
+    client = sorted(m for m in loaded if m.startswith(("amqplink.aio", "amqplink.sync", "amqplink.servicebus",
+                                                       "amqplink.broker")))
+    assert client == [], f"import {module} loaded {client}"
+    assert "asyncio" not in loaded, f"import {module} loaded asyncio"
+
+
+def test_codec_loads_only_the_codec() -> None:
+    ours = {m for m in loaded_after("amqplink.codec") if m.startswith("amqplink")}
+    assert ours - {"amqplink"} and all(m.startswith("amqplink.codec") for m in ours - {"amqplink"}), sorted(ours)
+
+
+def test_public_names_still_importable() -> None:
+    import amqplink
+    from amqplink import Message, __version__, connect
+    from amqplink.aio import connect as aio_connect
+    from amqplink.message import Message as message_Message
+
+    assert connect is aio_connect and Message is message_Message
+    assert set(amqplink.__all__) <= set(dir(amqplink))
+    assert __version__ == amqplink.__version__
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        amqplink.nope  # noqa: B018

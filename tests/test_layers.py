@@ -1,0 +1,58 @@
+"""The import graph in docs/architecture.md is the code's, and every import points down.
+
+The table between the ``import-graph`` markers is compared with the graph
+:mod:`tests.layers` reads from the source; on a change, paste the rows
+``python3 -m tests.layers`` prints.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.layers import import_graph
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
+
+RANK = {
+    "codec": 0,
+    "protocol": 1,
+    "engine": 2,
+    "message": 2,
+    "aio": 3,
+    "sync": 4,
+    "servicebus": 5,
+    "broker": 6,
+    "spark": 6,
+    "commands": 7,
+    "cli": 8,
+}
+"""A layer may import only layers of a lower rank (docs/architecture.md#layers-and-the-direction-of-imports)."""
+
+
+def documented_graph() -> dict[str, set[str]]:
+    text = DOC.read_text()
+    block = text.split("<!-- import-graph -->", 1)[1].split("<!-- /import-graph -->", 1)[0]
+    graph = {}
+    for row in re.findall(r"^\| `(\w+)` \| (.*) \|$", block, re.M):
+        graph[row[0]] = set(re.findall(r"`(\w+)`", row[1]))
+    return graph
+
+
+def test_the_documented_graph_is_the_codes() -> None:
+    code = import_graph()
+    assert documented_graph() == code, "update docs/architecture.md: python3 -m tests.layers"
+
+
+def test_every_import_points_down() -> None:
+    code = import_graph()
+    unranked = sorted(set(code) - set(RANK))
+    assert unranked == [], f"give {unranked} a rank in tests/test_layers.py and docs/architecture.md"
+    upward = sorted((src, dst) for src, dsts in code.items() for dst in dsts if RANK[dst] >= RANK[src])
+    assert upward == []
+
+
+def test_the_sans_io_layers_import_no_client() -> None:
+    code = import_graph()
+    for layer in ("codec", "protocol", "engine", "message"):
+        assert code[layer] <= {"codec", "protocol"}, layer
