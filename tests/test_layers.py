@@ -16,6 +16,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 
 RANK = {
     "codec": 0,
+    "atom": 0,
     "protocol": 1,
     "engine": 2,
     "message": 2,
