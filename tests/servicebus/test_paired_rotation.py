@@ -12,6 +12,8 @@ from amqplink.broker import Broker
 from amqplink.broker.config import BrokerConfig, EntityProperties, NamespaceConfig, QueueConfig
 from amqplink.servicebus import BacklogQueueError, ServiceBusMessage
 from amqplink.servicebus import ServiceBusClient as BlockingClient
+from amqplink.servicebus.aio import ServiceBusClient
+from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusServerBusyError
 from amqplink.servicebus.paired.pairing import PING_CONTENT_TYPE
 from amqplink.servicebus.paired.syphon import COORDINATION_GRACE
 from tests.conftest import broker_thread
@@ -212,3 +214,37 @@ async def test_a_batch_made_while_failed_over_is_parked() -> None:
             state = client.paired_state
             assert state is not None and state.parked == 11
             assert sum(stored(secondary, q) for q in state.backlog_queues) == 11
+
+
+async def test_server_busy_never_fails_over() -> None:
+    async with namespaces() as (primary, secondary):
+        client = ServiceBusClient.from_connection_string(
+            primary.connection_string, paired_namespace=options(secondary), retry_total=0
+        )
+        async with client, client.get_queue_sender("orders") as sender:
+            primary.faults.entity_unavailable("orders", condition="com.microsoft:server-busy")
+            started = time.monotonic()
+            refused = 0
+            while time.monotonic() - started < 3 * 0.3:  # three failover intervals of refusals
+                with pytest.raises(ServiceBusServerBusyError):
+                    await sender.send_messages(ServiceBusMessage("busy"))
+                refused += 1
+            state = client.paired_state
+            assert refused > 1 and state is not None
+            assert state.entities["orders"] == "healthy" and state.parked == 0 and state.failovers == 0
+
+
+async def test_a_message_too_large_once_parked_is_refused_and_the_queue_stays() -> None:
+    async with namespaces() as (primary, secondary), paired_client(primary, secondary) as client:
+        primary.faults.refuse_connections()
+        async with client.get_queue_sender("orders") as sender:
+            await send_until_parked(sender, ServiceBusMessage("engage"))
+            limit = await client._pairing.backlog_max_size()  # type: ignore[union-attr]
+            body = bytes(limit - 200)  # fits as sent, not with x-ms-path and the rest
+            assert len(ServiceBusMessage(body).raw_amqp_message.encode()) < limit
+            with pytest.raises(MessageSizeExceededError, match="larger than the backlog queue takes"):
+                await sender.send_messages(
+                    ServiceBusMessage(body, session_id="s" * 100, time_to_live=60, message_id="big")
+                )
+            state = client.paired_state
+            assert state is not None and len(state.in_rotation) == 3 and state.parked == 1
