@@ -145,7 +145,7 @@ def test_the_primary_namespace_label() -> None:
 @given(
     st.text(min_size=1, max_size=300),
     st.one_of(st.none(), st.text(min_size=1, max_size=128)),
-    st.one_of(st.none(), st.integers(min_value=1, max_value=10**9)),
+    st.one_of(st.none(), st.integers(min_value=1, max_value=4_294_967)),  # the header ttl: uint ms
     st.dictionaries(st.text(max_size=30), st.text(max_size=300), max_size=12),
     st.binary(max_size=600),
 )
