@@ -25,6 +25,7 @@ from tests.servicebus.paired_util import (
     plain_sender,
     send_until_parked,
     stored,
+    syphoned,
 )
 from tests.servicebus.scenario import wait_until
 
@@ -191,7 +192,8 @@ async def test_session_messages_keep_their_session_across_the_failover() -> None
             parked = [q for q in state.backlog_queues if stored(secondary, q)]
             assert len(parked) == 1  # the session ids travel as x-ms-sessionid in one plain queue
             primary.faults.clear(fault)
-            await wait_until(lambda: client.paired_state is not None and client.paired_state.syphoned == 7, 30)
+            await wait_until(lambda: syphoned(client) == 7, 30)
+            await wait_until(lambda: client.paired_state is not None and not client.paired_state.failed_over)
             for session, count in (("a", 4), ("b", 3)):
                 async with client.get_queue_receiver("sessions", session_id=session, max_wait_time=2) as receiver:
                     got = await receiver.receive_messages(max_message_count=10, max_wait_time=2)
