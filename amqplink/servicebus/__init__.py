@@ -41,21 +41,33 @@ from amqplink.servicebus.message import (
     ServiceBusReceivedMessage,
 )
 from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
+from amqplink.servicebus.replication import DedupCounters, Deduplicator, ReplicationError
+from amqplink.servicebus.replication.blocking import (
+    ActiveReplicationSender,
+    DeduplicatingReceiver,
+    PassiveReplicationSender,
+)
 
 ServiceBusConnectionStringProperties = ServiceBusConnectionString
 """The SDK's name for a parsed connection string."""
 
 __all__ = [
-    "BacklogQueueError",
-    "PairedNamespaceOptions",
-    "PairedState",
     "NEXT_AVAILABLE_SESSION",
+    "ActiveReplicationSender",
     "AmqpMessageBodyType",
     "AutoLockRenewer",
     "AzureNamedKey",
     "AzureNamedKeyCredential",
     "AzureSasCredential",
+    "BacklogQueueError",
     "ConnectionStringError",
+    "DedupCounters",
+    "DeduplicatingReceiver",
+    "Deduplicator",
+    "PairedNamespaceOptions",
+    "PairedState",
+    "PassiveReplicationSender",
+    "ReplicationError",
     "ServiceBusClient",
     "ServiceBusConnectionString",
     "ServiceBusConnectionStringProperties",
