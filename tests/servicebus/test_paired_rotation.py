@@ -4,6 +4,7 @@ blocking client, pings never delivered, close/fault coordination."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -30,8 +31,15 @@ from tests.servicebus.paired_util import (
 from tests.servicebus.scenario import wait_until
 
 
-async def test_a_failing_backlog_queue_leaves_the_rotation_and_all_failing_raise() -> None:
+async def test_a_failing_backlog_queue_leaves_the_rotation_and_all_failing_raise(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="amqplink.servicebus")
     async with namespaces() as (primary, secondary), paired_client(primary, secondary) as client:
+        keys = {
+            cs.split("SharedAccessKey=")[1].split(";")[0]
+            for cs in (primary.connection_string, secondary.connection_string)
+        }
         primary.faults.entity_unavailable("orders", condition="amqp:internal-error")
         async with client.get_queue_sender("orders") as sender:
             await send_until_parked(sender, ServiceBusMessage("first"))
@@ -59,6 +67,12 @@ async def test_a_failing_backlog_queue_leaves_the_rotation_and_all_failing_raise
             state = client.paired_state
             assert state is not None and len(state.in_rotation) == 3 and state.parked == 3
             assert sum(stored(secondary, q) for q in state.backlog_queues) == 3
+        assert "failover engaged" in caplog.text and "pulled from rotation" in caplog.text
+        assert not [key for key in keys if key in caplog.text]  # no key in any log line
+
+
+def key_of(conn_str: str) -> str:
+    return conn_str.split("SharedAccessKey=")[1].split(";")[0]
 
 
 async def test_every_sender_of_the_entity_learns_of_the_failover_at_once() -> None:
