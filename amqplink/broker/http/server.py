@@ -31,7 +31,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from amqplink.aio.server import ServerLimits
+from amqplink.aio.server import ServerLimits, ServerProtocol
 from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.config import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 from amqplink.broker.http import atom
@@ -48,6 +48,7 @@ from amqplink.broker.http.descriptions import (
     subscription_description,
     topic_description,
 )
+from amqplink.broker.http.websocket import AmqpWebSockets
 from amqplink.broker.http.xmlsafe import local_name, parse_xml
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
@@ -130,6 +131,7 @@ class ManagementApi:
         max_body: int = MAX_BODY,
         clock: Callable[[], float] = time.time,
         on_deleted: Callable[[set[object]], None] | None = None,
+        amqp: Callable[[], ServerProtocol] | None = None,
     ) -> None:
         self.namespace = namespace
         self._rules = rules
@@ -145,7 +147,12 @@ class ManagementApi:
         self._runner: web.AppRunner | None = None
         self.listener: BoundedListener | None = None
         """Admits connections and bounds what each holds (:mod:`.bounds`), once started."""
-        self.app = web.Application(client_max_size=max_body, middlewares=[request_deadline, self._middleware])
+        self.websockets = None if amqp is None else AmqpWebSockets(amqp)
+        """AMQP over WebSockets (:mod:`.websocket`), when given the AMQP port's acceptor (``amqp``)."""
+        websockets = [] if self.websockets is None else [self.websockets.middleware]
+        self.app = web.Application(
+            client_max_size=max_body, middlewares=[request_deadline, *websockets, self._middleware]
+        )
         self.app.router.add_route("*", "/{path:.*}", self._dispatch)
 
     # -- serving ------------------------------------------------------------------
@@ -174,6 +181,8 @@ class ManagementApi:
         return self.listener.port
 
     async def stop(self) -> None:
+        if self.websockets is not None:
+            self.websockets.close_all()
         if self.listener is not None:
             self.listener.close()
             self.listener = None
