@@ -25,7 +25,7 @@ from amqplink.aio.url import Endpoint
 from amqplink.servicebus.cbs import CbsAuthorizer
 from amqplink.servicebus.connection_string import TLS_PORT
 from amqplink.servicebus.exceptions import ServiceBusError
-from amqplink.servicebus.management import ManagementClient
+from amqplink.servicebus.management_node import ManagementClient
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 

@@ -41,7 +41,7 @@ from amqplink.servicebus.exceptions import (
     ServiceBusError,
     SessionLockLostError,
 )
-from amqplink.servicebus.management import DispositionStatus
+from amqplink.servicebus.management_node import DispositionStatus
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.retry import backoff_delay
 from amqplink.servicebus.session import LOCKED_UNTIL_UTC, SESSION_FILTER, ServiceBusSession, datetime_from_ticks

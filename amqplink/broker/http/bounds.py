@@ -32,7 +32,7 @@ from aiohttp import web, web_protocol, web_server
 from aiohttp.http_exceptions import HttpProcessingError
 
 from amqplink.aio.server import ServerLimits, connection_capacity
-from amqplink.broker.http.atom import error_document
+from amqplink.atom.document import error_document
 
 __all__ = ["MAX_HEADERS", "MAX_HEADER_SIZE", "BoundedHandler", "BoundedListener", "request_deadline"]
 

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from amqplink.aio.server import ServerProtocol
 from amqplink.aio.websocket import AMQP_WS_SUBPROTOCOL, SERVICEBUS_WS_PATH, WebSocketTransport
-from amqplink.broker.http.atom import error_document
+from amqplink.atom.document import error_document
 from amqplink.broker.http.bounds import BoundedHandler
 
 __all__ = ["MAX_WS_MESSAGE_IN", "AmqpWebSockets"]
