@@ -97,7 +97,8 @@ class ServiceBusClient:
         paired = kwargs.get("paired_namespace")
         if paired is not None and not isinstance(paired, PairedNamespaceOptions):
             raise TypeError(f"paired_namespace must be a PairedNamespaceOptions, not {type(paired).__name__}")
-        self._pairing: Pairing | None = None if paired is None else Pairing(self, paired)
+        network: dict[str, Any] = {name: kwargs[name] for name in ("transport_type", "http_proxy") if name in kwargs}
+        self._pairing: Pairing | None = None if paired is None else Pairing(self, paired, network=network)
 
     def __repr__(self) -> str:
         return f"<ServiceBusClient {self.fully_qualified_namespace}>"

@@ -91,3 +91,9 @@ async def send_until_parked(sender: ServiceBusSender, message: Any, timeout: flo
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.02)
+
+
+def syphoned(client: ServiceBusClient) -> int:
+    """The client's syphon counter (0 for a client without a pairing)."""
+    state = client.paired_state
+    return 0 if state is None else state.syphoned
