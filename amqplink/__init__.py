@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from amqplink.message import Message
 
 __version__ = "0.1.0"
+"""The package's version: the only place it is written (pyproject.toml reads it from here)."""
 __all__ = ["Message", "__version__", "connect"]
 
 # name -> the module that defines it; imported on first access.

@@ -1,5 +1,7 @@
-"""The ``amqplink`` command: ``demo`` (the main job), ``send``, ``receive``, ``broker``,
-``broker-store``, ``broker-fault``."""
+"""The ``amqplink`` command: ``demo`` (the main job), ``send``, ``receive``, ``peek``,
+``list``, ``broker``, ``broker-store``, ``broker-fault``. This module wires them; each
+command's work (and, for the client commands, its arguments) is in
+``amqplink/commands/<command>.py``."""
 
 from __future__ import annotations
 
@@ -9,48 +11,44 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from importlib import import_module
+from typing import Any
 
 from amqplink import __version__
+from amqplink.commands.arguments import HelpFormatter, Parser, non_negative, port, positive, seconds
 
+# The value types and help formatting every sub-command shares (kept under these names).
+_positive, _non_negative, _port, _seconds = positive, non_negative, port, seconds
+_Parser, _HelpFormatter = Parser, HelpFormatter
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+_MODULES = {
+    "send": "amqplink.commands.send",
+    "receive": "amqplink.commands.receive",
+    "peek": "amqplink.commands.peek",
+    "list": "amqplink.commands.listing",
+}
+"""Sub-commands whose arguments (``add_arguments``), examples (``EPILOG``) and run (``run``)
+live in their own module."""
+_HELP = {
+    "send": "send messages (a body, properties, a session) and stop at the first the broker refuses",
+    "receive": "receive messages (--show prints them) and settle them",
+    "peek": "show messages without locking or removing them (a connection string's $management)",
+    "list": "list queues, topics and subscriptions with their message counts (the management API)",
+}
 
+EPILOG = """\
+examples:
+  amqplink broker --port 0                    (prints a connection string: $CONN below)
+  amqplink send "$CONN" orders --body hello
+  amqplink receive "$CONN" orders --count 1 --show
+  amqplink <command> --help                   (each command's options and examples)"""
 
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a TCP port is 0..65535 (0: any free port), not {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
-    return value
-
-
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line on stderr (exit 2), naming the sub-command."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows every option's default in ``--help``."""
+BROKER_EPILOG = """\
+examples:
+  amqplink broker                             (loopback, port 5672, the emulator's key)
+  amqplink broker --port 0 --data-dir ./data  (any free port; messages kept across restarts)
+  amqplink broker --config Config.json --strict-entities
+  amqplink broker --require-auth --key sender=s3cret:Send --http-port 5443"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,13 +57,23 @@ def build_parser() -> argparse.ArgumentParser:
         prog="amqplink",
         description="AMQP 1.0 toolkit: sans-IO engine, asyncio client, embedded broker.",
         formatter_class=_HelpFormatter,
+        epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"amqplink {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level on stderr")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log on stderr: -v connections, links, tokens and what the broker does (INFO); -vv DEBUG",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter)
+    def command(name: str, help: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, epilog=epilog, formatter_class=_HelpFormatter)
+        # -v after the command too (amqplink send ... -v); SUPPRESS keeps one given before it
+        p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="as amqplink -v")
+        return p
 
     def json_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print only the final JSON line (no progress bar)")
@@ -77,27 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
     json_flag(demo)
 
-    send = command("send", "send N messages and report throughput")
-    send.add_argument("url", help="amqp://[user:pass@]host[:port] or amqps://...")
-    send.add_argument("address", help="target address (queue name)")
-    send.add_argument("--count", type=_positive, default=1000, help="messages to send")
-    send.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
-    send.add_argument("--settled", action="store_true", help="send pre-settled (no outcomes)")
-    send.add_argument("--in-flight", type=_positive, default=1000, help="max unsettled messages")
-    json_flag(send)
+    for name, module_name in _MODULES.items():
+        module = import_module(module_name)
+        module.add_arguments(command(name, _HELP[name], module.EPILOG))
 
-    receive = command("receive", "receive N messages and report throughput")
-    receive.add_argument("url", help="amqp://[user:pass@]host[:port] or amqps://...")
-    receive.add_argument("address", help="source address (queue name)")
-    receive.add_argument("--count", type=_positive, default=1000, help="messages to receive")
-    receive.add_argument(
-        "--mode", choices=["peek-lock", "receive-and-delete"], default="peek-lock", help="settlement mode"
-    )
-    receive.add_argument("--prefetch", type=_non_negative, default=1000, help="credit kept granted to the sender")
-    receive.add_argument("--timeout", type=_seconds, default=10.0, help="give up after this many idle seconds")
-    json_flag(receive)
-
-    broker = command("broker", "run the embedded broker (a local Service Bus namespace)")
+    broker = command("broker", "run the embedded broker (a local Service Bus namespace)", BROKER_EPILOG)
     broker.add_argument("--host", default="127.0.0.1", help="address to listen on")
     broker.add_argument("--port", type=_port, default=5672, help="TCP port (0: any free port)")
     broker.add_argument("--config", default=None, help="the Service Bus emulator's Config.json")
@@ -124,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a host name (or host:port) clients' token audiences may name besides the listen address;"
         " e.g. localhost:5673 for a port a container publishes",
     )
+    broker.add_argument(
+        "--strict-entities",
+        action="store_true",
+        help="refuse links to queues that are not defined (amqp:not-found) instead of making them on first use",
+    )
     broker.add_argument("--plain", action="store_true", help="plain AMQP queues instead of a Service Bus namespace")
     broker.add_argument("--data-dir", default=None, help="keep messages in this directory (default: in memory)")
     broker.add_argument(
@@ -132,7 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--http-cert", default=None, help="PEM certificate for --http-port (default: self-signed)")
     broker.add_argument("--http-key", default=None, help="PEM private key of --http-cert")
 
-    store = command("broker-store", "show what a broker's --data-dir holds (read only; the broker may run)")
+    store = command(
+        "broker-store",
+        "show what a broker's --data-dir holds (read only; the broker may run)",
+        "examples:\n  amqplink broker-store ./data\n  amqplink broker-store ./data --salvage   (broker stopped)",
+    )
     store.add_argument("directory", help="the broker's --data-dir")
     store.add_argument(
         "--salvage",
@@ -143,7 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     from amqplink.broker.faults import FaultKind
     from amqplink.commands.broker_fault import OPERATIONS
 
-    fault = command("broker-fault", "inject (or clear) a fault in a running broker through its $control node")
+    fault = command(
+        "broker-fault",
+        "inject (or clear) a fault in a running broker through its $control node",
+        "examples:\n  amqplink broker-fault \"$CONN\" list\n"
+        "  amqplink broker-fault \"$CONN\" server-busy --entity orders --duration 30\n"
+        "  amqplink broker-fault \"$CONN\" clear --id 1",
+    )
     fault.add_argument("target", help="the broker's connection string, or amqp://host:port (with --key)")
     faults = [*(k.value for k in FaultKind), *OPERATIONS]
     fault.add_argument("fault", choices=faults, metavar="FAULT", help=f"one of: {', '.join(faults)}")
@@ -169,32 +176,10 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
         return await run_demo(
             args.url, args.address, count=args.count, size=args.size, progress=progress, summary=summary
         )
-    if args.command == "send":
-        from amqplink.commands.send import run_send
-
-        return await run_send(
-            args.url,
-            args.address,
-            count=args.count,
-            size=args.size,
-            settled=args.settled,
-            in_flight=args.in_flight,
-            progress=progress,
-            summary=summary,
-        )
-    if args.command == "receive":
-        from amqplink.commands.receive import run_receive
-
-        return await run_receive(
-            args.url,
-            args.address,
-            count=args.count,
-            mode=args.mode,
-            prefetch=args.prefetch,
-            idle_timeout=args.timeout,
-            progress=progress,
-            summary=summary,
-        )
+    module_name = _MODULES.get(args.command)
+    if module_name is not None:
+        result: dict[str, Any] | None = await import_module(module_name).run(args, summary, progress)
+        return result
     if args.command == "broker-fault":
         from amqplink.commands.broker_fault import run_broker_fault
 
@@ -217,6 +202,7 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
             key_name=args.key_name,
             keys=args.key or [],
             host_names=args.host_name or [],
+            strict_entities=args.strict_entities,
             data_dir=args.data_dir,
             http_port=args.http_port,
             http_cert=None if args.http_cert is None else (args.http_cert, args.http_key or args.http_cert),
@@ -224,14 +210,48 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
     return None
 
 
+def _failure(exc: BaseException) -> int | None:
+    """The exit status for an error a user can act on (its message is shown), else None."""
+    if isinstance(exc, ValueError | OSError | TimeoutError):
+        return 2
+    from amqplink.aio.errors import AMQPError
+
+    if isinstance(exc, AMQPError):
+        return 1
+    # The Service Bus client's and the management API's errors (imported only if loaded).
+    for module, name in (
+        ("amqplink.servicebus.exceptions", "ServiceBusError"),
+        ("amqplink.servicebus.management._errors", "HttpResponseError"),
+        ("amqplink.servicebus.management._errors", "ServiceRequestError"),
+    ):
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(exc, getattr(loaded, name)):
+            return 1
+    return None
+
+
+def _configure_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    shape = "%(levelname)s %(name)s: %(message)s" if verbose else "%(levelname)s %(message)s"
+    logging.basicConfig(level=level, format=shape)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``amqplink`` console script."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while loading a command or starting it: no traceback
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return 0
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+        # No command is a usage error, as for any other missing argument.
+        parser.print_help(sys.stderr)
+        return 2
+    _configure_logging(args.verbose)
     summary: dict[str, Any] = {}
     try:
         result = asyncio.run(_dispatch(args, summary))
@@ -240,23 +260,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if summary:
             print(json.dumps({**summary, "interrupted": True}), flush=True)
         return 130
-    except (ValueError, OSError, TimeoutError) as exc:
-        print(f"amqplink {args.command}: {exc}", file=sys.stderr)
-        return 2
     except Exception as exc:
-        from amqplink.aio.errors import AMQPError
-
-        if not isinstance(exc, AMQPError):
+        code = _failure(exc)
+        if code is None:
             raise
         print(f"amqplink {args.command}: {exc}", file=sys.stderr)
-        return 1
+        return code
     if result is None:
         return 0
     print(json.dumps(result), flush=True)
-    ok = result.get("ok", result.get("complete", True))
-    if args.command == "send":
-        ok = result["outcomes"].get("accepted", 0) + result["outcomes"].get("settled", 0) == result["count"]
-    return 0 if ok else 1
+    if "stopped" in result:
+        print(f"amqplink {args.command}: {result['stopped']}", file=sys.stderr)
+    return 0 if result.get("ok", result.get("complete", True)) else 1
 
 
 if __name__ == "__main__":

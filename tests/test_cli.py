@@ -23,9 +23,11 @@ from amqplink.message import Message
 from amqplink.sync import connect as sync_connect
 
 
-def test_help_exits_zero_and_names_the_program(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == 0
-    assert "amqplink" in capsys.readouterr().out
+def test_no_command_prints_help_on_stderr_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "usage: amqplink" in captured.err and "examples:" in captured.err
 
 
 def test_version_flag_prints_the_package_version() -> None:
@@ -141,14 +143,19 @@ def test_unknown_host_is_one_clear_line_not_a_traceback() -> None:
     assert len(lines) == 1 and "cannot listen on 256.0.0.1:0" in lines[0], proc.stderr
 
 
-@pytest.mark.parametrize("command", ["demo", "send", "receive", "broker"])
-def test_help_shows_every_options_default(command: str) -> None:
+@pytest.mark.parametrize("command", ["demo", "send", "receive", "peek", "list", "broker", "broker-fault"])
+def test_help_shows_each_meaningful_default_once(command: str) -> None:
     parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
-    text = sub.format_help()
+    formatter = sub._get_formatter()
     for action in sub._actions:
-        if action.option_strings and action.default is not argparse.SUPPRESS and action.dest != "help":
-            assert f"(default: {action.default})" in " ".join(text.split()), (command, action.dest)
+        if not action.option_strings or action.dest in ("help", "verbose"):
+            continue
+        text = formatter._expand_help(action)  # type: ignore[attr-defined]
+        assert text.count("default") <= 1, (command, action.dest, text)
+        if action.default not in (None, False, [], argparse.SUPPRESS):
+            assert "default" in text, (command, action.dest, text)
+        assert "(default: None)" not in text and "(default: False)" not in text, (command, action.dest)
 
 
 def _interrupt_when(argv: list[str], ready: re.Pattern[str]) -> tuple[int, dict[str, Any], int]:

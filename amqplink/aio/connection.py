@@ -359,6 +359,7 @@ class Connection:
     def _on_opened(self, event: ConnectionOpened) -> None:
         self._protocol.reschedule_tick()
         if not self._opened.done():
+            log.info("connected to %s", self.endpoint.url)
             self._opened.set_result(None)
 
     def _on_closed(self, event: ConnectionClosed) -> None:

@@ -53,7 +53,9 @@ class LinkBase:
         return self._detached.done()
 
     def _what(self) -> str:
-        return f"{self.kind} link {self.link.name!r} to {self.address!r} on {self.connection.endpoint.url}"
+        """How errors and log lines name the link: by its entity (link names are generated ids)."""
+        direction = "from" if self.kind == "receiver" else "to"
+        return f"{self.kind} {direction} {self.address!r} on {self.connection.endpoint.url}"
 
     # -- attach -----------------------------------------------------------------------
     def _start(self, link: Link) -> None:
@@ -88,6 +90,7 @@ class LinkBase:
     def _on_event(self, event: Event) -> None:
         if type(event) is LinkAttached:
             if not self._refused() and not self._attached.done():
+                log.info("%s attached", self._what())
                 self._attached.set_result(None)
                 self._on_attached()
         elif type(event) is LinkDetached:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import re
 import signal
@@ -28,10 +29,12 @@ from collections.abc import Sequence
 from amqplink.broker import Broker
 from amqplink.broker.config import ConfigError, load_config
 from amqplink.broker.durable import StoreError
+from amqplink.broker.namespace import Namespace
+from amqplink.broker.namespace.counts import MessageCounts, entity_counts, topic_counts
 from amqplink.broker.rights import AccessRule, parse_rights
 from amqplink.broker.sbserver import EMULATOR_KEY_NAME
 
-__all__ = ["parse_keys", "run_broker"]
+__all__ = ["entity_lines", "parse_keys", "run_broker"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,35 @@ def parse_keys(values: Sequence[str], key_name: str | None = None) -> tuple[dict
     return plain, rules
 
 
+def _kept(broker: Broker) -> bool:
+    """Whether the namespace was read back from a ``--data-dir``."""
+    return broker.servicebus is not None and broker.servicebus.persistence is not None
+
+
+def entity_lines(namespace: Namespace, *, recovered: bool = False) -> list[str]:
+    """What the broker holds at start: one line per queue, topic and subscription with its
+    counts (``recovered``: read back from the data directory), or how queues come to be."""
+    source = "read back from --data-dir" if recovered else "configured"
+    lines: list[str] = []
+    for queue in sorted(namespace.queues.values(), key=lambda q: q.name):
+        lines.append(f"  queue {queue.name}: {_counted(entity_counts(queue, queue.dead_letter_queue))}")
+    for topic in sorted(namespace.topics.values(), key=lambda t: t.name):
+        lines.append(f"  topic {topic.name}: {topic_counts(topic).scheduled} scheduled")
+        for sub in sorted(topic.subscriptions.values(), key=lambda s: s.name):
+            lines.append(f"  subscription {sub.path}: {_counted(entity_counts(sub, sub.dead_letter_queue))}")
+    if lines:
+        lines.insert(0, f"entities ({source}):")
+    if namespace.auto_create:
+        lines.append("queues are made on first use of a new name (each logged once); --strict-entities refuses them")
+    elif not lines:
+        lines.append("no entities: every link will be refused (amqp:not-found); give --config")
+    return lines
+
+
+def _counted(counts: MessageCounts) -> str:
+    return f"{counts.active} active, {counts.dead_letter} dead-lettered, {counts.scheduled} scheduled"
+
+
 async def run_broker(
     host: str,
     port: int,
@@ -76,6 +108,7 @@ async def run_broker(
     data_dir: str | None = None,
     http_port: int | None = None,
     http_cert: tuple[str, str] | None = None,
+    strict_entities: bool = False,
 ) -> None:
     """Serve on ``host:port`` until cancelled or sent SIGTERM; prints the URL (and connection
     string) once listening. ``key`` or ``keys`` (``--key`` values, see :func:`parse_keys`)."""
@@ -105,6 +138,10 @@ async def run_broker(
         except (ConfigError, StoreError, ValueError) as exc:
             print(f"amqplink broker: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
+        namespace = broker.namespace
+        namespace.first_use_level = logging.WARNING  # a mistyped name is seen, not a silent new queue
+        if strict_entities:
+            namespace.auto_create = False
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     terminated = False
@@ -126,12 +163,18 @@ async def _serve(
         await broker.start(host, port)
     except OSError as exc:
         await broker.stop()
-        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        if exc.errno == errno.EADDRINUSE:
+            why = f"port {port} is in use (another broker?); --port 0 takes any free port"
+        else:
+            why = str(exc.strerror or exc)
+        raise OSError(f"cannot listen on {host}:{port}: {why}") from None
     print(f"amqplink broker listening on amqp://{host}:{broker.port}", flush=True)
     if not plain:
         print(broker.connection_string, flush=True)
         if broker.management is not None:
             print(f"management API on https://{host}:{broker.http_port} (CA certificate: {broker.http_ca})", flush=True)
+        for line in entity_lines(broker.namespace, recovered=_kept(broker)):
+            print(line, flush=True)
     if ready is not None:
         ready.set()
     try:

@@ -16,6 +16,7 @@ from amqplink.aio.request_response import RequestResponseLink
 from amqplink.broker.control import CONTROL_NODE, SECURITY_TOKEN
 from amqplink.broker.faults import FaultKind
 from amqplink.broker.sbserver import EMULATOR_KEY, EMULATOR_KEY_NAME
+from amqplink.commands.target import EXPECTED, is_connection_string
 from amqplink.message import Message
 from amqplink.servicebus.connection_string import parse_connection_string
 from amqplink.servicebus.sas import generate_sas_token
@@ -34,7 +35,7 @@ class ControlError(ValueError):
 
 def _endpoint(target: str, key_name: str | None, key: str | None) -> tuple[str, str, str, str | None]:
     """(AMQP URL, key name, key, ready-made token) from a connection string or a URL."""
-    if "=" in target and "endpoint" in target.lower():
+    if is_connection_string(target):
         parsed = parse_connection_string(target)
         return (
             parsed.amqp_url,
@@ -43,7 +44,7 @@ def _endpoint(target: str, key_name: str | None, key: str | None) -> tuple[str, 
             parsed.shared_access_signature,
         )
     if not target.startswith(("amqp://", "amqps://")):
-        raise ValueError(f"expected a connection string (Endpoint=sb://...) or an amqp:// URL, not {target[:40]!r}")
+        raise ValueError(EXPECTED)
     return target, key_name or EMULATOR_KEY_NAME, key or EMULATOR_KEY, None
 
 

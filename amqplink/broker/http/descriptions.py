@@ -33,6 +33,7 @@ from amqplink.broker.config import (
     RuleConfig,
     parse_duration,
 )
+from amqplink.broker.namespace.counts import MessageCounts
 
 __all__ = [
     "Counts",
@@ -90,14 +91,8 @@ class EntityMeta:
 
 
 @dataclass(frozen=True)
-class Counts:
+class Counts(MessageCounts):
     """Runtime counts of a queue, topic or subscription (``CountDetails``, ``MessageCount``, ``SizeInBytes``)."""
-
-    active: int = 0
-    dead_letter: int = 0
-    scheduled: int = 0
-    total: int = 0
-    size: int = 0
 
     def xml(self) -> str:
         items = (

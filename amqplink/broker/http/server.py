@@ -52,10 +52,10 @@ from amqplink.broker.http.descriptions import (
     topic_description,
 )
 from amqplink.broker.http.websocket import AmqpWebSockets
+from amqplink.broker.namespace.counts import entity_counts, topic_counts
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.namespace import DEFAULT_RULE, Namespace, Subscription, Topic
-from amqplink.broker.namespace.store import MessageState
 from amqplink.broker.rights import AccessRules, Right, describe_rights, path_covers
 from amqplink.broker.server import DEFAULT_IDLE_TIMEOUT
 from amqplink.servicebus.sas import SasTokenError
@@ -106,19 +106,11 @@ def _error(status: int, detail: str) -> web.Response:
 
 
 def _entity_counts(entity: Entity, dlq: Entity) -> Counts:
-    active = scheduled = 0
-    for msg in entity.store:
-        if msg.state is MessageState.SCHEDULED:
-            scheduled += 1
-        elif msg.state is not MessageState.DEFERRED:
-            active += 1
-    dead = len(dlq.store)
-    return Counts(active, dead, scheduled, len(entity.store) + dead, entity.bytes + dlq.bytes)
+    return entity_counts(entity, dlq, Counts)
 
 
 def _topic_counts(topic: Topic) -> Counts:
-    size = topic.scheduled_bytes + sum(s.bytes + s.dead_letter_queue.bytes for s in topic.subscriptions.values())
-    return Counts(scheduled=topic.scheduled_count, size=size)
+    return topic_counts(topic, Counts)
 
 
 class ManagementApi:

@@ -271,6 +271,8 @@ class Namespace:
         self.name = config.name if config is not None else "sbemulatorns"
         self.auto_create = config is None if auto_create is None else auto_create
         """Create a queue on first use of an unknown name (default: only without a configuration)."""
+        self.first_use_level = logging.INFO
+        """The level of the one log line a queue made on first use gets (``amqplink broker``: WARNING)."""
         self.default_properties = EntityProperties()
         self.partition_count = config.partition_count if config is not None else DEFAULT_PARTITION_COUNT
         """Fragments of a partitioned entity that names no ``PartitionCount`` (16; 2 on Premium)."""
@@ -512,7 +514,7 @@ class Namespace:
             if queue is None and self.auto_create and topic is None:
                 self.check_room()
                 queue = self.add_queue(QueueConfig(parts[0], self.default_properties))
-                log.info("queue %r created on first use", parts[0])
+                log.log(self.first_use_level, "queue %r created on first use (an unknown name makes a queue)", parts[0])
             if queue is None:
                 raise EntityError(NOT_FOUND, f"the messaging entity {path!r} could not be found")
             return Node(queue.dead_letter_queue if dead_letter else queue, None, management)

@@ -1,0 +1,48 @@
+"""The message counts of a queue, topic or subscription, as the management API's runtime
+properties report them (``CountDetails``) and ``amqplink broker`` lists them at start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from amqplink.broker.namespace.store import MessageState
+
+if TYPE_CHECKING:
+    from amqplink.broker.namespace.entity import Entity
+    from amqplink.broker.namespace.namespace import Topic
+
+__all__ = ["MessageCounts", "entity_counts", "topic_counts"]
+
+
+@dataclass(frozen=True)
+class MessageCounts:
+    """Active, dead-lettered and scheduled messages, all of them, and their bytes."""
+
+    active: int = 0
+    dead_letter: int = 0
+    scheduled: int = 0
+    total: int = 0
+    size: int = 0
+
+
+C = TypeVar("C", bound=MessageCounts)
+
+
+def entity_counts(entity: Entity, dlq: Entity, kind: type[C] = MessageCounts) -> C:  # type: ignore[assignment]
+    """A queue's or subscription's counts, ``dlq`` its dead-letter queue (deferred messages
+    count in ``total`` only, as on Service Bus)."""
+    active = scheduled = 0
+    for msg in entity.store:
+        if msg.state is MessageState.SCHEDULED:
+            scheduled += 1
+        elif msg.state is not MessageState.DEFERRED:
+            active += 1
+    dead = len(dlq.store)
+    return kind(active, dead, scheduled, len(entity.store) + dead, entity.bytes + dlq.bytes)
+
+
+def topic_counts(topic: Topic, kind: type[C] = MessageCounts) -> C:  # type: ignore[assignment]
+    """A topic's: scheduled messages (kept by the topic until due) and the bytes of its subscriptions."""
+    size = topic.scheduled_bytes + sum(s.bytes + s.dead_letter_queue.bytes for s in topic.subscriptions.values())
+    return kind(scheduled=topic.scheduled_count, size=size)
