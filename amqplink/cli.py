@@ -43,6 +43,11 @@ examples:
   amqplink receive "$CONN" orders --count 1 --show
   amqplink <command> --help                   (each command's options and examples)"""
 
+_EXAMPLES = {
+    "demo": "examples:\n  amqplink demo\n  amqplink demo --count 100000 --size 64 --json",
+}
+"""Examples of the commands defined inline below that give no epilog of their own."""
+
 BROKER_EPILOG = """\
 examples:
   amqplink broker                             (loopback, port 5672, the emulator's key)
@@ -70,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def command(name: str, help: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        epilog = epilog or _EXAMPLES.get(name)
         p = sub.add_parser(name, help=help, description=help, epilog=epilog, formatter_class=_HelpFormatter)
         # -v after the command too (amqplink send ... -v); SUPPRESS keeps one given before it
         p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="as amqplink -v")

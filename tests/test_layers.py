@@ -27,6 +27,7 @@ RANK = {
     "spark": 6,
     "commands": 7,
     "cli": 8,
+    "__main__": 9,
 }
 """A layer may import only layers of a lower rank (docs/architecture.md#layers-and-the-direction-of-imports)."""
 

@@ -1,0 +1,160 @@
+"""``amqplink broker`` as a user runs it (a subprocess): what it says at start, queues made on
+first use, ``--strict-entities``, a port in use, Ctrl-C while it starts; and the help, version
+and argument errors of every command."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import amqplink
+from amqplink.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def amqplink_cmd(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "amqplink", *argv], capture_output=True, text=True, timeout=timeout, env=ENV, check=False
+    )
+
+
+@contextmanager
+def broker(*argv: str, until: str) -> Iterator[tuple[list[str], subprocess.Popen[str]]]:
+    """A broker process; yields its stdout lines up to the first starting with ``until``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqplink", "broker", "--port", "0", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    try:
+        while not (lines and lines[-1].startswith(until)):
+            line = proc.stdout.readline()
+            assert line, f"the broker ended: {lines}"
+            lines.append(line.rstrip("\n"))
+        yield lines, proc
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_no_command_is_a_usage_error() -> None:
+    proc = amqplink_cmd()
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("usage: amqplink") and "send" in proc.stderr
+
+
+def test_version_is_written_once() -> None:
+    proc = amqplink_cmd("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"amqplink {amqplink.__version__}"
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject and 'attr = "amqplink.__version__"' in pyproject
+    assert "\nversion =" not in pyproject.split("[tool.setuptools.dynamic]")[0]
+    assert "MIT License" in (ROOT / "LICENSE").read_text()
+
+
+@pytest.mark.parametrize("command", sorted(build_parser()._subparsers._group_actions[0].choices))  # type: ignore[union-attr]
+def test_every_help_has_examples(command: str) -> None:
+    sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    text = sub.format_help()
+    assert "examples:\n  amqplink " in text, command
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["send", "amqp://h", "q", "--count", "abc"], "amqplink send: error: argument --count: expected a whole"),
+        (["receive", "amqp://h", "q", "--prefetch", "-1"], "amqplink receive: error: argument --prefetch: must be 0"),
+        (["broker", "--port", "x"], "amqplink broker: error: argument --port: expected a whole number, not 'x'"),
+        (["receive", "amqp://h", "q", "--timeout", "soon"], "expected a number of seconds, not 'soon'"),
+    ],
+)
+def test_argument_errors_name_the_command_and_what_is_expected(argv: list[str], expected: str) -> None:
+    proc = amqplink_cmd(*argv)
+    assert proc.returncode == 2
+    assert expected in proc.stderr and "_non_negative" not in proc.stderr and "invalid" not in proc.stderr
+
+
+def test_port_in_use_suggests_port_0() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = amqplink_cmd("broker", "--port", str(port))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"amqplink broker: cannot listen on 127.0.0.1:{port}: port {port} is in use (another broker?);"
+        " --port 0 takes any free port"
+    ]
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.4, 0.8])
+def test_ctrl_c_while_starting_exits_without_a_traceback(delay: float, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amqplink", "broker", "--port", "0", "--data-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    time.sleep(delay)  # a moment of start-up to interrupt, not a synchronisation
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+    assert proc.returncode in (130, -signal.SIGINT)
+
+
+def test_first_use_is_a_warning_once_per_queue() -> None:
+    with broker(until="queues are made on first use") as (lines, proc):
+        assert "--strict-entities" in lines[-1]
+        conn = lines[1]
+        for _ in range(2):
+            assert amqplink_cmd("send", conn, "typo-q", "--body", "x").returncode == 0
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert err.count("WARNING queue 'typo-q' created on first use") == 1, err
+
+
+def test_strict_entities_refuses_unknown_queues() -> None:
+    with broker("--strict-entities", until="no entities") as (lines, _):
+        sent = amqplink_cmd("send", lines[1], "typo-q", "--body", "x")
+    assert sent.returncode == 1
+    assert "typo-q" in sent.stderr and "amqp:not-found" in sent.stderr
+
+
+def test_broker_lists_what_it_read_back_from_its_data_dir(tmp_path: Path) -> None:
+    with broker("--data-dir", str(tmp_path), until="queues are made") as (lines, _):
+        conn = lines[1]
+        assert json.loads(amqplink_cmd("send", conn, "orders", "--count", "3").stdout)["outcomes"] == {"accepted": 3}
+        assert amqplink_cmd("send", conn, "other", "--body", "x").returncode == 0
+    with broker("--data-dir", str(tmp_path), until="queues are made") as (lines, _):
+        assert lines[2:] == [
+            "entities (read back from --data-dir):",
+            "  queue orders: 3 active, 0 dead-lettered, 0 scheduled",
+            "  queue other: 1 active, 0 dead-lettered, 0 scheduled",
+            "queues are made on first use of a new name (each logged once); --strict-entities refuses them",
+        ]
+
+
+def test_verbose_logs_connect_and_attach() -> None:
+    with broker(until="queues are made") as (lines, _):
+        proc = amqplink_cmd("send", lines[1], "q", "--body", "x", "-v")
+    assert proc.returncode == 0, proc.stderr
+    assert "connected to amqp://127.0.0.1:" in proc.stderr
+    assert "sender to 'q' on amqp://127.0.0.1:" in proc.stderr and "attached" in proc.stderr
+    assert "SAS_KEY_VALUE" not in proc.stderr
