@@ -103,8 +103,10 @@ def test_port_in_use_suggests_port_0() -> None:
     ]
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.2, 0.4, 0.8])
+@pytest.mark.parametrize("delay", [0.2, 0.3, 0.4, 0.8])
 def test_ctrl_c_while_starting_exits_without_a_traceback(delay: float, tmp_path: Path) -> None:
+    """Interrupted while it loads its modules, opens the store or starts listening. (Earlier,
+    while CPython itself starts, ``site`` prints its own traceback: not ours to change.)"""
     proc = subprocess.Popen(
         [sys.executable, "-m", "amqplink", "broker", "--port", "0", "--data-dir", str(tmp_path)],
         stdout=subprocess.PIPE,

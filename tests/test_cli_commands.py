@@ -52,6 +52,7 @@ def test_send_body_properties_then_peek_and_receive_show_them(
     peeked = [json.loads(line) for line in out]
     assert [p["sequence_number"] for p in peeked] == [1, 2, 3]
     assert peeked[0]["body"] == "héllo"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", peeked[0]["enqueued_time"])
     assert peeked[0]["properties"] == {"kind": "order", "priority": 5, "rush": True}
     assert peeked[1]["body"] == b"\x00\xffraw".hex()  # not UTF-8: shown as hex
     code, out, _ = run(capsys, "peek", conn, "plain", "--from-sequence", "3")
@@ -123,7 +124,8 @@ def test_require_auth_broker_takes_the_connection_string_not_a_bare_url(capsys: 
         code, out, err = run(capsys, "receive", conn, "q", "--count", "1", "--show")
         assert code == 0 and out[0] == "signed", err
         code, _, err = run(capsys, "send", f"amqp://127.0.0.1:{broker.port}", "q", "--count", "1")
-        assert code == 1 and "q" in err
+        assert code == 1 and "'q'" in err and "amqp:unauthorized-access" in err
+        assert "give the connection string it prints" in err
         wrong = conn.replace("SharedAccessKey=", "SharedAccessKey=x")
         code, _, err = run(capsys, "send", wrong, "q", "--count", "1")
         assert code == 1 and "SharedAccessKey=" not in err  # the key is never echoed

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from amqplink.aio import Connection, connect
+from amqplink.aio import AMQPError, Connection, connect
 from amqplink.aio.receiver import ReceiverMode
 from amqplink.aio.sender import SettleMode
 from amqplink.commands.target import Target, split_subscription
@@ -23,6 +23,8 @@ from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected, Released
 
 __all__ = ["Client", "ReceiveLink", "SendLink", "open_client"]
+
+UNAUTHORIZED = "amqp:unauthorized-access"
 
 
 class SendLink(Protocol):
@@ -219,5 +221,11 @@ async def open_client(target: Target) -> AsyncIterator[Client]:
         async with ServiceBusClient.from_connection_string(target.text, retry_total=0) as client:
             yield _ServiceBusClient(client)
         return
-    async with await connect(target.text) as conn:
-        yield _AmqpClient(conn)
+    try:
+        async with await connect(target.text) as conn:
+            yield _AmqpClient(conn)
+    except AMQPError as exc:
+        if exc.condition != UNAUTHORIZED:
+            raise
+        hint = "; this broker wants a SAS token: give the connection string it prints instead of a URL"
+        raise AMQPError(f"{exc}{hint}", condition=exc.condition, description=exc.description) from None

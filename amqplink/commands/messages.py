@@ -82,6 +82,13 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool) or value is None else str(value)
 
 
+def _time(value: Any) -> Any:
+    """An AMQP timestamp (milliseconds since the epoch) as ISO 8601 UTC."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return dt.datetime.fromtimestamp(value / 1000, dt.UTC).isoformat(timespec="milliseconds")
+    return _plain(value)
+
+
 def describe(message: Message) -> dict[str, Any]:
     """A received or peeked message as JSON-ready fields (the body as UTF-8 text, or hex)."""
     annotations = message.message_annotations or {}
@@ -89,7 +96,7 @@ def describe(message: Message) -> dict[str, Any]:
         "message_id": _plain(message.message_id),
         "session_id": message.session_id,
         "sequence_number": annotations.get(SEQUENCE_NUMBER),
-        "enqueued_time": _plain(annotations.get(ENQUEUED_TIME)),
+        "enqueued_time": _time(annotations.get(ENQUEUED_TIME)),
         "properties": _plain(message.application_properties or {}),
         "body": _text(message.body),
     }

@@ -142,12 +142,12 @@ async def run_send(
         seconds = time.perf_counter() - started
         await sender.close()
     bar.finish()
-    sent = result["sent"]
+    taken = outcomes["accepted"] + outcomes["settled"]
     result.update(
         outcomes=dict(outcomes),
         seconds=round(seconds, 3),
-        messages_per_second=round(sent / seconds, 1) if seconds > 0 else None,
-        ok=not refusals and sent == count,
+        messages_per_second=round(taken / seconds, 1) if seconds > 0 else None,
+        ok=not refusals and taken == count,
     )
     if refusals:
         index, reason = min(refusals)
