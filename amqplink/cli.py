@@ -98,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     broker = command("broker", "run the embedded broker (a local Service Bus namespace)", BROKER_EPILOG)
     broker.add_argument("--host", default="127.0.0.1", help="address to listen on")
     broker.add_argument("--port", type=_port, default=5672, help="TCP port (0: any free port)")
-    broker.add_argument("--config", default=None, help="the Service Bus emulator's Config.json")
+    broker.add_argument(
+        "--config", default=None, metavar="FILE", help="the Service Bus emulator's Config.json (default: no entities)"
+    )
     broker.add_argument(
         "--require-auth",
         action="store_true",
@@ -106,11 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
         " (in the connection string): the emulator's public key would guard nothing, and refusing to start"
         " would push a key onto the command line",
     )
-    broker.add_argument("--key-name", default=None, help="name of a plain --key (default RootManageSharedAccessKey)")
+    broker.add_argument(
+        "--key-name", default=None, metavar="NAME", help="name of a plain --key (default RootManageSharedAccessKey)"
+    )
     broker.add_argument(
         "--key",
         action="append",
         default=None,
+        metavar="KEY|NAME=KEY:RIGHTS",
         help="a plain SAS key (Manage; default: the emulator's public key on loopback without --require-auth,"
         " else random), or an authorization rule NAME=KEY:RIGHTS with RIGHTS from Listen,Send,Manage"
         " (e.g. sender=s3cret:Send); repeat for more rules",
@@ -119,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--host-name",
         action="append",
         default=None,
+        metavar="NAME[:PORT]",
         help="a host name (or host:port) clients' token audiences may name besides the listen address;"
         " e.g. localhost:5673 for a port a container publishes",
     )
@@ -128,12 +134,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="refuse links to queues that are not defined (amqp:not-found) instead of making them on first use",
     )
     broker.add_argument("--plain", action="store_true", help="plain AMQP queues instead of a Service Bus namespace")
-    broker.add_argument("--data-dir", default=None, help="keep messages in this directory (default: in memory)")
     broker.add_argument(
-        "--http-port", type=_port, default=None, help="serve the management REST API (HTTPS) on this port (0: any)"
+        "--data-dir", default=None, metavar="DIR", help="keep messages in this directory (default: in memory)"
     )
-    broker.add_argument("--http-cert", default=None, help="PEM certificate for --http-port (default: self-signed)")
-    broker.add_argument("--http-key", default=None, help="PEM private key of --http-cert")
+    broker.add_argument(
+        "--http-port",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help="serve the management REST API (HTTPS) on this port (0: any)",
+    )
+    broker.add_argument(
+        "--http-cert", default=None, metavar="FILE", help="PEM certificate for --http-port (default: self-signed)"
+    )
+    broker.add_argument("--http-key", default=None, metavar="FILE", help="PEM private key of --http-cert")
 
     store = command(
         "broker-store",
@@ -153,9 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     fault = command(
         "broker-fault",
         "inject (or clear) a fault in a running broker through its $control node",
-        "examples:\n  amqplink broker-fault \"$CONN\" list\n"
-        "  amqplink broker-fault \"$CONN\" server-busy --entity orders --duration 30\n"
-        "  amqplink broker-fault \"$CONN\" clear --id 1",
+        'examples:\n  amqplink broker-fault "$CONN" list\n'
+        '  amqplink broker-fault "$CONN" server-busy --entity orders --duration 30\n'
+        '  amqplink broker-fault "$CONN" clear --id 1',
     )
     fault.add_argument("target", help="the broker's connection string, or amqp://host:port (with --key)")
     faults = [*(k.value for k in FaultKind), *OPERATIONS]
