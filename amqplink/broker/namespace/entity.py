@@ -252,9 +252,11 @@ class Entity:
         return self._enqueue(envelope, now)
 
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
-        """Hold a message until ``at``; its sequence number (for :meth:`cancel_scheduled`)."""
+        """Hold a message until ``at``; its sequence number (for :meth:`cancel_scheduled`).
+        An entity that forwards holds it even when due (the namespace forwards it on its
+        next tick, as it does each scheduled message that becomes active)."""
         self.check_accept([envelope])
-        if at <= now:
+        if at <= now and not self.properties.forward_to:
             return self._enqueue(envelope, now)
         return self._schedule(envelope, at)
 
