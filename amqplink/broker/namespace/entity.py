@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
-from amqplink.broker.namespace.envelope import Envelope, Sent, bodies_only, deliver_all, delivery_stamps
+from amqplink.broker.namespace.envelope import Envelope, Sent, bodies_only, deliver_all, delivery_stamps, ttl_ms
 from amqplink.broker.namespace.errors import (
     MESSAGE_LOCK_LOST,
     MESSAGE_NOT_FOUND,
@@ -863,7 +863,7 @@ class Entity:
         locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
         stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
-        return msg.envelope.encode(stamps, msg.delivery_count)
+        return msg.envelope.encode(stamps, msg.delivery_count, ttl_ms(msg.enqueued_at, msg.expires_at))
 
     def encode_all(self, messages: Iterable[StoredMessage]) -> list[bytes]:
         """:meth:`encode` (not ``peek``) of each message (a receiver's batch), in order."""
