@@ -115,9 +115,11 @@ def test_a_receiver_on_a_forwarding_queue_is_refused(broker: Broker) -> None:
     with ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0) as client:
         with client.get_queue_sender("src") as sender:
             sender.send_messages(ServiceBusMessage("forwarded"))
-        with pytest.raises(ServiceBusError, match="auto-forwarding enabled"):
-            with client.get_queue_receiver("src", max_wait_time=2) as receiver:
-                receiver.receive_messages(max_message_count=1, max_wait_time=2)
+        with (
+            pytest.raises(ServiceBusError, match="auto-forwarding enabled"),
+            client.get_queue_receiver("src", max_wait_time=2) as refused,
+        ):
+            refused.receive_messages(max_message_count=1, max_wait_time=2)
         with client.get_queue_receiver("dst", max_wait_time=5) as receiver:
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
             assert str(message) == "forwarded"
