@@ -124,3 +124,26 @@ def test_a_receiver_on_a_forwarding_queue_is_refused(broker: Broker) -> None:
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
             assert str(message) == "forwarded"
             receiver.complete_message(message)
+
+
+def test_entities_made_over_http_come_back_after_a_restart_with_a_configuration(tmp_path: object) -> None:
+    """A broker with ``--config`` and ``--data-dir``: a queue and a subscription (of a
+    configured topic) made with the SDK's administration client come back on start, with
+    the messages they held; the configured queue stays as the configuration says."""
+    from tests.broker.http.test_admin_sdk import admin
+
+    for run in range(2):
+        with running_broker(CONFIG, http_port=0, data_dir=tmp_path) as durable, admin(durable) as client:
+            if run == 0:
+                client.create_queue("made-at-run-time", max_delivery_count=4)
+                client.create_subscription("t", "late")
+                with ServiceBusClient.from_connection_string(durable.connection_string) as sb:
+                    with sb.get_queue_sender("made-at-run-time") as sender:
+                        sender.send_messages(ServiceBusMessage("kept"))
+                    with sb.get_topic_sender("t") as sender:
+                        sender.send_messages(ServiceBusMessage("fanned", session_id="s"))
+                continue
+            assert client.get_queue("made-at-run-time").max_delivery_count == 4
+            assert client.get_queue_runtime_properties("made-at-run-time").active_message_count == 1
+            assert client.get_subscription_runtime_properties("t", "late").active_message_count == 1
+            assert client.get_queue("dst").max_delivery_count == 10  # as configured

@@ -2,7 +2,7 @@
 subscriptions and rules made at run time (management REST API) come back on start.
 
 The document holds every queue and topic with its properties, and each topic's
-subscriptions with their properties and rules. On start, :func:`restore` makes the
+subscriptions with their properties and rules (SQL parameters too). On start, :func:`restore` makes the
 entities the configuration does not already define; one the configuration defines is
 made from the configuration (it is the operator's statement of what must exist).
 """
@@ -10,8 +10,10 @@ made from the configuration (it is the operator's statement of what must exist).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from amqplink.broker.config import (
@@ -106,7 +108,35 @@ def _rule(rule: RuleConfig) -> dict[str, Any]:
         "correlation": correlation,
         "sql_expression": rule.sql_expression,
         "action_expression": rule.action_expression,
+        "parameters": _parameters(rule.parameters),
+        "action_parameters": _parameters(rule.action_parameters),
     }
+
+
+def _parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """SQL parameters as JSON: text, numbers and booleans as they are; a ``dateTime`` and a
+    ``duration`` (what the management API also takes) tagged."""
+    out: dict[str, Any] = {}
+    for name, value in sorted(parameters.items()):
+        if isinstance(value, datetime.datetime):
+            out[name] = {"dateTime": value.isoformat()}
+        elif isinstance(value, datetime.timedelta):
+            out[name] = {"duration": value.total_seconds()}
+        else:
+            out[name] = value
+    return out
+
+
+def _read_parameters(raw: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in (raw or {}).items():
+        if isinstance(value, dict) and "dateTime" in value:
+            out[name] = datetime.datetime.fromisoformat(value["dateTime"])
+        elif isinstance(value, dict) and "duration" in value:
+            out[name] = datetime.timedelta(seconds=value["duration"])
+        else:
+            out[name] = value
+    return out
 
 
 def _read_rule(raw: dict[str, Any]) -> RuleConfig:
@@ -115,4 +145,13 @@ def _read_rule(raw: dict[str, Any]) -> RuleConfig:
         fields = {k: v for k, v in correlation.items() if k in _CORRELATION_FIELDS}
         fields["properties"] = tuple((k, v) for k, v in fields.get("properties", ()))
         correlation = CorrelationFilter(**fields)
-    return RuleConfig(raw["name"], raw["filter_type"], correlation, raw["sql_expression"], raw["action_expression"])
+    return RuleConfig(
+        raw["name"],
+        raw["filter_type"],
+        correlation,
+        raw["sql_expression"],
+        raw["action_expression"],
+        # (absent from definitions written before parameters were kept)
+        parameters=_read_parameters(raw.get("parameters")),
+        action_parameters=_read_parameters(raw.get("action_parameters")),
+    )
