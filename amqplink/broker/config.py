@@ -246,7 +246,8 @@ class NamespaceConfig:
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """The whole file: its namespaces (the broker serves the first)."""
+    """The whole file: its namespaces (the broker serves each, on its own host name; the first
+    is the one a connection gets unless its host name names another)."""
 
     namespaces: tuple[NamespaceConfig, ...] = (NamespaceConfig(),)
 
