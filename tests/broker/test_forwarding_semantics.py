@@ -18,6 +18,7 @@ import pytest
 from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfig, SubscriptionConfig, TopicConfig
 from amqplink.broker.namespace import EntityError, Namespace
 from amqplink.codec.types import Timestamp
+from amqplink.message import Message
 from tests.broker.nsutil import T0, send
 
 SCHEDULED = "x-opt-scheduled-enqueue-time"
@@ -163,3 +164,31 @@ def test_a_receiver_on_a_forwarding_entity_is_refused() -> None:
         assert "auto-forwarding enabled" in info.value.description
     # Its dead-letter queue stays open.
     assert ns.receiver_source("src/$DeadLetterQueue").is_dead_letter_queue
+
+
+def test_a_delivery_carries_the_time_to_live_in_force() -> None:
+    """Service Bus (``time_to_live``): "When not set explicitly, the assumed value is the
+    DefaultTimeToLive for the respective queue or topic. A message-level time-to-live value
+    cannot be longer than the entity's time-to-live setting and it is silently adjusted if
+    it does." The delivery's header carries it (what the SDKs read as ``time_to_live``),
+    on a receive (one or many, the body-only fast path included) and on a peek."""
+    from amqplink.broker.namespace.envelope import split_message
+    from tests.broker.nsutil import delivered, payload
+
+    ns = Namespace(
+        NamespaceConfig(
+            queues=(QueueConfig("hourly", EntityProperties(default_message_ttl=3600.0)), QueueConfig("never"))
+        )
+    )
+    hourly = ns.resolve("hourly").target
+    hourly.accept(split_message(payload(b"bare")), T0)  # only a body: no header at all
+    send(ns, "hourly", message_id="long", ttl=7200)
+    send(ns, "hourly", message_id="short", ttl=60)
+    send(ns, "never", message_id="none")
+    expected = [3600.0, 3600.0, 60.0]  # seconds (the header: ms)
+    got = hourly.receive_many(T0 + 1, 10)  # type: ignore[union-attr]
+    assert [Message.decode(p).ttl for p in hourly.encode_all(got)] == expected  # type: ignore[union-attr]
+    assert [delivered(hourly, m, peek=True).ttl for m in got] == expected  # type: ignore[arg-type]
+    never = ns.resolve("never").target
+    (kept,) = never.receive_many(T0 + 1, 10)  # type: ignore[union-attr]
+    assert delivered(never, kept).ttl is None  # type: ignore[arg-type]

@@ -106,6 +106,9 @@ _MAX_SECONDS = 253402300799  # _MAX_TIMESTAMP_MS in seconds: later times are cla
 _headers: dict[tuple[Any, ...], bytes] = {}
 _INF = math.inf
 _MAX_UINT = 0xFFFFFFFF
+_locked_heads: dict[int | None, bytes] = {}
+"""What a locked first delivery of a message with no header or annotations of its own starts
+with, by the time to live its header carries (:func:`_first_locked_head`)."""
 
 
 class Sent(Protocol):
@@ -352,11 +355,16 @@ def ttl_ms(enqueued_at: float, expires_at: float) -> int | None:
     return ms if 0 < ms <= _MAX_UINT else None
 
 
-def _first_locked_head(ttl: int | None) -> bytes:
-    """:data:`_FIRST_LOCKED_HEAD` with ``ttl`` in its header (cached as headers are)."""
-    if ttl is None:
-        return _FIRST_LOCKED_HEAD
-    return _EMPTY._header(0, ttl) + _BARE[1]
+def _first_locked_head(span: float) -> bytes:
+    """:data:`_FIRST_LOCKED_HEAD` with the time to live of a message that lives ``span``
+    seconds in its header (:func:`ttl_ms`; cached by ms, cleared when full)."""
+    ttl = None if span == _INF else ttl_ms(0.0, span)
+    head = _locked_heads.get(ttl)
+    if head is None:
+        if len(_locked_heads) >= HEADER_CACHE_MAX:
+            _locked_heads.clear()
+        head = _locked_heads[ttl] = _FIRST_LOCKED_HEAD if ttl is None else _EMPTY._header(0, ttl) + _BARE[1]
+    return head
 
 
 def deliver_all(messages: Iterable[Any], locked: Any) -> list[bytes]:
@@ -371,14 +379,12 @@ def deliver_all(messages: Iterable[Any], locked: Any) -> list[bytes]:
     append, join, pack = out.append, b"".join, _LOCKED_STAMPS.pack
     last_until: float | None = None
     until = 0
-    last_ttl: int | None = None
+    last_span = _INF
     head = _FIRST_LOCKED_HEAD
     for msg in messages:
         envelope = msg.envelope
         count = msg.delivery_count
         enqueued_at = msg.enqueued_at
-        expires_at = msg.expires_at
-        ttl = None if expires_at == _INF else ttl_ms(enqueued_at, expires_at)
         if count != 1 or msg.state is not locked or envelope.annotations or envelope.header is not None:
             append(
                 envelope.deliver(
@@ -386,13 +392,14 @@ def deliver_all(messages: Iterable[Any], locked: Any) -> list[bytes]:
                     enqueued_at,
                     msg.locked_until if msg.state is locked else None,
                     count - 1 if count > 0 else 0,
-                    ttl,
+                    ttl_ms(enqueued_at, msg.expires_at),
                 )
             )
             continue
-        if ttl != last_ttl:  # a batch's messages mostly share one time to live
-            last_ttl = ttl
-            head = _first_locked_head(ttl)
+        span = msg.expires_at - enqueued_at  # (infinite: no time to live)
+        if span != last_span:  # a batch's messages mostly share one time to live
+            last_span = span
+            head = _first_locked_head(span)
         locked_until = msg.locked_until
         if locked_until != last_until:  # a batch's locks share one locked-until
             last_until = locked_until
