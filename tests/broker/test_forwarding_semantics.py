@@ -192,3 +192,19 @@ def test_a_delivery_carries_the_time_to_live_in_force() -> None:
     never = ns.resolve("never").target
     (kept,) = never.receive_many(T0 + 1, 10)  # type: ignore[union-attr]
     assert delivered(never, kept).ttl is None  # type: ignore[arg-type]
+
+
+def test_forwarding_loops_that_also_forward_their_dead_letters_end() -> None:
+    """What routing dead-letters (hop count, session id, quota) stays in the entity's own
+    dead-letter queue, even with ``ForwardDeadLetteredMessagesTo``, so that no loop of
+    forwards and dead-letter forwards runs without end."""
+    ns = Namespace(
+        NamespaceConfig(
+            queues=(
+                QueueConfig("a", EntityProperties(forward_to="b", forward_dead_lettered_messages_to="a")),
+                QueueConfig("b", EntityProperties(forward_to="a", forward_dead_lettered_messages_to="a")),
+            )
+        )
+    )
+    send(ns, "a", message_id="m")
+    assert _reasons(ns, "a/$DeadLetterQueue") == [("MaxTransferHopCountExceeded", "m")]

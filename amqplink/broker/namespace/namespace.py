@@ -838,16 +838,26 @@ def _body_target(target: Entity | Topic) -> Queue | PartitionedQueue | None:
 
 
 def _dead_letter_all(entity: Entity, envelopes: list[Envelope], now: float, reason: str, description: str) -> None:
-    """Put ``envelopes`` (not stored in ``entity``) in ``entity``'s dead-letter queue (or where
-    it forwards its dead letters) with a dead-letter reason and description."""
-    sink = entity.dead_letter_sink
+    """Put ``envelopes`` (not stored in ``entity``) in ``entity``'s own dead-letter queue with a
+    dead-letter reason and description: not where it forwards its dead letters (what routing
+    dead-letters is not routed again, so that forwarding loops end; Service Bus does not
+    forward the dead letters of a hop count exceeded either). A refusal of the dead-letter
+    queue (full) reaches the sender: nothing is dropped. A fragment of a partitioned entity
+    (a scheduled message come due, on the clock) hands them to its entity's dead letters."""
     updates = {DEAD_LETTER_REASON: reason, DEAD_LETTER_DESCRIPTION: description}
-    for envelope in envelopes:
-        dead = envelope.with_application_properties(updates)
+    dead = [envelope.with_application_properties(updates) for envelope in envelopes]
+    if not dead:
+        return
+    dlq: Entity | None = getattr(entity, "dead_letter_queue", None)
+    if dlq is not None:
+        dlq.accept_all(dead, now)
+        return
+    sink = entity.dead_letter_sink
+    for envelope in dead:
         if sink is None:
-            entity.accept(dead, now)
+            log.warning("%s: no dead-letter queue wired; a dead-lettered message was dropped", entity.path)
         else:
-            sink(dead, now)
+            sink(envelope, now)
 
 
 def _sessionless_dead_lettered(entity: Entity, envelopes: list[Envelope], now: float) -> list[Envelope]:
