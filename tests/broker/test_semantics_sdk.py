@@ -147,3 +147,18 @@ def test_entities_made_over_http_come_back_after_a_restart_with_a_configuration(
             assert client.get_queue_runtime_properties("made-at-run-time").active_message_count == 1
             assert client.get_subscription_runtime_properties("t", "late").active_message_count == 1
             assert client.get_queue("dst").max_delivery_count == 10  # as configured
+
+
+def test_a_message_scheduled_on_a_forwarding_queue_is_forwarded_when_due(broker: Broker) -> None:
+    """Service Bus forwards what reaches a ``ForwardTo`` queue; a scheduled message reaches it
+    when it comes due (before: it stayed in the forwarding queue, where no receiver may go)."""
+    with ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        with client.get_queue_sender("src") as sender:
+            due = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+            (seq,) = sender.schedule_messages(ServiceBusMessage("scheduled", message_id="sched"), due)
+            assert seq > 0
+        with client.get_queue_receiver("dst", max_wait_time=10) as receiver:
+            got = receiver.receive_messages(max_message_count=1, max_wait_time=10)
+            assert [m.message_id for m in got] == ["sched"]
+            assert got[0].enqueued_time_utc is not None and got[0].enqueued_time_utc >= due.replace(microsecond=0)
+            receiver.complete_message(got[0])

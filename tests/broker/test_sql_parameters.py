@@ -137,3 +137,44 @@ def test_config_json_parameters(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match=r"SqlFilter\.Parameters\.@color"):
         load_config(path)
+
+
+@pytest.mark.sdk
+def test_the_official_sdk_sees_a_parametrized_rule_route_and_act(tmp_path: Path) -> None:
+    """A topic whose subscription's rule has parameters (Config.json): what the official
+    SDK sends is routed by them and the action's parameter is set on the copy."""
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+    from tests.broker.sdkutil import running_broker
+
+    rule = {
+        "Name": "param-rule",
+        "Properties": {
+            "FilterType": "Sql",
+            "SqlFilter": {"SqlExpression": "property1 = @param1 AND property2 = @param2",
+                          "Parameters": {"@param1": "value", "@param2": 1}},
+            "Action": {"SqlExpression": "SET routed = @by", "Parameters": {"@by": "param-rule"}},
+        },
+    }  # fmt: skip
+    doc = {"UserConfig": {"Namespaces": [{"Name": "ns", "Topics": [
+        {"Name": "t", "Subscriptions": [{"Name": "s", "Rules": [rule]}]},
+    ]}]}}  # fmt: skip
+    path = tmp_path / "Config.json"
+    path.write_text(json.dumps(doc))
+    with (
+        running_broker(load_config(path)) as broker,
+        ServiceBusClient.from_connection_string(broker.connection_string) as client,
+    ):
+        with client.get_topic_sender("t") as sender:
+            sender.send_messages(
+                [
+                    ServiceBusMessage("match", application_properties={"property1": "value", "property2": 1}),
+                    ServiceBusMessage("miss", application_properties={"property1": "value", "property2": 2}),
+                ]
+            )
+        with client.get_subscription_receiver("t", "s", max_wait_time=5) as receiver:
+            got = receiver.receive_messages(max_message_count=10, max_wait_time=5)
+            assert [str(m) for m in got] == ["match"]
+            assert got[0].application_properties is not None
+            assert got[0].application_properties[b"routed"] == b"param-rule"
+            receiver.complete_message(got[0])
