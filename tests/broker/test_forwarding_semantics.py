@@ -14,6 +14,8 @@ socket-free namespace with a fake clock. The documented behaviour each test foll
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfig, SubscriptionConfig, TopicConfig
 from amqplink.broker.namespace import EntityError, Namespace
@@ -208,3 +210,55 @@ def test_forwarding_loops_that_also_forward_their_dead_letters_end() -> None:
     )
     send(ns, "a", message_id="m")
     assert _reasons(ns, "a/$DeadLetterQueue") == [("MaxTransferHopCountExceeded", "m")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    forwards=st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=6, max_size=6),
+    dead_forwards=st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=6, max_size=6),
+    sessions=st.lists(st.booleans(), min_size=6, max_size=6),
+    quotas=st.lists(st.integers(1, 3), min_size=6, max_size=6),
+    sends=st.lists(st.tuples(st.integers(0, 5), st.booleans()), max_size=12),
+)
+def test_every_forwarded_message_lands_exactly_once(
+    forwards: list[int | None],
+    dead_forwards: list[int | None],
+    sessions: list[bool],
+    quotas: list[int],
+    sends: list[tuple[int, bool]],
+) -> None:
+    """Any graph of ``ForwardTo`` and ``ForwardDeadLetteredMessagesTo`` (loops included),
+    session queues and small quotas: each message a sender got no refusal for is in exactly
+    one queue or dead-letter queue, and a dead-lettered one says why (the hop limit, a
+    missing session id, a destination's quota)."""
+    names = [f"q{i}" for i in range(6)]
+    queues = tuple(
+        QueueConfig(
+            name,
+            EntityProperties(
+                forward_to=None if forwards[i] is None or forwards[i] == i else names[forwards[i]],  # type: ignore[index]
+                forward_dead_lettered_messages_to=None if dead_forwards[i] is None else names[dead_forwards[i]],  # type: ignore[index]
+                requires_session=sessions[i] and forwards[i] is None,
+                max_messages=quotas[i],
+            ),
+        )
+        for i, name in enumerate(names)
+    )
+    ns = Namespace(NamespaceConfig(queues=queues))
+    accepted = []
+    for n, (target, with_session) in enumerate(sends):
+        try:
+            send(ns, names[target], message_id=f"m{n}", session_id="s" if with_session else None)
+        except EntityError as exc:
+            assert exc.condition in ("amqp:not-allowed", "amqp:resource-limit-exceeded")
+            continue
+        accepted.append(f"m{n}")
+    held: list[str] = []
+    for name in names:
+        for address in (name, f"{name}/$DeadLetterQueue"):
+            for msg in ns.resolve(address).target.store:  # type: ignore[union-attr]
+                held.append(msg.envelope.message_id)
+                reason = (msg.envelope.application_properties or {}).get("DeadLetterReason")
+                if address.endswith("Queue"):
+                    assert reason in ("MaxTransferHopCountExceeded", "Session ID is null.", "QuotaExceeded")
+    assert sorted(held) == sorted(accepted)
