@@ -315,14 +315,41 @@ class Broker:
     @property
     def connection_string(self) -> str:
         """``Endpoint=sb://HOST:PORT;SharedAccessKeyName=...;SharedAccessKey=...;UseDevelopmentEmulator=true``
-        (HOST 127.0.0.1 when listening on every address)."""
+        (HOST 127.0.0.1 when listening on every address): the first namespace's."""
+        return self.connection_string_for()
+
+    def connection_string_for(self, namespace: str | None = None) -> str:
+        """:attr:`connection_string` of the namespace called ``namespace`` (None: the first),
+        with its own key; another than the first is named ``<name>.localhost`` (a name every
+        ``*.localhost`` resolver maps to loopback, RFC 6761), off loopback ``<name>.HOST``
+        (or ``<name>`` when HOST is an address: give it a hosts entry).
+        ``KeyError`` for a namespace the broker does not serve."""
         if self.servicebus is None:
             raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
-        root = self.servicebus.rules.root
+        served = self.servicebus
+        if namespace is not None:
+            found = [h for h in self.servicebus.hosts if h.namespace.name.lower() == namespace.lower()]
+            if not found:
+                names = ", ".join(h.namespace.name for h in self.servicebus.hosts)
+                raise KeyError(f"this broker serves no namespace {namespace!r} (it serves {names})")
+            served = found[0]
+        root = served.rules.root
         if root is None:
-            raise RuntimeError("the namespace has no namespace-level authorization rule to connect with")
+            raise RuntimeError(
+                f"namespace {served.namespace.name!r} has no namespace-level authorization rule to connect with"
+            )
         name, key = root.name, root.keys[0]
         host = "127.0.0.1" if self._host in ("", "0.0.0.0", "::") else self._host
+        if served is not self.servicebus:
+            own = served.namespace.name.lower()
+            if is_loopback(host):
+                host = f"{own}.localhost"
+            else:
+                try:
+                    ipaddress.ip_address(host)
+                    host = own  # an address has no sub-names: the namespace's own name (a hosts entry)
+                except ValueError:
+                    host = f"{own}.{host}"
         return (
             f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={name};SharedAccessKey={key};"
             "UseDevelopmentEmulator=true"

@@ -71,7 +71,11 @@ def _bodies(broker: Broker, namespace: str, queue: str) -> list[bytes]:
 def test_each_namespace_is_served_on_its_own_name() -> None:
     with running_broker(CONFIG) as broker:
         assert set(broker.namespaces) == {"first", "second"}
-        _send(_as(broker, "second.localhost"), "orders", "to second")
+        assert broker.connection_string_for("first") == broker.connection_string
+        assert broker.connection_string_for("Second") == _as(broker, "second.localhost")
+        with pytest.raises(KeyError, match="serves first, second"):
+            broker.connection_string_for("third")
+        _send(broker.connection_string_for("second"), "orders", "to second")
         _send(_as(broker, "second.localhost"), "only-second", "only there")
         _send(broker.connection_string, "orders", "to first")  # 127.0.0.1: the first namespace
         _send(_as(broker, "first.localhost"), "orders", "to first by name")
