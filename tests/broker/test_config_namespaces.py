@@ -135,3 +135,19 @@ def test_each_namespace_keeps_its_own_store(tmp_path: Path) -> None:
 def test_two_namespaces_with_one_name_are_refused() -> None:
     with pytest.raises(ConfigError, match="defined twice"):
         Broker(BrokerConfig((NamespaceConfig("same"), NamespaceConfig("SAME"))))
+
+
+def test_amqplinks_client_reaches_each_namespace_by_name() -> None:
+    from amqplink.servicebus import ServiceBusClient as LinkClient
+    from amqplink.servicebus import ServiceBusMessage as LinkMessage
+
+    with running_broker(CONFIG) as broker:
+        for name in ("first", "second"):
+            with (
+                LinkClient.from_connection_string(broker.connection_string_for(name)) as client,
+                client.get_queue_sender("orders") as sender,
+            ):
+                sender.send_messages(LinkMessage(f"to {name}"))
+        for name in ("first", "second"):
+            (body,) = _bodies(broker, name, "orders")
+            assert body.endswith(f"to {name}".encode())

@@ -262,3 +262,24 @@ def test_every_forwarded_message_lands_exactly_once(
                 if address.endswith("Queue"):
                     assert reason in ("MaxTransferHopCountExceeded", "Session ID is null.", "QuotaExceeded")
     assert sorted(held) == sorted(accepted)
+
+
+def test_a_forwarding_subscription_dead_letters_what_its_destination_has_no_room_for() -> None:
+    ns = Namespace(
+        NamespaceConfig(
+            queues=(QueueConfig("dst", EntityProperties(max_messages=1)),),
+            topics=(
+                TopicConfig(
+                    "t",
+                    subscriptions=(
+                        SubscriptionConfig("fw", EntityProperties(forward_to="dst")),
+                        SubscriptionConfig("all"),
+                    ),
+                ),
+            ),
+        )
+    )
+    send(ns, "t", message_id="first")
+    send(ns, "t", message_id="second")  # the topic takes it: the other subscription has it
+    assert _count(ns, "dst") == 1 and _count(ns, "t/Subscriptions/all") == 2
+    assert _reasons(ns, "t/Subscriptions/fw/$DeadLetterQueue") == [("QuotaExceeded", "second")]
