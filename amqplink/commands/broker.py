@@ -132,6 +132,8 @@ async def _serve(
         print(broker.connection_string, flush=True)
         if broker.management is not None:
             print(f"management API on https://{host}:{broker.http_port} (CA certificate: {broker.http_ca})", flush=True)
+        for name in list(broker.namespaces)[1:]:  # a Config.json's other namespaces, each on its own name
+            print(f"namespace {name}: {broker.connection_string_for(name)}", flush=True)
     if ready is not None:
         ready.set()
     try:
