@@ -1,28 +1,28 @@
 """Sessions (spec 2.5): transfer windows, link handles, deliveries and dispositions.
 
-Window bookkeeping follows 2.5.6 exactly, each rule in one method:
+The window arithmetic of 2.5.6 is in :mod:`amqplink.engine.flow`, each rule beside its
+quote; the session keeps the state under the spec's names and moves it in one method per
+event:
 
 - on begin (:meth:`Session._on_begin`): "next-incoming-id := next-outgoing-id(begin)",
   "remote-incoming-window := incoming-window(begin)", "remote-outgoing-window :=
   outgoing-window(begin)";
-- on flow (:meth:`Session._update_remote_window`): "remote-incoming-window :=
-  next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(endpoint)"
-  (initial-outgoing-id when next-incoming-id is unset); ids are serial numbers, the
-  windows uints up to 2**32-1;
-- on sending transfer frames (:meth:`Session._frames_sent`): next-outgoing-id += 1,
-  remote-incoming-window -= 1 for each; none is sent while the window is 0
-  (:meth:`Session._write_deliveries`);
-- on receiving one (:meth:`Session._transfer_arrived`, for one transfer or a run of
-  them): next-incoming-id += 1, incoming-window -= 1, remote-outgoing-window -= 1 for
-  each; a transfer while incoming-window is 0 is a ``amqp:session:window-violation``.
+- on flow (:meth:`Session._update_remote_window`, :func:`flow.remote_incoming_window`);
+- on sending transfer frames (:meth:`Session._frames_sent`, :func:`flow.session_sent`);
+  none is sent while the window is 0 (:meth:`Session._write_deliveries`);
+- on receiving them (:meth:`Session._transfer_arrived`, for one transfer or a run:
+  :func:`flow.window_admits`, :func:`flow.session_received`); a transfer while
+  incoming-window is 0 is a ``amqp:session:window-violation``.
 
-Link credit is spent in :meth:`_write_deliveries` (a delivery's first frame) and counted
-in :meth:`ReceiverLink._count_deliveries`; a drain is answered in one place,
-:meth:`SenderLink._answer_drain`, at the next :meth:`Connection.data_to_send`.
+Link credit is spent in :meth:`_write_deliveries` and :meth:`_write_fresh` (a delivery's
+first frame, :func:`flow.sender_sent`) and counted in :meth:`ReceiverLink._count_deliveries`;
+a drain is answered in one place, :meth:`SenderLink._answer_drain`, at the next
+:meth:`Connection.data_to_send`.
 
-The incoming window is reopened (to its configured size, once half of it is used) by
-a flow written at the next :meth:`Connection.data_to_send`: a grant counts from the
-moment it leaves, so a peer that sends past what it has been told is caught.
+The incoming window is reopened (to its configured size, once half of it is used:
+:func:`flow.window_to_reopen`) by a flow written at the next :meth:`Connection.data_to_send`:
+a grant counts from the moment it leaves, so a peer that sends past what it has been
+told is caught.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import UInt, UShort
 from amqplink.engine import errors
+from amqplink.engine import flow as flow_rules
 from amqplink.engine.events import LinkAttached, LinkAttachRequested, LinkDetached, SessionEnded
 from amqplink.engine.frames import (
     FRAME_HEADER_SIZE,
@@ -455,7 +456,9 @@ class Session:
         unset (2.5.6). The ids are serial numbers, but the window is a uint: a peer may
         advertise up to 2**32-1 (Microsoft's stack does, for "unlimited")."""
         next_incoming = INITIAL_OUTGOING_ID if flow.next_incoming_id is None else int(flow.next_incoming_id)
-        self.remote_incoming_window = serial_diff(next_incoming, self.next_outgoing_id) + int(flow.incoming_window)
+        self.remote_incoming_window = flow_rules.remote_incoming_window(
+            next_incoming, int(flow.incoming_window), self.next_outgoing_id
+        )
         # "it MUST update the next-incoming-id directly from the next-outgoing-id of the
         # frame, and ... the remote-outgoing-window directly from the outgoing-window" (2.5.6)
         self.next_incoming_id = int(flow.next_outgoing_id)
@@ -575,18 +578,16 @@ class Session:
         transfer while incoming-window is 0 is a window violation (a run of ``frames``
         is counted once the caller has checked that the window holds them all). Once
         half the window is used, a flow reopening it goes out at the next ``data_to_send``."""
-        window = self.incoming_window
-        if window < frames:
+        if not flow_rules.window_admits(self.incoming_window, frames):
             raise errors.SessionProtocolError(
                 self.channel,
                 errors.WINDOW_VIOLATION,
                 f"transfer received with incoming-window 0 (next-incoming-id {self.next_incoming_id})",
             )
-        self.next_incoming_id = (self.next_incoming_id + frames) % SERIAL_MOD  # serial_add, inline
-        window -= frames
-        self.incoming_window = window
-        self.remote_outgoing_window -= frames
-        if window <= self.max_incoming_window // 2 and not self._pending:
+        self.next_incoming_id, self.incoming_window, self.remote_outgoing_window = flow_rules.session_received(
+            self.next_incoming_id, self.incoming_window, self.remote_outgoing_window, frames
+        )
+        if not self._pending and flow_rules.window_to_reopen(self.incoming_window, self.max_incoming_window):
             self._mark_pending()
 
     def _on_disposition(self, disposition: Disposition) -> None:
@@ -695,9 +696,12 @@ class Session:
         run_pack: Any = None
         run_middle = run_tag_head = b""
         run_base = 0
-        # The link's credit and delivery-count and the next delivery-id, kept in locals in the
-        # loop and stored back (_sync) before anything else runs and at the end.
+        # The deliveries given a delivery-id (fresh) and the next delivery-id, kept in locals in
+        # the loop; the link's credit and delivery-count follow from them (flow.sender_sent),
+        # stored back (_sync) before anything else runs and at the end.
         credit, count, next_id = link.link_credit, link.delivery_count, self._next_delivery_id
+        fresh = 0
+        sender_sent = flow_rules.sender_sent
         window = self.remote_incoming_window
         try:
             for delivery in deliveries:
@@ -707,12 +711,10 @@ class Session:
                 delivery_id = delivery.delivery_id
                 if delivery_id is None:
                     # "If the link-credit is less than or equal to zero ... a sender MUST NOT send
-                    # more messages"; each delivery sent increments delivery-count and decrements
-                    # link-credit (2.6.7).
-                    if credit <= 0:
+                    # more messages" (2.6.7): the credit left is credit - fresh.
+                    if fresh >= credit:
                         break
-                    credit -= 1
-                    count = (count + 1) % SERIAL_MOD  # serial_add, inline
+                    fresh += 1
                     delivery_id = delivery.delivery_id = next_id
                     next_id = (delivery_id + 1) % SERIAL_MOD  # serial_add, inline
                     if not delivery.settled:
@@ -721,7 +723,8 @@ class Session:
                 tag = delivery.tag
                 room = room_for_tag - len(tag)
                 if delivery._offset or delivery.size > room:  # started, aborted or larger than a frame
-                    link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
+                    link.link_credit, link.delivery_count = sender_sent(credit, count, fresh)  # _sync
+                    self._next_delivery_id = next_id
                     if frames:
                         self._frames_sent(frames)
                         frames = 0
@@ -766,7 +769,8 @@ class Session:
                         delivery.payload,
                     )
                 else:
-                    link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
+                    link.link_credit, link.delivery_count = sender_sent(credit, count, fresh)  # _sync
+                    self._next_delivery_id = next_id
                     self._write(
                         Transfer(
                             handle=UInt(link.handle),
@@ -780,7 +784,8 @@ class Session:
                 frames += 1
                 written += 1
         finally:
-            link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
+            link.link_credit, link.delivery_count = sender_sent(credit, count, fresh)  # _sync
+            self._next_delivery_id = next_id
         if frames:
             self._frames_sent(frames)
         return written
@@ -824,9 +829,7 @@ class Session:
             out += payload
             delivery_id += 1
         written = delivery_id - next_id
-        # each delivery sent increments delivery-count and decrements link-credit (2.6.7)
-        link.link_credit -= written
-        link.delivery_count = (link.delivery_count + written) % SERIAL_MOD  # serial_add, inline
+        link.link_credit, link.delivery_count = flow_rules.sender_sent(link.link_credit, link.delivery_count, written)
         self._next_delivery_id = delivery_id % SERIAL_MOD
         self._frames_sent(written)
         return written
@@ -834,8 +837,9 @@ class Session:
     def _frames_sent(self, frames: int) -> None:
         """The one place transfer frames sent are counted (2.5.6): next-outgoing-id goes
         up and remote-incoming-window down by one for each."""
-        self.next_outgoing_id = (self.next_outgoing_id + frames) % SERIAL_MOD  # serial_add, inline
-        self.remote_incoming_window -= frames
+        self.next_outgoing_id, self.remote_incoming_window = flow_rules.session_sent(
+            self.next_outgoing_id, self.remote_incoming_window, frames
+        )
 
     def _write_frames(self, link: SenderLink, delivery: Delivery, room: int) -> bool:
         """The rest of a delivery that takes more than one frame, or its abort, as far as
@@ -958,7 +962,8 @@ class Session:
             drains, self._drains = self._drains, {}
             for link in drains:
                 link._answer_drain()
-        if self.incoming_window <= self.max_incoming_window // 2 and self.remote_begin is not None:
+        reopen = flow_rules.window_to_reopen(self.incoming_window, self.max_incoming_window)
+        if reopen and self.remote_begin is not None:
             self.incoming_window = self.max_incoming_window
             self._session_flow()
 
