@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,6 +40,7 @@ from amqplink.engine.frames import (
     FrameReader,
     FramingError,
     heartbeat,
+    split_frames,
     write_frame,
 )
 from amqplink.engine.link import DEFAULT_MAX_MESSAGE_SIZE
@@ -60,6 +62,14 @@ from amqplink.engine.states import (
     Step,
     advance,
 )
+from amqplink.engine.transfer_paths import (
+    FAST_READER,
+    FAST_WRITER,
+    REFERENCE_READER,
+    REFERENCE_WRITER,
+    TransferReader,
+    TransferWriter,
+)
 from amqplink.protocol.definitions import (
     Attach,
     Begin,
@@ -72,7 +82,6 @@ from amqplink.protocol.definitions import (
     Open,
     Transfer,
 )
-from amqplink.protocol.hot_decode import decode_performative, scan_transfer
 
 __all__ = ["DEFAULT_MIN_PEER_IDLE_TIMEOUT", "Connection", "ConnectionConfig"]
 
@@ -187,16 +196,13 @@ class Connection:
     accept or refuse.
     """
 
-    fast_transfers = True
-    """Read transfers in the usual shape without building a ``Transfer`` (tests turn it
-    off on an instance to compare with the generic path; frame tracing turns it off)."""
-
     def __init__(
         self,
         config: ConnectionConfig | None = None,
         *,
         server: bool = False,
         sasl: SaslClient | SaslServer | None = None,
+        fast_paths: bool = True,
     ) -> None:
         self.config = config or ConnectionConfig()
         self.server = server
@@ -208,6 +214,11 @@ class Connection:
         self._deferred: bytearray | None = None
         self._events: list[Event] = []
         self._trace = frame_log.isEnabledFor(logging.DEBUG)
+        self.transfer_writer: TransferWriter = FAST_WRITER
+        """How this connection writes transfer frames (chosen by :attr:`fast_paths`)."""
+        self.transfer_reader: TransferReader = FAST_READER
+        """How this connection reads frame bodies (chosen by :attr:`fast_paths`)."""
+        self.fast_paths = fast_paths
         self._expect = _EXPECT_SASL_HEADER if sasl is not None else _EXPECT_AMQP_HEADER
         self._header_sent = False
         self.state = _START
@@ -266,6 +277,30 @@ class Connection:
             if session.state is not _SESSION_ENDED:
                 session._abandon(reason)
 
+    @property
+    def fast_paths(self) -> bool:
+        """Whether transfers are written and read by the fast implementations
+        (:mod:`amqplink.engine.transfer_paths`): hand-assembled frames and runs of
+        deliveries, plain-field reads and the straight-line decoders. Off, every frame
+        goes through the reference ``Transfer`` encoder and the generic decoder; the
+        bytes and events are the same either way (the differential tests switch this).
+        Frame tracing works on both and chooses neither."""
+        return self.transfer_writer.fast
+
+    @fast_paths.setter
+    def fast_paths(self, on: bool) -> None:
+        self.transfer_writer = FAST_WRITER if on else REFERENCE_WRITER
+        self.transfer_reader = FAST_READER if on else REFERENCE_READER
+
+    @property
+    def fast_transfers(self) -> bool:
+        """The former name of :attr:`fast_paths`."""
+        return self.fast_paths
+
+    @fast_transfers.setter
+    def fast_transfers(self, on: bool) -> None:
+        self.fast_paths = on
+
     # -- output --------------------------------------------------------------------
     def data_to_send(self) -> bytes | bytearray:
         """The bytes to write to the transport now (dispositions are coalesced here): a
@@ -281,6 +316,8 @@ class Connection:
         data = self._out
         self._out = bytearray()
         self._tx = True
+        if self._trace:
+            self._trace_frames("->", split_frames(data))
         return data
 
     def output_size(self) -> int:
@@ -295,8 +332,6 @@ class Connection:
             # CLOSE SENT: "It is illegal to write anything more onto the connection" (2.4.6)
             return
         out = self._deferred if self._deferred is not None else self._out
-        if self._trace:
-            self._trace_frame("->", channel, frame, payload)
         size = write_frame(out, FRAME_TYPE_AMQP, channel, frame, payload)
         # "A peer MUST NOT send frames larger than its partner can handle." (2.7.1); before
         # its open arrives, that is 512 bytes (pipelined frames included, 2.4.2).
@@ -516,7 +551,9 @@ class Connection:
 
     def _process(self) -> None:
         reader = self._reader
-        fast = self.fast_transfers and not self._trace
+        transfers = self.transfer_reader
+        scan = transfers.scan
+        decode_body = transfers.decode
         while True:
             expect = self._expect
             if expect == _EXPECT_FRAMES:
@@ -526,6 +563,8 @@ class Connection:
                     if frame is None:
                         return
                     frames = [frame]
+                if self._trace:
+                    self._trace_frames("<-", frames)
                 channel_max = self.config.channel_max
                 count = len(frames)
                 at = 0
@@ -542,8 +581,8 @@ class Connection:
                         raise FramingError(f"frame on channel {channel}, above channel-max {channel_max}")
                     if not body:
                         continue  # heartbeat
-                    if fast and len(body) > 5 and body[2] == 0x14:
-                        fields = scan_transfer(body)
+                    if scan is not None and len(body) > 5 and body[2] == 0x14:
+                        fields = scan(body)
                         if fields is not None:  # a transfer in the usual shape: no Transfer built
                             session = self._remote_sessions.get(channel)
                             if session is None or session.state >= _SESSION_END_SENT:  # _session_for decides
@@ -554,9 +593,7 @@ class Connection:
                             except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
                                 self._session_failed(session, channel, exc)
                             continue
-                    performative, offset = decode_performative(body)
-                    if self._trace:
-                        self._trace_frame("<-", channel, performative, body[offset:])
+                    performative, offset = decode_body(body)
                     self._dispatch(channel, performative, body[offset:])
             elif expect == _EXPECT_SASL_FRAMES:
                 frame = reader.read_frame()
@@ -567,9 +604,9 @@ class Connection:
                     raise FramingError(f"frame type {frame_type} during SASL")
                 if not body:
                     continue
-                sasl_frame = decode(body)[0]
                 if self._trace:
-                    self._trace_frame("<-", 0, sasl_frame, None)
+                    self._trace_frames("<-", (frame,))
+                sasl_frame = decode(body)[0]
                 self._on_sasl_frame(sasl_frame)
             elif expect == _EXPECT_NOTHING:
                 return
@@ -636,13 +673,24 @@ class Connection:
             self._events.append(SaslCompleted(sasl.chosen or "", None))
 
     def _write_sasl_frame(self, frame: Any) -> None:
-        if self._trace:
-            self._trace_frame("->", 0, frame, None)
         write_frame(self._out, FRAME_TYPE_SASL, 0, frame)
 
-    def _trace_frame(self, direction: str, channel: int, frame: Any, payload: Any) -> None:
-        size = f" +{len(payload)} bytes" if payload else ""
-        frame_log.debug("%s %s [%d] %r%s", self.config.container_id, direction, channel, frame, size)
+    def _trace_frames(self, direction: str, frames: Iterable[tuple[int, int, bytes | memoryview]]) -> None:
+        """Log frames as they leave (:meth:`data_to_send`) or arrive, decoded from their
+        bytes, whichever implementation wrote or reads them: performatives with their
+        fields (SASL responses redacted by their repr), payloads by size only."""
+        name = self.config.container_id
+        for frame_type, channel, body in frames:
+            if not body:
+                continue  # a heartbeat
+            try:
+                frame, offset = decode(body)
+            except DecodeError:
+                frame_log.debug("%s %s [%d] an undecodable frame of %d bytes", name, direction, channel, len(body))
+                continue
+            payload = len(body) - offset if frame_type == FRAME_TYPE_AMQP else 0
+            size = f" +{payload} bytes" if payload else ""
+            frame_log.debug("%s %s [%d] %r%s", name, direction, channel, frame, size)
 
     def _end_without_close(self, condition: Symbol, description: str, info: dict[Any, Any] | None = None) -> None:
         self._step(Step.ABANDON)

@@ -506,6 +506,9 @@ class SenderLink(Link):
                 f"link {self.name!r}: a message of {size} bytes exceeds the receiver's"
                 f" max-message-size {limit} ({errors.MESSAGE_SIZE_EXCEEDED})"
             )
+        if message_format and not 0 <= message_format <= 0xFFFFFFFF:
+            # "message-format: uint" (2.7.5)
+            raise ValueError(f"link {self.name!r}: message_format must be a uint (0..2**32-1), not {message_format}")
         tags = self._tags
         if tag is not None:
             tag = self._check_tag(tag, settled)

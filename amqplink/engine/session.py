@@ -40,8 +40,6 @@ from amqplink.engine.frames import (
     FRAME_HEADER_SIZE,
     SETTLED_TAIL,
     UNSETTLED_TAIL,
-    usual_transfer_parts,
-    write_transfer,
 )
 from amqplink.engine.link import (
     RCV_FIRST,
@@ -83,8 +81,6 @@ __all__ = ["Session"]
 INITIAL_OUTGOING_ID = 0
 # Room left in a frame for the header and a transfer performative (tag excluded).
 _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
-# Tags up to this length keep the transfer's field list within a list8 (size < 256).
-_FAST_TAG_MAX = 32
 _NO_LIMIT = float("inf")  # max-message-size 0 (or none): "no maximum" (2.7.3)
 
 _MAPPED = SessionState.MAPPED
@@ -685,7 +681,7 @@ class Session:
         """
         conn = self.connection
         room_for_tag = conn.remote_max_frame_size - _TRANSFER_OVERHEAD
-        fast = not conn._trace
+        writer = conn.transfer_writer
         out: bytearray | None = None
         channel = self.channel
         handle = link.handle
@@ -734,53 +730,39 @@ class Session:
                         break
                     written += 1
                     continue
-                # One frame, hand-assembled when its fields allow (the hot path).
-                if fast and len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF:
-                    if out is None:
-                        if self._dispositions:
-                            self._flush_dispositions()
-                        out = conn._deferred if conn._deferred is not None else conn._out
-                    if len(tag) == run_tag_size and delivery_id >= 256 and not delivery.message_format:
-                        # write_transfer's usual frame from the parts of this link's (the hottest path)
-                        payload = delivery.payload
-                        out += run_pack(
-                            run_base + len(payload),
-                            run_middle,
-                            delivery_id,
-                            run_tag_head,
-                            tag,
-                            SETTLED_TAIL if delivery.settled else UNSETTLED_TAIL,
-                        )
-                        out += payload
-                        frames += 1
-                        written += 1
-                        continue
-                    if run_tag_size < 0 and (parts := usual_transfer_parts(channel, handle, len(tag))) is not None:
-                        run_pack, run_middle, run_tag_head, run_base = parts  # (for the next ones)
-                        run_tag_size = len(tag)
-                    write_transfer(
-                        out,
-                        channel,
-                        handle,
+                # One frame, by the connection's transfer writer (transfer_paths).
+                if out is None:
+                    if self._dispositions:
+                        self._flush_dispositions()
+                    out = conn._deferred if conn._deferred is not None else conn._out
+                if len(tag) == run_tag_size and delivery_id >= 256 and not delivery.message_format:
+                    # the writer's usual frame from the parts of this link's (the hottest path)
+                    payload = delivery.payload
+                    out += run_pack(
+                        run_base + len(payload),
+                        run_middle,
                         delivery_id,
+                        run_tag_head,
                         tag,
-                        delivery.message_format,
-                        delivery.settled,
-                        delivery.payload,
+                        SETTLED_TAIL if delivery.settled else UNSETTLED_TAIL,
                     )
-                else:
-                    link.link_credit, link.delivery_count = sender_sent(credit, count, fresh)  # _sync
-                    self._next_delivery_id = next_id
-                    self._write(
-                        Transfer(
-                            handle=UInt(link.handle),
-                            delivery_id=UInt(delivery_id),
-                            delivery_tag=tag,
-                            message_format=UInt(delivery.message_format),
-                            settled=delivery.settled,
-                        ),
-                        delivery.payload,
-                    )
+                    out += payload
+                    frames += 1
+                    written += 1
+                    continue
+                if run_tag_size < 0 and (parts := writer.run_parts(channel, handle, len(tag))) is not None:
+                    run_pack, run_middle, run_tag_head, run_base = parts  # (for the next ones)
+                    run_tag_size = len(tag)
+                writer.write(
+                    out,
+                    channel,
+                    handle,
+                    delivery_id,
+                    tag,
+                    delivery.message_format,
+                    delivery.settled,
+                    delivery.payload,
+                )
                 frames += 1
                 written += 1
         finally:
@@ -804,11 +786,11 @@ class Session:
         # messages" (2.6.7); no transfer while remote-incoming-window is zero (2.5.6); and
         # delivery-ids from 256 up to the wrap (the usual frame's four-byte delivery-id).
         count = min(len(deliveries), link.link_credit, self.remote_incoming_window, SERIAL_MOD - next_id)
-        if count <= 0 or next_id < 256 or conn._trace:
+        if count <= 0 or next_id < 256:
             return 0
         first = deliveries[0]
         tag_size = len(first.tag)
-        parts = usual_transfer_parts(self.channel, link.handle, tag_size)
+        parts = conn.transfer_writer.run_parts(self.channel, link.handle, tag_size)
         room = conn.remote_max_frame_size - _TRANSFER_OVERHEAD - tag_size
         if parts is None or len(first.payload) > room:
             return 0
