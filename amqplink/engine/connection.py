@@ -212,7 +212,9 @@ class Connection:
         self._reader = FrameReader(self.config.max_frame_size)
         self._out = bytearray()
         self._deferred: bytearray | None = None
-        self._events: list[Event] = []
+        self.event_queue: list[Event] = []
+        """Events made since they were last taken (:meth:`take_events`): the connection's
+        sessions and links append theirs here, in order."""
         self._trace = frame_log.isEnabledFor(logging.DEBUG)
         self.transfer_writer: TransferWriter = FAST_WRITER
         """How this connection writes transfer frames (chosen by :attr:`fast_paths`)."""
@@ -236,7 +238,9 @@ class Connection:
         """Channels the peer ended a session on and has not begun one on since (at most
         channel-max + 1 of them): frames it still sends there are stragglers."""
         self._pending_sessions: list[Session] = []
-        self._batched_size = 0  # payload bytes batched for the next data_to_send
+        self.batched_bytes = 0
+        """Payload bytes that links with ``batch_transfers`` queued for the next
+        :meth:`data_to_send` (counted as output by :meth:`output_size`)."""
         self._rx = False
         self._tx = False
         self._last_rx: float | None = None
@@ -310,7 +314,7 @@ class Connection:
             pending, self._pending_sessions = self._pending_sessions, []
             for session in pending:
                 session._flush_pending()
-            self._batched_size = 0
+            self.batched_bytes = 0
         if not self._out:
             return b""
         data = self._out
@@ -325,9 +329,23 @@ class Connection:
         with the payloads of deliveries batched for it (``SenderLink.batch_transfers``).
         A method, not a property: an I/O adapter asks on every send, and a method call
         costs the interpreter less."""
-        return len(self._out) + self._batched_size
+        return len(self._out) + self.batched_bytes
 
-    def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
+    # -- the API the connection's sessions write through ------------------------------
+    def frame_buffer(self) -> bytearray:
+        """The buffer frames go into now, for a transfer writer to append to: the output,
+        or while a SASL client waits for its outcome, the frames held back behind it."""
+        return self._deferred if self._deferred is not None else self._out
+
+    def schedule_flush(self, session: Session) -> None:
+        """Call ``session._flush_pending`` at the next :meth:`data_to_send` (the session
+        registers once until then)."""
+        self._pending_sessions.append(session)
+
+    def send_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
+        """Encode a performative (and its payload) as a frame on ``channel``, unless the
+        connection has closed; a frame larger than the peer's max-frame-size is not sent
+        and the connection closes with ``amqp:frame-size-too-small``."""
         if self.state >= _CLOSE_SENT and type(frame) is not Close:
             # CLOSE SENT: "It is illegal to write anything more onto the connection" (2.4.6)
             return
@@ -377,7 +395,7 @@ class Connection:
         self._step(Step.SEND_OPEN)
         cfg = self.config
         idle_ms = UInt(int(cfg.idle_timeout * 500)) if cfg.idle_timeout else None
-        self._write_frame(
+        self.send_frame(
             0,
             Open(
                 container_id=cfg.container_id,
@@ -404,7 +422,7 @@ class Connection:
             session._flush_writes()
         self._step(Step.SEND_CLOSE)
         self.error = error
-        self._write_frame(0, Close(error=error))
+        self.send_frame(0, Close(error=error))
         # Nothing more goes out, but frames still come in until the peer's close
         # (2.4.6 CLOSE_SENT): outcomes that arrive now still settle deliveries.
         for session in self.sessions.values():
@@ -441,7 +459,7 @@ class Connection:
         self.sessions[channel] = session
         return session
 
-    def _forget_session(self, session: Session) -> None:
+    def forget_session(self, session: Session) -> None:
         if session.state is not _SESSION_ENDED:
             return
         if self.sessions.get(session.channel) is session:
@@ -457,7 +475,7 @@ class Connection:
             self._expect = _EXPECT_NOTHING
             self._abandon_sessions("the connection's transport closed")
             if self.remote_close is None:
-                self._events.append(
+                self.event_queue.append(
                     ConnectionClosed(Error(condition=errors.CONNECTION_FORCED, description="transport closed"), True)
                 )
         return self._take_events()
@@ -545,8 +563,8 @@ class Connection:
         return self._take_events()
 
     def _take_events(self) -> list[Event]:
-        events = self._events
-        self._events = []
+        events = self.event_queue
+        self.event_queue = []
         return events
 
     def _process(self) -> None:
@@ -656,7 +674,7 @@ class Connection:
         if isinstance(sasl, SaslServer):
             if sasl.done:
                 self._expect = _EXPECT_AMQP_HEADER
-                self._events.append(SaslCompleted(sasl.chosen or "", sasl.identity))
+                self.event_queue.append(SaslCompleted(sasl.chosen or "", sasl.identity))
             elif sasl.code is not None:
                 self._end_without_close(
                     _SASL_CONDITIONS.get(sasl.code, errors.UNAUTHORIZED_ACCESS),
@@ -670,7 +688,7 @@ class Connection:
             if self._deferred is not None:
                 self._out += self._deferred
                 self._deferred = None
-            self._events.append(SaslCompleted(sasl.chosen or "", None))
+            self.event_queue.append(SaslCompleted(sasl.chosen or "", None))
 
     def _write_sasl_frame(self, frame: Any) -> None:
         write_frame(self._out, FRAME_TYPE_SASL, 0, frame)
@@ -697,7 +715,7 @@ class Connection:
         self._expect = _EXPECT_NOTHING
         self._abandon_sessions("the connection failed")
         self.error = Error(condition=condition, description=description, info=info)
-        self._events.append(ConnectionClosed(self.error, False))
+        self.event_queue.append(ConnectionClosed(self.error, False))
 
     def _fail(self, condition: Symbol, description: str, info: dict[Any, Any] | None = None) -> None:
         """Close the connection on a protocol error (2.4.3: "close ... with an error")."""
@@ -715,10 +733,10 @@ class Connection:
         send_close = self.state < _CLOSE_SENT
         self._step(Step.SEND_CLOSE_ERROR)
         if send_close:
-            self._write_frame(0, Close(error=error))
+            self.send_frame(0, Close(error=error))
         self._abandon_sessions(f"the connection closed with {condition}")
         self.error = error
-        self._events.append(ConnectionClosed(error, False))
+        self.event_queue.append(ConnectionClosed(error, False))
         # DISCARDING: ignore everything until the transport ends (2.4.6).
         self._expect = _EXPECT_NOTHING
 
@@ -827,7 +845,7 @@ class Connection:
         if self.server and self.state is _OPEN_RCVD:
             self.open()
         self._check_peer_idle_timeout(frame)
-        self._events.append(ConnectionOpened(frame))
+        self.event_queue.append(ConnectionOpened(frame))
 
     def _check_peer_idle_timeout(self, frame: Open) -> None:
         """Refuse an idle time-out below ``config.min_peer_idle_timeout`` (2.4.5: "it
@@ -869,18 +887,18 @@ class Connection:
             session.remote_channel = channel
             self._remote_sessions[channel] = session
             session._on_begin(frame)
-        self._events.append(SessionBegun(session))
+        self.event_queue.append(SessionBegun(session))
 
     def _on_close(self, frame: Close) -> None:
         self.remote_close = frame
         by_peer = self.state < _CLOSE_SENT
         self._step(Step.RECV_CLOSE)
         if by_peer:
-            self._write_frame(0, Close())
+            self.send_frame(0, Close())
             self._step(Step.SEND_CLOSE)
         self._abandon_sessions("the peer closed the connection")
         self._expect = _EXPECT_NOTHING
-        self._events.append(ConnectionClosed(frame.error if by_peer else self.error, by_peer))
+        self.event_queue.append(ConnectionClosed(frame.error if by_peer else self.error, by_peer))
 
 
 def _symbols(values: list[str] | None) -> list[Symbol] | None:

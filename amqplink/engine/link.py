@@ -664,7 +664,7 @@ class SenderLink(Link):
             self.link_credit = flow_rules.sender_credit(rcv_count, int(flow.link_credit), self.delivery_count)
         self.drain = bool(flow.drain)
         self._drain_held = self.drain and self.hold_drain
-        self.session.connection._events.append(LinkCreditChanged(self, self.link_credit, self.drain))
+        self.session.connection.event_queue.append(LinkCreditChanged(self, self.link_credit, self.drain))
         self.session._pump_sender(self)
         if self.drain:
             self.session._answer_drain_later(self)
@@ -704,7 +704,7 @@ class SenderLink(Link):
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         self._disposition_arrived(delivery, settled, state, batchable)
-        self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+        self.session.connection.event_queue.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
         """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
@@ -718,7 +718,7 @@ class SenderLink(Link):
         else:  # all _disposition_arrived does when neither the peer nor the engine settles
             for delivery in deliveries:
                 delivery.remote_state = state
-        self.session.connection._events.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
+        self.session.connection.event_queue.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
 
     def _disposition_arrived(self, delivery: Delivery, settled: bool, state: Any, batchable: bool) -> None:
         """A delivery's state as the peer's disposition sets it (the event is the caller's)."""
@@ -893,7 +893,7 @@ class ReceiverLink(Link):
         # delivery-count" (2.6.7): credit at zero, by transfers or by its flow, ends a drain.
         if self.drain and self.link_credit == 0:
             self.drain = False
-            self.session.connection._events.append(LinkDrained(self))
+            self.session.connection.event_queue.append(LinkDrained(self))
 
     # -- settlement ------------------------------------------------------------------------
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
@@ -1065,7 +1065,7 @@ class ReceiverLink(Link):
         if delivery.delivery_id is not None:
             self.unsettled.pop(delivery.delivery_id, None)
             self.session._forget_incoming(delivery)
-        self.session.connection._events.append(DeliveryAborted(self, delivery))
+        self.session.connection.event_queue.append(DeliveryAborted(self, delivery))
         self._drained_if_done()
 
     def _refuse_oversize(self, delivery: Delivery) -> None:
@@ -1106,7 +1106,7 @@ class ReceiverLink(Link):
         """Whole deliveries for the application: a ``DeliveryReceived`` each, or with
         :attr:`deliver_in_runs` one ``DeliveriesReceived`` (continued while no other event
         came since)."""
-        events = self.session.connection._events
+        events = self.session.connection.event_queue
         if not self.deliver_in_runs:
             events.extend([DeliveryReceived(self, delivery) for delivery in deliveries])
         elif events and type(run := events[-1]) is DeliveriesReceived and run.link is self:
@@ -1116,14 +1116,14 @@ class ReceiverLink(Link):
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         self._dispositions_arrived((delivery,), settled, state)
-        self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+        self.session.connection.event_queue.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
         """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
         (a run of its range, in delivery-id order): what :meth:`_on_disposition` does for each,
         with one :class:`DeliveriesUpdated` for them all."""
         self._dispositions_arrived(deliveries, settled, state)
-        self.session.connection._events.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
+        self.session.connection.event_queue.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
 
     def _dispositions_arrived(self, deliveries: Iterable[Delivery], settled: bool, state: Any) -> None:
         """The deliveries' states as one disposition of the peer sets them (the event is the caller's)."""

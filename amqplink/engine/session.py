@@ -187,7 +187,7 @@ class Session:
             self._write_batched()  # the transfers of earlier sends go first
         if self._dispositions and type(frame) is not Disposition:
             self._flush_dispositions()
-        self.connection._write_frame(self.channel, frame, payload)
+        self.connection.send_frame(self.channel, frame, payload)
 
     def _begin_frame(self) -> Begin:
         return Begin(
@@ -226,10 +226,10 @@ class Session:
         self._flush_writes()
         self._step(Step.SEND_END_ERROR if error is not None else Step.SEND_END)
         self.error = error
-        self.connection._write_frame(self.channel, End(error=error))
+        self.connection.send_frame(self.channel, End(error=error))
         self._abandon_links(f"session {self.channel} has ended")
         if self.state is _ENDED:
-            self.connection._forget_session(self)
+            self.connection.forget_session(self)
 
     # -- links -------------------------------------------------------------------
     def _allocate_handle(self) -> int:
@@ -374,7 +374,7 @@ class Session:
         link = self._by_name.get((attach.name, not peer_is_sender))
         if link is not None and link.state is _LINK_ENDED:
             return  # the peer's answer crossed this side's close
-        events = self.connection._events
+        events = self.connection.event_queue
         if (
             link is not None
             and link.remote_attach is None
@@ -429,7 +429,7 @@ class Session:
             self._write(Detach(handle=UInt(link.handle), closed=bool(detach.closed)))
         self._forget_link(link)
         error = detach.error if by_peer else link.error
-        self.connection._events.append(LinkDetached(link, error, bool(detach.closed), by_peer))
+        self.connection.event_queue.append(LinkDetached(link, error, bool(detach.closed), by_peer))
 
     def _on_flow(self, flow: Flow) -> None:
         if self._batched:
@@ -638,10 +638,10 @@ class Session:
         if by_peer:
             self._flush_writes()
             self._step(Step.SEND_END)
-            self.connection._write_frame(self.channel, End())
+            self.connection.send_frame(self.channel, End())
             self._abandon_links(f"the peer ended session {self.channel}")
-        self.connection._forget_session(self)
-        self.connection._events.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
+        self.connection.forget_session(self)
+        self.connection.event_queue.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
 
     # -- deliveries ----------------------------------------------------------------
     def _forget_incoming(self, delivery: Delivery) -> None:
@@ -734,7 +734,7 @@ class Session:
                 if out is None:
                     if self._dispositions:
                         self._flush_dispositions()
-                    out = conn._deferred if conn._deferred is not None else conn._out
+                    out = conn.frame_buffer()
                 if len(tag) == run_tag_size and delivery_id >= 256 and not delivery.message_format:
                     # the writer's usual frame from the parts of this link's (the hottest path)
                     payload = delivery.payload
@@ -797,7 +797,7 @@ class Session:
         pack, middle, tag_head, base = parts
         if self._dispositions:
             self._flush_dispositions()  # as _write_deliveries does before its first frame
-        out = conn._deferred if conn._deferred is not None else conn._out
+        out = conn.frame_buffer()
         outgoing, unsettled = self._outgoing, link.unsettled
         delivery_id = next_id
         for delivery in deliveries[:count] if count < len(deliveries) else deliveries:
@@ -863,7 +863,7 @@ class Session:
         written at the next ``data_to_send``, or before the next frame this session writes
         otherwise (:meth:`_write_batched`); until then the connection counts the bytes as
         output (for back-pressure)."""
-        self.connection._batched_size += size
+        self.connection.batched_bytes += size
         self._batched.append(link)
         if not self._pending:
             self._mark_pending()
@@ -931,7 +931,7 @@ class Session:
     def _mark_pending(self) -> None:
         if not self._pending:
             self._pending = True
-            self.connection._pending_sessions.append(self)
+            self.connection.schedule_flush(self)
 
     def _flush_pending(self) -> None:
         """Called by :meth:`Connection.data_to_send`: queued dispositions, drain answers,
@@ -964,7 +964,7 @@ class Session:
         if len(pending) > 1:
             pending.sort(key=_disposition_sort_key)
         role, first, last, settled, state, batchable = pending[0]
-        write = self.connection._write_frame
+        write = self.connection.send_frame
         for r, f, la, s, st, b in pending[1:]:
             if r is role and s is settled and b is batchable and f == last + 1 and (st is state or st == state):
                 last = la
