@@ -194,6 +194,10 @@ class Connection:
     on its own, and reports links the peer attaches as
     :class:`~amqplink.engine.events.LinkAttachRequested` for the application to
     accept or refuse.
+
+    ``fast_paths`` (default on) chooses how transfers are written and read: the fast
+    implementations or the reference ones (:mod:`amqplink.engine.transfer_paths`); the
+    bytes and events are the same either way, and frame tracing works on both.
     """
 
     def __init__(
