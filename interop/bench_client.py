@@ -12,7 +12,10 @@ each for 64 B and 1 KiB bodies. Prints a table of msg/s and the ratio of amqplin
 to each other client. ``--memory`` instead sends 1,000,000 messages through
 ``send_nowait`` with ``max_in_flight=1000`` and prints the RSS as it goes.
 
-    python3 interop/bench_client.py [--url amqp://127.0.0.1:5672] [--count 50000]
+    python3 interop/bench_client.py [--url amqp://127.0.0.1:5672] [--count 50000] [--opcodes]
+
+``--opcodes`` prints amqplink's Python opcodes per message in each scenario instead (a
+trace: slow, but deterministic enough to compare two versions on a shared machine).
 """
 
 from __future__ import annotations
@@ -289,6 +292,30 @@ def run_memory(url: str, total: int, size: int) -> None:
     asyncio.run(run())
 
 
+def run_opcodes(url: str, count: int, sizes: list[int]) -> None:
+    """amqplink's Python opcodes per message in each scenario, connecting included: unlike
+    the time, deterministic enough on a shared machine to compare two versions of the code
+    (the broker is another process; only how the socket splits the bytes varies)."""
+    from interop.bench_ingest import OpcodeCounter
+
+    for size in sizes:
+        for scenario in ("unsettled send", "pre-settled send", "peek-lock receive+accept"):
+            queue = f"bench-opcodes-{size}-{uuid.uuid4().hex[:8]}"
+            receive = scenario == "peek-lock receive+accept"
+            if receive:
+                fill(url, queue, count, size)
+            counter = OpcodeCounter()
+            counter.enable()
+            try:
+                if receive:
+                    amqplink_receive(url, queue, count, size)
+                else:
+                    amqplink_send(url, queue, count, size, scenario == "pre-settled send")
+            finally:
+                counter.disable()
+            print(f"{scenario:<26} {size:>5}B  {counter.opcodes / count:8.1f} opcodes per message", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="broker URL (default: start Debian's proton C broker)")
@@ -298,9 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per client and scenario; the table shows medians")
     parser.add_argument("--memory", action="store_true", help="1,000,000 send_nowait with max_in_flight=1000")
     parser.add_argument("--memory-count", type=int, default=1_000_000)
+    parser.add_argument(
+        "--opcodes", action="store_true", help="amqplink's Python opcodes per message in each scenario (a trace, slow)"
+    )
     args = parser.parse_args(argv)
     with broker(args.url) as url:
-        if args.memory:
+        if args.opcodes:
+            run_opcodes(url, args.count, [int(s) for s in args.sizes.split(",")])
+        elif args.memory:
             run_memory(url, args.memory_count, 64)
         else:
             run_table(url, args.count, [int(s) for s in args.sizes.split(",")], args.clients.split(","), args.repeat)

@@ -162,19 +162,24 @@ class RuleConfig:
     def __post_init__(self) -> None:
         # imported here: the namespace package imports this module
         from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
+        from amqplink.broker.namespace.sql_parser import parameter_values
 
-        if self.filter_type == "Sql" and self.sql_filter is None:
-            object.__setattr__(self, "sql_filter", SqlFilter(self.sql_expression or ""))
-        if self.action_expression is not None and self.action is None:
-            object.__setattr__(self, "action", SqlRuleAction(self.action_expression))
+        sql, action = self.sql_filter, self.action
+        if self.filter_type == "Sql" and (sql is None or sql.parameters != parameter_values(self.parameters)):
+            object.__setattr__(self, "sql_filter", SqlFilter(self.sql_expression or "", self.parameters))
+        if self.action_expression is not None and (
+            action is None or action.parameters != parameter_values(self.action_parameters)
+        ):
+            object.__setattr__(self, "action", SqlRuleAction(self.action_expression, self.action_parameters))
 
 
-def sql_rule(name: str, expression: str) -> RuleConfig:
-    """A rule for a SQL filter expression, compiled now; ``SqlFilterError`` (with the position) if bad.
+def sql_rule(name: str, expression: str, parameters: Mapping[str, Any] | None = None) -> RuleConfig:
+    """A rule for a SQL filter expression (``@name``: ``parameters[name]``), compiled now;
+    ``SqlFilterError`` (with the position) if bad.
 
     ``1=1``/``TRUE`` and ``1=0``/``FALSE`` become the True and False filters.
     """
-    rule = RuleConfig(name, "Sql", sql_expression=expression)
+    rule = RuleConfig(name, "Sql", sql_expression=expression, parameters=dict(parameters or {}))
     normal = "".join(expression.split()).upper()
     if normal in ("1=1", "TRUE"):
         return RuleConfig(name, "True", sql_expression=expression)
@@ -219,7 +224,8 @@ class NamespaceConfig:
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """The whole file: its namespaces (the broker serves the first)."""
+    """The whole file: its namespaces (the broker serves each, on its own host name; the first
+    is the one a connection gets unless its host name names another)."""
 
     namespaces: tuple[NamespaceConfig, ...] = (NamespaceConfig(),)
 
@@ -342,6 +348,17 @@ def _sql_text(props: dict[str, Any], key: str, where: str, default: str | None) 
     return value
 
 
+def _sql_parameters(props: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """``{key: {"Parameters": {"@name": value}}}`` (an extension of the emulator's format, as
+    ``SqlFilter.Parameters`` over the management API): text, numbers and booleans."""
+    value = _obj(props.get(key) or {}, f"{where}.{key}").get("Parameters") or {}
+    params = _obj(value, f"{where}.{key}.Parameters")
+    for name, item in params.items():
+        if not isinstance(item, str | int | float | bool):
+            raise ConfigError(f"{where}.{key}.Parameters.{name}: expected text, a number or a boolean, not {item!r}")
+    return dict(params)
+
+
 def _rule(value: Any, where: str) -> RuleConfig:
     obj = _obj(value, where)
     name = _name(obj, where)
@@ -355,7 +372,7 @@ def _rule(value: Any, where: str) -> RuleConfig:
     elif kind == "Sql":
         sql = _sql_text(props, "SqlFilter", at, "1=1")
         try:
-            rule = sql_rule(name, sql or "")
+            rule = sql_rule(name, sql or "", _sql_parameters(props, "SqlFilter", at))
         except ValueError as exc:  # SqlFilterError
             raise ConfigError(f"{at}.SqlFilter.SqlExpression: {exc}") from None
     else:
@@ -364,7 +381,7 @@ def _rule(value: Any, where: str) -> RuleConfig:
     if action is None:
         return rule
     try:
-        return replace(rule, action_expression=action)
+        return replace(rule, action_expression=action, action_parameters=_sql_parameters(props, "Action", at))
     except ValueError as exc:  # SqlFilterError
         raise ConfigError(f"{at}.Action.SqlExpression: {exc}") from None
 

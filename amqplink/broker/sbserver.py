@@ -189,7 +189,32 @@ class ServiceBusHost:
         self.connections: set[_ServiceBusConnection] = set()
         self.faults = Faults(self)
         """Fault injection (:mod:`amqplink.broker.faults`), also reachable through ``$control``."""
+        self.others: list[ServiceBusHost] = []
+        """The hosts of the other namespaces the broker serves (on this one, the first: see
+        :meth:`route`)."""
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def hosts(self) -> list[ServiceBusHost]:
+        """This host and :attr:`others`."""
+        return [self, *self.others]
+
+    def route(self, hostname: object) -> ServiceBusHost:
+        """The host of the namespace a connection's open names in its ``hostname``: the
+        namespace called so, or whose name is its first label (``ns2`` for ``ns2.localhost``
+        or ``ns2.servicebus.windows.net``), else this one (the first namespace)."""
+        if not self.others or not isinstance(hostname, str) or not hostname:
+            return self
+        host = hostname.strip().rstrip(".").lower()
+        if host.startswith("[") or host.count(":") > 1:
+            return self  # an IPv6 address names no namespace
+        host = host.split(":", 1)[0]
+        label = host.split(".", 1)[0]
+        for other in self.others:
+            name = other.namespace.name.lower()
+            if host == name or label == name:
+                return other
+        return self
 
     @property
     def keys(self) -> dict[str, str]:
@@ -334,6 +359,7 @@ class _ServiceBusConnection:
                     link.detach()
                 self._drop(link)
             elif t is ConnectionOpened:
+                self._choose_namespace()
                 self.refused_by = self.host.faults.refusing
             elif t is SessionEnded:
                 # "a link lives within its session" (2.6.1): its locks and its waits end with it.
@@ -346,6 +372,17 @@ class _ServiceBusConnection:
                 self._closed()
         if moved:
             self.protocol.schedule_flush()  # once for the batch: settlements, credit, answers
+
+    def _choose_namespace(self) -> None:
+        """Serve the namespace the client's open names (:meth:`ServiceBusHost.route`): the
+        connection moves to its host before any link is attached."""
+        remote = self.engine.remote_open
+        chosen = self.host.route(None if remote is None else remote.hostname)
+        if chosen is not self.host:
+            self.host.connections.discard(self)
+            chosen.connections.add(self)
+            log.info("connection for host %r: namespace %r", remote and remote.hostname, chosen.namespace.name)
+            self.host = chosen
 
     def _links(self) -> list[Link]:
         """Every link of the connection the broker keeps something for."""

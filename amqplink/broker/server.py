@@ -25,6 +25,7 @@ import os
 import ssl
 import uuid
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.server import (
@@ -36,7 +37,7 @@ from amqplink.aio.server import (
     serve,
 )
 from amqplink.aio.transport import EngineProtocol
-from amqplink.broker.config import BrokerConfig, load_config
+from amqplink.broker.config import BrokerConfig, ConfigError, NamespaceConfig, load_config
 from amqplink.broker.durable import Persistence
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
 from amqplink.broker.faults import Faults
@@ -82,32 +83,41 @@ def _servicebus_host(
     rules: Iterable[AccessRule] = (),
     host_names: Iterable[str] = (),
 ) -> ServiceBusHost:
+    """The host of the configuration's first namespace (the default one), holding the hosts
+    of the others (:attr:`ServiceBusHost.others`): each namespace its own entities, keys
+    (``rules``/``keys`` given to the broker hold for every one) and store (the first in
+    ``data_dir``, another in ``data_dir/namespaces/<name>``)."""
     if config is not None and not isinstance(config, BrokerConfig):
         config = load_config(config)
-    if config is not None and len(config.namespaces) > 1:
-        ignored = ", ".join(ns.name for ns in config.namespaces[1:])
-        log.warning(
-            "the configuration defines %d namespaces; this broker serves the first, %s, as the"
-            " Service Bus emulator does (not %s): run one broker per namespace",
-            len(config.namespaces),
-            config.namespaces[0].name,
-            ignored,
+    configs: tuple[NamespaceConfig | None, ...] = (None,) if config is None else config.namespaces
+    seen: set[str] = set()
+    hosts: list[ServiceBusHost] = []
+    given = list(rules)
+    for index, ns_config in enumerate(configs):
+        namespace = Namespace(ns_config)
+        if namespace.name.lower() in seen:
+            raise ConfigError(f"UserConfig.Namespaces[{index}].Name: {namespace.name!r} is defined twice")
+        seen.add(namespace.name.lower())
+        persistence = None
+        if data_dir is not None:
+            directory = Path(data_dir) if index == 0 else Path(data_dir) / "namespaces" / namespace.name.lower()
+            persistence = Persistence(directory)
+            persistence.attach(namespace)
+        configured = () if ns_config is None else ns_config.authorization_rules
+        hosts.append(
+            ServiceBusHost(
+                namespace,
+                keys=keys,
+                rules=[*configured, *given],
+                host_names=host_names if index == 0 else (),
+                require_auth=require_auth,
+                credit_window=credit_window,
+                persistence=persistence,
+            )
         )
-    namespace = Namespace(None if config is None else config.namespaces[0])
-    persistence = None
-    if data_dir is not None:
-        persistence = Persistence(data_dir)
-        persistence.attach(namespace)
-    configured = () if config is None else config.namespaces[0].authorization_rules
-    return ServiceBusHost(
-        namespace,
-        keys=keys,
-        rules=[*configured, *rules],
-        host_names=host_names,
-        require_auth=require_auth,
-        credit_window=credit_window,
-        persistence=persistence,
-    )
+    primary = hosts[0]
+    primary.others = hosts[1:]
+    return primary
 
 
 log = logging.getLogger(__name__)
@@ -224,9 +234,24 @@ class Broker:
         log.info("amqplink broker listening on %s", self.url)
         if self.servicebus is not None:
             self._host = host
-            self.servicebus.secure_for(is_loopback(host))
-            self.servicebus.names.listen(host, self.port)
-            self.servicebus.start()
+            for served in self.servicebus.hosts:
+                served.secure_for(is_loopback(host))
+                served.names.listen(host, self.port)
+                served.start()
+            broker_names = set(self.servicebus.names.hosts)
+            for served in self.servicebus.hosts:
+                # its own names: "<name>" and "<name>.<a name of the broker>" (ns2.localhost);
+                # the first namespace keeps the broker's too (any name that names no other)
+                name = served.namespace.name.lower()
+                own = {name} | {f"{name}.{h}" for h in broker_names}
+                served.names.hosts = own | broker_names if served is self.servicebus else own
+            for other in self.servicebus.others:
+                log.info(
+                    "Service Bus namespace %r on %s (host name %s.*)",
+                    other.namespace.name,
+                    self.url,
+                    other.namespace.name.lower(),
+                )
             log.info("Service Bus namespace %r on %s", self.servicebus.namespace.name, self.url)
             if self.http_port_wanted is not None:
                 await self._start_management(host, self.http_port_wanted, self.servicebus)
@@ -277,6 +302,14 @@ class Broker:
         return self.servicebus.namespace
 
     @property
+    def namespaces(self) -> dict[str, Namespace]:
+        """Every Service Bus namespace served, by name (the first: :attr:`namespace`, the one a
+        connection gets unless its host name names another: ``<name>`` or ``<name>.<...>``)."""
+        if self.servicebus is None:
+            raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
+        return {host.namespace.name: host.namespace for host in self.servicebus.hosts}
+
+    @property
     def faults(self) -> Faults:
         """Fault injection on the namespace served (:mod:`amqplink.broker.faults`)."""
         if self.servicebus is None:
@@ -286,14 +319,41 @@ class Broker:
     @property
     def connection_string(self) -> str:
         """``Endpoint=sb://HOST:PORT;SharedAccessKeyName=...;SharedAccessKey=...;UseDevelopmentEmulator=true``
-        (HOST 127.0.0.1 when listening on every address)."""
+        (HOST 127.0.0.1 when listening on every address): the first namespace's."""
+        return self.connection_string_for()
+
+    def connection_string_for(self, namespace: str | None = None) -> str:
+        """:attr:`connection_string` of the namespace called ``namespace`` (None: the first),
+        with its own key; another than the first is named ``<name>.localhost`` (a name every
+        ``*.localhost`` resolver maps to loopback, RFC 6761), off loopback ``<name>.HOST``
+        (or ``<name>`` when HOST is an address: give it a hosts entry).
+        ``KeyError`` for a namespace the broker does not serve."""
         if self.servicebus is None:
             raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
-        root = self.servicebus.rules.root
+        served = self.servicebus
+        if namespace is not None:
+            found = [h for h in self.servicebus.hosts if h.namespace.name.lower() == namespace.lower()]
+            if not found:
+                names = ", ".join(h.namespace.name for h in self.servicebus.hosts)
+                raise KeyError(f"this broker serves no namespace {namespace!r} (it serves {names})")
+            served = found[0]
+        root = served.rules.root
         if root is None:
-            raise RuntimeError("the namespace has no namespace-level authorization rule to connect with")
+            raise RuntimeError(
+                f"namespace {served.namespace.name!r} has no namespace-level authorization rule to connect with"
+            )
         name, key = root.name, root.keys[0]
         host = "127.0.0.1" if self._host in ("", "0.0.0.0", "::") else self._host
+        if served is not self.servicebus:
+            own = served.namespace.name.lower()
+            if is_loopback(host):
+                host = f"{own}.localhost"
+            else:
+                try:
+                    ipaddress.ip_address(host)
+                    host = own  # an address has no sub-names: the namespace's own name (a hosts entry)
+                except ValueError:
+                    host = f"{own}.{host}"
         return (
             f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={name};SharedAccessKey={key};"
             "UseDevelopmentEmulator=true"
@@ -307,14 +367,16 @@ class Broker:
         if self.http_certificate is not None:
             self.http_certificate.remove()
             self.http_certificate = None
-        if self.servicebus is not None:
-            await self.servicebus.stop()
+        served = [] if self.servicebus is None else self.servicebus.hosts
+        for host in served:
+            await host.stop()
         if self._server is not None:
             self._server.close()
         for protocol in list(self._protocols):
             protocol.abort()
-        if self.servicebus is not None and self.servicebus.persistence is not None:
-            await self.servicebus.persistence.close()
+        for host in served:
+            if host.persistence is not None:
+                await host.persistence.close()
         if self._server is not None:
             await self._server.wait_closed()
 

@@ -69,10 +69,13 @@ def _kept(broker: Broker) -> bool:
     return broker.servicebus is not None and broker.servicebus.persistence is not None
 
 
-def entity_lines(namespace: Namespace, *, recovered: bool = False) -> list[str]:
+def entity_lines(namespace: Namespace, *, recovered: bool = False, named: bool = False) -> list[str]:
     """What the broker holds at start: one line per queue, topic and subscription with its
-    counts (``recovered``: read back from the data directory), or how queues come to be."""
+    counts (``recovered``: read back from the data directory), or how queues come to be;
+    ``named``: the lines say which namespace (a broker serving several)."""
     source = "read back from --data-dir" if recovered else "configured"
+    if named:
+        source = f"namespace {namespace.name}, {source}"
     lines: list[str] = []
     for queue in sorted(namespace.queues.values(), key=lambda q: q.name):
         lines.append(f"  queue {queue.name}: {_counted(entity_counts(queue, queue.dead_letter_queue))}")
@@ -138,10 +141,10 @@ async def run_broker(
         except (ConfigError, StoreError, ValueError) as exc:
             print(f"amqplink broker: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
-        namespace = broker.namespace
-        namespace.first_use_level = logging.WARNING  # a mistyped name is seen, not a silent new queue
-        if strict_entities:
-            namespace.auto_create = False
+        for namespace in broker.namespaces.values():
+            namespace.first_use_level = logging.WARNING  # a mistyped name is seen, not a silent new queue
+            if strict_entities:
+                namespace.auto_create = False
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     terminated = False
@@ -173,8 +176,12 @@ async def _serve(
         print(broker.connection_string, flush=True)
         if broker.management is not None:
             print(f"management API on https://{host}:{broker.http_port} (CA certificate: {broker.http_ca})", flush=True)
-        for line in entity_lines(broker.namespace, recovered=_kept(broker)):
-            print(line, flush=True)
+        for name in list(broker.namespaces)[1:]:  # a Config.json's other namespaces, each on its own name
+            print(f"namespace {name}: {broker.connection_string_for(name)}", flush=True)
+        several = len(broker.namespaces) > 1
+        for namespace in broker.namespaces.values():
+            for line in entity_lines(namespace, recovered=_kept(broker), named=several):
+                print(line, flush=True)
     if ready is not None:
         ready.set()
     try:

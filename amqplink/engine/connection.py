@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,6 +40,7 @@ from amqplink.engine.frames import (
     FrameReader,
     FramingError,
     heartbeat,
+    split_frames,
     write_frame,
 )
 from amqplink.engine.link import DEFAULT_MAX_MESSAGE_SIZE
@@ -60,6 +62,14 @@ from amqplink.engine.states import (
     Step,
     advance,
 )
+from amqplink.engine.transfer_paths import (
+    FAST_READER,
+    FAST_WRITER,
+    REFERENCE_READER,
+    REFERENCE_WRITER,
+    TransferReader,
+    TransferWriter,
+)
 from amqplink.protocol.definitions import (
     Attach,
     Begin,
@@ -72,7 +82,6 @@ from amqplink.protocol.definitions import (
     Open,
     Transfer,
 )
-from amqplink.protocol.hot_decode import decode_performative, scan_transfer
 
 __all__ = ["DEFAULT_MIN_PEER_IDLE_TIMEOUT", "Connection", "ConnectionConfig"]
 
@@ -185,11 +194,11 @@ class Connection:
     on its own, and reports links the peer attaches as
     :class:`~amqplink.engine.events.LinkAttachRequested` for the application to
     accept or refuse.
-    """
 
-    fast_transfers = True
-    """Read transfers in the usual shape without building a ``Transfer`` (tests turn it
-    off on an instance to compare with the generic path; frame tracing turns it off)."""
+    ``fast_paths`` (default on) chooses how transfers are written and read: the fast
+    implementations or the reference ones (:mod:`amqplink.engine.transfer_paths`); the
+    bytes and events are the same either way, and frame tracing works on both.
+    """
 
     def __init__(
         self,
@@ -197,6 +206,7 @@ class Connection:
         *,
         server: bool = False,
         sasl: SaslClient | SaslServer | None = None,
+        fast_paths: bool = True,
     ) -> None:
         self.config = config or ConnectionConfig()
         self.server = server
@@ -206,8 +216,15 @@ class Connection:
         self._reader = FrameReader(self.config.max_frame_size)
         self._out = bytearray()
         self._deferred: bytearray | None = None
-        self._events: list[Event] = []
+        self.event_queue: list[Event] = []
+        """Events made since they were last taken (:meth:`take_events`): the connection's
+        sessions and links append theirs here, in order."""
         self._trace = frame_log.isEnabledFor(logging.DEBUG)
+        self.transfer_writer: TransferWriter = FAST_WRITER
+        """How this connection writes transfer frames (chosen by :attr:`fast_paths`)."""
+        self.transfer_reader: TransferReader = FAST_READER
+        """How this connection reads frame bodies (chosen by :attr:`fast_paths`)."""
+        self.fast_paths = fast_paths
         self._expect = _EXPECT_SASL_HEADER if sasl is not None else _EXPECT_AMQP_HEADER
         self._header_sent = False
         self.state = _START
@@ -225,7 +242,9 @@ class Connection:
         """Channels the peer ended a session on and has not begun one on since (at most
         channel-max + 1 of them): frames it still sends there are stragglers."""
         self._pending_sessions: list[Session] = []
-        self._batched_size = 0  # payload bytes batched for the next data_to_send
+        self.batched_bytes = 0
+        """Payload bytes that links with ``batch_transfers`` queued for the next
+        :meth:`data_to_send` (counted as output by :meth:`output_size`)."""
         self._rx = False
         self._tx = False
         self._last_rx: float | None = None
@@ -266,6 +285,30 @@ class Connection:
             if session.state is not _SESSION_ENDED:
                 session._abandon(reason)
 
+    @property
+    def fast_paths(self) -> bool:
+        """Whether transfers are written and read by the fast implementations
+        (:mod:`amqplink.engine.transfer_paths`): hand-assembled frames and runs of
+        deliveries, plain-field reads and the straight-line decoders. Off, every frame
+        goes through the reference ``Transfer`` encoder and the generic decoder; the
+        bytes and events are the same either way (the differential tests switch this).
+        Frame tracing works on both and chooses neither."""
+        return self.transfer_writer.fast
+
+    @fast_paths.setter
+    def fast_paths(self, on: bool) -> None:
+        self.transfer_writer = FAST_WRITER if on else REFERENCE_WRITER
+        self.transfer_reader = FAST_READER if on else REFERENCE_READER
+
+    @property
+    def fast_transfers(self) -> bool:
+        """The former name of :attr:`fast_paths`."""
+        return self.fast_paths
+
+    @fast_transfers.setter
+    def fast_transfers(self, on: bool) -> None:
+        self.fast_paths = on
+
     # -- output --------------------------------------------------------------------
     def data_to_send(self) -> bytes | bytearray:
         """The bytes to write to the transport now (dispositions are coalesced here): a
@@ -275,12 +318,14 @@ class Connection:
             pending, self._pending_sessions = self._pending_sessions, []
             for session in pending:
                 session._flush_pending()
-            self._batched_size = 0
+            self.batched_bytes = 0
         if not self._out:
             return b""
         data = self._out
         self._out = bytearray()
         self._tx = True
+        if self._trace:
+            self._trace_frames("->", split_frames(data))
         return data
 
     def output_size(self) -> int:
@@ -288,15 +333,27 @@ class Connection:
         with the payloads of deliveries batched for it (``SenderLink.batch_transfers``).
         A method, not a property: an I/O adapter asks on every send, and a method call
         costs the interpreter less."""
-        return len(self._out) + self._batched_size
+        return len(self._out) + self.batched_bytes
 
-    def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
+    # -- the API the connection's sessions write through ------------------------------
+    def frame_buffer(self) -> bytearray:
+        """The buffer frames go into now, for a transfer writer to append to: the output,
+        or while a SASL client waits for its outcome, the frames held back behind it."""
+        return self._deferred if self._deferred is not None else self._out
+
+    def schedule_flush(self, session: Session) -> None:
+        """Call ``session._flush_pending`` at the next :meth:`data_to_send` (the session
+        registers once until then)."""
+        self._pending_sessions.append(session)
+
+    def send_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
+        """Encode a performative (and its payload) as a frame on ``channel``, unless the
+        connection has closed; a frame larger than the peer's max-frame-size is not sent
+        and the connection closes with ``amqp:frame-size-too-small``."""
         if self.state >= _CLOSE_SENT and type(frame) is not Close:
             # CLOSE SENT: "It is illegal to write anything more onto the connection" (2.4.6)
             return
         out = self._deferred if self._deferred is not None else self._out
-        if self._trace:
-            self._trace_frame("->", channel, frame, payload)
         size = write_frame(out, FRAME_TYPE_AMQP, channel, frame, payload)
         # "A peer MUST NOT send frames larger than its partner can handle." (2.7.1); before
         # its open arrives, that is 512 bytes (pipelined frames included, 2.4.2).
@@ -342,7 +399,7 @@ class Connection:
         self._step(Step.SEND_OPEN)
         cfg = self.config
         idle_ms = UInt(int(cfg.idle_timeout * 500)) if cfg.idle_timeout else None
-        self._write_frame(
+        self.send_frame(
             0,
             Open(
                 container_id=cfg.container_id,
@@ -369,7 +426,7 @@ class Connection:
             session._flush_writes()
         self._step(Step.SEND_CLOSE)
         self.error = error
-        self._write_frame(0, Close(error=error))
+        self.send_frame(0, Close(error=error))
         # Nothing more goes out, but frames still come in until the peer's close
         # (2.4.6 CLOSE_SENT): outcomes that arrive now still settle deliveries.
         for session in self.sessions.values():
@@ -406,7 +463,7 @@ class Connection:
         self.sessions[channel] = session
         return session
 
-    def _forget_session(self, session: Session) -> None:
+    def forget_session(self, session: Session) -> None:
         if session.state is not _SESSION_ENDED:
             return
         if self.sessions.get(session.channel) is session:
@@ -422,7 +479,7 @@ class Connection:
             self._expect = _EXPECT_NOTHING
             self._abandon_sessions("the connection's transport closed")
             if self.remote_close is None:
-                self._events.append(
+                self.event_queue.append(
                     ConnectionClosed(Error(condition=errors.CONNECTION_FORCED, description="transport closed"), True)
                 )
         return self._take_events()
@@ -510,13 +567,15 @@ class Connection:
         return self._take_events()
 
     def _take_events(self) -> list[Event]:
-        events = self._events
-        self._events = []
+        events = self.event_queue
+        self.event_queue = []
         return events
 
     def _process(self) -> None:
         reader = self._reader
-        fast = self.fast_transfers and not self._trace
+        transfers = self.transfer_reader
+        scan = transfers.scan
+        decode_body = transfers.decode
         while True:
             expect = self._expect
             if expect == _EXPECT_FRAMES:
@@ -526,6 +585,8 @@ class Connection:
                     if frame is None:
                         return
                     frames = [frame]
+                if self._trace:
+                    self._trace_frames("<-", frames)
                 channel_max = self.config.channel_max
                 count = len(frames)
                 at = 0
@@ -542,8 +603,8 @@ class Connection:
                         raise FramingError(f"frame on channel {channel}, above channel-max {channel_max}")
                     if not body:
                         continue  # heartbeat
-                    if fast and len(body) > 5 and body[2] == 0x14:
-                        fields = scan_transfer(body)
+                    if scan is not None and len(body) > 5 and body[2] == 0x14:
+                        fields = scan(body)
                         if fields is not None:  # a transfer in the usual shape: no Transfer built
                             session = self._remote_sessions.get(channel)
                             if session is None or session.state >= _SESSION_END_SENT:  # _session_for decides
@@ -554,9 +615,7 @@ class Connection:
                             except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
                                 self._session_failed(session, channel, exc)
                             continue
-                    performative, offset = decode_performative(body)
-                    if self._trace:
-                        self._trace_frame("<-", channel, performative, body[offset:])
+                    performative, offset = decode_body(body)
                     self._dispatch(channel, performative, body[offset:])
             elif expect == _EXPECT_SASL_FRAMES:
                 frame = reader.read_frame()
@@ -567,9 +626,9 @@ class Connection:
                     raise FramingError(f"frame type {frame_type} during SASL")
                 if not body:
                     continue
-                sasl_frame = decode(body)[0]
                 if self._trace:
-                    self._trace_frame("<-", 0, sasl_frame, None)
+                    self._trace_frames("<-", (frame,))
+                sasl_frame = decode(body)[0]
                 self._on_sasl_frame(sasl_frame)
             elif expect == _EXPECT_NOTHING:
                 return
@@ -619,7 +678,7 @@ class Connection:
         if isinstance(sasl, SaslServer):
             if sasl.done:
                 self._expect = _EXPECT_AMQP_HEADER
-                self._events.append(SaslCompleted(sasl.chosen or "", sasl.identity))
+                self.event_queue.append(SaslCompleted(sasl.chosen or "", sasl.identity))
             elif sasl.code is not None:
                 self._end_without_close(
                     _SASL_CONDITIONS.get(sasl.code, errors.UNAUTHORIZED_ACCESS),
@@ -633,23 +692,34 @@ class Connection:
             if self._deferred is not None:
                 self._out += self._deferred
                 self._deferred = None
-            self._events.append(SaslCompleted(sasl.chosen or "", None))
+            self.event_queue.append(SaslCompleted(sasl.chosen or "", None))
 
     def _write_sasl_frame(self, frame: Any) -> None:
-        if self._trace:
-            self._trace_frame("->", 0, frame, None)
         write_frame(self._out, FRAME_TYPE_SASL, 0, frame)
 
-    def _trace_frame(self, direction: str, channel: int, frame: Any, payload: Any) -> None:
-        size = f" +{len(payload)} bytes" if payload else ""
-        frame_log.debug("%s %s [%d] %r%s", self.config.container_id, direction, channel, frame, size)
+    def _trace_frames(self, direction: str, frames: Iterable[tuple[int, int, bytes | memoryview]]) -> None:
+        """Log frames as they leave (:meth:`data_to_send`) or arrive, decoded from their
+        bytes, whichever implementation wrote or reads them: performatives with their
+        fields (SASL responses redacted by their repr), payloads by size only."""
+        name = self.config.container_id
+        for frame_type, channel, body in frames:
+            if not body:
+                continue  # a heartbeat
+            try:
+                frame, offset = decode(body)
+            except DecodeError:
+                frame_log.debug("%s %s [%d] an undecodable frame of %d bytes", name, direction, channel, len(body))
+                continue
+            payload = len(body) - offset if frame_type == FRAME_TYPE_AMQP else 0
+            size = f" +{payload} bytes" if payload else ""
+            frame_log.debug("%s %s [%d] %r%s", name, direction, channel, frame, size)
 
     def _end_without_close(self, condition: Symbol, description: str, info: dict[Any, Any] | None = None) -> None:
         self._step(Step.ABANDON)
         self._expect = _EXPECT_NOTHING
         self._abandon_sessions("the connection failed")
         self.error = Error(condition=condition, description=description, info=info)
-        self._events.append(ConnectionClosed(self.error, False))
+        self.event_queue.append(ConnectionClosed(self.error, False))
 
     def _fail(self, condition: Symbol, description: str, info: dict[Any, Any] | None = None) -> None:
         """Close the connection on a protocol error (2.4.3: "close ... with an error")."""
@@ -667,10 +737,10 @@ class Connection:
         send_close = self.state < _CLOSE_SENT
         self._step(Step.SEND_CLOSE_ERROR)
         if send_close:
-            self._write_frame(0, Close(error=error))
+            self.send_frame(0, Close(error=error))
         self._abandon_sessions(f"the connection closed with {condition}")
         self.error = error
-        self._events.append(ConnectionClosed(error, False))
+        self.event_queue.append(ConnectionClosed(error, False))
         # DISCARDING: ignore everything until the transport ends (2.4.6).
         self._expect = _EXPECT_NOTHING
 
@@ -779,7 +849,7 @@ class Connection:
         if self.server and self.state is _OPEN_RCVD:
             self.open()
         self._check_peer_idle_timeout(frame)
-        self._events.append(ConnectionOpened(frame))
+        self.event_queue.append(ConnectionOpened(frame))
 
     def _check_peer_idle_timeout(self, frame: Open) -> None:
         """Refuse an idle time-out below ``config.min_peer_idle_timeout`` (2.4.5: "it
@@ -821,18 +891,18 @@ class Connection:
             session.remote_channel = channel
             self._remote_sessions[channel] = session
             session._on_begin(frame)
-        self._events.append(SessionBegun(session))
+        self.event_queue.append(SessionBegun(session))
 
     def _on_close(self, frame: Close) -> None:
         self.remote_close = frame
         by_peer = self.state < _CLOSE_SENT
         self._step(Step.RECV_CLOSE)
         if by_peer:
-            self._write_frame(0, Close())
+            self.send_frame(0, Close())
             self._step(Step.SEND_CLOSE)
         self._abandon_sessions("the peer closed the connection")
         self._expect = _EXPECT_NOTHING
-        self._events.append(ConnectionClosed(frame.error if by_peer else self.error, by_peer))
+        self.event_queue.append(ConnectionClosed(frame.error if by_peer else self.error, by_peer))
 
 
 def _symbols(values: list[str] | None) -> list[Symbol] | None:

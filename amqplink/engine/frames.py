@@ -11,6 +11,7 @@ reads is joined, once, when its last byte arrives.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "FramingError",
     "MIN_MAX_FRAME_SIZE",
     "SASL_HEADER",
+    "split_frames",
     "write_frame",
     "write_transfer",
 ]
@@ -173,6 +175,21 @@ SETTLED_TAIL = 0x4341
 """Message format 0 (0x43) and settled true (0x41): a usual transfer's last two bytes."""
 UNSETTLED_TAIL = 0x4342
 """Message format 0 and settled false (0x42)."""
+
+
+def split_frames(data: bytes | bytearray) -> Iterator[tuple[int, int, bytes]]:
+    """The frames this side wrote into ``data`` as ``(type, channel, body)`` (copies: for
+    frame tracing), protocol headers skipped; stops at a frame that is not whole."""
+    pos, end = 0, len(data)
+    while pos + FRAME_HEADER_SIZE <= end:
+        if data[pos : pos + 4] == b"AMQP":
+            pos += 8  # a protocol header
+            continue
+        size, doff, frame_type, channel = _HEADER.unpack_from(data, pos)
+        if size < FRAME_HEADER_SIZE or pos + size > end:
+            return
+        yield frame_type, channel, bytes(data[pos + doff * 4 : pos + size])
+        pos += size
 
 
 def heartbeat() -> bytes:

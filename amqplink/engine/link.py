@@ -10,12 +10,13 @@ A :class:`ReceiverLink` grants credit with :meth:`ReceiverLink.flow` and settles
 :meth:`ReceiverLink.settle`.
 
 The credit fields carry the spec's names (2.6.7): ``delivery_count``, ``link_credit``,
-``available`` and ``drain``. Each rule lives in one method next to its quote:
-:meth:`Session._write_deliveries` and :meth:`ReceiverLink._count_deliveries` (a transfer
-moves delivery-count and link-credit), :meth:`SenderLink._on_flow` (the sender's
-link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
+``available`` and ``drain``; their arithmetic is in :mod:`amqplink.engine.flow`, each
+rule beside its quote, and moves in one method per event: :meth:`Session._write_deliveries`
+and :meth:`ReceiverLink._count_deliveries` (a transfer moves delivery-count and
+link-credit), :meth:`SenderLink._on_flow` (the sender's link-credit from a flow),
+:meth:`SenderLink._answer_drain` (drain), :meth:`ReceiverLink.flow` (a grant),
 :meth:`ReceiverLink._on_attach` (grants count from the initial-delivery-count) and
-:meth:`ReceiverLink._check_size` (max-message-size).
+:meth:`ReceiverLink._refuse_oversize` (max-message-size).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, UByte, UInt
 from amqplink.engine import errors
+from amqplink.engine import flow as flow_rules
 from amqplink.engine.events import (
     DeliveriesReceived,
     DeliveriesUpdated,
@@ -35,7 +37,6 @@ from amqplink.engine.events import (
     LinkCreditChanged,
     LinkDrained,
 )
-from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
 from amqplink.engine.states import LINK_TRANSITIONS, LinkState, Step, advance
 from amqplink.protocol.definitions import (
     Accepted,
@@ -89,7 +90,6 @@ _TAG_SPACE = 1 << 64
 _LAST_TAG = _TAG_SPACE - 1  # send's counter tags stop short of it: _new_tag wraps there
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
-_HALF = 1 << 31
 
 # Module-level aliases: the hot paths compare states by identity.
 _DETACHED = LinkState.DETACHED
@@ -506,6 +506,9 @@ class SenderLink(Link):
                 f"link {self.name!r}: a message of {size} bytes exceeds the receiver's"
                 f" max-message-size {limit} ({errors.MESSAGE_SIZE_EXCEEDED})"
             )
+        if message_format and not 0 <= message_format <= 0xFFFFFFFF:
+            # "message-format: uint" (2.7.5)
+            raise ValueError(f"link {self.name!r}: message_format must be a uint (0..2**32-1), not {message_format}")
         tags = self._tags
         if tag is not None:
             tag = self._check_tag(tag, settled)
@@ -658,10 +661,10 @@ class SenderLink(Link):
         else:
             rcv_count = self.delivery_count  # our attach (and its initial count) is still to come
         if flow.link_credit is not None:
-            self.link_credit = max(0, serial_diff(serial_add(rcv_count, int(flow.link_credit)), self.delivery_count))
+            self.link_credit = flow_rules.sender_credit(rcv_count, int(flow.link_credit), self.delivery_count)
         self.drain = bool(flow.drain)
         self._drain_held = self.drain and self.hold_drain
-        self.session.connection._events.append(LinkCreditChanged(self, self.link_credit, self.drain))
+        self.session.connection.event_queue.append(LinkCreditChanged(self, self.link_credit, self.drain))
         self.session._pump_sender(self)
         if self.drain:
             self.session._answer_drain_later(self)
@@ -688,8 +691,7 @@ class SenderLink(Link):
             or self.detach_sent
         ):
             return
-        self.delivery_count = serial_add(self.delivery_count, self.link_credit)
-        self.link_credit = 0
+        self.link_credit, self.delivery_count = flow_rules.drain(self.link_credit, self.delivery_count)
         self._send_flow()
 
     def drained(self) -> None:
@@ -702,7 +704,7 @@ class SenderLink(Link):
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         self._disposition_arrived(delivery, settled, state, batchable)
-        self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+        self.session.connection.event_queue.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
         """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
@@ -716,7 +718,7 @@ class SenderLink(Link):
         else:  # all _disposition_arrived does when neither the peer nor the engine settles
             for delivery in deliveries:
                 delivery.remote_state = state
-        self.session.connection._events.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
+        self.session.connection.event_queue.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
 
     def _disposition_arrived(self, delivery: Delivery, settled: bool, state: Any, batchable: bool) -> None:
         """A delivery's state as the peer's disposition sets it (the event is the caller's)."""
@@ -849,9 +851,8 @@ class ReceiverLink(Link):
         self.drain = drain
         # Transfers the sender sent before it saw a lower grant are still legal: only a
         # delivery beyond the highest limit ever advertised breaks the rules.
-        self._grant_limit = serial_add(self.delivery_count, credit)
-        if serial_diff(self._grant_limit, self._delivery_limit) > 0:
-            self._delivery_limit = self._grant_limit
+        self._grant_limit = flow_rules.grant_limit(self.delivery_count, credit)
+        self._delivery_limit = flow_rules.later_limit(self._delivery_limit, self._grant_limit)
         self._send_flow(echo=echo)
         self._drained_if_done()
 
@@ -865,8 +866,8 @@ class ReceiverLink(Link):
         # (2.7.3). Grants made before it was known counted from zero, and the sender
         # read them from its initial value (2.7.4): move them onto it.
         initial = self.delivery_count
-        self._grant_limit = serial_add(self._grant_limit, initial)
-        self._delivery_limit = serial_add(self._delivery_limit, initial)
+        self._grant_limit = flow_rules.grant_limit(initial, self._grant_limit)
+        self._delivery_limit = flow_rules.grant_limit(initial, self._delivery_limit)
 
     def _flow_frame(self, *, echo: bool = False) -> Flow:
         frame = super()._flow_frame(echo=echo)
@@ -881,7 +882,7 @@ class ReceiverLink(Link):
             # A drain answer advances the sender's delivery-count past the deliveries
             # it made; the credit left is what remains of this side's latest grant.
             self.delivery_count = int(flow.delivery_count)
-            self.link_credit = max(0, serial_diff(self._grant_limit, self.delivery_count))
+            self.link_credit = flow_rules.credit_left(self._grant_limit, self.delivery_count)
         self.available = int(flow.available or 0)
         self._drained_if_done()
         if flow.echo:
@@ -892,7 +893,7 @@ class ReceiverLink(Link):
         # delivery-count" (2.6.7): credit at zero, by transfers or by its flow, ends a drain.
         if self.drain and self.link_credit == 0:
             self.drain = False
-            self.session.connection._events.append(LinkDrained(self))
+            self.session.connection.event_queue.append(LinkDrained(self))
 
     # -- settlement ------------------------------------------------------------------------
     def settle(self, delivery: Delivery, state: Any = None, *, batchable: bool = False) -> None:
@@ -988,7 +989,7 @@ class ReceiverLink(Link):
     def _credit_room(self) -> int:
         """How many more deliveries the highest grant ever made allows (serial_diff of that
         limit and delivery-count): zero or less, and the next one is excess (2.6.7)."""
-        return (self._delivery_limit - self.delivery_count + _HALF) % SERIAL_MOD - _HALF
+        return flow_rules.credit_room(self._delivery_limit, self.delivery_count)
 
     def _count_deliveries(self, count: int, credit_room: int) -> None:
         """``count`` deliveries began (``credit_room``: what :meth:`_credit_room` said before
@@ -997,10 +998,8 @@ class ReceiverLink(Link):
         excess = count - max(credit_room, 0)
         if excess > 0:
             self.excess_transfers += excess
-        self.delivery_count = (self.delivery_count + count) % SERIAL_MOD  # serial_add, inline
-        credit = self.link_credit
-        if credit > 0:
-            self.link_credit = credit - count if credit > count else 0
+        credit, delivery_count = flow_rules.receiver_counted(self.link_credit, self.delivery_count, count)
+        self.link_credit, self.delivery_count = credit, delivery_count
 
     def _start_delivery(self, delivery_id: int, tag: bytes, message_format: int, settled: bool | None) -> Delivery:
         """A delivery's first transfer: it increments delivery-count and decrements
@@ -1066,7 +1065,7 @@ class ReceiverLink(Link):
         if delivery.delivery_id is not None:
             self.unsettled.pop(delivery.delivery_id, None)
             self.session._forget_incoming(delivery)
-        self.session.connection._events.append(DeliveryAborted(self, delivery))
+        self.session.connection.event_queue.append(DeliveryAborted(self, delivery))
         self._drained_if_done()
 
     def _refuse_oversize(self, delivery: Delivery) -> None:
@@ -1107,7 +1106,7 @@ class ReceiverLink(Link):
         """Whole deliveries for the application: a ``DeliveryReceived`` each, or with
         :attr:`deliver_in_runs` one ``DeliveriesReceived`` (continued while no other event
         came since)."""
-        events = self.session.connection._events
+        events = self.session.connection.event_queue
         if not self.deliver_in_runs:
             events.extend([DeliveryReceived(self, delivery) for delivery in deliveries])
         elif events and type(run := events[-1]) is DeliveriesReceived and run.link is self:
@@ -1117,14 +1116,14 @@ class ReceiverLink(Link):
 
     def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
         self._dispositions_arrived((delivery,), settled, state)
-        self.session.connection._events.append(DeliveryUpdated(self, delivery, state, settled, batchable))
+        self.session.connection.event_queue.append(DeliveryUpdated(self, delivery, state, settled, batchable))
 
     def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
         """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
         (a run of its range, in delivery-id order): what :meth:`_on_disposition` does for each,
         with one :class:`DeliveriesUpdated` for them all."""
         self._dispositions_arrived(deliveries, settled, state)
-        self.session.connection._events.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
+        self.session.connection.event_queue.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
 
     def _dispositions_arrived(self, deliveries: Iterable[Delivery], settled: bool, state: Any) -> None:
         """The deliveries' states as one disposition of the peer sets them (the event is the caller's)."""

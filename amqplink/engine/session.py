@@ -1,28 +1,28 @@
 """Sessions (spec 2.5): transfer windows, link handles, deliveries and dispositions.
 
-Window bookkeeping follows 2.5.6 exactly, each rule in one method:
+The window arithmetic of 2.5.6 is in :mod:`amqplink.engine.flow`, each rule beside its
+quote; the session keeps the state under the spec's names and moves it in one method per
+event:
 
 - on begin (:meth:`Session._on_begin`): "next-incoming-id := next-outgoing-id(begin)",
   "remote-incoming-window := incoming-window(begin)", "remote-outgoing-window :=
   outgoing-window(begin)";
-- on flow (:meth:`Session._update_remote_window`): "remote-incoming-window :=
-  next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(endpoint)"
-  (initial-outgoing-id when next-incoming-id is unset); ids are serial numbers, the
-  windows uints up to 2**32-1;
-- on sending transfer frames (:meth:`Session._frames_sent`): next-outgoing-id += 1,
-  remote-incoming-window -= 1 for each; none is sent while the window is 0
-  (:meth:`Session._write_deliveries`);
-- on receiving one (:meth:`Session._transfer_arrived`, for one transfer or a run of
-  them): next-incoming-id += 1, incoming-window -= 1, remote-outgoing-window -= 1 for
-  each; a transfer while incoming-window is 0 is a ``amqp:session:window-violation``.
+- on flow (:meth:`Session._update_remote_window`, :func:`flow.remote_incoming_window`);
+- on sending transfer frames (:meth:`Session._frames_sent`, :func:`flow.session_sent`);
+  none is sent while the window is 0 (:meth:`Session._write_deliveries`);
+- on receiving them (:meth:`Session._transfer_arrived`, for one transfer or a run:
+  :func:`flow.window_admits`, :func:`flow.session_received`); a transfer while
+  incoming-window is 0 is a ``amqp:session:window-violation``.
 
-Link credit is spent in :meth:`_write_deliveries` (a delivery's first frame) and counted
-in :meth:`ReceiverLink._count_deliveries`; a drain is answered in one place,
-:meth:`SenderLink._answer_drain`, at the next :meth:`Connection.data_to_send`.
+Link credit is spent in :meth:`_write_deliveries` and :meth:`_write_fresh` (a delivery's
+first frame, :func:`flow.sender_sent`) and counted in :meth:`ReceiverLink._count_deliveries`;
+a drain is answered in one place, :meth:`SenderLink._answer_drain`, at the next
+:meth:`Connection.data_to_send`.
 
-The incoming window is reopened (to its configured size, once half of it is used) by
-a flow written at the next :meth:`Connection.data_to_send`: a grant counts from the
-moment it leaves, so a peer that sends past what it has been told is caught.
+The incoming window is reopened (to its configured size, once half of it is used:
+:func:`flow.window_to_reopen`) by a flow written at the next :meth:`Connection.data_to_send`:
+a grant counts from the moment it leaves, so a peer that sends past what it has been
+told is caught.
 """
 
 from __future__ import annotations
@@ -34,13 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import UInt, UShort
 from amqplink.engine import errors
+from amqplink.engine import flow as flow_rules
 from amqplink.engine.events import LinkAttached, LinkAttachRequested, LinkDetached, SessionEnded
 from amqplink.engine.frames import (
     FRAME_HEADER_SIZE,
     SETTLED_TAIL,
     UNSETTLED_TAIL,
-    usual_transfer_parts,
-    write_transfer,
 )
 from amqplink.engine.link import (
     RCV_FIRST,
@@ -82,8 +81,6 @@ __all__ = ["Session"]
 INITIAL_OUTGOING_ID = 0
 # Room left in a frame for the header and a transfer performative (tag excluded).
 _TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
-# Tags up to this length keep the transfer's field list within a list8 (size < 256).
-_FAST_TAG_MAX = 32
 _NO_LIMIT = float("inf")  # max-message-size 0 (or none): "no maximum" (2.7.3)
 
 _MAPPED = SessionState.MAPPED
@@ -190,7 +187,7 @@ class Session:
             self._write_batched()  # the transfers of earlier sends go first
         if self._dispositions and type(frame) is not Disposition:
             self._flush_dispositions()
-        self.connection._write_frame(self.channel, frame, payload)
+        self.connection.send_frame(self.channel, frame, payload)
 
     def _begin_frame(self) -> Begin:
         return Begin(
@@ -229,10 +226,10 @@ class Session:
         self._flush_writes()
         self._step(Step.SEND_END_ERROR if error is not None else Step.SEND_END)
         self.error = error
-        self.connection._write_frame(self.channel, End(error=error))
+        self.connection.send_frame(self.channel, End(error=error))
         self._abandon_links(f"session {self.channel} has ended")
         if self.state is _ENDED:
-            self.connection._forget_session(self)
+            self.connection.forget_session(self)
 
     # -- links -------------------------------------------------------------------
     def _allocate_handle(self) -> int:
@@ -377,7 +374,7 @@ class Session:
         link = self._by_name.get((attach.name, not peer_is_sender))
         if link is not None and link.state is _LINK_ENDED:
             return  # the peer's answer crossed this side's close
-        events = self.connection._events
+        events = self.connection.event_queue
         if (
             link is not None
             and link.remote_attach is None
@@ -432,7 +429,7 @@ class Session:
             self._write(Detach(handle=UInt(link.handle), closed=bool(detach.closed)))
         self._forget_link(link)
         error = detach.error if by_peer else link.error
-        self.connection._events.append(LinkDetached(link, error, bool(detach.closed), by_peer))
+        self.connection.event_queue.append(LinkDetached(link, error, bool(detach.closed), by_peer))
 
     def _on_flow(self, flow: Flow) -> None:
         if self._batched:
@@ -455,7 +452,9 @@ class Session:
         unset (2.5.6). The ids are serial numbers, but the window is a uint: a peer may
         advertise up to 2**32-1 (Microsoft's stack does, for "unlimited")."""
         next_incoming = INITIAL_OUTGOING_ID if flow.next_incoming_id is None else int(flow.next_incoming_id)
-        self.remote_incoming_window = serial_diff(next_incoming, self.next_outgoing_id) + int(flow.incoming_window)
+        self.remote_incoming_window = flow_rules.remote_incoming_window(
+            next_incoming, int(flow.incoming_window), self.next_outgoing_id
+        )
         # "it MUST update the next-incoming-id directly from the next-outgoing-id of the
         # frame, and ... the remote-outgoing-window directly from the outgoing-window" (2.5.6)
         self.next_incoming_id = int(flow.next_outgoing_id)
@@ -575,18 +574,16 @@ class Session:
         transfer while incoming-window is 0 is a window violation (a run of ``frames``
         is counted once the caller has checked that the window holds them all). Once
         half the window is used, a flow reopening it goes out at the next ``data_to_send``."""
-        window = self.incoming_window
-        if window < frames:
+        if not flow_rules.window_admits(self.incoming_window, frames):
             raise errors.SessionProtocolError(
                 self.channel,
                 errors.WINDOW_VIOLATION,
                 f"transfer received with incoming-window 0 (next-incoming-id {self.next_incoming_id})",
             )
-        self.next_incoming_id = (self.next_incoming_id + frames) % SERIAL_MOD  # serial_add, inline
-        window -= frames
-        self.incoming_window = window
-        self.remote_outgoing_window -= frames
-        if window <= self.max_incoming_window // 2 and not self._pending:
+        self.next_incoming_id, self.incoming_window, self.remote_outgoing_window = flow_rules.session_received(
+            self.next_incoming_id, self.incoming_window, self.remote_outgoing_window, frames
+        )
+        if not self._pending and flow_rules.window_to_reopen(self.incoming_window, self.max_incoming_window):
             self._mark_pending()
 
     def _on_disposition(self, disposition: Disposition) -> None:
@@ -641,10 +638,10 @@ class Session:
         if by_peer:
             self._flush_writes()
             self._step(Step.SEND_END)
-            self.connection._write_frame(self.channel, End())
+            self.connection.send_frame(self.channel, End())
             self._abandon_links(f"the peer ended session {self.channel}")
-        self.connection._forget_session(self)
-        self.connection._events.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
+        self.connection.forget_session(self)
+        self.connection.event_queue.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
 
     # -- deliveries ----------------------------------------------------------------
     def _forget_incoming(self, delivery: Delivery) -> None:
@@ -684,7 +681,7 @@ class Session:
         """
         conn = self.connection
         room_for_tag = conn.remote_max_frame_size - _TRANSFER_OVERHEAD
-        fast = not conn._trace
+        writer = conn.transfer_writer
         out: bytearray | None = None
         channel = self.channel
         handle = link.handle
@@ -695,9 +692,12 @@ class Session:
         run_pack: Any = None
         run_middle = run_tag_head = b""
         run_base = 0
-        # The link's credit and delivery-count and the next delivery-id, kept in locals in the
-        # loop and stored back (_sync) before anything else runs and at the end.
+        # The deliveries given a delivery-id (fresh) and the next delivery-id, kept in locals in
+        # the loop; the link's credit and delivery-count follow from them (flow.sender_sent),
+        # stored back (_sync) before anything else runs and at the end.
         credit, count, next_id = link.link_credit, link.delivery_count, self._next_delivery_id
+        fresh = 0
+        sender_sent = flow_rules.sender_sent
         window = self.remote_incoming_window
         try:
             for delivery in deliveries:
@@ -707,12 +707,10 @@ class Session:
                 delivery_id = delivery.delivery_id
                 if delivery_id is None:
                     # "If the link-credit is less than or equal to zero ... a sender MUST NOT send
-                    # more messages"; each delivery sent increments delivery-count and decrements
-                    # link-credit (2.6.7).
-                    if credit <= 0:
+                    # more messages" (2.6.7): the credit left is credit - fresh.
+                    if fresh >= credit:
                         break
-                    credit -= 1
-                    count = (count + 1) % SERIAL_MOD  # serial_add, inline
+                    fresh += 1
                     delivery_id = delivery.delivery_id = next_id
                     next_id = (delivery_id + 1) % SERIAL_MOD  # serial_add, inline
                     if not delivery.settled:
@@ -721,7 +719,8 @@ class Session:
                 tag = delivery.tag
                 room = room_for_tag - len(tag)
                 if delivery._offset or delivery.size > room:  # started, aborted or larger than a frame
-                    link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
+                    link.link_credit, link.delivery_count = sender_sent(credit, count, fresh)  # _sync
+                    self._next_delivery_id = next_id
                     if frames:
                         self._frames_sent(frames)
                         frames = 0
@@ -731,56 +730,44 @@ class Session:
                         break
                     written += 1
                     continue
-                # One frame, hand-assembled when its fields allow (the hot path).
-                if fast and len(tag) <= _FAST_TAG_MAX and delivery.message_format <= 0xFFFFFFFF:
-                    if out is None:
-                        if self._dispositions:
-                            self._flush_dispositions()
-                        out = conn._deferred if conn._deferred is not None else conn._out
-                    if len(tag) == run_tag_size and delivery_id >= 256 and not delivery.message_format:
-                        # write_transfer's usual frame from the parts of this link's (the hottest path)
-                        payload = delivery.payload
-                        out += run_pack(
-                            run_base + len(payload),
-                            run_middle,
-                            delivery_id,
-                            run_tag_head,
-                            tag,
-                            SETTLED_TAIL if delivery.settled else UNSETTLED_TAIL,
-                        )
-                        out += payload
-                        frames += 1
-                        written += 1
-                        continue
-                    if run_tag_size < 0 and (parts := usual_transfer_parts(channel, handle, len(tag))) is not None:
-                        run_pack, run_middle, run_tag_head, run_base = parts  # (for the next ones)
-                        run_tag_size = len(tag)
-                    write_transfer(
-                        out,
-                        channel,
-                        handle,
+                # One frame, by the connection's transfer writer (transfer_paths).
+                if out is None:
+                    if self._dispositions:
+                        self._flush_dispositions()
+                    out = conn.frame_buffer()
+                if len(tag) == run_tag_size and delivery_id >= 256 and not delivery.message_format:
+                    # the writer's usual frame from the parts of this link's (the hottest path)
+                    payload = delivery.payload
+                    out += run_pack(
+                        run_base + len(payload),
+                        run_middle,
                         delivery_id,
+                        run_tag_head,
                         tag,
-                        delivery.message_format,
-                        delivery.settled,
-                        delivery.payload,
+                        SETTLED_TAIL if delivery.settled else UNSETTLED_TAIL,
                     )
-                else:
-                    link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
-                    self._write(
-                        Transfer(
-                            handle=UInt(link.handle),
-                            delivery_id=UInt(delivery_id),
-                            delivery_tag=tag,
-                            message_format=UInt(delivery.message_format),
-                            settled=delivery.settled,
-                        ),
-                        delivery.payload,
-                    )
+                    out += payload
+                    frames += 1
+                    written += 1
+                    continue
+                if run_tag_size < 0 and (parts := writer.run_parts(channel, handle, len(tag))) is not None:
+                    run_pack, run_middle, run_tag_head, run_base = parts  # (for the next ones)
+                    run_tag_size = len(tag)
+                writer.write(
+                    out,
+                    channel,
+                    handle,
+                    delivery_id,
+                    tag,
+                    delivery.message_format,
+                    delivery.settled,
+                    delivery.payload,
+                )
                 frames += 1
                 written += 1
         finally:
-            link.link_credit, link.delivery_count, self._next_delivery_id = credit, count, next_id  # _sync
+            link.link_credit, link.delivery_count = sender_sent(credit, count, fresh)  # _sync
+            self._next_delivery_id = next_id
         if frames:
             self._frames_sent(frames)
         return written
@@ -799,18 +786,18 @@ class Session:
         # messages" (2.6.7); no transfer while remote-incoming-window is zero (2.5.6); and
         # delivery-ids from 256 up to the wrap (the usual frame's four-byte delivery-id).
         count = min(len(deliveries), link.link_credit, self.remote_incoming_window, SERIAL_MOD - next_id)
-        if count <= 0 or next_id < 256 or conn._trace:
+        if count <= 0 or next_id < 256:
             return 0
         first = deliveries[0]
         tag_size = len(first.tag)
-        parts = usual_transfer_parts(self.channel, link.handle, tag_size)
+        parts = conn.transfer_writer.run_parts(self.channel, link.handle, tag_size)
         room = conn.remote_max_frame_size - _TRANSFER_OVERHEAD - tag_size
         if parts is None or len(first.payload) > room:
             return 0
         pack, middle, tag_head, base = parts
         if self._dispositions:
             self._flush_dispositions()  # as _write_deliveries does before its first frame
-        out = conn._deferred if conn._deferred is not None else conn._out
+        out = conn.frame_buffer()
         outgoing, unsettled = self._outgoing, link.unsettled
         delivery_id = next_id
         for delivery in deliveries[:count] if count < len(deliveries) else deliveries:
@@ -824,9 +811,7 @@ class Session:
             out += payload
             delivery_id += 1
         written = delivery_id - next_id
-        # each delivery sent increments delivery-count and decrements link-credit (2.6.7)
-        link.link_credit -= written
-        link.delivery_count = (link.delivery_count + written) % SERIAL_MOD  # serial_add, inline
+        link.link_credit, link.delivery_count = flow_rules.sender_sent(link.link_credit, link.delivery_count, written)
         self._next_delivery_id = delivery_id % SERIAL_MOD
         self._frames_sent(written)
         return written
@@ -834,8 +819,9 @@ class Session:
     def _frames_sent(self, frames: int) -> None:
         """The one place transfer frames sent are counted (2.5.6): next-outgoing-id goes
         up and remote-incoming-window down by one for each."""
-        self.next_outgoing_id = (self.next_outgoing_id + frames) % SERIAL_MOD  # serial_add, inline
-        self.remote_incoming_window -= frames
+        self.next_outgoing_id, self.remote_incoming_window = flow_rules.session_sent(
+            self.next_outgoing_id, self.remote_incoming_window, frames
+        )
 
     def _write_frames(self, link: SenderLink, delivery: Delivery, room: int) -> bool:
         """The rest of a delivery that takes more than one frame, or its abort, as far as
@@ -877,7 +863,7 @@ class Session:
         written at the next ``data_to_send``, or before the next frame this session writes
         otherwise (:meth:`_write_batched`); until then the connection counts the bytes as
         output (for back-pressure)."""
-        self.connection._batched_size += size
+        self.connection.batched_bytes += size
         self._batched.append(link)
         if not self._pending:
             self._mark_pending()
@@ -945,7 +931,7 @@ class Session:
     def _mark_pending(self) -> None:
         if not self._pending:
             self._pending = True
-            self.connection._pending_sessions.append(self)
+            self.connection.schedule_flush(self)
 
     def _flush_pending(self) -> None:
         """Called by :meth:`Connection.data_to_send`: queued dispositions, drain answers,
@@ -958,7 +944,8 @@ class Session:
             drains, self._drains = self._drains, {}
             for link in drains:
                 link._answer_drain()
-        if self.incoming_window <= self.max_incoming_window // 2 and self.remote_begin is not None:
+        reopen = flow_rules.window_to_reopen(self.incoming_window, self.max_incoming_window)
+        if reopen and self.remote_begin is not None:
             self.incoming_window = self.max_incoming_window
             self._session_flow()
 
@@ -977,7 +964,7 @@ class Session:
         if len(pending) > 1:
             pending.sort(key=_disposition_sort_key)
         role, first, last, settled, state, batchable = pending[0]
-        write = self.connection._write_frame
+        write = self.connection.send_frame
         for r, f, la, s, st, b in pending[1:]:
             if r is role and s is settled and b is batchable and f == last + 1 and (st is state or st == state):
                 last = la

@@ -66,7 +66,8 @@ def _one_at_a_time(ns: Namespace, path: str, run: list[Sent]) -> list[Any]:
 def _state(ns: Namespace) -> list[Any]:
     held: list[Any] = []
     for path in [*QUEUES, "topic/subscriptions/all"]:
-        entity = ns.receiver_source(path)
+        entity = ns.resolve(path).entity  # (resolve: a forwarding queue takes no receiver)
+        assert entity is not None
         partitions = entity.partitions
         if partitions is not None:
             held.append((path, "round robin at", partitions._next))

@@ -228,14 +228,16 @@ def test_fuzz_duration_raises_only_config_error(text: Any) -> None:
     assert seconds >= 0 and math.isfinite(seconds)
 
 
-def test_a_config_with_two_namespaces_serves_the_first_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_config_with_two_namespaces_serves_both() -> None:
+    """Every namespace is served (tests/broker/test_config_namespaces.py); the first is the default."""
     from amqplink.broker.server import _servicebus_host
 
     config = parse_config(
         {"UserConfig": {"Namespaces": [{"Name": "first", "Queues": [{"Name": "q1"}]}, {"Name": "second"}]}}
     )
-    with caplog.at_level("WARNING", logger="amqplink.broker.server"):
-        host = _servicebus_host(config, None, None, 100, None)
+    host = _servicebus_host(config, None, None, 100, None)
     assert host.namespace.queue("q1").name == "q1"
-    [record] = [r for r in caplog.records if "namespaces" in r.getMessage()]
-    assert "first" in record.getMessage() and "second" in record.getMessage()
+    assert [h.namespace.name for h in host.hosts] == ["first", "second"]
+    assert host.route("second.localhost") is host.others[0]
+    assert host.route("SECOND") is host.others[0]
+    assert host.route("localhost") is host and host.route("first.localhost") is host and host.route(None) is host

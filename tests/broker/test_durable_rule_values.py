@@ -24,6 +24,8 @@ _values = st.one_of(
     st.timedeltas(min_value=dt.timedelta(0), max_value=dt.timedelta(days=3650)),
 )
 _maps = st.dictionaries(st.text(alphabet="abc@_", min_size=1, max_size=5), _values, max_size=4)
+_parameters = st.dictionaries(st.from_regex(r"@?[a-c_][a-c_0-9]{0,4}", fullmatch=True), _values, max_size=4)
+"""SQL parameters: a name is ``@name`` or ``name`` (the rule's SQL refers to it as ``@name``)."""
 
 
 def _topic(rules: tuple[RuleConfig, ...]) -> Namespace:
@@ -32,7 +34,7 @@ def _topic(rules: tuple[RuleConfig, ...]) -> Namespace:
     return ns
 
 
-@given(properties=_maps, parameters=_maps, action_parameters=_maps)
+@given(properties=_maps, parameters=_parameters, action_parameters=_parameters)
 def test_rules_round_trip_through_the_definitions(
     properties: dict[str, object], parameters: dict[str, object], action_parameters: dict[str, object]
 ) -> None:

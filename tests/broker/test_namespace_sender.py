@@ -45,7 +45,8 @@ def _outcome(store: Callable[..., None], *args: Any) -> Any:
 def _contents(ns: Namespace) -> list[Any]:
     held = []
     for path in [*QUEUES, "topic/subscriptions/all"]:
-        entity = ns.receiver_source(path)
+        entity = ns.resolve(path).entity  # (resolve: a forwarding queue takes no receiver)
+        assert entity is not None
         fragments = getattr(entity, "fragments", [entity])
         for fragment in fragments:
             for msg in fragment.store:

@@ -1,4 +1,5 @@
-"""The hand-assembled single-frame transfer equals the generic performative encoding."""
+"""The fast transfer writer (``transfer_paths.FAST_WRITER``: hand-assembled frames, run
+parts) writes what the reference writer (a ``Transfer`` through ``write_frame``) writes."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from amqplink.engine.frames import (
     UNSETTLED_TAIL,
     usual_transfer_parts,
     write_frame,
-    write_transfer,
 )
+from amqplink.engine.transfer_paths import FAST_WRITER, REFERENCE_WRITER
 
 from .pairs import first_transfer
 
@@ -32,11 +33,14 @@ def test_write_transfer_matches_the_generic_encoder(
     channel: int, handle: int, delivery_id: int, tag: bytes, message_format: int, settled: bool, payload: bytes
 ) -> None:
     fast = bytearray()
-    write_transfer(fast, channel, handle, delivery_id, tag, message_format, settled, payload)
-    generic = bytearray()
+    FAST_WRITER.write(fast, channel, handle, delivery_id, tag, message_format, settled, payload)
+    reference = bytearray()
+    REFERENCE_WRITER.write(reference, channel, handle, delivery_id, tag, message_format, settled, payload)
+    assert bytes(fast) == bytes(reference)
+    generic = bytearray()  # (the reference writer is the generic encoder)
     transfer = first_transfer(handle, delivery_id, tag, message_format, settled)
     write_frame(generic, FRAME_TYPE_AMQP, channel, transfer, payload)
-    assert bytes(fast) == bytes(generic)
+    assert bytes(reference) == bytes(generic)
 
 
 @given(
@@ -73,7 +77,8 @@ def test_a_links_usual_transfer_parts_pack_what_write_transfer_writes(
     """usual_transfer_parts: a run's frames from one struct of the link's constant parts are
     write_transfer's bytes; none for a handle of 256 or more or a tag of another size."""
     tag = data.draw(st.binary(min_size=tag_size, max_size=tag_size))
-    parts = usual_transfer_parts(channel, handle, tag_size)
+    parts = FAST_WRITER.run_parts(channel, handle, tag_size)
+    assert REFERENCE_WRITER.run_parts(channel, handle, tag_size) is None  # the reference never runs
     if handle >= 256 or tag_size not in (8, 16):
         assert parts is None
         return
@@ -83,6 +88,6 @@ def test_a_links_usual_transfer_parts_pack_what_write_transfer_writes(
     run += pack(base + len(payload), middle, delivery_id, tag_head, tag, SETTLED_TAIL if settled else UNSETTLED_TAIL)
     run += payload
     one = bytearray()
-    write_transfer(one, channel, handle, delivery_id, tag, 0, settled, payload)
+    REFERENCE_WRITER.write(one, channel, handle, delivery_id, tag, 0, settled, payload)
     assert bytes(run) == bytes(one)
     assert usual_transfer_parts(channel, handle, tag_size) is parts  # kept for the link's next run

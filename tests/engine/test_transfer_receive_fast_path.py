@@ -2,7 +2,7 @@
 straight to its link) behaves exactly as the generic path.
 
 The same client byte stream, cut at random points, goes into two server engines:
-one with ``fast_transfers`` on, one with it off (every transfer decoded into a
+one with ``fast_paths`` on, one with it off (every transfer decoded into a
 ``Transfer`` and taken by :meth:`Session._on_transfer`). Single-frame deliveries,
 multi-frame ones, aborted ones, transfers with fields the fast path leaves alone, a
 delivery-id reused while unsettled and a transfer on an unattached handle are mixed
@@ -91,8 +91,7 @@ def _describe(event: Event) -> tuple[Any, ...]:
 
 def _serve(stream: bytes, cuts: list[int], fast: bool) -> tuple[list[tuple[Any, ...]], bytes]:
     """The server's events and bytes for the handshake, then ``stream`` cut at ``cuts``."""
-    server = Connection(ConnectionConfig(container_id="server", max_frame_size=MAX_FRAME), server=True)
-    server.fast_transfers = fast
+    server = Connection(ConnectionConfig(container_id="server", max_frame_size=MAX_FRAME), server=True, fast_paths=fast)
     seen: list[tuple[Any, ...]] = []
     written = bytearray()
     points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})

@@ -2,7 +2,7 @@
 of one read on one link, taken in one call, behave exactly as the general path.
 
 The same client byte stream, cut at random points, goes into two server engines: one
-with ``fast_transfers`` on (runs), one with it off (every transfer decoded into a
+with ``fast_paths`` on (runs), one with it off (every transfer decoded into a
 ``Transfer`` and taken by :meth:`Session._on_transfer`, one by one). Whole deliveries
 (settled or not) on two links (one of them sender-settles), multi-frame and aborted
 ones, transfers the fast reader declines, reused delivery-ids, unattached handles,
@@ -151,8 +151,7 @@ def _serve(stream: bytes, cuts: list[int], fast: bool, setup: dict[str, Any]) ->
         incoming_window=setup["window"],
         on_excess_transfer=setup["excess"],
     )
-    server = Connection(config, server=True)
-    server.fast_transfers = fast
+    server = Connection(config, server=True, fast_paths=fast)
     seen: list[tuple[Any, ...]] = []
     links: list[ReceiverLink] = []
     written = bytearray()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from amqplink.codec.types import Symbol, UByte, UInt, ULong
-from amqplink.engine.connection import ConnectionConfig
+from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import (
     DeliveryAborted,
     DeliveryReceived,
@@ -27,7 +27,7 @@ from amqplink.protocol.definitions import (
     Transfer,
 )
 
-from .pairs import Pair, frame, performatives
+from .pairs import Pair, frame, performatives, unsettled_link
 from .test_violations import server_with_session, with_receiver
 
 BATCH_FORMAT = 0x80013700  # Service Bus's batched message format
@@ -309,3 +309,26 @@ def test_a_receiver_whose_sender_confirms_keeps_rcv_settle_mode_second() -> None
     assert not received.delivery.settled  # waits for the sender's settlement
     pair.pump()
     assert received.delivery.settled
+
+
+@pytest.mark.parametrize("message_format", [-1, 2**32])
+def test_a_message_format_outside_uint_is_refused_before_anything_is_queued(message_format: int) -> None:
+    """ "message-format: uint" (2.7.5): a value outside it raises at send, naming the link,
+    and leaves the link's credit, queue and delivery-ids as they were."""
+    pair, session, sender, receiver = unsettled_link(10, 4096)
+    receiver.flow(5)
+    pair.pump()
+    before = (sender.link_credit, sender.delivery_count, len(sender.queue), session.next_outgoing_id)
+    with pytest.raises(ValueError, match=r"'a'.*message_format"):
+        sender.send(b"x", message_format=message_format)
+    assert (sender.link_credit, sender.delivery_count, len(sender.queue), session.next_outgoing_id) == before
+    sender.send(b"y")
+    pair.pump()
+    assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived, "server")] == [b"y"]
+
+
+def test_fast_transfers_is_the_former_name_of_fast_paths() -> None:
+    conn = Connection(fast_paths=False)
+    assert not conn.fast_paths and not conn.fast_transfers
+    conn.fast_transfers = True
+    assert conn.fast_paths and conn.transfer_writer.fast and conn.transfer_reader.fast

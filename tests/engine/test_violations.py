@@ -318,7 +318,7 @@ def test_the_pair_reports_a_violation_on_both_sides() -> None:
     """End to end: the client's session sees the server's end with its condition."""
     pair = Pair()
     session = pair.open()
-    pair.client._write_frame(session.channel, Transfer(handle=UInt(9), delivery_id=UInt(0), delivery_tag=b"t"), b"x")
+    pair.client.send_frame(session.channel, Transfer(handle=UInt(9), delivery_id=UInt(0), delivery_tag=b"t"), b"x")
     pair.pump()
     (ended,) = pair.of(SessionEnded)
     assert ended.by_peer and ended.error is not None

@@ -1,7 +1,8 @@
 """``Session._write_fresh``: the deliveries ``SenderLink.send_all`` makes when none wait
 before them go straight out, as the same frames and the same link and session state as
-queueing them for ``Session._write_deliveries`` (the general path) gives, whatever the
-delivery-ids (below 256, near the wrap), tag sizes, payload sizes, credit and window."""
+the reference path gives (a connection with ``fast_paths`` off: queued for
+``Session._write_deliveries``, every frame a ``Transfer``), whatever the delivery-ids
+(below 256, near the wrap), tag sizes, payload sizes, credit and window."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _send_all(
     session._next_delivery_id = start
     taken = 0
     if not fresh:
-        session._write_fresh = lambda link, deliveries: 0  # type: ignore[method-assign]
+        pair.client.fast_paths = False  # the reference writer: no run, every frame a Transfer
     else:
         write_fresh = session._write_fresh
 
@@ -124,7 +125,7 @@ def test_write_fresh_leaves_the_rest_to_the_general_path(
 def _wire(generic: bool, start: int, plan: list[tuple[str, int, int, bool]], credit: int, window: int) -> bytes:
     """What the client writes for ``plan`` (each step: ``send`` or ``send_all``, how many, the
     tag size, pre-settled or not; 0 tag size: the engine's own tags), with the generic
-    Transfer encoder (a traced connection) or the hand-assembled frames."""
+    Transfer encoder (``fast_paths`` off) or the hand-assembled frames."""
     pair = Pair(server_config=ConnectionConfig(container_id="server", incoming_window=window, max_frame_size=MAX_FRAME))
     session = pair.open()
     sender = session.attach_sender("a", target=Target(address="a"), snd_settle_mode=SND_MIXED)
@@ -133,7 +134,7 @@ def _wire(generic: bool, start: int, plan: list[tuple[str, int, int, bool]], cre
     assert isinstance(receiver, ReceiverLink)
     receiver.flow(credit)
     pair.pump()
-    pair.client._trace = generic  # (a traced connection writes every frame through Transfer)
+    pair.client.fast_paths = not generic  # (the reference writer: every frame through Transfer)
     session._next_delivery_id = start
     wire = b""
     for step, (how, count, tag_size, settled) in enumerate(plan):

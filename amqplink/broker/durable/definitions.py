@@ -2,7 +2,7 @@
 subscriptions and rules made at run time (management REST API) come back on start.
 
 The document holds every queue and topic with its properties, and each topic's
-subscriptions with their properties and rules. On start, :func:`restore` makes the
+subscriptions with their properties and rules (SQL parameters too). On start, :func:`restore` makes the
 entities the configuration does not already define; one the configuration defines is
 made from the configuration (it is the operator's statement of what must exist).
 """

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
-from amqplink.broker.namespace.envelope import Envelope, Sent, bodies_only, deliver_all, delivery_stamps
+from amqplink.broker.namespace.envelope import Envelope, Sent, bodies_only, deliver_all, delivery_stamps, ttl_ms
 from amqplink.broker.namespace.errors import (
     MESSAGE_LOCK_LOST,
     MESSAGE_NOT_FOUND,
@@ -252,9 +252,11 @@ class Entity:
         return self._enqueue(envelope, now)
 
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
-        """Hold a message until ``at``; its sequence number (for :meth:`cancel_scheduled`)."""
+        """Hold a message until ``at``; its sequence number (for :meth:`cancel_scheduled`).
+        An entity that forwards holds it even when due (the namespace forwards it on its
+        next tick, as it does each scheduled message that becomes active)."""
         self.check_accept([envelope])
-        if at <= now:
+        if at <= now and not self.properties.forward_to:
             return self._enqueue(envelope, now)
         return self._schedule(envelope, at)
 
@@ -895,9 +897,8 @@ class Entity:
         # A deferred message stays deferred while a receive_deferred_messages lock holds it
         # (Service Bus reports its state as Deferred to that receiver and to peeks).
         stamps[MESSAGE_STATE] = Long(_STATE_CODE[MessageState.DEFERRED] if msg.deferred else _STATE_CODE[msg.state])
-        if peek:
-            return msg.envelope.encode(stamps, msg.delivery_count)
-        return msg.envelope.encode(stamps, msg.delivery_count - 1 if msg.delivery_count > 0 else 0)
+        count = msg.delivery_count if peek else (msg.delivery_count - 1 if msg.delivery_count > 0 else 0)
+        return msg.envelope.encode(stamps, count, ttl_ms(msg.enqueued_at, msg.expires_at))
 
     def encode_all(self, messages: Iterable[StoredMessage]) -> list[bytes]:
         """:meth:`encode` (not ``peek``) of each message (a receiver's batch), in order."""

@@ -62,6 +62,7 @@ __all__ = [
     "delivery_stamps",
     "split_message",
     "timestamp",
+    "ttl_ms",
 ]
 
 SCHEDULED_ENQUEUE_TIME = Symbol("x-opt-scheduled-enqueue-time")
@@ -103,6 +104,11 @@ _MAP32 = struct.Struct(">BII")
 _ANNOTATIONS_DESCRIPTOR = b"\x00\x53\x72"
 _MAX_SECONDS = 253402300799  # _MAX_TIMESTAMP_MS in seconds: later times are clamped
 _headers: dict[tuple[Any, ...], bytes] = {}
+_INF = math.inf
+_MAX_UINT = 0xFFFFFFFF
+_locked_heads: dict[int | None, bytes] = {}
+"""What a locked first delivery of a message with no header or annotations of its own starts
+with, by the time to live its header carries (:func:`_first_locked_head`)."""
 
 
 class Sent(Protocol):
@@ -187,15 +193,18 @@ class Envelope:
             self.header, annotations, self.properties, self.application_properties, self.props_raw, self.body
         )
 
-    def encode(self, stamps: dict[Symbol, Any] | None = None, delivery_count: int | None = None) -> bytes:
-        """The transfer payload: header (with ``delivery_count``), annotations plus ``stamps``, the rest."""
+    def encode(
+        self, stamps: dict[Symbol, Any] | None = None, delivery_count: int | None = None, ttl: int | None = None
+    ) -> bytes:
+        """The transfer payload: header (with ``delivery_count``, and ``ttl`` in ms when given:
+        the time to live in force, :func:`ttl_ms`), annotations plus ``stamps``, the rest."""
         out = bytearray()
         h = self.header
-        if delivery_count is not None or h is not None:
+        if delivery_count is not None or h is not None or ttl is not None:
             Header(
                 durable=None if h is None else h.durable,
                 priority=None if h is None else h.priority,
-                ttl=None if h is None else h.ttl,
+                ttl=UInt(ttl) if ttl is not None else (None if h is None else h.ttl),
                 first_acquirer=None if h is None else h.first_acquirer,
                 delivery_count=UInt(delivery_count)
                 if delivery_count is not None
@@ -226,15 +235,21 @@ class Envelope:
         return bytes(out)
 
     def deliver(
-        self, sequence_number: int, enqueued_at: float, locked_until: float | None, delivery_count: int
+        self,
+        sequence_number: int,
+        enqueued_at: float,
+        locked_until: float | None,
+        delivery_count: int,
+        ttl: int | None = None,
     ) -> bytes:
         """The transfer payload of a delivery: as :meth:`encode` with the sequence number,
-        enqueued time and (when locked) locked-until stamps, spliced into a template."""
+        enqueued time and (when locked) locked-until stamps, spliced into a template; ``ttl``
+        (ms): the time to live in force, written in the header (:func:`ttl_ms`)."""
         template = _BARE if not self.annotations else self.template
         if template is None:
             template = self.template = _template(self.annotations)
         if not template[0]:  # the message carries a stamp itself: the general path merges it
-            return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count)
+            return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count, ttl)
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         if locked_until is None:
             prefix = template[0]
@@ -245,19 +260,24 @@ class Envelope:
             stamps = _LOCKED_STAMPS.pack(
                 sequence_number, _ENQ_KEY, enqueued, _ESEQ_KEY, sequence_number, _LOCK_KEY, until
             )
-        header = _FIRST_HEADER if delivery_count == 0 and self.header is None else self._header(delivery_count)
+        if delivery_count == 0 and self.header is None and ttl is None:
+            header = _FIRST_HEADER
+        else:
+            header = self._header(delivery_count, ttl)
         return b"".join((header, prefix, stamps, self.props_raw, self.body))
 
-    def _header(self, delivery_count: int) -> bytes:
+    def _header(self, delivery_count: int, ttl: int | None = None) -> bytes:
         h = self.header
-        key = (delivery_count,) if h is None else (delivery_count, h.durable, h.priority, h.ttl, h.first_acquirer)
+        if ttl is None and h is not None:
+            ttl = h.ttl
+        key = (delivery_count, ttl) if h is None else (delivery_count, h.durable, h.priority, ttl, h.first_acquirer)
         raw = _headers.get(key)
         if raw is None:
             out = bytearray()
             Header(
                 durable=None if h is None else h.durable,
                 priority=None if h is None else h.priority,
-                ttl=None if h is None else h.ttl,
+                ttl=None if ttl is None else UInt(ttl),
                 first_acquirer=None if h is None else h.first_acquirer,
                 delivery_count=UInt(delivery_count),
             )._amqp_encode(out)
@@ -313,46 +333,81 @@ def _template(annotations: dict[Any, Any]) -> tuple[bytes, bytes]:
 
 _BARE = _template({})
 """The template of a message without annotations of its own (most)."""
-_FIRST_HEADER = Envelope(None, {}, None, None, b"", b"")._header(0)
+_EMPTY = Envelope(None, {}, None, None, b"", b"")
+_FIRST_HEADER = _EMPTY._header(0)
 """The header of a first delivery of a message sent without one."""
 _FIRST_LOCKED_HEAD = _FIRST_HEADER + _BARE[1]
 """What a locked first delivery of a message with no header or annotations of its own
 starts with, up to the stamps (the usual delivery: :func:`deliver_all`)."""
 
 
+def ttl_ms(enqueued_at: float, expires_at: float) -> int | None:
+    """The time to live in force of a stored message, in ms, as a delivery's header carries
+    it: the entity's default when the message set none, the message's own capped to the
+    default otherwise (Service Bus: "when not set explicitly, the assumed value is the
+    DefaultTimeToLive for the respective queue or topic. A message-level time-to-live value
+    cannot be longer than the entity's time-to-live setting and it is silently adjusted if
+    it does"). None when it never expires or is beyond the header's range (a uint of ms):
+    the header then keeps what the message was sent with."""
+    if expires_at == _INF:
+        return None
+    ms = int((expires_at - enqueued_at) * 1000 + 0.5)
+    return ms if 0 < ms <= _MAX_UINT else None
+
+
+def _first_locked_head(span: float) -> bytes:
+    """:data:`_FIRST_LOCKED_HEAD` with the time to live of a message that lives ``span``
+    seconds in its header (:func:`ttl_ms`; cached by ms, cleared when full)."""
+    ttl = None if span == _INF else ttl_ms(0.0, span)
+    head = _locked_heads.get(ttl)
+    if head is None:
+        if len(_locked_heads) >= HEADER_CACHE_MAX:
+            _locked_heads.clear()
+        head = _locked_heads[ttl] = _FIRST_LOCKED_HEAD if ttl is None else _EMPTY._header(0, ttl) + _BARE[1]
+    return head
+
+
 def deliver_all(messages: Iterable[Any], locked: Any) -> list[bytes]:
     """:meth:`Envelope.deliver` of each stored message (a receiver's batch: objects with
-    ``envelope``, ``sequence_number``, ``enqueued_at``, ``delivery_count``, ``state`` and
-    ``locked_until``), locked-until stamped when ``state`` is ``locked``; the header carries
-    prior attempts: the count of deliveries before this one. A locked first delivery of a
-    message with no header or annotations of its own (most) is assembled here, its common
-    head made once."""
+    ``envelope``, ``sequence_number``, ``enqueued_at``, ``expires_at``, ``delivery_count``,
+    ``state`` and ``locked_until``), locked-until stamped when ``state`` is ``locked``; the
+    header carries prior attempts: the count of deliveries before this one, and the time to
+    live in force (:func:`ttl_ms`). A locked first delivery of a message with no header or
+    annotations of its own (most) is assembled here, its common head made once per time to
+    live."""
     out: list[bytes] = []
     append, join, pack = out.append, b"".join, _LOCKED_STAMPS.pack
     last_until: float | None = None
     until = 0
+    last_span = _INF
+    head = _FIRST_LOCKED_HEAD
     for msg in messages:
         envelope = msg.envelope
         count = msg.delivery_count
+        enqueued_at = msg.enqueued_at
         if count != 1 or msg.state is not locked or envelope.annotations or envelope.header is not None:
             append(
                 envelope.deliver(
                     msg.sequence_number,
-                    msg.enqueued_at,
+                    enqueued_at,
                     msg.locked_until if msg.state is locked else None,
                     count - 1 if count > 0 else 0,
+                    ttl_ms(enqueued_at, msg.expires_at),
                 )
             )
             continue
+        span = msg.expires_at - enqueued_at  # (infinite: no time to live)
+        if span != last_span:  # a batch's messages mostly share one time to live
+            last_span = span
+            head = _first_locked_head(span)
         locked_until = msg.locked_until
         if locked_until != last_until:  # a batch's locks share one locked-until
             last_until = locked_until
             until = int(locked_until * 1000) if locked_until < _MAX_SECONDS else _MAX_TIMESTAMP_MS
-        enqueued_at = msg.enqueued_at
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         seq = msg.sequence_number
         stamps = pack(seq, _ENQ_KEY, enqueued, _ESEQ_KEY, seq, _LOCK_KEY, until)
-        append(join((_FIRST_LOCKED_HEAD, stamps, envelope.props_raw, envelope.body)))
+        append(join((head, stamps, envelope.props_raw, envelope.body)))
     return out
 
 

@@ -31,7 +31,7 @@ from amqplink.broker.config import (
     TopicConfig,
 )
 from amqplink.broker.namespace.duplicates import DuplicateDetector
-from amqplink.broker.namespace.entity import Entity, Sent
+from amqplink.broker.namespace.entity import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Entity, Sent
 from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
@@ -77,13 +77,29 @@ BATCH_FORMAT = 0x80013700
 MAX_ENTITIES = 10_000
 """Queues and topics a namespace holds at most (queues made on first use count too)."""
 MAX_FORWARD_HOPS = 4
+"""Service Bus: "a message can be forwarded through at most four entities" (see :data:`HOPS_EXCEEDED`)."""
 MAX_SUBSCRIPTIONS = 2000
 """Subscriptions one topic holds at most (Service Bus: 2,000 per topic)."""
 MAX_RULES = 2000
 """Rules one subscription holds at most (Service Bus: 2,000 filters per topic)."""
 DEFAULT_RULE = RuleConfig("$Default", "True")
 """Service Bus: "every newly created topic subscription has an initial default rule" (a TrueFilter)."""
-"""Service Bus: "a message can be forwarded through at most four entities"."""
+HOPS_EXCEEDED = (
+    "MaxTransferHopCountExceeded",
+    "The maximum number of allowed hops when forwarding between queues exceeded. This value is set to 4.",
+)
+"""Dead-letter reason and description of a message the entity at its fifth hop would forward
+(Service Bus's dead-letter queue overview: "MaxTransferHopCountExceeded")."""
+SESSION_ID_NULL = (
+    "Session ID is null.",
+    "Session enabled entity doesn't allow a message whose session identifier is null.",
+)
+"""Dead-letter reason and description of a message without a session id that a topic fans
+out (or a queue forwards) into an entity that requires sessions (same table)."""
+FORWARD_REFUSED = "QuotaExceeded"
+"""Dead-letter reason of a message a forwarding entity could not hand to its destination
+(over its quota): "the source entity adds the messages to its dead-letter queue"; Service
+Bus documents no reason text, this is the SDK's failure reason for a quota exceeded."""
 DEAD_LETTER_SUFFIX = "$deadletterqueue"
 DEADLETTER_SOURCE = Symbol("x-opt-deadletter-source")
 
@@ -546,13 +562,23 @@ class Namespace:
         return self._send_target(address)
 
     def receiver_source(self, address: str) -> Entity:
-        """The queue, subscription or dead-letter queue a receiving link's source address names."""
+        """The queue, subscription or dead-letter queue a receiving link's source address names.
+
+        Not one with ``ForwardTo``: "after you set this property on a queue, messages
+        cannot be directly received from that queue" (Service Bus's ``ForwardTo``)."""
         node = self.resolve(address)
-        if node.entity is None:
+        entity = node.entity
+        if entity is None:
             raise EntityError(
                 NOT_ALLOWED, f"cannot receive from topic {node.target.path!r}: receive from a subscription"
             )
-        return node.entity
+        if entity.properties.forward_to and not entity.is_dead_letter_queue:
+            raise EntityError(
+                NOT_ALLOWED,
+                f"Cannot create a message receiver on an entity with auto-forwarding enabled: {entity.path!r}"
+                f" forwards to {entity.properties.forward_to!r}; receive from there (or its dead-letter queue)",
+            )
+        return entity
 
     # -- sending ------------------------------------------------------------------
     def unpack(self, payload: bytes, message_format: int, max_size: int) -> list[Envelope]:
@@ -638,10 +664,9 @@ class Namespace:
         self._route(target, envelopes, now, 0)
 
     def _route(self, target: Entity | Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
+        """Store ``envelopes`` in ``target``, reached after ``hops`` forwards (0: sent to it)."""
         if not envelopes:
             return
-        if hops > MAX_FORWARD_HOPS:
-            raise EntityError(NOT_ALLOWED, f"message forwarded through more than {MAX_FORWARD_HOPS} entities")
         partitions = target.partitions
         key = None
         if partitions is not None:
@@ -652,29 +677,68 @@ class Namespace:
         if isinstance(target, Topic):
             self._fan_out(target, envelopes, now, hops)
             return
-        forward = target.properties.forward_to
-        if forward and not target.is_dead_letter_queue:
-            self._route(self._send_target(forward), envelopes, now, hops + 1)
+        if target.properties.forward_to and not target.is_dead_letter_queue:
+            self._forward(target, envelopes, now, hops)
             return
+        if hops and target.requires_session:
+            # Forwarded in: one without a session id is dead-lettered here, the sender not told.
+            envelopes = _sessionless_dead_lettered(target, envelopes, now)
         if envelopes:
             target.accept_all(envelopes, now, key)
 
+    def _forward(self, source: Entity, envelopes: list[Envelope], now: float, hops: int) -> None:
+        """Hand what reached ``source`` (a queue or subscription with ``ForwardTo``, after
+        ``hops`` forwards) to its destination. As Service Bus: at the fifth hop a message is
+        dead-lettered in ``source`` (:data:`HOPS_EXCEEDED`); one the destination refuses for
+        its quota likewise (:data:`FORWARD_REFUSED`), the sender not told; one scheduled
+        for later waits in ``source`` and is forwarded when it becomes active (:meth:`tick`)."""
+        if hops >= MAX_FORWARD_HOPS:
+            log.info("%s: %d message(s) forwarded %d times: dead-lettered", source.path, len(envelopes), hops)
+            _dead_letter_all(source, envelopes, now, *HOPS_EXCEEDED)
+            return
+        later = [e for e in envelopes if (e.scheduled_enqueue_time() or 0) > now]
+        if later:
+            source.accept_all(later, now)  # held scheduled in the source
+            envelopes = [e for e in envelopes if (e.scheduled_enqueue_time() or 0) <= now]
+        try:
+            self._route(self._send_target(source.properties.forward_to or ""), envelopes, now, hops + 1)
+        except EntityError as exc:
+            if exc.condition != RESOURCE_LIMIT_EXCEEDED:
+                raise
+            log.warning(
+                "%s: its forward destination refused %d message(s): dead-lettered (%s)",
+                source.path,
+                len(envelopes),
+                exc.description,
+            )
+            _dead_letter_all(source, envelopes, now, FORWARD_REFUSED, exc.description)
+
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
-        plan: list[tuple[Subscription, list[Envelope]]] = []
+        plan: list[tuple[Subscription, list[Envelope], list[Envelope]]] = []
         for sub in topic.subscriptions.values():
             passed = subscription_copies(sub.rules, envelopes)
             if passed:
+                sessionless: list[Envelope] = []
                 if not sub.properties.forward_to:
+                    if sub.requires_session:
+                        sessionless = [e for e in passed if e.session_id is None]
+                        if sessionless:
+                            passed = [e for e in passed if e.session_id is not None]
                     sub.check_accept(passed)
-                plan.append((sub, passed))
+                plan.append((sub, passed, sessionless))
         for envelope in envelopes:
             at = envelope.scheduled_enqueue_time()
             if at is not None and at > now:
                 topic.schedule(envelope, at)
-        for sub, passed in plan:
+        for sub, passed, sessionless in plan:
             due = [e for e in passed if (e.scheduled_enqueue_time() or 0) <= now]
+            if sessionless:
+                # Service Bus takes the send and dead-letters the copy in this subscription only.
+                _dead_letter_all(
+                    sub, [e for e in sessionless if (e.scheduled_enqueue_time() or 0) <= now], now, *SESSION_ID_NULL
+                )
             if sub.properties.forward_to:
-                self._route(self._send_target(sub.properties.forward_to), due, now, hops + 1)
+                self._forward(sub, due, now, hops)
             else:
                 sub.accept_all(due, now)
 
@@ -724,9 +788,24 @@ class Namespace:
             deadline = entity.next_deadline()
             if deadline <= now:
                 entity.tick(now)
+                if entity.properties.forward_to and not entity.is_dead_letter_queue:
+                    self._forward_held(entity, now)
                 deadline = entity.next_deadline()
             if deadline == math.inf:
                 self._timed.discard(entity)
+
+    def _forward_held(self, entity: Entity, now: float) -> None:
+        """Forward what became active in ``entity`` (a scheduled message now due); what its
+        destination refuses is dead-lettered in ``entity`` (a tick raises nothing)."""
+        held = entity.receive_many(now, len(entity.store), lock=False)
+        if not held:
+            return
+        envelopes = [msg.envelope for msg in held]
+        try:
+            self._forward(entity, envelopes, now, 0)
+        except EntityError as exc:
+            log.warning("%s: forwarding %d message(s) failed: dead-lettered (%s)", entity.path, len(held), exc)
+            _dead_letter_all(entity, envelopes, now, FORWARD_REFUSED, exc.description)
 
     def next_deadline(self) -> float:
         heads = [e.next_deadline() for e in self._timed] + [t.next_deadline() for t in self.topics.values()]
@@ -766,3 +845,36 @@ def _body_target(target: Entity | Topic) -> Queue | PartitionedQueue | None:
     if type(target) is PartitionedQueue and not target.properties.forward_to:
         return target
     return None
+
+
+def _dead_letter_all(entity: Entity, envelopes: list[Envelope], now: float, reason: str, description: str) -> None:
+    """Put ``envelopes`` (not stored in ``entity``) in ``entity``'s own dead-letter queue with a
+    dead-letter reason and description: not where it forwards its dead letters (what routing
+    dead-letters is not routed again, so that forwarding loops end; Service Bus does not
+    forward the dead letters of a hop count exceeded either). A refusal of the dead-letter
+    queue (full) reaches the sender: nothing is dropped. A fragment of a partitioned entity
+    (a scheduled message come due, on the clock) hands them to its entity's dead letters."""
+    updates = {DEAD_LETTER_REASON: reason, DEAD_LETTER_DESCRIPTION: description}
+    dead = [envelope.with_application_properties(updates) for envelope in envelopes]
+    if not dead:
+        return
+    dlq: Entity | None = getattr(entity, "dead_letter_queue", None)
+    if dlq is not None:
+        dlq.accept_all(dead, now)
+        return
+    sink = entity.dead_letter_sink
+    for envelope in dead:
+        if sink is None:
+            log.warning("%s: no dead-letter queue wired; a dead-lettered message was dropped", entity.path)
+        else:
+            sink(envelope, now)
+
+
+def _sessionless_dead_lettered(entity: Entity, envelopes: list[Envelope], now: float) -> list[Envelope]:
+    """Those of ``envelopes`` with a session id; the others dead-lettered in ``entity`` (it
+    requires sessions) with :data:`SESSION_ID_NULL`."""
+    sessionless = [e for e in envelopes if e.session_id is None]
+    if not sessionless:
+        return envelopes
+    _dead_letter_all(entity, sessionless, now, *SESSION_ID_NULL)
+    return [e for e in envelopes if e.session_id is not None]

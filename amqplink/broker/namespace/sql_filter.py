@@ -10,20 +10,28 @@ ESCAPE, IS [NOT] NULL, EXISTS, arithmetic, string/number/boolean/NULL constants,
 is true; false and unknown (a missing property) do not match.
 
 A :class:`SqlRuleAction` (``SET name = expression``, ``REMOVE name``) changes user
-properties of the copy a matching rule produces. Not supported: the functions
-``newid()`` and ``property(name)``, ``@parameters``, and actions on ``sys.`` properties
-outside the AMQP properties section (``sys.PartitionKey``, ``sys.ScheduledEnqueueTimeUtc``).
+properties of the copy a matching rule produces. Both take ``@name`` parameters, their
+values given with the rule (``SqlFilter.Parameters``, ``SqlRuleAction.Parameters``: the
+SDKs key them ``"@name"``), fixed when the rule is compiled. Not supported: the functions
+``newid()`` and ``property(name)``, and actions on ``sys.`` properties outside the AMQP
+properties section (``sys.PartitionKey``, ``sys.ScheduledEnqueueTimeUtc``).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.sql_lexer import MAX_SQL_LENGTH, SqlFilterError
-from amqplink.broker.namespace.sql_parser import MAX_ACTION_STATEMENTS, MAX_SQL_DEPTH, parse, parse_action
+from amqplink.broker.namespace.sql_parser import (
+    MAX_ACTION_STATEMENTS,
+    MAX_SQL_DEPTH,
+    parameter_values,
+    parse,
+    parse_action,
+)
 from amqplink.codec.types import Symbol
 from amqplink.protocol.definitions import Properties
 
@@ -43,20 +51,26 @@ message has a property called RuleName where the value is the name of the matchi
 
 
 class _Compiled:
-    """An expression compiled once; equal when the text is."""
+    """An expression compiled once, with its ``@name`` parameters; equal when both are."""
 
-    __slots__ = ("expression",)
+    __slots__ = ("expression", "parameters")
 
-    def __init__(self, expression: object) -> None:
+    def __init__(self, expression: object, parameters: Mapping[str, Any] | None = None) -> None:
         if not isinstance(expression, str):
             raise SqlFilterError(1, f"expected a string expression, not {type(expression).__name__}")
         self.expression = expression
+        self.parameters = parameter_values(parameters)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.expression!r})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and isinstance(other, _Compiled) and other.expression == self.expression
+        return (
+            type(other) is type(self)
+            and isinstance(other, _Compiled)
+            and other.expression == self.expression
+            and other.parameters == self.parameters
+        )
 
     def __hash__(self) -> int:
         return hash(self.expression)
@@ -67,9 +81,9 @@ class SqlFilter(_Compiled):
 
     __slots__ = ("_predicate",)
 
-    def __init__(self, expression: str) -> None:
-        super().__init__(expression)
-        self._predicate: Callable[[Any], bool | None] = parse(expression)
+    def __init__(self, expression: str, parameters: Mapping[str, Any] | None = None) -> None:
+        super().__init__(expression, parameters)
+        self._predicate: Callable[[Any], bool | None] = parse(expression, self.parameters)
 
     def evaluate(self, envelope: Envelope) -> bool | None:
         """True, False, or None when the condition is unknown."""
@@ -95,9 +109,9 @@ class SqlRuleAction(_Compiled):
 
     __slots__ = ("_steps",)
 
-    def __init__(self, expression: str) -> None:
-        super().__init__(expression)
-        self._steps = parse_action(expression)
+    def __init__(self, expression: str, parameters: Mapping[str, Any] | None = None) -> None:
+        super().__init__(expression, parameters)
+        self._steps = parse_action(expression, self.parameters)
 
     def apply(self, envelope: Envelope, rule_name: str) -> Envelope:
         """The copy of ``envelope`` the rule ``rule_name`` puts on its subscription."""

@@ -7,7 +7,8 @@ brackets ([]). A right square bracket is represented as two right square
 brackets"; a ``<quoted_identifier>`` is enclosed in double quotation marks (``""``
 inside); "A single quotation mark embedded in a string constant is represented as
 two single quotation marks"; integer constants are ``System.Int64``, decimal and
-scientific constants ``System.Double``. Keywords are case-insensitive.
+scientific constants ``System.Double``. Keywords are case-insensitive. A parameter is
+``@`` and a name (``<parameter>``: "@<parameter_name>"), its value given with the rule.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class SqlFilterError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Token:
     """``kind``: ``ident`` (regular), ``name`` (delimited or quoted), ``keyword`` (upper-cased
-    ``text``), ``string``, ``number``, ``op`` or ``end``."""
+    ``text``), ``string``, ``number``, ``param`` (``@name``: ``value`` is the name), ``op``
+    or ``end``."""
 
     kind: str
     text: str
@@ -135,6 +137,14 @@ def tokenize(text: str) -> list[Token]:
         elif _digit(c) or (c == "." and i + 1 < n and _digit(text[i + 1])):
             token, i = _number(text, i)
             tokens.append(token)
+        elif c == "@":
+            j = i + 1
+            while j < n and (text[j].isalpha() or text[j].isdecimal() or text[j] == "_"):
+                j += 1
+            if j == i + 1 or not text[i + 1].isalpha():
+                raise SqlFilterError(i + 1, "a parameter is '@' and a name (@name)")
+            tokens.append(Token("param", text[i:j], text[i + 1 : j], i + 1))
+            i = j
         elif c.isalpha():
             j = i + 1
             while j < n and (text[j].isalpha() or text[j].isdecimal() or text[j] == "_"):

@@ -10,6 +10,7 @@ The grammar (SQL filter syntax reference)::
     <expression> ::= <constant> | <property> | <expression> { + | - | * | / | % } <expression>
         | { + | - } <expression> | ( <expression> )
     <property> := [<scope> .] <property_name>       (scope: sys or user; user if omitted)
+    <constant> ::= <number> | <string> | TRUE | FALSE | NULL | @<parameter_name>
 
 Precedence, loosest first: OR, AND, NOT, comparison/IN/LIKE/IS, ``+ -``, ``* / %``,
 unary ``+ -``. ``TRUE`` and ``FALSE`` are values and conditions. "An attempt to
@@ -21,15 +22,17 @@ AND, OR and arithmetic are flat.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from amqplink.broker.namespace import sql_eval as ev
 from amqplink.broker.namespace.sql_lexer import SqlFilterError, Token, tokenize
 from amqplink.broker.namespace.sql_like import LikeBudget, bounded, like, like_matcher
+from amqplink.codec.types import Timestamp
 
-__all__ = ["MAX_ACTION_STATEMENTS", "MAX_SQL_DEPTH", "ActionStep", "parse", "parse_action"]
+__all__ = ["MAX_ACTION_STATEMENTS", "MAX_SQL_DEPTH", "ActionStep", "parameter_values", "parse", "parse_action"]
 
 MAX_SQL_DEPTH = 32
 """Parentheses, NOT and signs nested deeper than this are refused."""
@@ -78,8 +81,21 @@ class _Node:
     system: bool = False
 
 
+def parameter_values(parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A rule's parameters by the name an expression uses, folded (``@Param1`` and
+    ``param1`` are the same parameter: the SDKs key them with the ``@``); a ``datetime``
+    as the AMQP timestamp a message's property holds (so that the two compare)."""
+    out: dict[str, Any] = {}
+    for name, value in (parameters or {}).items():
+        if not isinstance(name, str) or not name.lstrip("@"):
+            raise SqlFilterError(1, f"a parameter name must be text such as '@name', not {name!r}")
+        out[name.lstrip("@").casefold()] = Timestamp.from_datetime(value) if isinstance(value, datetime) else value
+    return out
+
+
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, parameters: Mapping[str, Any] | None = None) -> None:
+        self.parameters = parameter_values(parameters)
         self.tokens = tokenize(text)
         self.i = 0
         self.depth = 0
@@ -294,6 +310,14 @@ class _Parser:
             return _Node(inner.fn, tok.pos, inner.is_condition, inner.is_value, inner.const)
         if tok.kind in ("ident", "name"):
             return self.property()
+        if tok.kind == "param":
+            self._next()
+            key = str(tok.value).casefold()
+            if key not in self.parameters:
+                given = ", ".join(f"@{k}" for k in self.parameters) or "none"
+                raise SqlFilterError(tok.pos, f"the parameter {tok.text} has no value (parameters given: {given})")
+            value = self.parameters[key]
+            return _Node(ev.constant(value), tok.pos, isinstance(value, bool), True, value)
         raise self.fail("a value or a condition")
 
     def property(self) -> _Node:
@@ -352,15 +376,17 @@ class _Parser:
         return _Node(ev.user_property(name), pos, False, True, property=name, present=ev.user_present(name))
 
 
-def parse_action(text: str) -> list[ActionStep]:
+def parse_action(text: str, parameters: Mapping[str, Any] | None = None) -> list[ActionStep]:
     """The statements of a SQL rule action: ``SET <property> = <expression>`` or ``REMOVE <property>``,
-    each optionally followed by ``;`` (SQL action syntax; "Semicolon is optional")."""
-    return _Parser(text).action()
+    each optionally followed by ``;`` (SQL action syntax; "Semicolon is optional"); ``@name``
+    stands for ``parameters[name]``."""
+    return _Parser(text, parameters).action()
 
 
-def parse(text: str) -> Callable[[Any], Any]:
+def parse(text: str, parameters: Mapping[str, Any] | None = None) -> Callable[[Any], Any]:
     """The predicate closure for ``text`` (returns True, False or None for unknown); its LIKE
-    operators share one step budget per evaluation (over it, the condition is unknown)."""
-    parser = _Parser(text)
+    operators share one step budget per evaluation (over it, the condition is unknown).
+    ``@name`` stands for ``parameters[name]`` (a constant: fixed with the rule)."""
+    parser = _Parser(text, parameters)
     predicate = parser.parse()
     return predicate if parser.budget is None else bounded(predicate, parser.budget, text)

@@ -74,6 +74,7 @@ class Syphon:
         self._closing: set[asyncio.Task[None]] = set()
         self._receivers: list[ServiceBusReceiver] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
 
     @property
     def running(self) -> bool:
@@ -86,6 +87,7 @@ class Syphon:
         self._tasks.append(loop.create_task(self._coordinate(), name="syphon coordination"))
 
     async def close(self) -> None:
+        self._stopping = True  # (a cancellation that asyncio.wait_for swallowed still ends the loops)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._closing, return_exceptions=True)
@@ -98,7 +100,7 @@ class Syphon:
     async def _drain(self, name: str) -> None:
         receiver = ServiceBusReceiver(self.secondary, name, policy=self.policy, queue_name=name)
         self._receivers.append(receiver)
-        while True:
+        while not self._stopping:
             try:
                 batch = await receiver.receive_messages(max_message_count=SYPHON_BATCH, max_wait_time=self.wait)
             except _Errors as exc:
@@ -172,7 +174,7 @@ class Syphon:
     # -- close/fault coordination ------------------------------------------------------------
     async def _coordinate(self) -> None:
         """When one side's connection ends and the other's has not within 5 s, end it too."""
-        while True:
+        while not self._stopping:
             try:
                 primary = await self.primary.connection()
                 secondary = await self.secondary.connection()

@@ -77,12 +77,11 @@ def test_sql_parameters_accepted_and_stored(broker: Broker, admin: ServiceBusAdm
     assert admin.get_rule("c10-params", "s", "typed").filter.parameters == {"@s": "other"}
 
 
-@pytest.mark.xfail(strict=True, reason="evaluating @name in SQL expressions is issue 24 C.8 (semantics branch)")
 def test_mgmt_rule_sample_parametrized_filter(admin: ServiceBusAdministrationClient) -> None:
     """The official ``mgmt_rule`` sample's rule: ``property1 = @param1 AND property2 = @param2``.
 
-    Accepted and stored here; the broker compiles the expression when the rule is made, which
-    needs the SQL parser to know ``@name`` (C.8). Strict: this fails once C.8 lands, so the marker goes."""
+    Accepted, stored and compiled with its parameters when the rule is made (the SQL parser
+    knows ``@name``, and the parameters' values are constants of the compiled filter)."""
     admin.create_topic("c10-sample")
     admin.create_subscription("c10-sample", "s")
     flt = SqlRuleFilter("property1 = @param1 AND property2 = @param2", parameters={"@param1": "value", "@param2": 1})
