@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 import amqplink
+from amqplink.broker import Broker
+from amqplink.broker.config import BrokerConfig, NamespaceConfig, QueueConfig
 from amqplink.cli import build_parser
+from amqplink.commands.broker import entity_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -160,3 +163,24 @@ def test_verbose_logs_connect_and_attach() -> None:
     assert "connected to amqp://127.0.0.1:" in proc.stderr
     assert "sender to 'q' on amqp://127.0.0.1:" in proc.stderr and "attached" in proc.stderr
     assert "SAS_KEY_VALUE" not in proc.stderr
+
+
+def test_entity_lines_name_each_namespace_of_a_config() -> None:
+    config = BrokerConfig(
+        (
+            NamespaceConfig("first", queues=(QueueConfig("orders"),)),
+            NamespaceConfig("second", queues=(QueueConfig("b"), QueueConfig("a"))),
+        )
+    )
+    broker = Broker(config)
+    lines = [line for ns in broker.namespaces.values() for line in entity_lines(ns, named=True)]
+    assert lines == [
+        "entities (namespace first, configured):",
+        "  queue orders: 0 active, 0 dead-lettered, 0 scheduled",
+        "entities (namespace second, configured):",
+        "  queue a: 0 active, 0 dead-lettered, 0 scheduled",
+        "  queue b: 0 active, 0 dead-lettered, 0 scheduled",
+    ]
+    assert entity_lines(Broker(BrokerConfig((NamespaceConfig("empty"),))).namespace) == [
+        "no entities: links are refused (amqp:not-found) until some are defined (--config, REST API)"
+    ]

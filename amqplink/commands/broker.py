@@ -88,7 +88,7 @@ def entity_lines(namespace: Namespace, *, recovered: bool = False, named: bool =
     if namespace.auto_create:
         lines.append("queues are made on first use of a new name (each logged once); --strict-entities refuses them")
     elif not lines:
-        lines.append("no entities: every link will be refused (amqp:not-found); give --config")
+        lines.append("no entities: links are refused (amqp:not-found) until some are defined (--config, REST API)")
     return lines
 
 
