@@ -166,9 +166,8 @@ class _ServiceBusReceiver:
         return result
 
     async def settle(self, items: list[Any]) -> None:
-        if self._complete:
-            for item in items:
-                await self._receiver.complete_message(item)
+        if self._complete:  # each call starts its settlement; gathered, they go out together
+            await asyncio.gather(*(self._receiver.complete_message(item) for item in items))
 
     def message(self, item: Any) -> Message:
         raw: Message = item.raw_amqp_message
