@@ -284,6 +284,8 @@ def _main(argv: Sequence[str] | None) -> int:
         code = _failure(exc)
         if code is None:
             raise
+        if summary:  # a command that had started: what it did, and why it stopped
+            print(json.dumps({**summary, "stopped": str(exc)}), flush=True)
         print(f"amqplink {args.command}: {exc}", file=sys.stderr)
         return code
     if result is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,7 +110,9 @@ def test_incomplete_receive_says_why(namespace: Broker, capsys: pytest.CaptureFi
 
 def test_unknown_entity_is_named_without_a_link_id(namespace: Broker, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "receive", namespace.connection_string, "nosuch", "--count", "1")
-    assert code == 1 and out == []
+    assert code == 1
+    summary = json.loads(out[-1])
+    assert summary["count"] == 0 and "nosuch" in summary["stopped"]
     assert err.startswith("amqplink receive: ") and "nosuch" in err and "not-found" in err
     assert not UUID.search(err), err
     code, _, err = run(capsys, "send", f"amqp://127.0.0.1:{namespace.port}", "nosuch", "--count", "1")
@@ -159,3 +163,28 @@ def test_peek_and_list_need_the_connection_string(namespace: Broker, capsys: pyt
     assert code == 2 and "Endpoint=sb://" in err and "s3cret" not in err
     code, _, err = run(capsys, "send", url, "plain", "--property", "novalue")
     assert code == 2 and "NAME=TEXT" in err
+
+
+def test_a_receive_cut_short_by_the_broker_reports_what_it_got(
+    namespace: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fault injection: the namespace detaches the receiver's link while it waits for more."""
+    assert run(capsys, "send", namespace.connection_string, "plain", "--count", "3", "--size", "4")[0] == 0
+    url = f"amqp://127.0.0.1:{namespace.port}"
+    done: list[int] = []
+    worker = threading.Thread(target=lambda: done.append(main(["receive", url, "plain", "--count", "10",
+                                                                "--timeout", "60"])))  # fmt: skip
+    worker.start()
+    queue = namespace.namespace.queues["plain"]
+    deadline = time.monotonic() + 30
+    while namespace.faults.run(lambda: len(queue.store)) > 0:  # all three received and accepted
+        assert time.monotonic() < deadline, "the receive took nothing"
+        time.sleep(0.01)
+    namespace.faults.run(namespace.faults.detach_links, "plain")
+    worker.join(30)
+    assert done == [1]
+    out, err = capsys.readouterr()
+    summary = json.loads(out.splitlines()[-1])
+    assert summary["count"] == 3 and summary["requested"] == 10
+    assert "detach-forced" in summary["stopped"] and "'plain'" in summary["stopped"]
+    assert "detach-forced" in err and not UUID.search(err)
