@@ -44,7 +44,8 @@ examples:
   amqplink <command> --help                   (each command's options and examples)"""
 
 _EXAMPLES = {
-    "demo": "examples:\n  amqplink demo\n  amqplink demo --count 100000 --size 64 --json",
+    "demo": "examples:\n  amqplink demo\n  amqplink demo --size 64 --json",
+    "roundtrip": "examples:\n  amqplink roundtrip\n  amqplink roundtrip --count 100000 --size 64 --json",
 }
 """Examples of the commands defined inline below that give no epilog of their own."""
 
@@ -238,15 +239,16 @@ def _failure(exc: BaseException) -> int | None:
 
     if isinstance(exc, AMQPError):
         return 1
-    # The Service Bus client's and the management API's errors (imported only if loaded).
-    for module, name in (
-        ("amqplink.servicebus.exceptions", "ServiceBusError"),
-        ("amqplink.servicebus.management._errors", "HttpResponseError"),
-        ("amqplink.servicebus.management._errors", "ServiceRequestError"),
+    # Errors of modules a command may have loaded (looked up only if loaded).
+    for module, name, status in (
+        ("amqplink.servicebus.exceptions", "ServiceBusError", 1),
+        ("amqplink.servicebus.management._errors", "HttpResponseError", 1),
+        ("amqplink.servicebus.management._errors", "ServiceRequestError", 1),
+        ("amqplink.spark.session", "ExecutorImportError", 2),  # Spark's workers cannot import amqplink
     ):
-        loaded = sys.modules.get(module)
-        if loaded is not None and isinstance(exc, getattr(loaded, name)):
-            return 1
+        kind = getattr(sys.modules.get(module), name, None)
+        if isinstance(kind, type) and isinstance(exc, kind):
+            return status
     return None
 
 
