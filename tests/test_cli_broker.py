@@ -106,12 +106,9 @@ def test_port_in_use_suggests_port_0() -> None:
     ]
 
 
-@pytest.mark.parametrize("delay", [0.2, 0.3, 0.4, 0.8])
-def test_ctrl_c_while_starting_exits_without_a_traceback(delay: float, tmp_path: Path) -> None:
-    """Interrupted while it loads its modules, opens the store or starts listening. (Earlier,
-    while CPython itself starts, ``site`` prints its own traceback: not ours to change.)"""
+def _interrupted_while_starting(delay: float, data_dir: Path) -> tuple[int, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "amqplink", "broker", "--port", "0", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "amqplink", "broker", "--port", "0", "--data-dir", str(data_dir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -120,8 +117,26 @@ def test_ctrl_c_while_starting_exits_without_a_traceback(delay: float, tmp_path:
     time.sleep(delay)  # a moment of start-up to interrupt, not a synchronisation
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
+    return proc.returncode, err
+
+
+def _in_cpython_start_up(err: str) -> bool:
+    """The interrupt landed before Python ran any of amqplink's code: ``runpy`` (finding the
+    module) or ``site`` prints its own traceback there, which is not ours to change."""
+    return "Traceback" in err and "amqplink" not in err.split("KeyboardInterrupt", 1)[0]
+
+
+@pytest.mark.parametrize("delay", [0.2, 0.3, 0.4, 0.8])
+def test_ctrl_c_while_starting_exits_without_a_traceback(delay: float, tmp_path: Path) -> None:
+    """Interrupted while it loads its modules, opens the store or starts listening. On a loaded
+    machine a moment can fall in CPython's own start-up (a traceback with no amqplink frame):
+    that moment is tried again a little later, at most five times."""
+    for attempt in range(5):
+        code, err = _interrupted_while_starting(delay + 0.2 * attempt, tmp_path / str(attempt))
+        if not _in_cpython_start_up(err):
+            break
     assert "Traceback" not in err, err
-    assert proc.returncode in (130, -signal.SIGINT)
+    assert code in (130, -signal.SIGINT)
 
 
 def test_first_use_is_a_warning_once_per_queue() -> None:
