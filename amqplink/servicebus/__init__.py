@@ -40,6 +40,7 @@ from amqplink.servicebus.message import (
     ServiceBusMessageState,
     ServiceBusReceivedMessage,
 )
+from amqplink.servicebus.replication import DedupCounters, Deduplicator
 
 ServiceBusConnectionStringProperties = ServiceBusConnectionString
 """The SDK's name for a parsed connection string."""
@@ -52,6 +53,8 @@ __all__ = [
     "AzureNamedKeyCredential",
     "AzureSasCredential",
     "ConnectionStringError",
+    "DedupCounters",
+    "Deduplicator",
     "ServiceBusClient",
     "ServiceBusConnectionString",
     "ServiceBusConnectionStringProperties",

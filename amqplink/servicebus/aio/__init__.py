@@ -13,7 +13,16 @@ from __future__ import annotations
 from amqplink.servicebus.client import ServiceBusClient
 from amqplink.servicebus.lock_renewer import AutoLockRenewer
 from amqplink.servicebus.receiver import ServiceBusReceiver
+from amqplink.servicebus.replication import DedupCounters, Deduplicator
 from amqplink.servicebus.sender import ServiceBusSender
 from amqplink.servicebus.session import ServiceBusSession
 
-__all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
+__all__ = [
+    "AutoLockRenewer",
+    "DedupCounters",
+    "Deduplicator",
+    "ServiceBusClient",
+    "ServiceBusReceiver",
+    "ServiceBusSender",
+    "ServiceBusSession",
+]
