@@ -16,7 +16,6 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 
-
 __all__ = ["CERT_LIFETIME", "Certificate", "self_signed", "server_context"]
 
 CERT_LIFETIME = datetime.timedelta(days=365)

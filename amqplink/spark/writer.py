@@ -1,0 +1,250 @@
+"""One partition's send loop, shared by the Arrow writer, the streaming writer and
+``foreachPartition``.
+
+The calling thread (Spark's Python worker) turns a chunk of rows into messages; the
+event-loop thread packs them into batch transfers (one open batch per entity and
+session/partition key, bounded by ``maxBatchBytes`` and the entity's max-message-size) and
+pipelines them, at most ``maxInFlight`` batches awaiting their outcome: the next chunk
+waits for room, so memory stays bounded by one chunk plus ``maxInFlight`` batches however
+large the partition is. A batch refused with ``com.microsoft:server-busy`` backs off
+(PROTOCOL.md: at least 4 s, doubling, up to ``serverBusyTimeout``) instead of failing the
+task; other errors are retried by the client's retry policy (and fail over to the paired
+namespace when one is configured). :func:`send_partition` returns only once every message
+was acknowledged, and raises if one was not (``failOnError``, the default), so Spark
+retries the task: at-least-once, with the same message ids (:mod:`.columns`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError, ServiceBusServerBusyError
+from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
+from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF
+from amqplink.spark import cache
+from amqplink.spark.columns import Columns, IdScheme, messages
+from amqplink.spark.options import SinkConfig, redact
+from amqplink.sync import _run
+
+__all__ = ["PartitionStats", "SinkWriteError", "send_partition"]
+
+log = logging.getLogger(__name__)
+
+SERVER_BUSY_MAX_BACKOFF = 30.0
+"""The longest single wait after server-busy (seconds)."""
+
+
+class SinkWriteError(RuntimeError):
+    """A partition's messages were not all acknowledged; Spark retries the task."""
+
+
+@dataclass
+class PartitionStats:
+    """What one partition sent: rows acknowledged, body bytes, batch transfers, and the
+    failures met on the way (``busy``: server-busy waits; ``failed``: rows given up on with
+    ``failOnError=false``; ``failed_over``: rows parked on the paired namespace)."""
+
+    rows: int = 0
+    bytes: int = 0
+    batches: int = 0
+    busy: int = 0
+    failed: int = 0
+    failed_over: int = 0
+    seconds: float = 0.0
+
+
+class _Pipeline:
+    """Batches and in-flight transfers of one partition (lives on the event-loop thread)."""
+
+    def __init__(self, config: SinkConfig, lease: cache.Lease, stats: PartitionStats) -> None:
+        self.config = config
+        self.lease = lease
+        self.stats = stats
+        self.open: dict[tuple[str, str | None], tuple[ServiceBusMessageBatch, int]] = {}
+        self.room = asyncio.Semaphore(config.max_in_flight)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.error: BaseException | None = None
+        self.limits: dict[str, int] = {}
+        self.started = time.monotonic()
+        self.handed = 0
+
+    def _entity(self, entity: str | None) -> str:
+        name = entity or self.config.entity
+        if name is None:
+            raise ValueError("a row has no entity: give the 'entity' option or a non-null 'entity' column")
+        return name
+
+    async def _limit(self, entity: str) -> int:
+        limit = self.limits.get(entity)
+        if limit is None:
+            sender = self.lease.sender(entity)
+            await sender.create_message_batch()  # attaches: learns the entity's max-message-size
+            limit = self.limits[entity] = min(self.config.max_batch_bytes, sender.max_message_size)
+        return limit
+
+    async def feed(self, chunk: list[tuple[str | None, ServiceBusMessage, int]]) -> None:
+        """Add messages to their batches; send full ones (waiting only for room in flight)."""
+        rate = self.config.messages_per_second
+        for entity, message, size in chunk:
+            self._raise_if_failed()
+            if rate is not None:
+                await self._throttle(rate)
+            name = self._entity(entity)
+            key = (name, message.session_id or message.partition_key)
+            opened = self.open.get(key)
+            if opened is None:
+                opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
+            batch, body_bytes = opened
+            try:
+                batch.add_message(message)
+            except MessageSizeExceededError:
+                if len(batch) == 0:
+                    raise
+                await self._launch(name, batch, body_bytes)
+                batch, body_bytes = ServiceBusMessageBatch(self.limits[name]), 0
+                batch.add_message(message)
+            self.open[key] = (batch, body_bytes + size)
+            self.handed += 1
+            if len(self.open) > self.config.max_in_flight:  # many session keys: do not hold them all
+                await self.flush()
+
+    async def _throttle(self, rate: float) -> None:
+        ahead = self.started + self.handed / rate - time.monotonic()
+        if ahead > 0.01:
+            await asyncio.sleep(ahead)
+
+    async def flush(self) -> None:
+        """Send every open batch."""
+        opened, self.open = self.open, {}
+        for (entity, _key), (batch, body_bytes) in opened.items():
+            await self._launch(entity, batch, body_bytes)
+
+    async def _launch(self, entity: str, batch: ServiceBusMessageBatch, body_bytes: int) -> None:
+        await self.room.acquire()
+        self._raise_if_failed(release=True)
+        task = asyncio.get_running_loop().create_task(self._send(entity, batch, body_bytes))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _raise_if_failed(self, *, release: bool = False) -> None:
+        if self.error is not None and self.config.fail_on_error:
+            if release:
+                self.room.release()
+            raise self.error
+
+    async def _send(self, entity: str, batch: ServiceBusMessageBatch, body_bytes: int) -> None:
+        sender = self.lease.sender(entity)
+        deadline = time.monotonic() + self.config.server_busy_timeout
+        delay = SERVER_BUSY_MIN_BACKOFF
+        try:
+            while True:
+                try:
+                    await sender.send_messages(batch, timeout=self.config.send_timeout)
+                    break
+                except ServiceBusServerBusyError:
+                    if time.monotonic() + delay > deadline:
+                        raise
+                    self.stats.busy += 1
+                    log.info("servicebus sink: %s is busy; sending again in %.0f s", entity, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, SERVER_BUSY_MAX_BACKOFF)
+            self.stats.rows += len(batch)
+            self.stats.bytes += body_bytes
+            self.stats.batches += 1
+        except (ServiceBusError, OSError, TimeoutError, ValueError) as exc:
+            self.stats.failed += len(batch)
+            if self.error is None:
+                self.error = exc
+        finally:
+            self.room.release()
+
+    async def finish(self) -> None:
+        """Send what is open and wait for every outcome."""
+        if self.error is None or not self.config.fail_on_error:
+            await self.flush()
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    async def abandon(self) -> None:
+        """After a failure: wait for the batches already handed over (nothing is left behind)."""
+        self.open = {}
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def _sized(chunk: Columns, scheme: IdScheme, first_row: int) -> list[tuple[str | None, ServiceBusMessage, int]]:
+    bodies = chunk.get("body", ())
+    return [
+        (entity, message, len(body) if isinstance(body, bytes | bytearray | str) else 0)
+        for (entity, message), body in zip(messages(chunk, scheme, first_row), bodies, strict=False)
+    ]
+
+
+async def _start(config: SinkConfig) -> tuple[_Pipeline, PartitionStats, dict[str, int]]:
+    lease = cache.acquire(config)
+    stats = PartitionStats()
+    return _Pipeline(config, lease, stats), stats, lease.paired_counters()
+
+
+async def _end(pipeline: _Pipeline, before: dict[str, int], failed: bool) -> None:
+    lease = pipeline.lease
+    if failed:
+        await pipeline.abandon()
+    else:
+        await pipeline.finish()
+    after = lease.paired_counters()
+    pipeline.stats.failed_over = after.get("parked", 0) - before.get("parked", 0)
+    pipeline.stats.seconds = time.monotonic() - pipeline.started
+    if failed or pipeline.error is not None:
+        await cache.discard(lease)  # the next task opens a fresh connection
+    else:
+        cache.release(lease)
+
+
+def send_partition(config: SinkConfig, chunks: Iterable[Columns], scheme: IdScheme) -> PartitionStats:
+    """Send every row of ``chunks`` (column chunks of one partition) and wait for every outcome.
+
+    Raises :class:`SinkWriteError` (naming the entity and the Service Bus error, never a
+    secret) when a message was not acknowledged and ``failOnError`` is true; otherwise
+    returns the counts, ``failed`` included.
+    """
+    pipeline, stats, before = _run(_start(config))
+    row = 0
+    try:
+        for chunk in chunks:
+            sized = _sized(chunk, scheme, row)
+            row += len(sized)
+            if sized:
+                _run(pipeline.feed(sized))
+    except BaseException:
+        _run(_end(pipeline, before, failed=True))
+        if pipeline.error is not None:
+            raise _failure(config, scheme, pipeline) from pipeline.error
+        raise
+    _run(_end(pipeline, before, failed=False))
+    if pipeline.error is not None:
+        if config.fail_on_error:
+            raise _failure(config, scheme, pipeline) from pipeline.error
+        log.warning(
+            "servicebus sink: partition %d gave up on %d of %d rows (failOnError=false): %s",
+            scheme.partition,
+            stats.failed,
+            row,
+            redact(str(pipeline.error)),
+        )
+    return stats
+
+
+def _failure(config: SinkConfig, scheme: IdScheme, pipeline: _Pipeline) -> SinkWriteError:
+    error = pipeline.error
+    where = config.entity or "the entities of the 'entity' column"
+    return SinkWriteError(
+        f"servicebus sink: partition {scheme.partition} could not send to {where} on {config.namespace}: "
+        f"{type(error).__name__}: {redact(str(error))} ({pipeline.stats.rows} rows acknowledged, "
+        f"{pipeline.stats.failed} not); the task fails so that Spark retries it (the retried rows carry the "
+        "same message ids, so duplicate detection removes what was sent twice)"
+    )
