@@ -121,6 +121,10 @@ class Connection:
         """True once the connection has ended, cleanly or not."""
         return self._closed.done()
 
+    async def wait_closed(self) -> None:
+        """Return once the connection has ended (cleanly or not; :attr:`error` tells which)."""
+        await asyncio.shield(self._closed)
+
     @property
     def protocol(self) -> EngineProtocol:
         """The asyncio protocol driving the engine (for flushes and write back-pressure)."""

@@ -40,12 +40,16 @@ from amqplink.servicebus.message import (
     ServiceBusMessageState,
     ServiceBusReceivedMessage,
 )
+from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
 from amqplink.servicebus.replication import DedupCounters, Deduplicator
 
 ServiceBusConnectionStringProperties = ServiceBusConnectionString
 """The SDK's name for a parsed connection string."""
 
 __all__ = [
+    "BacklogQueueError",
+    "PairedNamespaceOptions",
+    "PairedState",
     "NEXT_AVAILABLE_SESSION",
     "AmqpMessageBodyType",
     "AutoLockRenewer",

@@ -21,6 +21,7 @@ from amqplink.servicebus import receiver as aio_receiver
 from amqplink.servicebus import sender as aio_sender
 from amqplink.servicebus import session as aio_session
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
+from amqplink.servicebus.paired.pairing import PairedState
 from amqplink.sync import _bridge, _run
 
 __all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
@@ -80,7 +81,13 @@ class ServiceBusClient(_Closable):
         return self._aio.fully_qualified_namespace
 
     def __enter__(self) -> ServiceBusClient:
+        _run(self._aio.__aenter__())
         return self
+
+    @property
+    def paired_state(self) -> PairedState | None:
+        """A snapshot of the paired-namespace failover (None without ``paired_namespace``)."""
+        return _run(_paired_state(self._aio))
 
     def get_queue_sender(self, queue_name: str, **kwargs: Any) -> ServiceBusSender:
         """A sender to ``queue_name``."""
@@ -103,6 +110,10 @@ class ServiceBusClient(_Closable):
             topic_name, subscription_name, auto_lock_renewer=_inner_renewer(renewer), **kwargs
         )
         return ServiceBusReceiver(inner, renewer)
+
+
+async def _paired_state(client: aio_client.ServiceBusClient) -> PairedState | None:
+    return client.paired_state  # read on the loop thread, where it changes
 
 
 def _inner_renewer(renewer: AutoLockRenewer | None) -> aio_renewer.AutoLockRenewer | None:

@@ -16,6 +16,9 @@ from amqplink.aio.url import Endpoint
 from amqplink.servicebus._base import ConnectionHolder, Credential
 from amqplink.servicebus.connection_string import PLAIN_PORT, TLS_PORT, parse_connection_string
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
+from amqplink.servicebus.paired.options import PairedNamespaceOptions
+from amqplink.servicebus.paired.pairing import PairedState, Pairing
+from amqplink.servicebus.paired.sender import PairedSender
 from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.retry import RetryMode, RetryPolicy
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
@@ -46,7 +49,9 @@ class ServiceBusClient:
 
     Beyond the SDK's keyword arguments: ``token_ttl`` (seconds a minted SAS token lives,
     default 3600; tokens are refreshed before expiry), ``timeout`` (the overall operation
-    timeout, default 60 s), ``idle_timeout`` and ``ssl_context``.
+    timeout, default 60 s), ``idle_timeout``, ``ssl_context`` and ``paired_namespace``
+    (a :class:`PairedNamespaceOptions`: failover of sends to backlog queues in a secondary
+    namespace, see :mod:`amqplink.servicebus.paired`).
     """
 
     def __init__(
@@ -87,6 +92,10 @@ class ServiceBusClient:
         )
         self._entity_name: str | None = kwargs.get("entity_name")
         self._handlers: list[ServiceBusSender | ServiceBusReceiver] = []
+        paired = kwargs.get("paired_namespace")
+        if paired is not None and not isinstance(paired, PairedNamespaceOptions):
+            raise TypeError(f"paired_namespace must be a PairedNamespaceOptions, not {type(paired).__name__}")
+        self._pairing: Pairing | None = None if paired is None else Pairing(self, paired)
 
     def __repr__(self) -> str:
         return f"<ServiceBusClient {self.fully_qualified_namespace}>"
@@ -126,7 +135,15 @@ class ServiceBusClient:
         )
 
     async def __aenter__(self) -> ServiceBusClient:
+        if self._pairing is not None:
+            await self._pairing.start()  # the backlog queues: a clear error now, not at failover
         return self
+
+    @property
+    def paired_state(self) -> PairedState | None:
+        """A snapshot of the paired-namespace failover (None for a client without
+        ``paired_namespace``): entities failed over, backlog queues in rotation, counters."""
+        return None if self._pairing is None else self._pairing.state()
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -138,6 +155,8 @@ class ServiceBusClient:
         handlers, self._handlers = self._handlers, []
         for handler in handlers:
             await handler.close()
+        if self._pairing is not None:
+            await self._pairing.close()
         await self._holder.close()
 
     def _check_entity(self, name: str) -> None:
@@ -157,6 +176,17 @@ class ServiceBusClient:
         self, entity: str, max_in_flight: int, *, queue_name: str | None = None, topic_name: str | None = None
     ) -> ServiceBusSender:
         self._check_entity(entity)
+        if self._pairing is not None:
+            paired = PairedSender(
+                self._holder,
+                entity,
+                pairing=self._pairing,
+                policy=self._policy,
+                max_in_flight=max_in_flight,
+                queue_name=queue_name,
+                topic_name=topic_name,
+            )
+            return self._track(paired)
         sender = ServiceBusSender(
             self._holder,
             entity,

@@ -348,12 +348,17 @@ class ServiceBusSender(Handler):
                     raise exc
                 _check_outcome(outcome.result(), entity)
             except BaseException as failure:  # handed to the caller's future
-                result.set_exception(from_amqp_error(failure, entity=entity))
+                self._nowait_failed(result, from_amqp_error(failure, entity=entity), outgoing)
                 return
             result.set_result(None)
 
         inner.add_done_callback(done)
         return result
+
+    def _nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None:
+        """Hook: the transfer of ``message`` (from :meth:`send_nowait`) failed with ``error``;
+        by default the caller's future gets it (a paired sender may park the message instead)."""
+        result.set_exception(error)
 
     async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
         """Send one message, a list, a batch, an iterable or an async iterable (pipelined in

@@ -78,6 +78,14 @@ def _name(text: str, pattern: re.Pattern[str], what: str) -> str:
     return text
 
 
+def _segmented_name(parts: list[str]) -> str:
+    """An entity name made of ``/``-separated segments, each a valid name, 260 characters at most."""
+    name = "/".join(_name(part, _ENTITY_NAME, "entity name segment") for part in parts)
+    if len(name) > 260:
+        raise ApiError(400, f"the entity name {name[:80]!r}... is longer than 260 characters")
+    return name
+
+
 def _xml_response(status: int, body: str, content_type: str = _XML) -> web.Response:
     return web.Response(status=status, body=body.encode("utf-8"), headers={"Content-Type": content_type})
 
@@ -190,6 +198,9 @@ class ManagementApi:
             return self._list_entities(request, lowered[1])
         if len(parts) == 1 and parts[0]:
             return self._entity(request, method, _name(parts[0], _ENTITY_NAME, "entity"), body)
+        if len(parts) > 1 and "subscriptions" not in lowered[1:] and all(parts):
+            # a queue or topic whose name has segments, e.g. contoso/x-servicebus-transfer/0
+            return self._entity(request, method, _segmented_name(parts), body)
         if len(parts) >= 2 and lowered[1] == "subscriptions":
             topic = self.namespace.topic(_name(parts[0], _ENTITY_NAME, "topic"))
             if len(parts) == 2 and method == "GET":

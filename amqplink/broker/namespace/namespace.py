@@ -512,7 +512,15 @@ class Namespace:
             if sub is None:
                 raise EntityError(NOT_FOUND, f"the messaging entity {path!r} could not be found")
             return Node(sub.dead_letter_queue if dead_letter else sub, None, management)
-        raise EntityError(NOT_FOUND, f"the messaging entity {path!r} could not be found")
+        # a queue or topic whose name has segments (contoso/x-servicebus-transfer/0)
+        joined = "/".join(parts)
+        topic = self.topics.get(joined.lower())
+        if topic is not None and not dead_letter:
+            return Node(None, topic, management)
+        queue = self.queues.get(joined.lower())
+        if queue is None:
+            raise EntityError(NOT_FOUND, f"the messaging entity {path!r} could not be found")
+        return Node(queue.dead_letter_queue if dead_letter else queue, None, management)
 
     def _send_target(self, address: str) -> Entity | Topic:
         node = self.resolve(address)

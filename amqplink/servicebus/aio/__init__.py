@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from amqplink.servicebus.client import ServiceBusClient
 from amqplink.servicebus.lock_renewer import AutoLockRenewer
+from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
 from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.replication import DedupCounters, Deduplicator
 from amqplink.servicebus.sender import ServiceBusSender
@@ -19,8 +20,11 @@ from amqplink.servicebus.session import ServiceBusSession
 
 __all__ = [
     "AutoLockRenewer",
+    "BacklogQueueError",
     "DedupCounters",
     "Deduplicator",
+    "PairedNamespaceOptions",
+    "PairedState",
     "ServiceBusClient",
     "ServiceBusReceiver",
     "ServiceBusSender",

@@ -1,0 +1,333 @@
+"""One paired client's failover machinery: the entities' states, the backlog rotation,
+parking, pings, and (optionally) the syphon.
+
+Every sender the client makes for an entity shares that entity's :class:`EntityFailover`,
+so that "all senders [...] learn of the failure" at once (seed 001). The backlog queues
+are checked and created at start (:meth:`Pairing.start`); the secondary namespace's
+AMQP connection is opened only when something is parked or the syphon runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from amqplink.aio.errors import AMQPError
+from amqplink.message import Message
+from amqplink.servicebus._base import ConnectionHolder
+from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
+from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, iter_outgoing
+from amqplink.servicebus.paired.backlog import BacklogQueueError, BacklogRotation, ensure_backlog_queues_sync
+from amqplink.servicebus.paired.failover import FAILED_OVER, SUSPECT, EntityFailover
+from amqplink.servicebus.paired.options import PairedNamespaceOptions, backlog_queue_name, namespace_label
+from amqplink.servicebus.paired.parking import park
+from amqplink.servicebus.retry import RetryPolicy
+from amqplink.servicebus.sender import ServiceBusSender
+
+if TYPE_CHECKING:
+    from amqplink.servicebus.client import ServiceBusClient
+    from amqplink.servicebus.paired.syphon import Syphon
+
+__all__ = ["PING_CONTENT_TYPE", "PairedState", "Pairing", "outgoing_list"]
+
+log = logging.getLogger(__name__)
+
+PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
+"""Seed 001: "A ping message is an empty BrokeredMessage with its ContentType property set
+to application/vnd.ms-servicebus-ping and a TimeToLive value of 1 second.\""""
+PING_TTL_SECONDS = 1
+
+
+@dataclass(frozen=True)
+class PairedState:
+    """A snapshot of a paired client (``client.paired_state``)."""
+
+    entities: Mapping[str, str]
+    """Each entity a sender was made for -> ``healthy``, ``suspect`` or ``failed-over``."""
+    failed_over: tuple[str, ...]
+    backlog_queues: tuple[str, ...]
+    """Every backlog queue of this client (``<primary>/x-servicebus-transfer/<i>``)."""
+    in_rotation: tuple[str, ...]
+    """The backlog queues not pulled from rotation."""
+    current_backlog_queue: str | None
+    parked: int
+    """Messages sent to a backlog queue by this client."""
+    syphoned: int
+    """Parked messages this process's syphon forwarded to their destination."""
+    pings_sent: int
+    pings_accepted: int
+    failovers: int
+    failbacks: int
+    syphon_running: bool
+
+
+def outgoing_list(message: Any) -> list[ServiceBusMessage]:
+    """The messages of what ``send_messages`` takes (a batch decoded back into its messages)."""
+    if isinstance(message, ServiceBusMessageBatch):
+        return [ServiceBusMessage._wrap(Message.decode(encoded)) for encoded in message._encoded]
+    return list(iter_outgoing(message))
+
+
+class Pairing:
+    """The paired-namespace state of one primary client."""
+
+    def __init__(
+        self, client: ServiceBusClient, options: PairedNamespaceOptions, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.client = client
+        self.options = options
+        self.clock = clock
+        holder: ConnectionHolder = client._holder
+        self.primary = holder
+        self.label = namespace_label(holder.endpoint.host, holder.endpoint.port)
+        self.names = tuple(backlog_queue_name(self.label, i) for i in range(options.backlog_queue_count))
+        self.rotation = BacklogRotation(self.names, random.Random(options.seed))
+        self.failover_seconds = options.failover_seconds
+        self.ping_seconds = options.ping_seconds
+        self.entities: dict[str, EntityFailover] = {}
+        self.started = False
+        self.closed = False
+        self.secondary: ServiceBusClient | None = None
+        self.syphon: Syphon | None = None
+        self.parked = 0
+        self.syphoned = 0
+        self.pings_sent = 0
+        self.pings_accepted = 0
+        self._start_lock: asyncio.Lock | None = None
+        self._backlog_senders: dict[str, ServiceBusSender] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._pings: dict[str, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def __repr__(self) -> str:
+        return f"<Pairing {self.primary.host} -> {self.options.secondary.fully_qualified_namespace}>"
+
+    # -- start and close ----------------------------------------------------------------
+    async def start(self) -> None:
+        """Check the backlog queues and create the missing ones (once); start the syphon if
+        enabled. A missing or failing management endpoint raises :class:`BacklogQueueError`
+        (bounded by ``management_timeout`` per call); the next send tries again."""
+        if self.started:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self.started:
+                return
+            if self.closed:
+                raise ServiceBusError("the paired client is closed")
+            o = self.options
+            await asyncio.to_thread(
+                ensure_backlog_queues_sync,
+                self.names,
+                o.management_url,
+                o.secondary,
+                o.connection_verify,
+                o.management_timeout,
+            )
+            self.secondary = self._secondary_client()
+            if o.enable_syphon:
+                from amqplink.servicebus.paired.syphon import Syphon
+
+                self.syphon = Syphon(self)
+                self.syphon.start()
+            self.started = True
+            log.info("paired namespace: %d backlog queue(s) ready in %s", len(self.names), o.secondary.amqp_url)
+
+    def _secondary_client(self) -> ServiceBusClient:
+        from amqplink.servicebus.client import ServiceBusClient
+
+        policy: RetryPolicy = self.client._policy
+        return ServiceBusClient.from_connection_string(
+            self.options.secondary_connection_string,
+            retry_total=policy.retry_total,
+            retry_backoff_factor=policy.retry_backoff_factor,
+            retry_backoff_max=policy.retry_backoff_max,
+            timeout=policy.timeout,
+        )
+
+    async def close(self) -> None:
+        """Stop timers, pings and the syphon; close the backlog senders and the secondary client."""
+        self.closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        tasks = [*self._pings.values(), *self._tasks]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.syphon is not None:
+            await self.syphon.close()
+        senders, self._backlog_senders = self._backlog_senders, {}
+        for sender in senders.values():
+            await sender.close()
+        if self.secondary is not None:
+            await self.secondary.close()
+
+    def keep(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        """Hold ``task`` until it ends (cancelled at close)."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- state --------------------------------------------------------------------------
+    def entity(self, name: str) -> EntityFailover:
+        """The failover state of ``name`` (shared by every sender of this client)."""
+        failover = self.entities.get(name)
+        if failover is None:
+            failover = self.entities[name] = EntityFailover(name, self.failover_seconds, self.clock)
+        return failover
+
+    def state(self) -> PairedState:
+        entities = self.entities.values()
+        return PairedState(
+            entities={f.entity: f.state.value for f in entities},
+            failed_over=tuple(f.entity for f in entities if f.state is FAILED_OVER),
+            backlog_queues=self.names,
+            in_rotation=tuple(self.rotation.in_rotation),
+            current_backlog_queue=self.rotation.current,
+            parked=self.parked,
+            syphoned=self.syphoned,
+            pings_sent=self.pings_sent,
+            pings_accepted=self.pings_accepted,
+            failovers=sum(f.failovers for f in entities),
+            failbacks=sum(f.failbacks for f in entities),
+            syphon_running=self.syphon is not None and self.syphon.running,
+        )
+
+    def primary_failed(self, failover: EntityFailover, error: BaseException) -> bool:
+        """A send to the primary failed; True if the message is to be parked instead."""
+        was = failover.state
+        now_failed_over = failover.failed(error)
+        if now_failed_over:
+            if was is not FAILED_OVER:
+                self._engaged(failover, error)
+        elif failover.state is SUSPECT and failover.entity not in self._timers:
+            remaining = failover.remaining() or 0.0
+            loop = asyncio.get_running_loop()
+            self._timers[failover.entity] = loop.call_later(remaining, self._timer_fired, failover, error)
+            log.info("%s: send failed (%s); failover in %.1f s unless a send succeeds", failover.entity, error,
+                     remaining)  # fmt: skip
+        return now_failed_over
+
+    def _timer_fired(self, failover: EntityFailover, error: BaseException) -> None:
+        self._timers.pop(failover.entity, None)
+        if failover.state is SUSPECT:
+            if failover.expire():
+                self._engaged(failover, error)
+            else:  # the timer restarted meanwhile (a success, then a new failure)
+                self.primary_failed(failover, error)
+
+    def _engaged(self, failover: EntityFailover, error: BaseException) -> None:
+        timer = self._timers.pop(failover.entity, None)
+        if timer is not None:
+            timer.cancel()
+        log.warning(
+            "%s: failover engaged after %.1f s without a successful send (%s); parking in the secondary namespace",
+            failover.entity, failover.interval, error,
+        )  # fmt: skip
+        if failover.entity not in self._pings and not self.closed:
+            task = asyncio.get_running_loop().create_task(self._ping(failover))
+            self._pings[failover.entity] = task
+
+    # -- parking ------------------------------------------------------------------------
+    async def _backlog_sender(self, name: str) -> ServiceBusSender:
+        sender = self._backlog_senders.get(name)
+        if sender is None or sender._closed:
+            await self.start()
+            assert self.secondary is not None
+            sender = self._backlog_senders[name] = ServiceBusSender(
+                self.secondary._holder, name, policy=self.secondary._policy
+            )
+            await sender._retry(_attached)  # learn the queue's max message size
+        return sender
+
+    async def park(self, entity: str, messages: Iterable[ServiceBusMessage], timeout: float | None = None) -> None:
+        """Send ``messages`` (bound for ``entity``) to the current backlog queue; a queue that
+        fails is pulled from rotation and the next one tried; none left: raise."""
+        originals = list(messages)
+        last: BaseException | None = None
+        while True:
+            name = self.rotation.current
+            if name is None:
+                raise BacklogQueueError(
+                    f"the primary entity is failed over and every backlog queue of {self.options.secondary.amqp_url}"
+                    f" failed (last: {last}); {len(originals)} message(s) not sent: retry later",
+                    entity=entity,
+                    error=last,
+                )
+            try:
+                sender = await self._backlog_sender(name)
+                parked = [park(m, entity, sender.max_message_size) for m in originals]
+                await sender.send_messages(parked, timeout=timeout)
+            except MessageSizeExceededError:
+                raise
+            except BacklogQueueError:  # the management endpoint failed at start
+                raise
+            except (ServiceBusError, AMQPError, OSError) as exc:
+                last = exc
+                log.warning("%s: backlog queue %r failed (%s)", entity, name, exc)
+                self.rotation.pull(name)
+                failed = self._backlog_senders.pop(name, None)
+                if failed is not None:
+                    self.keep(asyncio.get_running_loop().create_task(failed.close()))
+                continue
+            self.parked += len(parked)
+            return
+
+    async def park_nowait(self, entity: str, message: ServiceBusMessage) -> asyncio.Future[None]:
+        """:meth:`park` for ``send_nowait``: a future for the parked message's outcome."""
+        result: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def parking() -> None:
+            try:
+                await self.park(entity, [message])
+            except BaseException as exc:
+                if not result.done():
+                    result.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return
+            if not result.done():
+                result.set_result(None)
+
+        self.keep(asyncio.get_running_loop().create_task(parking()))
+        return result
+
+    # -- pings --------------------------------------------------------------------------
+    def ping_message(self) -> ServiceBusMessage:
+        return ServiceBusMessage(b"", content_type=PING_CONTENT_TYPE, time_to_live=PING_TTL_SECONDS)
+
+    async def _ping(self, failover: EntityFailover) -> None:
+        """Every ``ping_primary_interval``, a ping to the primary entity until one is accepted:
+        then every sender of the entity sends to the primary again (failback)."""
+        entity = failover.entity
+        policy = dataclasses.replace(self.client._policy, retry_total=0)
+        sender = ServiceBusSender(self.primary, entity, policy=policy)
+        try:
+            while failover.state is FAILED_OVER and not self.closed:
+                await asyncio.sleep(self.ping_seconds)
+                self.pings_sent += 1
+                try:
+                    await sender.send_messages(self.ping_message())
+                except (ServiceBusError, AMQPError, OSError) as exc:
+                    log.debug("%s: ping refused (%s)", entity, exc)
+                    continue
+                self.pings_accepted += 1
+                if failover.ping_accepted():
+                    log.warning("%s: the primary accepted a ping; sending to it again (failback)", entity)
+                    if not any(f.state is FAILED_OVER for f in self.entities.values()):
+                        self.rotation.restore_all()
+        finally:
+            self._pings.pop(entity, None)
+            await sender.close()
+
+
+async def _attached(_remaining: float) -> None:
+    return None

@@ -1,0 +1,207 @@
+"""The syphon: moves parked messages from the backlog queues to their real destinations.
+
+Seed 001: "At least one executable program in the application should be actively running
+the syphon. The syphon performs a long poll receive"; "the syphon delivers the messages
+from all the various backlog queues to the proper destination entities". Here, per
+backlog queue of the client (several processes may run it at once: peek-lock makes each
+message theirs alone), a peek-lock receiver long-polls; each message is restored
+(:func:`.parking.restore`) and sent to the primary; it is completed only once the primary
+accepted it, abandoned otherwise (at least once: a message forwarded and then not
+completed is forwarded again, with the same message id, so duplicate detection on the
+destination removes the repeat). Locks are renewed while a batch is being forwarded.
+
+"Once the primary or secondary MessagingFactory faults or is closed without its partner
+also being faulted/closed [...] if the other MessagingFactory is not closed within 5
+seconds, the syphon will fault the still open MessagingFactory": :meth:`Syphon._coordinate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import logging
+from typing import TYPE_CHECKING, Any
+
+from amqplink.aio.connection import Connection
+from amqplink.aio.errors import AMQPError
+from amqplink.codec.types import Symbol
+from amqplink.protocol.definitions import Error
+from amqplink.servicebus._base import ConnectionHolder
+from amqplink.servicebus.exceptions import ServiceBusError
+from amqplink.servicebus.lock_renewer import renew_ahead
+from amqplink.servicebus.message import ServiceBusMessage, ServiceBusReceivedMessage
+from amqplink.servicebus.paired.parking import NotParkedError, restore
+from amqplink.servicebus.receiver import ServiceBusReceiver
+from amqplink.servicebus.sender import ServiceBusSender
+
+if TYPE_CHECKING:
+    from amqplink.servicebus.paired.pairing import Pairing
+
+__all__ = ["COORDINATION_GRACE", "Syphon"]
+
+log = logging.getLogger(__name__)
+
+SYPHON_BATCH = 256
+"""Messages one receive takes at most."""
+COORDINATION_GRACE = 5.0
+"""Seconds the partner connection may stay open after one side faulted (seed 001: 5 s)."""
+MAX_BACKOFF = 5.0
+"""Seconds at most between two attempts after a failed forward or receive."""
+
+_Errors = (ServiceBusError, AMQPError, OSError, TimeoutError)
+
+
+class Syphon:
+    """The syphon of one paired client (started by ``enable_syphon=True``)."""
+
+    def __init__(self, pairing: Pairing) -> None:
+        assert pairing.secondary is not None
+        self.pairing = pairing
+        self.secondary: ConnectionHolder = pairing.secondary._holder
+        self.primary: ConnectionHolder = pairing.primary
+        self.policy = pairing.secondary._policy
+        self.wait = pairing.options.syphon_wait_seconds
+        self.backoff = min(MAX_BACKOFF, pairing.ping_seconds)
+        self.forwarded = 0
+        self.faulted = 0
+        """Times a partner connection was faulted by the close/fault coordination."""
+        self._senders: dict[str, ServiceBusSender] = {}
+        self._receivers: list[ServiceBusReceiver] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def running(self) -> bool:
+        return any(not task.done() for task in self._tasks)
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for name in self.pairing.names:
+            self._tasks.append(loop.create_task(self._drain(name), name=f"syphon {name}"))
+        self._tasks.append(loop.create_task(self._coordinate(), name="syphon coordination"))
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for handler in [*self._receivers, *self._senders.values()]:
+            await handler.close()
+        self._senders.clear()
+        self._receivers.clear()
+
+    # -- draining -----------------------------------------------------------------------
+    async def _drain(self, name: str) -> None:
+        receiver = ServiceBusReceiver(self.secondary, name, policy=self.policy, queue_name=name)
+        self._receivers.append(receiver)
+        while True:
+            try:
+                batch = await receiver.receive_messages(max_message_count=SYPHON_BATCH, max_wait_time=self.wait)
+            except _Errors as exc:
+                log.info("syphon: receiving from %r failed (%s); again in %.1f s", name, exc, self.backoff)
+                await asyncio.sleep(self.backoff)
+                continue
+            if batch and not await self._forward(receiver, batch):
+                await asyncio.sleep(self.backoff)  # the destination refused: give it time
+
+    async def _forward(self, receiver: ServiceBusReceiver, batch: list[ServiceBusReceivedMessage]) -> bool:
+        """Forward ``batch``; complete what the primary accepted, abandon the rest. True if all went."""
+        renewing = asyncio.get_running_loop().create_task(self._renew(receiver, batch))
+        try:
+            moves: list[tuple[ServiceBusReceivedMessage, str, ServiceBusMessage]] = []
+            for message in batch:
+                try:
+                    destination, restored = restore(message.raw_amqp_message)
+                except NotParkedError as exc:
+                    log.warning("syphon: %s in %r; dead-lettered", exc, receiver.entity_name)
+                    await _settle(receiver.dead_letter_message(message, "NotParked", str(exc)))
+                    continue
+                moves.append((message, destination, restored))
+            outcomes = await asyncio.gather(*(self._send(d, m) for _, d, m in moves), return_exceptions=True)
+            settled: list[Any] = []
+            failed = 0
+            for (message, destination, _), outcome in zip(moves, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    failed += 1
+                    log.info("syphon: forwarding to %r failed (%s); abandoned", destination, outcome)
+                    settled.append(receiver.abandon_message(message))
+                else:
+                    settled.append(receiver.complete_message(message))
+            results = await asyncio.gather(*(_settle(s) for s in settled))
+            done = sum(1 for (_, _, _), outcome, ok in zip(moves, outcomes, results, strict=True)
+                       if ok and not isinstance(outcome, BaseException))  # fmt: skip
+            self.forwarded += done
+            self.pairing.syphoned += done
+            return failed == 0
+        finally:
+            renewing.cancel()
+
+    async def _send(self, destination: str, message: ServiceBusMessage) -> None:
+        sender = self._senders.get(destination)
+        if sender is None or sender._closed:
+            policy = dataclasses.replace(self.policy, retry_total=0)
+            sender = self._senders[destination] = ServiceBusSender(self.primary, destination, policy=policy)
+        await sender.send_messages(message)
+
+    async def _renew(self, receiver: ServiceBusReceiver, batch: list[ServiceBusReceivedMessage]) -> None:
+        """Keep the batch's locks while it is being forwarded (one task per batch)."""
+        while True:
+            until = min((m.locked_until_utc for m in batch if m.locked_until_utc is not None), default=None)
+            if until is None:
+                return
+            now = dt.datetime.now(dt.UTC)
+            span = (until - now).total_seconds()
+            await asyncio.sleep(max(0.0, span - renew_ahead(span)))
+            for message in batch:
+                if not message._settled:
+                    try:
+                        await receiver.renew_message_lock(message)
+                    except _Errors as exc:
+                        log.info("syphon: renewing a lock failed (%s)", exc)
+
+    # -- close/fault coordination ------------------------------------------------------------
+    async def _coordinate(self) -> None:
+        """When one side's connection ends and the other's has not within 5 s, end it too."""
+        while True:
+            try:
+                primary = await self.primary.connection()
+                secondary = await self.secondary.connection()
+            except _Errors as exc:
+                log.debug("syphon: a namespace is unreachable (%s)", exc)
+                await asyncio.sleep(self.backoff)
+                continue
+            await self._pair_closed(primary, secondary)
+
+    async def _pair_closed(self, primary: Connection, secondary: Connection) -> None:
+        waits = {
+            asyncio.ensure_future(primary.wait_closed()): secondary,
+            asyncio.ensure_future(secondary.wait_closed()): primary,
+        }
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        ended = next(iter(done))
+        partner = waits[ended]
+        closed = primary if partner is secondary else secondary
+        try:
+            await asyncio.wait_for(partner.wait_closed(), COORDINATION_GRACE)
+            return
+        except TimeoutError:
+            pass
+        self.faulted += 1
+        log.warning(
+            "syphon: the connection to %s ended (%s) and its partner %s did not within %.0f s; faulting it too",
+            closed.endpoint.url, closed.error, partner.endpoint.url, COORDINATION_GRACE,
+        )  # fmt: skip
+        reason = f"its paired connection to {closed.endpoint.url} ended"
+        await partner.close(Error(Symbol("amqp:connection:forced"), reason))
+
+
+async def _settle(settlement: Any) -> bool:
+    try:
+        await settlement
+    except _Errors as exc:
+        log.info("syphon: settling failed (%s); the message will be received again", exc)
+        return False
+    return True
