@@ -1,5 +1,5 @@
-"""The ``amqplink`` command: ``demo`` (the main job), ``send``, ``receive``, ``broker``,
-``broker-store``, ``broker-fault``."""
+"""The ``amqplink`` command: ``demo`` (the main job: Spark -> Service Bus through an outage),
+``roundtrip``, ``send``, ``receive``, ``broker``, ``broker-store``, ``broker-fault``."""
 
 from __future__ import annotations
 
@@ -70,12 +70,31 @@ def build_parser() -> argparse.ArgumentParser:
     def json_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print only the final JSON line (no progress bar)")
 
-    demo = command("demo", "main job: round-trip messages through the embedded broker (or --url)")
-    demo.add_argument("--url", default=None, help="broker URL (default: start the embedded broker in-process)")
-    demo.add_argument("--address", default="demo", help="queue to use")
-    demo.add_argument("--count", type=_positive, default=10_000, help="messages to round-trip")
-    demo.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
+    demo = command(
+        "demo",
+        "main job: a local Spark job writes rows through the PySpark sink to an embedded namespace with paired "
+        "failover, the primary goes down midway and comes back, then every row is checked (needs the spark extra)",
+    )
+    demo.add_argument("--rows", type=_positive, default=200_000, help="rows to write")
+    demo.add_argument("--size", type=_non_negative, default=1024, help="body bytes per row (at least 24)")
+    demo.add_argument("--input", default=None, help="write this CSV (with header) or Parquet file instead")
+    demo.add_argument("--outage-seconds", type=_seconds, default=6.0, help="how long the primary stays down")
+    demo.add_argument("--no-outage", action="store_true", help="keep the primary up")
+    demo.add_argument(
+        "--connection-string", default=None, help="a real primary namespace instead of the embedded ones (no outage)"
+    )
+    demo.add_argument("--paired-connection-string", default=None, help="a real secondary namespace for failover")
+    demo.add_argument("--entity", default="demo", help="queue to write to (must exist in a real namespace)")
+    demo.add_argument("--streaming", action="store_true", help="Structured Streaming from the rate source instead")
+    demo.add_argument("--duration", type=_seconds, default=20.0, help="seconds the --streaming query runs")
     json_flag(demo)
+
+    roundtrip = command("roundtrip", "round-trip messages through the embedded broker (or --url), no Spark")
+    roundtrip.add_argument("--url", default=None, help="broker URL (default: start the embedded broker in-process)")
+    roundtrip.add_argument("--address", default="roundtrip", help="queue to use")
+    roundtrip.add_argument("--count", type=_positive, default=10_000, help="messages to round-trip")
+    roundtrip.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
+    json_flag(roundtrip)
 
     send = command("send", "send N messages and report throughput")
     send.add_argument("url", help="amqp://[user:pass@]host[:port] or amqps://...")
@@ -139,9 +158,24 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
     """Run the sub-command; ``summary`` holds its counts so far while it runs."""
     progress = False if getattr(args, "json", False) else None
     if args.command == "demo":
-        from amqplink.commands.demo import run_demo
+        from amqplink.commands.demo import DemoOptions, run_demo
 
-        return await run_demo(
+        options = DemoOptions(
+            rows=args.rows,
+            size=args.size,
+            input=args.input,
+            outage_seconds=None if args.no_outage or args.connection_string else args.outage_seconds,
+            connection_string=args.connection_string,
+            paired_connection_string=args.paired_connection_string,
+            entity=args.entity,
+            streaming=args.streaming,
+            duration=args.duration,
+        )
+        return await run_demo(options, progress=progress, summary=summary)
+    if args.command == "roundtrip":
+        from amqplink.commands.roundtrip import run_roundtrip
+
+        return await run_roundtrip(
             args.url, args.address, count=args.count, size=args.size, progress=progress, summary=summary
         )
     if args.command == "send":
@@ -219,14 +253,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except Exception as exc:
         from amqplink.aio.errors import AMQPError
+        from amqplink.spark.session import ExecutorImportError
 
+        if isinstance(exc, ExecutorImportError):
+            print(f"amqplink {args.command}: {exc}", file=sys.stderr)
+            return 2
         if not isinstance(exc, AMQPError):
             raise
         print(f"amqplink {args.command}: {exc}", file=sys.stderr)
         return 1
     if result is None:
         return 0
-    print(json.dumps(result), flush=True)
+    if args.command == "demo" and not args.json:
+        from amqplink.commands.demo import format_table
+
+        print(format_table(result), flush=True)
+    else:
+        print(json.dumps(result), flush=True)
     ok = result.get("ok", result.get("complete", True))
     if args.command == "send":
         ok = result["outcomes"].get("accepted", 0) + result["outcomes"].get("settled", 0) == result["count"]

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqplink.servicebus.aio import ServiceBusClient, ServiceBusSender
+from amqplink.servicebus.aio import PairedNamespaceOptions, ServiceBusClient, ServiceBusSender
 from amqplink.spark.options import SinkConfig
 
 __all__ = ["Lease", "acquire", "discard", "open_entries", "release"]
@@ -48,11 +48,10 @@ class Lease:
 
     def paired_counters(self) -> dict[str, int]:
         """The paired client's counters (parked, syphoned, ...), empty without a paired namespace."""
-        state = getattr(self.client, "paired_state", None)
+        state = self.client.paired_state
         if state is None:
             return {}
-        raw = state if isinstance(state, dict) else getattr(state, "__dict__", {})
-        return {k: int(v) for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+        return {"parked": state.parked, "failovers": state.failovers, "syphoned": state.syphoned}
 
 
 _entries: dict[str, Lease] = {}
@@ -75,12 +74,11 @@ def make_client(config: SinkConfig) -> ServiceBusClient:
     return ServiceBusClient.from_connection_string(config.connection_string, **kwargs)
 
 
-def paired_options(config: SinkConfig) -> Any:
+def paired_options(config: SinkConfig) -> PairedNamespaceOptions:
     """The :class:`PairedNamespaceOptions` of ``config`` (which must have a paired connection string)."""
     import datetime as dt
 
-    from amqplink.servicebus import PairedNamespaceOptions  # type: ignore[attr-defined]
-
+    assert config.paired_connection_string is not None
     return PairedNamespaceOptions(
         config.paired_connection_string,
         backlog_queue_count=config.backlog_queue_count,

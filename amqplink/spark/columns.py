@@ -16,12 +16,16 @@ Message ids, when no ``message_id`` column gives one (:class:`IdScheme`):
   columns (name-sorted ``repr`` of the values), so re-running a whole job makes the same
   ids too, and identical rows share an id (and are de-duplicated);
 - ``messageIdMode=none``: no id.
+
+A row without ``partition_key`` or ``session_id`` gets a partition key made from its id
+(:meth:`IdScheme.partition_key`; ``autoPartitionKey=false`` turns this off).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,17 +92,43 @@ def check_schema(fields: Iterable[tuple[str, str]], *, entity_option: bool) -> N
         )
 
 
+KEY_ROWS = 256
+"""Consecutive rows that share an automatic partition key (position ids)."""
+KEY_BUCKETS = 16
+"""Automatic partition keys for ids not made from positions (content or a ``message_id`` column)."""
+
+
 @dataclass(frozen=True, slots=True)
 class IdScheme:
-    """How a row without a ``message_id`` gets one; ``prefix`` is ``<query>:<batch>`` or the write id."""
+    """How a row without a ``message_id`` gets one; ``prefix`` is ``<query>:<batch>`` or the write id.
+
+    ``partition_keys``: give a row without ``partition_key`` or ``session_id`` a partition key
+    made from its id (see :meth:`partition_key`).
+    """
 
     mode: str
     prefix: str
     partition: int
+    partition_keys: bool = True
 
     def position(self, row: int) -> str:
         """``<prefix>:<partition>:<row>``."""
         return f"{self.prefix}:{self.partition}:{row}"
+
+    def partition_key(self, row: int, message_id: str | None) -> str | None:
+        """The automatic partition key: ``<prefix>:<partition>:<row // 256>`` for position ids,
+        one of 16 buckets of the id's CRC-32 otherwise, None without an id.
+
+        A partitioned entity with duplicate detection pins a message by its MessageId and
+        refuses a batch of distinct ids (Service Bus, and the embedded broker); with one key
+        per run of rows the sink can batch there, and a resent row keeps its key, so it
+        reaches the fragment that remembers its id.
+        """
+        if message_id is None or not self.partition_keys:
+            return None
+        if self.mode == "position" and message_id == self.position(row):
+            return f"{self.prefix}:{self.partition}:{row // KEY_ROWS}"
+        return f"k{zlib.crc32(message_id.encode('utf-8', 'surrogatepass')) % KEY_BUCKETS}"
 
 
 def _content_id(row: Mapping[str, Any]) -> str:
@@ -171,11 +201,16 @@ def messages(columns: Columns, scheme: IdScheme, first_row: int) -> Iterator[tup
                 kwargs[name] = _ttl(value)
             else:
                 kwargs[_KWARGS[name]] = _when(value)
+        row = first_row + index
         if "message_id" not in kwargs and mode != "none":
             if mode == "content":
                 kwargs["message_id"] = _content_id({name: values[index] for name, values in columns.items()})
             else:
-                kwargs["message_id"] = scheme.position(first_row + index)
+                kwargs["message_id"] = scheme.position(row)
+        if "partition_key" not in kwargs and "session_id" not in kwargs:
+            key = scheme.partition_key(row, kwargs.get("message_id"))
+            if key is not None:
+                kwargs["partition_key"] = key
         entity = None if entities is None else entities[index]
         yield entity, ServiceBusMessage(_body(bodies[index]), **kwargs)
 

@@ -88,7 +88,7 @@ def summary(messages: Sequence[WriterCommitMessage | None]) -> dict[str, Any]:
     for message in messages:
         if isinstance(message, SinkCommitMessage):
             tasks += 1
-            for name in ("rows", "bytes", "batches", "busy", "failed", "failed_over"):
+            for name in ("rows", "bytes", "batches", "busy", "retried", "failed", "failed_over"):
                 setattr(total, name, getattr(total, name) + getattr(message.stats, name))
             total.seconds = max(total.seconds, message.stats.seconds)
     return {"tasks": tasks, **total.__dict__}
@@ -112,7 +112,7 @@ def _log_summary(what: str, config: SinkConfig, messages: Sequence[WriterCommitM
     log = _driver_log()
     log.info(
         "servicebus sink: %s to %s on %s: %d rows, %d bytes in %d batches from %d tasks; "
-        "%d failed over, %d server-busy waits, %d failed",
+        "%d failed over, %d batches sent again, %d server-busy waits, %d failed",
         what,
         config.entity or "the 'entity' column's entities",
         config.namespace,
@@ -121,6 +121,7 @@ def _log_summary(what: str, config: SinkConfig, messages: Sequence[WriterCommitM
         counts["batches"],
         counts["tasks"],
         counts["failed_over"],
+        counts["retried"],
         counts["busy"],
         counts["failed"],
     )
@@ -138,7 +139,7 @@ class ServiceBusArrowWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pyarrow.RecordBatch]) -> SinkCommitMessage:
         partition, attempt, _context = _task()
-        scheme = IdScheme(self.config.message_id_mode, self.write_id, partition)
+        scheme = IdScheme(self.config.message_id_mode, self.write_id, partition, self.config.auto_partition_key)
         stats = send_partition(self.config, _chunks(iterator), scheme)
         return SinkCommitMessage(partition, attempt, stats)
 
@@ -166,7 +167,7 @@ class ServiceBusStreamWriter(DataSourceStreamArrowWriter):
         query = context.getLocalProperty(QUERY_ID) if context is not None else None
         batch = context.getLocalProperty(BATCH_ID) if context is not None else None
         mode = "none" if self.config.message_id_mode == "none" else "position"
-        scheme = IdScheme(mode, f"{query}:{batch}", partition)
+        scheme = IdScheme(mode, f"{query}:{batch}", partition, self.config.auto_partition_key)
         stats = send_partition(self.config, _chunks(iterator), scheme)
         return SinkCommitMessage(partition, attempt, stats)
 

@@ -45,7 +45,7 @@ class ForeachPartitionSender:
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
-        scheme = IdScheme(self.config.message_id_mode, self.sender_id, partition)
+        scheme = IdScheme(self.config.message_id_mode, self.sender_id, partition, self.config.auto_partition_key)
         stats = send_partition(self.config, _chunks(iter(rows)), scheme)
         log.info(
             "servicebus sink: partition %d sent %d rows (%d failed over, %d failed)",

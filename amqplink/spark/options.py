@@ -57,15 +57,20 @@ class SinkConfig:
     """Per task (partition) throttle; None: as fast as the broker acknowledges."""
     fail_on_error: bool = True
     message_id_mode: str = "position"
+    auto_partition_key: bool = True
+    """Give rows without ``partition_key``/``session_id`` a key made from their id (see :mod:`.columns`)."""
     idle_timeout: float = 60.0
     """Seconds a cached connection may stay unused before it is closed."""
     paired_connection_string: str | None = field(default=None, repr=False)
-    backlog_queue_count: int = 3
-    failover_interval: float = 60.0
-    ping_primary_interval: float = 10.0
-    enable_syphon: bool = True
+    backlog_queue_count: int = 10
+    failover_interval: float = 10.0
+    """Seconds without a successful send before an entity fails over (the paired client's default)."""
+    ping_primary_interval: float = 60.0
+    enable_syphon: bool = False
+    """Run the syphon in the executors too (default: no; run it in one long-lived process)."""
     management_endpoint: str | None = None
-    connection_verify: str | None = None
+    connection_verify: str | bool | None = None
+    """The secondary's management API: a CA bundle path, or False to skip the certificate check."""
 
     @property
     def cache_key(self) -> str:
@@ -147,6 +152,13 @@ def _id_mode(text: str) -> str:
     return lowered
 
 
+def _verify(text: str) -> str | bool:
+    lowered = text.strip().lower()
+    if lowered in ("false", "true"):
+        return lowered == "true"
+    return _text(text)
+
+
 def _text(text: str) -> str:
     if not text.strip():
         raise ValueError("must not be empty")
@@ -175,6 +187,7 @@ _OPTIONS: dict[str, tuple[str, Any]] = {  # option name, lower case -> (field, c
     "messagespersecond": ("messages_per_second", _positive_float),
     "failonerror": ("fail_on_error", _boolean),
     "messageidmode": ("message_id_mode", _id_mode),
+    "autopartitionkey": ("auto_partition_key", _boolean),
     "connectionidletimeout": ("idle_timeout", _positive_float),
     "pairedconnectionstring": ("paired_connection_string", _connection_string),
     "backlogqueuecount": ("backlog_queue_count", _positive_int),
@@ -182,13 +195,13 @@ _OPTIONS: dict[str, tuple[str, Any]] = {  # option name, lower case -> (field, c
     "pingprimaryinterval": ("ping_primary_interval", _positive_float),
     "enablesyphon": ("enable_syphon", _boolean),
     "managementendpoint": ("management_endpoint", _text),
-    "connectionverify": ("connection_verify", _text),
+    "connectionverify": ("connection_verify", _verify),
 }
 OPTION_NAMES = (
     "connectionString", "entity", "maxInFlight", "maxBatchBytes", "sendTimeout", "retryTotal",
     "retryBackoffFactor", "retryBackoffMax", "retryMode", "serverBusyTimeout", "messagesPerSecond", "failOnError",
-    "messageIdMode", "connectionIdleTimeout", "pairedConnectionString", "backlogQueueCount", "failoverInterval",
-    "pingPrimaryInterval", "enableSyphon", "managementEndpoint", "connectionVerify",
+    "messageIdMode", "autoPartitionKey", "connectionIdleTimeout", "pairedConnectionString", "backlogQueueCount",
+    "failoverInterval", "pingPrimaryInterval", "enableSyphon", "managementEndpoint", "connectionVerify",
 )  # fmt: skip
 """The option names as documented (matched case-insensitively)."""
 _SPARK_OPTIONS = frozenset(("path", "checkpointlocation", "__partition_columns"))

@@ -8,10 +8,12 @@ pipelines them, at most ``maxInFlight`` batches awaiting their outcome: the next
 waits for room, so memory stays bounded by one chunk plus ``maxInFlight`` batches however
 large the partition is. A batch refused with ``com.microsoft:server-busy`` backs off
 (PROTOCOL.md: at least 4 s, doubling, up to ``serverBusyTimeout``) instead of failing the
-task; other errors are retried by the client's retry policy (and fail over to the paired
-namespace when one is configured). :func:`send_partition` returns only once every message
-was acknowledged, and raises if one was not (``failOnError``, the default), so Spark
-retries the task: at-least-once, with the same message ids (:mod:`.columns`).
+task; other errors are retried by the client's retry policy; with a paired namespace a
+failing batch is also kept and sent again until the entity has failed over (the paired
+client parks it on the secondary) or ``failoverInterval`` + ``sendTimeout`` passed.
+:func:`send_partition` returns only once every message was acknowledged, and raises if
+one was not (``failOnError``, the default), so Spark retries the task: at-least-once,
+with the same message ids (:mod:`.columns`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError, ServiceBusServerBusyError
-from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
+from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessage, ServiceBusMessageBatch
 from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF
 from amqplink.spark import cache
 from amqplink.spark.columns import Columns, IdScheme, messages
@@ -45,13 +47,15 @@ class SinkWriteError(RuntimeError):
 @dataclass
 class PartitionStats:
     """What one partition sent: rows acknowledged, body bytes, batch transfers, and the
-    failures met on the way (``busy``: server-busy waits; ``failed``: rows given up on with
+    failures met on the way (``busy``: server-busy waits; ``retried``: batches sent again while
+    a paired client failed over; ``failed``: rows given up on with
     ``failOnError=false``; ``failed_over``: rows parked on the paired namespace)."""
 
     rows: int = 0
     bytes: int = 0
     batches: int = 0
     busy: int = 0
+    retried: int = 0
     failed: int = 0
     failed_over: int = 0
     seconds: float = 0.0
@@ -82,8 +86,15 @@ class _Pipeline:
         limit = self.limits.get(entity)
         if limit is None:
             sender = self.lease.sender(entity)
-            await sender.create_message_batch()  # attaches: learns the entity's max-message-size
-            limit = self.limits[entity] = min(self.config.max_batch_bytes, sender.max_message_size)
+            try:
+                await sender.create_message_batch()  # attaches: learns the entity's max-message-size
+                limit = min(self.config.max_batch_bytes, sender.max_message_size)
+            except (ServiceBusError, OSError, TimeoutError):
+                if not self.config.paired:
+                    raise
+                # The primary is down: the batches go to the paired client, which parks them.
+                limit = min(self.config.max_batch_bytes, MAX_MESSAGE_LENGTH_BYTES)
+            self.limits[entity] = limit
         return limit
 
     async def feed(self, chunk: list[tuple[str | None, ServiceBusMessage, int]]) -> None:
@@ -138,20 +149,30 @@ class _Pipeline:
 
     async def _send(self, entity: str, batch: ServiceBusMessageBatch, body_bytes: int) -> None:
         sender = self.lease.sender(entity)
-        deadline = time.monotonic() + self.config.server_busy_timeout
-        delay = SERVER_BUSY_MIN_BACKOFF
+        started = time.monotonic()
+        busy_delay = SERVER_BUSY_MIN_BACKOFF
+        retry_delay = self.config.retry_backoff_factor or 0.1
         try:
             while True:
                 try:
                     await sender.send_messages(batch, timeout=self.config.send_timeout)
                     break
                 except ServiceBusServerBusyError:
-                    if time.monotonic() + delay > deadline:
+                    if time.monotonic() + busy_delay > started + self.config.server_busy_timeout:
                         raise
                     self.stats.busy += 1
-                    log.info("servicebus sink: %s is busy; sending again in %.0f s", entity, delay)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, SERVER_BUSY_MAX_BACKOFF)
+                    log.info("servicebus sink: %s is busy; sending again in %.0f s", entity, busy_delay)
+                    await asyncio.sleep(busy_delay)
+                    busy_delay = min(busy_delay * 2, SERVER_BUSY_MAX_BACKOFF)
+                except (ServiceBusError, OSError, TimeoutError):
+                    # Paired: sends fail until the failover interval has passed without a
+                    # success, then they are parked on the secondary. Keep the batch (same
+                    # ids) until then, and for one operation timeout more.
+                    if not self.config.paired or time.monotonic() + retry_delay > started + self._failover_budget():
+                        raise
+                    self.stats.retried += 1
+                    await asyncio.sleep(retry_delay)
+                    retry_delay = min(retry_delay * 2, 2.0)
             self.stats.rows += len(batch)
             self.stats.bytes += body_bytes
             self.stats.batches += 1
@@ -161,6 +182,9 @@ class _Pipeline:
                 self.error = exc
         finally:
             self.room.release()
+
+    def _failover_budget(self) -> float:
+        return self.config.failover_interval + self.config.send_timeout
 
     async def finish(self) -> None:
         """Send what is open and wait for every outcome."""
@@ -220,8 +244,10 @@ def send_partition(config: SinkConfig, chunks: Iterable[Columns], scheme: IdSche
             row += len(sized)
             if sized:
                 _run(pipeline.feed(sized))
-    except BaseException:
+    except BaseException as exc:
         _run(_end(pipeline, before, failed=True))
+        if pipeline.error is None and isinstance(exc, ServiceBusError | OSError | TimeoutError):
+            pipeline.error = exc
         if pipeline.error is not None:
             raise _failure(config, scheme, pipeline) from pipeline.error
         raise
