@@ -112,12 +112,20 @@ def acquire(config: SinkConfig) -> Lease:
 
 def release(lease: Lease) -> None:
     """A partition is done with ``lease``: it stays cached until idle for ``idle_timeout``."""
-    global _sweeper
     loop = asyncio.get_running_loop()
     lease.users -= 1
     lease.last_used = loop.time()
-    if _sweeper is None:
-        _sweeper = loop.call_later(lease.config.idle_timeout, _sweep)
+    _sweep_by(lease.last_used + lease.config.idle_timeout)
+
+
+def _sweep_by(when: float) -> None:
+    """Make sure a sweep runs no later than ``when`` (loop time)."""
+    global _sweeper
+    if _sweeper is not None and _sweeper.when() <= when:
+        return
+    if _sweeper is not None:
+        _sweeper.cancel()
+    _sweeper = asyncio.get_running_loop().call_at(when, _sweep)
 
 
 async def discard(lease: Lease) -> None:
@@ -150,10 +158,10 @@ def _sweep() -> None:
             task.add_done_callback(_closing.discard)
             log.info("servicebus sink: closed an idle connection to %s", lease.config.namespace)
         else:
-            wait = max(idle_until - now, 0.05)
-            soonest = wait if soonest is None else min(soonest, wait)
+            due = max(idle_until, now + 0.05)
+            soonest = due if soonest is None else min(soonest, due)
     if soonest is not None:
-        _sweeper = loop.call_later(soonest, _sweep)
+        _sweep_by(soonest)
 
 
 def open_entries() -> int:

@@ -15,7 +15,7 @@ Message ids, when no ``message_id`` column gives one (:class:`IdScheme`):
 - batch, ``messageIdMode=content``: the first 32 hex digits of SHA-256 over the row's
   columns (name-sorted ``repr`` of the values), so re-running a whole job makes the same
   ids too, and identical rows share an id (and are de-duplicated);
-- ``messageIdMode=none``: no id.
+- ``messageIdMode=none``: the client's random id (as the SDK gives): a resent row is a new message.
 
 A row without ``partition_key`` or ``session_id`` gets a partition key made from its id
 (:meth:`IdScheme.partition_key`; ``autoPartitionKey=false`` turns this off).

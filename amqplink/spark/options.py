@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from amqplink.servicebus.connection_string import ConnectionStringError, parse_connection_string
@@ -25,6 +25,12 @@ ID_MODES = ("position", "content", "none")
 """``messageIdMode`` in batch writes (streaming always uses ``<query>:<batch>:<partition>:<row>``)."""
 
 _SECRET_VALUE = re.compile(r"(?i)(SharedAccessKey|SharedAccessSignature|sig)=[^;&\s]*")
+
+
+_PER_PARTITION = frozenset(
+    ("entity", "max_batch_bytes", "server_busy_timeout", "messages_per_second", "fail_on_error", "message_id_mode",
+     "auto_partition_key")
+)  # fmt: skip
 
 
 class SinkOptionError(ValueError):
@@ -74,23 +80,9 @@ class SinkConfig:
 
     @property
     def cache_key(self) -> str:
-        """A digest of the connection settings (secrets included, so it reveals none)."""
-        names = (
-            "connection_string",
-            "paired_connection_string",
-            "retry_total",
-            "retry_backoff_factor",
-            "retry_backoff_max",
-            "retry_mode",
-            "send_timeout",
-            "backlog_queue_count",
-            "failover_interval",
-            "ping_primary_interval",
-            "enable_syphon",
-            "management_endpoint",
-            "connection_verify",
-        )
-        text = "\0".join(repr(getattr(self, name)) for name in names)
+        """A digest of the settings a connection and its senders are made with (secrets
+        included, so it reveals none); per-partition settings (entity, throttle, ids) are not."""
+        text = "\0".join(repr(getattr(self, f.name)) for f in fields(self) if f.name not in _PER_PARTITION)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     @property

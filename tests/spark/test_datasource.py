@@ -18,12 +18,13 @@ pytestmark = pytest.mark.spark
 def test_batch_write_sends_every_row_once_with_position_ids(spark: Any, sb_broker: Broker) -> None:
     queue = new_queue(sb_broker)
     df = spark.range(0, 5000, numPartitions=3).selectExpr(
-        "cast(id as string) as body", "concat('s-', cast(id % 7 as string)) as subject",
+        "cast(id as string) as body",
+        "concat('s-', cast(id % 7 as string)) as subject",
         "map('row', cast(id as string)) as application_properties",
     )
-    df.write.format("servicebus").option("connectionString", sb_broker.connection_string).option(
-        "entity", queue
-    ).mode("append").save()
+    df.write.format("servicebus").option("connectionString", sb_broker.connection_string).option("entity", queue).mode(
+        "append"
+    ).save()
     got = drain(sb_broker, queue)
     assert len(got) == 5000
     bodies = sorted(int(str(m)) for m in got)
