@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +15,9 @@ import pytest
 from amqplink.broker import Broker
 from amqplink.servicebus.replication import Deduplicator
 from amqplink.spark import foreach_partition_sender
-from tests.spark.conftest import drain, new_queue
+from amqplink.spark.datasource import ServiceBusDataSource
+from tests.conftest import broker_thread
+from tests.spark.conftest import ROOT, drain, new_queue
 
 pytestmark = pytest.mark.spark
 
@@ -126,3 +133,130 @@ def test_an_outage_without_failover_fails_the_write_loudly_without_the_key(spark
     text = str(failed.value)
     assert "SinkWriteError" in text and f"could not send to {queue}" in text
     assert _key(sb_broker) not in text
+
+
+def test_an_outage_with_failover_parks_then_syphons_with_nothing_lost(spark: Any, sb_broker: Broker) -> None:
+    queue = new_queue(sb_broker, dedup=True)
+    df = spark.range(0, 3000, numPartitions=3).selectExpr("cast(id as string) as body")
+    with broker_thread(Broker(servicebus=True, http_port=0)) as secondary:
+        fault = sb_broker.faults.run(sb_broker.faults.entity_unavailable, queue, condition="amqp:internal-error")
+        try:
+            df.write.format("servicebus").options(
+                connectionString=sb_broker.connection_string,
+                entity=queue,
+                retryTotal="1",
+                retryBackoffFactor="0.02",
+                pairedConnectionString=secondary.connection_string,
+                failoverInterval="0.3",
+                pingPrimaryInterval="0.2",
+                backlogQueueCount="2",
+                managementEndpoint=f"https://127.0.0.1:{secondary.http_port}/",
+                connectionVerify=secondary.http_ca,
+            ).mode("append").save()
+            parked = _parked(secondary)
+            assert parked == 3000  # the primary took nothing: all of it waits on the secondary
+        finally:
+            sb_broker.faults.run(sb_broker.faults.clear, fault)
+        assert asyncio.run(_syphon(sb_broker, secondary)) == 3000
+        assert _parked(secondary) == 0
+    got = drain(sb_broker, queue)
+    assert sorted(int(str(m)) for m in got) == list(range(3000))  # nothing lost, nothing twice
+    assert len({m.message_id for m in got}) == 3000
+
+
+def _parked(secondary: Broker) -> int:
+    queues = secondary.namespace.queues
+    return sum(len(q.store) for name, q in list(queues.items()) if "x-servicebus-transfer" in name)
+
+
+async def _syphon(primary: Broker, secondary: Broker) -> int:
+    """A syphon in this process, until the backlog queues are empty; how many it moved."""
+    from amqplink.servicebus.aio import PairedNamespaceOptions, ServiceBusClient
+
+    options = PairedNamespaceOptions(
+        secondary.connection_string,
+        backlog_queue_count=2,
+        enable_syphon=True,
+        management_endpoint=f"https://127.0.0.1:{secondary.http_port}/",
+        connection_verify=secondary.http_ca,
+        syphon_wait=0.5,
+    )
+    client = ServiceBusClient.from_connection_string(primary.connection_string, paired_namespace=options)
+    async with client:
+        deadline = asyncio.get_running_loop().time() + 60
+        while _parked(secondary) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)  # polling the secondary's counts (a condition, with a deadline)
+        state = client.paired_state
+        assert state is not None
+        return state.syphoned
+
+
+def test_writers_pickle_and_show_no_secret(
+    spark: Any, sb_broker: Broker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pyspark import cloudpickle
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    key = _key(sb_broker)
+    source = ServiceBusDataSource({"connectionstring": sb_broker.connection_string, "entity": "q"})
+    schema = StructType([StructField("body", StringType())])
+    for thing in (source, source.writer(schema, False), source.streamWriter(schema, False)):
+        copy = cloudpickle.loads(cloudpickle.dumps(thing))
+        assert key not in repr(thing) and key not in repr(copy)
+        assert copy.config == source.config
+    queue = new_queue(sb_broker)
+    spark.range(0, 10).selectExpr("cast(id as string) as body").write.parquet(str(tmp_path / "in"))
+    query = (
+        spark.readStream.schema("body string").parquet(str(tmp_path / "in"))
+        .writeStream.format("servicebus").option("connectionString", sb_broker.connection_string)
+        .option("entity", queue).option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    try:
+        assert query.awaitTermination(60)
+        query.explain(extended=True)
+    finally:
+        query.stop()
+    shown = capsys.readouterr().out
+    assert "servicebus" in shown and key not in shown
+    assert len(drain(sb_broker, queue)) == 10
+
+
+BLOCKER = """
+import runpy, sys
+sys.modules["amqplink"] = None  # an executor whose Python has no amqplink
+module = sys.argv[2]
+sys.argv = [sys.argv[0], *sys.argv[3:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def test_executors_without_the_package_give_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "block.py").write_text(BLOCKER)
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} {tmp_path / "block.py"} "$@"\n')
+    python.chmod(0o755)
+    env = {**os.environ, "PYSPARK_PYTHON": str(python), "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "demo", "--rows", "100", "--no-outage", "--json"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    ours = [line for line in done.stderr.splitlines() if line.startswith("amqplink demo:")]
+    assert len(ours) == 1 and "cannot import amqplink.spark: set PYSPARK_PYTHON" in ours[0]
+    assert done.stdout == ""
+
+
+def test_the_demo_passes_end_to_end() -> None:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop("PYSPARK_PYTHON", None)  # the demo sets it itself
+    done = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "demo", "--rows", "5000", "--outage-seconds", "3", "--json"],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ok"] is True and result["rows"] == 5000 and result["lost"] == 0
+    assert result["outages"] == 1 and result["parked"] == result["syphoned"]
+    assert result["received"] - result["duplicates_removed"] == 5000
+    assert result["spark_startup_seconds"] > 0 and result["send_messages_per_second"] > 0
