@@ -1,0 +1,188 @@
+"""Benchmark (not a test): the PySpark sink against the pattern Spark users write today.
+
+One run, one embedded broker (``amqplink broker`` in a subprocess), one local SparkSession
+(``local[2]``), the same DataFrame (``--rows`` rows of ``--size``-byte binary bodies in 4
+partitions) written to a fresh queue by each side:
+
+- **amqplink sink**: ``df.write.format("servicebus")`` (Arrow writer, batched, pipelined);
+- **SDK foreachPartition**: ``df.foreachPartition(f)`` where ``f`` opens the official
+  ``azure-servicebus`` client, fills ``create_message_batch()`` until ``add_message``
+  raises, and ``send_messages(batch)`` each batch (the pattern of the SDK's samples and of
+  most Spark jobs that send to Service Bus today).
+
+Each side's rows are counted in the queue afterwards (both must deliver every row).
+Each side runs in a SparkSession of its own (its Python workers are its own), after a
+small warm-up write (workers started and modules imported, as in any job past its first
+task; Spark's defaults otherwise, so workers are reused). Reports rows/s (the timed
+write's wall time; Spark's start-up is not in it), the ratio (goal >= 5x), and the peak
+memory of the Python workers: the largest ``VmHWM`` (peak resident set) of any
+``pyspark`` worker process, sampled from ``/proc``.
+
+    python3 interop/bench_spark.py [--rows 100000] [--size 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from interop.bench_sbclient import broker_process  # noqa: E402
+
+GOAL = 5.0
+PARTITIONS = 4
+WARM_UP_ROWS = 2000
+
+
+def sdk_sender(conn_str: str, queue: str) -> Callable[[Any], None]:
+    """The ``foreachPartition`` function users write with the official SDK."""
+
+    def send(rows: Any) -> None:
+        from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+        with (
+            ServiceBusClient.from_connection_string(conn_str) as client,
+            client.get_queue_sender(queue) as sender,
+        ):
+            batch = sender.create_message_batch()
+            for row in rows:
+                message = ServiceBusMessage(bytes(row.body))
+                try:
+                    batch.add_message(message)
+                except ValueError:  # MessageSizeExceededError: the batch is full
+                    sender.send_messages(batch)
+                    batch = sender.create_message_batch()
+                    batch.add_message(message)
+            if len(batch):
+                sender.send_messages(batch)
+
+    return send
+
+
+class WorkerMemory:
+    """The largest VmHWM (kB) of any pyspark worker process seen while sampling."""
+
+    def __init__(self) -> None:
+        self.peak_kb = 0
+        self.seen: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> WorkerMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self._sample()
+
+    def _sample(self) -> None:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                if b"pyspark.daemon" not in cmdline and b"pyspark.worker" not in cmdline:
+                    continue
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            if "PPid:\t1\n" in status:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmHWM:"):
+                    self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+                    self.seen.add(int(pid))
+
+
+def stored(conn_str: str, queue: str) -> int:
+    """Messages in ``queue`` (peek, counted; nothing removed)."""
+    from amqplink.servicebus import ServiceBusClient
+
+    count = 0
+    with ServiceBusClient.from_connection_string(conn_str) as client, client.get_queue_receiver(queue) as receiver:
+        sequence = 0
+        while True:
+            page = receiver.peek_messages(max_message_count=1000, sequence_number=sequence + 1)
+            if not page:
+                return count
+            count += len(page)
+            sequence = max(int(m.sequence_number or 0) for m in page)
+
+
+def timed(label: str, write: Callable[[], None], conn_str: str, queue: str, rows: int) -> tuple[float, int]:
+    """(rows/s, peak worker kB) of ``write``; checks every row reached ``queue``."""
+    with WorkerMemory() as memory:
+        started = time.perf_counter()
+        write()
+        seconds = time.perf_counter() - started
+    count = stored(conn_str, queue)
+    if count != rows:
+        raise SystemExit(f"{label}: {count} of {rows} rows in the queue")
+    return rows / seconds, memory.peak_kb
+
+
+def run_side(name: str, conn_str: str, rows: int, size: int) -> tuple[float, int, float]:
+    """(rows/s, peak worker kB, Spark start-up s) of one side, in a SparkSession of its own."""
+    from amqplink.spark.session import local_session
+
+    spark, startup = local_session("local[2]", app_name=f"amqplink-bench-{name}")
+    try:
+
+        def frame(count: int) -> Any:
+            return spark.range(0, count, numPartitions=PARTITIONS).selectExpr(
+                f"cast(rpad(cast(id as string), {size}, '.') as binary) as body"
+            )
+
+        def write(df: Any, queue: str) -> None:
+            if name == "ours":
+                df.write.format("servicebus").option("connectionString", conn_str).option("entity", queue).mode(
+                    "append"
+                ).save()
+            else:
+                df.foreachPartition(sdk_sender(conn_str, queue))
+
+        write(frame(WARM_UP_ROWS), f"warm-{uuid.uuid4().hex[:8]}")  # workers started, modules imported
+        queue = f"{name}-{uuid.uuid4().hex[:8]}"
+        df = frame(rows)
+        rate, peak = timed(name, lambda: write(df, queue), conn_str, queue, rows)
+        return rate, peak, startup
+    finally:
+        spark.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--size", type=int, default=1024)
+    args = parser.parse_args()
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    with broker_process() as conn_str:
+        ours_rate, ours_kb, ours_startup = run_side("ours", conn_str, args.rows, args.size)
+        sdk_rate, sdk_kb, sdk_startup = run_side("sdk", conn_str, args.rows, args.size)
+    print(f"bench_spark: {args.rows:,} rows of {args.size} B, local[2], {PARTITIONS} partitions; each side in a "
+          f"SparkSession of its own after a {WARM_UP_ROWS:,}-row warm-up write (Spark start-up "
+          f"{ours_startup:.1f} s and {sdk_startup:.1f} s, not counted)")  # fmt: skip
+    print(f"{'side':<24} {'rows/s':>10} {'peak worker RSS':>16}")
+    print(f"{'amqplink sink':<24} {ours_rate:>10,.0f} {ours_kb / 1024:>13.0f} MB")
+    print(f"{'SDK foreachPartition':<24} {sdk_rate:>10,.0f} {sdk_kb / 1024:>13.0f} MB")
+    ratio = ours_rate / sdk_rate
+    print(f"ratio {ratio:.1f}x (goal >= {GOAL:.0f}x): {'met' if ratio >= GOAL else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
