@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
@@ -60,11 +60,25 @@ SendInput = (
 )
 
 
+class SendFailureHooks(Protocol):
+    """What a sender of a paired client does when a send fails (:mod:`.paired.sender`):
+    park the message in a backlog queue, or raise."""
+
+    async def send_failed(self, message: SendInput, error: ServiceBusError, timeout: float | None) -> None: ...
+
+    async def nowait_refused(self, message: ServiceBusMessage, error: SendError) -> asyncio.Future[None]: ...
+
+    def nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None: ...
+
+
 class ServiceBusSender(Handler):
     """Sends to a queue or topic. Get one from ``ServiceBusClient.get_queue_sender`` /
     ``get_topic_sender``; use it as ``async with``."""
 
     _kind = "sender"
+    _paired: SendFailureHooks | None = None
+    """Set on the senders of a paired client; consulted only once a send has failed (the
+    healthy path is the plain sender's)."""
 
     def __init__(
         self,
@@ -308,9 +322,7 @@ class ServiceBusSender(Handler):
 
         return attempt
 
-    async def _send_again(
-        self, payload: bytes, message_format: int, error: SendError, timeout: float | None
-    ) -> None:
+    async def _send_again(self, payload: bytes, message_format: int, error: SendError, timeout: float | None) -> None:
         """The retries of a transfer whose first, pipelined attempt failed with ``error``
         (retryable); that attempt counts against ``retry_total``. Server-busy waits >= 4 s."""
         delay = backoff_delay(self._policy, 1, error)
@@ -331,8 +343,11 @@ class ServiceBusSender(Handler):
         self._check_not_closed()
         try:
             inner = await self._transfer(outgoing._message.encode(), 0)
-        except (AMQPError, OSError, TimeoutError) as exc:
-            raise from_amqp_error(exc, entity=self.entity_name) from exc
+        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+            error = from_amqp_error(exc, entity=self.entity_name)
+            if self._paired is None:
+                raise error from exc
+            return await self._paired.nowait_refused(outgoing, error)
         result: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entity = self.entity_name
 
@@ -356,9 +371,12 @@ class ServiceBusSender(Handler):
         return result
 
     def _nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None:
-        """Hook: the transfer of ``message`` (from :meth:`send_nowait`) failed with ``error``;
-        by default the caller's future gets it (a paired sender may park the message instead)."""
-        result.set_exception(error)
+        """The transfer of ``message`` (from :meth:`send_nowait`) failed with ``error``: the
+        caller's future gets it (a paired sender's hooks may park the message instead)."""
+        if self._paired is None:
+            result.set_exception(error)
+        else:
+            self._paired.nowait_failed(result, error, message)
 
     async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
         """Send one message, a list, a batch, an iterable or an async iterable (pipelined in
@@ -372,39 +390,46 @@ class ServiceBusSender(Handler):
             self._check_not_closed()
         if timeout is not None and timeout <= 0:
             raise ValueError("The timeout must be greater than 0.")
-        if type(message) is ServiceBusMessage:  # the common case first
-            inner = message._message
-            properties = inner.properties
-            session = properties is not None and properties.group_id is not None
-            if session:
-                check_partition_key(message)
-            link = self._link
-            if (
-                timeout is None
-                and link is not None
-                and not session
-                and inner.message_annotations is None  # no partition key, schedule
-                # joining a gathering: its flush checks the link once for all of them
-                and (self._gathering is not None or (link.in_flight and self._ready()))
-            ):
-                try:
-                    _check_outcome(await self._gather(message), self.entity_name)
-                except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
-                    await self._send_alone(message, exc)
+        try:
+            if type(message) is ServiceBusMessage:  # the common case first
+                inner = message._message
+                properties = inner.properties
+                session = properties is not None and properties.group_id is not None
+                if session:
+                    check_partition_key(message)
+                link = self._link
+                if (
+                    timeout is None
+                    and link is not None
+                    and not session
+                    and inner.message_annotations is None  # no partition key, schedule
+                    # joining a gathering: its flush checks the link once for all of them
+                    and (self._gathering is not None or (link.in_flight and self._ready()))
+                ):
+                    try:
+                        _check_outcome(await self._gather(message), self.entity_name)
+                    except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+                        await self._send_alone(message, exc)
+                    return
+                await self._send_payload(inner.encode(), 0, timeout)
                 return
-            await self._send_payload(inner.encode(), 0, timeout)
-            return
-        if isinstance(message, ServiceBusMessageBatch):
-            if len(message) == 0:
+            if isinstance(message, ServiceBusMessageBatch):
+                if len(message) == 0:
+                    return
+                await self._send_payload(message._payload(), BATCH_MESSAGE_FORMAT, timeout)
                 return
-            await self._send_payload(message._payload(), BATCH_MESSAGE_FORMAT, timeout)
-            return
-        if isinstance(message, ServiceBusMessage | Mapping | Message):
-            outgoing = to_outgoing(message)
-            check_partition_key(outgoing)
-            await self._send_payload(outgoing._message.encode(), 0, timeout)
-            return
-        await self._send_many(message, timeout)
+            if isinstance(message, ServiceBusMessage | Mapping | Message):
+                outgoing = to_outgoing(message)
+                check_partition_key(outgoing)
+                await self._send_payload(outgoing._message.encode(), 0, timeout)
+                return
+            if self._paired is not None:
+                message = await _materialize(message)  # what failed can then be parked
+            await self._send_many(message, timeout)
+        except ServiceBusError as exc:
+            if self._paired is None:
+                raise
+            await self._paired.send_failed(message, exc, timeout)
 
     async def _send_many(self, messages: Iterable[Any] | AsyncIterable[Any], timeout: float | None) -> None:
         """Fill batches up to the link's size and pipeline them; outcomes are collected as
@@ -541,6 +566,13 @@ def _share(members: list[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]]
 
 async def _noop() -> None:
     return None
+
+
+async def _materialize(messages: Iterable[Any] | AsyncIterable[Any]) -> list[Any]:
+    """An iterable or async iterable read into a list."""
+    if isinstance(messages, AsyncIterable):
+        return [m async for m in messages]
+    return list(messages)
 
 
 async def _in_chunks(messages: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Iterable[Any]]:

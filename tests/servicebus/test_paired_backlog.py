@@ -12,10 +12,9 @@ import pytest
 from amqplink.broker import Broker
 from amqplink.broker.config import QueueConfig
 from amqplink.servicebus import BacklogQueueError, ServiceBusMessage
-from amqplink.servicebus.aio import ServiceBusClient
 from amqplink.servicebus.paired.backlog import _Management, ensure_backlog_queues_sync
 from amqplink.servicebus.paired.options import namespace_label
-from tests.servicebus.paired_util import FAST, namespaces, options, paired_client, stored
+from tests.servicebus.paired_util import namespaces, options, paired_client, plain_sender, send_until_parked, stored
 
 
 def label(primary: Broker) -> str:
@@ -50,9 +49,8 @@ async def test_creation_is_idempotent_and_extra_queues_are_left_alone() -> None:
     async with namespaces() as (primary, secondary):
         extra = f"{label(primary)}/x-servicebus-transfer/7"
         secondary.namespace.add_queue(QueueConfig(extra))
-        async with ServiceBusClient.from_connection_string(secondary.connection_string) as plain:
-            async with plain.get_queue_sender(extra) as sender:
-                await sender.send_messages(ServiceBusMessage("someone else's"))
+        async with plain_sender(secondary, extra) as sender:
+            await sender.send_messages(ServiceBusMessage("someone else's"))
         async with paired_client(primary, secondary) as first:
             state = first.paired_state
             assert state is not None and extra not in state.backlog_queues
@@ -74,21 +72,6 @@ async def test_creation_is_idempotent_and_extra_queues_are_left_alone() -> None:
         assert stored(secondary, extra) == 1  # not deleted, not used
         backlog = [n for n in secondary.namespace.queues if "x-servicebus-transfer" in n]
         assert sorted(backlog) == sorted([*(n.lower() for n in state.backlog_queues), extra.lower()])
-
-
-def plain_sender(broker: Broker, queue: str):  # type: ignore[no-untyped-def]
-    client = ServiceBusClient.from_connection_string(broker.connection_string)
-    sender = client.get_queue_sender(queue)
-
-    class Both:
-        async def __aenter__(self):  # type: ignore[no-untyped-def]
-            await sender.__aenter__()
-            return sender
-
-        async def __aexit__(self, *exc: object) -> None:
-            await client.close()
-
-    return Both()
 
 
 async def test_a_closed_management_port_is_a_clear_error_at_start() -> None:
@@ -134,7 +117,7 @@ async def test_a_silent_management_endpoint_fails_within_its_timeout() -> None:
 
 
 async def test_a_refused_key_is_a_clear_error_naming_the_cause() -> None:
-    async with namespaces() as (primary, secondary):
+    async with namespaces() as (_, secondary):
         wrong = secondary.connection_string.replace("SharedAccessKey=", "SharedAccessKey=wrong")
         o = options(secondary)
         with pytest.raises(BacklogQueueError) as caught:
@@ -162,19 +145,3 @@ async def test_two_clients_sharing_a_secondary_each_park_in_their_own_queue() ->
                         await send_until_parked(sender, ServiceBusMessage(f"{i}"))
             assert stored(secondary, state_a.current_backlog_queue or "") == 5
             assert stored(secondary, state_b.current_backlog_queue or "") == 7
-
-
-async def send_until_parked(sender, message: ServiceBusMessage) -> None:  # type: ignore[no-untyped-def]
-    """Send; while the failover timer runs a send raises: try again (with a deadline)."""
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            await sender.send_messages(message)
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.05)
-
-
-assert FAST  # the helpers' settings are used through paired_client

@@ -114,7 +114,7 @@ async def test_ten_thousand_sends_with_the_primary_entity_unavailable_midway() -
                 await sender.send_messages(message(10_000 + senders.index(sender)))  # healthy again
                 accepted.add(10_000 + senders.index(sender))
             assert client.paired_state is not None and client.paired_state.pings_sent == pings
-        got = await drain(primary, "orders", len(accepted))
+        got = await drain(primary.connection_string, "orders", len(accepted))
         check_restored(got, accepted, raised, exact=True)
         assert len(got) == len(accepted)
 
@@ -129,16 +129,18 @@ async def test_the_primary_broker_killed_and_restarted_from_its_data_dir(tmp_pat
         try:
             async with client:
                 senders = [client.get_queue_sender("orders") for _ in range(4)]
-                killed = False
+                phase = "up"
 
                 async def kill_and_restart(i: int) -> None:
-                    nonlocal killed
+                    nonlocal phase
                     state = client.paired_state
                     assert state is not None
                     if i == 600:
+                        phase = "stopping"  # (the other workers go on while it stops)
                         await first.stop()
-                        killed = True
-                    elif killed and not restarted and state.parked >= 300:
+                        phase = "down"
+                    elif phase == "down" and state.parked >= 300:
+                        phase = "restarting"
                         restarted.append(await Broker(config, data_dir=tmp_path).start(port=port))
 
                 accepted, raised = await stream(senders, 2000, kill_and_restart)
@@ -148,7 +150,7 @@ async def test_the_primary_broker_killed_and_restarted_from_its_data_dir(tmp_pat
                 assert state is not None and state.failovers >= 1 and state.failbacks == state.failovers
             # a send that raised may have been stored before the kill (at least once): the
             # queue's duplicate detection removes what the syphon brings a second time
-            got = await drain(restarted[0], "orders", len(accepted))
+            got = await drain(restarted[0].connection_string, "orders", len(accepted))
             check_restored(got, accepted, raised, exact=False)
         finally:
             for broker in restarted:

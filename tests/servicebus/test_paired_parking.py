@@ -140,3 +140,22 @@ def test_the_primary_namespace_label() -> None:
     assert namespace_label("127.0.0.1", 5672) == "127-0-0-1-5672"
     assert namespace_label("::1", 5672) == "1-5672"
     assert namespace_label("localhost", 1234) == "localhost-1234"
+
+
+@given(
+    st.text(min_size=1, max_size=300),
+    st.one_of(st.none(), st.text(min_size=1, max_size=128)),
+    st.one_of(st.none(), st.integers(min_value=1, max_value=4_294_967)),  # the header ttl: uint ms
+    st.dictionaries(st.text(max_size=30), st.text(max_size=300), max_size=12),
+    st.binary(max_size=600),
+)
+def test_the_size_limit_is_exact(
+    entity: str, session: str | None, ttl: int | None, props: dict[str, str], body: bytes
+) -> None:
+    """A parked message that fits ``max_size`` exactly is taken; one byte less is refused
+    (the shortcut that skips encoding never lets a larger message through)."""
+    original = ServiceBusMessage(body, session_id=session, time_to_live=ttl, application_properties=props or None)
+    size = len(park(original, entity, 10**9).raw_amqp_message.encode())
+    assert len(park(original, entity, size).raw_amqp_message.encode()) == size
+    with pytest.raises(MessageSizeExceededError):
+        park(original, entity, size - 1)

@@ -183,18 +183,24 @@ class BacklogRotation:
         self.rng = rng
         self.in_rotation = list(names)
         self.current: str | None = rng.choice(self.in_rotation)
+        self.emptied_at: float | None = None
+        """When the last queue left the rotation (None while some are left)."""
 
-    def pull(self, name: str) -> str | None:
+    def pull(self, name: str, now: float) -> str | None:
         """``name`` failed: out of the rotation; the next choice (None when none is left)."""
         if name in self.in_rotation:
             self.in_rotation.remove(name)
             log.warning("paired namespace: backlog queue %r pulled from rotation", name)
         if self.current == name or self.current not in self.in_rotation:
             self.current = self.rng.choice(self.in_rotation) if self.in_rotation else None
+        if self.current is None and self.emptied_at is None:
+            self.emptied_at = now
         return self.current
 
     def restore_all(self) -> None:
-        """Every queue back in rotation (after a failback: a fresh start for the next outage)."""
+        """Every queue back in rotation: after a failback (a fresh start for the next outage),
+        or a while after all had failed (the secondary may be back)."""
         self.in_rotation = list(self.all)
+        self.emptied_at = None
         if self.current is None:
             self.current = self.rng.choice(self.in_rotation)

@@ -59,7 +59,7 @@ class EntityFailover:
     """One entity's state for one client; every sender of the entity shares it, so that
     "all senders [...] learn of the failure" at once."""
 
-    __slots__ = ("clock", "entity", "failbacks", "failovers", "interval", "since", "state")
+    __slots__ = ("clock", "entity", "failbacks", "failovers", "interval", "on_change", "since", "state")
 
     def __init__(self, entity: str, interval: float, clock: Callable[[], float]) -> None:
         if interval <= 0:
@@ -72,6 +72,14 @@ class EntityFailover:
         """When the timer started (SUSPECT) or the failover engaged (FAILED_OVER)."""
         self.failovers = 0
         self.failbacks = 0
+        self.on_change: Callable[[EntityFailover], None] | None = None
+        """Called after each change of :attr:`state`."""
+
+    def _set(self, state: FailoverState, since: float | None) -> None:
+        self.state = state
+        self.since = since
+        if self.on_change is not None:
+            self.on_change(self)
 
     def __repr__(self) -> str:
         return f"<EntityFailover {self.entity!r} {self.state.value}>"
@@ -80,8 +88,7 @@ class EntityFailover:
         """A send to the primary entity was accepted: the timer stops. (While failed over only
         a ping brings the entity back: a late success of a send made before says little.)"""
         if self.state is SUSPECT:
-            self.state = HEALTHY
-            self.since = None
+            self._set(HEALTHY, None)
 
     def failed(self, error: BaseException) -> bool:
         """A send to the primary entity failed with ``error``; True if the entity is (now)
@@ -92,8 +99,7 @@ class EntityFailover:
             return False
         now = self.clock()
         if self.state is HEALTHY:
-            self.state = SUSPECT
-            self.since = now
+            self._set(SUSPECT, now)
         return self.expire(now)
 
     def expire(self, now: float | None = None) -> bool:
@@ -103,9 +109,8 @@ class EntityFailover:
             assert self.since is not None
             now = self.clock() if now is None else now
             if now - self.since >= self.interval:
-                self.state = FAILED_OVER
-                self.since = now
                 self.failovers += 1
+                self._set(FAILED_OVER, now)
         return self.state is FAILED_OVER
 
     def remaining(self) -> float | None:
@@ -118,7 +123,6 @@ class EntityFailover:
         """The primary accepted a ping: back to HEALTHY. True if this was a failback."""
         if self.state is not FAILED_OVER:
             return False
-        self.state = HEALTHY
-        self.since = None
         self.failbacks += 1
+        self._set(HEALTHY, None)
         return True

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import random
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from amqplink.servicebus.sender import ServiceBusSender
 
 if TYPE_CHECKING:
     from amqplink.servicebus.client import ServiceBusClient
+    from amqplink.servicebus.paired.sender import PairedSender
     from amqplink.servicebus.paired.syphon import Syphon
 
 __all__ = ["PING_CONTENT_TYPE", "PairedState", "Pairing", "outgoing_list"]
@@ -104,6 +106,7 @@ class Pairing:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._pings: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._senders: dict[str, weakref.WeakSet[PairedSender]] = {}
 
     def __repr__(self) -> str:
         return f"<Pairing {self.primary.host} -> {self.options.secondary.fully_qualified_namespace}>"
@@ -138,6 +141,9 @@ class Pairing:
                 self.syphon = Syphon(self)
                 self.syphon.start()
             self.started = True
+            for senders in self._senders.values():
+                for sender in senders:
+                    sender.reroute()
             log.info("paired namespace: %d backlog queue(s) ready in %s", len(self.names), o.secondary.amqp_url)
 
     def _secondary_client(self) -> ServiceBusClient:
@@ -182,7 +188,18 @@ class Pairing:
         failover = self.entities.get(name)
         if failover is None:
             failover = self.entities[name] = EntityFailover(name, self.failover_seconds, self.clock)
+            failover.on_change = self._changed
         return failover
+
+    def register(self, sender: PairedSender) -> None:
+        """Route ``sender`` by its entity's state, now and at each change."""
+        self._senders.setdefault(sender.entity_name, weakref.WeakSet()).add(sender)
+        sender.reroute()
+
+    def _changed(self, failover: EntityFailover) -> None:
+        """Every sender of the entity learns of the change at once."""
+        for sender in self._senders.get(failover.entity, ()):
+            sender.reroute()
 
     def state(self) -> PairedState:
         entities = self.entities.values()
@@ -248,13 +265,24 @@ class Pairing:
             await sender._retry(_attached)  # learn the queue's max message size
         return sender
 
+    async def backlog_max_size(self) -> int:
+        """The current backlog queue's max-message-size (attaching to it if need be)."""
+        name = self.rotation.current
+        if name is None:
+            raise BacklogQueueError("every backlog queue failed: nothing can be parked")
+        return (await self._backlog_sender(name)).max_message_size
+
     async def park(self, entity: str, messages: Iterable[ServiceBusMessage], timeout: float | None = None) -> None:
         """Send ``messages`` (bound for ``entity``) to the current backlog queue; a queue that
         fails is pulled from rotation and the next one tried; none left: raise."""
         originals = list(messages)
         last: BaseException | None = None
+        rotation = self.rotation
+        if rotation.emptied_at is not None and self.clock() - rotation.emptied_at >= self.ping_seconds:
+            log.info("paired namespace: trying every backlog queue again")
+            rotation.restore_all()
         while True:
-            name = self.rotation.current
+            name = rotation.current
             if name is None:
                 raise BacklogQueueError(
                     f"the primary entity is failed over and every backlog queue of {self.options.secondary.amqp_url}"
@@ -265,7 +293,8 @@ class Pairing:
             try:
                 sender = await self._backlog_sender(name)
                 parked = [park(m, entity, sender.max_message_size) for m in originals]
-                await sender.send_messages(parked, timeout=timeout)
+                # one message: the single-send path (concurrent ones are gathered into batches)
+                await sender.send_messages(parked[0] if len(parked) == 1 else parked, timeout=timeout)
             except MessageSizeExceededError:
                 raise
             except BacklogQueueError:  # the management endpoint failed at start
@@ -273,7 +302,7 @@ class Pairing:
             except (ServiceBusError, AMQPError, OSError) as exc:
                 last = exc
                 log.warning("%s: backlog queue %r failed (%s)", entity, name, exc)
-                self.rotation.pull(name)
+                rotation.pull(name, self.clock())
                 failed = self._backlog_senders.pop(name, None)
                 if failed is not None:
                     self.keep(asyncio.get_running_loop().create_task(failed.close()))

@@ -55,29 +55,40 @@ class NotParkedError(ValueError):
     """A message received from a backlog queue that has no ``x-ms-path`` (not a parked one)."""
 
 
-def _copy(message: Message) -> Message:
-    """A deep copy (the caller's message is never changed)."""
-    return Message.decode(message.encode())
+_SECTION_GROWTH = 3 + 9
+"""Bytes an application-properties section may grow by besides its entries: its
+descriptor (if it was absent) and a map header going from map8 to map32."""
+
+
+def _added_size(key: str, value: str) -> int:
+    """An upper bound of the bytes one more string key with a string (or long) value adds."""
+    return _SECTION_GROWTH + 5 + len(key.encode()) + max(9, 5 + len(value.encode()))
 
 
 def park(message: ServiceBusMessage, entity: str, max_size: int) -> ServiceBusMessage:
     """The backlog-queue form of ``message`` bound for ``entity``. Raises
     :class:`MessageSizeExceededError` if it no longer fits ``max_size`` bytes once the
     renamed properties are added (seed 001: "messages approach the 256-KB limit")."""
-    raw = _copy(message._message)
+    encoded = message._message.encode()
+    raw = Message.decode(encoded)  # a copy: the caller's message is never changed
     props: dict[Any, Any] = dict(raw.application_properties or {})
+    added = _added_size(X_MS_PATH, entity)
     properties = raw.properties
     if properties is not None and properties.group_id is not None:
         props[X_MS_SESSIONID] = str(properties.group_id)
+        added += _added_size(X_MS_SESSIONID, props[X_MS_SESSIONID])
         properties.group_id = None
         if raw.message_annotations:  # the partition key equals the session id: restored from it
             raw.message_annotations.pop(X_OPT_PARTITION_KEY, None)
     header = raw.header
     if header is not None and header.ttl is not None:
         props[X_MS_TIMETOLIVE] = int(header.ttl)
+        added += _added_size(X_MS_TIMETOLIVE, "")
         header.ttl = None
     props[X_MS_PATH] = entity
     raw.application_properties = props
+    if len(encoded) + added <= max_size:  # surely fits: no need to encode it to know
+        return ServiceBusMessage._wrap(raw)
     size = len(raw.encode())
     if size > max_size:
         raise MessageSizeExceededError(
@@ -91,7 +102,7 @@ def park(message: ServiceBusMessage, entity: str, max_size: int) -> ServiceBusMe
 
 def restore(parked: Message) -> tuple[str, ServiceBusMessage]:
     """The destination and original form of a message received from a backlog queue."""
-    raw = _copy(parked)
+    raw = Message.decode(parked.encode())  # a copy
     props: dict[Any, Any] = dict(raw.application_properties or {})
     path = props.pop(X_MS_PATH, None)
     if not isinstance(path, str) or not path:

@@ -1,39 +1,50 @@
-"""The sender a paired client makes: a plain :class:`ServiceBusSender` while the entity is
-healthy (one attribute test per send more), the backlog queue while it is failed over.
+"""The sender a paired client makes: exactly a plain :class:`ServiceBusSender` while its
+entity is healthy, a routed one otherwise.
 
 "When sending, all messages go through an internal MessageSender object that behaves
 normally when everything works, and redirects to the backlog queues when things
-'break'" (seed 001). A send either succeeds (on the primary, or parked in a backlog
-queue) or raises: while the failover timer runs, a failed send raises its error; once
-failover is engaged, a send that failed on the primary is parked instead.
+'break'" (seed 001). While the entity is healthy a paired sender runs the plain sender's
+code (no check per message): the plain sender consults its failure hooks
+(:class:`~amqplink.servicebus.sender.SendFailureHooks`, implemented here) only once a
+send has failed. When the entity's state changes, the pairing switches every sender of
+the entity between the plain methods and the routed ones (instance attributes), so that
+they all learn of the failure at once.
+
+A send either succeeds (on the primary, or parked in a backlog queue) or raises: while
+the failover timer runs, a failed send raises its error; once failover is engaged, a send
+that failed on the primary is parked instead. A list whose transfer failed is parked
+whole: messages of it the primary had already taken may then arrive twice (at least
+once; the message ids let duplicate detection drop the second copy). An iterable or
+async iterable is read into a list first, so that what failed can be parked.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from amqplink.message import Message
 from amqplink.servicebus._base import ConnectionHolder
 from amqplink.servicebus.exceptions import ServiceBusError
-from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, to_outgoing
-from amqplink.servicebus.paired.failover import FAILED_OVER, SUSPECT, counts_for_failover
+from amqplink.servicebus.message import (
+    ServiceBusMessage,
+    ServiceBusMessageBatch,
+    to_outgoing,
+)
+from amqplink.servicebus.paired.failover import FAILED_OVER, HEALTHY, SUSPECT, counts_for_failover
 from amqplink.servicebus.paired.pairing import Pairing, outgoing_list
 from amqplink.servicebus.retry import RetryPolicy
-from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, SendInput, ServiceBusSender
+from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, SendError, SendInput, ServiceBusSender, _materialize
 
 __all__ = ["PairedSender"]
 
+_REPEATABLE = (ServiceBusMessage, ServiceBusMessageBatch, Mapping, Message, list, tuple)
+"""What can be parked as is after a failed attempt (anything else is read into a list first)."""
+
 
 class PairedSender(ServiceBusSender):
-    """A sender of a paired client (same API as :class:`ServiceBusSender`).
-
-    A list whose transfer failed is parked whole: messages of it the primary had already
-    taken may then arrive twice (at least once; the message ids let duplicate detection
-    drop the second copy). An iterable or async iterable is read into a list first, so
-    that what failed can be parked.
-    """
+    """A sender of a paired client (the API of :class:`ServiceBusSender`)."""
 
     def __init__(
         self,
@@ -52,6 +63,19 @@ class PairedSender(ServiceBusSender):
         )  # fmt: skip
         self._pairing = pairing
         self._failover = pairing.entity(entity_name)
+        self._paired = self
+        pairing.register(self)
+
+    def reroute(self) -> None:
+        """The plain methods while the entity is healthy (and the backlog queues were
+        checked); the routed ones otherwise."""
+        attributes = vars(self)
+        if self._pairing.started and self._failover.state is HEALTHY:
+            attributes.pop("send_messages", None)
+            attributes.pop("send_nowait", None)
+        else:
+            attributes["send_messages"] = self._routed_send_messages
+            attributes["send_nowait"] = self._routed_send_nowait
 
     async def _open_for_context(self) -> None:
         """``async with``: the backlog queues are checked (a clear error if the management
@@ -69,53 +93,71 @@ class PairedSender(ServiceBusSender):
                 raise
             self._closed = False  # the base closed it: open again, for sends that may be parked
 
-    async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
-        """As :meth:`ServiceBusSender.send_messages`; parked in a backlog queue while the entity
-        is failed over."""
-        pairing = self._pairing
-        if not pairing.started:
-            await pairing.start()
-        if not isinstance(message, ServiceBusMessage | ServiceBusMessageBatch | Mapping | Message | list | tuple):
-            message = await _materialize(message)
-        failover = self._failover
-        if failover.state is not FAILED_OVER:
+    async def create_message_batch(self, max_size_in_bytes: int | None = None) -> ServiceBusMessageBatch:
+        """As :meth:`ServiceBusSender.create_message_batch`; while the primary entity cannot be
+        reached (failed over, or the failure counts), a batch bounded by the backlog queue's
+        max-message-size (or ``max_size_in_bytes``), since its messages may be parked."""
+        if self._failover.state is not FAILED_OVER:
             try:
-                await super().send_messages(message, timeout=timeout)
+                return await super().create_message_batch(max_size_in_bytes)
             except ServiceBusError as exc:
-                if not pairing.primary_failed(failover, exc):
+                self._pairing.primary_failed(self._failover, exc)
+                if not counts_for_failover(exc):
                     raise
-            else:
-                if failover.state is SUSPECT:
-                    failover.succeeded()
-                return
         self._check_not_closed()
-        await pairing.park(self.entity_name, outgoing_list(message), timeout)
+        return ServiceBusMessageBatch(max_size_in_bytes or await self._pairing.backlog_max_size())
 
-    async def send_nowait(self, message: ServiceBusMessage | Mapping[str, Any] | Message) -> asyncio.Future[None]:
-        """As :meth:`ServiceBusSender.send_nowait`; parked while the entity is failed over (also
-        when the primary's outcome fails once failover has engaged)."""
+    # -- the routed methods (not healthy, or not started) ------------------------------------
+    async def _routed_send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
         pairing = self._pairing
         if not pairing.started:
             await pairing.start()
         failover = self._failover
-        if failover.state is not FAILED_OVER:
-            try:
-                result = await super().send_nowait(message)
-            except ServiceBusError as exc:
-                if not pairing.primary_failed(failover, exc):
-                    raise
-            else:
-                if failover.state is SUSPECT:
-                    result.add_done_callback(self._note_outcome)
-                return result
-        self._check_not_closed()
-        return await pairing.park_nowait(self.entity_name, to_outgoing(message))
+        if failover.state is FAILED_OVER:
+            self._check_not_closed()
+            if not isinstance(message, _REPEATABLE):
+                message = await _materialize(message)
+            await pairing.park(self.entity_name, outgoing_list(message), timeout)
+            return
+        await ServiceBusSender.send_messages(self, message, timeout=timeout)  # a failure: send_failed
+        if failover.state is SUSPECT:
+            failover.succeeded()
+
+    async def _routed_send_nowait(
+        self, message: ServiceBusMessage | Mapping[str, Any] | Message
+    ) -> asyncio.Future[None]:
+        pairing = self._pairing
+        if not pairing.started:
+            await pairing.start()
+        if self._failover.state is FAILED_OVER:
+            self._check_not_closed()
+            return await pairing.park_nowait(self.entity_name, to_outgoing(message))
+        result = await ServiceBusSender.send_nowait(self, message)
+        if self._failover.state is SUSPECT:
+            result.add_done_callback(self._note_outcome)
+        return result
 
     def _note_outcome(self, result: asyncio.Future[None]) -> None:
         if not result.cancelled() and result.exception() is None:
             self._failover.succeeded()
 
-    def _nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None:
+    # -- SendFailureHooks: a send to the primary failed -------------------------------------
+    async def send_failed(self, message: SendInput, error: ServiceBusError, timeout: float | None) -> None:
+        """Park ``message`` if failover is (now) engaged for the entity; raise ``error`` otherwise."""
+        if not self._pairing.primary_failed(self._failover, error):
+            raise error
+        self._check_not_closed()
+        await self._pairing.park(self.entity_name, outgoing_list(message), timeout)
+
+    async def nowait_refused(self, message: ServiceBusMessage, error: SendError) -> asyncio.Future[None]:
+        """``send_nowait`` could not hand ``message`` to the primary: park it, or raise."""
+        if not self._pairing.primary_failed(self._failover, error):
+            raise error
+        return await self._pairing.park_nowait(self.entity_name, message)
+
+    def nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None:
+        """The primary's outcome for a ``send_nowait`` failed: park it (``result`` gets the
+        parking's outcome), or hand ``result`` the error."""
         if not self._pairing.primary_failed(self._failover, error):
             result.set_exception(error)
             return
@@ -123,10 +165,11 @@ class PairedSender(ServiceBusSender):
         def parked(done: asyncio.Future[None]) -> None:
             if result.done():
                 return
+            failure = None if done.cancelled() else done.exception()
             if done.cancelled():
                 result.cancel()
-            elif done.exception() is not None:
-                result.set_exception(done.exception())  # type: ignore[arg-type]
+            elif failure is not None:
+                result.set_exception(failure)
             else:
                 result.set_result(None)
 
@@ -134,9 +177,3 @@ class PairedSender(ServiceBusSender):
             (await self._pairing.park_nowait(self.entity_name, message)).add_done_callback(parked)
 
         self._pairing.keep(asyncio.get_running_loop().create_task(park()))
-
-
-async def _materialize(messages: Iterable[Any] | AsyncIterable[Any]) -> list[Any]:
-    if isinstance(messages, AsyncIterable):
-        return [m async for m in messages]
-    return list(messages)

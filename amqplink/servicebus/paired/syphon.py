@@ -117,21 +117,20 @@ class Syphon:
                     continue
                 moves.append((message, destination, restored))
             outcomes = await asyncio.gather(*(self._send(d, m) for _, d, m in moves), return_exceptions=True)
-            settled: list[Any] = []
-            failed = 0
+            completions: list[Any] = []
+            abandons: list[Any] = []
             for (message, destination, _), outcome in zip(moves, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
-                    failed += 1
                     log.info("syphon: forwarding to %r failed (%s); abandoned", destination, outcome)
-                    settled.append(receiver.abandon_message(message))
+                    abandons.append(receiver.abandon_message(message))
                 else:
-                    settled.append(receiver.complete_message(message))
-            results = await asyncio.gather(*(_settle(s) for s in settled))
-            done = sum(1 for (_, _, _), outcome, ok in zip(moves, outcomes, results, strict=True)
-                       if ok and not isinstance(outcome, BaseException))  # fmt: skip
+                    completions.append(receiver.complete_message(message))
+            completed = await asyncio.gather(*(_settle(c) for c in completions))
+            await asyncio.gather(*(_settle(a) for a in abandons))
+            done = sum(completed)  # a forward whose completion failed comes again (at least once)
             self.forwarded += done
             self.pairing.syphoned += done
-            return failed == 0
+            return not abandons
         finally:
             renewing.cancel()
 

@@ -1,0 +1,65 @@
+"""The syphon: lock renewal while forwarding, several syphons at once, messages that
+were not parked."""
+
+from __future__ import annotations
+
+from amqplink.broker.config import EntityProperties, QueueConfig
+from amqplink.servicebus import ServiceBusMessage
+from amqplink.servicebus.paired.options import namespace_label
+from tests.servicebus.paired_util import namespaces, paired_client, plain_sender, send_until_parked, stored, syphoned
+from tests.servicebus.scenario import wait_until
+
+
+async def test_locks_are_renewed_while_a_slow_forward_runs() -> None:
+    async with namespaces() as (primary, secondary):
+        # backlog queue 0 made beforehand with a 2 s lock: the client leaves it as it is
+        label = namespace_label("127.0.0.1", primary.port)
+        short = EntityProperties(lock_duration=2.0, max_delivery_count=2**31 - 1)
+        for i in range(3):
+            secondary.namespace.add_queue(QueueConfig(f"{label}/x-servicebus-transfer/{i}", short))
+        async with paired_client(primary, secondary) as sender_client:
+            fault = primary.faults.entity_unavailable("orders", condition="amqp:internal-error")
+            async with sender_client.get_queue_sender("orders") as sender:
+                await send_until_parked(sender, ServiceBusMessage("slow", message_id="slow-1"))
+            primary.faults.clear(fault)
+        delay = primary.faults.delay_dispositions(3500)  # the forward's outcome comes after the lock ran out
+        async with paired_client(primary, secondary, enable_syphon=True) as syphon_client:
+            await wait_until(
+                lambda: syphon_client.paired_state is not None and syphon_client.paired_state.syphoned == 1
+            )
+            primary.faults.clear(delay)
+        assert stored(primary, "orders") == 1  # forwarded once: the lock held, no redelivery
+        assert sum(stored(secondary, f"{label}/x-servicebus-transfer/{i}") for i in range(3)) == 0
+
+
+async def test_two_syphons_share_the_work_without_repeats() -> None:
+    async with namespaces() as (primary, secondary):
+        async with paired_client(primary, secondary) as client:
+            fault = primary.faults.entity_unavailable("orders", condition="amqp:internal-error")
+            async with client.get_queue_sender("orders") as sender:
+                await send_until_parked(sender, ServiceBusMessage("first"))
+                await sender.send_messages([ServiceBusMessage(f"{i}") for i in range(499)])
+            state = client.paired_state
+            assert state is not None and state.parked == 500
+            primary.faults.clear(fault)
+        a = paired_client(primary, secondary, enable_syphon=True, seed=1)
+        b = paired_client(primary, secondary, enable_syphon=True, seed=2)
+        async with a, b:
+            await wait_until(lambda: syphoned(a) + syphoned(b) >= 500, timeout=30)
+            assert syphoned(a) + syphoned(b) == 500
+        assert stored(primary, "orders") == 500
+
+
+async def test_a_message_that_was_not_parked_is_dead_lettered() -> None:
+    async with namespaces() as (primary, secondary):
+        name = f"{namespace_label('127.0.0.1', primary.port)}/x-servicebus-transfer/0"
+        async with (
+            paired_client(primary, secondary, backlog_queue_count=1) as client,
+            plain_sender(secondary, name) as stray,
+        ):
+            await stray.send_messages(ServiceBusMessage("no x-ms-path"))
+        async with paired_client(primary, secondary, backlog_queue_count=1, enable_syphon=True):
+            dead = secondary.namespace.queues[name.lower()].dead_letter_queue
+            await wait_until(lambda: len(dead.store) == 1)
+        assert stored(primary, "orders") == 0 and stored(secondary, name) == 0
+        assert client.paired_state is not None and client.paired_state.parked == 0
