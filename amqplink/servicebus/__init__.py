@@ -41,7 +41,12 @@ from amqplink.servicebus.message import (
     ServiceBusReceivedMessage,
 )
 from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
-from amqplink.servicebus.replication import DedupCounters, Deduplicator
+from amqplink.servicebus.replication import DedupCounters, Deduplicator, ReplicationError
+from amqplink.servicebus.replication.blocking import (
+    ActiveReplicationSender,
+    DeduplicatingReceiver,
+    PassiveReplicationSender,
+)
 
 ServiceBusConnectionStringProperties = ServiceBusConnectionString
 """The SDK's name for a parsed connection string."""
@@ -51,6 +56,7 @@ __all__ = [
     "PairedNamespaceOptions",
     "PairedState",
     "NEXT_AVAILABLE_SESSION",
+    "ActiveReplicationSender",
     "AmqpMessageBodyType",
     "AutoLockRenewer",
     "AzureNamedKey",
@@ -58,7 +64,10 @@ __all__ = [
     "AzureSasCredential",
     "ConnectionStringError",
     "DedupCounters",
+    "DeduplicatingReceiver",
     "Deduplicator",
+    "PassiveReplicationSender",
+    "ReplicationError",
     "ServiceBusClient",
     "ServiceBusConnectionString",
     "ServiceBusConnectionStringProperties",

@@ -14,17 +14,23 @@ from amqplink.servicebus.client import ServiceBusClient
 from amqplink.servicebus.lock_renewer import AutoLockRenewer
 from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
 from amqplink.servicebus.receiver import ServiceBusReceiver
-from amqplink.servicebus.replication import DedupCounters, Deduplicator
+from amqplink.servicebus.replication import DedupCounters, Deduplicator, ReplicationError
+from amqplink.servicebus.replication.receiver import DeduplicatingReceiver
+from amqplink.servicebus.replication.senders import ActiveReplicationSender, PassiveReplicationSender
 from amqplink.servicebus.sender import ServiceBusSender
 from amqplink.servicebus.session import ServiceBusSession
 
 __all__ = [
+    "ActiveReplicationSender",
     "AutoLockRenewer",
     "BacklogQueueError",
     "DedupCounters",
+    "DeduplicatingReceiver",
     "Deduplicator",
     "PairedNamespaceOptions",
     "PairedState",
+    "PassiveReplicationSender",
+    "ReplicationError",
     "ServiceBusClient",
     "ServiceBusReceiver",
     "ServiceBusSender",

@@ -15,13 +15,15 @@ window ended; a non-zero value says ``max_count`` is too small for the traffic).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -119,37 +121,41 @@ class Deduplicator:
     def seen(self, message_id: str) -> bool:
         """True if ``message_id`` was seen within the window (a duplicate); else record it."""
         key = _key(message_id)
-        with self._lock:
+        with self._lock, self._transaction():
             now = self._now()
             self._expire(now)
-            if key in self._ids:
-                self._duplicates += 1
-                return True
-            self._record(key, now)
-            return False
+            return self._seen(key, now)
+
+    def seen_many(self, message_ids: Iterable[str]) -> list[bool]:
+        """:meth:`seen` for each id in turn (a repeat within the batch is a duplicate), at one
+        clock reading and in one SQLite transaction (one commit for the batch)."""
+        keys = [_key(message_id) for message_id in message_ids]
+        with self._lock, self._transaction():
+            now = self._now()
+            self._expire(now)
+            return [self._seen(key, now) for key in keys]
 
     def __contains__(self, message_id: object) -> bool:
         """Whether the id is remembered, without recording it."""
         if not isinstance(message_id, str):
             return False
-        with self._lock:
+        with self._lock, self._transaction():
             self._expire(self._now())
             return message_id in self._ids
 
     def forget(self, message_id: str) -> bool:
         """Forget one id (a message whose processing failed and will come again); True if it was known."""
         key = _key(message_id)
-        with self._lock:
+        with self._lock, self._transaction():
             entry = self._ids.pop(key, None)
             if entry is None:
                 return False
             if self._db is not None:
-                with self._db:
-                    self._db.execute("DELETE FROM seen WHERE seq = ?", (entry.seq,))
+                self._db.execute("DELETE FROM seen WHERE seq = ?", (entry.seq,))
             return True
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._transaction():
             self._expire(self._now())
             return len(self._ids)
 
@@ -174,6 +180,17 @@ class Deduplicator:
         self._last_at = max(self._last_at, float(self._clock()))
         return self._last_at
 
+    def _transaction(self) -> AbstractContextManager[object]:
+        """The SQLite file's transaction for one call (committed at its end), if there is a file."""
+        return self._db if self._db is not None else contextlib.nullcontext()
+
+    def _seen(self, key: str, now: float) -> bool:
+        if key in self._ids:
+            self._duplicates += 1
+            return True
+        self._record(key, now)
+        return False
+
     def _record(self, key: str, now: float) -> None:
         seq = self._next_seq
         self._next_seq += 1
@@ -185,10 +202,9 @@ class Deduplicator:
             dropped += 1
         self._evicted += dropped
         if self._db is not None:
-            with self._db:
-                self._db.execute("INSERT OR REPLACE INTO seen (seq, id, at) VALUES (?, ?, ?)", (seq, key, now))
-                if dropped:
-                    self._delete_before(next(iter(self._ids.values())).seq)
+            self._db.execute("INSERT OR REPLACE INTO seen (seq, id, at) VALUES (?, ?, ?)", (seq, key, now))
+            if dropped:
+                self._delete_before(next(iter(self._ids.values())).seq)
 
     def _expire(self, now: float) -> None:
         dropped = 0
@@ -201,9 +217,7 @@ class Deduplicator:
         if dropped:
             self._expired += dropped
             if self._db is not None:
-                with self._db:
-                    first = next(iter(self._ids.values())).seq if self._ids else self._next_seq
-                    self._delete_before(first)
+                self._delete_before(next(iter(self._ids.values())).seq if self._ids else self._next_seq)
 
     def _delete_before(self, seq: int) -> None:
         assert self._db is not None
@@ -226,20 +240,19 @@ class Deduplicator:
         except sqlite3.Error as exc:
             db.close()
             raise OSError(f"Deduplicator cannot use {path!r} (not its SQLite file?): {exc}") from exc
-        db.isolation_level = "DEFERRED"  # `with db:` then makes one transaction per change
+        db.isolation_level = "DEFERRED"  # `with db:` then makes one transaction per call
         for seq, key, at in rows:
             self._ids[key] = _Entry(float(at), int(seq))
             self._last_at = max(self._last_at, float(at))
             self._next_seq = max(self._next_seq, int(seq) + 1)
         self._db = db
-        now = self._now()
-        self._expire(now)
-        excess = len(self._ids) - self.max_count
-        if excess > 0:  # max_count lowered since the file was written
-            for _ in range(excess):
-                self._ids.popitem(last=False)
-            self._evicted += excess
-            with db:
+        with db:  # pruned to the bounds of this run
+            self._expire(self._now())
+            excess = len(self._ids) - self.max_count
+            if excess > 0:  # max_count lowered since the file was written
+                for _ in range(excess):
+                    self._ids.popitem(last=False)
+                self._evicted += excess
                 self._delete_before(next(iter(self._ids.values())).seq)
         log.info("Deduplicator: %d ids remembered from %s", len(self._ids), path)
 

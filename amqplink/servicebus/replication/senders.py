@@ -1,0 +1,270 @@
+"""Active and passive replication senders over two namespaces (seed 003), asyncio.
+
+Both take two ``ServiceBusSender`` objects for the same queue or topic in two
+namespaces (two clients), give every message a ``message_id`` when it has none (a
+random UUID, assigned before the first send so that every copy of a message carries
+the same id), and leave the duplicates to a de-duplicating receiver
+(:class:`~amqplink.servicebus.replication.receiver.DeduplicatingReceiver`).
+
+Give the two clients a short retry policy (e.g. ``retry_total=0`` or ``1`` and a
+``timeout`` of a few seconds): while a namespace is down, each send waits for that
+client's retries to run out before the other namespace's answer counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Self
+
+from amqplink.message import Message
+from amqplink.servicebus.exceptions import ServiceBusError
+from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, iter_outgoing, new_message_id
+from amqplink.servicebus.replication.outage import ReplicationError, suggests_outage
+from amqplink.servicebus.sender import ServiceBusSender
+
+__all__ = [
+    "ActiveReplicationSender",
+    "PassiveReplicationSender",
+    "ReplicationCounters",
+    "prepare_messages",
+]
+
+log = logging.getLogger(__name__)
+
+@dataclass(slots=True)
+class ReplicationCounters:
+    """What a replication sender did since it was made."""
+
+    sends: int = 0
+    """Calls of ``send_messages`` that succeeded."""
+    sent_to_one: int = 0
+    """Active: successful sends that only one namespace accepted (no second copy exists)."""
+    failed: int = 0
+    """Sends that raised because both namespaces refused them."""
+    swaps: int = 0
+    """Passive: role swaps (active and backup exchanged)."""
+
+
+SendInput = ServiceBusMessage | Message | Iterable[ServiceBusMessage | Message]
+
+
+def prepare_messages(message: SendInput) -> list[ServiceBusMessage]:
+    """The messages to send, each with a ``message_id``: a ``ServiceBusMessage`` has one
+    from its construction; one whose id was set to None, or a plain
+    :class:`amqplink.message.Message` without one, gets one (``new_message_id``).
+
+    A :class:`ServiceBusMessageBatch` is refused: it is encoded already, so ids cannot be
+    added to its messages; send a list (each sender batches it itself).
+    """
+    if type(message) is ServiceBusMessage:  # the common case first
+        messages = [message]
+    elif isinstance(message, ServiceBusMessageBatch):
+        raise TypeError(
+            "a replication sender takes a message or a list of messages, not a ServiceBusMessageBatch"
+            " (its messages are encoded already: ids cannot be given to them); send a list instead"
+        )
+    elif isinstance(message, ServiceBusMessage | Message | Iterable):
+        messages = list(iter_outgoing(message))
+    else:
+        raise TypeError(f"a replication sender sends a message or a list of messages, not {type(message).__name__}")
+    for outgoing in messages:
+        if outgoing.message_id is None:
+            outgoing.message_id = new_message_id()
+    return messages
+
+
+def _payload(messages: list[ServiceBusMessage]) -> ServiceBusMessage | list[ServiceBusMessage]:
+    return messages[0] if len(messages) == 1 else messages
+
+
+class _Logged:
+    """Logs a namespace's failures once per outage (when it starts failing, and when it is back)."""
+
+    def __init__(self) -> None:
+        self.failing: set[int] = set()
+
+    def failed(self, index: int, sender: ServiceBusSender, error: BaseException) -> None:
+        if index not in self.failing:
+            self.failing.add(index)
+            log.warning("replication: namespace %d (%s) refused a send: %s", index, _where(sender), error)
+
+    def succeeded(self, index: int, sender: ServiceBusSender) -> None:
+        if index in self.failing:
+            self.failing.discard(index)
+            log.warning("replication: namespace %d (%s) accepts sends again", index, _where(sender))
+
+
+def _where(sender: ServiceBusSender) -> str:
+    return f"{sender.fully_qualified_namespace}/{sender.entity_name}"
+
+
+class _TwoSenders:
+    """What both replication senders share: two senders, closed together."""
+
+    def __init__(self, first: ServiceBusSender, second: ServiceBusSender, kind: str) -> None:
+        if first is second:
+            raise ValueError(f"{kind} replication needs two different senders (one per namespace)")
+        self.counters = ReplicationCounters()
+
+    def _pair(self) -> tuple[ServiceBusSender, ServiceBusSender]:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Close both senders."""
+        await asyncio.gather(*(sender.close() for sender in self._pair()))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class ActiveReplicationSender(_TwoSenders):
+    """Send every message to both namespaces, with the same message id (seed 003: "Any
+    client that sends a message sends two copies of the same message").
+
+    Semantics chosen: ``send_messages`` succeeds when **at least one** namespace accepted
+    the message(s), and raises :class:`ReplicationError` (both errors attached) when
+    neither did. Why: replication is there to keep sending while one namespace is down;
+    requiring both would make the sender fail whenever either namespace fails, less
+    available than one namespace alone. The cost: a message accepted by one namespace has
+    one copy only (:attr:`counters` ``.sent_to_one`` counts them; :attr:`degraded` names
+    the namespaces whose last send failed), so a disaster in that namespace before it is
+    received loses it. A list is sent to each namespace with that sender's own batching;
+    it succeeds when one namespace accepted all of it (a list both namespaces accepted
+    only in part raises: some of its messages may be in neither).
+
+    Both copies are sent at once (latency: the slower namespace's, cost: twice the
+    operations, as the seed notes). The two senders are used, not owned:
+    :meth:`close` closes both.
+    """
+
+    def __init__(self, primary: ServiceBusSender, secondary: ServiceBusSender) -> None:
+        super().__init__(primary, secondary, "active")
+        self.senders = (primary, secondary)
+        self._log = _Logged()
+
+    def _pair(self) -> tuple[ServiceBusSender, ServiceBusSender]:
+        return self.senders
+
+    @property
+    def degraded(self) -> tuple[int, ...]:
+        """Indexes (0 = primary, 1 = secondary) of the namespaces whose last send failed."""
+        return tuple(sorted(self._log.failing))
+
+    async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
+        """Send to both namespaces at once; return when both answered and at least one accepted."""
+        payload = _payload(prepare_messages(message))
+        primary, secondary = self.senders
+        second = asyncio.ensure_future(secondary.send_messages(payload, timeout=timeout))  # one task, not two
+        results: list[Exception | None] = [None, None]
+        try:
+            await primary.send_messages(payload, timeout=timeout)
+        except Exception as exc:  # sorted below, once the second copy's answer is in
+            results[0] = exc
+        except BaseException:  # cancelled: the second copy too
+            second.cancel()
+            raise
+        try:
+            await second
+        except Exception as exc:
+            results[1] = exc
+        errors: list[BaseException] = []
+        for index, (sender, result) in enumerate(zip(self.senders, results, strict=True)):
+            if isinstance(result, BaseException):
+                if not isinstance(result, ServiceBusError):
+                    raise result  # bad input or a bug: not a namespace's answer
+                errors.append(result)
+                self._log.failed(index, sender, result)
+            else:
+                self._log.succeeded(index, sender)
+        if len(errors) == len(self.senders):
+            self.counters.failed += 1
+            raise ReplicationError(
+                "neither namespace accepted the send", errors, entity=self.senders[0].entity_name
+            ) from errors[-1]
+        self.counters.sends += 1
+        if errors:
+            self.counters.sent_to_one += 1
+
+    def __repr__(self) -> str:
+        return f"ActiveReplicationSender({_where(self.senders[0])!r}, {_where(self.senders[1])!r})"
+
+
+class PassiveReplicationSender(_TwoSenders):
+    """Send to the active namespace; on a failure that suggests it is down, send to the
+    backup and swap roles (seed 003).
+
+    "If the operation on the active entity fails with an error code that indicates the
+    datacenter that hosts the active entity might be unavailable, the client sends a copy
+    of the message to the backup entity. At that point the active and the backup entities
+    switch roles [...]. If both send operations fail, the roles of the two entities
+    remain unchanged and an error is returned." Which errors count is
+    :func:`suggests_outage` (server-busy and authorisation errors do not: they are raised
+    as they are, and the roles stay). Both failing raises :class:`ReplicationError`.
+
+    In the fault-free case one operation per send, as without replication. What it
+    cannot avoid (seed 003), and why receivers must read both namespaces and
+    de-duplicate: a message accepted by the old active namespace just before it went
+    down stays there until it is back (delayed), or forever after a disaster (lost); a
+    send that timed out but was stored is sent again to the backup (a duplicate, same
+    message id). :attr:`active` is the sender in use; :attr:`counters` ``.swaps`` counts
+    swaps.
+    """
+
+    def __init__(self, active: ServiceBusSender, backup: ServiceBusSender) -> None:
+        super().__init__(active, backup, "passive")
+        self._roles = (active, backup)
+
+    def _pair(self) -> tuple[ServiceBusSender, ServiceBusSender]:
+        return self._roles
+
+    @property
+    def active(self) -> ServiceBusSender:
+        """The sender every send goes to first."""
+        return self._roles[0]
+
+    @property
+    def backup(self) -> ServiceBusSender:
+        """The sender a send goes to when the active namespace seems down."""
+        return self._roles[1]
+
+    async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
+        """Send to the active namespace, or to the backup (then swapping roles) when it seems down."""
+        payload = _payload(prepare_messages(message))
+        active, backup = self._roles
+        try:
+            await active.send_messages(payload, timeout=timeout)
+        except ServiceBusError as exc:
+            if not suggests_outage(exc):
+                raise
+            first = exc
+        else:
+            self.counters.sends += 1
+            return
+        try:
+            await backup.send_messages(payload, timeout=timeout)
+        except ServiceBusError as exc:
+            self.counters.failed += 1
+            raise ReplicationError(
+                "the active namespace seems down and the backup refused the send too; roles unchanged",
+                (first, exc),
+                entity=active.entity_name,
+            ) from exc
+        self.counters.sends += 1
+        if self._roles == (active, backup):  # concurrent sends that failed over swap once
+            self._roles = (backup, active)
+            self.counters.swaps += 1
+            log.warning(
+                "passive replication: %s seems down (%s); %s is now the active namespace",
+                _where(active),
+                first,
+                _where(backup),
+            )
+
+    def __repr__(self) -> str:
+        return f"PassiveReplicationSender(active={_where(self.active)!r}, backup={_where(self.backup)!r})"
