@@ -33,6 +33,7 @@ from pyspark.sql.datasource import (
 )
 
 from amqplink.spark.columns import Columns, IdScheme, check_schema
+from amqplink.spark.foreach import CHUNK_ROWS
 from amqplink.spark.options import SinkConfig, parse_options
 from amqplink.spark.writer import PartitionStats, send_partition
 
@@ -67,9 +68,12 @@ class SinkCommitMessage(WriterCommitMessage):
 
 
 def _chunks(batches: Iterator[pyarrow.RecordBatch]) -> Iterator[Columns]:
+    """Columns of at most :data:`CHUNK_ROWS` rows (an Arrow batch holds up to 10,000: its
+    rows as Python objects and as encoded messages would be two more copies of it)."""
     for batch in batches:
-        if batch.num_rows:
-            yield {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+        for start in range(0, batch.num_rows, CHUNK_ROWS):
+            part = batch.slice(start, CHUNK_ROWS)
+            yield {name: part.column(i).to_pylist() for i, name in enumerate(part.schema.names)}
 
 
 def _task() -> tuple[int, int, Any]:

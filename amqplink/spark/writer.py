@@ -25,10 +25,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError, ServiceBusServerBusyError
-from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessage, ServiceBusMessageBatch
+from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessageBatch
 from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF
 from amqplink.spark import cache
-from amqplink.spark.columns import Columns, IdScheme, messages
+from amqplink.spark.columns import Columns, IdScheme
+from amqplink.spark.encoding import Encoded, encoded_rows
 from amqplink.spark.options import SinkConfig, redact
 from amqplink.sync import _run
 
@@ -97,28 +98,31 @@ class _Pipeline:
             self.limits[entity] = limit
         return limit
 
-    async def feed(self, chunk: list[tuple[str | None, ServiceBusMessage, int]]) -> None:
+    async def feed(self, chunk: list[Encoded]) -> None:
         """Add messages to their batches; send full ones (waiting only for room in flight)."""
         rate = self.config.messages_per_second
-        for entity, message, size in chunk:
+        for entity, key, encoded, size, message in chunk:
             self._raise_if_failed()
             if rate is not None:
                 await self._throttle(rate)
             name = self._entity(entity)
-            key = (name, message.session_id or message.partition_key)
-            opened = self.open.get(key)
+            group = (name, key)
+            opened = self.open.get(group)
             if opened is None:
                 opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
             batch, body_bytes = opened
-            try:
-                batch.add_message(message)
-            except MessageSizeExceededError:
+            if not batch._add_encoded(encoded, message):
                 if len(batch) == 0:
-                    raise
+                    raise MessageSizeExceededError(
+                        f"a row of {len(encoded)} encoded bytes is larger than {name} takes ({batch.max_size_in_bytes})"
+                    )
                 await self._launch(name, batch, body_bytes)
                 batch, body_bytes = ServiceBusMessageBatch(self.limits[name]), 0
-                batch.add_message(message)
-            self.open[key] = (batch, body_bytes + size)
+                if not batch._add_encoded(encoded, message):
+                    raise MessageSizeExceededError(
+                        f"a row of {len(encoded)} encoded bytes is larger than {name} takes ({batch.max_size_in_bytes})"
+                    )
+            self.open[group] = (batch, body_bytes + size)
             self.handed += 1
             if len(self.open) > self.config.max_in_flight:  # many session keys: do not hold them all
                 await self.flush()
@@ -200,14 +204,6 @@ class _Pipeline:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
 
-def _sized(chunk: Columns, scheme: IdScheme, first_row: int) -> list[tuple[str | None, ServiceBusMessage, int]]:
-    bodies = chunk.get("body", ())
-    return [
-        (entity, message, len(body) if isinstance(body, bytes | bytearray | str) else 0)
-        for (entity, message), body in zip(messages(chunk, scheme, first_row), bodies, strict=False)
-    ]
-
-
 async def _start(config: SinkConfig) -> tuple[_Pipeline, PartitionStats, dict[str, int]]:
     lease = cache.acquire(config)
     stats = PartitionStats()
@@ -240,10 +236,10 @@ def send_partition(config: SinkConfig, chunks: Iterable[Columns], scheme: IdSche
     row = 0
     try:
         for chunk in chunks:
-            sized = _sized(chunk, scheme, row)
-            row += len(sized)
-            if sized:
-                _run(pipeline.feed(sized))
+            encoded = list(encoded_rows(chunk, scheme, row))
+            row += len(encoded)
+            if encoded:
+                _run(pipeline.feed(encoded))
     except BaseException as exc:
         _run(_end(pipeline, before, failed=True))
         if pipeline.error is None and isinstance(exc, ServiceBusError | OSError | TimeoutError):

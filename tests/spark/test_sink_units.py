@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amqplink.broker import Broker
-from amqplink.spark import cache
+from amqplink.spark import cache, encoding
 from amqplink.spark.columns import KEY_ROWS, IdScheme, SinkSchemaError, check_schema, columns_of_rows, messages
+from amqplink.spark.encoding import encoded_rows
 from amqplink.spark.foreach import ForeachPartitionSender, foreach_partition_sender
 from amqplink.spark.options import OPTION_NAMES, SinkOptionError, parse_options, redact
 from amqplink.spark.writer import SinkWriteError, send_partition
@@ -257,3 +258,21 @@ def test_in_flight_stays_bounded(sb: Broker) -> None:
         send_partition.__globals__["_Pipeline"]._send = original
     assert stats.rows == 1000 and stats.batches > 10 and 1 <= peak <= 2
     assert len(drain(sb, queue)) == 1000
+
+
+@given(
+    st.lists(st.one_of(st.binary(max_size=300), st.text(max_size=50)), min_size=1, max_size=40),
+    st.integers(min_value=0, max_value=10**9),
+    st.booleans(),
+    st.text(min_size=1, max_size=300),
+)
+def test_the_fast_encoding_is_byte_for_byte_the_general_one(
+    bodies: list[Any], first_row: int, keys: bool, prefix: str
+) -> None:
+    scheme = IdScheme("position", prefix, 7, keys)
+    fast = list(encoded_rows({"body": bodies}, scheme, first_row))
+    general = list(encoding._general({"body": bodies}, scheme, first_row))
+    assert [(e, k, enc, n) for e, k, enc, n, _ in fast] == [(e, k, enc, n) for e, k, enc, n, _ in general]
+    for (*_, make), (*_, message) in zip(fast, general, strict=True):
+        made = make() if callable(make) else make
+        assert made._message.encode() == message._message.encode()
