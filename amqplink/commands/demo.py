@@ -97,7 +97,9 @@ def _sink_options(options: DemoOptions, names: DemoNamespaces | None) -> dict[st
     return sink
 
 
-async def _watch(names: DemoNamespaces | None, options: DemoOptions, board: _Board, writing: asyncio.Task[Any]) -> None:
+async def _watch(
+    names: DemoNamespaces | None, options: DemoOptions, board: _Board, writing: asyncio.Task[Any], total: int
+) -> None:
     """Draw progress while the write runs; take the primary down once, in the middle."""
     outage: asyncio.Task[None] | None = None
     try:
@@ -105,8 +107,8 @@ async def _watch(names: DemoNamespaces | None, options: DemoOptions, board: _Boa
             if names is not None:
                 stored, parked = names.stored(), names.parked()
                 board.show(sent=stored + parked, parked=max(parked, board.counts["parked"]))
-                due = options.outage_seconds is not None and outage is None and not options.streaming
-                if due and stored + parked >= options.rows * OUTAGE_AT:
+                due = options.outage_seconds is not None and outage is None
+                if due and stored + parked >= total * OUTAGE_AT:
                     board.show(force=True, phase="outage")
                     outage = asyncio.create_task(names.outage(options.outage_seconds or 0.0))
                     outage.add_done_callback(lambda _: board.show(force=True, phase="writing"))
@@ -181,7 +183,7 @@ async def run_demo(
                 )
             else:
                 job = asyncio.create_task(asyncio.to_thread(write_batch, df, sink))
-            await _watch(names, options, board, job)
+            await _watch(names, options, board, job, options.rows if options.streaming else len(expected))
             written = await job
             if written is not None:
                 expected = set(range(written))

@@ -67,6 +67,7 @@ def local_session(master: str = "local[2]", *, app_name: str = "amqplink", **con
 
     started = time.monotonic()
     builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.enabled", "false")
+    builder = builder.config("spark.ui.showConsoleProgress", "false")  # the caller shows its own progress
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
