@@ -260,3 +260,32 @@ def test_the_demo_passes_end_to_end() -> None:
     assert result["outages"] == 1 and result["parked"] == result["syphoned"]
     assert result["received"] - result["duplicates_removed"] == 5000
     assert result["spark_startup_seconds"] > 0 and result["send_messages_per_second"] > 0
+
+
+def test_bad_options_and_columns_fail_before_any_task_naming_them(spark: Any, sb_broker: Broker) -> None:
+    df = spark.range(0, 10).selectExpr("cast(id as string) as body", "'red' as colour")
+    for frame, options, named in (
+        (df.select("body"), {"maxInFlight": "0"}, "option maxInFlight: must be at least 1"),
+        (df, {}, "column 'colour' is not a message property"),
+        (df.select("body"), {"entity": None}, "no queue or topic to send to"),
+    ):
+        writer = frame.write.format("servicebus").option("connectionString", sb_broker.connection_string)
+        for key, value in {"entity": "q", **options}.items():
+            if value is not None:
+                writer = writer.option(key, value)
+        with pytest.raises(Exception) as failed:
+            writer.mode("append").save()
+        assert named in str(failed.value)
+        assert _key(sb_broker) not in str(failed.value)
+
+
+def test_nothing_connects_on_the_driver() -> None:
+    """Nothing listens on port 1: making the writers would fail if they connected."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    unreachable = "Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0"
+    source = ServiceBusDataSource({"connectionString": unreachable, "entity": "q"})
+    schema = StructType([StructField("body", StringType())])
+    assert source.writer(schema, False).config.entity == "q"
+    assert source.streamWriter(schema, False).config.entity == "q"
+    assert foreach_partition_sender({"connectionString": unreachable, "entity": "q"}).config.entity == "q"
