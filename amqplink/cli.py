@@ -120,9 +120,29 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--host", default="127.0.0.1", help="address to listen on")
     broker.add_argument("--port", type=_port, default=5672, help="TCP port (0: any free port)")
     broker.add_argument("--config", default=None, help="the Service Bus emulator's Config.json")
-    broker.add_argument("--require-auth", action="store_true", help="strict: every link needs a SAS token")
-    broker.add_argument("--key-name", default=None, help="SAS key name (default RootManageSharedAccessKey)")
-    broker.add_argument("--key", default=None, help="SAS key (default: the emulator's on loopback, else random)")
+    broker.add_argument(
+        "--require-auth",
+        action="store_true",
+        help="strict: every link needs a SAS token; without --key a random key is made and printed once"
+        " (in the connection string): the emulator's public key would guard nothing, and refusing to start"
+        " would push a key onto the command line",
+    )
+    broker.add_argument("--key-name", default=None, help="name of a plain --key (default RootManageSharedAccessKey)")
+    broker.add_argument(
+        "--key",
+        action="append",
+        default=None,
+        help="a plain SAS key (Manage; default: the emulator's public key on loopback without --require-auth,"
+        " else random), or an authorization rule NAME=KEY:RIGHTS with RIGHTS from Listen,Send,Manage"
+        " (e.g. sender=s3cret:Send); repeat for more rules",
+    )
+    broker.add_argument(
+        "--host-name",
+        action="append",
+        default=None,
+        help="a host name (or host:port) clients' token audiences may name besides the listen address;"
+        " e.g. localhost:5673 for a port a container publishes",
+    )
     broker.add_argument("--plain", action="store_true", help="plain AMQP queues instead of a Service Bus namespace")
     broker.add_argument("--data-dir", default=None, help="keep messages in this directory (default: in memory)")
     broker.add_argument(
@@ -133,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     store = command("broker-store", "show what a broker's --data-dir holds (read only; the broker may run)")
     store.add_argument("directory", help="the broker's --data-dir")
+    store.add_argument(
+        "--salvage",
+        action="store_true",
+        help="repair a damaged store (no broker running): keep a copy, read back every valid batch, say what is lost",
+    )
 
     from amqplink.broker.faults import FaultKind
     from amqplink.commands.broker_fault import OPERATIONS
@@ -213,7 +238,7 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
     if args.command == "broker-store":
         from amqplink.commands.broker_store import run_broker_store
 
-        return run_broker_store(args.directory)
+        return run_broker_store(args.directory, salvage=args.salvage)
     if args.command == "broker":
         from amqplink.commands.broker import run_broker
 
@@ -224,7 +249,8 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
             plain=args.plain,
             require_auth=True if args.require_auth else None,
             key_name=args.key_name,
-            key=args.key,
+            keys=args.key or [],
+            host_names=args.host_name or [],
             data_dir=args.data_dir,
             http_port=args.http_port,
             http_cert=None if args.http_cert is None else (args.http_cert, args.http_key or args.http_cert),

@@ -3,6 +3,8 @@
 Two embedded brokers (``amqplink broker`` subprocesses: the primary, and the secondary
 with its management REST API), each measurement on a fresh queue:
 
+0. healthy: Python function calls per message under cProfile for both clients, sends
+   awaited one by one and from 100 tasks (timing-free: the healthy paired path is the plain one);
 a. healthy, single sends from 100 concurrent tasks (``send_messages(msg)`` each) on one
    sender: the paired client and the plain client alternate for ``--rounds`` rounds; the
    median ratio is reported (goal: >= 0.95x: no per-message cost while healthy);
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import datetime as dt
 import os
 import re
@@ -108,6 +111,26 @@ async def rate(client: ServiceBusClient, queue: str, scenario: Scenario, count: 
         return count / took, (time.process_time() - cpu) * 1e6 / count
 
 
+async def one_by_one(sender: ServiceBusSender, batch: list[ServiceBusMessage]) -> float:
+    started = time.perf_counter()
+    for message in batch:
+        await sender.send_messages(message)
+    return time.perf_counter() - started
+
+
+async def calls(client: ServiceBusClient, queue: str, scenario: Scenario, count: int, size: int) -> float:
+    """Python function calls per message of ``scenario`` (counted by cProfile: the same for
+    both clients when the paired one adds nothing per message)."""
+    async with client, client.get_queue_sender(queue) as sender:
+        await sender.send_messages(ServiceBusMessage(b"attach"))
+        batch = messages(count, size)
+        profile = cProfile.Profile()
+        profile.enable()
+        await scenario(sender, batch)
+        profile.disable()
+    return sum(entry.callcount for entry in profile.getstats()) / count
+
+
 def options(secondary: str, http_port: int, **kwargs: Any) -> PairedNamespaceOptions:
     return PairedNamespaceOptions(
         secondary,
@@ -185,7 +208,20 @@ async def syphon(primary: str, secondary: str, http_port: int, parked: int) -> N
     print(f"  syphon: {parked} parked messages forwarded in {took:.2f} s: {parked / took:>9,.0f} msg/s")
 
 
+async def call_counts(args: argparse.Namespace, primary: str, secondary: str, http_port: int) -> None:
+    for name, scenario in (("one by one", one_by_one), (f"{TASKS} tasks", concurrent_sends)):
+        counted = []
+        for paired in (None, options(secondary, http_port)):
+            client = ServiceBusClient.from_connection_string(primary, paired_namespace=paired)
+            counted.append(await calls(client, f"calls-{uuid.uuid4().hex[:8]}", scenario, 5000, args.size))
+        print(f"  {name}: function calls per send: plain {counted[0]:.1f}, paired {counted[1]:.1f}")
+
+
 async def main_async(args: argparse.Namespace, primary: str, secondary: str, http_port: int) -> None:
+    print(
+        "0. healthy: Python function calls per message (timing-free; the batching of concurrent sends varies a little)"
+    )
+    await call_counts(args, primary, secondary, http_port)
     print(f"a. healthy, single sends from {TASKS} tasks, {args.count} messages of {args.size} bytes")
     await healthy(args, primary, secondary, http_port, concurrent_sends)
     print(f"b. healthy, send_nowait then gather, {args.count} messages")

@@ -11,6 +11,12 @@ ISO-8601 (``PT1M``; .NET's ``TimeSpan.MaxValue`` is ``P10675199DT2H48M5.4775807S
 A bad file raises one :class:`ConfigError` naming the field path, e.g.
 ``UserConfig.Namespaces[0].Queues[2].Properties.LockDuration: 'PT1X' is not an
 ISO-8601 duration``. Keys the emulator ignores (``Logging``) are accepted.
+
+An extension of the emulator's format (the emulator has one fixed key): a namespace, a
+queue or a topic may carry ``"AuthorizationRules": [{"Name": "sender", "PrimaryKey": "...",
+"SecondaryKey": "...", "Rights": ["Send"]}]``, Service Bus's shared access rules
+(``Listen``, ``Send``, ``Manage``; Manage brings the other two). A namespace's rules cover
+every entity, a queue's or topic's only that entity (and a topic's subscriptions).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from amqplink.broker.rights import AccessRule, parse_rights
 
 if TYPE_CHECKING:
     from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
@@ -222,6 +230,8 @@ class NamespaceConfig:
     partition_all: bool = False
     """Partition every queue and topic ("queues and topics in a Premium namespace are always
     partitioned"); set by ``"Tier": "Premium"``."""
+    authorization_rules: tuple[AccessRule, ...] = ()
+    """``AuthorizationRules`` of the namespace and of its queues and topics (an extension)."""
 
 
 @dataclass(frozen=True)
@@ -376,6 +386,39 @@ def _rule(value: Any, where: str) -> RuleConfig:
         raise ConfigError(f"{at}.Action.SqlExpression: {exc}") from None
 
 
+_RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,255}", re.ASCII)
+
+
+def _access_rules(container: dict[str, Any], where: str, entity: str = "") -> list[AccessRule]:
+    """A namespace's, queue's or topic's ``AuthorizationRules`` (see the module)."""
+    rules: list[AccessRule] = []
+    for i, item in enumerate(_list(container.get("AuthorizationRules"), f"{where}.AuthorizationRules")):
+        at = f"{where}.AuthorizationRules[{i}]"
+        obj = _obj(item, at)
+        name = obj.get("Name")
+        if not isinstance(name, str) or not _RULE_NAME.fullmatch(name):
+            raise ConfigError(f"{at}.Name: expected a rule name (letters, digits, '.', '-', '_'), not {name!r}")
+        if any(rule.name == name for rule in rules):
+            raise ConfigError(f"{at}.Name: {name!r} appears twice")
+        keys = []
+        for field_name in ("PrimaryKey", "SecondaryKey"):
+            key = obj.get(field_name)
+            if key is None and field_name == "SecondaryKey":
+                continue
+            if not isinstance(key, str) or not key:
+                raise ConfigError(f"{at}.{field_name}: expected a non-empty key")
+            keys.append(key)
+        try:
+            rights = parse_rights(_list(obj.get("Rights"), f"{at}.Rights"), f"{at}.Rights")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        unknown = sorted(set(obj) - {"Name", "PrimaryKey", "SecondaryKey", "Rights"})
+        if unknown:
+            raise ConfigError(f"{at}.{unknown[0]}: not a field of an authorization rule")
+        rules.append(AccessRule(name, tuple(keys), rights, entity.lower()))
+    return rules
+
+
 def _entity_list(container: dict[str, Any], key: str, where: str) -> list[tuple[str, dict[str, Any], str]]:
     out = []
     seen: set[str] = set()
@@ -395,12 +438,14 @@ def _namespace(value: Any, where: str) -> NamespaceConfig:
     name = obj.get("Name", "sbemulatorns")
     if not isinstance(name, str):
         raise ConfigError(f"{where}.Name: expected a string, not {name!r}")
-    queues = tuple(
-        QueueConfig(n, _properties(o.get("Properties"), f"{at}.Properties"))
-        for n, o, at in _entity_list(obj, "Queues", where)
-    )
+    access = _access_rules(obj, where)
+    queues = []
+    for n, o, at in _entity_list(obj, "Queues", where):
+        queues.append(QueueConfig(n, _properties(o.get("Properties"), f"{at}.Properties")))
+        access += _access_rules(o, at, n)
     topics = []
     for n, o, at in _entity_list(obj, "Topics", where):
+        access += _access_rules(o, at, n)
         subs = []
         for sn, so, sat in _entity_list(o, "Subscriptions", at):
             rules = tuple(_rule(r, f"{sat}.Rules[{j}]") for j, r in enumerate(_list(so.get("Rules"), f"{sat}.Rules")))
@@ -417,7 +462,14 @@ def _namespace(value: Any, where: str) -> NamespaceConfig:
     count = PREMIUM_PARTITION_COUNT if premium else DEFAULT_PARTITION_COUNT
     if "PartitionCount" in obj:
         count = _int(obj["PartitionCount"], f"{where}.PartitionCount", 1, MAX_PARTITION_COUNT)
-    return NamespaceConfig(name, queues, tuple(topics), partition_count=count, partition_all=premium)
+    return NamespaceConfig(
+        name,
+        tuple(queues),
+        tuple(topics),
+        partition_count=count,
+        partition_all=premium,
+        authorization_rules=tuple(access),
+    )
 
 
 def parse_config(document: Any) -> BrokerConfig:

@@ -13,12 +13,12 @@ Request: application-properties ``operation`` (``inject``, ``clear``, ``clear-al
 401 unauthorised, 404 no such fault) and ``status-description``; body the fault(s)
 as maps, or ``{"cleared": N}``.
 
-Authority: the namespace's manage key. A request is allowed when its
-``security_token`` is a valid SAS token for the namespace root (``sb://HOST/``)
-signed with one of the broker's keys (every key this broker holds is a
-namespace-level manage key, such as ``RootManageSharedAccessKey``), or when its
-connection has put such a root token on ``$cbs``. Entity-scoped tokens are refused:
-they let a client use one entity, not break the namespace.
+Authority: Manage on the namespace. A request is allowed when its ``security_token``
+is a valid SAS token for the namespace root (``sb://HOST/``, HOST one of the
+namespace's names) signed with a namespace rule that has Manage (such as
+``RootManageSharedAccessKey``), or when its connection has put such a root token on
+``$cbs``. Entity-scoped tokens, and rules without Manage, are refused: they let a client
+use entities, not break the namespace.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.faults import FaultError, Faults, describe_all
 from amqplink.broker.namespace.cbs import Authorizations
 from amqplink.broker.namespace.envelope import as_text
-from amqplink.broker.namespace.namespace import entity_path
+from amqplink.broker.rights import AccessRules, Right, describe_rights
 from amqplink.message import Message
-from amqplink.servicebus.sas import SasTokenError, parse_sas_token, verify_sas_token
+from amqplink.servicebus.sas import SasTokenError
 
 __all__ = ["CONTROL_NODE", "SECURITY_TOKEN", "handle_control"]
 
@@ -51,28 +52,48 @@ def _response(request: Message, status: int, description: str, body: Any = None)
     )
 
 
-def authorize(token: Any, keys: Mapping[str, str], auth: Authorizations, now: float) -> str | None:
-    """Why a ``$control`` request is refused (None: allowed)."""
-    if auth.covers("", now):  # a root token put on $cbs
+def authorize(
+    token: Any,
+    keys: Mapping[str, str] | AccessRules,
+    auth: Authorizations,
+    now: float,
+    names: NamespaceNames | None = None,
+    local: object = None,
+) -> str | None:
+    """Why a ``$control`` request is refused (None: allowed); ``names``/``local`` as for ``$cbs``."""
+    if auth.covers("", now, Right.MANAGE):  # a root token with Manage put on $cbs
         return None
     if not isinstance(token, str):
-        return f"a $control request needs a '{SECURITY_TOKEN}': a SAS token for the namespace root (manage key)"
+        return (
+            f"a $control request needs a '{SECURITY_TOKEN}': a SAS token for the namespace root"
+            " signed with a rule that has Manage"
+        )
     try:
-        audience = parse_sas_token(token).audience
-        if entity_path(audience):
-            return f"the token is for {entity_path(audience)!r}; $control needs one for the namespace root"
-        verify_sas_token(token, keys=keys, audience=audience, now=now)
+        grant = AccessRules.of(keys).verify(token, now=now, names=names, local=local)
     except SasTokenError as exc:
         return f"the token was refused: {exc}"
+    if grant.path:
+        return f"the token is for {grant.path!r}; $control needs one for the namespace root"
+    if Right.MANAGE not in grant.rights:
+        return (
+            f"Unauthorized access: $control needs the Manage right on the namespace; rule {grant.rule!r}"
+            f" grants {describe_rights(grant.rights)}"
+        )
     return None
 
 
 def handle_control(
-    faults: Faults, keys: Mapping[str, str], auth: Authorizations, request: Message, now: float
+    faults: Faults,
+    keys: Mapping[str, str] | AccessRules,
+    auth: Authorizations,
+    request: Message,
+    now: float,
+    names: NamespaceNames | None = None,
+    local: object = None,
 ) -> Message:
     """Answer one ``$control`` request (never raises for a bad request: a 4xx answer)."""
     app = {str(as_text(k)): as_text(v) for k, v in (request.application_properties or {}).items()}
-    refused = authorize(app.get(SECURITY_TOKEN), keys, auth, now)
+    refused = authorize(app.get(SECURITY_TOKEN), keys, auth, now, names, local)
     if refused is not None:
         log.info("$control: request refused: %s", refused)
         return _response(request, 401, refused)

@@ -16,12 +16,18 @@ clock task; :meth:`ServiceBusHost.accept` gives each connection its event handle
   none for the next available); the attach answers with the id in the filter and
   ``com.microsoft:locked-until-utc`` (.NET ticks) in its properties. With no session
   free, a next-available receiver waits (:mod:`amqplink.broker.session_wait`).
-* A dropped link or connection loses its locks: the messages come back.
+* A dropped link or connection leaves its message locks held until they expire (as
+  Service Bus: no one can settle them meanwhile); a session receiver's going frees its
+  session and brings its messages back with their delivery count unchanged.
 * Auth: on loopback (``require_auth=False``) a put token is verified and a refused
   one makes the links under its audience fail with ``amqp:unauthorized-access``; a
   client that puts none may use every entity. With ``require_auth`` a link needs a
   live token covering its entity, a connection without any token is closed after
   ``cbs_deadline`` seconds, and an expired token detaches the links under it.
+  Either way a token grants its rule's rights (:mod:`amqplink.broker.rights`): a
+  receiver needs Listen, a sender Send, a ``$management`` operation the right of its
+  kind; without it the link (or the request) is refused with ``amqp:unauthorized-access``
+  naming the entity and the right.
 """
 
 from __future__ import annotations
@@ -31,21 +37,24 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
+from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.control import CONTROL_NODE, handle_control
 from amqplink.broker.durable import Persistence
 from amqplink.broker.faults import Fault, Faults, under
-from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token, path_covers
+from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token
 from amqplink.broker.namespace.entity import Entity
+from amqplink.broker.namespace.envelope import as_text
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
-from amqplink.broker.namespace.management import handle_management
+from amqplink.broker.namespace.management import OPERATION_RIGHTS, handle_management
 from amqplink.broker.namespace.management import response as status_response
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
+from amqplink.broker.rights import AccessRule, AccessRules, Right, describe_rights, path_covers
 from amqplink.broker.session_wait import NEXT_SESSION_WAIT, SessionWaits, Waiter, requested_wait
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol
@@ -144,6 +153,8 @@ class ServiceBusHost:
         namespace: Namespace,
         *,
         keys: Mapping[str, str] | None = None,
+        rules: Iterable[AccessRule] = (),
+        host_names: Iterable[str] = (),
         require_auth: bool | None = False,
         credit_window: int = 1000,
         cbs_deadline: float = CBS_DEADLINE,
@@ -158,9 +169,17 @@ class ServiceBusHost:
         ``com.microsoft:timeout`` (:mod:`amqplink.broker.session_wait`)."""
         self.persistence = persistence
         """The durable store (``--data-dir``): transfers are settled once what they caused is written."""
-        self.keys = dict(keys) if keys is not None else {EMULATOR_KEY_NAME: EMULATOR_KEY}
-        self.emulator_key = keys is None
-        """True while the keys are the emulator's well-known default (fine on loopback only)."""
+        given = [*rules, *AccessRules.of(keys or {}).rules]
+        self.emulator_key = not any(not rule.entity for rule in given)
+        """True while the namespace's only rule is the emulator's well-known key (no namespace
+        rule was given: fine on loopback only)."""
+        if self.emulator_key:
+            given.insert(0, AccessRule(EMULATOR_KEY_NAME, (EMULATOR_KEY,)))
+        self.rules = AccessRules(given)
+        """The authorization rules (:mod:`amqplink.broker.rights`): ``keys`` as namespace Manage
+        rules, ``rules`` (a configuration's, per namespace or entity) as given."""
+        self.names = NamespaceNames.of(host_names)
+        """The host names a token's audience may name (the listen address is added at start)."""
         self.require_auth = require_auth
         """Strict mode; ``None`` until the broker decides by its address (strict unless loopback)."""
         self.credit_window = credit_window
@@ -172,14 +191,23 @@ class ServiceBusHost:
         """Fault injection (:mod:`amqplink.broker.faults`), also reachable through ``$control``."""
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def keys(self) -> dict[str, str]:
+        """The namespace-level rules' primary keys by name (the first: the connection string's)."""
+        return self.rules.keys
+
     def secure_for(self, loopback: bool) -> None:
-        """Off loopback: strict unless told otherwise, and a random key instead of the emulator's."""
+        """Off loopback: strict unless told otherwise. Strict, or off loopback, with no key
+        given: a random key instead of the emulator's public one (printed once, in the
+        connection string), never the public key guarding a strict namespace."""
         if self.require_auth is None:
             self.require_auth = not loopback
-        if not loopback and self.emulator_key:
-            self.keys = {EMULATOR_KEY_NAME: secrets.token_urlsafe(32)}
+        if (self.require_auth or not loopback) and self.emulator_key:
+            kept = [rule for rule in self.rules.rules if rule.keys != (EMULATOR_KEY,)]
+            self.rules = AccessRules([AccessRule(EMULATOR_KEY_NAME, (secrets.token_urlsafe(32),)), *kept])
             self.emulator_key = False
-            log.warning("listening beyond loopback: made a random SAS key (see the connection string)")
+            why = "strict mode" if loopback else "listening beyond loopback"
+            log.warning("%s without a key: made a random SAS key (see the connection string)", why)
 
     def start(self) -> None:
         """Start the clock task (call from the event loop)."""
@@ -347,9 +375,23 @@ class _ServiceBusConnection:
             self._dispatch(consumer)
 
     # -- attach ---------------------------------------------------------------------
-    def _authorized(self, path: str, now: float) -> Error | None:
-        if self.auth.covers(path, now):
-            return None
+    @property
+    def local(self) -> object:
+        """The socket address the client reached (one of the namespace's names)."""
+        transport = getattr(self.protocol, "transport", None)
+        return None if transport is None else transport.get_extra_info("sockname")
+
+    def _authorized(self, path: str, now: float, need: Right | None) -> Error | None:
+        """Why a link (or request) on ``path`` needing right ``need`` (None: any) is refused."""
+        rights = self.auth.rights(path, now)
+        if rights is not None:
+            if need is None or need in rights:
+                return None
+            return _error(
+                "amqp:unauthorized-access",
+                f"Unauthorized access: '{describe_rights(need)}' claim is required on {path!r};"
+                f" the token put for it grants {describe_rights(rights)}",
+            )
         if self.host.require_auth:
             return _error("amqp:unauthorized-access", f"no valid token for {path!r}: put one on $cbs first")
         if any(path_covers(refused, path) for refused in self.refused):
@@ -382,7 +424,11 @@ class _ServiceBusConnection:
         if path.lower() == CONTROL_NODE:  # each request carries its own authority
             self._attach_node(link, CONTROL_NODE)
             return
-        denied = self._authorized(path.lower(), now)
+        if path.lower().endswith("/$management"):
+            need = None  # each request's operation is checked (_on_request)
+        else:
+            need = Right.LISTEN if isinstance(link, SenderLink) else Right.SEND
+        denied = self._authorized(path.lower(), now, need)
         if denied is not None:
             self._refuse(link, denied)
             return
@@ -673,7 +719,8 @@ class _ServiceBusConnection:
                 # Echo the outcome applied; a rejected *with* an error means "not applied".
                 answer = _REJECTED
             elif isinstance(state, Released):
-                entity.abandon(token, now)
+                # not a delivery attempt (AMQP 1.0 3.4.4; the SDK releases what it prefetched)
+                entity.abandon(token, now, counted=False)
             else:  # settled with no outcome: as Service Bus, the lock is simply released
                 entity.release([token], now)
                 answer = None
@@ -811,7 +858,17 @@ class _ServiceBusConnection:
             log.info("%s: undecodable request dropped (%s)", node, exc)
             return True
         if node == _CBS:
-            response = handle_put_token(request, keys=self.host.keys, now=now, authorizations=self.auth)
+            host = self.host
+            local = self.local
+            response = handle_put_token(
+                request,
+                keys=host.rules,
+                now=now,
+                authorizations=self.auth,
+                names=host.names,
+                local=local,
+                strict=bool(host.require_auth),
+            )
             status = (response.application_properties or {}).get("status-code")
             audience = (request.application_properties or {}).get("name")
             if status != 202 and isinstance(audience, str | bytes):
@@ -820,9 +877,10 @@ class _ServiceBusConnection:
                 if len(self.refused) > MAX_TOKENS_PER_CONNECTION:
                     del self.refused[next(iter(self.refused))]
         elif node == CONTROL_NODE:
-            response = handle_control(self.host.faults, self.host.keys, self.auth, request, now)
+            host = self.host
+            response = handle_control(host.faults, host.rules, self.auth, request, now, host.names, self.local)
         else:
-            response = handle_management(self.host.namespace, node, request, now)
+            response = self._management(node, request, now)
         reply_to = request.reply_to
         link = self.replies.get(entity_path(str(reply_to)).lower()) if reply_to else None
         if link is None:
@@ -841,6 +899,19 @@ class _ServiceBusConnection:
             reply = response
             stored.after_commit(lambda error: self._reply_stored(link, request, reply, error))
         return True
+
+    def _management(self, node: str, request: Message, now: float) -> Message:
+        """Answer a ``$management`` request once its operation's right is held."""
+        operation = as_text((request.application_properties or {}).get("operation"))
+        need = OPERATION_RIGHTS.get(operation) if isinstance(operation, str) else None
+        if need is not None:
+            path = node.lower().removesuffix("/$management")
+            denied = self._authorized(path, now, need)
+            if denied is not None:
+                log.info("%s: %s refused: %s", node, operation, denied.description)
+                description, condition = str(denied.description), str(denied.condition)
+                return status_response(request, 401, description=description, condition=condition)
+        return handle_management(self.host.namespace, node, request, now)
 
     # -- faults -----------------------------------------------------------------------
     @property
@@ -996,10 +1067,12 @@ class _ServiceBusConnection:
         if consumer is not None:
             if link.context in consumer.entity.listeners:
                 consumer.entity.listeners.remove(link.context)
-            consumer.entity.release(list(consumer.held), now)
-            consumer.held.clear()
-            if consumer.session_id is not None:
+            if consumer.session_id is not None:  # the session's lock ends: its messages come back, uncounted
+                consumer.entity.release(list(consumer.held), now, counted=False)
                 consumer.entity.close_session(consumer.session_id, link, now)
+            else:  # as Service Bus: the message locks are held until they expire
+                consumer.entity.orphan(list(consumer.held))
+            consumer.held.clear()
         self.producers.pop(link, None)  # type: ignore[call-overload]
         self.requests.pop(link, None)  # type: ignore[call-overload]
         for key in [k for k, v in self.replies.items() if v is link]:

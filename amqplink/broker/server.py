@@ -24,7 +24,7 @@ import logging
 import os
 import ssl
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.server import (
@@ -40,6 +40,7 @@ from amqplink.broker.durable import Persistence
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
 from amqplink.broker.faults import Faults
 from amqplink.broker.namespace import Namespace
+from amqplink.broker.rights import AccessRule
 from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.codec.types import Symbol
 from amqplink.engine import errors as engine_errors
@@ -77,6 +78,8 @@ def _servicebus_host(
     require_auth: bool | None,
     credit_window: int,
     data_dir: str | os.PathLike[str] | None,
+    rules: Iterable[AccessRule] = (),
+    host_names: Iterable[str] = (),
 ) -> ServiceBusHost:
     if config is not None and not isinstance(config, BrokerConfig):
         config = load_config(config)
@@ -94,8 +97,15 @@ def _servicebus_host(
     if data_dir is not None:
         persistence = Persistence(data_dir)
         persistence.attach(namespace)
+    configured = () if config is None else config.namespaces[0].authorization_rules
     return ServiceBusHost(
-        namespace, keys=keys, require_auth=require_auth, credit_window=credit_window, persistence=persistence
+        namespace,
+        keys=keys,
+        rules=[*configured, *rules],
+        host_names=host_names,
+        require_auth=require_auth,
+        credit_window=credit_window,
+        persistence=persistence,
     )
 
 
@@ -123,7 +133,11 @@ class Broker:
     once what it caused is written there. ``http_port`` (Service Bus namespaces only): also
     serve the management REST API over HTTPS on that port (0: any free one), with
     ``http_cert=(cert.pem, key.pem)`` or a self-signed certificate made at start
-    (:attr:`http_ca` is its file); needs aiohttp (the ``broker`` extra).
+    (:attr:`http_ca` is its file); needs aiohttp (the ``broker`` extra). ``keys`` (name ->
+    key: namespace Manage rules) and ``rules`` (:class:`~amqplink.broker.rights.AccessRule`,
+    with rights and scope; a configuration's ``AuthorizationRules`` come too) authorize
+    clients; ``host_names`` (``host`` or ``host:port``) are names a token's audience may
+    give besides the listen address (:mod:`amqplink.broker.audience`).
     """
 
     def __init__(
@@ -142,6 +156,8 @@ class Broker:
         data_dir: str | os.PathLike[str] | None = None,
         http_port: int | None = None,
         http_cert: tuple[str, str] | None = None,
+        rules: Iterable[AccessRule] = (),
+        host_names: Iterable[str] = (),
     ) -> None:
         if credit_window < 1:
             raise ValueError(f"credit_window must be at least 1, not {credit_window}")
@@ -158,7 +174,7 @@ class Broker:
         self.servicebus: ServiceBusHost | None = None
         """The Service Bus namespace this broker serves, when given a config or ``servicebus=True``."""
         if servicebus or (servicebus is None and (config is not None or data_dir is not None)):
-            self.servicebus = _servicebus_host(config, keys, require_auth, credit_window, data_dir)
+            self.servicebus = _servicebus_host(config, keys, require_auth, credit_window, data_dir, rules, host_names)
         elif data_dir is not None:
             raise ValueError("data_dir keeps a Service Bus namespace: it cannot be used with servicebus=False")
         self.http_port_wanted = http_port
@@ -206,6 +222,7 @@ class Broker:
         if self.servicebus is not None:
             self._host = host
             self.servicebus.secure_for(is_loopback(host))
+            self.servicebus.names.listen(host, self.port)
             self.servicebus.start()
             log.info("Service Bus namespace %r on %s", self.servicebus.namespace.name, self.url)
             if self.http_port_wanted is not None:
@@ -223,9 +240,15 @@ class Broker:
             self.http_certificate = self_signed()
         gone = Error(Symbol("amqp:not-found"), "the entity was deleted through the management API")
         self.management = ManagementApi(
-            servicebus.namespace, lambda: servicebus.keys, on_deleted=lambda nodes: servicebus.detach_links(nodes, gone)
+            servicebus.namespace,
+            lambda: servicebus.rules,
+            names=servicebus.names,
+            on_deleted=lambda nodes: servicebus.detach_links(nodes, gone),
         )
-        await self.management.start(host, port, server_context(self.http_certificate))
+        await self.management.start(
+            host, port, server_context(self.http_certificate), limits=self.limits, idle_timeout=self.idle_timeout
+        )
+        servicebus.names.ports.add(self.management.port)
         log.info("management API on https://%s:%d", host, self.management.port)
 
     @property
@@ -262,7 +285,10 @@ class Broker:
         (HOST 127.0.0.1 when listening on every address)."""
         if self.servicebus is None:
             raise RuntimeError("this broker serves plain AMQP queues: give it a config or servicebus=True")
-        name, key = next(iter(self.servicebus.keys.items()))
+        root = self.servicebus.rules.root
+        if root is None:
+            raise RuntimeError("the namespace has no namespace-level authorization rule to connect with")
+        name, key = root.name, root.keys[0]
         host = "127.0.0.1" if self._host in ("", "0.0.0.0", "::") else self._host
         return (
             f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={name};SharedAccessKey={key};"

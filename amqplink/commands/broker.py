@@ -2,26 +2,63 @@
 
 On loopback the emulator's well-known key (``SAS_KEY_VALUE`` for
 ``RootManageSharedAccessKey``) is the default, so existing emulator connection
-strings work; bound to any other address the broker is strict and, without a
-key, makes a random one. Either way it prints its connection string. With ``--http-port`` it also serves the
-management REST API over HTTPS (a self-signed certificate unless ``--http-cert``/``--http-key``)
-and prints its URL and the certificate file to trust.
+strings work; bound to any other address the broker is strict. Strict (there, or with
+``--require-auth``) and given no key, it makes a random one rather than guard the
+namespace with a key everyone knows, or refuse to start: a strict broker started
+without ceremony is then usable by whoever reads its output, and by no one else.
+Either way it prints its connection string (the only place the key appears). ``--key
+NAME=KEY:RIGHTS`` adds authorization rules (:mod:`amqplink.broker.rights`). With
+``--http-port`` it also serves the management REST API over HTTPS (a self-signed
+certificate unless ``--http-cert``/``--http-key``) and prints its URL and the certificate
+file to trust. SIGTERM (how a container is stopped) stops it as SIGINT does: connections
+closed, the store written and closed, the generated certificate and key removed; the
+exit code is then 0.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import re
+import signal
 import sys
+from collections.abc import Sequence
 
 from amqplink.broker import Broker
 from amqplink.broker.config import ConfigError, load_config
 from amqplink.broker.durable import StoreError
+from amqplink.broker.rights import AccessRule, parse_rights
 from amqplink.broker.sbserver import EMULATOR_KEY_NAME
 
-__all__ = ["run_broker"]
+__all__ = ["parse_keys", "run_broker"]
 
 log = logging.getLogger(__name__)
+
+_RULE = re.compile(
+    r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)=(?P<key>.+):(?P<rights>(?:listen|send|manage)(?:,(?:listen|send|manage))*)",
+    re.IGNORECASE | re.ASCII,
+)
+
+
+def parse_keys(values: Sequence[str], key_name: str | None = None) -> tuple[dict[str, str] | None, list[AccessRule]]:
+    """``--key`` values: a plain key (named ``key_name``, a Manage rule) and rules written
+    ``NAME=KEY:RIGHTS`` (RIGHTS: ``Listen``, ``Send``, ``Manage`` joined by commas).
+    ``ValueError`` for two plain keys; the message never holds a key."""
+    plain: dict[str, str] | None = None
+    rules: list[AccessRule] = []
+    for value in values:
+        match = _RULE.fullmatch(value)
+        if match is None:
+            if plain is not None:
+                raise ValueError("--key: give one plain key; write the others as NAME=KEY:RIGHTS")
+            plain = {key_name or EMULATOR_KEY_NAME: value}
+            continue
+        name = match["name"]
+        if any(rule.name == name for rule in rules):
+            raise ValueError(f"--key: rule {name!r} is given twice")
+        rules.append(AccessRule(name, (match["key"],), parse_rights(match["rights"].split(","), "--key")))
+    return plain, rules
 
 
 async def run_broker(
@@ -34,11 +71,14 @@ async def run_broker(
     require_auth: bool | None = None,
     key_name: str | None = None,
     key: str | None = None,
+    keys: Sequence[str] = (),
+    host_names: Sequence[str] = (),
     data_dir: str | None = None,
     http_port: int | None = None,
     http_cert: tuple[str, str] | None = None,
 ) -> None:
-    """Serve on ``host:port`` until cancelled; prints the URL (and connection string) once listening."""
+    """Serve on ``host:port`` until cancelled or sent SIGTERM; prints the URL (and connection
+    string) once listening. ``key`` or ``keys`` (``--key`` values, see :func:`parse_keys`)."""
     if plain and http_port is not None:
         print("amqplink broker: --http-port serves a Service Bus namespace, not --plain queues", file=sys.stderr)
         raise SystemExit(2)
@@ -50,22 +90,42 @@ async def run_broker(
     else:
         try:
             loaded = None if config is None else load_config(config)
-            keys = None if key is None else {key_name or EMULATOR_KEY_NAME: key}
+            given, rules = parse_keys([*([] if key is None else [key]), *keys], key_name)
             broker = Broker(
                 loaded,
                 servicebus=True,
-                keys=keys,
+                keys=given,
+                rules=rules,
+                host_names=host_names,
                 require_auth=require_auth,
                 data_dir=data_dir,
                 http_port=http_port,
                 http_cert=http_cert,
             )
-        except (ConfigError, StoreError) as exc:
+        except (ConfigError, StoreError, ValueError) as exc:
             print(f"amqplink broker: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    terminated = False
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # (no signals off the main thread)
+        loop.add_signal_handler(signal.SIGTERM, stopping.set)
+        terminated = True
+    try:
+        await _serve(broker, host, port, plain, ready, stopping)
+    finally:
+        if terminated:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def _serve(
+    broker: Broker, host: str, port: int, plain: bool, ready: asyncio.Event | None, stopping: asyncio.Event
+) -> None:
+    """Start ``broker``, say where it listens, and stop it once ``stopping`` is set (or on cancel)."""
     try:
         await broker.start(host, port)
     except OSError as exc:
+        await broker.stop()
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     print(f"amqplink broker listening on amqp://{host}:{broker.port}", flush=True)
     if not plain:
@@ -75,6 +135,7 @@ async def run_broker(
     if ready is not None:
         ready.set()
     try:
-        await asyncio.Event().wait()
+        await stopping.wait()
+        log.warning("SIGTERM: stopping the broker")
     finally:
         await broker.stop()

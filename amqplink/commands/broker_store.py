@@ -1,6 +1,9 @@
 """``amqplink broker-store DIR``: what a broker's data directory holds, read without
 disturbing a broker that may be running on it (entities, message counts by state,
-session states, duplicate-detection ids, the entity definitions kept)."""
+session states, duplicate-detection ids, the entity definitions kept); a damaged journal
+is reported as an error (exit status 2) naming the file and the offset.
+``--salvage`` repairs a damaged directory (no broker running), keeping a copy of each
+file it changes and saying what is lost."""
 
 from __future__ import annotations
 
@@ -10,15 +13,18 @@ from collections import Counter
 from typing import Any
 
 from amqplink.broker.durable.commit import STATE_CODES
-from amqplink.broker.durable.journal import read_only
+from amqplink.broker.durable.journal import read_only, salvage_directory
 
 __all__ = ["run_broker_store"]
 
 _STATE_NAMES = {code: state.value for state, code in STATE_CODES.items()}
 
 
-def run_broker_store(directory: str) -> dict[str, Any]:
-    """The summary of ``directory`` (``StoreError`` if it holds no journal)."""
+def run_broker_store(directory: str, *, salvage: bool = False) -> dict[str, Any]:
+    """The summary of ``directory`` (``StoreError`` if it holds no journal or a damaged one);
+    ``salvage``: repair it first (:func:`~amqplink.broker.durable.journal.salvage_directory`),
+    the report under ``"salvaged"``."""
+    salvaged = salvage_directory(directory) if salvage else None
     path, state = read_only(directory)
     entities: dict[str, Any] = {}
     for eid, entity_path in sorted(state.entities.items(), key=lambda item: item[1]):
@@ -36,6 +42,7 @@ def run_broker_store(directory: str) -> dict[str, Any]:
         }
     definitions = json.loads(state.definitions) if state.definitions is not None else {}
     return {
+        **({} if salvaged is None else {"salvaged": salvaged}),
         "journal": path,
         "journal_bytes": os.path.getsize(path),
         "entities": entities,

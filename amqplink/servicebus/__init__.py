@@ -52,9 +52,6 @@ ServiceBusConnectionStringProperties = ServiceBusConnectionString
 """The SDK's name for a parsed connection string."""
 
 __all__ = [
-    "BacklogQueueError",
-    "PairedNamespaceOptions",
-    "PairedState",
     "NEXT_AVAILABLE_SESSION",
     "ActiveReplicationSender",
     "AmqpMessageBodyType",
@@ -62,10 +59,13 @@ __all__ = [
     "AzureNamedKey",
     "AzureNamedKeyCredential",
     "AzureSasCredential",
+    "BacklogQueueError",
     "ConnectionStringError",
     "DedupCounters",
     "DeduplicatingReceiver",
     "Deduplicator",
+    "PairedNamespaceOptions",
+    "PairedState",
     "PassiveReplicationSender",
     "ReplicationError",
     "ServiceBusClient",

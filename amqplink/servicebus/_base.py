@@ -23,22 +23,41 @@ from amqplink.aio.connection import Connection, connect
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.url import Endpoint
 from amqplink.servicebus.cbs import CbsAuthorizer
-from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
+from amqplink.servicebus.connection_string import TLS_PORT
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.management import ManagementClient
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 
-__all__ = ["ConnectionHolder", "Handler"]
+__all__ = ["ConnectionHolder", "Handler", "namespace_name"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Credential = AzureNamedKeyCredential | AzureSasCredential
+Credential = Any
+"""A named key, a SAS credential or a token credential, recognised by what it offers
+(:func:`amqplink.servicebus.tokens.credential_kind`)."""
 
+HTTPS_PORT = 443
+"""The port of ARM's ``https://NS.servicebus.windows.net:443/`` form of a namespace."""
 TOKEN_EXPIRY_MARGIN = 1.0
 """A token this close to expiry (seconds) is put again before a link is attached under it."""
+
+
+def _bracketed(host: str) -> str:
+    """An IPv6 literal in brackets (as in a URI), any other host as it is."""
+    return f"[{host}]" if ":" in host else host
+
+
+def namespace_name(host: str, port: int | None, *, use_tls: bool) -> str:
+    """The namespace as azure-servicebus reports it (``strip_protocol_from_uri``): the host, and
+    the port when one was given, except the TLS ports Service Bus itself listens on (the SDK
+    strips every port with TLS; it cannot reach another TLS port, amqplink can)."""
+    name = _bracketed(host)
+    if port is None or (use_tls and port in (TLS_PORT, HTTPS_PORT)):
+        return name
+    return f"{name}:{port}"
 
 
 class ConnectionHolder:
@@ -53,8 +72,12 @@ class ConnectionHolder:
         ssl_context: ssl.SSLContext | None = None,
         idle_timeout: float | None = None,
         token_ttl: int = DEFAULT_TOKEN_TTL,
+        namespace: str | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.namespace = namespace or _bracketed(endpoint.host)
+        """The namespace as the SDK names it: the host, with the port when one was given
+        (``client.namespace_name``); the audiences are under it."""
         self.token_ttl = token_ttl
         self.credential = credential
         self.policy = policy
@@ -72,9 +95,9 @@ class ConnectionHolder:
         return self.endpoint.host
 
     def audience(self, entity: str) -> str:
-        """``sb://HOST/ENTITY`` (PROTOCOL.md)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"sb://{host}/{entity}"
+        """``sb://NAMESPACE/ENTITY`` (PROTOCOL.md), the port kept when the namespace has one (as
+        the SDK's ``_auth_uri``: a token minted for ``sb://host:port/...`` then covers it)."""
+        return f"sb://{self.namespace}/{entity}"
 
     async def connection(self) -> Connection:
         """The open connection; a closed one is replaced and every audience put on it again."""
@@ -137,11 +160,14 @@ class Handler:
     """Base of senders and receivers: lazy attach, reattach, retries, management, close."""
 
     _kind = "handler"
+    _owner: Any = None
+    """The client a handler constructed directly (the SDK's ``ServiceBusSender(fqns, credential,
+    queue_name=...)``) made for itself; closed with it."""
 
     def __init__(self, holder: ConnectionHolder, entity_name: str, *, policy: RetryPolicy) -> None:
         self._holder = holder
         self.entity_name = entity_name
-        self.fully_qualified_namespace = holder.host
+        self.fully_qualified_namespace = holder.namespace
         self._policy = policy
         self._running = False
         self._closed = False
@@ -150,6 +176,18 @@ class Handler:
         self._management: ManagementClient | None = None
         self._name = f"{self._kind}-{uuid.uuid4()}"
         self._attaches = 0
+
+    def _standalone(
+        self, fully_qualified_namespace: str, credential: Any, options: dict[str, Any]
+    ) -> tuple[ConnectionHolder, RetryPolicy]:
+        """A client of the handler's own for the SDK's direct construction (``options``: the
+        client's keywords, e.g. ``retry_total``, ``use_tls``); its connection and retry policy."""
+        from amqplink.servicebus.client import ServiceBusClient  # the client module imports the handlers
+
+        if isinstance(fully_qualified_namespace, ConnectionHolder) or not isinstance(fully_qualified_namespace, str):
+            raise TypeError(f"fully_qualified_namespace must be a str, not {type(fully_qualified_namespace).__name__}")
+        client = self._owner = ServiceBusClient(fully_qualified_namespace, credential, **options)
+        return client._holder, client._policy
 
     def _next_link_name(self) -> str:
         """A name for the next attach: the previous link may still be detaching under its own."""
@@ -265,6 +303,9 @@ class Handler:
                 await mgmt.close()
         except (AMQPError, OSError, ServiceBusError) as exc:
             log.debug("%s: error while closing: %s", self.entity_name, exc)
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            await owner.close()
 
     async def __aenter__(self) -> Any:
         await self._open_for_context()

@@ -22,7 +22,8 @@ from amqplink.servicebus import sender as aio_sender
 from amqplink.servicebus import session as aio_session
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
 from amqplink.servicebus.paired.pairing import PairedState
-from amqplink.sync import _bridge, _run
+from amqplink.servicebus.session_list import SessionLister, next_skip
+from amqplink.sync import _bridge, _run, _submit
 
 __all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
 
@@ -57,7 +58,18 @@ class _Closable:
         self.close()
 
 
-class ServiceBusClient(_Closable):
+class _Named(_Closable):
+    """The client and its handlers: they name their namespace."""
+
+    _aio: aio_client.ServiceBusClient | aio_sender.ServiceBusSender | aio_receiver.ServiceBusReceiver
+
+    @property
+    def fully_qualified_namespace(self) -> str:
+        """The namespace (its host, and the port when one was given), as the SDK reports it."""
+        return self._aio.fully_qualified_namespace
+
+
+class ServiceBusClient(_Named):
     """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusClient`; same arguments."""
 
     _aio: aio_client.ServiceBusClient
@@ -74,11 +86,6 @@ class ServiceBusClient(_Closable):
 
     def __repr__(self) -> str:
         return repr(self._aio)
-
-    @property
-    def fully_qualified_namespace(self) -> str:
-        """The namespace host."""
-        return self._aio.fully_qualified_namespace
 
     def __enter__(self) -> ServiceBusClient:
         _run(self._aio.__aenter__())
@@ -112,6 +119,27 @@ class ServiceBusClient(_Closable):
         return ServiceBusReceiver(inner, renewer)
 
 
+    def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> Iterator[str]:
+        """The session ids of a session queue (``state_updated_after``, ``timeout`` as the SDK's)."""
+        return _sessions(self._aio.list_queue_sessions(queue_name, **kwargs))
+
+    def list_subscription_sessions(self, topic_name: str, subscription_name: str, **kwargs: Any) -> Iterator[str]:
+        """The session ids of a session subscription."""
+        return _sessions(self._aio.list_subscription_sessions(topic_name, subscription_name, **kwargs))
+
+
+def _sessions(lister: SessionLister) -> Iterator[str]:
+    """The ids page by page, each page fetched on the loop thread when the caller gets to it."""
+    skip: int | None = 0
+    try:
+        while skip is not None:
+            ids = _run(lister.page(skip))
+            yield from ids
+            skip = next_skip(skip, ids)
+    finally:
+        _run(lister.close())
+
+
 async def _paired_state(client: aio_client.ServiceBusClient) -> PairedState | None:
     return client.paired_state  # read on the loop thread, where it changes
 
@@ -120,12 +148,16 @@ def _inner_renewer(renewer: AutoLockRenewer | None) -> aio_renewer.AutoLockRenew
     return None if renewer is None else renewer._aio
 
 
-class ServiceBusSender(_Closable):
+class ServiceBusSender(_Named):
     """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusSender`."""
 
     _aio: aio_sender.ServiceBusSender
 
-    def __init__(self, inner: aio_sender.ServiceBusSender) -> None:
+    def __init__(self, inner: aio_sender.ServiceBusSender | str, credential: Any = None, **kwargs: Any) -> None:
+        """From a client, or as the SDK's ``ServiceBusSender(fully_qualified_namespace, credential,
+        queue_name=... | topic_name=..., **client_options)`` (a connection of its own)."""
+        if not isinstance(inner, aio_sender.ServiceBusSender):
+            inner = aio_sender.ServiceBusSender(inner, credential, **kwargs)
         self._aio = inner
 
     def __repr__(self) -> str:
@@ -205,12 +237,24 @@ class ServiceBusSession:
         return _run(self._aio.renew_lock(timeout=timeout))
 
 
-class ServiceBusReceiver(_Closable):
+class ServiceBusReceiver(_Named):
     """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusReceiver`."""
 
     _aio: aio_receiver.ServiceBusReceiver
 
-    def __init__(self, inner: aio_receiver.ServiceBusReceiver, renewer: AutoLockRenewer | None = None) -> None:
+    def __init__(
+        self,
+        inner: aio_receiver.ServiceBusReceiver | str,
+        renewer: AutoLockRenewer | Any = None,
+        **kwargs: Any,
+    ) -> None:
+        """From a client, or as the SDK's ``ServiceBusReceiver(fully_qualified_namespace, credential,
+        queue_name=... | topic_name=..., subscription_name=..., **options)`` (a connection of its own)."""
+        if not isinstance(inner, aio_receiver.ServiceBusReceiver):
+            credential, renewer = renewer, kwargs.pop("auto_lock_renewer", None)
+            inner = aio_receiver.ServiceBusReceiver(
+                inner, credential, auto_lock_renewer=_inner_renewer(renewer), **kwargs
+            )
         self._aio = inner
         self._renewer = renewer
         self._session: ServiceBusSession | None = None
@@ -231,9 +275,16 @@ class ServiceBusReceiver(_Closable):
         return self._aio.receive_mode
 
     @property
-    def session(self) -> ServiceBusSession:
-        """The locked session (session receivers)."""
+    def entity_path(self) -> str:
+        """The path received from (``topic/Subscriptions/sub``, a ``/$DeadLetterQueue`` suffix)."""
+        return self._aio.entity_path
+
+    @property
+    def session(self) -> ServiceBusSession | None:
+        """The locked session (session receivers); None on a receiver without a session, as the SDK's."""
         inner = self._aio.session
+        if inner is None:
+            return None
         if self._session is None or self._session._aio is not inner:
             self._session = ServiceBusSession(inner)
             if self._renewer is not None:
@@ -318,6 +369,16 @@ class AutoLockRenewer(_Closable):
 
     def __enter__(self) -> AutoLockRenewer:
         return self
+
+    def close(self, wait: bool = True) -> None:
+        """Stop renewing every lock. ``wait=False`` returns at once (the renewals stop on the
+        loop thread), as the SDK's ``close(wait=False)`` does not wait for its thread pool; the
+        ``executor`` given, if any, is shut down as the SDK shuts down its own."""
+        stopping = _submit(self._aio.close())
+        if wait:
+            stopping.result()
+        if self._executor is not None:
+            self._executor.shutdown(wait=wait)
 
     def _threaded(self, callback: SyncFailureCallback) -> aio_renewer.FailureCallback:
         async def call(renewable: Any, error: BaseException | None) -> None:

@@ -17,17 +17,18 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.codec.types import Timestamp
 from amqplink.message import Message
-from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
 from amqplink.servicebus.errors import from_amqp_error
 from amqplink.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError
 from amqplink.servicebus.response import read_status
-from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL, AccessToken, mint_token
+from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL, AccessToken
+from amqplink.servicebus.tokens import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE, access_token
 
 __all__ = [
     "CBS_NODE",
@@ -44,8 +45,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CBS_NODE = "$cbs"
-SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
-JWT_TOKEN_TYPE = "jwt"
 REFRESH_FRACTION = 0.1
 """Refresh once this fraction of the token's lifetime is left ..."""
 REFRESH_MARGIN = 600.0
@@ -115,10 +114,10 @@ class CbsAuthorizer:
     def __init__(
         self,
         connection: Connection,
-        credential: AzureNamedKeyCredential | AzureSasCredential,
+        credential: Any,
         *,
         token_ttl: int = DEFAULT_TOKEN_TTL,
-        token_type: str = SAS_TOKEN_TYPE,
+        token_type: str | None = None,
         timeout: float | None = None,
         clock: Callable[[], float] = time.time,
         on_refresh_failure: Callable[[str, ServiceBusError], None] | None = None,
@@ -158,11 +157,11 @@ class CbsAuthorizer:
 
     async def _put(self, audience: str) -> AccessToken:
         issued = self.clock()
-        token = mint_token(self.credential, audience, now=issued, ttl=self.token_ttl)
+        token, token_type = await access_token(self.credential, audience, now=issued, ttl=self.token_ttl)
         try:
             pair = await self._link()
             response = await pair.request(
-                put_token_request(audience, token, token_type=self.token_type), timeout=self.timeout
+                put_token_request(audience, token, token_type=self.token_type or token_type), timeout=self.timeout
             )
         except (AMQPError, OSError, TimeoutError) as exc:
             raise from_amqp_error(exc, entity=audience) from exc

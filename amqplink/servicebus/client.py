@@ -3,17 +3,19 @@
 One AMQP connection per client, shared by its senders and receivers (each on links of
 its own), authenticated per entity over CBS. ``from_connection_string`` accepts the
 SDK's retry options; ``ServiceBusClient(fully_qualified_namespace, credential)`` takes
-:class:`AzureNamedKeyCredential` or :class:`AzureSasCredential`.
+:class:`AzureNamedKeyCredential`, :class:`AzureSasCredential` (ours or azure-core's) or a
+token credential (anything with ``get_token``: :mod:`amqplink.servicebus.tokens`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import ssl
 from types import TracebackType
 from typing import Any, TypeVar
 
 from amqplink.aio.url import Endpoint
-from amqplink.servicebus._base import ConnectionHolder, Credential
+from amqplink.servicebus._base import ConnectionHolder, Credential, namespace_name
 from amqplink.servicebus.connection_string import PLAIN_PORT, TLS_PORT, parse_connection_string
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
 from amqplink.servicebus.paired.options import PairedNamespaceOptions
@@ -23,6 +25,8 @@ from amqplink.servicebus.receiver import ServiceBusReceiver
 from amqplink.servicebus.retry import RetryMode, RetryPolicy
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
+from amqplink.servicebus.session_list import SessionLister
+from amqplink.servicebus.tokens import credential_kind
 
 __all__ = ["ServiceBusClient"]
 
@@ -65,14 +69,10 @@ class ServiceBusClient:
         retry_mode: str | RetryMode = "exponential",
         **kwargs: Any,
     ) -> None:
-        if not isinstance(credential, AzureNamedKeyCredential | AzureSasCredential):
-            raise TypeError(
-                "credential must be an AzureNamedKeyCredential or AzureSasCredential (from amqplink.servicebus);"
-                f" not {type(credential).__name__}"
-            )
+        credential_kind(credential)  # TypeError for anything that gives no token
         host, port = _strip_namespace(fully_qualified_namespace)
         use_tls = bool(kwargs.get("use_tls", True))
-        self.fully_qualified_namespace = host
+        self.fully_qualified_namespace = namespace_name(host, port, use_tls=use_tls)
         self._policy = RetryPolicy(
             retry_total=retry_total,
             retry_backoff_factor=retry_backoff_factor,
@@ -89,6 +89,7 @@ class ServiceBusClient:
             ssl_context=ssl_context,
             idle_timeout=kwargs.get("idle_timeout"),
             token_ttl=int(kwargs.get("token_ttl") or DEFAULT_TOKEN_TTL),
+            namespace=self.fully_qualified_namespace,
         )
         self._entity_name: str | None = kwargs.get("entity_name")
         self._handlers: list[ServiceBusSender | ServiceBusReceiver] = []
@@ -121,7 +122,9 @@ class ServiceBusClient:
             assert parsed.shared_access_signature is not None
             credential = AzureSasCredential(parsed.shared_access_signature)
         host = parsed.fully_qualified_namespace
-        namespace = f"[{host}]:{parsed.port}" if ":" in host else f"{host}:{parsed.port}"
+        namespace = f"[{host}]" if ":" in host else host
+        if parsed.port_given:  # else the scheme's default port, and the SDK shows none
+            namespace = f"{namespace}:{parsed.port}"
         return cls(
             namespace,
             credential,
@@ -246,3 +249,30 @@ class ServiceBusClient:
         :meth:`get_queue_receiver`)."""
         entity = f"{topic_name}/Subscriptions/{subscription_name}"
         return self._receiver(topic_name, entity, kwargs, topic_name=topic_name, subscription_name=subscription_name)
+
+    # -- sessions -----------------------------------------------------------------------
+    def list_queue_sessions(
+        self, queue_name: str, *, state_updated_after: dt.datetime | None = None, timeout: float | None = None
+    ) -> SessionLister:
+        """The session ids of a session queue with active messages or stored state (with
+        ``state_updated_after``: whose state was set after it), as ``async for``; ``timeout``
+        bounds the whole listing (the SDK's ``list_queue_sessions``)."""
+        self._check_entity(queue_name)
+        return SessionLister(
+            self._holder, queue_name, self._policy, state_updated_after=state_updated_after, timeout=timeout
+        )
+
+    def list_subscription_sessions(
+        self,
+        topic_name: str,
+        subscription_name: str,
+        *,
+        state_updated_after: dt.datetime | None = None,
+        timeout: float | None = None,
+    ) -> SessionLister:
+        """As :meth:`list_queue_sessions`, for a session subscription."""
+        self._check_entity(topic_name)
+        entity = f"{topic_name}/Subscriptions/{subscription_name}"
+        return SessionLister(
+            self._holder, entity, self._policy, state_updated_after=state_updated_after, timeout=timeout
+        )

@@ -53,6 +53,8 @@ class ServiceBusConnectionString:
     shared_access_key: str | None = field(default=None, repr=False)
     shared_access_signature: str | None = field(default=None, repr=False)
     entity_path: str | None = None
+    port_given: bool = field(default=True, compare=False)
+    """Whether the Endpoint named the port (the SDK then shows it in the namespace, without TLS)."""
 
     @property
     def use_development_emulator(self) -> bool:
@@ -101,7 +103,7 @@ def _segments(conn_str: str) -> dict[str, str]:
     return settings
 
 
-def _host_and_port(endpoint: str, emulator: bool) -> tuple[str, int]:
+def _host_and_port(endpoint: str, emulator: bool) -> tuple[str, int, bool]:
     try:
         parts = urlsplit(endpoint)
         port = parts.port
@@ -115,11 +117,12 @@ def _host_and_port(endpoint: str, emulator: bool) -> tuple[str, int]:
         raise ConnectionStringError("Endpoint must not carry user information; use SharedAccessKeyName/Key")
     if parts.path.strip("/") or parts.query or parts.fragment:
         raise ConnectionStringError(f"Endpoint {endpoint!r} must not carry a path; put the entity in EntityPath")
+    given = port is not None
     if port is None:
         port = PLAIN_PORT if emulator else TLS_PORT
     elif port == 0:
         raise ConnectionStringError(f"Endpoint {endpoint!r} has port 0")
-    return parts.hostname, port
+    return parts.hostname, port, given
 
 
 def _flag(value: str | None) -> bool:
@@ -140,7 +143,7 @@ def parse_connection_string(conn_str: str) -> ServiceBusConnectionString:
     if endpoint is None:
         raise ConnectionStringError(f"the connection string has no Endpoint; {_EXPECTED}")
     emulator = _flag(settings.get(_EMULATOR))
-    host, port = _host_and_port(endpoint, emulator)
+    host, port, port_given = _host_and_port(endpoint, emulator)
     key_name, key, signature = settings.get(_KEY_NAME), settings.get(_KEY), settings.get(_SIGNATURE)
     if (key_name is None) != (key is None):
         raise ConnectionStringError("the connection string must have both SharedAccessKeyName and SharedAccessKey")
@@ -163,4 +166,5 @@ def parse_connection_string(conn_str: str) -> ServiceBusConnectionString:
         shared_access_key=key,
         shared_access_signature=signature,
         entity_path=entity,
+        port_given=port_given,
     )

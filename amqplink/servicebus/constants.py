@@ -14,7 +14,7 @@ __all__ = [
 ]
 
 
-E = TypeVar("E", bound=enum.StrEnum)
+E = TypeVar("E", bound="SdkStrEnum")
 
 
 def _lenient(cls: type[E], value: object) -> E | None:
@@ -23,7 +23,12 @@ def _lenient(cls: type[E], value: object) -> E | None:
     return next((m for m in cls if m.value == text), None)
 
 
-class ServiceBusReceiveMode(enum.StrEnum):
+class SdkStrEnum(str, enum.Enum):  # noqa: UP042 -- StrEnum changes str(), the SDK keeps Class.MEMBER
+    """A ``str`` enum whose ``str()`` is ``Class.MEMBER``, as the SDK's (``str, Enum`` with
+    azure-core's ``CaseInsensitiveEnumMeta``); compares equal to its value."""
+
+
+class ServiceBusReceiveMode(SdkStrEnum):
     """PEEK_LOCK: settle each message (locked meanwhile); RECEIVE_AND_DELETE: gone on delivery."""
 
     PEEK_LOCK = "peeklock"
@@ -34,7 +39,7 @@ class ServiceBusReceiveMode(enum.StrEnum):
         return _lenient(cls, value)
 
 
-class ServiceBusSubQueue(enum.StrEnum):
+class ServiceBusSubQueue(SdkStrEnum):
     """A receiver's sub-queue: the dead-letter queue or the transfer dead-letter queue."""
 
     DEAD_LETTER = "deadletter"

@@ -5,9 +5,30 @@ Every error carries ``condition`` (the AMQP error condition or management
 ``errorCondition``), ``description``, ``entity``, ``status_code`` and ``retryable``; the
 message names the entity, the condition and what the user can do.
 :mod:`amqplink.servicebus.errors` decides which one a failure becomes.
+
+As the SDK's (whose ``ServiceBusError`` derives from ``azure.core.exceptions.AzureError``):
+``message``, ``inner_exception`` (the error this one wraps), ``exc_type``/``exc_value``/
+``exc_traceback``/``exc_msg``, ``continuation_token`` and the SDK's private ``_retryable``,
+``_condition``, ``_status_code``, ``_shutdown_handler``; ``reason`` is the service's own words
+(the description). Where azure-core is importable, :class:`ServiceBusError` derives from its
+``AzureError``, so ``except AzureError`` catches ours as it catches the SDK's; without it, from
+``Exception`` (amqplink itself needs no azure package). :class:`MessageAlreadySettled` is a
+``ValueError`` and not a ``ServiceBusError``, as in the SDK.
 """
 
 from __future__ import annotations
+
+import sys
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    _AzureBase = Exception
+else:
+    try:
+        from azure.core.exceptions import AzureError as _AzureBase
+    except ImportError:  # azure-core is optional: amqplink's errors stand alone
+        _AzureBase = Exception
 
 __all__ = [
     "AutoLockRenewFailed",
@@ -31,6 +52,9 @@ __all__ = [
     "SessionLockLostError",
 ]
 
+AZURE_CORE_BASE = _AzureBase is not Exception
+"""Whether :class:`ServiceBusError` derives from ``azure.core.exceptions.AzureError`` here."""
+
 
 class _Details(Exception):
     """The fields every Service Bus error carries; the message names entity, condition and remedy."""
@@ -38,6 +62,8 @@ class _Details(Exception):
     default_message = "Service Bus has encountered an error."
     hint = ""
     default_retryable = False
+    shutdown_handler = True
+    """The SDK's ``_shutdown_handler``: whether the SDK would close the handler on this error."""
 
     def __init__(
         self,
@@ -49,7 +75,10 @@ class _Details(Exception):
         status_code: int | None = None,
         retryable: bool | None = None,
         error: BaseException | None = None,
+        **kwargs: Any,
     ) -> None:
+        if isinstance(condition, bytes):
+            condition = condition.decode("utf-8", "replace")
         self.condition = condition
         self.description = description if description is not None else message
         self.entity = entity
@@ -65,12 +94,42 @@ class _Details(Exception):
             text += f" (status {status_code})"
         if self.hint:
             text += f" {self.hint}"
-        super().__init__(text)
+        # azure-core's AzureError fields, set here (its __init__ is not called: the same
+        # fields whether or not azure-core is installed, whatever its version).
+        self.inner_exception: BaseException | None = error
+        exc_type, exc_value, exc_traceback = sys.exc_info()
+        self.exc_type: type[BaseException] | None = exc_type or (type(error) if error is not None else None)
+        self.exc_value: BaseException | None = exc_value
+        self.exc_traceback: TracebackType | None = exc_traceback
+        self.exc_msg = f"{text}, {getattr(self.exc_type, '__name__', None)}: {exc_value}"
+        self.continuation_token: str | None = kwargs.get("continuation_token")
+        Exception.__init__(self, text)
         self.message = text
 
+    @property
+    def reason(self) -> str | None:
+        """Why, in the service's words (the AMQP or status description)."""
+        return self.description
 
-class ServiceBusError(_Details):
-    """Base of all Service Bus errors."""
+    @property
+    def _retryable(self) -> bool:
+        return self.retryable
+
+    @property
+    def _condition(self) -> str | None:
+        return self.condition
+
+    @property
+    def _status_code(self) -> int | None:
+        return self.status_code
+
+    @property
+    def _shutdown_handler(self) -> bool:
+        return self.shutdown_handler
+
+
+class ServiceBusError(_Details, _AzureBase):
+    """Base of all Service Bus errors (an ``azure.core.exceptions.AzureError`` where azure-core is installed)."""
 
 
 class ServiceBusConnectionError(ServiceBusError):
@@ -106,6 +165,7 @@ class OperationTimeoutError(ServiceBusError):
     """The operation did not complete in time."""
 
     default_message = "Operation timed out."
+    shutdown_handler = False
     default_retryable = True
 
 
@@ -113,6 +173,7 @@ class MessageSizeExceededError(ServiceBusError, ValueError):
     """The message is larger than the entity accepts."""
 
     default_message = "Message content is larger than the service bus frame size."
+    shutdown_handler = False
     hint = "Send a smaller message, or split the batch."
 
 
@@ -120,6 +181,7 @@ class MessageLockLostError(ServiceBusError):
     """The message's lock expired or was lost with its link; it will be redelivered."""
 
     default_message = "The lock on the message lock has expired."
+    shutdown_handler = False
     hint = "Receive the message again (its message id is there for de-duplication); renew locks sooner."
 
 
@@ -141,6 +203,7 @@ class MessageNotFoundError(ServiceBusError):
     """No message has the requested sequence number."""
 
     default_message = "The requested message was not found."
+    shutdown_handler = False
 
 
 class MessagingEntityNotFoundError(ServiceBusError):
@@ -161,12 +224,14 @@ class MessagingEntityAlreadyExistsError(ServiceBusError):
     """An entity with that name exists already."""
 
     default_message = "An entity with the same name exists under the same namespace."
+    shutdown_handler = False
 
 
 class ServiceBusQuotaExceededError(ServiceBusError):
     """The entity is full or the namespace's connection quota is reached."""
 
     default_message = "The quota applied to a Service Bus resource has been exceeded."
+    shutdown_handler = False
     hint = "Receive messages to make room, or raise the entity's size."
 
 
@@ -174,6 +239,7 @@ class ServiceBusServerBusyError(ServiceBusError):
     """The service is busy; wait (at least 4 s) and retry."""
 
     default_message = "The Service Bus service reports that it is busy."
+    shutdown_handler = False
     default_retryable = True
 
 
@@ -186,6 +252,8 @@ class AutoLockRenewTimeout(ServiceBusError):
 
 
 class MessageAlreadySettled(_Details, ValueError):
-    """The message was already settled (a ``ValueError``, as in the SDK: client-side validation)."""
+    """The message was already settled (a ``ValueError``, as in the SDK: client-side validation;
+    not a ``ServiceBusError``)."""
 
     default_message = "The message has either been deleted or already settled."
+    shutdown_handler = False

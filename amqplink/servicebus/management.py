@@ -51,6 +51,7 @@ class Operation(enum.StrEnum):
     RENEW_SESSION_LOCK = "com.microsoft:renew-session-lock"
     GET_SESSION_STATE = "com.microsoft:get-session-state"
     SET_SESSION_STATE = "com.microsoft:set-session-state"
+    GET_MESSAGE_SESSIONS = "com.microsoft:get-message-sessions"
 
 
 _SESSION_OPERATIONS = frozenset(
@@ -263,3 +264,11 @@ class ManagementClient:
     async def set_session_state(self, session_id: str, state: bytes | None) -> None:
         """``set-session-state`` (None clears it)."""
         await self.request(Operation.SET_SESSION_STATE, {"session-id": session_id, "session-state": state})
+
+    async def get_message_sessions(self, last_updated_ms: int, skip: int, top: int) -> list[str]:
+        """``get-message-sessions``: one page of session ids ([] on 204). ``last_updated_ms``
+        is a raw AMQP timestamp (the SDK's sentinel for "all" is past ``datetime``'s range)."""
+        body = {"last-updated-time": Timestamp(last_updated_ms), "skip": Int(skip), "top": Int(top)}
+        result = await self.request(Operation.GET_MESSAGE_SESSIONS, body)
+        ids = (result or {}).get("sessions-ids") or []
+        return [i.decode("utf-8") if isinstance(i, bytes) else str(i) for i in ids]

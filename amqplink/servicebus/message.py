@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import itertools
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from amqplink.codec.types import Symbol, Timestamp
 from amqplink.message import Message
 from amqplink.protocol.definitions import Properties
+from amqplink.servicebus.constants import SdkStrEnum
 from amqplink.servicebus.exceptions import MessageSizeExceededError
 from amqplink.servicebus.lock_token import lock_token_from_delivery_tag
 
@@ -49,6 +51,8 @@ __all__ = [
     "ServiceBusMessageState",
     "ServiceBusReceivedMessage",
 ]
+
+log = logging.getLogger(__name__)
 
 BATCH_MESSAGE_FORMAT = 0x80013700
 """PROTOCOL.md: "Batch send: message-format ``0x80013700``, one Data section per encoded inner message"."""
@@ -76,7 +80,7 @@ DEAD_LETTER_ERROR_DESCRIPTION = "DeadLetterErrorDescription"
 _SMALL_OVERHEAD, _LARGE_OVERHEAD = 5, 8
 
 
-class AmqpMessageBodyType(enum.StrEnum):
+class AmqpMessageBodyType(SdkStrEnum):
     """How the body travels (the SDK's ``azure.servicebus.amqp.AmqpMessageBodyType``)."""
 
     DATA = "data"
@@ -170,7 +174,10 @@ class ServiceBusMessage:
         to: str | None = None,
         reply_to: str | None = None,
         reply_to_session_id: str | None = None,
+        **kwargs: Any,
     ) -> None:
+        if kwargs:  # as the SDK: keywords it does not know (e.g. the old ``label``) are ignored
+            log.debug("ServiceBusMessage: ignoring unknown keyword(s) %s", ", ".join(sorted(kwargs)))
         if isinstance(body, str):
             body = body.encode("utf-8")
         elif body is not None and not isinstance(body, bytes):
@@ -333,8 +340,9 @@ class ServiceBusMessage:
         message = self._message
         if message.message_id is None:
             message.message_id = str(uuid.uuid4())
-        stamp = None if value is None else Timestamp.from_datetime(value)
-        _set_annotation(message, X_OPT_SCHEDULED_ENQUEUE_TIME, stamp)
+        # Kept as given (naive or aware, to the microsecond) and read back so, as the SDK does;
+        # the codec encodes a datetime as an AMQP timestamp (a naive one taken as UTC).
+        _set_annotation(message, X_OPT_SCHEDULED_ENQUEUE_TIME, value)
 
     content_type = _text_field("content_type", "MIME type of the body, e.g. ``application/json``.")
     correlation_id = _text_field("correlation_id", "The id this message answers or relates to.")
@@ -550,13 +558,15 @@ class ServiceBusMessageBatch:
     """Messages sent as one transfer (message-format ``0x80013700``); ``add_message`` raises
     :class:`MessageSizeExceededError` once the next message would pass ``max_size_in_bytes``."""
 
-    __slots__ = ("_count", "_encoded", "_first", "_max_size_in_bytes", "_size")
+    __slots__ = ("_count", "_encoded", "_first", "_max_size_in_bytes", "_messages_size", "_size")
 
     def __init__(self, max_size_in_bytes: int | None = None) -> None:
         self._max_size_in_bytes = max_size_in_bytes or MAX_MESSAGE_LENGTH_BYTES
         self._encoded: list[bytes] = []
         self._first: ServiceBusMessage | None = None
         self._size = _EMPTY_SIZE
+        """The transfer's real size (envelope included): what the limit is checked against."""
+        self._messages_size = 0
         self._count = 0
 
     def __repr__(self) -> str:
@@ -572,8 +582,10 @@ class ServiceBusMessageBatch:
 
     @property
     def size_in_bytes(self) -> int:
-        """The batch's encoded size so far."""
-        return self._size
+        """The size as the SDK counts it: 0 when empty, then each message's encoded size plus 5
+        bytes (8 from 256 bytes on) of batch overhead; the transfer's envelope is left out (the
+        limit is still checked against the whole transfer, so a batch never outgrows the link)."""
+        return self._messages_size
 
     def add_message(self, message: ServiceBusMessage | Mapping[str, Any] | Message) -> None:
         """Add ``message``; ``MessageSizeExceededError`` if the batch would grow past its maximum."""
@@ -594,7 +606,8 @@ class ServiceBusMessageBatch:
         """Add a message already encoded (``message`` or a function making it: the first one
         gives the envelope its ids); False (and nothing added) if the batch would pass its maximum."""
         n = len(encoded)
-        size_after = self._size + n + (_SMALL_OVERHEAD if n < 256 else _LARGE_OVERHEAD)
+        grown = n + (_SMALL_OVERHEAD if n < 256 else _LARGE_OVERHEAD)
+        size_after = self._size + grown
         first = None
         if self._first is None:
             first = message if isinstance(message, ServiceBusMessage) else message()
@@ -605,6 +618,7 @@ class ServiceBusMessageBatch:
         if first is not None:
             self._first = first
         self._size = size_after
+        self._messages_size += grown
         self._count += 1
         return True
 

@@ -2,9 +2,9 @@
 
 PROTOCOL.md: "Partition key: SessionId > PartitionKey > MessageId (only if duplicate
 detection). PartitionKey != SessionId is an error." A message whose partition key
-differs from its session id is refused here, before any byte is sent; a session
-message without a partition key gets ``x-opt-partition-key`` = its session id, so
-the broker files it with its session.
+differs from its session id is refused here, before any byte is sent. A session message
+without a partition key goes without one, as the SDK sends it (a partitioned entity files
+it by its session id; receivers then see ``partition_key`` only where the broker stamps it).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def effective_partition_key(
 
 
 def check_partition_key(message: ServiceBusMessage) -> None:
-    """Refuse a partition key that differs from the session id; set the key from the session id.
+    """Refuse a partition key that differs from the session id.
 
     ``ValueError`` (as the SDK's ``partition_key`` setter raises) names both values.
     """
@@ -39,9 +39,7 @@ def check_partition_key(message: ServiceBusMessage) -> None:
     if session_id is None:
         return
     partition_key = inner.partition_key
-    if partition_key is None:
-        inner.partition_key = session_id
-    elif partition_key != session_id:
+    if partition_key is not None and partition_key != session_id:
         raise ValueError(
             f"partition_key:{partition_key} cannot be set to a different value than session_id:{session_id}"
             " (Service Bus files a session's messages by the session id)"

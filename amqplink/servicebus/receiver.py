@@ -86,10 +86,10 @@ class ServiceBusReceiver(Handler):
 
     def __init__(
         self,
-        holder: ConnectionHolder,
-        entity_name: str,
+        holder: ConnectionHolder | str,
+        entity_name: Any = None,
         *,
-        policy: RetryPolicy,
+        policy: RetryPolicy | None = None,
         receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
         prefetch_count: int = 0,
         max_wait_time: float | None = None,
@@ -100,11 +100,27 @@ class ServiceBusReceiver(Handler):
         queue_name: str | None = None,
         topic_name: str | None = None,
         subscription_name: str | None = None,
+        **options: Any,
     ) -> None:
+        """From a client (``get_queue_receiver``...), or as the SDK's ``ServiceBusReceiver(
+        fully_qualified_namespace, credential, queue_name=... | topic_name=..., subscription_name=...,
+        **options)``, which opens a connection of its own (closed with the receiver)."""
         if prefetch_count < 0:
             raise ValueError("prefetch_count must be 0 or greater.")
         if max_wait_time is not None and max_wait_time <= 0:
             raise ValueError("max_wait_time must be greater than 0.")
+        if not isinstance(holder, ConnectionHolder):  # the SDK's direct construction
+            credential = entity_name if entity_name is not None else options.pop("credential", None)
+            if queue_name is not None and topic_name is None and subscription_name is None:
+                entity_name = queue_name
+            elif queue_name is None and topic_name is not None and subscription_name is not None:
+                entity_name = f"{topic_name}/Subscriptions/{subscription_name}"
+            else:
+                raise ValueError(
+                    "Exactly one of queue_name or topic_name (with subscription_name) must be specified."
+                )
+            holder, policy = self._standalone(holder, credential, options)
+        assert policy is not None, "a receiver from a ConnectionHolder needs its policy"
         suffix = SUB_QUEUE_SUFFIX[ServiceBusSubQueue(sub_queue)] if sub_queue is not None else ""
         super().__init__(holder, f"{entity_name}{suffix}", policy=policy)
         self._receive_mode = ServiceBusReceiveMode(receive_mode)
@@ -127,10 +143,17 @@ class ServiceBusReceiver(Handler):
         return self._receive_mode
 
     @property
-    def session(self) -> ServiceBusSession:
-        """The locked session of a session receiver (after it opened)."""
+    def entity_path(self) -> str:
+        """The path received from (``topic/Subscriptions/sub``, a ``/$DeadLetterQueue`` suffix), as the SDK's."""
+        return self.entity_name
+
+    @property
+    def session(self) -> ServiceBusSession | None:
+        """The locked session of a session receiver (after it opened); None on a receiver
+        without a session, as the SDK's ("it would return None if called on a non-sessionful
+        receiver")."""
         if not self._is_session:
-            raise TypeError("session is only available to receivers of sessionful entities (session_id given).")
+            return None
         if self._session is None:
             raise ValueError("the session receiver has not opened yet: use it as `async with` or receive first.")
         return self._session
@@ -189,8 +212,12 @@ class ServiceBusReceiver(Handler):
         return ServiceBusSession(str(answered), self, until)
 
     async def _close_links(self) -> None:
-        if self._link is not None:
-            await self._link.close()
+        link = self._link
+        if link is None:
+            return
+        if not self._is_session and self._receive_mode is ServiceBusReceiveMode.PEEK_LOCK:
+            await _release_buffered(link, min(DRAIN_ANSWER_TIMEOUT, self._policy.timeout))
+        await link.close()
 
     # -- receiving --------------------------------------------------------------------
     def _wrap(self, raw: ReceivedMessage) -> ServiceBusReceivedMessage:
@@ -334,7 +361,9 @@ class ServiceBusReceiver(Handler):
         if not self._is_session:
             return None
         await self._retry(lambda _remaining: _noop())
-        return self.session.session_id
+        session = self.session
+        assert session is not None  # a session receiver
+        return session.session_id
 
     # -- settlement -------------------------------------------------------------------
     def _check_message_alive(self, message: ServiceBusReceivedMessage, action: str) -> None:
@@ -583,3 +612,19 @@ class ServiceBusReceiver(Handler):
 
 async def _noop() -> None:
     return None
+
+
+async def _release_buffered(link: Receiver, timeout: float) -> None:
+    """Before the link closes, drain its credit (no new credit given) and release what arrived
+    and was never handed out: the broker holds an unsettled lock until it expires once the
+    link is gone (as Service Bus does), and a release is not a delivery attempt. The SDK does
+    the same on close ("so they are not left locked at the broker until lock expiry")."""
+    if link.closed or (not link.buffered and not link.link.link_credit):
+        return
+    link.prefetch = 0  # taking the buffer below must not grant credit again
+    try:
+        await link.drain(timeout)
+        if link.buffered and not link.closed:
+            await link.release(*await link.receive(link.buffered, timeout=0))
+    except (AMQPError, OSError) as exc:
+        log.debug("releasing buffered messages before closing: %s", exc)

@@ -82,16 +82,27 @@ class ServiceBusSender(Handler):
 
     def __init__(
         self,
-        holder: ConnectionHolder,
-        entity_name: str,
+        holder: ConnectionHolder | str,
+        entity_name: Any = None,
         *,
-        policy: RetryPolicy,
+        policy: RetryPolicy | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         queue_name: str | None = None,
         topic_name: str | None = None,
+        **options: Any,
     ) -> None:
+        """From a client (``get_queue_sender``), or as the SDK's ``ServiceBusSender(
+        fully_qualified_namespace, credential, queue_name=... | topic_name=..., **client_options)``,
+        which opens a connection of its own (closed with the sender)."""
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
+        if not isinstance(holder, ConnectionHolder):  # the SDK's direct construction
+            credential = entity_name if entity_name is not None else options.pop("credential", None)
+            if (queue_name is None) == (topic_name is None):
+                raise ValueError("Exactly one of queue_name or topic_name must be specified.")
+            entity_name = queue_name or topic_name
+            holder, policy = self._standalone(holder, credential, options)
+        assert policy is not None, "a sender from a ConnectionHolder needs its policy"
         super().__init__(holder, entity_name, policy=policy)
         self.max_in_flight = max_in_flight
         self.queue_name = queue_name

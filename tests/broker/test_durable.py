@@ -263,21 +263,23 @@ async def test_transfers_and_dispositions_are_settled_only_after_their_commit(tm
             assert not completing.done()
             writer.gate.set()
             await asyncio.wait_for(completing, 10)
-            # A $management reply waits for the commit too (here: of nothing but itself).
+            # A $management reply waits for the commits before it (here: a send's).
             requests = await conn.create_sender("q/$management")
             replies = await conn.create_receiver("q/$management", prefetch=10)
             writer.hold()
+            sent = await sender.send_nowait(Message(b"z"))
+            await writer.wait_entered()
             app = {"operation": "com.microsoft:peek-message"}
             body = {"from-sequence-number": 1, "message-count": 1}
             await requests.send_nowait(
                 Message(body, application_properties=app, message_id="p", reply_to="q/$management")
             )
-            await writer.wait_entered()
             await conn.create_sender("q")
-            assert replies.buffered == 0
+            assert replies.buffered == 0 and not sent.done()
             writer.gate.set()
             (reply,) = await replies.receive(1, timeout=10)
-            assert reply.application_properties["statusCode"] == 204  # type: ignore[index]
+            assert reply.application_properties["statusCode"] == 200  # type: ignore[index]
+            assert isinstance(await asyncio.wait_for(sent, 10), Accepted)
         finally:
             writer.gate.set()
             await conn.close()
@@ -396,30 +398,24 @@ async def test_a_compaction_keeps_as_many_duplicate_ids_as_the_detector_remember
     await store.close()
 
 
-async def test_after_a_failed_write_the_next_batch_rewrites_what_it_held(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_send_refused_by_a_full_disk_has_no_effect_and_the_next_one_that_fits_is_written(
+    tmp_path: Path,
 ) -> None:
     now = time.time()
     store, ns = await opened(tmp_path)
     journal = store.commits.journal
-    real_append, real_compact = journal.append, journal.compact
-
-    def full(records: Any) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(journal, "append", full)
-    monkeypatch.setattr(journal, "compact", full)
-    send(ns, "q", now, message_id="refused-but-kept")
+    journal.space = 0  # the disk is full
+    send(ns, "q", now, message_id="refused")
     done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
     store.after_commit(done.set_result)
     assert isinstance(await asyncio.wait_for(done, 10), OSError)  # its sender is told
-    monkeypatch.setattr(journal, "append", real_append)
-    monkeypatch.setattr(journal, "compact", real_compact)
-    send(ns, "q", now, message_id="next")
+    assert ns.receiver_source("q").peek(1, 10, now) == []  # taken back in memory ...
+    journal.space = 4096  # some room again: no more than the next batch needs
+    send(ns, "q", now, message_id="refused")  # (its duplicate id was forgotten with it)
+    await committed(store)
     store, ns = await restart(store, tmp_path)
-    # In memory the first message stayed (and may have been delivered): the disk agrees now.
     ids = [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 10, now)]
-    assert ids == ["refused-but-kept", "next"]
+    assert ids == ["refused"]  # ... and on disk: only the retry
     await store.close()
 
 
@@ -466,11 +462,13 @@ async def test_batches_are_handed_over_while_one_is_written_and_refused_behind_a
     # m2's batch followed the failed one: appended, it would come after a gap; it is refused.
     assert isinstance(await asyncio.wait_for(outcomes[1], 10), OSError)
     assert len(appended) == 1
-    batch("m3")  # the next batch is a compaction: the whole state in memory, m1 and m2 too
+    # Both were taken back: in memory as on disk, neither is there.
+    assert ns.receiver_source("q").peek(1, 10, now) == []
+    batch("m3")  # the next batch is appended after the last one written
     assert await asyncio.wait_for(outcomes[2], 10) is None
     store, ns = await restart(store, tmp_path)
     ids = [m.envelope.message_id for m in ns.receiver_source("q").peek(1, 10, now)]
-    assert ids == ["m1", "m2", "m3"]
+    assert ids == ["m3"]
     await store.close()
 
 

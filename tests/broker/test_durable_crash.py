@@ -5,12 +5,15 @@ while an amqplink client works with it, then restarted from the same directory.
   over several kill points;
 * a completion the broker confirmed is never redelivered; a message that was locked
   comes back with delivery-count + 1;
-* a torn or corrupted tail of the store file is dropped, never a crash on start.
+* a torn or corrupted tail of the store file is dropped, never a crash on start;
+* corruption before the tail is refused with nothing changed on disk;
+* on a full disk (a tmpfs, or the journal's seam) a refused send stays refused after a kill.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import random
 import re
@@ -18,15 +21,17 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
 
 from amqplink.aio import connect
 from amqplink.aio.connection import Connection
+from amqplink.aio.errors import MessageRejected
 from amqplink.broker.durable import journal_files
+from amqplink.broker.durable.recovery import MAGIC
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
 
@@ -48,9 +53,13 @@ class BrokerProcess:
     """``amqplink broker --port 0 --data-dir DIR`` in a subprocess (``compact_bytes``: the
     journal compacted from that size on)."""
 
-    def __init__(self, data_dir: Path, compact_bytes: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, compact_bytes: int | None = None, launcher: tuple[str, str] | None = None
+    ) -> None:
         args = ["broker", "--port", "0", "--data-dir", str(data_dir)]
-        if compact_bytes is None:
+        if launcher is not None:  # (a script of this module and its first argument)
+            cmd = [sys.executable, "-c", launcher[0], launcher[1], *args]
+        elif compact_bytes is None:
             cmd = [sys.executable, "-m", "amqplink.cli", *args]
         else:
             cmd = [sys.executable, "-c", _COMPACTING, str(compact_bytes), *args]
@@ -233,3 +242,146 @@ def test_the_command_refuses_a_damaged_store_with_one_line(tmp_path: Path) -> No
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert journal.name in done.stderr and "move the directory away" in done.stderr
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+async def test_corruption_at_a_random_offset_is_refused_and_nothing_changes_on_disk(tmp_path: Path, seed: int) -> None:
+    """A flipped byte anywhere before the last batch (acknowledged batches follow it): the
+    broker refuses to start with one line naming the file and the offset, and every file
+    keeps its bytes and its mtime; ``broker-store --salvage`` then reads back all but the
+    damaged batch."""
+    async with broker(tmp_path) as (proc, conn):
+        sender = await conn.create_sender(QUEUE)
+        acked = [f"a{i}" for i in range(300)]
+        for chunk in range(0, len(acked), 30):  # (several batches)
+            await asyncio.gather(*[sender.send(Message(BODY, message_id=mid)) for mid in acked[chunk : chunk + 30]])
+        proc.kill()
+    ((_, journal),) = journal_files(str(tmp_path))
+    size = os.path.getsize(journal)
+    offset = random.Random(seed).randrange(len(MAGIC), size * 3 // 4)  # (well before the last batch)
+    with open(journal, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([byte ^ 0x10]))
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--data-dir", str(tmp_path)],
+        capture_output=True, text=True, env=ENV, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert os.path.basename(journal) in done.stderr and "damaged at offset" in done.stderr
+    assert "--salvage" in done.stderr
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()} == before
+    salvage = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "amqplink.cli", "broker-store", str(tmp_path), "--salvage"],
+        capture_output=True, text=True, env=ENV, timeout=60,
+    )  # fmt: skip
+    assert salvage.returncode == 0, salvage.stderr
+    async with broker(tmp_path) as (_, conn):
+        seen = await drain(conn, set())
+    assert max(seen.values()) == 1
+    assert len(set(acked) - set(seen)) <= 30, "salvage lost more than the damaged batch"
+
+
+@contextmanager
+def small_disk(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``path`` (as root), unmounted afterwards."""
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if mounted.returncode != 0:
+        raise NotMountable(mounted.stderr.decode(errors="replace").strip())
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+class NotMountable(Exception):
+    """This machine does not let a test mount a tmpfs."""
+
+
+def fill(directory: Path) -> Path:
+    """Write a file until the disk is full; the file (remove it to free the space)."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\xff" * 4096)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+async def test_a_full_disk_refuses_sends_with_no_effect_and_the_broker_takes_writes_again_once_space_is_freed(
+    tmp_path: Path,
+) -> None:
+    """On a real full file system (tmpfs) where the machine allows it, else with the journal's
+    ``space`` seam set in the broker process: a send is either acknowledged (and then there
+    after a SIGKILL) or refused (and then not there); once space is freed, sends are
+    acknowledged again without a restart."""
+    try:
+        with small_disk(tmp_path / "disk", "4m") as disk:
+            await _full_disk(disk / "data", None)
+    except NotMountable:
+        await _full_disk(tmp_path / "data", tmp_path / "quota")
+
+
+# The command line, the journal's writes limited to the bytes in the file given (a full disk).
+_LIMITED = (
+    "import sys; from amqplink.broker.durable import journal as j; path = sys.argv.pop(1); real = j.Journal.append\n"
+    "def append(self, records):\n"
+    "    self.space = int(open(path).read())\n"
+    "    try:\n"
+    "        real(self, records)\n"
+    "    finally:\n"
+    "        open(path, 'w').write(str(self.space))\n"
+    "j.Journal.append = append\n"
+    "from amqplink.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+async def _full_disk(data: Path, quota: Path | None) -> None:
+    """(``quota``: the seam's file, else ``data`` is on a tmpfs of its own)"""
+    data.mkdir()
+    if quota is not None:
+        quota.write_text(str(1 << 30))
+    proc = BrokerProcess(data) if quota is None else BrokerProcess(data, launcher=(_LIMITED, str(quota)))
+    try:
+        conn = await connect(await proc.ready())
+        sender = await conn.create_sender(QUEUE)
+        first = [f"a{i}" for i in range(200)]
+        await asyncio.gather(*[sender.send(Message(BODY, message_id=mid)) for mid in first])
+        filler = fill(data.parent) if quota is None else None
+        if quota is not None:
+            quota.write_text("0")
+        accepted, refused = set(), set()
+        for i in range(20):
+            try:
+                await sender.send(Message(BODY * 16, message_id=f"b{i}"), timeout=10)
+            except MessageRejected as exc:
+                assert "internal-error" in str(exc)
+                refused.add(f"b{i}")
+            else:
+                accepted.add(f"b{i}")
+        assert len(refused) >= 15, f"only {len(refused)} of 20 sends were refused on a full disk"
+        if filler is not None:
+            filler.unlink()
+        if quota is not None:
+            quota.write_text(str(1 << 30))
+        after = [f"c{i}" for i in range(50)]
+        outcomes = await asyncio.gather(*[sender.send(Message(BODY, message_id=mid)) for mid in after])
+        assert all(isinstance(o, Accepted) for o in outcomes), "sends still fail after space was freed"
+        proc.kill()
+    finally:
+        proc.stop()
+    async with broker(data) as (_, conn):
+        seen = await drain(conn, set(first) | accepted | set(after))
+    assert set(first) | accepted | set(after) <= set(seen), "an acknowledged send was lost"
+    assert not refused & set(seen), f"{len(refused & set(seen))} refused sends came back after a restart"
+    assert max(seen.values()) == 1

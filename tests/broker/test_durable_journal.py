@@ -202,22 +202,27 @@ def test_a_failed_write_is_cut_off_so_that_later_batches_stay_readable(
     assert {seq: f[6] for seq, f in reopened(tmp_path).state.messages[1].items()} == {1: b"before", 3: b"after"}
 
 
-def test_a_compaction_that_cannot_make_its_file_appends_the_live_state_instead(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("how", ["rename fails", "no room for the copy"])
+def test_a_compaction_that_cannot_be_made_leaves_the_journal_and_waits_for_it_to_grow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     journal = Journal(tmp_path, fsync=False)
     journal.append([entity_record(1, "q"), *message(1, 1, b"completed"), *message(1, 2, b"live")])
-    real = os.rename
+    before = only_file(tmp_path).read_bytes()
+    if how == "rename fails":
 
-    def no_rename(src: str, dst: str) -> None:
-        raise OSError(28, "No space left on device")
+        def no_rename(src: str, dst: str) -> None:
+            raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "rename", no_rename)
-    journal.compact([RESET_RECORD, entity_record(1, "q"), *message(1, 2, b"live")])
-    monkeypatch.setattr(os, "rename", real)
+        monkeypatch.setattr(os, "rename", no_rename)
+    else:
+        journal.space = 100  # room for a batch, not for a copy of the live state
+    assert not journal.compact([RESET_RECORD, entity_record(1, "q"), *message(1, 2, b"live")])
+    monkeypatch.undo()
+    assert only_file(tmp_path).read_bytes() == before  # nothing written, nothing left behind
     assert not journal.compaction_due(min_bytes=0)  # not again at once: it waits for the file to grow
-    journal.append(message(1, 3, b"after"))
+    journal.append(message(1, 3, b"after"))  # (what the caller does with the batch's own records)
     journal.close()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("journal")] == ["journal-00000001.log"]
     state = reopened(tmp_path).state
-    assert {seq: f[6] for seq, f in state.messages[1].items()} == {2: b"live", 3: b"after"}
+    assert {seq: f[6] for seq, f in state.messages[1].items()} == {1: b"completed", 2: b"live", 3: b"after"}

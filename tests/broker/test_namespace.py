@@ -317,11 +317,11 @@ def test_message_size_limit() -> None:
     assert info.value.condition == "amqp:link:message-size-exceeded"
 
 
-def test_undecodable_message_is_an_argument_error() -> None:
+def test_undecodable_message_is_a_decode_error() -> None:
     ns = Namespace()
     with pytest.raises(EntityError) as info:
         ns.send(ns.sender_target("q"), b"\x00\x53\x70\xc0\xff", T0)
-    assert info.value.condition == "com.microsoft:argument-error"
+    assert info.value.condition == "amqp:decode-error"
 
 
 def test_release_on_detach_brings_messages_back() -> None:

@@ -17,6 +17,8 @@ from amqplink.broker.namespace import EntityError, MessageState, Namespace
 from amqplink.broker.namespace.store import lock_key
 from tests.broker.nsutil import T0, payload
 
+SETTLEMENTS = ["complete", "abandon", "released", "defer", "dead_letter", "renew", "release", "orphan"]
+
 
 class LockMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
@@ -32,10 +34,15 @@ class LockMachine(RuleBasedStateMachine):
         self.until: dict[uuid.UUID, float] = {}
         """The model's own view of when each lock runs out."""
         self.deferred: dict[int, str] = {}
+        self.orphans: dict[uuid.UUID, str] = {}
+        """Locks whose link went away: held to expiry, settleable by no one."""
+        self.attempts: dict[str, int] = {}
+        """The model's delivery count: locked deliveries, less the releases (not attempts)."""
         self.n = 0
 
     def _live(self) -> set[str]:
-        return {mid for token, mid in self.held.items() if self.until[token] > self.now}
+        tokens = {**self.held, **self.orphans}
+        return {mid for token, mid in tokens.items() if self.until[token] > self.now}
 
     @rule()
     def send(self) -> None:
@@ -53,6 +60,7 @@ class LockMachine(RuleBasedStateMachine):
         assert mid not in self._live(), "a locked message was delivered again"
         if lock:
             assert msg.lock_token is not None
+            self.attempts[mid] = self.attempts.get(mid, 0) + 1
             self.held[msg.lock_token] = mid
             self.until[msg.lock_token] = self.now + 10.0
         else:
@@ -64,7 +72,7 @@ class LockMachine(RuleBasedStateMachine):
         self.ns.tick(self.now)
 
     @precondition(lambda self: bool(self.held))
-    @rule(data=st.data(), action=st.sampled_from(["complete", "abandon", "defer", "dead_letter", "renew", "release"]))
+    @rule(data=st.data(), action=st.sampled_from(SETTLEMENTS))
     def settle(self, data: st.DataObject, action: str) -> None:
         token = data.draw(st.sampled_from(list(self.held)))  # insertion order: uuid4s differ per run
         mid = self.held[token]
@@ -76,6 +84,12 @@ class LockMachine(RuleBasedStateMachine):
                 self.completed.append(mid)
             elif action == "abandon":
                 self.q.abandon(token, self.now)
+            elif action == "released":  # a released outcome: no attempt counted
+                self.q.abandon(token, self.now, counted=False)
+                self.attempts[mid] -= 1
+            elif action == "orphan":  # its link went away: held to expiry
+                self.q.orphan([token])
+                self.orphans[token] = mid
             elif action == "defer":
                 self.q.defer(token, self.now)
                 assert seq is not None
@@ -92,8 +106,20 @@ class LockMachine(RuleBasedStateMachine):
             assert not live, f"a live lock was refused: {exc}"
             assert exc.condition == "com.microsoft:message-lock-lost"
         else:
-            assert live or action == "release", "a stale lock token was honoured"
+            assert live or action in ("release", "orphan"), "a stale lock token was honoured"
         del self.held[token]
+
+    @precondition(lambda self: bool(self.orphans))
+    @rule(data=st.data())
+    def settle_orphan(self, data: st.DataObject) -> None:
+        token = data.draw(st.sampled_from(list(self.orphans)))
+        try:
+            self.q.complete(token, self.now)
+        except EntityError as exc:
+            assert exc.condition == "com.microsoft:message-lock-lost"
+        else:
+            raise AssertionError("a lock whose link went away was settled")
+        del self.orphans[token]
 
     @precondition(lambda self: bool(self.deferred))
     @rule(data=st.data())
@@ -112,6 +138,7 @@ class LockMachine(RuleBasedStateMachine):
             return
         (got,) = self.q.receive_deferred([seq], self.now)
         assert got.lock_token is not None
+        self.attempts[self.deferred[seq]] = self.attempts.get(self.deferred[seq], 0) + 1
         self.held[got.lock_token] = self.deferred[seq]
         self.until[got.lock_token] = self.now + 10.0
 
@@ -136,6 +163,12 @@ class LockMachine(RuleBasedStateMachine):
                 assert m.lock_token is not None and m.locked_until > self.now, "a message is stuck locked"
             else:
                 assert m.lock_token is None
+
+    @invariant()
+    def delivery_count_counts_attempts_not_releases(self) -> None:
+        for m in self.q.store:
+            mid = m.envelope.message_id
+            assert m.delivery_count == self.attempts.get(mid, 0), f"{mid}: delivery count off"
 
     @invariant()
     def delivery_count_bounded(self) -> None:

@@ -329,15 +329,18 @@ def test_sessions_with_state_and_lock_renewal(client: ServiceBusClient) -> None:
         receiver.complete_message(b0)  # type: ignore[arg-type]
 
 
-def test_closing_a_receiver_releases_its_locks(client: ServiceBusClient) -> None:
-    send(client, "q9", ServiceBusMessage("held"))
-    with client.get_queue_receiver("q9") as receiver:
+def test_closing_a_receiver_leaves_its_locks_until_they_expire(client: ServiceBusClient) -> None:
+    """As Service Bus: the SDK releases only what it buffered on close "so they are not left
+    locked at the broker until lock expiry"; a message it handed out stays locked until then."""
+    send(client, "short-lock", ServiceBusMessage("held"))
+    with client.get_queue_receiver("short-lock") as receiver:
         (msg,) = receive_n(receiver, 1)
         assert msg.delivery_count == 0  # type: ignore[attr-defined]
-    started = time.monotonic()
-    with client.get_queue_receiver("q9") as receiver:
-        (again,) = receive_n(receiver, 1)  # at once, not after the 60 s lock
-        assert time.monotonic() - started < 30
+        locked_until = msg.locked_until_utc  # type: ignore[attr-defined]
+    with client.get_queue_receiver("short-lock") as receiver:
+        assert receiver.receive_messages(max_wait_time=0.5) == []  # still locked
+        (again,) = receive_n(receiver, 1)  # after the 2 s lock
+        assert dt.datetime.now(dt.UTC) >= locked_until
         assert str(again) == "held" and again.delivery_count == 1  # type: ignore[attr-defined]
         receiver.complete_message(again)  # type: ignore[arg-type]
 

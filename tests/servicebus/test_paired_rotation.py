@@ -4,6 +4,7 @@ blocking client, pings never delivered, close/fault coordination."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -25,12 +26,20 @@ from tests.servicebus.paired_util import (
     plain_sender,
     send_until_parked,
     stored,
+    syphoned,
 )
 from tests.servicebus.scenario import wait_until
 
 
-async def test_a_failing_backlog_queue_leaves_the_rotation_and_all_failing_raise() -> None:
+async def test_a_failing_backlog_queue_leaves_the_rotation_and_all_failing_raise(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="amqplink.servicebus")
     async with namespaces() as (primary, secondary), paired_client(primary, secondary) as client:
+        keys = {
+            cs.split("SharedAccessKey=")[1].split(";")[0]
+            for cs in (primary.connection_string, secondary.connection_string)
+        }
         primary.faults.entity_unavailable("orders", condition="amqp:internal-error")
         async with client.get_queue_sender("orders") as sender:
             await send_until_parked(sender, ServiceBusMessage("first"))
@@ -58,6 +67,12 @@ async def test_a_failing_backlog_queue_leaves_the_rotation_and_all_failing_raise
             state = client.paired_state
             assert state is not None and len(state.in_rotation) == 3 and state.parked == 3
             assert sum(stored(secondary, q) for q in state.backlog_queues) == 3
+        assert "failover engaged" in caplog.text and "pulled from rotation" in caplog.text
+        assert not [key for key in keys if key in caplog.text]  # no key in any log line
+
+
+def key_of(conn_str: str) -> str:
+    return conn_str.split("SharedAccessKey=")[1].split(";")[0]
 
 
 async def test_every_sender_of_the_entity_learns_of_the_failover_at_once() -> None:
@@ -191,7 +206,8 @@ async def test_session_messages_keep_their_session_across_the_failover() -> None
             parked = [q for q in state.backlog_queues if stored(secondary, q)]
             assert len(parked) == 1  # the session ids travel as x-ms-sessionid in one plain queue
             primary.faults.clear(fault)
-            await wait_until(lambda: client.paired_state is not None and client.paired_state.syphoned == 7, 30)
+            await wait_until(lambda: syphoned(client) == 7, 30)
+            await wait_until(lambda: client.paired_state is not None and not client.paired_state.failed_over)
             for session, count in (("a", 4), ("b", 3)):
                 async with client.get_queue_receiver("sessions", session_id=session, max_wait_time=2) as receiver:
                     got = await receiver.receive_messages(max_message_count=10, max_wait_time=2)

@@ -10,10 +10,18 @@ message stored and completed in the same turn costs nothing at all. At the end o
 loop turn the batch goes to the writer thread's queue, whether or not a write is under
 way, so neither side waits for the other: the writer takes everything queued at once,
 and the loop never waits for a commit to hand over the next one. Batches are written
-in order, so a callback runs only after every change recorded before it is on disk. A
-write that fails (a full disk) fails its callbacks and those of every batch queued
-behind it (they would follow a gap), and the next batch the loop hands over is a
-compaction, which writes the whole state in memory again (what the failed ones held too).
+in order, so a callback runs only after every change recorded before it is on disk; a
+batch that records nothing is not written at all (its callbacks only wait for the ones
+before it).
+
+A write that fails (a full disk) leaves the journal as it was before it (it is cut back)
+and takes back everything not yet on disk: the writer refuses every batch queued behind
+the failed one (they would follow a gap) until the loop has seen the failure; the loop
+then takes the pending batch too, and hands the records of all those batches to
+:attr:`GroupCommit.roll_back` (the owner makes the messages, session states and duplicate
+ids they touched what the journal holds), refuses their callbacks, and lets the writer go
+on. So a refused send, settlement or request leaves nothing behind, in memory or on disk,
+and the next batch that fits is written (no room for anything more is needed).
 
 Records are packed here, on the loop (one ``struct.pack`` per change, the message's
 bytes as the envelope holds them); the writer thread only joins them, appends and
@@ -23,6 +31,7 @@ flushes, all of which let go of the GIL, so the two threads hardly contend for i
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import math
 import queue
@@ -126,16 +135,29 @@ class GroupCommit:
         work of one commit, as the transfers to settle, behind one callback that way)."""
         self._in_flight = 0
         """Batches handed to the writer whose callbacks have not run yet."""
-        self._failed = False
-        """The last batch failed: the next one rewrites the whole state (a compaction)."""
+        self._records: collections.deque[list[bytes]] = collections.deque()
+        """The records of the batches in flight, oldest first (what a failed write takes back)."""
+        self._handed = 0
+        """Batches handed to the writer so far (its results come back in this order)."""
+        self._done = 0
+        """Batches whose results came back."""
+        self.last_error: BaseException | None = None
+        """The outcome of the last batch written (None: it was)."""
+        self._taken_back = 0
+        """Batches up to this one (of :attr:`_handed`) were taken back after a failed write: their
+        refusals need no other roll-back."""
+        self.roll_back: Callable[[list[list[bytes]]], None] | None = None
+        """Set by the owner: make what the records of these batches (none of them written) changed
+        what the journal holds (called on the loop while the writer waits)."""
         self._scheduled = False
         self._lazy: asyncio.TimerHandle | None = None
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: asyncio.Event | None = None
-        self._queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Batch | str | None] = queue.SimpleQueue()
         self._refusing: BaseException | None = None
-        """(writer thread) A write failed: the batches behind it are refused until a compaction."""
+        """(writer thread) A write failed: the batches behind it are refused until the loop took
+        them back (:data:`_RESUME`)."""
         self._thread = threading.Thread(target=self._write, name="amqplink-store-writer", daemon=True)
         self._thread.start()
 
@@ -189,6 +211,11 @@ class GroupCommit:
         """Write another record (entity id, session state, duplicate id, definitions) with the pending batch."""
         self._extra.append(record)
         self.kick()
+
+    def carry(self, records: list[bytes]) -> None:
+        """Write ``records`` with the next batch (taken back from a failed one; not a batch of
+        their own, so that a full disk is not tried again and again for them alone)."""
+        self._extra[:0] = records
 
     def after_commit(self, callback: Committed) -> None:
         """Run ``callback`` once everything recorded so far is written."""
@@ -275,15 +302,12 @@ class GroupCommit:
         callbacks, self._callbacks = self._callbacks, []
         self.taken += 1
         self._in_flight += 1
-        if self.snapshot is not None and (self._failed or self._compaction_due()):
-            # The live state in memory already holds every pending change: it replaces them.
-            self._failed = False
-            for writer in self._fresh:
-                writer(None)
-            self._clear()
-            self._queue.put((True, self.snapshot(), callbacks))
-        else:
-            self._queue.put((False, self._take(), callbacks))
+        self._handed += 1
+        snapshot = self.snapshot() if self.snapshot is not None and self._compaction_due() else None
+        # (A compaction carries the batch's own records too: written instead if it cannot be made.)
+        records = self._take()
+        self._records.append(records)
+        self._queue.put((snapshot, records, callbacks))
 
     def _compaction_due(self) -> bool:
         journal = self.journal
@@ -312,7 +336,7 @@ class GroupCommit:
         get, get_nowait = self._queue.get, self._queue.get_nowait
         while True:
             item = get()
-            batches: list[_Batch] = []
+            batches: list[_Batch | str] = []
             while item is not None:  # take what else is queued (without giving up the GIL)
                 batches.append(item)
                 try:
@@ -324,43 +348,67 @@ class GroupCommit:
             if item is None:  # (close: everything before it is written)
                 return
 
-    def _write_batches(self, batches: list[_Batch]) -> bool:
-        """Write ``batches`` (consecutive appends merged into one) and post their callbacks to the
-        loop in one call (all refused if any write failed); False once the loop is closed."""
-        callbacks: list[Committed] = []
-        merged: list[bytes] | None = None
-        error: BaseException | None = None
-        for compact, records, done in batches:
-            if compact:
-                if merged is not None:
-                    error = self._append(merged) or error
-                    merged = None
-                error = self._compact(records) or error
-            elif merged is None:
-                merged = records
-            else:
-                merged += records
-            callbacks += done
-        if merged is not None:  # (even empty: a batch of callbacks alone is flushed as one too)
-            error = self._append(merged) or error
+    def _write_batches(self, batches: list[_Batch | str]) -> bool:
+        """Write ``batches`` (consecutive appends merged into one) and post each one's callbacks
+        and outcome to the loop in one call; False once the loop is closed."""
+        results: list[tuple[list[Committed], BaseException | None]] = []
+        merged: list[bytes] = []
+        waiting: list[list[Committed]] = []
+        """The callbacks of the batches merged into ``merged``, not written yet."""
+        for batch in batches:
+            if batch is _RESUME:
+                self._settle(merged, waiting, results)
+                self._refusing = None  # the loop took back what the failed write held
+                continue
+            assert not isinstance(batch, str)
+            snapshot, records, done = batch
+            if snapshot is not None:
+                self._settle(merged, waiting, results)
+                results.append((done, self._compact(snapshot, records)))
+                continue
+            merged += records
+            waiting.append(done)
+        self._settle(merged, waiting, results)
         assert self._loop is not None
         try:
-            self._loop.call_soon_threadsafe(self._committed, callbacks, len(batches), error)
+            self._loop.call_soon_threadsafe(self._committed, results)
         except RuntimeError:  # the loop is closed: nobody waits any more
             return False
         return True
+
+    def _settle(
+        self,
+        merged: list[bytes],
+        waiting: list[list[Committed]],
+        results: list[tuple[list[Committed], BaseException | None]],
+    ) -> None:
+        """Append ``merged`` (nothing to write: nothing done) and note its outcome for each of
+        the batches ``waiting``; both are emptied."""
+        if not waiting:
+            return
+        error = self._append(merged) if merged else None
+        results += [(done, error) for done in waiting]
+        merged.clear()
+        waiting.clear()
 
     def _append(self, records: list[bytes]) -> BaseException | None:
         if self._refusing is not None:  # records after a failed write would follow a gap
             return self._refusing
         return self._written(self.journal.append, records)
 
-    def _compact(self, records: list[bytes]) -> BaseException | None:
-        error = self._written(self.journal.compact, records)
-        if error is None:
-            self._refusing = None  # the live state is whole on disk again
+    def _compact(self, snapshot: list[bytes], records: list[bytes]) -> BaseException | None:
+        """Replace the journal by ``snapshot``; when that cannot be done, append ``records``."""
+        if self._refusing is not None:
+            return self._refusing
+        try:
+            compacted = self.journal.compact(snapshot)
+        except Exception:  # (the journal logs what it can; anything else: appended instead)
+            log.exception("the broker's store %r could not be compacted", self.journal.directory)
+            compacted = False
+        if compacted:
             log.info("store %s compacted to %d bytes", self.journal.path, self.journal.size)
-        return error
+            return None
+        return self._append(records) if records else None
 
     def _written(self, write: Callable[[list[bytes]], None], records: list[bytes]) -> BaseException | None:
         """``write(records)``; the error (logged, and refusing what follows) if it failed."""
@@ -375,20 +423,42 @@ class GroupCommit:
     def _write_failed(self, exc: BaseException) -> None:
         log.error(
             "the broker's store %r could not write a batch: %s; the operations waiting on it are refused"
-            " with amqp:internal-error (check the disk)", self.journal.directory, exc,
+            " with amqp:internal-error and have no effect (check the disk)", self.journal.directory, exc,
         )  # fmt: skip
 
-    def _committed(self, callbacks: list[Committed], batches: int, error: BaseException | None) -> None:
-        self._in_flight -= batches
-        if error is not None:
-            self._failed = True  # the next batch is a compaction
-        for callback in callbacks:
-            try:
-                callback(error)
-            except Exception:
-                log.exception("a callback after a store commit failed")
+    def _committed(self, results: list[tuple[list[Committed], BaseException | None]]) -> None:
+        for callbacks, error in results:
+            records = self._records.popleft()
+            self._in_flight -= 1
+            self._done += 1
+            if error is not None and self._done > self._taken_back:
+                callbacks = [*callbacks, *self._take_back(records)]
+            for callback in callbacks:
+                try:
+                    callback(error)
+                except Exception:
+                    log.exception("a callback after a store commit failed")
+            self.last_error = error
         if self._idle is not None and not self._in_flight:
             self._idle.set()
+
+    def _take_back(self, failed: list[bytes]) -> list[Committed]:
+        """A write failed: everything not on disk is taken back (the batches behind it, which
+        the writer refuses, and the pending one); the callbacks of the pending one (refused
+        with the rest)."""
+        if self.before_take is not None:
+            self.before_take()
+        callbacks, self._callbacks = self._callbacks, []
+        self.taken += 1  # (callbacks registered from now on wait for a batch of their own)
+        batches = [failed, *self._records, self._take()]
+        self._taken_back = self._handed
+        if self.roll_back is not None:
+            try:
+                self.roll_back(batches)
+            except Exception:
+                log.exception("the broker's store %r could not take back a failed write", self.journal.directory)
+        self._queue.put(_RESUME)
+        return callbacks
 
     async def close(self) -> None:
         """Write what is pending, stop the writer thread, close the file."""
@@ -402,6 +472,9 @@ class GroupCommit:
             self._idle = asyncio.Event()
             self._flush()
             await self._idle.wait()
+            if self.last_error is not None:  # (taken back: the disk is full; not tried for ever)
+                log.error("the broker's store %r was closed without what its last batch held", self.journal.directory)
+                break
         await asyncio.to_thread(self._stop)  # joins the writer thread: not on the loop
 
     def close_now(self) -> None:
@@ -524,5 +597,8 @@ _RUN = RUN.pack
 _STATE = STATE.pack
 _KEYED = KEYED.pack
 _GONE = GONE.pack
-_Batch = tuple[bool, list[bytes], list[Committed]]
-"""(a compaction, records, callbacks): one batch handed to the writer thread."""
+_Batch = tuple[list[bytes] | None, list[bytes], list[Committed]]
+"""(the live state's records when it is a compaction, the batch's records, callbacks): one
+batch handed to the writer thread."""
+_RESUME = "resume"
+"""Handed to the writer after a failed write was taken back: write what follows again."""

@@ -19,7 +19,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from amqplink.broker.durable import definitions
@@ -35,7 +35,9 @@ from amqplink.broker.durable.journal import Journal, StoreError
 from amqplink.broker.durable.records import (
     MESSAGE,
     RESET_RECORD,
+    MessageFields,
     State,
+    Touched,
     definitions_record,
     duplicate_record,
     entity_record,
@@ -43,6 +45,7 @@ from amqplink.broker.durable.records import (
     sequence_record,
     session_record,
 )
+from amqplink.broker.durable.recovery import scan
 from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import Envelope, split_message
@@ -132,6 +135,36 @@ _memory_append = MemoryStore.append
 _memory_remove = MemoryStore.remove
 
 
+class _Unrecorded:
+    """A durable store's messages changed without recording anything (a failed write taken
+    back: what it is made is what the journal holds already)."""
+
+    __slots__ = ("_store", "get")
+
+    def __init__(self, store: DurableStore) -> None:
+        self._store = store
+        self.get = store.get
+
+    def append(self, message: StoredMessage) -> None:
+        _memory_append(self._store, message)
+
+    def append_run(self, messages: list[StoredMessage]) -> None:
+        for message in messages:
+            _memory_append(self._store, message)
+
+    def remove(self, sequence_number: int) -> StoredMessage | None:
+        return _memory_remove(self._store, sequence_number)
+
+    def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
+        """Nothing to record."""
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __iter__(self) -> Iterator[StoredMessage]:
+        return iter(self._store)
+
+
 class Persistence:
     """One data directory serving one namespace."""
 
@@ -150,6 +183,7 @@ class Persistence:
         self.commits.snapshot = self._snapshot
         self.commits.before_take = self._write_definitions
         self.commits.live_bytes = self._live_bytes
+        self.commits.roll_back = self.roll_back
         self.after_commit: Callable[[Committed], None] = self.commits.after_commit
         """Run a callback (on the loop) once every change so far is on disk."""
         self._namespace: Namespace | None = None
@@ -159,6 +193,7 @@ class Persistence:
         self._topic_schedules: dict[int, dict[int, tuple[float, Envelope]]] = {}
         self._seen: dict[int, dict[bytes, tuple[float, float]]] = {}
         """Entity id -> encoded duplicate-detection id -> (seen at, expires at)."""
+        self._detectors: dict[int, DuplicateDetector] = {}
         self._definitions_dirty = False
         count = sum(len(m) for m in self._messages.values())
         log.info("store %s: %d messages in %d entities read back", journal.path, count, len(self._ids))
@@ -171,14 +206,10 @@ class Persistence:
         for eid, messages in state.messages.items():
             kept = self._messages[eid] = []
             for seq in sorted(messages):
-                code, count, deferred, enqueued, expires, scheduled, payload = messages[seq]
-                try:
-                    envelope = split_message(payload)
-                except DecodeError:
+                msg = _stored(seq, messages[seq])
+                if msg is None:
                     dropped += 1
                     continue
-                msg = StoredMessage(seq, envelope, enqueued, expires, _STATES[code], count, bool(deferred))
-                msg.scheduled_at = scheduled
                 kept.append(msg)
         if dropped:
             log.error("%s: %d stored messages could not be decoded and were left out", path, dropped)
@@ -292,6 +323,7 @@ class Persistence:
         remembered = self._duplicates.pop(eid, [])
         if detector is None:
             return
+        self._detectors[eid] = detector
         seen = self._seen.setdefault(eid, {})
         for raw, seen_at, expires in remembered:
             detector.remember(decode(raw)[0], seen_at)
@@ -329,6 +361,66 @@ class Persistence:
                 self.commits.record(purge_record(now))
         self.commits.kick()
 
+    # -- a failed write taken back ------------------------------------------------------
+    def roll_back(self, batches: list[list[bytes]]) -> None:
+        """:attr:`GroupCommit.roll_back`: the records of ``batches`` were not written; the
+        messages, scheduled messages, session states and duplicate ids they touched are made
+        what the journal holds (read back for them alone), so that what was refused has no
+        effect. Entity ids and definitions are written again with the next batch."""
+        touched = Touched()
+        walk = State(touched=touched, only=set())
+        for records in batches:
+            walk.apply(b"".join(records))
+        disk = State(only=touched.messages)
+        scan(self.commits.journal.path, disk)
+        for eid, seq in touched.messages:
+            fields = disk.messages.get(eid, {}).get(seq)
+            entity = self._entities.get(eid)
+            if entity is not None:
+                store = entity.store
+                assert isinstance(store, DurableStore)
+                entity.roll_back(seq, None if fields is None else _stored(seq, fields), _Unrecorded(store))
+            elif eid in self._topics:
+                kept = None if fields is None else _stored(seq, fields)
+                at = None if kept is None else kept.scheduled_at
+                schedule = self._topic_schedules.setdefault(eid, {})
+                if kept is None or at is None:
+                    schedule.pop(seq, None)
+                    self._topics[eid].roll_back_scheduled(seq, None)
+                else:
+                    schedule[seq] = (at, kept.envelope)
+                    self._topics[eid].roll_back_scheduled(seq, (at, kept.envelope))
+        for eid, sid in touched.sessions:
+            entity = self._entities.get(eid)
+            if entity is not None:
+                blob = disk.sessions.get(eid, {}).get(sid)
+                if blob is None:
+                    entity.sessions.state.pop(sid, None)
+                else:
+                    entity.sessions.state[sid] = blob
+        self._roll_back_duplicates(touched, disk)
+        self.commits.carry(touched.carried)
+        log.warning(
+            "store %s: a failed write was taken back (%d messages, %d session states, %d duplicate ids made what"
+            " the journal holds)", self.directory, len(touched.messages), len(touched.sessions),
+            len(touched.duplicates),
+        )  # fmt: skip
+
+    def _roll_back_duplicates(self, touched: Touched, disk: State) -> None:
+        """Forget the duplicate-detection ids recorded by refused sends (a retry is no duplicate)."""
+        for eid, raw in touched.duplicates:
+            kept = disk.duplicates.get((eid, raw))
+            seen = self._seen.get(eid)
+            if seen is None:
+                continue
+            if kept is not None:
+                seen[raw] = kept
+                continue
+            seen.pop(raw, None)
+            detector = self._detectors.get(eid)
+            if detector is not None:
+                detector.forget(decode(raw)[0])
+
     def _live_bytes(self) -> int:
         """The live messages' bytes and record heads (what a compaction would write, near enough)."""
         stored = sum(e.bytes + MESSAGE.size * len(e.store) for e in self._entities.values())
@@ -362,6 +454,18 @@ class Persistence:
     async def close(self) -> None:
         """Write what is pending and close the file."""
         await self.commits.close()
+
+
+def _stored(seq: int, fields: MessageFields) -> StoredMessage | None:
+    """The message a journal holds under ``seq`` (None: its bytes do not decode)."""
+    code, count, deferred, enqueued, expires, scheduled, payload = fields
+    try:
+        envelope = split_message(payload)
+    except DecodeError:
+        return None
+    msg = StoredMessage(seq, envelope, enqueued, expires, _STATES[code], count, bool(deferred))
+    msg.scheduled_at = scheduled
+    return msg
 
 
 def _scheduled(seq: int, at: float, envelope: Envelope) -> StoredMessage:

@@ -37,12 +37,14 @@ from dataclasses import dataclass, field
 __all__ = [
     "GONE",
     "KEYED",
+    "KINDS",
     "MESSAGE",
     "RESET_RECORD",
     "RUN",
     "STATE",
     "MessageFields",
     "State",
+    "Touched",
     "definitions_record",
     "delete_record",
     "duplicate_record",
@@ -72,6 +74,8 @@ _BLOB = struct.Struct(">BI")  # N: length
 
 K_MESSAGE, K_STATE, K_DELETE, K_SEQUENCE, K_RUN, K_STATE_RUN, K_GONE = b"MUDSBVG"
 K_ENTITY, K_SESSION, K_DUPLICATE, K_PURGE, K_DEFINITIONS, K_RESET = b"ETPXNR"
+KINDS = b"MUDSBVGETPXNR"
+"""Every record kind (the first byte of a batch is one of them)."""
 _REMOVED = 0xFFFFFFFF
 
 MessageFields = tuple[int, int, int, float, float, float | None, bytes]
@@ -118,6 +122,20 @@ class RecordError(ValueError):
 
 
 @dataclass
+class Touched:
+    """What the batches replayed into a :class:`State` with ``touched`` changed (what a
+    failed write takes back, :meth:`.persistence.Persistence.roll_back`)."""
+
+    messages: set[tuple[int, int]] = field(default_factory=set)
+    """(entity, sequence number) of every message stored, changed or removed."""
+    sessions: set[tuple[int, str]] = field(default_factory=set)
+    duplicates: set[tuple[int, bytes]] = field(default_factory=set)
+    carried: list[bytes] = field(default_factory=list)
+    """The entity-id and definitions records (``E``, ``N``), as they were: bookkeeping that
+    later batches rely on, written again rather than taken back."""
+
+
+@dataclass
 class State:
     """What the records replayed so far add up to."""
 
@@ -129,6 +147,11 @@ class State:
     duplicates: dict[tuple[int, bytes], tuple[float, float]] = field(default_factory=dict)
     """(entity, encoded id) -> (seen at, expires at)."""
     definitions: bytes | None = None
+    touched: Touched | None = None
+    """Set: what each batch replayed changes is noted there too."""
+    only: set[tuple[int, int]] | None = None
+    """Set: only the messages with these (entity, sequence number) are kept (the others' bytes
+    are not copied)."""
 
     def apply(self, batch: bytes | memoryview) -> None:
         """Replay one batch's records (:class:`RecordError` if it does not parse)."""
@@ -148,6 +171,10 @@ class State:
             fixed = MESSAGE if kind == K_MESSAGE else STATE
             _, entity, seq, state, count, deferred, enqueued, expires, scheduled, *rest = fixed.unpack_from(buf, pos)
             pos += fixed.size
+            if self.touched is not None:
+                self.touched.messages.add((entity, seq))
+            if self.only is not None and (entity, seq) not in self.only:
+                return pos + rest[0] if kind == K_MESSAGE else pos
             if kind == K_MESSAGE:
                 payload = bytes(buf[pos : pos + rest[0]])
                 pos += rest[0]
@@ -165,16 +192,22 @@ class State:
             pos += 4 * count
             at = None if math.isnan(scheduled) else scheduled
             messages = self.messages.setdefault(entity, {})
+            if self.touched is not None:
+                self.touched.messages.update((entity, seq) for seq in range(first, first + count))
+            only = self.only
             for seq, n in enumerate(lengths, first):
                 if pos + n > len(buf):
                     raise RecordError(f"a message of a run at offset {pos} runs past the batch's end")
-                messages[seq] = (state, dc, deferred, enqueued, expires, at, bytes(buf[pos : pos + n]))
+                if only is None or (entity, seq) in only:
+                    messages[seq] = (state, dc, deferred, enqueued, expires, at, bytes(buf[pos : pos + n]))
                 pos += n
         elif kind == K_STATE_RUN:
             _, entity, first, count, state, dc, deferred, enqueued, expires, scheduled = RUN.unpack_from(buf, pos)
             pos += RUN.size
             at = None if math.isnan(scheduled) else scheduled
             messages = self.messages.get(entity, {})
+            if self.touched is not None:
+                self.touched.messages.update((entity, seq) for seq in range(first, first + count))
             for seq in range(first, first + count):
                 old = messages.get(seq)
                 if old is not None:  # (else its message was never stored, or is gone: nothing to change)
@@ -182,6 +215,8 @@ class State:
         elif kind == K_GONE:
             _, entity, first, count = GONE.unpack_from(buf, pos)
             pos += GONE.size
+            if self.touched is not None:
+                self.touched.messages.update((entity, seq) for seq in range(first, first + count))
             messages = self.messages.get(entity, {})
             for seq in range(first, first + count):
                 messages.pop(seq, None)
@@ -190,18 +225,24 @@ class State:
             pos += KEYED.size
             if kind == K_DELETE:
                 self.messages.get(entity, {}).pop(value, None)
+                if self.touched is not None:
+                    self.touched.messages.add((entity, value))
             else:
                 self.next_sequence[entity] = value
         elif kind == K_ENTITY:
             _, entity, n = _ENTITY.unpack_from(buf, pos)
             pos += _ENTITY.size
             self.entities[entity] = _text(buf, pos, n)
+            if self.touched is not None:
+                self.touched.carried.append(bytes(buf[pos - _ENTITY.size : pos + n]))
             pos += n
         elif kind == K_SESSION:
             _, entity, n, size = _SESSION.unpack_from(buf, pos)
             pos += _SESSION.size
             sid = _text(buf, pos, n)
             pos += n
+            if self.touched is not None:
+                self.touched.sessions.add((entity, sid))
             if size == _REMOVED:
                 self.sessions.get(entity, {}).pop(sid, None)
             else:
@@ -211,6 +252,8 @@ class State:
             _, entity, seen, expires, n = _DUPLICATE.unpack_from(buf, pos)
             pos += _DUPLICATE.size
             self.duplicates[(entity, bytes(buf[pos : pos + n]))] = (seen, expires)
+            if self.touched is not None:
+                self.touched.duplicates.add((entity, bytes(buf[pos : pos + n])))
             pos += n
         elif kind == K_PURGE:
             (_, before) = _PURGE.unpack_from(buf, pos)
@@ -224,6 +267,8 @@ class State:
             _, n = _BLOB.unpack_from(buf, pos)
             pos += _BLOB.size
             self.definitions = bytes(buf[pos : pos + n])
+            if self.touched is not None:
+                self.touched.carried.append(bytes(buf[pos - _BLOB.size : pos + n]))
             pos += n
         else:
             raise RecordError(f"unknown record kind {kind:#x} at offset {pos}")

@@ -10,8 +10,10 @@ Routes (paths as the SDK's ``ServiceBusAdministrationClient`` forms them; the wo
 
 ``PUT`` creates (``201``; ``409`` if it exists) unless ``If-Match`` is given, which
 updates (``200``; ``404`` if missing). Every request needs a SAS token in
-``Authorization`` for one of the namespace's keys whose audience covers the URL
-("https://HOST/"): otherwise ``401``. Bodies are bounded (:data:`MAX_BODY`, ``413``);
+``Authorization`` signed with a rule that has Manage (reading runtime counts too, as on
+Service Bus), whose audience covers the URL's path and names one of the namespace's own
+hosts (:mod:`amqplink.broker.audience`; the request's ``Host`` header proves nothing):
+otherwise ``401``. Bodies are bounded (:data:`MAX_BODY`, ``413``);
 a body that is not a valid description is ``400`` naming what is wrong (a SQL
 expression's position too). Every error carries ``<Error><Code/><Detail/></Error>``.
 """
@@ -27,9 +29,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
+from amqplink.aio.server import ServerLimits
+from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.config import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
 from amqplink.broker.http import atom
+from amqplink.broker.http.bounds import BoundedListener, request_deadline
 from amqplink.broker.http.descriptions import (
     Counts,
     EntityMeta,
@@ -47,7 +53,9 @@ from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.namespace import DEFAULT_RULE, Namespace, Subscription, Topic
 from amqplink.broker.namespace.store import MessageState
-from amqplink.servicebus.sas import SasTokenError, verify_sas_token
+from amqplink.broker.rights import AccessRules, Right, describe_rights, path_covers
+from amqplink.broker.server import DEFAULT_IDLE_TIMEOUT
+from amqplink.servicebus.sas import SasTokenError
 
 __all__ = ["MAX_BODY", "MAX_PAGE", "ManagementApi"]
 
@@ -116,14 +124,17 @@ class ManagementApi:
     def __init__(
         self,
         namespace: Namespace,
-        keys: Callable[[], dict[str, str]],
+        rules: Callable[[], AccessRules],
         *,
+        names: NamespaceNames | None = None,
         max_body: int = MAX_BODY,
         clock: Callable[[], float] = time.time,
         on_deleted: Callable[[set[object]], None] | None = None,
     ) -> None:
         self.namespace = namespace
-        self._keys = keys
+        self._rules = rules
+        self.names = names
+        """The host names a token's audience may name (None: not checked)."""
         self.on_deleted = on_deleted
         """Told the queues, topics, subscriptions and dead-letter queues a DELETE removed (to detach their links)."""
         self.max_body = max_body
@@ -132,30 +143,43 @@ class ManagementApi:
         self._meta: dict[str, EntityMeta] = {}
         """Creation times and API-only fields by lower-cased path; one per entity or rule."""
         self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
-        self.app = web.Application(client_max_size=max_body, middlewares=[self._middleware])
+        self.listener: BoundedListener | None = None
+        """Admits connections and bounds what each holds (:mod:`.bounds`), once started."""
+        self.app = web.Application(client_max_size=max_body, middlewares=[request_deadline, self._middleware])
         self.app.router.add_route("*", "/{path:.*}", self._dispatch)
 
     # -- serving ------------------------------------------------------------------
-    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> None:
-        """Listen on ``host:port`` (0: any free port), TLS when ``ssl_context`` is given."""
+    async def start(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+        *,
+        limits: ServerLimits | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    ) -> None:
+        """Listen on ``host:port`` (0: any free port), TLS when ``ssl_context`` is given,
+        with the AMQP port's bounds (``limits``, ``idle_timeout``; :mod:`.bounds`)."""
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        self._site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context)
-        await self._site.start()
+        assert self._runner.server is not None
+        self.listener = BoundedListener(self._runner.server, limits or ServerLimits(), idle_timeout, ssl_context)
+        await self.listener.start(host, port)
 
     @property
     def port(self) -> int:
         """The TCP port it listens on (after :meth:`start`)."""
-        if self._runner is None or not self._runner.addresses:
+        if self.listener is None:
             raise RuntimeError("the management API is not started")
-        port: int = self._runner.addresses[0][1]
-        return port
+        return self.listener.port
 
     async def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
         if self._runner is not None:
             await self._runner.cleanup()
-            self._runner = self._site = None
+            self._runner = None
 
     @web.middleware
     async def _middleware(
@@ -180,12 +204,21 @@ class ManagementApi:
         token = request.headers.get("Authorization")
         if not token:
             raise ApiError(401, "the request has no Authorization header: send a SAS token for the namespace")
+        path = request.path.strip("/").lower()
         try:
-            audience = f"https://{request.host}{request.path}"
-            verify_sas_token(token, keys=self._keys(), audience=audience, now=self.clock())
+            local = None if request.transport is None else request.transport.get_extra_info("sockname")
+            grant = self._rules().verify(token, now=self.clock(), names=self.names, local=local)
         except SasTokenError as exc:
             log.info("management API: refused a token for %s %s (%s)", request.method, request.path, exc.reason.name)
             raise ApiError(401, f"the SAS token is not valid: {exc}") from None
+        if not path_covers(grant.path, path):
+            raise ApiError(401, f"the SAS token is for {grant.path!r}, not {path!r}")
+        if Right.MANAGE not in grant.rights:
+            raise ApiError(
+                401,
+                f"Unauthorized access: 'Manage' claim is required on {path or '(the namespace)'!r};"
+                f" rule {grant.rule!r} grants {describe_rights(grant.rights)}",
+            )
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = request.match_info["path"].strip("/").split("/")
@@ -218,7 +251,10 @@ class ManagementApi:
     async def _body(self, request: web.Request) -> bytes:
         if request.content_length is not None and request.content_length > self.max_body:
             raise ApiError(413, f"the request body is larger than {self.max_body} bytes")
-        return await request.read()
+        try:
+            return await request.read()
+        except RequestPayloadError as exc:  # a broken chunked encoding, say
+            raise ApiError(400, f"the request body cannot be read: {exc}") from None
 
     # -- helpers ------------------------------------------------------------------
     def _url(self, request: web.Request, path: str) -> str:

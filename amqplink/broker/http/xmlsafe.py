@@ -56,7 +56,8 @@ def parse_xml(body: bytes) -> ET.Element:
         root = parser.close()
     except XmlError:
         raise
-    except (ET.ParseError, ValueError, TypeError, RecursionError) as exc:
+    # LookupError: an encoding the declaration names that Python does not know ("x-bogus")
+    except (ET.ParseError, ValueError, TypeError, LookupError, RecursionError) as exc:
         raise XmlError(f"not well-formed XML: {exc}") from None
     if not isinstance(root, ET.Element):
         raise XmlError("no root element")

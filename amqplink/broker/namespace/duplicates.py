@@ -63,5 +63,9 @@ class DuplicateDetector:
         key = _key(message_id)
         self._seen[key] = seen_at
 
+    def forget(self, message_id: Any) -> None:
+        """Drop a recorded id (its send was refused: a retry is not a duplicate)."""
+        self._seen.pop(_key(message_id), None)
+
     def __len__(self) -> int:
         return len(self._seen)

@@ -426,22 +426,45 @@ class Entity:
         available again, its delivery count as taken with the lock (Service Bus does the same)."""
         self._next_sequence = max(self._next_sequence, next_sequence)
         for msg in self.store:
-            self.bytes += msg.envelope.size
-            seq = msg.sequence_number
-            if msg.state is MessageState.SCHEDULED and msg.scheduled_at is not None:
-                heapq.heappush(self._scheduled, (msg.scheduled_at, seq))
-                continue
-            if msg.deferred:
-                msg.state = MessageState.DEFERRED
-            else:
-                msg.state = MessageState.AVAILABLE
-                msg.lock = None
-                heapq.heappush(self._available.setdefault(self._key(msg), []), seq)
-            if msg.expires_at != math.inf:
-                heapq.heappush(self._expiry, (msg.expires_at, seq, seq + 1))
+            self._index(msg, queued=False)
         if self._scheduled or self._expiry:
             self._timed()
         if len(self.store):
+            self._notify()
+
+    def _index(self, msg: StoredMessage, queued: bool) -> None:
+        """Index a message read back from a store (:meth:`recover`); ``queued``: its sequence
+        number is in the available heap already (not pushed twice: it would be picked twice)."""
+        self.bytes += msg.envelope.size
+        seq = msg.sequence_number
+        if msg.state is MessageState.SCHEDULED and msg.scheduled_at is not None:
+            heapq.heappush(self._scheduled, (msg.scheduled_at, seq))
+            return
+        if msg.deferred:
+            msg.state = MessageState.DEFERRED
+        else:
+            msg.state = MessageState.AVAILABLE
+            msg.lock = None
+            if not queued:
+                heapq.heappush(self._available.setdefault(self._key(msg), []), seq)
+        if msg.expires_at != math.inf:
+            heapq.heappush(self._expiry, (msg.expires_at, seq, seq + 1))
+
+    def roll_back(self, seq: int, kept: StoredMessage | None, store: MessageStore) -> None:
+        """Make message ``seq`` what the durable store holds (``kept``, as read back; None:
+        nothing): a write that failed is taken back. ``store`` is this entity's store, changed
+        without recording anything. A lock on the message is lost (as on a restart)."""
+        msg = store.get(seq)
+        queued = False
+        if msg is not None:
+            queued = msg.state is MessageState.AVAILABLE  # (its heap entry stays, skipped if it is gone)
+            self._release_lock(msg)
+            store.remove(seq)
+            self.bytes -= msg.envelope.size
+        if kept is not None:
+            store.append(kept)
+            self._index(kept, queued)
+            self._timed()
             self._notify()
 
     # -- receiving ----------------------------------------------------------------
@@ -691,12 +714,20 @@ class Entity:
             self.bytes -= freed
         return refusals
 
-    def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
-        """Give the message back (or to the DLQ once its delivery count reaches MaxDeliveryCount)."""
+    def abandon(
+        self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None, *, counted: bool = True
+    ) -> None:
+        """Give the message back (or to the DLQ once its delivery count reaches MaxDeliveryCount).
+
+        ``counted=False``: a ``released`` outcome, which is not a delivery attempt (AMQP 1.0
+        3.4.4: "the delivery-count of the header of the released Message MUST NOT be
+        incremented"); the count this delivery took is given back."""
         msg = self.locked(token, now)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
             self.store.update(msg, envelope=True)
+        if not counted:
+            _uncount(msg)
         self._unlock(msg, now)
         self._notify()
 
@@ -719,7 +750,16 @@ class Entity:
         annotations: dict[Any, Any] | None = None,
         properties: dict[str, Any] | None = None,
     ) -> None:
+        """Move the locked message to the dead-letter queue; refused (``amqp:not-allowed``, the
+        lock kept) in a dead-letter queue: "you can't dead-letter a message from a DLQ"
+        (Service Bus's documentation)."""
         msg = self.locked(token, now)
+        if self.is_dead_letter_queue:
+            raise EntityError(
+                NOT_ALLOWED,
+                f"{self.path!r} is a dead-letter queue: its messages cannot be dead-lettered again;"
+                " complete the message (or resend a copy to the main entity)",
+            )
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
         self._release_lock(msg)
@@ -735,18 +775,29 @@ class Entity:
         self._push_lock_expiry(msg.locked_until, [msg.sequence_number], [lock_key(token)])
         return msg.locked_until
 
-    def release(self, tokens: Iterable[LockToken], now: float) -> None:
-        """Locks lost with their link or connection: the messages come back as after expiry."""
+    def release(self, tokens: Iterable[LockToken], now: float, *, counted: bool = True) -> None:
+        """End these locks now: the messages come back as after expiry (``counted=False``: with
+        the delivery count they had before this delivery, as for a ``released`` outcome)."""
         changed = False
         for token in tokens:
             key = lock_key(token)
             seq = self._locks.get(key)
             msg = None if seq is None else self.store.get(seq)
             if msg is not None and msg.lock == key:
+                if not counted:
+                    _uncount(msg)
                 self._unlock(msg, now)
                 changed = True
         if changed:
             self._notify()
+
+    def orphan(self, tokens: Iterable[LockToken]) -> None:
+        """Locks whose receive link went away unsettled: held until they expire, as Service Bus
+        holds them (the SDK releases what it prefetched before closing "so they are not left
+        locked at the broker until lock expiry"), and then counted as any expired lock; no
+        token settles or renews them meanwhile (message-lock-lost)."""
+        for token in tokens:
+            self._locks.pop(lock_key(token), None)
 
     def expire_locks(self, now: float) -> int:
         """End every message and session lock now, as if each had run out (fault
@@ -801,10 +852,12 @@ class Entity:
         sink(envelope, now)
 
     # -- sessions -----------------------------------------------------------------
-    def _release_session_messages(self, session_id: str, now: float) -> bool:
+    def _release_session_messages(self, session_id: str, now: float, *, counted: bool = True) -> bool:
         changed = False
         for msg in self.store:
             if msg.state is MessageState.LOCKED and msg.session_id == session_id:
+                if not counted:
+                    _uncount(msg)
                 self._unlock(msg, now)
                 changed = True
         return changed
@@ -824,22 +877,34 @@ class Entity:
         return session_id, lock.locked_until
 
     def close_session(self, session_id: str, owner: object, now: float) -> None:
-        """The session receiver went away: its lock ends and its locked messages come back
-        (listeners are told: a receiver waiting for the next available session may take it)."""
+        """The session receiver went away: its lock ends and its locked messages come back with
+        the delivery count they had (closing is not a delivery attempt: Service Bus counts an
+        expired lock or an abandon, and the session's lock did neither); listeners are told:
+        a receiver waiting for the next available session may take it."""
         if self.sessions.release(session_id, owner):
-            self._release_session_messages(session_id, now)
+            self._release_session_messages(session_id, now, counted=False)
             self._notify()
 
     # -- wire form ----------------------------------------------------------------
     def encode(self, msg: StoredMessage, *, peek: bool = False) -> bytes:
         """The message as delivered: Service Bus's annotations stamped, the body bytes untouched."""
-        if not peek:
+        if not peek and not msg.deferred:
             return self.encode_all((msg,))[0]
         locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
-        stamps[MESSAGE_STATE] = Long(_STATE_CODE[msg.state])
-        return msg.envelope.encode(stamps, msg.delivery_count)
+        # A deferred message stays deferred while a receive_deferred_messages lock holds it
+        # (Service Bus reports its state as Deferred to that receiver and to peeks).
+        stamps[MESSAGE_STATE] = Long(_STATE_CODE[MessageState.DEFERRED] if msg.deferred else _STATE_CODE[msg.state])
+        if peek:
+            return msg.envelope.encode(stamps, msg.delivery_count)
+        return msg.envelope.encode(stamps, msg.delivery_count - 1 if msg.delivery_count > 0 else 0)
 
     def encode_all(self, messages: Iterable[StoredMessage]) -> list[bytes]:
         """:meth:`encode` (not ``peek``) of each message (a receiver's batch), in order."""
         return deliver_all(messages, _LOCKED)
+
+
+def _uncount(msg: StoredMessage) -> None:
+    """Give back the delivery count the current delivery took (it was not an attempt)."""
+    if msg.delivery_count > 0:
+        msg.delivery_count -= 1

@@ -11,6 +11,14 @@ bytes come from a small cache, the message's own annotations are encoded once, a
 the stamps are packed straight into the annotations map.
 
 Delivery annotations are dropped: they are "for the next hop only" (3.2.2).
+
+A message sent is checked whole before it is stored: "the body consists of one of:
+one or more data sections, one or more amqp-sequence sections, or a single amqp-value
+section", then at most a footer (3.2). One that is not valid AMQP is refused
+(:class:`DecodeError`, the sender's outcome ``amqp:decode-error``) rather than stored
+and then failing at every receiver. The usual message, one data section of binary,
+is checked where :func:`body_only` already looks at its first bytes: its length must
+run to the end of the payload; any other body is decoded (:func:`check_body`).
 """
 
 from __future__ import annotations
@@ -27,8 +35,12 @@ from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol, Timestamp, UInt
 from amqplink.message import _id_only_properties_at as _id_only_properties
 from amqplink.protocol.definitions import (
+    AmqpSequence,
+    AmqpValue,
     ApplicationProperties,
+    Data,
     DeliveryAnnotations,
+    Footer,
     Header,
     MessageAnnotations,
     Properties,
@@ -45,6 +57,7 @@ __all__ = [
     "Sent",
     "bodies_only",
     "body_only",
+    "check_body",
     "deliver_all",
     "delivery_stamps",
     "split_message",
@@ -61,8 +74,10 @@ HEADER_CACHE_MAX = 1024
 PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
 
 _BODY_OR_FOOTER = frozenset((0x75, 0x76, 0x77, 0x78))
-_BODY_HEADS = tuple(bytes((0, 0x53, code)) for code in sorted(_BODY_OR_FOOTER))
-"""The first three bytes of a message that is only its body (described by a smallulong)."""
+_BINARY_BODY_HEADS = tuple(bytes((0, 0x53, code, width)) for code in (0x75, 0x77) for width in (0xA0, 0xB0))
+"""The first four bytes of a message that is only its body and whose first section is a data
+(or amqp-value) section of binary, vbin8 or vbin32 (described by a smallulong): the sent
+message :func:`body_only` takes when that binary runs to the end of the payload."""
 _ORDER = {Header: 0, DeliveryAnnotations: 1, MessageAnnotations: 2, Properties: 3, ApplicationProperties: 4}
 _MAX_TIMESTAMP_MS = 253402300799999  # 9999-12-31T23:59:59.999, .NET's DateTime.MaxValue
 
@@ -362,12 +377,41 @@ def _map(value: Any, what: str, offset: int) -> dict[Any, Any]:
     return value
 
 
-def split_message(payload: bytes) -> Envelope:
-    """Split an encoded message; :class:`DecodeError` if its head sections are malformed."""
+def check_body(buf: bytes, pos: int) -> None:
+    """:class:`DecodeError` unless ``buf[pos:]`` is a valid body and footer: data sections (of
+    binary), amqp-sequence sections (of lists) or one amqp-value, then at most a footer (a
+    map), each section decoded whole (3.2)."""
+    n = len(buf)
+    kind: type | None = None
+    while pos < n:
+        start = pos
+        section, pos = decode(buf, pos)
+        t = type(section)
+        if t is Footer:
+            _map(section.value, "the footer", start)
+            if pos != n:
+                raise DecodeError("the footer must be the message's last section", pos)
+            return
+        if t is Data:
+            if not isinstance(section.value, bytes):
+                raise DecodeError("a data section must hold binary", start)
+        elif t is AmqpSequence:
+            if not isinstance(section.value, list):
+                raise DecodeError("an amqp-sequence section must hold a list", start)
+        elif t is not AmqpValue:
+            raise DecodeError(f"expected a body section or the footer, not {t.__name__}", start)
+        if kind is not None and (t is not kind or t is AmqpValue):
+            raise DecodeError("a body is data sections, amqp-sequence sections or one amqp-value", start)
+        kind = t
+
+
+def split_message(payload: bytes, check: bool = False) -> Envelope:
+    """Split an encoded message; :class:`DecodeError` if its head sections are malformed
+    (``check``: or its body, :func:`check_body`: a message sent, not one read back)."""
     buf = payload
     envelope = body_only(buf)
     if envelope is not None:
-        return envelope  # the common case: nothing to split
+        return envelope  # the common case: nothing to split (its one data section checked)
     n = len(buf)
     pos = 0
     header: Header | None = None
@@ -404,21 +448,32 @@ def split_message(payload: bytes) -> Envelope:
         elif type(section) is ApplicationProperties:
             app = _map(section.value, "application-properties", start)
     props_raw = b"" if props_start is None else bytes(buf[props_start:pos])
+    if check:
+        check_body(buf, pos)
     return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:]))
 
 
 def body_only(payload: bytes | memoryview, message_format: int = 0, max_size: float = math.inf) -> Envelope | None:
-    """The envelope of a message that is only its body (its first section a body section or
-    the footer: most are), or None when it has sections before the body to split. It is what
-    ``Envelope(None, {}, None, None, b"", body)`` makes, without the dataclass's two calls
-    (this runs once per message sent). None also for a sent message with a message-format
-    other than 0 or larger than ``max_size`` (the entity's max-message-size): the general
-    path decides those."""
-    if message_format or len(payload) > max_size:
+    """The envelope of a message that is only its body, one data (or amqp-value) section of
+    binary that runs to the end (most are), or None when it is any other message (sections
+    before the body to split, another body to check: the general path, :func:`split_message`,
+    decides). It is what ``Envelope(None, {}, None, None, b"", body)`` makes, without the
+    dataclass's two calls (this runs once per message sent). None also for a sent message
+    with a message-format other than 0 or larger than ``max_size`` (the entity's
+    max-message-size)."""
+    size = len(payload)
+    if message_format or size > max_size:
         return None  # (before the copy of a view: a message too large is not copied)
     body = payload if type(payload) is bytes else bytes(payload)
-    # the first section's descriptor (smallulong) is a body section's or the footer's
-    if not body.startswith(_BODY_HEADS):
+    # the first section: a data or amqp-value section (smallulong descriptor) of vbin8 or vbin32 ...
+    if not body.startswith(_BINARY_BODY_HEADS):
+        return None
+    # ... whose binary's length runs to the end of the message: a valid message, nothing after it
+    # (a vbin32 cut short reads as a length below its own, "big" is from_bytes's default)
+    if body[3] == 0xB0:
+        if int.from_bytes(body[4:8]) != size - 8:
+            return None
+    elif size < 5 or body[4] != size - 5:
         return None
     envelope = _new_envelope(Envelope)
     envelope.header = None
@@ -428,7 +483,7 @@ def body_only(payload: bytes | memoryview, message_format: int = 0, max_size: fl
     envelope.props_raw = b""
     envelope.body = body
     envelope.template = None
-    envelope.size = len(body)
+    envelope.size = size
     return envelope
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ARGUMENT_ERROR",
+    "DECODE_ERROR",
     "INTERNAL_ERROR",
     "MESSAGE_LOCK_LOST",
     "MESSAGE_NOT_FOUND",
@@ -29,6 +30,8 @@ SESSION_CANNOT_BE_LOCKED = "com.microsoft:session-cannot-be-locked"
 MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
 ARGUMENT_ERROR = "com.microsoft:argument-error"
 NOT_FOUND = "amqp:not-found"
+DECODE_ERROR = "amqp:decode-error"
+"""A message that is not valid AMQP (refused at the sender, never stored)."""
 NOT_ALLOWED = "amqp:not-allowed"
 UNAUTHORIZED = "amqp:unauthorized-access"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
@@ -43,6 +46,7 @@ _STATUS = {
     MESSAGE_NOT_FOUND: 404,
     NOT_FOUND: 404,
     ARGUMENT_ERROR: 400,
+    DECODE_ERROR: 400,
     NOT_ALLOWED: 400,
     UNAUTHORIZED: 401,
     MESSAGE_SIZE_EXCEEDED: 413,

@@ -19,14 +19,16 @@ from typing import Any
 
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import as_text, split_message, timestamp
-from amqplink.broker.namespace.errors import ARGUMENT_ERROR, NOT_ALLOWED, EntityError
+from amqplink.broker.namespace.errors import ARGUMENT_ERROR, DECODE_ERROR, NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.namespace import Namespace, Topic
 from amqplink.broker.namespace.sessions import MAX_SESSION_STATE
+from amqplink.broker.namespace.store import MessageState
+from amqplink.broker.rights import Right
 from amqplink.codec.errors import DecodeError
-from amqplink.codec.types import AMQPType, Array, Long, Symbol
+from amqplink.codec.types import AMQPType, Array, Int, Long, Symbol
 from amqplink.message import Message
 
-__all__ = ["MAX_PEEK_COUNT", "OPERATIONS", "handle_management", "response"]
+__all__ = ["MAX_PEEK_COUNT", "OPERATIONS", "OPERATION_RIGHTS", "handle_management", "response"]
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +124,9 @@ def _schedule(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
         if not isinstance(raw, bytes):
             raise EntityError(ARGUMENT_ERROR, "each scheduled message needs its encoded 'message'")
         try:
-            envelopes.append(split_message(raw))
+            envelopes.append(split_message(raw, check=True))
         except DecodeError as exc:
-            raise EntityError(ARGUMENT_ERROR, f"a scheduled message cannot be decoded: {exc}") from None
+            raise EntityError(DECODE_ERROR, f"a scheduled message is not valid AMQP: {exc}") from None
     if isinstance(target, Entity):
         target.check_accept(envelopes)
     seqs = []
@@ -206,8 +208,39 @@ def _set_state(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
     state = body.get("session-state")
     if state is not None and (not isinstance(state, bytes) or len(state) > MAX_SESSION_STATE):
         raise EntityError(ARGUMENT_ERROR, f"session state must be binary of at most {MAX_SESSION_STATE} bytes")
-    entity.sessions.set_state(sid, state)
+    entity.sessions.set_state(sid, state, ctx[2])
     return 200, None
+
+
+LISTING_ALL_MS = 253402300800000
+"""``last-updated-time`` of the default listing (.NET's DateTime.MaxValue as the SDKs send it):
+every session with active messages or stored state; an earlier time lists the sessions whose
+state was set after it."""
+MAX_SESSIONS_PAGE = 1000
+"""Session ids one ``get-message-sessions`` answers at most (the SDK asks for 100)."""
+
+
+def _get_message_sessions(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
+    """``get-message-sessions``: a page (``skip``, ``top``) of the entity's session ids, in
+    order; 204 (as Service Bus) when the page is empty."""
+    entity = _entity(ctx[1])
+    if not entity.requires_session:
+        raise EntityError(NOT_ALLOWED, f"{entity.path!r} does not require sessions: it has no sessions to list")
+    skip = max(0, int(body.get("skip") or 0))
+    top = max(0, min(int(body.get("top") or MAX_SESSIONS_PAGE), MAX_SESSIONS_PAGE))
+    updated = body.get("last-updated-time")
+    entity.tick(ctx[2])
+    if updated is None or int(updated) >= LISTING_ALL_MS:
+        active = (MessageState.AVAILABLE, MessageState.LOCKED)
+        ids = {m.session_id for m in entity.store if m.session_id is not None and m.state in active}
+        ids.update(entity.sessions.state)
+    else:
+        since = int(updated) / 1000
+        ids = {sid for sid, at in entity.sessions.updated.items() if at > since}
+    page = sorted(ids)[skip : skip + top]
+    if not page:
+        return 204, None
+    return 200, {"skip": Int(skip + len(page)), "sessions-ids": page}
 
 
 OPERATIONS: dict[str, Callable[[Context, dict[str, Any]], tuple[int, Any]]] = {
@@ -220,7 +253,16 @@ OPERATIONS: dict[str, Callable[[Context, dict[str, Any]], tuple[int, Any]]] = {
     VENDOR + "renew-session-lock": _renew_session,
     VENDOR + "get-session-state": _get_state,
     VENDOR + "set-session-state": _set_state,
+    VENDOR + "get-message-sessions": _get_message_sessions,
 }
+
+OPERATION_RIGHTS: dict[str, Right] = {
+    **{operation: Right.LISTEN for operation in OPERATIONS},
+    VENDOR + "schedule-message": Right.SEND,
+    VENDOR + "cancel-scheduled-message": Right.SEND,
+}
+"""The right each operation needs ("Send" to schedule or cancel a message, "Listen" for the
+rest: they act on received or receivable messages and sessions)."""
 
 
 def handle_management(namespace: Namespace, address: str, request: Message, now: float) -> Message:

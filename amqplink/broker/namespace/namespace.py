@@ -35,6 +35,7 @@ from amqplink.broker.namespace.entity import Entity, Sent
 from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
+    DECODE_ERROR,
     INTERNAL_ERROR,
     MESSAGE_NOT_FOUND,
     MESSAGE_SIZE_EXCEEDED,
@@ -215,6 +216,15 @@ class Topic:
             if self.on_scheduled is not None:
                 self.on_scheduled(seq, item[0], None)
         return item
+
+    def roll_back_scheduled(self, seq: int, kept: tuple[float, Envelope] | None) -> None:
+        """Make scheduled message ``seq`` what the durable store holds (``kept``: when and what;
+        None: nothing), without telling :attr:`on_scheduled` (a failed write taken back)."""
+        item = self._scheduled.pop(seq, None)
+        if item is not None:
+            self.scheduled_bytes -= item[1].size
+        if kept is not None:
+            self.load_scheduled(seq, *kept)
 
     def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
         for seq in sequence_numbers:
@@ -557,10 +567,10 @@ class Namespace:
                 if outer.body_type != "data":
                     raise EntityError(ARGUMENT_ERROR, "a batch message must carry one data section per message")
                 chunks = body if isinstance(body, list) else [body]
-                return [split_message(bytes(chunk)) for chunk in chunks]
-            return [split_message(payload)]
+                return [split_message(bytes(chunk), check=True) for chunk in chunks]
+            return [split_message(payload, check=True)]
         except DecodeError as exc:
-            raise EntityError(ARGUMENT_ERROR, f"the message cannot be decoded: {exc}") from None
+            raise EntityError(DECODE_ERROR, f"the message is not valid AMQP, so it was not stored: {exc}") from None
 
     def send(self, target: Entity | Topic, payload: bytes, now: float, message_format: int = 0) -> None:
         """Store one transfer's message(s) in a queue or topic: all of them or none."""

@@ -309,8 +309,13 @@ class _Sessions:
         self._owner = owner
         self.state = _SessionState(owner)
 
-    def set_state(self, session_id: str, state: bytes | None) -> None:
-        self._owner.session_fragment(session_id).sessions.set_state(session_id, state)
+    def set_state(self, session_id: str, state: bytes | None, now: float | None = None) -> None:
+        self._owner.session_fragment(session_id).sessions.set_state(session_id, state, now)
+
+    @property
+    def updated(self) -> dict[str, float]:
+        """When each session's state was last set, over every fragment."""
+        return {sid: at for fragment in self._owner.fragments for sid, at in fragment.sessions.updated.items()}
 
     def is_locked(self, session_id: str, now: float) -> bool:
         return self._owner.session_fragment(session_id).sessions.is_locked(session_id, now)
@@ -766,8 +771,10 @@ class PartitionedEntity(Entity):
             add[index](token)
         return groups if len(set(tokens)) == len(tokens) else None
 
-    def abandon(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
-        self._by_token(token, "abandoning a message").abandon(token, now, annotations)
+    def abandon(
+        self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None, *, counted: bool = True
+    ) -> None:
+        self._by_token(token, "abandoning a message").abandon(token, now, annotations, counted=counted)
 
     def defer(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
         self._by_token(token, "deferring a message").defer(token, now, annotations)
@@ -788,16 +795,25 @@ class PartitionedEntity(Entity):
     def renew_lock(self, token: LockToken, now: float) -> float:
         return self._by_token(token, "renewing a lock").renew_lock(token, now)
 
-    def release(self, tokens: Iterable[LockToken], now: float) -> None:
-        """Locks lost with their link: released in whichever fragment holds them, up or down."""
+    def _holders(self, tokens: Iterable[LockToken]) -> dict[int, list[LockToken]]:
+        """The tokens by the fragment holding each (up or down); unknown ones are left out."""
         by_fragment: dict[int, list[LockToken]] = {}
         for token in tokens:
             for index, fragment in enumerate(self.fragments):
                 if fragment.holds_lock(token):
                     by_fragment.setdefault(index, []).append(token)
                     break
-        for index, group in by_fragment.items():
-            self.fragments[index].release(group, now)
+        return by_fragment
+
+    def release(self, tokens: Iterable[LockToken], now: float, *, counted: bool = True) -> None:
+        """Locks ended now: released in whichever fragment holds them, up or down."""
+        for index, group in self._holders(tokens).items():
+            self.fragments[index].release(group, now, counted=counted)
+
+    def orphan(self, tokens: Iterable[LockToken]) -> None:
+        """Locks whose link went away: held to expiry in whichever fragment holds them."""
+        for index, group in self._holders(tokens).items():
+            self.fragments[index].orphan(group)
 
     # -- sessions ---------------------------------------------------------------------
     def accept_session(self, session_id: str | None, owner: object, now: float) -> tuple[str, float] | None:

@@ -29,7 +29,7 @@ class SessionLock:
 class SessionTable:
     """Who holds which session until when, and each session's state."""
 
-    __slots__ = ("_earliest", "_locks", "entity_path", "lock_duration", "on_state", "state")
+    __slots__ = ("_earliest", "_locks", "entity_path", "lock_duration", "on_state", "state", "updated")
 
     def __init__(self, entity_path: str, lock_duration: float) -> None:
         self.entity_path = entity_path
@@ -37,15 +37,22 @@ class SessionTable:
         self._locks: dict[str, SessionLock] = {}
         self._earliest = math.inf  # no lock runs out before this (may be early, never late)
         self.state: dict[str, bytes] = {}
+        self.updated: dict[str, float] = {}
+        """When each session's state was last set by a client (``get-message-sessions``'s
+        updated-since listing); not kept across a restart."""
         self.on_state: Callable[[str, bytes | None], None] | None = None
         """Told of every change of a session's state (a durable store keeps it)."""
 
-    def set_state(self, session_id: str, state: bytes | None) -> None:
-        """Set (``None``: clear) the state of ``session_id``."""
+    def set_state(self, session_id: str, state: bytes | None, now: float | None = None) -> None:
+        """Set (``None``: clear) the state of ``session_id``, at ``now`` if given."""
         if state is None:
             self.state.pop(session_id, None)
         else:
             self.state[session_id] = state
+        if now is not None:
+            self.updated[session_id] = now
+        elif state is None:
+            self.updated.pop(session_id, None)
         if self.on_state is not None:
             self.on_state(session_id, state)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from amqplink.broker.namespace import sql_eval as ev
 from amqplink.broker.namespace.sql_lexer import SqlFilterError, Token, tokenize
-from amqplink.broker.namespace.sql_like import like, like_matcher
+from amqplink.broker.namespace.sql_like import LikeBudget, bounded, like, like_matcher
 
 __all__ = ["MAX_ACTION_STATEMENTS", "MAX_SQL_DEPTH", "ActionStep", "parse", "parse_action"]
 
@@ -83,6 +83,8 @@ class _Parser:
         self.tokens = tokenize(text)
         self.i = 0
         self.depth = 0
+        self.budget: LikeBudget | None = None
+        """The steps an evaluation may spend in LIKE (made with the first LIKE; :mod:`.sql_like`)."""
 
     # -- tokens --
     @property
@@ -223,7 +225,9 @@ class _Parser:
             raise SqlFilterError(pattern.pos, "the LIKE pattern must be a string")
         esc_fn = None if escape is None else self._value(escape)
         pattern_fn = self._value(pattern, " after LIKE")
-        return _Node(like(value, pattern_fn, esc_fn, negated, fixed), pos, True, False)
+        if self.budget is None:
+            self.budget = LikeBudget()
+        return _Node(like(value, pattern_fn, esc_fn, negated, fixed, self.budget), pos, True, False)
 
     def _primary_operand(self, operand: Callable[[], _Node], after: Token) -> _Node:
         if self._is("end") or self._is("op", *_NOT_A_VALUE) or self._is("keyword", *_NOT_A_VALUE):
@@ -355,5 +359,8 @@ def parse_action(text: str) -> list[ActionStep]:
 
 
 def parse(text: str) -> Callable[[Any], Any]:
-    """The predicate closure for ``text`` (returns True, False or None for unknown)."""
-    return _Parser(text).parse()
+    """The predicate closure for ``text`` (returns True, False or None for unknown); its LIKE
+    operators share one step budget per evaluation (over it, the condition is unknown)."""
+    parser = _Parser(text)
+    predicate = parser.parse()
+    return predicate if parser.budget is None else bounded(predicate, parser.budget, text)

@@ -317,11 +317,12 @@ class Pairing:
         async def parking() -> None:
             try:
                 await self.park(entity, [message])
-            except BaseException as exc:
+            except asyncio.CancelledError:  # the client is closing: the caller's future says so
+                result.cancel()
+                raise
+            except Exception as exc:
                 if not result.done():
                     result.set_exception(exc)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
                 return
             if not result.done():
                 result.set_result(None)

@@ -1,0 +1,156 @@
+"""The embedded broker where Service Bus users look (issue 24, part C): what counts as a
+delivery attempt, what a closed receiver leaves locked, deferred state, the DLQ's refusal.
+Each test cites the documented behaviour it follows."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from amqplink.aio import connect
+from tests.servicebus.scenario import LOCK, MAX_DELIVERY, Api, BrokerThread, load_api
+
+CLIENTS = ["amqplink", pytest.param("azure", marks=pytest.mark.sdk)]
+
+
+@pytest.fixture()
+def broker() -> Iterator[BrokerThread]:
+    b = BrokerThread()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+async def receive_one(receiver: Any, wait: float = 5.0) -> Any:
+    (message,) = await receiver.receive_messages(max_message_count=1, max_wait_time=wait)
+    return message
+
+
+async def test_a_released_delivery_is_not_a_delivery_attempt(broker: BrokerThread) -> None:
+    """AMQP 1.0 3.4.4, as quoted in the SDK (azure/servicebus/_pyamqp/outcomes.py): "the
+    delivery-count of the header of the released Message MUST NOT be incremented"; Service Bus
+    does not count a release (the SDK releases what it prefetched outside a receive call,
+    _transport/_pyamqp_transport.py). Released more times than MaxDeliveryCount, the message
+    stays in the queue with no attempt counted."""
+    api = load_api("amqplink")
+    async with (
+        await connect(f"amqp://127.0.0.1:{broker.broker.port}") as conn,
+        api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client,
+    ):
+        async with client.get_queue_sender("retries") as sender:
+            await sender.send_messages(api.sb.ServiceBusMessage("released"))
+        raw = await conn.create_receiver("retries", mode="peek-lock", prefetch=0)  # credit per receive
+        for _ in range(MAX_DELIVERY + 2):
+            (message,) = await raw.receive(1, timeout=5)
+            await raw.release(message)
+        await raw.close()
+        async with client.get_queue_receiver("retries") as receiver:
+            got = await receive_one(receiver)
+            assert (str(got), got.delivery_count) == ("released", 0)
+            await receiver.complete_message(got)
+
+
+async def test_a_receiver_closed_unsettled_leaves_its_locks_until_they_expire(broker: BrokerThread) -> None:
+    """Service Bus holds an unsettled message's lock after its receive link closes: the SDK
+    releases what it buffered before closing "so they are not left locked at the broker until
+    lock expiry (delaying redelivery, inflating delivery count)" (ServiceBusReceiver.
+    _close_handler); the close itself counts nothing, the expired lock counts once
+    (ServiceBusReceivedMessage.delivery_count: "incremented when a message lock expires")."""
+    api = load_api("amqplink")
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("locks") as sender:
+            await sender.send_messages(api.sb.ServiceBusMessage("held"))
+        async with client.get_queue_receiver("locks") as first:
+            held = await receive_one(first)
+            locked_until = held.locked_until_utc
+        async with client.get_queue_receiver("locks") as second:
+            assert await second.receive_messages(max_wait_time=1) == []  # still locked
+            again = await receive_one(second, wait=LOCK * 3)
+            assert dt.datetime.now(dt.UTC) >= locked_until
+            assert (str(again), again.delivery_count) == ("held", 1)
+            await second.complete_message(again)
+
+
+async def test_a_session_receiver_closed_unsettled_counts_no_attempt(broker: BrokerThread) -> None:
+    """A session receiver's close frees its session and brings the session's messages back
+    (the next receiver of the session gets them at once), without counting an attempt: the
+    delivery count grows on an expired lock or an abandon (ServiceBusReceivedMessage.
+    delivery_count), and a close is neither."""
+    api = load_api("amqplink")
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("short-sessions") as sender:
+            await sender.send_messages(api.sb.ServiceBusMessage("in session", session_id="s"))
+        async with client.get_queue_receiver("short-sessions", session_id="s") as first:
+            assert (await receive_one(first)).delivery_count == 0
+        async with client.get_queue_receiver("short-sessions", session_id="s", max_wait_time=5) as second:
+            got = await receive_one(second, wait=1)
+            assert (str(got), got.delivery_count) == ("in session", 0)
+            await second.complete_message(got)
+
+
+@pytest.mark.parametrize("name", CLIENTS)
+async def test_a_deferred_message_received_by_sequence_number_is_deferred(broker: BrokerThread, name: str) -> None:
+    """Service Bus reports a deferred message's state as Deferred when it is received with
+    receive_deferred_messages (ServiceBusMessageState.DEFERRED; the SDK reads
+    ``x-opt-message-state``)."""
+    api: Api = load_api(name)
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("other") as sender:
+            await sender.send_messages(api.sb.ServiceBusMessage("later"))
+        async with client.get_queue_receiver("other") as receiver:
+            message = await receive_one(receiver)
+            assert message.state == api.sb.ServiceBusMessageState.ACTIVE
+            await receiver.defer_message(message)
+            (deferred,) = await receiver.receive_deferred_messages([message.sequence_number])
+            assert deferred.state == api.sb.ServiceBusMessageState.DEFERRED
+            await receiver.complete_message(deferred)
+
+
+@pytest.mark.parametrize("name", CLIENTS)
+async def test_dead_lettering_a_dead_letter_queue_message_is_refused(broker: BrokerThread, name: str) -> None:
+    """Service Bus: "you can't dead-letter a message from a DLQ" (learn.microsoft.com,
+    service-bus-messaging/service-bus-dead-letter-queues). The refusal leaves the lock: the
+    message stays in the dead-letter queue."""
+    api: Api = load_api(name)
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("other") as sender:
+            await sender.send_messages(api.sb.ServiceBusMessage("dead"))
+        async with client.get_queue_receiver("other") as receiver:
+            await receiver.dead_letter_message(await receive_one(receiver), reason="test")
+        dead_letter_queue = api.sb.ServiceBusSubQueue.DEAD_LETTER
+        async with client.get_queue_receiver("other", sub_queue=dead_letter_queue) as dead_letters:
+            dead = await receive_one(dead_letters)
+            with pytest.raises(api.exceptions.ServiceBusError):
+                await dead_letters.dead_letter_message(dead, reason="again")
+        async with client.get_queue_receiver("other", sub_queue=dead_letter_queue) as browser:
+            (still,) = await browser.peek_messages(max_message_count=5)
+            assert (str(still), still.sequence_number) == ("dead", dead.sequence_number)
+
+
+@pytest.mark.sdk
+def test_the_sdks_prefetch_releases_count_no_attempt(broker: BrokerThread) -> None:
+    """The issue's probe with the official SDK: a prefetching receiver takes one message of
+    five and abandons it; the SDK releases the rest (outside a receive call and on close).
+    Only the abandon counts: nothing reaches the DLQ early."""
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+
+    with ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        with client.get_queue_sender("retries") as sender:
+            sender.send_messages([ServiceBusMessage(f"r{i}") for i in range(5)])
+        with client.get_queue_receiver("retries", prefetch_count=10) as receiver:
+            (first,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            receiver.abandon_message(first)
+        with client.get_queue_receiver("retries", max_wait_time=2) as receiver:
+            got = []
+            while len(got) < 5 and (batch := receiver.receive_messages(max_message_count=5, max_wait_time=2)):
+                got += batch
+            counts = {str(m): m.delivery_count for m in got}
+            for m in got:
+                receiver.complete_message(m)
+        assert counts == {f"r{i}": (1 if f"r{i}" == str(first) else 0) for i in range(5)}
+        with client.get_queue_receiver("retries", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead:
+            assert dead.peek_messages(max_message_count=5) == []
