@@ -1,7 +1,8 @@
 """The demo's consumer: peek-lock receivers with automatic lock renewal and a de-duplicating
 id window, checking which rows arrived.
 
-Each message carries its row number in the application property ``row``. A message whose
+Each message carries its row number in the application property ``row`` or at the start
+of its body (``<row>:``). A message whose
 id the :class:`Deduplicator` saw already is a duplicate (completed, counted, not
 processed); a row seen twice under different ids would be a real duplicate and is
 counted apart (``twice``; it must stay 0).
@@ -37,13 +38,16 @@ class Consumed:
 
 
 def _row(message: ServiceBusReceivedMessage) -> int | None:
+    """The row number: the application property ``row``, else what opens the body (``<row>:``)."""
     properties = message.application_properties or {}
     value = properties.get(b"row", properties.get("row"))
+    if value is None:
+        value = str(message).split(":", 1)[0]  # the body as text
     if isinstance(value, bytes):
-        value = value.decode()
+        value = value.decode(errors="replace")
     try:
-        return int(value) if value is not None else None
-    except ValueError:
+        return int(value)
+    except (TypeError, ValueError):
         return None
 
 
