@@ -13,7 +13,7 @@ from typing import Any
 
 from amqplink.spark.session import activate
 
-__all__ = ["PARTITIONS", "build_input", "write_batch", "write_stream"]
+__all__ = ["PARTITIONS", "build_input", "warm_up", "write_batch", "write_stream"]
 
 PARTITIONS = 4
 """Partitions of the generated rows (two tasks at a time on ``local[2]``)."""
@@ -51,6 +51,12 @@ def _read(spark: Any, path: str) -> Any:
     if lowered.endswith(".parquet") or os.path.isdir(path):
         return spark.read.parquet(path)
     raise ValueError(f"--input {path}: give a .csv file (with a header line) or a .parquet file or directory")
+
+
+def warm_up(df: Any, sink: dict[str, str]) -> None:
+    """Write no row through the sink: Spark starts what a Python data source write needs
+    (its planning processes, the workers' imports) before the timed write."""
+    write_batch(df.limit(0), sink)
 
 
 def write_batch(df: Any, sink: dict[str, str]) -> int | None:

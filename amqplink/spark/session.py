@@ -10,6 +10,8 @@ that failure into one :class:`ExecutorImportError` that says what to do.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import sys
 import time
@@ -34,16 +36,22 @@ def activate(spark: Any) -> None:
 
 
 def _probe(_: Any) -> str:
+    import amqplink.spark.encoding
     import amqplink.spark.writer
 
+    for name in ("pyarrow", "pandas"):  # the Arrow writer's: imported once per worker, now
+        with contextlib.suppress(ImportError):  # foreachPartition needs neither
+            importlib.import_module(name)
     return amqplink.spark.writer.__name__
 
 
 def check_executors(spark: Any) -> None:
-    """Run one task that imports ``amqplink.spark``; raise :class:`ExecutorImportError` if it cannot."""
+    """Run a task per core that imports ``amqplink.spark`` (the Python workers start and
+    import it now); raise :class:`ExecutorImportError` if they cannot."""
     python = os.environ.get("PYSPARK_PYTHON") or spark.sparkContext.pythonExec
+    tasks = max(1, int(spark.sparkContext.defaultParallelism))
     try:
-        spark.sparkContext.parallelize([0], 1).map(_probe).collect()
+        spark.sparkContext.parallelize(range(tasks), tasks).map(_probe).collect()
     except Exception as exc:
         text = str(exc)
         if "ModuleNotFoundError" not in text and "ImportError" not in text:
@@ -58,7 +66,8 @@ def check_executors(spark: Any) -> None:
 def local_session(master: str = "local[2]", *, app_name: str = "amqplink", **conf: str) -> tuple[Any, float]:
     """``(SparkSession, seconds its start-up took)`` on ``master``, UI off, warnings only.
 
-    Sets ``PYSPARK_PYTHON`` to this interpreter when unset, then :func:`check_executors`.
+    Sets ``PYSPARK_PYTHON`` to this interpreter when unset, then :func:`check_executors`
+    (its Python workers' start counts in the start-up).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -72,11 +81,10 @@ def local_session(master: str = "local[2]", *, app_name: str = "amqplink", **con
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    seconds = time.monotonic() - started
     try:
         check_executors(spark)
         register(spark)
     except BaseException:
         spark.stop()
         raise
-    return spark, seconds
+    return spark, time.monotonic() - started
