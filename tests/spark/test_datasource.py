@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -289,3 +290,25 @@ def test_nothing_connects_on_the_driver() -> None:
     assert source.writer(schema, False).config.entity == "q"
     assert source.streamWriter(schema, False).config.entity == "q"
     assert foreach_partition_sender({"connectionString": unreachable, "entity": "q"}).config.entity == "q"
+
+
+def test_commit_logs_one_summary_line_with_the_counts_and_no_key(caplog: pytest.LogCaptureFixture) -> None:
+    from amqplink.spark.datasource import ServiceBusArrowWriter, ServiceBusStreamWriter, SinkCommitMessage
+    from amqplink.spark.writer import PartitionStats
+
+    conn = "Endpoint=sb://ns.example/;SharedAccessKeyName=k;SharedAccessKey=SeCrEtKeY123="
+    config = ServiceBusDataSource({"connectionString": conn, "entity": "orders"}).config
+    messages: list[Any] = [
+        SinkCommitMessage(0, 0, PartitionStats(rows=600, bytes=6000, batches=3, failed_over=100)),
+        SinkCommitMessage(1, 1, PartitionStats(rows=400, bytes=4000, batches=2, busy=1, retried=2)),
+        None,  # a task that returned nothing
+    ]
+    with caplog.at_level(logging.INFO, logger="amqplink.spark"):
+        ServiceBusArrowWriter(config, "w1").commit(messages)
+        ServiceBusStreamWriter(config).commit(messages, 7)
+    lines = [r.getMessage() for r in caplog.records if r.name == "amqplink.spark"]
+    assert len(lines) == 2
+    assert "write w1 to orders on ns.example: 1000 rows, 10000 bytes in 5 batches from 2 tasks" in lines[0]
+    assert "100 failed over, 2 batches sent again, 1 server-busy waits, 0 failed" in lines[0]
+    assert lines[1].startswith("servicebus sink: micro-batch 7 to orders")
+    assert "SeCrEtKeY123" not in caplog.text
