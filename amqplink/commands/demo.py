@@ -232,7 +232,13 @@ def _check_extras(*, embedded: bool) -> None:
     needed = {"pyspark": "spark", "pyarrow": "spark", "pandas": "spark"}
     if embedded:
         needed.update(aiohttp="broker", cryptography="broker")
-    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    def absent(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is None
+        except (ImportError, ValueError):
+            return True
+
+    missing = [name for name in needed if absent(name)]
     if missing:
         extras = ",".join(sorted({needed[name] for name in missing}))
         raise ValueError(

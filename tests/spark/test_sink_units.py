@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import pickle
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +25,7 @@ from amqplink.spark.foreach import ForeachPartitionSender, foreach_partition_sen
 from amqplink.spark.options import OPTION_NAMES, SinkOptionError, parse_options, redact
 from amqplink.spark.writer import SinkWriteError, send_partition
 from tests.conftest import broker_thread
-from tests.spark.conftest import drain, new_queue
+from tests.spark.conftest import ROOT, drain, new_queue
 
 CONN = "Endpoint=sb://ns.example/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SeCrEtKeY123="
 
@@ -276,3 +279,30 @@ def test_the_fast_encoding_is_byte_for_byte_the_general_one(
     for (*_, make), (*_, message) in zip(fast, general, strict=True):
         made = make() if callable(make) else make
         assert made._message.encode() == message._message.encode()
+
+
+NO_SPARK = """
+import sys
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("pyspark", "pyarrow", "pandas"):
+            raise ImportError("blocked for this test: " + name)
+
+sys.meta_path.insert(0, Block())
+import amqplink.spark  # the sink's options, ids and send loop need no Spark
+from amqplink.cli import main
+sys.exit(main(["demo", "--rows", "10"]))
+"""
+
+
+def test_the_demo_without_the_spark_extra_says_what_to_install() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", NO_SPARK], capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "amqplink demo: the demo needs pyspark, pyarrow, pandas: python3 -m pip install 'amqplink[spark]' "
+        "(from a checkout: python3 -m pip install -e '.[spark,broker]')"
+    )
