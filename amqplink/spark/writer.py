@@ -112,12 +112,9 @@ class _Pipeline:
                 opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
             batch, body_bytes = opened
             if not batch._add_encoded(encoded, message):
-                if len(batch) == 0:
-                    raise MessageSizeExceededError(
-                        f"a row of {len(encoded)} encoded bytes is larger than {name} takes ({batch.max_size_in_bytes})"
-                    )
-                await self._launch(name, batch, body_bytes)
-                batch, body_bytes = ServiceBusMessageBatch(self.limits[name]), 0
+                if len(batch):
+                    await self._launch(name, batch, body_bytes)
+                    batch, body_bytes = ServiceBusMessageBatch(self.limits[name]), 0
                 if not batch._add_encoded(encoded, message):
                     raise MessageSizeExceededError(
                         f"a row of {len(encoded)} encoded bytes is larger than {name} takes ({batch.max_size_in_bytes})"

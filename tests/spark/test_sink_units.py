@@ -306,3 +306,11 @@ def test_the_demo_without_the_spark_extra_says_what_to_install() -> None:
         "amqplink demo: the demo needs pyspark, pyarrow, pandas: python3 -m pip install 'amqplink[spark]' "
         "(from a checkout: python3 -m pip install -e '.[spark,broker]')"
     )
+
+
+def test_a_row_larger_than_the_entity_takes_fails_the_partition_naming_it(sb: Broker) -> None:
+    queue = new_queue(sb)
+    config = parse_options({"connectionString": sb.connection_string, "entity": queue, "maxBatchBytes": "2048"})
+    chunk = {"body": [b"small", b"x" * 4096]}
+    with pytest.raises(SinkWriteError, match=f"a row of 4.* encoded bytes is larger than {queue} takes"):
+        send_partition(config, [chunk], IdScheme("position", "w", 0))
