@@ -6,7 +6,7 @@ import asyncio
 import logging
 import ssl
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Literal
 
@@ -46,6 +46,9 @@ __all__ = ["Connection", "connect"]
 log = logging.getLogger(__name__)
 
 SaslOption = Literal["auto", "anonymous", "plain", "external", "mssbcbs", "none"] | SaslClient
+Dialer = Callable[[asyncio.Protocol], Awaitable[object]]
+"""Opens the byte stream to the peer for a protocol and hands it over (``connection_made``),
+in place of a TCP connection: AMQP over WebSockets (:func:`amqplink.aio.websocket.open_websocket`)."""
 
 DEFAULT_TIMEOUT = 30.0
 # Events that belong to one link: handed to the Sender/Receiver that owns it.
@@ -137,20 +140,24 @@ class Connection:
         return remote.properties if remote is not None else None
 
     # -- opening and closing ----------------------------------------------------------
-    async def _open(self, ssl_context: ssl.SSLContext | None, server_hostname: str | None) -> None:
+    async def _open(
+        self, ssl_context: ssl.SSLContext | None, server_hostname: str | None, dialer: Dialer | None = None
+    ) -> None:
         self.engine.open()
         ep = self.endpoint
         try:
-            await asyncio.wait_for(
-                self._loop.create_connection(
+            opening = (
+                dialer(self._protocol)
+                if dialer is not None
+                else self._loop.create_connection(
                     lambda: self._protocol,
                     ep.host,
                     ep.port,
                     ssl=ssl_context,
                     server_hostname=server_hostname if ssl_context is not None else None,
-                ),
-                self.timeout,
+                )
             )
+            await asyncio.wait_for(opening, self.timeout)
         except (OSError, TimeoutError) as exc:
             reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
             raise ConnectionClosedError(
@@ -442,6 +449,7 @@ async def connect(
     on_excess_transfer: Literal["deliver", "detach"] = "deliver",
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     min_peer_idle_timeout: float = DEFAULT_MIN_PEER_IDLE_TIMEOUT,
+    dialer: Dialer | None = None,
 ) -> Connection:
     """Connect to ``amqp://[user:pass@]host[:port]`` (or ``amqps://``) and open.
 
@@ -457,10 +465,14 @@ async def connect(
     one detaches the receiver with ``amqp:link:message-size-exceeded``.
     ``min_peer_idle_timeout`` (seconds) is the smallest idle time-out a peer may ask
     of us: below it the connection is closed with ``amqp:not-implemented`` rather
-    than flooding the peer with heartbeats.
+    than flooding the peer with heartbeats. ``dialer`` opens the byte stream instead of
+    TCP to the URL's host and port (AMQP over WebSockets); TLS is then the dialer's, so
+    ``ssl_context`` must not be given.
     """
     endpoint = parse_url(url)
-    if endpoint.tls and ssl_context is None:
+    if dialer is not None and ssl_context is not None:
+        raise ValueError("give the TLS context to the dialer: ssl_context applies to TCP connections only")
+    if endpoint.tls and ssl_context is None and dialer is None:
         ssl_context = ssl.create_default_context()
     virtual_host = hostname or endpoint.host
     config = ConnectionConfig(
@@ -477,7 +489,7 @@ async def connect(
     engine = EngineConnection(config, sasl=_sasl_for(endpoint, sasl, virtual_host))
     conn = Connection(endpoint, engine, timeout)
     try:
-        await conn._open(ssl_context, endpoint.host)
+        await conn._open(ssl_context, endpoint.host, dialer)
     except BaseException:
         conn._protocol.abort()
         raise

@@ -286,6 +286,13 @@ class Receiver(LinkBase):
         """Settle with ``released`` (3.4.4): not processed; the peer may redeliver it."""
         await self._settle(messages, _RELEASED, "release")
 
+    def give_back(self, messages: list[ReceivedMessage]) -> None:
+        """Release ``messages`` without waiting for the peer (for a receive that was cancelled
+        after taking them: nobody will handle them, and a released delivery is not a delivery
+        attempt, 3.4.4); does nothing once the link is closed."""
+        if messages and not self.closed:
+            self._start_settle(messages, _RELEASED, "release")
+
     async def modify(
         self,
         *messages: ReceivedMessage,

@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "SERVER_GC_THRESHOLD",
     "EventHandler",
+    "Acceptor",
     "HandlerFactory",
     "ServerLimits",
     "ServerProtocol",
@@ -222,8 +223,58 @@ def raise_gc_threshold(threshold0: int) -> None:
         gc.set_threshold(threshold0, *current[1:])
 
 
+class Acceptor:
+    """Makes the :class:`ServerProtocol` of each accepted connection, under ``limits``: a
+    connection beyond ``max_connections`` (lowered to what the process's file-descriptor
+    limit allows) is refused at its open. One acceptor can serve several listeners (a TCP
+    port and AMQP over WebSockets), which then share its connection cap.
+
+    ``config`` and ``sasl`` are called once per connection; ``sasl=None`` uses
+    ``SaslServer()`` (PLAIN for anyone, ANONYMOUS, MSSBCBS); pass ``lambda: None`` to run
+    without a SASL layer.
+    """
+
+    def __init__(
+        self,
+        factory: HandlerFactory,
+        *,
+        config: Callable[[], ConnectionConfig] = ConnectionConfig,
+        sasl: Callable[[], SaslServer | None] | None = None,
+        limits: ServerLimits | None = None,
+    ) -> None:
+        self._factory = factory
+        self._config = config
+        self._sasl = sasl if sasl is not None else SaslServer
+        self.limits = limits or ServerLimits()
+        raise_gc_threshold(SERVER_GC_THRESHOLD)
+        self.capacity = connection_capacity(self.limits.max_connections)
+        self._live: set[ServerProtocol] = set()
+        self._refusing = False
+
+    @property
+    def connections(self) -> int:
+        """Connections served now."""
+        return len(self._live)
+
+    def __call__(self) -> ServerProtocol:
+        engine = EngineConnection(self._config(), server=True, sasl=self._sasl())
+        refuse = None
+        if len(self._live) >= self.capacity:
+            refuse = f"the server has reached its limit of {self.capacity} connections: try again later"
+            # One report per episode of refusals, not one per refused client.
+            log.log(logging.DEBUG if self._refusing else logging.WARNING, "refusing a connection: %s", refuse)
+            self._refusing = True
+        else:
+            self._refusing = False
+        protocol = ServerProtocol(engine, self.limits, self._live.discard, refuse)
+        if refuse is None:
+            self._live.add(protocol)
+            protocol.handler = self._factory(engine, protocol)
+        return protocol
+
+
 async def serve(
-    factory: HandlerFactory,
+    factory: HandlerFactory | Acceptor,
     host: str = "127.0.0.1",
     port: int = 0,
     *,
@@ -234,34 +285,9 @@ async def serve(
 ) -> asyncio.Server:
     """Listen on ``host:port`` (0: any free port); return the started ``asyncio.Server``.
 
-    ``config`` and ``sasl`` are called once per connection; ``sasl=None`` uses
-    ``SaslServer()`` (PLAIN for anyone, ANONYMOUS, MSSBCBS); pass ``lambda: None``
-    to run without a SASL layer. ``limits`` bounds the time to open and the number of
-    connections (:class:`ServerLimits`; ``max_connections`` is lowered to what the
-    process's file-descriptor limit allows).
+    ``factory`` makes each connection's event handler (:class:`Acceptor` has the meaning
+    of ``config``, ``sasl`` and ``limits``), or is an :class:`Acceptor` already (which
+    then has them).
     """
-    make_sasl = sasl if sasl is not None else SaslServer
-    limits = limits or ServerLimits()
-    raise_gc_threshold(SERVER_GC_THRESHOLD)
-    capacity = connection_capacity(limits.max_connections)
-    live: set[ServerProtocol] = set()
-    refusing = False
-
-    def protocol_factory() -> ServerProtocol:
-        nonlocal refusing
-        engine = EngineConnection(config(), server=True, sasl=make_sasl())
-        refuse = None
-        if len(live) >= capacity:
-            refuse = f"the server has reached its limit of {capacity} connections: try again later"
-            # One report per episode of refusals, not one per refused client.
-            log.log(logging.DEBUG if refusing else logging.WARNING, "refusing a connection: %s", refuse)
-            refusing = True
-        else:
-            refusing = False
-        protocol = ServerProtocol(engine, limits, live.discard, refuse)
-        if refuse is None:
-            live.add(protocol)
-            protocol.handler = factory(engine, protocol)
-        return protocol
-
-    return await asyncio.get_running_loop().create_server(protocol_factory, host, port, ssl=ssl_context)
+    acceptor = factory if isinstance(factory, Acceptor) else Acceptor(factory, config=config, sasl=sasl, limits=limits)
+    return await asyncio.get_running_loop().create_server(acceptor, host, port, ssl=ssl_context)

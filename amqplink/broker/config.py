@@ -26,10 +26,12 @@ import logging
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from amqplink.atom.document import duration_seconds
 from amqplink.broker.rights import AccessRule, parse_rights
 
 if TYPE_CHECKING:
@@ -90,35 +92,12 @@ class ConfigError(ValueError):
     """A configuration file that cannot be used; the message names the field path."""
 
 
-_DURATION = re.compile(
-    r"P(?!$)(?:(?P<Y>\d+(?:\.\d+)?)Y)?(?:(?P<Mo>\d+(?:\.\d+)?)M)?(?:(?P<W>\d+(?:\.\d+)?)W)?"
-    r"(?:(?P<D>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?!$)(?:(?P<H>\d+(?:\.\d+)?)H)?(?:(?P<Mi>\d+(?:\.\d+)?)M)?(?:(?P<S>\d+(?:\.\d+)?)S)?)?",
-    re.ASCII,
-)
-# .NET's XmlConvert counts a year as 365 days and a month as 30.
-_UNIT_SECONDS = {
-    "Y": 365 * 86400.0,
-    "Mo": 30 * 86400.0,
-    "W": 7 * 86400.0,
-    "D": 86400.0,
-    "H": 3600.0,
-    "Mi": 60.0,
-    "S": 1.0,
-}
-
-
 def parse_duration(text: Any, where: str = "duration") -> float:
     """Seconds in an ISO-8601 duration (``PT1M`` -> 60.0); :class:`ConfigError` otherwise."""
-    if not isinstance(text, str) or len(text) > 64:
-        raise ConfigError(f"{where}: {text!r} is not an ISO-8601 duration")
-    match = _DURATION.fullmatch(text)
-    if match is None:
-        raise ConfigError(f"{where}: {text!r} is not an ISO-8601 duration")
-    seconds = sum(float(v) * _UNIT_SECONDS[k] for k, v in match.groupdict().items() if v is not None)
-    if not math.isfinite(seconds):
-        raise ConfigError(f"{where}: {text!r} is too long a duration")
-    return seconds
+    try:
+        return duration_seconds(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -173,6 +152,10 @@ class RuleConfig:
     correlation: CorrelationFilter | None = None
     sql_expression: str | None = None
     action_expression: str | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The SQL filter's ``@name`` parameters (``SqlFilter.Parameters``), values as Python values."""
+    action_parameters: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The SQL rule action's ``@name`` parameters (``SqlRuleAction.Parameters``)."""
     sql_filter: SqlFilter | None = field(default=None, compare=False, repr=False)
     action: SqlRuleAction | None = field(default=None, compare=False, repr=False)
 

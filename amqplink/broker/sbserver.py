@@ -459,6 +459,10 @@ class _ServiceBusConnection:
         link.attach()
         if isinstance(link, ReceiverLink):
             self.requests[link] = path
+            # azure-servicebus's aio session gives concurrent requests (AutoLockRenewer's
+            # renewals) one delivery-id; Service Bus answers each, so this link tolerates
+            # that (docs/dropin-websockets.md); every other link keeps the engine's check.
+            link.tolerate_reused_delivery_ids = path.lower().endswith("/$management")
             link.flow(self.host.credit_window)
         else:
             assert isinstance(link, SenderLink)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from amqplink.aio.server import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
+    Acceptor,
     ServerLimits,
     ServerProtocol,
     serve,
@@ -133,7 +134,9 @@ class Broker:
     once what it caused is written there. ``http_port`` (Service Bus namespaces only): also
     serve the management REST API over HTTPS on that port (0: any free one), with
     ``http_cert=(cert.pem, key.pem)`` or a self-signed certificate made at start
-    (:attr:`http_ca` is its file); needs aiohttp (the ``broker`` extra). ``keys`` (name ->
+    (:attr:`http_ca` is its file), and AMQP over WebSockets at ``/$servicebus/websocket``
+    there (the AMQP port's connection cap, handshake and idle time-outs apply to those
+    connections too); needs aiohttp (the ``broker`` extra). ``keys`` (name ->
     key: namespace Manage rules) and ``rules`` (:class:`~amqplink.broker.rights.AccessRule`,
     with rights and scope; a configuration's ``AuthorizationRules`` come too) authorize
     clients; ``host_names`` (``host`` or ``host:port``) are names a token's audience may
@@ -189,6 +192,7 @@ class Broker:
         self._host = "127.0.0.1"
         self._tls = False
         self._protocols: set[EngineProtocol] = set()
+        self._acceptor: Acceptor | None = None
 
     @property
     def port(self) -> int:
@@ -214,9 +218,8 @@ class Broker:
         self, host: str = "127.0.0.1", port: int = 0, *, ssl_context: ssl.SSLContext | None = None
     ) -> Broker:
         """Listen on ``host:port`` (0: any free port); TLS first when ``ssl_context`` is given."""
-        self._server = await serve(
-            self._accept, host, port, config=self._config, ssl_context=ssl_context, limits=self.limits
-        )
+        self._acceptor = Acceptor(self._accept, config=self._config, limits=self.limits)
+        self._server = await serve(self._acceptor, host, port, ssl_context=ssl_context)
         self._tls = ssl_context is not None
         log.info("amqplink broker listening on %s", self.url)
         if self.servicebus is not None:
@@ -244,6 +247,7 @@ class Broker:
             lambda: servicebus.rules,
             names=servicebus.names,
             on_deleted=lambda nodes: servicebus.detach_links(nodes, gone),
+            amqp=self._acceptor,
         )
         await self.management.start(
             host, port, server_context(self.http_certificate), limits=self.limits, idle_timeout=self.idle_timeout

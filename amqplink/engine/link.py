@@ -812,6 +812,19 @@ class ReceiverLink(Link):
         self._grant_limit = 0
         self._delivery_limit = 0
         self.excess_transfers = 0  # deliveries the sender made beyond any credit granted
+        self.tolerate_reused_delivery_ids = False
+        """Take a transfer whose delivery-id is held by an unsettled, whole delivery of this
+        same link as a new delivery, the older one counting as settled by the sender, instead
+        of ending the session with ``amqp:not-allowed``. Off by default: a delivery-id "MUST
+        be unique among the deliveries on the session that are unsettled" (2.7.5's
+        delivery-id field). The broker sets it on ``$management`` request links only, for
+        azure-servicebus's aio session, which numbers concurrent requests alike (it reads
+        next-outgoing-id before an ``await`` and increments it after). A sender may reuse an
+        id only once it has settled the delivery that had it, so the older one is taken as
+        settled: the application may still settle it, and that sends no disposition
+        (:attr:`reused_delivery_ids` counts them)."""
+        self.reused_delivery_ids = 0
+        """Transfers taken under :attr:`tolerate_reused_delivery_ids`."""
         self.deliver_in_runs = False
         """Report whole deliveries that arrive one after another as one
         :class:`~amqplink.engine.events.DeliveriesReceived` (a run) instead of a
@@ -1010,10 +1023,14 @@ class ReceiverLink(Link):
             delivery.remote_settled = True
         else:
             incoming = self.session._incoming
-            if delivery_id in incoming:
-                raise errors.SessionProtocolError(
-                    self.session.channel, errors.NOT_ALLOWED, f"delivery-id {delivery_id} is already in use"
-                )
+            held = incoming.get(delivery_id)
+            if held is not None:
+                if not self.tolerate_reused_delivery_ids or held.link is not self:
+                    raise errors.SessionProtocolError(
+                        self.session.channel, errors.NOT_ALLOWED, f"delivery-id {delivery_id} is already in use"
+                    )
+                held.remote_settled = True  # the sender reused its id: it has settled it
+                self.reused_delivery_ids += 1
             incoming[delivery_id] = delivery
             self.unsettled[delivery_id] = delivery
         return delivery

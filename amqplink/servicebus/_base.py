@@ -19,13 +19,13 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from amqplink.aio.connection import Connection, connect
+from amqplink.aio.connection import Connection, Dialer, connect
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.url import Endpoint
 from amqplink.servicebus.cbs import CbsAuthorizer
 from amqplink.servicebus.connection_string import TLS_PORT
 from amqplink.servicebus.exceptions import ServiceBusError
-from amqplink.servicebus.management import ManagementClient
+from amqplink.servicebus.management_node import ManagementClient
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 
@@ -73,11 +73,14 @@ class ConnectionHolder:
         idle_timeout: float | None = None,
         token_ttl: int = DEFAULT_TOKEN_TTL,
         namespace: str | None = None,
+        dialer: Dialer | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.namespace = namespace or _bracketed(endpoint.host)
         """The namespace as the SDK names it: the host, with the port when one was given
         (``client.namespace_name``); the audiences are under it."""
+        self.dialer = dialer
+        """Opens the byte stream when it is not TCP to ``endpoint`` (WebSockets, a custom endpoint)."""
         self.token_ttl = token_ttl
         self.credential = credential
         self.policy = policy
@@ -118,6 +121,7 @@ class ConnectionHolder:
                 hostname=self.endpoint.host,
                 idle_timeout=self.idle_timeout,
                 timeout=self.policy.timeout,
+                dialer=self.dialer,
             )
             if conn is not None:
                 log.info("reconnected to %s (the previous connection ended: %s)", self.endpoint.url, conn.error)

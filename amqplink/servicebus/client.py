@@ -10,13 +10,11 @@ token credential (anything with ``get_token``: :mod:`amqplink.servicebus.tokens`
 from __future__ import annotations
 
 import datetime as dt
-import ssl
 from types import TracebackType
 from typing import Any, TypeVar
 
-from amqplink.aio.url import Endpoint
 from amqplink.servicebus._base import ConnectionHolder, Credential, namespace_name
-from amqplink.servicebus.connection_string import PLAIN_PORT, TLS_PORT, parse_connection_string
+from amqplink.servicebus.connection_string import parse_connection_string
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
 from amqplink.servicebus.paired.options import PairedNamespaceOptions
 from amqplink.servicebus.paired.pairing import PairedState, Pairing
@@ -27,6 +25,7 @@ from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
 from amqplink.servicebus.session_list import SessionLister
 from amqplink.servicebus.tokens import credential_kind
+from amqplink.servicebus.transport import transport_from_options
 
 __all__ = ["ServiceBusClient"]
 
@@ -55,7 +54,9 @@ class ServiceBusClient:
     default 3600; tokens are refreshed before expiry), ``timeout`` (the overall operation
     timeout, default 60 s), ``idle_timeout``, ``ssl_context`` and ``paired_namespace``
     (a :class:`PairedNamespaceOptions`: failover of sends to backlog queues in a secondary
-    namespace, see :mod:`amqplink.servicebus.paired`).
+    namespace, see :mod:`amqplink.servicebus.paired`). The SDK's ``transport_type``,
+    ``http_proxy``, ``custom_endpoint_address`` and ``connection_verify`` are
+    :mod:`amqplink.servicebus.transport`'s.
     """
 
     def __init__(
@@ -80,13 +81,13 @@ class ServiceBusClient:
             retry_mode=retry_mode,  # type: ignore[arg-type]
             timeout=float(kwargs.get("timeout") or kwargs.get("operation_timeout") or 60.0),
         )
-        endpoint = Endpoint(host=host, port=port or (TLS_PORT if use_tls else PLAIN_PORT), tls=use_tls)
-        ssl_context: ssl.SSLContext | None = kwargs.get("ssl_context")
+        transport = transport_from_options(host, port, use_tls, kwargs)
         self._holder = ConnectionHolder(
-            endpoint,
+            transport.endpoint,
             credential,
             policy=self._policy,
-            ssl_context=ssl_context,
+            ssl_context=transport.ssl_context,
+            dialer=transport.dialer,
             idle_timeout=kwargs.get("idle_timeout"),
             token_ttl=int(kwargs.get("token_ttl") or DEFAULT_TOKEN_TTL),
             namespace=self.fully_qualified_namespace,
@@ -96,7 +97,8 @@ class ServiceBusClient:
         paired = kwargs.get("paired_namespace")
         if paired is not None and not isinstance(paired, PairedNamespaceOptions):
             raise TypeError(f"paired_namespace must be a PairedNamespaceOptions, not {type(paired).__name__}")
-        self._pairing: Pairing | None = None if paired is None else Pairing(self, paired)
+        network: dict[str, Any] = {name: kwargs[name] for name in ("transport_type", "http_proxy") if name in kwargs}
+        self._pairing: Pairing | None = None if paired is None else Pairing(self, paired, network=network)
 
     def __repr__(self) -> str:
         return f"<ServiceBusClient {self.fully_qualified_namespace}>"

@@ -60,7 +60,9 @@ NEXT_AVAILABLE_SESSION = ServiceBusSessionFilter.NEXT_AVAILABLE
 
 
 class TransportType(enum.Enum):
-    """AMQP over TCP (5671/5672); WebSockets are not supported by amqplink."""
+    """``Amqp``: AMQP over TCP (5671, or 5672 without TLS); ``AmqpOverWebsocket``: AMQP in
+    WebSocket messages at ``wss://HOST:443/$servicebus/websocket``
+    (:mod:`amqplink.servicebus.transport`)."""
 
     Amqp = 1
     AmqpOverWebsocket = 2

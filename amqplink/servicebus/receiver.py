@@ -41,7 +41,7 @@ from amqplink.servicebus.exceptions import (
     ServiceBusError,
     SessionLockLostError,
 )
-from amqplink.servicebus.management import DispositionStatus
+from amqplink.servicebus.management_node import DispositionStatus
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.retry import backoff_delay
 from amqplink.servicebus.session import LOCKED_UNTIL_UTC, SESSION_FILTER, ServiceBusSession, datetime_from_ticks
@@ -283,16 +283,21 @@ class ServiceBusReceiver(Handler):
         wait = max_wait_time if max_wait_time is not None else self._max_wait_time
         raws = await self._receive_raw(count, wait)
         link = self._link
-        while raws and len(raws) < count and link is not None and not link.closed:
-            try:
-                more = await link.receive(count - len(raws), GATHER_WINDOW)
-            except AMQPError:
-                break  # hand out what came; the next call reports the link's error
-            if not more:
-                break
-            raws += more
-        if raws and self._prefetch_count == 0 and link is not None and link.link.link_credit:
-            raws += await self._take_back_credit(link, count - len(raws))  # what the gathering granted
+        try:
+            while raws and len(raws) < count and link is not None and not link.closed:
+                try:
+                    more = await link.receive(count - len(raws), GATHER_WINDOW)
+                except AMQPError:
+                    break  # hand out what came; the next call reports the link's error
+                if not more:
+                    break
+                raws += more
+            if raws and self._prefetch_count == 0 and link is not None and link.link.link_credit:
+                raws += await self._take_back_credit(link, count - len(raws))  # what the gathering granted
+        except asyncio.CancelledError:
+            if link is not None:  # taken and never handed out: not left locked until the lock expires
+                link.give_back(raws)
+            raise
         return [self._wrap(raw) for raw in raws]
 
     def __aiter__(self) -> ServiceBusReceiver:

@@ -30,7 +30,7 @@ from amqplink.protocol.definitions import Accepted, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
 from amqplink.servicebus.errors import from_amqp_error
 from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError
-from amqplink.servicebus.management import ScheduledMessage
+from amqplink.servicebus.management_node import ScheduledMessage
 from amqplink.servicebus.message import (
     BATCH_MESSAGE_FORMAT,
     MAX_MESSAGE_LENGTH_BYTES,

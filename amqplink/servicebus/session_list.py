@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from amqplink.servicebus._base import ConnectionHolder
 from amqplink.servicebus.exceptions import OperationTimeoutError
-from amqplink.servicebus.management import ManagementClient
+from amqplink.servicebus.management_node import ManagementClient
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
 
 __all__ = ["LIST_ALL_MS", "PAGE_SIZE", "SessionLister", "last_updated_ms", "next_skip"]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.errors import SettlementError
 from amqplink.aio.receiver import SettlementWaiter
-from amqplink.servicebus.management import DispositionStatus
+from amqplink.servicebus.management_node import DispositionStatus
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 
 if TYPE_CHECKING:

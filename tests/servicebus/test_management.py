@@ -28,7 +28,7 @@ from amqplink.servicebus.exceptions import (
     SessionLockLostError,
 )
 from amqplink.servicebus.lock_token import delivery_tag_from_lock_token, lock_token_from_delivery_tag
-from amqplink.servicebus.management import (
+from amqplink.servicebus.management_node import (
     DispositionStatus,
     ManagementClient,
     Operation,

@@ -159,3 +159,19 @@ def test_the_size_limit_is_exact(
     assert len(park(original, entity, size).raw_amqp_message.encode()) == size
     with pytest.raises(MessageSizeExceededError):
         park(original, entity, size - 1)
+
+
+def test_the_secondary_is_reached_the_way_the_primary_is() -> None:
+    from amqplink.servicebus import TransportType
+    from amqplink.servicebus.aio import ServiceBusClient
+
+    primary = "Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=k1="
+    options = PairedNamespaceOptions(SECONDARY)
+    over_ws = ServiceBusClient.from_connection_string(
+        primary, paired_namespace=options, transport_type=TransportType.AmqpOverWebsocket
+    )
+    plain = ServiceBusClient.from_connection_string(primary, paired_namespace=options)
+    assert over_ws._pairing is not None and plain._pairing is not None
+    assert over_ws._pairing._secondary_client()._holder.dialer is not None  # WebSockets to the secondary too
+    assert plain._pairing._secondary_client()._holder.dialer is None
+    assert over_ws._pairing.names[0] == "contoso/x-servicebus-transfer/0"

@@ -3,8 +3,11 @@ were not parked."""
 
 from __future__ import annotations
 
+import pytest
+
 from amqplink.broker.config import EntityProperties, QueueConfig
 from amqplink.servicebus import ServiceBusMessage
+from amqplink.servicebus.paired import syphon as syphon_module
 from amqplink.servicebus.paired.options import namespace_label
 from tests.servicebus.paired_util import namespaces, paired_client, plain_sender, send_until_parked, stored, syphoned
 from tests.servicebus.scenario import wait_until
@@ -63,3 +66,22 @@ async def test_a_message_that_was_not_parked_is_dead_lettered() -> None:
             await wait_until(lambda: len(dead.store) == 1)
         assert stored(primary, "orders") == 0 and stored(secondary, name) == 0
         assert client.paired_state is not None and client.paired_state.parked == 0
+
+
+async def test_the_syphon_keeps_a_bounded_number_of_destination_senders(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(syphon_module, "MAX_DESTINATIONS", 2)
+    entities = [f"q{i}" for i in range(5)]
+    async with namespaces() as (primary, secondary):
+        async with paired_client(primary, secondary) as client:
+            primary.faults.refuse_connections()
+            primary.faults.close_connections()
+            for entity in entities:
+                async with client.get_queue_sender(entity) as sender:
+                    await send_until_parked(sender, [ServiceBusMessage(f"{entity}-{n}") for n in range(3)])
+            primary.faults.clear_all()
+        async with paired_client(primary, secondary, enable_syphon=True) as syphon_client:
+            await wait_until(lambda: syphoned(syphon_client) == 15, timeout=30)
+            pairing = syphon_client._pairing
+            assert pairing is not None and pairing.syphon is not None
+            assert len(pairing.syphon._senders) <= 2
+        assert [stored(primary, e) for e in entities] == [3] * 5

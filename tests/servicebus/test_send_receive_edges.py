@@ -254,3 +254,41 @@ async def test_a_gathered_message_that_cannot_be_encoded_fails_alone(broker: Bro
             while batch := await r.receive_messages(max_message_count=10, max_wait_time=1):
                 got += [str(m) for m in batch]
         assert sorted(got) == ["m0", "m1", "m3", "m4", "warm-up"]
+
+
+async def test_a_receive_cancelled_after_taking_messages_gives_them_back(broker: BrokerThread) -> None:
+    """A cancelled ``receive_messages`` (a task cancelled by ``wait_for`` or a shutdown) that
+    had already taken messages releases them: they are not left locked until the lock
+    expires (Service Bus keeps a lock past the link's close), and a release is no delivery
+    attempt, so the next receiver gets them at once with their delivery count unchanged."""
+    async with client_for(broker) as client:
+        await purge(client, "other")
+        async with client.get_queue_sender("other") as sender:
+            await sender.send_messages([ServiceBusMessage(f"m{i}", message_id=f"m{i}") for i in range(3)])
+        async with client.get_queue_receiver("other") as first:
+            for message in await first.receive_messages(1, max_wait_time=5):  # opens the link
+                await first.complete_message(message)
+            link = first._link
+            assert link is not None
+            gathering = asyncio.Event()
+            original = link.receive
+
+            async def receive_then_hang(max_messages: int = 1, timeout: float | None = None) -> Any:
+                if timeout is not None and timeout < 1:  # the gathering after the first message
+                    gathering.set()
+                    await asyncio.Event().wait()
+                return await original(max_messages, timeout)
+
+            link.receive = receive_then_hang  # type: ignore[method-assign]
+            task = asyncio.ensure_future(first.receive_messages(3, max_wait_time=5))  # waits for a third
+            await asyncio.wait_for(gathering.wait(), 5)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            link.receive = original  # type: ignore[method-assign]
+        async with client.get_queue_receiver("other") as second:  # (what first had buffered: released on close)
+            got = await second.receive_messages(2, max_wait_time=5)
+            assert sorted(str(m.message_id) for m in got) == ["m1", "m2"]
+            assert [m.delivery_count for m in got] == [0, 0]
+            for message in got:
+                await second.complete_message(message)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Iterable
 from typing import Any
 
+from amqplink.atom.values import format_value, parse_value
 from amqplink.broker.config import (
     ConfigError,
     CorrelationFilter,
@@ -70,7 +72,7 @@ def restore(namespace: Namespace, document: bytes) -> None:
             )
             for t in data["topics"]
         ]
-    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+    except (ValueError, KeyError, TypeError, LookupError, IndexError, ConfigError) as exc:
         log.error("the stored entity definitions do not parse (%s); entities made at run time are not restored", exc)
         return
     for queue in queues:
@@ -98,14 +100,28 @@ def _read_properties(raw: dict[str, Any]) -> EntityProperties:
     return EntityProperties(**{k: v for k, v in raw.items() if k in _PROPERTY_FIELDS})
 
 
+def _typed(items: Iterable[tuple[str, Any]]) -> list[list[str]]:
+    """Key-values as ``[key, xsd type, text]`` (datetimes and timedeltas are not JSON)."""
+    return [[key, *format_value(value)] for key, value in items]
+
+
+def _untyped(raw: Iterable[list[Any]]) -> tuple[tuple[str, Any], ...]:
+    """:func:`_typed`'s items back; a ``[key, value]`` pair (written before types were kept) as is."""
+    return tuple((item[0], parse_value(item[1], item[2]) if len(item) == 3 else item[1]) for item in raw)
+
+
 def _rule(rule: RuleConfig) -> dict[str, Any]:
-    correlation = None if rule.correlation is None else dataclasses.asdict(rule.correlation)
+    correlation = None
+    if rule.correlation is not None:
+        correlation = {**dataclasses.asdict(rule.correlation), "properties": _typed(rule.correlation.properties)}
     return {
         "name": rule.name,
         "filter_type": rule.filter_type,
         "correlation": correlation,
         "sql_expression": rule.sql_expression,
         "action_expression": rule.action_expression,
+        "parameters": _typed(rule.parameters.items()),
+        "action_parameters": _typed(rule.action_parameters.items()),
     }
 
 
@@ -113,6 +129,14 @@ def _read_rule(raw: dict[str, Any]) -> RuleConfig:
     correlation = raw["correlation"]
     if correlation is not None:
         fields = {k: v for k, v in correlation.items() if k in _CORRELATION_FIELDS}
-        fields["properties"] = tuple((k, v) for k, v in fields.get("properties", ()))
+        fields["properties"] = _untyped(fields.get("properties", ()))
         correlation = CorrelationFilter(**fields)
-    return RuleConfig(raw["name"], raw["filter_type"], correlation, raw["sql_expression"], raw["action_expression"])
+    return RuleConfig(
+        raw["name"],
+        raw["filter_type"],
+        correlation,
+        raw["sql_expression"],
+        raw["action_expression"],
+        parameters=dict(_untyped(raw.get("parameters", ()))),
+        action_parameters=dict(_untyped(raw.get("action_parameters", ()))),
+    )

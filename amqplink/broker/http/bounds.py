@@ -32,7 +32,7 @@ from aiohttp import web, web_protocol, web_server
 from aiohttp.http_exceptions import HttpProcessingError
 
 from amqplink.aio.server import ServerLimits, connection_capacity
-from amqplink.broker.http.atom import error_document
+from amqplink.atom.document import error_document
 
 __all__ = ["MAX_HEADERS", "MAX_HEADER_SIZE", "BoundedHandler", "BoundedListener", "request_deadline"]
 
@@ -74,6 +74,7 @@ class BoundedHandler(web_protocol.RequestHandler):
         self._first_deadline = first_deadline
         self._on_lost = on_lost
         self._timer: asyncio.TimerHandle | None = None
+        self._upgraded = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -93,8 +94,14 @@ class BoundedHandler(web_protocol.RequestHandler):
 
     def request_started(self) -> None:
         """A request has begun: it must be read and answered within ``handshake_timeout``."""
-        if self._timer is None and self.transport is not None:
+        if self._timer is None and self.transport is not None and not self._upgraded:
             self._timer = self._loop.call_later(self._limits.handshake_timeout, self._expired)
+
+    def upgraded(self) -> None:
+        """The connection is now a WebSocket: no more request deadlines (what it carries
+        bounds its own time, e.g. the AMQP handshake and idle time-outs)."""
+        self._upgraded = True
+        self._disarm()
 
     def log_access(self, request: Any, response: Any, time: float | None) -> None:
         # aiohttp calls this once a response is written: the request is over.

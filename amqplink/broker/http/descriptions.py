@@ -9,12 +9,22 @@ element. Writing emits elements in the order of the service's data contracts.
 
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from amqplink.atom.document import (
+    COUNTS_NS,
+    MAX_TIMESPAN,
+    SB_NS,
+    XSI_NS,
+    element,
+    format_duration,
+    format_time,
+)
+from amqplink.atom.values import CORRELATION_FIELDS, key_values_xml, read_key_values
+from amqplink.atom.xmlsafe import local_name
 from amqplink.broker.config import (
     _PROPERTY_READERS,
     ConfigError,
@@ -23,32 +33,33 @@ from amqplink.broker.config import (
     RuleConfig,
     parse_duration,
 )
-from amqplink.broker.http.atom import (
-    COUNTS_NS,
-    MAX_TIMESPAN,
-    SB_NS,
-    XSD_NS,
-    XSI_NS,
-    element,
-    format_duration,
-    format_time,
-)
-from amqplink.broker.http.xmlsafe import local_name
 
 __all__ = [
     "Counts",
     "EntityMeta",
+    "MAX_DUPLICATE_WINDOW",
     "MAX_USER_METADATA",
+    "MIN_DUPLICATE_WINDOW",
+    "PREMIUM_MAX_MESSAGE_KB",
+    "PREMIUM_MIN_MESSAGE_KB",
     "description_of",
     "queue_description",
     "read_meta",
     "read_properties",
+    "created",
     "read_rule",
+    "replacing",
     "rule_description",
     "subscription_description",
     "topic_description",
 ]
 
+MIN_DUPLICATE_WINDOW = 20.0
+MAX_DUPLICATE_WINDOW = 7 * 86400.0
+"""Seconds of ``DuplicateDetectionHistoryTimeWindow`` the API accepts (20 seconds to 7 days)."""
+PREMIUM_MIN_MESSAGE_KB = 1024
+PREMIUM_MAX_MESSAGE_KB = 102400
+"""``MaxMessageSizeInKilobytes`` on a Premium namespace: at least 1 MB (its default), at most 100 MB."""
 MAX_USER_METADATA = 1024
 """Characters of ``UserMetadata`` (Service Bus: "maximum length is 1024")."""
 _XSI_TYPE = f"{{{XSI_NS}}}type"
@@ -62,16 +73,8 @@ _TEXT_KEYS = {
     "ForwardDeadLetteredMessagesTo",
 }
 """Elements read as text; any other a config reader knows is typed by its text (a boolean or a number)."""
-_CORRELATION = (
-    ("CorrelationId", "correlation_id"),
-    ("MessageId", "message_id"),
-    ("To", "to"),
-    ("ReplyTo", "reply_to"),
-    ("Label", "subject"),
-    ("SessionId", "session_id"),
-    ("ReplyToSessionId", "reply_to_session_id"),
-    ("ContentType", "content_type"),
-)
+_CORRELATION = tuple((key, "subject" if attr == "label" else attr) for key, attr in CORRELATION_FIELDS)
+"""Correlation elements -> :class:`CorrelationFilter` fields (the SDK's ``label`` is the broker's ``subject``)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class EntityMeta:
     user_metadata: str = ""
     auto_delete_on_idle: str = MAX_TIMESPAN
     enable_batched_operations: bool = True
+    enable_express: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,8 +146,9 @@ def _typed(key: str, text: str, where: str) -> Any:
     return text.strip()
 
 
-def read_properties(desc: ET.Element, base: EntityProperties) -> EntityProperties:
-    """``base`` with the settings ``desc`` gives; :class:`ConfigError` names a bad element."""
+def read_properties(desc: ET.Element, base: EntityProperties, *, premium: bool = False) -> EntityProperties:
+    """``base`` with the settings ``desc`` gives; :class:`ConfigError` names a bad element or a
+    value Service Bus refuses (:func:`_check_limits`)."""
     kind = local_name(desc.tag)
     fields = _fields(desc)
     changed: dict[str, Any] = {}
@@ -152,7 +157,55 @@ def read_properties(desc: ET.Element, base: EntityProperties) -> EntityPropertie
         if child is not None:
             where = f"{kind}.{key}"
             changed[attr] = read(_typed(key, child.text or "", where), where)
-    return replace(base, **changed)
+    result = replace(base, **changed)
+    _check_limits(kind, result, base, premium)
+    return result
+
+
+def _check_limits(kind: str, p: EntityProperties, base: EntityProperties, premium: bool) -> None:
+    """What the service refuses though ``Config.json`` may set it.
+
+    ``DuplicateDetectionHistoryTimeWindow``: "Max value is 7 days and minimum is 20 seconds"
+    (QueueProperties.DuplicateDetectionHistoryTimeWindow, Azure.Messaging.ServiceBus);
+    ``MaxMessageSizeInKilobytes``: "only available when using a Premium namespace [...] The
+    minimum allowed value is 1024 while the maximum allowed value is 102400. Default value is
+    1024." (ServiceBusAdministrationClient.create_queue), so a Standard namespace refuses a change.
+    """
+    window = p.duplicate_detection_window
+    if window != base.duplicate_detection_window and not MIN_DUPLICATE_WINDOW <= window <= MAX_DUPLICATE_WINDOW:
+        raise ConfigError(
+            f"{kind}.DuplicateDetectionHistoryTimeWindow: {format_duration(window)} is outside"
+            f" {format_duration(MIN_DUPLICATE_WINDOW)}..{format_duration(MAX_DUPLICATE_WINDOW)} (20 seconds to 7 days)"
+        )
+    if p.max_message_size != base.max_message_size:
+        if not premium:
+            raise ConfigError(
+                f"{kind}.MaxMessageSizeInKilobytes: can be set only on a Premium namespace; this one is Standard"
+                f" (its limit is {base.max_message_size >> 10} KB)"
+            )
+        if not PREMIUM_MIN_MESSAGE_KB << 10 <= p.max_message_size <= PREMIUM_MAX_MESSAGE_KB << 10:
+            raise ConfigError(
+                f"{kind}.MaxMessageSizeInKilobytes: {p.max_message_size >> 10} is outside"
+                f" {PREMIUM_MIN_MESSAGE_KB}..{PREMIUM_MAX_MESSAGE_KB}"
+            )
+
+
+def created(premium: bool) -> EntityProperties:
+    """The base a new entity's description reads onto: the defaults, and on Premium a 1 MB message limit."""
+    return EntityProperties(max_message_size=PREMIUM_MIN_MESSAGE_KB << 10) if premium else EntityProperties()
+
+
+def replacing(current: EntityProperties) -> EntityProperties:
+    """The base an update (a ``PUT`` with ``If-Match``) reads onto: the description replaces the
+    entity's, so an element left out (``ForwardTo``, say) takes its default; what no
+    description carries or cannot change (sessions, partitioning) stays."""
+    return EntityProperties(
+        requires_session=current.requires_session,
+        enable_partitioning=current.enable_partitioning,
+        partition_count=current.partition_count,
+        max_messages=current.max_messages,
+        max_message_size=current.max_message_size,
+    )
 
 
 def read_meta(desc: ET.Element, base: EntityMeta, now: float) -> EntityMeta:
@@ -172,43 +225,14 @@ def read_meta(desc: ET.Element, base: EntityMeta, now: float) -> EntityMeta:
         text = (fields["AutoDeleteOnIdle"].text or "").strip()
         parse_duration(text, f"{kind}.AutoDeleteOnIdle")
         changed["auto_delete_on_idle"] = text
-    if "EnableBatchedOperations" in fields:
-        text = fields["EnableBatchedOperations"].text or ""
-        changed["enable_batched_operations"] = _bool(text, f"{kind}.EnableBatchedOperations")
+    for key, attr in (("EnableBatchedOperations", "enable_batched_operations"), ("EnableExpress", "enable_express")):
+        if key in fields:
+            changed[attr] = _bool(fields[key].text or "", f"{kind}.{key}")
     return replace(base, **changed)
 
 
 def _xsi_type(node: ET.Element) -> str:
     return node.attrib.get(_XSI_TYPE, "").rsplit(":", 1)[-1]
-
-
-def _key_value(node: ET.Element, where: str) -> tuple[str, Any]:
-    fields = _fields(node)
-    key, value = fields.get("Key"), fields.get("Value")
-    if key is None or value is None or not key.text:
-        raise ValueError(f"{where}: a KeyValueOfstringanyType needs a Key and a Value")
-    text = value.text or ""
-    kind = _xsi_type(value)
-    try:
-        if kind in ("int", "long"):
-            return key.text, int(text)
-        if kind == "double":
-            number = float(text)
-            if not math.isfinite(number):
-                raise ValueError(text)
-            return key.text, number
-    except ValueError:
-        raise ValueError(f"{where}.{key.text}: {text!r} is not a {kind}") from None
-    if kind == "boolean":
-        return key.text, _bool(text, f"{where}.{key.text}")
-    if kind == "string":
-        return key.text, text
-    raise ValueError(f"{where}.{key.text}: type {kind!r} is not supported (string, int, long, double, boolean)")
-
-
-def _parameters(node: ET.Element | None, where: str) -> None:
-    if node is not None and len(node):
-        raise ValueError(f"{where}.Parameters: SQL parameters (@name) are not supported by this broker")
 
 
 def read_rule(desc: ET.Element, name: str) -> RuleConfig:
@@ -223,13 +247,17 @@ def read_rule(desc: ET.Element, name: str) -> RuleConfig:
     elif kind == "FalseFilter":
         rule = RuleConfig(name, "False", sql_expression="1=0")
     elif kind == "SqlFilter":
-        _parameters(f.get("Parameters"), where)
-        rule = RuleConfig(name, "Sql", sql_expression=(f["SqlExpression"].text or "") if "SqlExpression" in f else "")
+        rule = RuleConfig(
+            name,
+            "Sql",
+            sql_expression=(f["SqlExpression"].text or "") if "SqlExpression" in f else "",
+            parameters=read_key_values(f.get("Parameters"), f"{where}.Parameters"),
+        )
     elif kind == "CorrelationFilter":
         kwargs: dict[str, Any] = {attr: f[key].text for key, attr in _CORRELATION if key in f and f[key].text}
         props = f.get("Properties")
         if props is not None:
-            kwargs["properties"] = tuple(_key_value(kv, f"{where}.Properties") for kv in props)
+            kwargs["properties"] = tuple(read_key_values(props, f"{where}.Properties").items())
         if not kwargs:
             raise ValueError(f"{where}: a correlation filter needs at least one field or property")
         rule = RuleConfig(name, "Correlation", CorrelationFilter(**kwargs))
@@ -239,8 +267,11 @@ def read_rule(desc: ET.Element, name: str) -> RuleConfig:
     action_kind = "EmptyRuleAction" if action is None else _xsi_type(action)
     if action_kind == "SqlRuleAction":
         a = _fields(action) if action is not None else {}
-        _parameters(a.get("Parameters"), "RuleDescription.Action")
-        return replace(rule, action_expression=(a["SqlExpression"].text or "") if "SqlExpression" in a else "")
+        return replace(
+            rule,
+            action_expression=(a["SqlExpression"].text or "") if "SqlExpression" in a else "",
+            action_parameters=read_key_values(a.get("Parameters"), "RuleDescription.Action.Parameters"),
+        )
     if action_kind != "EmptyRuleAction":
         raise ValueError(f"RuleDescription.Action: {action_kind!r} is not SqlRuleAction or EmptyRuleAction")
     return rule
@@ -294,7 +325,7 @@ def queue_description(p: EntityProperties, meta: EntityMeta, counts: Counts) -> 
         + element("EnablePartitioning", p.enable_partitioning)
         + element("EntityAvailabilityStatus", "Available")
         + _forward_dead_letters(p.forward_dead_lettered_messages_to)
-        + element("EnableExpress", False)
+        + element("EnableExpress", meta.enable_express)
         + element("MaxMessageSizeInKilobytes", p.max_message_size >> 10)
         + "</QueueDescription>"
     )
@@ -326,7 +357,7 @@ def topic_description(
         + element("EnablePartitioning", p.enable_partitioning)
         + element("EntityAvailabilityStatus", "Available")
         + element("EnableSubscriptionPartitioning", False)
-        + element("EnableExpress", False)
+        + element("EnableExpress", meta.enable_express)
         + element("UserMetadata", meta.user_metadata)
         + element("MaxMessageSizeInKilobytes", p.max_message_size >> 10)
         + "</TopicDescription>"
@@ -357,23 +388,12 @@ def subscription_description(p: EntityProperties, meta: EntityMeta, counts: Coun
     )
 
 
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        kind = "boolean"
-    elif isinstance(value, int):
-        kind = "int" if -(2**31) <= value < 2**31 else "long"
-    elif isinstance(value, float):
-        kind = "double"
-    else:
-        kind = "string"
-    return element("Value", value, f' i:type="d6p1:{kind}" xmlns:d6p1="{XSD_NS}"')
-
-
-def _sql(kind: str, expression: str | None, tag: str = "Filter") -> str:
+def _sql(kind: str, expression: str | None, tag: str = "Filter", parameters: Mapping[str, Any] | None = None) -> str:
     return (
         f'<{tag} i:type="{kind}">'
         + element("SqlExpression", expression or "")
         + element("CompatibilityLevel", 20)
+        + (key_values_xml("Parameters", parameters) if parameters else "")
         + "</"
         + tag
         + ">"
@@ -386,13 +406,10 @@ def _filter(rule: RuleConfig) -> str:
     if rule.filter_type == "False":
         return _sql("FalseFilter", "1=0")
     if rule.filter_type == "Sql":
-        return _sql("SqlFilter", rule.sql_expression)
+        return _sql("SqlFilter", rule.sql_expression, parameters=rule.parameters)
     c = rule.correlation or CorrelationFilter()
     inner = "".join(element(key, getattr(c, attr)) for key, attr in _CORRELATION if getattr(c, attr) is not None)
-    pairs = "".join(
-        f"<KeyValueOfstringanyType>{element('Key', k)}{_value(v)}</KeyValueOfstringanyType>" for k, v in c.properties
-    )
-    return f'<Filter i:type="CorrelationFilter">{inner}<Properties>{pairs}</Properties></Filter>'
+    return f'<Filter i:type="CorrelationFilter">{inner}{key_values_xml("Properties", c.properties)}</Filter>'
 
 
 def rule_description(rule: RuleConfig, created: float) -> str:
@@ -400,7 +417,7 @@ def rule_description(rule: RuleConfig, created: float) -> str:
     if rule.action_expression is None:
         action = '<Action i:type="EmptyRuleAction"/>'
     else:
-        action = _sql("SqlRuleAction", rule.action_expression, "Action")
+        action = _sql("SqlRuleAction", rule.action_expression, "Action", rule.action_parameters)
     return (
         _open("RuleDescription")
         + _filter(rule)

@@ -31,24 +31,27 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from amqplink.aio.server import ServerLimits
+from amqplink.aio.server import ServerLimits, ServerProtocol
+from amqplink.atom import document as atom
+from amqplink.atom.xmlsafe import local_name, parse_xml
 from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.config import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
-from amqplink.broker.http import atom
 from amqplink.broker.http.bounds import BoundedListener, request_deadline
 from amqplink.broker.http.descriptions import (
     Counts,
     EntityMeta,
+    created,
     description_of,
     queue_description,
     read_meta,
     read_properties,
     read_rule,
+    replacing,
     rule_description,
     subscription_description,
     topic_description,
 )
-from amqplink.broker.http.xmlsafe import local_name, parse_xml
+from amqplink.broker.http.websocket import AmqpWebSockets
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.namespace import DEFAULT_RULE, Namespace, Subscription, Topic
@@ -130,6 +133,7 @@ class ManagementApi:
         max_body: int = MAX_BODY,
         clock: Callable[[], float] = time.time,
         on_deleted: Callable[[set[object]], None] | None = None,
+        amqp: Callable[[], ServerProtocol] | None = None,
     ) -> None:
         self.namespace = namespace
         self._rules = rules
@@ -145,7 +149,12 @@ class ManagementApi:
         self._runner: web.AppRunner | None = None
         self.listener: BoundedListener | None = None
         """Admits connections and bounds what each holds (:mod:`.bounds`), once started."""
-        self.app = web.Application(client_max_size=max_body, middlewares=[request_deadline, self._middleware])
+        self.websockets = None if amqp is None else AmqpWebSockets(amqp)
+        """AMQP over WebSockets (:mod:`.websocket`), when given the AMQP port's acceptor (``amqp``)."""
+        websockets = [] if self.websockets is None else [self.websockets.middleware]
+        self.app = web.Application(
+            client_max_size=max_body, middlewares=[request_deadline, *websockets, self._middleware]
+        )
         self.app.router.add_route("*", "/{path:.*}", self._dispatch)
 
     # -- serving ------------------------------------------------------------------
@@ -174,6 +183,8 @@ class ManagementApi:
         return self.listener.port
 
     async def stop(self) -> None:
+        if self.websockets is not None:
+            self.websockets.close_all()
         if self.listener is not None:
             self.listener.close()
             self.listener = None
@@ -234,18 +245,22 @@ class ManagementApi:
         if len(parts) > 1 and "subscriptions" not in lowered[1:] and all(parts):
             # a queue or topic whose name has segments, e.g. contoso/x-servicebus-transfer/0
             return self._entity(request, method, _segmented_name(parts), body)
-        if len(parts) >= 2 and lowered[1] == "subscriptions":
-            topic = self.namespace.topic(_name(parts[0], _ENTITY_NAME, "topic"))
-            if len(parts) == 2 and method == "GET":
+        if "subscriptions" in lowered[1:] and all(parts):
+            at = lowered.index("subscriptions", 1)  # the topic's name may have segments (site1/orders)
+            topic = self.namespace.topic(
+                _segmented_name(parts[:at]) if at > 1 else _name(parts[0], _ENTITY_NAME, "topic")
+            )
+            rest, lowered_rest = parts[at:], lowered[at:]
+            if len(rest) == 1 and method == "GET":
                 return self._list_subscriptions(request, topic)
-            if len(parts) == 3:
-                return self._subscription(request, method, topic, _name(parts[2], _CHILD_NAME, "subscription"), body)
-            if len(parts) >= 4 and lowered[3] == "rules":
-                sub = self.namespace.subscription(topic.name, _name(parts[2], _CHILD_NAME, "subscription"))
-                if len(parts) == 4 and method == "GET":
+            if len(rest) == 2:
+                return self._subscription(request, method, topic, _name(rest[1], _CHILD_NAME, "subscription"), body)
+            if len(rest) >= 3 and lowered_rest[2] == "rules":
+                sub = self.namespace.subscription(topic.name, _name(rest[1], _CHILD_NAME, "subscription"))
+                if len(rest) == 3 and method == "GET":
                     return self._list_rules(request, sub)
-                if len(parts) == 5:
-                    return self._rule(request, method, sub, _name(parts[4], _CHILD_NAME, "rule"), body)
+                if len(rest) == 4:
+                    return self._rule(request, method, sub, _name(rest[3], _CHILD_NAME, "rule"), body)
         raise ApiError(404 if method in ("GET", "PUT", "DELETE") else 405, f"no resource {request.path!r} for {method}")
 
     async def _body(self, request: web.Request) -> bytes:
@@ -331,6 +346,16 @@ class ManagementApi:
                 problem = str(exc)
         raise ApiError(400, problem if len(kinds) == 1 else f"the entry's content holds no {' or '.join(kinds)}")
 
+    def _read_properties(self, desc: ET.Element, base: EntityProperties) -> EntityProperties:
+        try:
+            return read_properties(desc, base, premium=self.namespace.partition_all)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+
+    def _replaced_meta(self, desc: ET.Element, path: str, now: float) -> EntityMeta:
+        """An update's API-only fields: the description's, defaults for those it leaves out."""
+        return _read_meta(desc, EntityMeta(self._get_meta(path).created, now), now)
+
     @staticmethod
     def _updating(request: web.Request) -> bool:
         return "If-Match" in request.headers
@@ -376,10 +401,13 @@ class ManagementApi:
 
     def _topic_xml(self, name: str) -> str:
         topic = self.namespace.topic(name)
+        # True and False filters are SQL filters on Service Bus (TrueFilter derives from SqlFilter,
+        # "1=1"), so SqlFilterCount counts every subscription's $Default rule too.
         filters: dict[str, int] = {}
         for sub in topic.subscriptions.values():
             for rule in sub.rules:
-                filters[rule.filter_type] = filters.get(rule.filter_type, 0) + 1
+                kind = "Correlation" if rule.filter_type == "Correlation" else "Sql"
+                filters[kind] = filters.get(kind, 0) + 1
         return topic_description(
             topic.properties, self._get_meta(topic.name), _topic_counts(topic), len(topic.subscriptions), filters
         )
@@ -415,18 +443,18 @@ class ManagementApi:
         if self._updating(request):
             if kind == "QueueDescription":
                 queue = ns.queue(name)
-                properties = _read_properties(desc, queue.properties)
-                self._meta[key] = _read_meta(desc, self._get_meta(name), now)
+                properties = self._read_properties(desc, replacing(queue.properties))
+                self._meta[key] = self._replaced_meta(desc, name, now)
                 _apply(lambda: ns.update_queue(queue, properties))
                 return self._entry(request, queue.name, queue.name, self._queue_xml(name))
             topic = ns.topic(name)
-            properties = _read_properties(desc, topic.properties)
-            self._meta[key] = _read_meta(desc, self._get_meta(name), now)
+            properties = self._read_properties(desc, replacing(topic.properties))
+            self._meta[key] = self._replaced_meta(desc, name, now)
             _apply(lambda: ns.update_topic(topic, properties))
             return self._entry(request, topic.name, topic.name, self._topic_xml(name))
         if key in ns.queues or key in ns.topics:
             raise ApiError(409, f"an entity called {name!r} exists already in namespace {ns.name!r}")
-        properties = _read_properties(desc, EntityProperties())
+        properties = self._read_properties(desc, created(self.namespace.partition_all))
         meta = _read_meta(desc, EntityMeta(now, now), now)
         ns.check_room()
         if kind == "QueueDescription":
@@ -469,13 +497,13 @@ class ManagementApi:
         now = self.clock()
         if self._updating(request):
             sub = ns.subscription(topic.name, name)
-            properties = _read_properties(desc, sub.properties)
-            self._meta[path.lower()] = _read_meta(desc, self._get_meta(path), now)
+            properties = self._read_properties(desc, replacing(sub.properties))
+            self._meta[path.lower()] = self._replaced_meta(desc, path, now)
             _apply(lambda: ns.update_subscription(topic, sub, properties))
             return self._entry(request, sub.path, sub.name, self._sub_xml(topic, name))
         if name.lower() in topic.subscriptions:
             raise ApiError(409, f"subscription {name!r} exists already on topic {topic.name!r}")
-        properties = _read_properties(desc, EntityProperties())
+        properties = self._read_properties(desc, created(self.namespace.partition_all))
         meta = _read_meta(desc, EntityMeta(now, now), now)
         default = next((child for child in desc if local_name(child.tag) == "DefaultRuleDescription"), None)
         rule = DEFAULT_RULE if default is None else _read_rule(default, DEFAULT_RULE.name)
@@ -530,13 +558,6 @@ class ManagementApi:
         self.namespace.set_rules(sub, rules)
         log.info("management API: rule %r of %r %s", name, sub.path, "updated" if status == 200 else "created")
         return self._entry(request, path, rule.name, self._rule_entry_xml(sub, rule), status=status)
-
-
-def _read_properties(desc: Any, base: EntityProperties) -> EntityProperties:
-    try:
-        return read_properties(desc, base)
-    except ValueError as exc:
-        raise ApiError(400, str(exc)) from None
 
 
 def _read_meta(desc: Any, base: EntityMeta, now: float) -> EntityMeta:

@@ -12,11 +12,13 @@ subscription.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from typing import Any
 
 from amqplink.broker.config import CorrelationFilter, RuleConfig
 from amqplink.broker.namespace.envelope import Envelope
+from amqplink.codec.types import Timestamp
 
 __all__ = ["correlation_matches", "rule_matches", "rules_match", "subscription_copies"]
 
@@ -36,6 +38,9 @@ _SYSTEM_FIELDS = (
 def _same(expected: Any, actual: Any) -> bool:
     if actual is None:
         return False
+    if isinstance(expected, datetime.datetime) and isinstance(actual, Timestamp):
+        # a dateTime property (management API) against an AMQP timestamp: the same instant, to the ms
+        return Timestamp.from_datetime(expected) == actual
     if isinstance(expected, str) and not isinstance(actual, str):
         return expected == str(actual)
     return bool(expected == actual)

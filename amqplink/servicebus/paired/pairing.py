@@ -80,10 +80,17 @@ class Pairing:
     """The paired-namespace state of one primary client."""
 
     def __init__(
-        self, client: ServiceBusClient, options: PairedNamespaceOptions, clock: Callable[[], float] = time.monotonic
+        self,
+        client: ServiceBusClient,
+        options: PairedNamespaceOptions,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        network: Mapping[str, Any] | None = None,
     ) -> None:
         self.client = client
         self.options = options
+        self.network = dict(network or {})
+        """The primary client's ``transport_type`` and ``http_proxy``: the secondary is reached the same way."""
         self.clock = clock
         holder: ConnectionHolder = client._holder
         self.primary = holder
@@ -156,6 +163,7 @@ class Pairing:
             retry_backoff_factor=policy.retry_backoff_factor,
             retry_backoff_max=policy.retry_backoff_max,
             timeout=policy.timeout,
+            **self.network,
         )
 
     async def close(self) -> None:

@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.connection import Connection
@@ -46,6 +47,8 @@ SYPHON_BATCH = 256
 """Messages one receive takes at most."""
 COORDINATION_GRACE = 5.0
 """Seconds the partner connection may stay open after one side faulted (seed 001: 5 s)."""
+MAX_DESTINATIONS = 64
+"""Destination senders the syphon keeps open at most (x-ms-path comes from the messages)."""
 MAX_BACKOFF = 5.0
 """Seconds at most between two attempts after a failed forward or receive."""
 
@@ -66,7 +69,9 @@ class Syphon:
         self.forwarded = 0
         self.faulted = 0
         """Times a partner connection was faulted by the close/fault coordination."""
-        self._senders: dict[str, ServiceBusSender] = {}
+        self._senders: OrderedDict[str, ServiceBusSender] = OrderedDict()
+        """Senders to the destinations, least recently used first (at most :data:`MAX_DESTINATIONS`)."""
+        self._closing: set[asyncio.Task[None]] = set()
         self._receivers: list[ServiceBusReceiver] = []
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -83,7 +88,7 @@ class Syphon:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._closing, return_exceptions=True)
         for handler in [*self._receivers, *self._senders.values()]:
             await handler.close()
         self._senders.clear()
@@ -139,6 +144,13 @@ class Syphon:
         if sender is None or sender._closed:
             policy = dataclasses.replace(self.policy, retry_total=0)
             sender = self._senders[destination] = ServiceBusSender(self.primary, destination, policy=policy)
+            if len(self._senders) > MAX_DESTINATIONS:  # the least recently used one goes
+                _, oldest = self._senders.popitem(last=False)
+                closing = asyncio.get_running_loop().create_task(oldest.close())
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+        else:
+            self._senders.move_to_end(destination)
         await sender.send_messages(message)
 
     async def _renew(self, receiver: ServiceBusReceiver, batch: list[ServiceBusReceivedMessage]) -> None:

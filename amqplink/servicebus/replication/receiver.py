@@ -339,8 +339,12 @@ class DeduplicatingReceiver:
     async def close(self) -> None:
         """Stop receiving and close the receivers (and the deduplicator when it made it).
 
-        In peek-lock mode, messages received but not handed out are released (their locks
-        end with the links); in receive-and-delete mode they are lost, as in any receiver.
+        In peek-lock mode, messages received but not handed out, and the copies held behind
+        handed-out ones, are abandoned first: a closed link does not end its locks on Service
+        Bus (they are held until they expire), so without this a restarted consumer would
+        wait a lock duration for them. Messages handed out and not settled stay locked until
+        their locks expire, as with any receiver. In receive-and-delete mode the messages not
+        handed out are lost, as in any receiver.
         """
         if self._closed:
             return
@@ -348,7 +352,11 @@ class DeduplicatingReceiver:
         tasks = [s.task for s in self._sources if s.task is not None]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        if self.receive_mode is ServiceBusReceiveMode.PEEK_LOCK:
+            arrived = [m for r in results if isinstance(r, list) for m in r]  # finished, not yet collected
+            unhanded = [*self._ready, *arrived, *(c for p in self._pending.values() for c in p.copies)]
+            await self._settle_copies(unhanded, complete=False)
         await asyncio.gather(*(s.receiver.close() for s in self._sources), return_exceptions=True)
         self._ready.clear()
         self._pending.clear()

@@ -9,8 +9,9 @@ import isodate
 from hypothesis import given
 from hypothesis import strategies as st
 
+from amqplink.atom.document import MAX_TIMESPAN, entry, format_duration
+from amqplink.atom.xmlsafe import parse_xml
 from amqplink.broker.config import CorrelationFilter, EntityProperties, RuleConfig, parse_duration
-from amqplink.broker.http.atom import MAX_TIMESPAN, entry, format_duration
 from amqplink.broker.http.descriptions import (
     Counts,
     EntityMeta,
@@ -21,7 +22,6 @@ from amqplink.broker.http.descriptions import (
     read_rule,
     rule_description,
 )
-from amqplink.broker.http.xmlsafe import parse_xml
 
 seconds = st.floats(min_value=0, max_value=10**9, allow_nan=False).map(lambda s: round(s, 7))
 texts = st.text(alphabet=st.characters(blacklist_categories=["Cs", "Cc"]), max_size=50)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from amqplink.broker.http.xmlsafe import XmlError, parse_xml
+from amqplink.atom.xmlsafe import XmlError, parse_xml
 
 ENCODINGS = st.sampled_from(
     ["utf-8", "UTF-16", "latin-1", "x-bogus", "utf-7", "cp1252", "", "ébc", "shift_jis", "\x00"]

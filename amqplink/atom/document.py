@@ -11,8 +11,11 @@ Times are ISO-8601 UTC, durations ISO-8601 as .NET's XmlConvert writes a TimeSpa
 from __future__ import annotations
 
 import datetime
+import decimal
 import math
+import re
 from collections.abc import Iterable
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 __all__ = [
@@ -20,6 +23,8 @@ __all__ = [
     "MAX_TIMESPAN",
     "SB_NS",
     "XSI_NS",
+    "duration_seconds",
+    "duration_timedelta",
     "element",
     "entry",
     "error_document",
@@ -56,6 +61,51 @@ def format_duration(seconds: float) -> str:
     if clock:
         out += "T" + clock
     return out if out != "P" else "PT0S"
+
+
+_DURATION = re.compile(
+    r"P(?!$)(?:(?P<Y>\d+(?:\.\d+)?)Y)?(?:(?P<Mo>\d+(?:\.\d+)?)M)?(?:(?P<W>\d+(?:\.\d+)?)W)?"
+    r"(?:(?P<D>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?!$)(?:(?P<H>\d+(?:\.\d+)?)H)?(?:(?P<Mi>\d+(?:\.\d+)?)M)?(?:(?P<S>\d+(?:\.\d+)?)S)?)?",
+    re.ASCII,
+)
+# .NET's XmlConvert counts a year as 365 days and a month as 30.
+_UNIT_SECONDS = {
+    "Y": 365 * 86400.0,
+    "Mo": 30 * 86400.0,
+    "W": 7 * 86400.0,
+    "D": 86400.0,
+    "H": 3600.0,
+    "Mi": 60.0,
+    "S": 1.0,
+}
+
+
+def duration_seconds(text: Any) -> float:
+    """Seconds in an ISO-8601 duration (``PT1M`` -> 60.0); :class:`ValueError` saying why otherwise."""
+    if not isinstance(text, str) or len(text) > 64:
+        raise ValueError(f"{text!r} is not an ISO-8601 duration")
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not an ISO-8601 duration")
+    seconds = sum(float(v) * _UNIT_SECONDS[k] for k, v in match.groupdict().items() if v is not None)
+    if not math.isfinite(seconds):
+        raise ValueError(f"{text!r} is too long a duration")
+    return seconds
+
+
+def duration_timedelta(text: str) -> datetime.timedelta:
+    """An ISO-8601 duration as a timedelta, to the microsecond (``TimeSpan.MaxValue`` exactly:
+    ``P10675199DT2H48M5.4775807S`` -> 10675199 days, 10085.477581 s, as the SDK reads it)."""
+    duration_seconds(text)  # ValueError saying why
+    match = _DURATION.fullmatch(text)
+    assert match is not None
+    total = sum(
+        (decimal.Decimal(v) * decimal.Decimal(_UNIT_SECONDS[k]) for k, v in match.groupdict().items() if v is not None),
+        decimal.Decimal(0),
+    )
+    micros = int(total.scaleb(6).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
+    return datetime.timedelta(microseconds=micros)
 
 
 def format_time(timestamp: float) -> str:

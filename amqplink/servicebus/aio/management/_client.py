@@ -1,0 +1,208 @@
+"""The asyncio ``ServiceBusAdministrationClient`` on aiohttp (imported when the first request is made).
+
+The calls and their reading are :class:`~amqplink.servicebus.management._operations.AdminCore`'s,
+shared with the blocking twin; this module only sends them on an ``aiohttp.ClientSession``
+(made on first use, closed by :meth:`close`), so importing it needs no aiohttp.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from amqplink.servicebus.management import _operations as ops
+from amqplink.servicebus.management._base import AdminClientBase
+from amqplink.servicebus.management._errors import ServiceRequestError
+from amqplink.servicebus.management._models import (
+    NamespaceProperties,
+    QueueProperties,
+    QueueRuntimeProperties,
+    RuleProperties,
+    SqlRuleAction,
+    SubscriptionProperties,
+    SubscriptionRuntimeProperties,
+    TopicProperties,
+    TopicRuntimeProperties,
+)
+
+if TYPE_CHECKING:
+    import aiohttp
+
+__all__ = ["ServiceBusAdministrationClient"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ServiceBusAdministrationClient(AdminClientBase):
+    """The asyncio twin of :class:`amqplink.servicebus.management.ServiceBusAdministrationClient`:
+    the same methods, awaited; ``list_*`` give async iterators."""
+
+    def __init__(self, fully_qualified_namespace: str, credential: Any, **kwargs: Any) -> None:
+        super().__init__(fully_qualified_namespace, credential, **kwargs)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> ServiceBusAdministrationClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the HTTP session (a later call opens another)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # -- transport -------------------------------------------------------------------
+    def _client_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            import aiohttp  # the client package stays importable without aiohttp
+
+            connector = aiohttp.TCPConnector(ssl=self._context if self._context is not None else False)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self._timeout)
+            )
+        return self._session
+
+    async def _run(self, call: ops.Call[T]) -> T:
+        import aiohttp
+
+        session = self._client_session()
+        url = f"{self._core.endpoint}{self._core.url_path(call)}"
+        try:
+            async with session.request(
+                call.method, url, data=call.body, headers=self._core.headers(call), skip_auto_headers=("Content-Type",)
+            ) as response:
+                body = await response.read()
+                status, reason = response.status, response.reason or ""
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise ServiceRequestError(
+                f"{call.what}: no answer from {self._core.endpoint} ({type(exc).__name__}: {exc})", error=exc
+            ) from exc
+        return self._core.result(call, status, reason, body)
+
+    async def _list(self, listing: ops.Listing[T]) -> AsyncIterator[T]:
+        skip = 0
+        while True:
+            items, more = await self._run(listing.page(skip, self._core.api_version))
+            for item in items:
+                yield item
+            if not more:
+                return
+            skip += len(items)
+
+    # -- queues ----------------------------------------------------------------------
+    async def get_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
+        return await self._run(self._core.get("queue", queue_name, ops.queue))
+
+    async def get_queue_runtime_properties(self, queue_name: str, **kwargs: Any) -> QueueRuntimeProperties:
+        return await self._run(self._core.get("queue", queue_name, ops.queue_runtime))
+
+    async def create_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
+        model = ops.model_kwargs(QueueProperties, queue_name, kwargs, "create_queue")
+        result: QueueProperties = await self._run(self._core.create_entity(model))
+        return result
+
+    async def update_queue(self, queue: QueueProperties | dict[str, Any], **kwargs: Any) -> None:
+        await self._run(self._core.update_entity(queue, QueueProperties, kwargs))
+
+    async def delete_queue(self, queue_name: str, **kwargs: Any) -> None:
+        await self._run(self._core.delete(f"queue {queue_name!r}", queue_name))
+
+    def list_queues(self, **kwargs: Any) -> AsyncIterator[QueueProperties]:
+        return self._list(self._core.list_entities("queues", ops.queue))
+
+    def list_queues_runtime_properties(self, **kwargs: Any) -> AsyncIterator[QueueRuntimeProperties]:
+        return self._list(self._core.list_entities("queues", ops.queue_runtime))
+
+    # -- topics ----------------------------------------------------------------------
+    async def get_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
+        return await self._run(self._core.get("topic", topic_name, ops.topic))
+
+    async def get_topic_runtime_properties(self, topic_name: str, **kwargs: Any) -> TopicRuntimeProperties:
+        return await self._run(self._core.get("topic", topic_name, ops.topic_runtime))
+
+    async def create_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
+        model = ops.model_kwargs(TopicProperties, topic_name, kwargs, "create_topic")
+        result: TopicProperties = await self._run(self._core.create_entity(model))
+        return result
+
+    async def update_topic(self, topic: TopicProperties | dict[str, Any], **kwargs: Any) -> None:
+        await self._run(self._core.update_entity(topic, TopicProperties, kwargs))
+
+    async def delete_topic(self, topic_name: str, **kwargs: Any) -> None:
+        await self._run(self._core.delete(f"topic {topic_name!r}", topic_name))
+
+    def list_topics(self, **kwargs: Any) -> AsyncIterator[TopicProperties]:
+        return self._list(self._core.list_entities("topics", ops.topic))
+
+    def list_topics_runtime_properties(self, **kwargs: Any) -> AsyncIterator[TopicRuntimeProperties]:
+        return self._list(self._core.list_entities("topics", ops.topic_runtime))
+
+    # -- subscriptions ---------------------------------------------------------------
+    async def get_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> SubscriptionProperties:
+        return await self._run(self._core.get_subscription(topic_name, subscription_name, ops.subscription))
+
+    async def get_subscription_runtime_properties(
+        self, topic_name: str, subscription_name: str, **kwargs: Any
+    ) -> SubscriptionRuntimeProperties:
+        return await self._run(self._core.get_subscription(topic_name, subscription_name, ops.subscription_runtime))
+
+    async def create_subscription(
+        self, topic_name: str, subscription_name: str, *, default_rule: RuleProperties | None = None, **kwargs: Any
+    ) -> SubscriptionProperties:
+        model = ops.model_kwargs(SubscriptionProperties, subscription_name, kwargs, "create_subscription")
+        return await self._run(self._core.create_subscription(topic_name, model, default_rule))
+
+    async def update_subscription(
+        self, topic_name: str, subscription: SubscriptionProperties | dict[str, Any], **kwargs: Any
+    ) -> None:
+        await self._run(self._core.update_subscription(topic_name, subscription, kwargs))
+
+    async def delete_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> None:
+        what = f"subscription {topic_name}/{subscription_name!r}"
+        await self._run(self._core.delete(what, topic_name, "Subscriptions", subscription_name))
+
+    def list_subscriptions(self, topic_name: str, **kwargs: Any) -> AsyncIterator[SubscriptionProperties]:
+        return self._list(self._core.list_subscriptions(topic_name, ops.subscription))
+
+    def list_subscriptions_runtime_properties(
+        self, topic_name: str, **kwargs: Any
+    ) -> AsyncIterator[SubscriptionRuntimeProperties]:
+        return self._list(self._core.list_subscriptions(topic_name, ops.subscription_runtime))
+
+    # -- rules -----------------------------------------------------------------------
+    async def get_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> RuleProperties:
+        return await self._run(self._core.get_rule(topic_name, subscription_name, rule_name))
+
+    async def create_rule(
+        self,
+        topic_name: str,
+        subscription_name: str,
+        rule_name: str,
+        *,
+        filter: Any = None,
+        action: SqlRuleAction | None = None,
+        **kwargs: Any,
+    ) -> RuleProperties:
+        rule = ops.new_rule(rule_name, filter, action)
+        result: RuleProperties = await self._run(self._core.put_rule(topic_name, subscription_name, rule, False))
+        return result
+
+    async def update_rule(
+        self, topic_name: str, subscription_name: str, rule: RuleProperties | dict[str, Any], **kwargs: Any
+    ) -> None:
+        await self._run(self._core.update_rule(topic_name, subscription_name, rule, kwargs))
+
+    async def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> None:
+        what = f"rule {rule_name!r} of {topic_name}/{subscription_name}"
+        await self._run(self._core.delete(what, topic_name, "Subscriptions", subscription_name, "Rules", rule_name))
+
+    def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any) -> AsyncIterator[RuleProperties]:
+        return self._list(self._core.list_rules(topic_name, subscription_name))
+
+    # -- namespace -------------------------------------------------------------------
+    async def get_namespace_properties(self, **kwargs: Any) -> NamespaceProperties:
+        return await self._run(self._core.namespace())

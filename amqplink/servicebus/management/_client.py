@@ -1,0 +1,224 @@
+"""The blocking ``ServiceBusAdministrationClient`` on the standard library (:mod:`http.client`, :mod:`ssl`).
+
+The calls and their reading are :class:`~._operations.AdminCore`'s; this module only sends
+them over one kept-alive HTTPS connection (made again once if the server closed an idle
+one), under a lock so that threads may share a client.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from amqplink.servicebus.management import _operations as ops
+from amqplink.servicebus.management._base import AdminClientBase
+from amqplink.servicebus.management._errors import ServiceRequestError
+from amqplink.servicebus.management._models import (
+    NamespaceProperties,
+    QueueProperties,
+    QueueRuntimeProperties,
+    RuleProperties,
+    SqlRuleAction,
+    SubscriptionProperties,
+    SubscriptionRuntimeProperties,
+    TopicProperties,
+    TopicRuntimeProperties,
+)
+
+__all__ = ["ServiceBusAdministrationClient"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ServiceBusAdministrationClient(AdminClientBase):
+    """Create, read, update, delete and list a namespace's queues, topics, subscriptions and rules.
+
+    ``ServiceBusAdministrationClient(fully_qualified_namespace, credential)`` or
+    :meth:`from_connection_string`; ``connection_verify`` is a CA bundle path, ``False`` to
+    skip the check (never in production) or ``None`` for the system's CAs.
+    """
+
+    def __init__(self, fully_qualified_namespace: str, credential: Any, **kwargs: Any) -> None:
+        super().__init__(fully_qualified_namespace, credential, **kwargs)
+        self._lock = threading.Lock()
+        self._conn: http.client.HTTPConnection | None = None
+
+    def __enter__(self) -> ServiceBusAdministrationClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (a later call opens another)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- transport -------------------------------------------------------------------
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            host, port = self._core.host_port
+            if self._context is not None:
+                self._conn = http.client.HTTPSConnection(host, port, timeout=self._timeout, context=self._context)
+            else:
+                self._conn = http.client.HTTPConnection(host, port, timeout=self._timeout)
+        return self._conn
+
+    def _exchange(self, call: ops.Call[Any]) -> tuple[int, str, bytes]:
+        conn = self._connection()
+        conn.request(call.method, self._core.url_path(call), body=call.body, headers=self._core.headers(call))
+        response = conn.getresponse()
+        return response.status, response.reason, response.read()
+
+    def _run(self, call: ops.Call[T]) -> T:
+        with self._lock:
+            reused = self._conn is not None
+            try:
+                try:
+                    status, reason, body = self._exchange(call)
+                except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                    if not reused:
+                        raise
+                    log.debug("management API: the kept-alive connection was closed; connecting again")
+                    self._drop()
+                    status, reason, body = self._exchange(call)
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop()
+                raise ServiceRequestError(
+                    f"{call.what}: no answer from {self._core.endpoint} ({type(exc).__name__}: {exc})", error=exc
+                ) from exc
+        return self._core.result(call, status, reason, body)
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _list(self, listing: ops.Listing[T]) -> Iterator[T]:
+        skip = 0
+        while True:
+            items, more = self._run(listing.page(skip, self._core.api_version))
+            yield from items
+            if not more:
+                return
+            skip += len(items)
+
+    # -- queues ----------------------------------------------------------------------
+    def get_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
+        return self._run(self._core.get("queue", queue_name, ops.queue))
+
+    def get_queue_runtime_properties(self, queue_name: str, **kwargs: Any) -> QueueRuntimeProperties:
+        return self._run(self._core.get("queue", queue_name, ops.queue_runtime))
+
+    def create_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
+        model = ops.model_kwargs(QueueProperties, queue_name, kwargs, "create_queue")
+        result: QueueProperties = self._run(self._core.create_entity(model))
+        return result
+
+    def update_queue(self, queue: QueueProperties | dict[str, Any], **kwargs: Any) -> None:
+        self._run(self._core.update_entity(queue, QueueProperties, kwargs))
+
+    def delete_queue(self, queue_name: str, **kwargs: Any) -> None:
+        self._run(self._core.delete(f"queue {queue_name!r}", queue_name))
+
+    def list_queues(self, **kwargs: Any) -> Iterator[QueueProperties]:
+        return self._list(self._core.list_entities("queues", ops.queue))
+
+    def list_queues_runtime_properties(self, **kwargs: Any) -> Iterator[QueueRuntimeProperties]:
+        return self._list(self._core.list_entities("queues", ops.queue_runtime))
+
+    # -- topics ----------------------------------------------------------------------
+    def get_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
+        return self._run(self._core.get("topic", topic_name, ops.topic))
+
+    def get_topic_runtime_properties(self, topic_name: str, **kwargs: Any) -> TopicRuntimeProperties:
+        return self._run(self._core.get("topic", topic_name, ops.topic_runtime))
+
+    def create_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
+        model = ops.model_kwargs(TopicProperties, topic_name, kwargs, "create_topic")
+        result: TopicProperties = self._run(self._core.create_entity(model))
+        return result
+
+    def update_topic(self, topic: TopicProperties | dict[str, Any], **kwargs: Any) -> None:
+        self._run(self._core.update_entity(topic, TopicProperties, kwargs))
+
+    def delete_topic(self, topic_name: str, **kwargs: Any) -> None:
+        self._run(self._core.delete(f"topic {topic_name!r}", topic_name))
+
+    def list_topics(self, **kwargs: Any) -> Iterator[TopicProperties]:
+        return self._list(self._core.list_entities("topics", ops.topic))
+
+    def list_topics_runtime_properties(self, **kwargs: Any) -> Iterator[TopicRuntimeProperties]:
+        return self._list(self._core.list_entities("topics", ops.topic_runtime))
+
+    # -- subscriptions ---------------------------------------------------------------
+    def get_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> SubscriptionProperties:
+        return self._run(self._core.get_subscription(topic_name, subscription_name, ops.subscription))
+
+    def get_subscription_runtime_properties(
+        self, topic_name: str, subscription_name: str, **kwargs: Any
+    ) -> SubscriptionRuntimeProperties:
+        return self._run(self._core.get_subscription(topic_name, subscription_name, ops.subscription_runtime))
+
+    def create_subscription(
+        self, topic_name: str, subscription_name: str, *, default_rule: RuleProperties | None = None, **kwargs: Any
+    ) -> SubscriptionProperties:
+        model = ops.model_kwargs(SubscriptionProperties, subscription_name, kwargs, "create_subscription")
+        return self._run(self._core.create_subscription(topic_name, model, default_rule))
+
+    def update_subscription(
+        self, topic_name: str, subscription: SubscriptionProperties | dict[str, Any], **kwargs: Any
+    ) -> None:
+        self._run(self._core.update_subscription(topic_name, subscription, kwargs))
+
+    def delete_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> None:
+        what = f"subscription {topic_name}/{subscription_name!r}"
+        self._run(self._core.delete(what, topic_name, "Subscriptions", subscription_name))
+
+    def list_subscriptions(self, topic_name: str, **kwargs: Any) -> Iterator[SubscriptionProperties]:
+        return self._list(self._core.list_subscriptions(topic_name, ops.subscription))
+
+    def list_subscriptions_runtime_properties(
+        self, topic_name: str, **kwargs: Any
+    ) -> Iterator[SubscriptionRuntimeProperties]:
+        return self._list(self._core.list_subscriptions(topic_name, ops.subscription_runtime))
+
+    # -- rules -----------------------------------------------------------------------
+    def get_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> RuleProperties:
+        return self._run(self._core.get_rule(topic_name, subscription_name, rule_name))
+
+    def create_rule(
+        self,
+        topic_name: str,
+        subscription_name: str,
+        rule_name: str,
+        *,
+        filter: Any = None,
+        action: SqlRuleAction | None = None,
+        **kwargs: Any,
+    ) -> RuleProperties:
+        rule = ops.new_rule(rule_name, filter, action)
+        result: RuleProperties = self._run(self._core.put_rule(topic_name, subscription_name, rule, False))
+        return result
+
+    def update_rule(
+        self, topic_name: str, subscription_name: str, rule: RuleProperties | dict[str, Any], **kwargs: Any
+    ) -> None:
+        self._run(self._core.update_rule(topic_name, subscription_name, rule, kwargs))
+
+    def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> None:
+        what = f"rule {rule_name!r} of {topic_name}/{subscription_name}"
+        self._run(self._core.delete(what, topic_name, "Subscriptions", subscription_name, "Rules", rule_name))
+
+    def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any) -> Iterator[RuleProperties]:
+        return self._list(self._core.list_rules(topic_name, subscription_name))
+
+    # -- namespace -------------------------------------------------------------------
+    def get_namespace_properties(self, **kwargs: Any) -> NamespaceProperties:
+        return self._run(self._core.namespace())
