@@ -23,7 +23,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """``local[2,3]``: two threads, and a failed task is tried up to 3 times (as on a cluster)."""
-    pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install -e '.[spark]'")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if ROOT not in paths:  # executors import this checkout's amqplink
