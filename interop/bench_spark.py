@@ -187,7 +187,8 @@ def run_side(name: str, conn_str: str, rows: int, size: int) -> tuple[float, int
     of one side, in a SparkSession of its own."""
     from amqplink.spark.session import local_session
 
-    spark, startup = local_session("local[2]", app_name=f"amqplink-bench-{name}")
+    # the SDK side's workers do not import pyarrow and pandas (its path does not need them)
+    spark, startup = local_session("local[2]", app_name=f"amqplink-bench-{name}", arrow=name == "ours")
     try:
 
         def frame(count: int) -> Any:

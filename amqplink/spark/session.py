@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["ExecutorImportError", "activate", "check_executors", "local_session"]
@@ -35,23 +36,27 @@ def activate(spark: Any) -> None:
     spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
-def _probe(_: Any) -> str:
-    import amqplink.spark.encoding
-    import amqplink.spark.writer
+def _probe(arrow: bool) -> Callable[[Any], str]:
+    def probe(_: Any) -> str:
+        import amqplink.spark.encoding
+        import amqplink.spark.writer
 
-    for name in ("pyarrow", "pandas"):  # the Arrow writer's: imported once per worker, now
-        with contextlib.suppress(ImportError):  # foreachPartition needs neither
-            importlib.import_module(name)
-    return amqplink.spark.writer.__name__
+        for name in ("pyarrow", "pandas") if arrow else ():  # the Arrow writer's: imported once per worker
+            with contextlib.suppress(ImportError):  # foreachPartition needs neither
+                importlib.import_module(name)
+        return amqplink.spark.writer.__name__
+
+    return probe
 
 
-def check_executors(spark: Any) -> None:
+def check_executors(spark: Any, *, arrow: bool = True) -> None:
     """Run a task per core that imports ``amqplink.spark`` (the Python workers start and
-    import it now); raise :class:`ExecutorImportError` if they cannot."""
+    import it now, and pyarrow and pandas with ``arrow``, for the data source); raise
+    :class:`ExecutorImportError` if they cannot."""
     python = os.environ.get("PYSPARK_PYTHON") or spark.sparkContext.pythonExec
     tasks = max(1, int(spark.sparkContext.defaultParallelism))
     try:
-        spark.sparkContext.parallelize(range(tasks), tasks).map(_probe).collect()
+        spark.sparkContext.parallelize(range(tasks), tasks).map(_probe(arrow)).collect()
     except Exception as exc:
         text = str(exc)
         if "ModuleNotFoundError" not in text and "ImportError" not in text:
@@ -63,7 +68,9 @@ def check_executors(spark: Any) -> None:
         ) from None
 
 
-def local_session(master: str = "local[2]", *, app_name: str = "amqplink", **conf: str) -> tuple[Any, float]:
+def local_session(
+    master: str = "local[2]", *, app_name: str = "amqplink", arrow: bool = True, **conf: str
+) -> tuple[Any, float]:
     """``(SparkSession, seconds its start-up took)`` on ``master``, UI off, warnings only.
 
     Sets ``PYSPARK_PYTHON`` to this interpreter when unset, then :func:`check_executors`
@@ -82,7 +89,7 @@ def local_session(master: str = "local[2]", *, app_name: str = "amqplink", **con
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        check_executors(spark)
+        check_executors(spark, arrow=arrow)
         register(spark)
     except BaseException:
         spark.stop()

@@ -201,6 +201,15 @@ class _Pipeline:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
 
+async def _encode_and_feed(pipeline: _Pipeline, chunk: Columns, scheme: IdScheme, first_row: int) -> int:
+    """Encode and batch a chunk on the event-loop thread (one thread doing the CPU work: the
+    calling thread waits, so the two do not trade the GIL row by row); the rows it held."""
+    encoded = list(encoded_rows(chunk, scheme, first_row))
+    if encoded:
+        await pipeline.feed(encoded)
+    return len(encoded)
+
+
 async def _start(config: SinkConfig) -> tuple[_Pipeline, PartitionStats, dict[str, int]]:
     lease = cache.acquire(config)
     stats = PartitionStats()
@@ -233,10 +242,7 @@ def send_partition(config: SinkConfig, chunks: Iterable[Columns], scheme: IdSche
     row = 0
     try:
         for chunk in chunks:
-            encoded = list(encoded_rows(chunk, scheme, row))
-            row += len(encoded)
-            if encoded:
-                _run(pipeline.feed(encoded))
+            row += _run(_encode_and_feed(pipeline, chunk, scheme, row))
     except BaseException as exc:
         _run(_end(pipeline, before, failed=True))
         if pipeline.error is None and isinstance(exc, ServiceBusError | OSError | TimeoutError):
