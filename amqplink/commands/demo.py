@@ -167,7 +167,7 @@ async def run_demo(
             names = await DemoNamespaces(options.entity, new_data_dir(base)).start()
         board.show(force=True, phase="spark")
         spark, startup = await asyncio.to_thread(
-            local_session, "local[2]", app_name="amqplink-demo", **{"spark.sql.shuffle.partitions": "2"}
+            local_session, "local[2]", app_name="amqplink-demo", conf={"spark.sql.shuffle.partitions": "2"}
         )
         try:
             df, expected = await asyncio.to_thread(build_input, spark, options.rows, options.size, options.input)
@@ -232,6 +232,7 @@ def _check_extras(*, embedded: bool) -> None:
     needed = {"pyspark": "spark", "pyarrow": "spark", "pandas": "spark"}
     if embedded:
         needed.update(aiohttp="broker", cryptography="broker")
+
     def absent(name: str) -> bool:
         try:
             return importlib.util.find_spec(name) is None

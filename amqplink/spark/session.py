@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["ExecutorImportError", "activate", "check_executors", "local_session"]
@@ -69,7 +69,7 @@ def check_executors(spark: Any, *, arrow: bool = True) -> None:
 
 
 def local_session(
-    master: str = "local[2]", *, app_name: str = "amqplink", arrow: bool = True, **conf: str
+    master: str = "local[2]", *, app_name: str = "amqplink", arrow: bool = True, conf: Mapping[str, str] | None = None
 ) -> tuple[Any, float]:
     """``(SparkSession, seconds its start-up took)`` on ``master``, UI off, warnings only.
 
@@ -84,7 +84,7 @@ def local_session(
     started = time.monotonic()
     builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.enabled", "false")
     builder = builder.config("spark.ui.showConsoleProgress", "false")  # the caller shows its own progress
-    for key, value in conf.items():
+    for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
