@@ -1,7 +1,7 @@
-"""The ``amqplink`` command: ``demo`` (the main job), ``send``, ``receive``, ``peek``,
-``list``, ``broker``, ``broker-store``, ``broker-fault``. This module wires them; each
-command's work (and, for the client commands, its arguments) is in
-``amqplink/commands/<command>.py``."""
+"""The ``amqplink`` command: ``demo`` (the main job: Spark -> Service Bus through an outage),
+``roundtrip``, ``send``, ``receive``, ``peek``, ``list``, ``broker``, ``broker-store``,
+``broker-fault``. This module wires them; each command's work (and, for the client
+commands, its arguments) is in ``amqplink/commands/<command>.py``."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ examples:
   amqplink <command> --help                   (each command's options and examples)"""
 
 _EXAMPLES = {
-    "demo": "examples:\n  amqplink demo\n  amqplink demo --size 64 --json",
+    "demo": "examples:\n  amqplink demo\n  amqplink demo --rows 20000 --json\n"
+    "  amqplink demo --no-outage --input rows.parquet",
     "roundtrip": "examples:\n  amqplink roundtrip\n  amqplink roundtrip --count 100000 --size 64 --json",
 }
 """Examples of the commands defined inline below that give no epilog of their own."""
@@ -85,12 +86,31 @@ def build_parser() -> argparse.ArgumentParser:
     def json_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print only the final JSON line (no progress bar)")
 
-    demo = command("demo", "main job: round-trip messages through the embedded broker (or --url)")
-    demo.add_argument("--url", default=None, help="broker URL (default: start the embedded broker in-process)")
-    demo.add_argument("--address", default="demo", help="queue to use")
-    demo.add_argument("--count", type=_positive, default=10_000, help="messages to round-trip")
-    demo.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
+    demo = command(
+        "demo",
+        "main job: a local Spark job writes rows through the PySpark sink to an embedded namespace with paired "
+        "failover, the primary goes down midway and comes back, then every row is checked (needs the spark extra)",
+    )
+    demo.add_argument("--rows", type=_positive, default=200_000, help="rows to write")
+    demo.add_argument("--size", type=_non_negative, default=1024, help="body bytes per row (at least 24)")
+    demo.add_argument("--input", default=None, help="write this CSV (with header) or Parquet file instead")
+    demo.add_argument("--outage-seconds", type=_seconds, default=6.0, help="how long the primary stays down")
+    demo.add_argument("--no-outage", action="store_true", help="keep the primary up")
+    demo.add_argument(
+        "--connection-string", default=None, help="a real primary namespace instead of the embedded ones (no outage)"
+    )
+    demo.add_argument("--paired-connection-string", default=None, help="a real secondary namespace for failover")
+    demo.add_argument("--entity", default="demo", help="queue to write to (must exist in a real namespace)")
+    demo.add_argument("--streaming", action="store_true", help="Structured Streaming from the rate source instead")
+    demo.add_argument("--duration", type=_seconds, default=20.0, help="seconds the --streaming query runs")
     json_flag(demo)
+
+    roundtrip = command("roundtrip", "round-trip messages through the embedded broker (or --url), no Spark")
+    roundtrip.add_argument("--url", default=None, help="broker URL (default: start the embedded broker in-process)")
+    roundtrip.add_argument("--address", default="roundtrip", help="queue to use")
+    roundtrip.add_argument("--count", type=_positive, default=10_000, help="messages to round-trip")
+    roundtrip.add_argument("--size", type=_non_negative, default=1024, help="body bytes per message")
+    json_flag(roundtrip)
 
     for name, module_name in _MODULES.items():
         module = import_module(module_name)
@@ -192,9 +212,24 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
     """Run the sub-command; ``summary`` holds its counts so far while it runs."""
     progress = False if getattr(args, "json", False) else None
     if args.command == "demo":
-        from amqplink.commands.demo import run_demo
+        from amqplink.commands.demo import DemoOptions, run_demo
 
-        return await run_demo(
+        options = DemoOptions(
+            rows=args.rows,
+            size=args.size,
+            input=args.input,
+            outage_seconds=None if args.no_outage or args.connection_string else args.outage_seconds,
+            connection_string=args.connection_string,
+            paired_connection_string=args.paired_connection_string,
+            entity=args.entity,
+            streaming=args.streaming,
+            duration=args.duration,
+        )
+        return await run_demo(options, progress=progress, summary=summary)
+    if args.command == "roundtrip":
+        from amqplink.commands.roundtrip import run_roundtrip
+
+        return await run_roundtrip(
             args.url, args.address, count=args.count, size=args.size, progress=progress, summary=summary
         )
     module_name = _MODULES.get(args.command)
@@ -292,7 +327,12 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     if result is None:
         return 0
-    print(json.dumps(result), flush=True)
+    if args.command == "demo" and not args.json:
+        from amqplink.commands.demo import format_table
+
+        print(format_table(result), flush=True)
+    else:
+        print(json.dumps(result), flush=True)
     if "stopped" in result:
         print(f"amqplink {args.command}: {result['stopped']}", file=sys.stderr)
     return 0 if result.get("ok", result.get("complete", True)) else 1

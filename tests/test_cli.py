@@ -1,4 +1,4 @@
-"""The ``amqplink`` command: help, version, and the demo/send/receive/broker commands."""
+"""The ``amqplink`` command: help, version, and the roundtrip/send/receive/broker commands."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def test_version_flag_prints_the_package_version() -> None:
     assert __version__ in proc.stdout
 
 
-def test_demo_round_trips_through_the_embedded_broker(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--count", "500", "--size", "64", "--json"]) == 0
+def test_roundtrip_through_the_embedded_broker(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["roundtrip", "--count", "500", "--size", "64", "--json"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1  # --json: the JSON line only
     result = json.loads(out[0])
@@ -143,7 +143,7 @@ def test_unknown_host_is_one_clear_line_not_a_traceback() -> None:
     assert len(lines) == 1 and "cannot listen on 256.0.0.1:0" in lines[0], proc.stderr
 
 
-@pytest.mark.parametrize("command", ["demo", "send", "receive", "peek", "list", "broker", "broker-fault"])
+@pytest.mark.parametrize("command", ["demo", "roundtrip", "send", "receive", "peek", "list", "broker", "broker-fault"])
 def test_help_shows_each_meaningful_default_once(command: str) -> None:
     parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
@@ -210,10 +210,10 @@ def test_ctrl_c_during_receive_prints_the_partial_summary_and_exits_130(embedded
     assert shown == 5 and summary["body_bytes"] == 5
 
 
-def test_ctrl_c_during_demo_prints_the_partial_summary_and_exits_130() -> None:
+def test_ctrl_c_during_roundtrip_prints_the_partial_summary_and_exits_130() -> None:
     code, summary, shown = _interrupt_when(
-        ["demo", "--count", "50000000", "--size", "16"], re.compile(r"send demo \[[#.]+\] (\d{4,})/")
+        ["roundtrip", "--count", "50000000", "--size", "16"], re.compile(r"send roundtrip \[[#.]+\] (\d{4,})/")
     )
     assert code == 130
-    assert summary["interrupted"] is True and summary["command"] == "demo"
+    assert summary["interrupted"] is True and summary["command"] == "roundtrip"
     assert shown <= summary["accepted"] <= summary["sent"] < 50_000_000 and summary["received"] == 0

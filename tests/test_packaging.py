@@ -123,3 +123,44 @@ def test_the_blocking_facade_has_the_asyncio_signatures(
         return [(p.name, p.kind, p.default, p.annotation) for p in inspect.signature(function).parameters.values()]
 
     assert shape(blocking) == shape(asynchronous)
+
+
+NO_CRYPTOGRAPHY = """
+    import sys
+
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name == "cryptography" or name.startswith("cryptography."):
+                raise ImportError("blocked for this test: " + name)
+            return None
+
+    sys.meta_path.insert(0, Block())
+    import amqplink.broker
+    import amqplink.servicebus
+    from amqplink.broker.http.tls import self_signed
+    from amqplink.servicebus.sas import generate_sas_token, verify_sas_token
+
+    token = generate_sas_token("sb://ns/q", "k", "secret", 2_000_000_000)
+    assert verify_sas_token(token, keys={"k": "secret"}, audience="sb://ns/q", now=0).key_name == "k"
+    try:
+        self_signed()
+    except RuntimeError as exc:
+        print("refused:", exc)
+    assert "cryptography" not in sys.modules
+"""
+
+
+def test_client_and_broker_import_without_cryptography() -> None:
+    """The client is pure Python (SAS signs with the stdlib's hmac); only the broker's
+    self-signed certificate needs ``cryptography``, and says so when it is missing."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(NO_CRYPTOGRAPHY)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused:" in done.stdout and "amqplink[broker]" in done.stdout

@@ -1,65 +1,270 @@
-"""``amqplink demo``: the main job against the embedded broker (or any broker by URL).
+"""``amqplink demo``: the main job. Spark -> Service Bus through an outage, nothing lost.
 
-Without ``--url`` the broker is the embedded Service Bus namespace (queues made on
-first use, locks, sequence numbers), as the rest of the product targets.
-
-Sends ``count`` messages pipelined with outcomes, receives them back in peek-lock
-mode with accept, and checks that every message arrived exactly once.
+With no arguments, on one machine: two embedded namespaces (:mod:`.demo_brokers`), a local
+Spark job (``local[2]``) writing ``--rows`` rows through the sink (:mod:`amqplink.spark`)
+with paired failover on; the primary goes down in the middle for ``--outage-seconds`` and
+comes back; a syphon moves what was parked back to the primary; peek-lock receivers with
+automatic lock renewal and a de-duplicating id window (:mod:`.demo_consume`) check that
+every row arrived, none twice. Spark's start-up is timed apart from the transfer.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import datetime as dt
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, TextIO
 
-from amqplink.aio.url import parse_url
-from amqplink.broker import Broker
-from amqplink.commands.receive import run_receive
-from amqplink.commands.send import run_send
+from amqplink.commands.demo_brokers import DemoNamespaces, new_data_dir
+from amqplink.commands.demo_consume import Consumed, consume
+from amqplink.commands.demo_spark import build_input, warm_up, write_batch, write_stream
 
-__all__ = ["run_demo"]
+__all__ = ["DemoOptions", "format_table", "run_demo"]
+
+OUTAGE_AT = 0.3
+"""The primary goes down once this fraction of the rows reached the namespaces."""
+SYPHON_DEADLINE = 300.0
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What ``amqplink demo`` was asked to do (see ``amqplink demo --help``)."""
+
+    rows: int = 200_000
+    size: int = 1024
+    input: str | None = None
+    outage_seconds: float | None = 6.0
+    connection_string: str | None = None
+    paired_connection_string: str | None = None
+    entity: str = "demo"
+    streaming: bool = False
+    duration: float = 20.0
+    failover_interval: float = 2.0
+
+
+class _Board:
+    """The progress line (stderr, a terminal only): sent, parked, syphoned, received."""
+
+    def __init__(self, enabled: bool | None, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.counts: dict[str, Any] = {"phase": "starting", "sent": 0, "parked": 0, "syphoned": 0, "received": 0}
+        self._drawn = 0.0
+
+    def show(self, force: bool = False, **counts: Any) -> None:
+        self.counts.update(counts)
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self._drawn < 0.2):
+            return
+        self._drawn = now
+        c = self.counts
+        self.stream.write(
+            f"\r\x1b[K{c['phase']:<10} sent {c['sent']:>9,}  parked {c['parked']:>7,}  "
+            f"syphoned {c['syphoned']:>7,}  received {c['received']:>9,}"
+        )
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            self.show(force=True)
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _sink_options(options: DemoOptions, names: DemoNamespaces | None) -> dict[str, str]:
+    sink = {
+        "connectionString": names.primary_connection_string if names else str(options.connection_string),
+        "entity": options.entity,
+        "retryTotal": "1",
+        "retryBackoffFactor": "0.2",
+        "sendTimeout": "10",
+    }
+    paired = names.secondary_connection_string if names else options.paired_connection_string
+    if paired:
+        sink.update(
+            pairedConnectionString=paired,
+            failoverInterval=str(options.failover_interval),
+            pingPrimaryInterval="1",
+            backlogQueueCount="3",
+        )
+        if names is not None:
+            sink.update(managementEndpoint=names.management_endpoint, connectionVerify=names.management_ca)
+    return sink
+
+
+async def _watch(
+    names: DemoNamespaces | None, options: DemoOptions, board: _Board, writing: asyncio.Task[Any], total: int
+) -> None:
+    """Draw progress while the write runs; take the primary down once, in the middle."""
+    outage: asyncio.Task[None] | None = None
+    try:
+        while not writing.done():
+            if names is not None:
+                stored, parked = names.stored(), names.parked()
+                board.show(sent=stored + parked, parked=max(parked, board.counts["parked"]))
+                due = options.outage_seconds is not None and outage is None
+                if due and stored + parked >= total * OUTAGE_AT:
+                    board.show(force=True, phase="outage")
+                    outage = asyncio.create_task(names.outage(options.outage_seconds or 0.0))
+                    outage.add_done_callback(lambda _: board.show(force=True, phase="writing"))
+            await asyncio.wait({writing}, timeout=0.25)
+    finally:
+        if outage is not None:
+            await outage  # the primary is back before anything else happens
+
+
+async def _syphon(names: DemoNamespaces, options: DemoOptions, board: _Board) -> int:
+    """Run a syphon until the backlog queues are empty; how many messages it moved."""
+    from amqplink.servicebus.aio import PairedNamespaceOptions, ServiceBusClient
+
+    paired = PairedNamespaceOptions(
+        names.secondary_connection_string,
+        backlog_queue_count=3,
+        failover_interval=dt.timedelta(seconds=options.failover_interval),
+        ping_primary_interval=dt.timedelta(seconds=1),
+        enable_syphon=True,
+        management_endpoint=names.management_endpoint,
+        connection_verify=names.management_ca,
+        syphon_wait=dt.timedelta(seconds=1),
+    )
+    client = ServiceBusClient.from_connection_string(names.primary_connection_string, paired_namespace=paired)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SYPHON_DEADLINE
+    async with client:
+        while names.parked() and loop.time() < deadline:
+            state = client.paired_state
+            board.show(syphoned=0 if state is None else state.syphoned, parked=board.counts["parked"])
+            await asyncio.sleep(0.25)  # polling the broker's counts for the progress line
+        state = client.paired_state
+        return 0 if state is None else state.syphoned
 
 
 async def run_demo(
-    url: str | None,
-    address: str,
-    *,
-    count: int,
-    size: int,
-    progress: bool | None = None,
-    summary: dict[str, Any] | None = None,
+    options: DemoOptions, *, progress: bool | None = None, summary: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Round-trip ``count`` messages; ``url=None`` starts the embedded broker in-process.
+    """Run the demo; the result (also kept up to date in ``summary`` while it runs)."""
+    _check_extras(embedded=options.connection_string is None)
+    from amqplink.spark.session import local_session
 
-    ``summary`` (default: a new dict) holds ``sent``, ``accepted`` and ``received``
-    so far while the run goes, for a caller that is interrupted.
-    """
     result = summary if summary is not None else {}
-    target = parse_url(url).url if url else "embedded Service Bus namespace"
-    result.update(command="demo", broker=target, sent=0, accepted=0, received=0)
-    sent: dict[str, Any] = {}
-    got: dict[str, Any] = {}
-
-    def so_far() -> None:
+    embedded = options.connection_string is None
+    result.update(
+        command="demo",
+        namespaces="embedded (primary + paired secondary)" if embedded else "given by --connection-string",
+        streaming=options.streaming,
+        ok=False,
+    )
+    board = _Board(progress)
+    base = tempfile.mkdtemp(prefix="amqplink-demo-")
+    names: DemoNamespaces | None = None
+    try:
+        if embedded:
+            names = await DemoNamespaces(options.entity, new_data_dir(base)).start()
+        board.show(force=True, phase="spark")
+        spark, startup = await asyncio.to_thread(
+            local_session, "local[2]", app_name="amqplink-demo", conf={"spark.sql.shuffle.partitions": "2"}
+        )
+        try:
+            df, expected = await asyncio.to_thread(build_input, spark, options.rows, options.size, options.input)
+            sink = _sink_options(options, names)
+            if not options.streaming:
+                warming = time.monotonic()
+                await asyncio.to_thread(warm_up, df, sink)
+                startup += time.monotonic() - warming
+            result["spark_startup_seconds"] = round(startup, 2)
+            board.show(force=True, phase="writing")
+            started = time.monotonic()
+            job: asyncio.Task[int | None]
+            if options.streaming:
+                checkpoint = os.path.join(base, "checkpoint")
+                job = asyncio.create_task(
+                    asyncio.to_thread(write_stream, spark, sink, options.rows, options.duration, checkpoint)
+                )
+            else:
+                job = asyncio.create_task(asyncio.to_thread(write_batch, df, sink))
+            await _watch(names, options, board, job, options.rows if options.streaming else len(expected))
+            written = await job
+            if written is not None:
+                expected = set(range(written))
+            send_seconds = time.monotonic() - started
+        finally:
+            await asyncio.to_thread(spark.stop)
+        parked = names.parked() if names else 0
+        board.show(force=True, phase="syphon", parked=parked)
+        syphoned = await _syphon(names, options, board) if names is not None and parked else 0
+        board.show(force=True, phase="receiving", syphoned=syphoned)
+        primary = names.primary_connection_string if names else str(options.connection_string)
+        seen: Consumed = await consume(
+            primary, options.entity, len(expected), on_progress=lambda c: board.show(received=len(c.rows))
+        )
+        board.done()
+        lost = len(expected - seen.rows)
         result.update(
-            sent=sent.get("sent", 0), accepted=sent.get("outcomes", {}).get("accepted", 0), received=got.get("count", 0)
+            rows=len(expected),
+            send_messages_per_second=round(len(expected) / send_seconds) if send_seconds else 0,
+            send_seconds=round(send_seconds, 2),
+            receive_messages_per_second=round(seen.received / seen.seconds) if seen.seconds else 0,
+            outages=names.outages if names else 0,
+            parked=parked,
+            syphoned=syphoned,
+            received=seen.received,
+            duplicates_removed=seen.duplicates,
+            delivered_twice=seen.twice,
+            lost=lost,
+            ok=lost == 0 and seen.twice == 0,
+        )
+        return result
+    finally:
+        if names is not None:
+            await names.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _check_extras(*, embedded: bool) -> None:
+    """ValueError naming what is missing: pyspark/pyarrow/pandas (spark extra), aiohttp/cryptography (broker)."""
+    import importlib.util
+
+    needed = {"pyspark": "spark", "pyarrow": "spark", "pandas": "spark"}
+    if embedded:
+        needed.update(aiohttp="broker", cryptography="broker")
+
+    def absent(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is None
+        except (ImportError, ValueError):
+            return True
+
+    missing = [name for name in needed if absent(name)]
+    if missing:
+        extras = ",".join(sorted({needed[name] for name in missing}))
+        raise ValueError(
+            f"the demo needs {', '.join(missing)}: python3 -m pip install 'amqplink[{extras}]' "
+            "(from a checkout: python3 -m pip install -e '.[spark,broker]')"
         )
 
-    broker: Broker | None = None
-    if url is None:
-        broker = await Broker(servicebus=True).start()
-        url = broker.url
-    try:
-        await run_send(url, address, count=count, size=size, progress=progress, summary=sent)
-        so_far()
-        await run_receive(url, address, count=count, progress=progress, idle_timeout=10.0, summary=got)
-    finally:
-        so_far()
-        if broker is not None:
-            await broker.stop()
-    result.update(
-        lost=count - got["count"],
-        send_messages_per_second=sent["messages_per_second"],
-        receive_messages_per_second=got["messages_per_second"],
-        ok=result["accepted"] == count and got["count"] == count,
-    )
-    return result
+
+_ROWS = (
+    ("rows", "rows", "{:,}"),
+    ("send_messages_per_second", "send msg/s (Spark job, start-up excluded)", "{:,}"),
+    ("receive_messages_per_second", "receive msg/s (peek-lock, renewal)", "{:,}"),
+    ("spark_startup_seconds", "Spark start-up (s)", "{}"),
+    ("outages", "primary outages", "{}"),
+    ("parked", "parked on the secondary", "{:,}"),
+    ("syphoned", "syphoned back", "{:,}"),
+    ("duplicates_removed", "duplicates removed", "{:,}"),
+    ("delivered_twice", "rows delivered twice", "{:,}"),
+    ("lost", "lost", "{:,}"),
+)
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The demo's result as a two-column table."""
+    width = max(len(label) for _, label, _ in _ROWS)
+    lines = [f"{label:<{width}}  {fmt.format(result[key])}" for key, label, fmt in _ROWS if key in result]
+    lines.append(f"{'result':<{width}}  {'OK: every row arrived once' if result.get('ok') else 'FAILED'}")
+    return "\n".join(lines)

@@ -28,7 +28,7 @@ import itertools
 import logging
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from amqplink.codec.types import Symbol, Timestamp
@@ -600,17 +600,23 @@ class ServiceBusMessageBatch:
 
     def _add(self, message: ServiceBusMessage) -> bool:
         """Add a checked message; False (and nothing added) if the batch would pass its maximum."""
-        encoded = message._message.encode()
+        return self._add_encoded(message._message.encode(), message)
+
+    def _add_encoded(self, encoded: bytes, message: ServiceBusMessage | Callable[[], ServiceBusMessage]) -> bool:
+        """Add a message already encoded (``message`` or a function making it: the first one
+        gives the envelope its ids); False (and nothing added) if the batch would pass its maximum."""
         n = len(encoded)
         grown = n + (_SMALL_OVERHEAD if n < 256 else _LARGE_OVERHEAD)
         size_after = self._size + grown
+        first = None
         if self._first is None:
-            size_after += _envelope_size(message)
+            first = message if isinstance(message, ServiceBusMessage) else message()
+            size_after += _envelope_size(first)
         if size_after > self._max_size_in_bytes:
             return False
         self._encoded.append(encoded)
-        if self._first is None:
-            self._first = message
+        if first is not None:
+            self._first = first
         self._size = size_after
         self._messages_size += grown
         self._count += 1

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import base64
 import enum
+import hashlib
 import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 from urllib.parse import quote_plus, unquote, unquote_plus
-
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives import hmac as crypto_hmac
 
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
 
@@ -113,9 +111,8 @@ class AccessToken(NamedTuple):
 
 def sign(encoded_audience: str, expiry_text: str, key: str) -> str:
     """Base64 of HMAC-SHA256(key as UTF-8, ``encoded_audience + "\\n" + expiry_text``)."""
-    mac = crypto_hmac.HMAC(key.encode("utf-8"), hashes.SHA256())
-    mac.update(f"{encoded_audience}\n{expiry_text}".encode())
-    return base64.b64encode(mac.finalize()).decode("ascii")
+    digest = hmac.digest(key.encode("utf-8"), f"{encoded_audience}\n{expiry_text}".encode(), hashlib.sha256)
+    return base64.b64encode(digest).decode("ascii")
 
 
 def generate_sas_token(audience: str, key_name: str, key: str, expiry: int) -> str:

@@ -16,11 +16,6 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 __all__ = ["CERT_LIFETIME", "Certificate", "self_signed", "server_context"]
 
 CERT_LIFETIME = datetime.timedelta(days=365)
@@ -42,7 +37,21 @@ class Certificate:
 
 
 def self_signed(common_name: str = "localhost") -> Certificate:
-    """A new key and self-signed CA certificate for localhost/127.0.0.1/::1 in a private temporary directory."""
+    """A new key and self-signed CA certificate for localhost/127.0.0.1/::1 in a private temporary directory.
+
+    Needs ``cryptography`` (the ``broker`` extra); without it, raises ``RuntimeError`` saying so
+    (a certificate given with ``--http-cert``/``--http-key`` needs nothing more).
+    """
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError as exc:
+        raise RuntimeError(
+            "a self-signed certificate for the management API needs the 'cryptography' package: "
+            "pip install 'amqplink[broker]', or give your own with --http-cert/--http-key"
+        ) from exc
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)

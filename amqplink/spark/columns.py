@@ -1,0 +1,229 @@
+"""The sink's columns: the schema check (before anything is sent) and rows -> ``ServiceBusMessage``.
+
+Columns take the SDK's property names: ``body`` (binary or string, required) and the
+optional ``message_id``, ``session_id``, ``partition_key``, ``subject``, ``content_type``,
+``correlation_id``, ``to``, ``reply_to``, ``time_to_live`` (seconds as a number, or a
+day-time interval), ``scheduled_enqueue_time`` (timestamp), ``application_properties``
+(``map<string,string>`` or a struct) and ``entity`` (overrides the option per row, as
+Kafka's ``topic`` column does). An unknown column or a wrong type is an error naming it.
+
+Message ids, when no ``message_id`` column gives one (:class:`IdScheme`):
+
+- streaming: ``<query id>:<batch id>:<partition>:<row>``;
+- batch, ``messageIdMode=position`` (default): ``<write id>:<partition>:<row>``, the write
+  id made once on the driver, so a retried task makes the same ids;
+- batch, ``messageIdMode=content``: the first 32 hex digits of SHA-256 over the row's
+  columns (name-sorted ``repr`` of the values), so re-running a whole job makes the same
+  ids too, and identical rows share an id (and are de-duplicated);
+- ``messageIdMode=none``: the client's random id (as the SDK gives): a resent row is a new message.
+
+A row without ``partition_key`` or ``session_id`` gets a partition key made from its id
+(:meth:`IdScheme.partition_key`; ``autoPartitionKey=false`` turns this off).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from amqplink.servicebus.message import ServiceBusMessage
+
+__all__ = ["COLUMNS", "Columns", "IdScheme", "SinkSchemaError", "check_schema", "columns_of_rows", "messages"]
+
+_STRING = ("string",)
+_NUMBER = ("tinyint", "smallint", "int", "bigint", "float", "double")
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "body": ("binary", "string"),
+    "message_id": _STRING,
+    "session_id": _STRING,
+    "partition_key": _STRING,
+    "subject": _STRING,
+    "content_type": _STRING,
+    "correlation_id": _STRING,
+    "to": _STRING,
+    "reply_to": _STRING,
+    "time_to_live": (*_NUMBER, "interval day to second", "decimal"),
+    "scheduled_enqueue_time": ("timestamp", "timestamp_ntz"),
+    "application_properties": ("map<string,string>", "struct"),
+    "entity": _STRING,
+}
+"""Column name -> the Spark types (``DataType.simpleString()``, prefix-matched) it may have."""
+_KWARGS = {"scheduled_enqueue_time": "scheduled_enqueue_time_utc"}
+_PYTHON = {"message_id", "session_id", "partition_key", "subject", "content_type", "correlation_id", "to", "reply_to"}
+
+Columns = Mapping[str, Sequence[Any]]
+"""Column name -> its values for a chunk of rows (what Arrow's ``to_pylist`` gives)."""
+
+
+class SinkSchemaError(ValueError):
+    """A column the sink does not know, or of a type it cannot send; the message names it."""
+
+
+def check_schema(fields: Iterable[tuple[str, str]], *, entity_option: bool) -> None:
+    """Check ``(name, simpleString type)`` pairs before anything is sent.
+
+    Raises :class:`SinkSchemaError` naming the first unknown column, a column of the
+    wrong type, a missing ``body``, or no entity (neither the option nor a column).
+    """
+    names = set()
+    for name, spark_type in fields:
+        allowed = COLUMNS.get(name)
+        if allowed is None:
+            raise SinkSchemaError(
+                f"column {name!r} is not a message property the servicebus sink knows; "
+                f"the columns are: {', '.join(COLUMNS)} (select or rename the columns to send)"
+            )
+        if not any(spark_type == kind or spark_type.startswith(kind + "(") or spark_type.startswith(kind + "<")
+                   for kind in allowed):  # fmt: skip
+            raise SinkSchemaError(
+                f"column {name!r} has type {spark_type}; the servicebus sink takes {' or '.join(allowed)} there"
+            )
+        names.add(name)
+    if "body" not in names:
+        raise SinkSchemaError("the servicebus sink needs a 'body' column (binary or string)")
+    if not entity_option and "entity" not in names:
+        raise SinkSchemaError(
+            "no queue or topic to send to: give the 'entity' option (or EntityPath in the connection string) "
+            "or an 'entity' column"
+        )
+
+
+KEY_ROWS = 256
+"""Consecutive rows that share an automatic partition key (position ids)."""
+KEY_BUCKETS = 16
+"""Automatic partition keys for ids not made from positions (content or a ``message_id`` column)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdScheme:
+    """How a row without a ``message_id`` gets one; ``prefix`` is ``<query>:<batch>`` or the write id.
+
+    ``partition_keys``: give a row without ``partition_key`` or ``session_id`` a partition key
+    made from its id (see :meth:`partition_key`).
+    """
+
+    mode: str
+    prefix: str
+    partition: int
+    partition_keys: bool = True
+
+    def position(self, row: int) -> str:
+        """``<prefix>:<partition>:<row>``."""
+        return f"{self.prefix}:{self.partition}:{row}"
+
+    def partition_key(self, row: int, message_id: str | None) -> str | None:
+        """The automatic partition key: ``<prefix>:<partition>:<row // 256>`` for position ids,
+        one of 16 buckets of the id's CRC-32 otherwise, None without an id.
+
+        A partitioned entity with duplicate detection pins a message by its MessageId and
+        refuses a batch of distinct ids (Service Bus, and the embedded broker); with one key
+        per run of rows the sink can batch there, and a resent row keeps its key, so it
+        reaches the fragment that remembers its id.
+        """
+        if message_id is None or not self.partition_keys:
+            return None
+        if self.mode == "position" and message_id == self.position(row):
+            return f"{self.prefix}:{self.partition}:{row // KEY_ROWS}"
+        return f"k{zlib.crc32(message_id.encode('utf-8', 'surrogatepass')) % KEY_BUCKETS}"
+
+
+def _content_id(row: Mapping[str, Any]) -> str:
+    text = repr(tuple((name, row[name]) for name in sorted(row)))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _properties(value: Any, column: str) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif hasattr(value, "asDict"):  # a pyspark Row (a struct in foreachPartition)
+        items = value.asDict().items()
+    elif isinstance(value, list):  # Arrow's map: a list of (key, value) pairs
+        items = value
+    else:
+        raise SinkSchemaError(f"column {column!r}: expected a map or a struct, not {type(value).__name__}")
+    return {str(k): v for k, v in items if v is not None}
+
+
+def _ttl(value: Any) -> dt.timedelta:
+    if isinstance(value, dt.timedelta):
+        return value
+    if (isinstance(value, int | float) and not isinstance(value, bool)) or hasattr(value, "as_integer_ratio"):
+        return dt.timedelta(seconds=float(value))
+    raise SinkSchemaError(f"column 'time_to_live': expected seconds or an interval, not {type(value).__name__}")
+
+
+def _when(value: Any) -> dt.datetime:
+    if not isinstance(value, dt.datetime):
+        raise SinkSchemaError(f"column 'scheduled_enqueue_time': expected a timestamp, not {type(value).__name__}")
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _body(value: Any) -> str | bytes:
+    if isinstance(value, bytes | str):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if value is None:
+        raise SinkSchemaError("column 'body' is null: every message needs a body")
+    raise SinkSchemaError(f"column 'body': expected binary or string, not {type(value).__name__}")
+
+
+def messages(columns: Columns, scheme: IdScheme, first_row: int) -> Iterator[tuple[str | None, ServiceBusMessage]]:
+    """``(entity or None, message)`` per row of ``columns``; rows are numbered from ``first_row``."""
+    names = list(columns)
+    unknown = [name for name in names if name not in COLUMNS]
+    if unknown:
+        check_schema([(unknown[0], "?")], entity_option=True)
+    if "body" not in columns:
+        raise SinkSchemaError("the servicebus sink needs a 'body' column (binary or string)")
+    count = len(columns["body"])
+    bodies = columns["body"]
+    others = [(name, columns[name]) for name in names if name not in ("body", "entity")]
+    entities = columns.get("entity")
+    mode = scheme.mode
+    for index in range(count):
+        kwargs: dict[str, Any] = {}
+        for name, values in others:
+            value = values[index]
+            if value is None:
+                continue
+            if name in _PYTHON:
+                if not isinstance(value, str):
+                    raise SinkSchemaError(f"column {name!r}: expected a string, not {type(value).__name__}")
+                kwargs[name] = value
+            elif name == "application_properties":
+                kwargs[name] = _properties(value, name)
+            elif name == "time_to_live":
+                kwargs[name] = _ttl(value)
+            else:
+                kwargs[_KWARGS[name]] = _when(value)
+        row = first_row + index
+        if "message_id" not in kwargs and mode != "none":
+            if mode == "content":
+                kwargs["message_id"] = _content_id({name: values[index] for name, values in columns.items()})
+            else:
+                kwargs["message_id"] = scheme.position(row)
+        if "partition_key" not in kwargs and "session_id" not in kwargs:
+            key = scheme.partition_key(row, kwargs.get("message_id"))
+            if key is not None:
+                kwargs["partition_key"] = key
+        entity = None if entities is None else entities[index]
+        yield entity, ServiceBusMessage(_body(bodies[index]), **kwargs)
+
+
+def columns_of_rows(rows: Sequence[Any]) -> dict[str, list[Any]]:
+    """Rows (pyspark ``Row`` objects or mappings) as columns, for ``foreachPartition``."""
+    if not rows:
+        return {}
+    first = rows[0]
+    names = list(first.asDict() if hasattr(first, "asDict") else first)
+    table: dict[str, list[Any]] = {name: [] for name in names}
+    for row in rows:
+        values = row.asDict() if hasattr(row, "asDict") else row
+        for name in names:
+            table[name].append(values[name])
+    return table

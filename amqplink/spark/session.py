@@ -1,0 +1,97 @@
+"""A local SparkSession whose executors can import amqplink, and the check that they can.
+
+Spark's Python workers do not use the driver's virtual environment unless
+``PYSPARK_PYTHON`` names its interpreter (or it is first on ``PATH``): without it, every
+task fails with ``ModuleNotFoundError`` deep in a Java stack trace. :func:`local_session`
+sets ``PYSPARK_PYTHON`` to the driver's interpreter when it is unset, and
+:func:`check_executors` runs one tiny task that imports :mod:`amqplink.spark`, turning
+that failure into one :class:`ExecutorImportError` that says what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["ExecutorImportError", "activate", "check_executors", "local_session"]
+
+
+class ExecutorImportError(RuntimeError):
+    """Spark's Python workers cannot import amqplink."""
+
+
+def activate(spark: Any) -> None:
+    """Make ``spark`` the JVM's active session in the calling thread.
+
+    Measured with pyspark 4.3: Spark looks a Python data source up in the *thread's* active
+    session, which a thread other than the one that made the session does not have, so
+    ``df.write.format("servicebus")`` from a worker thread fails with
+    ``DATA_SOURCE_NOT_FOUND``. Call this first in such a thread.
+    """
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
+def _probe(arrow: bool) -> Callable[[Any], str]:
+    def probe(_: Any) -> str:
+        import amqplink.spark.encoding
+        import amqplink.spark.writer
+
+        for name in ("pyarrow", "pandas") if arrow else ():  # the Arrow writer's: imported once per worker
+            with contextlib.suppress(ImportError):  # foreachPartition needs neither
+                importlib.import_module(name)
+        return amqplink.spark.writer.__name__
+
+    return probe
+
+
+def check_executors(spark: Any, *, arrow: bool = True) -> None:
+    """Run a task per core that imports ``amqplink.spark`` (the Python workers start and
+    import it now, and pyarrow and pandas with ``arrow``, for the data source); raise
+    :class:`ExecutorImportError` if they cannot."""
+    python = os.environ.get("PYSPARK_PYTHON") or spark.sparkContext.pythonExec
+    tasks = max(1, int(spark.sparkContext.defaultParallelism))
+    try:
+        spark.sparkContext.parallelize(range(tasks), tasks).map(_probe(arrow)).collect()
+    except Exception as exc:
+        text = str(exc)
+        if "ModuleNotFoundError" not in text and "ImportError" not in text:
+            raise
+        raise ExecutorImportError(
+            f"Spark's Python workers ({python}) cannot import amqplink.spark: set PYSPARK_PYTHON to the "
+            f"interpreter that has amqplink installed (this one is {sys.executable}), install it there with "
+            "pip install 'amqplink[spark]', or ship it with spark-submit --py-files"
+        ) from None
+
+
+def local_session(
+    master: str = "local[2]", *, app_name: str = "amqplink", arrow: bool = True, conf: Mapping[str, str] | None = None
+) -> tuple[Any, float]:
+    """``(SparkSession, seconds its start-up took)`` on ``master``, UI off, warnings only.
+
+    Sets ``PYSPARK_PYTHON`` to this interpreter when unset, then :func:`check_executors`
+    (its Python workers' start counts in the start-up).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from amqplink.spark.datasource import register
+
+    started = time.monotonic()
+    builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.enabled", "false")
+    builder = builder.config("spark.ui.showConsoleProgress", "false")  # the caller shows its own progress
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        check_executors(spark, arrow=arrow)
+        register(spark)
+    except BaseException:
+        spark.stop()
+        raise
+    return spark, time.monotonic() - started

@@ -1,0 +1,275 @@
+"""One partition's send loop, shared by the Arrow writer, the streaming writer and
+``foreachPartition``.
+
+The calling thread (Spark's Python worker) turns a chunk of rows into messages; the
+event-loop thread packs them into batch transfers (one open batch per entity and
+session/partition key, bounded by ``maxBatchBytes`` and the entity's max-message-size) and
+pipelines them, at most ``maxInFlight`` batches awaiting their outcome: the next chunk
+waits for room, so memory stays bounded by one chunk plus ``maxInFlight`` batches however
+large the partition is. A batch refused with ``com.microsoft:server-busy`` backs off
+(PROTOCOL.md: at least 4 s, doubling, up to ``serverBusyTimeout``) instead of failing the
+task; other errors are retried by the client's retry policy; with a paired namespace a
+failing batch is also kept and sent again until the entity has failed over (the paired
+client parks it on the secondary) or ``failoverInterval`` + ``sendTimeout`` passed.
+:func:`send_partition` returns only once every message was acknowledged, and raises if
+one was not (``failOnError``, the default), so Spark retries the task: at-least-once,
+with the same message ids (:mod:`.columns`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError, ServiceBusServerBusyError
+from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessageBatch
+from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF
+from amqplink.spark import cache
+from amqplink.spark.columns import Columns, IdScheme
+from amqplink.spark.encoding import Encoded, encoded_rows
+from amqplink.spark.options import SinkConfig, redact
+from amqplink.sync import _run
+
+__all__ = ["PartitionStats", "SinkWriteError", "send_partition"]
+
+log = logging.getLogger(__name__)
+
+SERVER_BUSY_MAX_BACKOFF = 30.0
+"""The longest single wait after server-busy (seconds)."""
+
+
+class SinkWriteError(RuntimeError):
+    """A partition's messages were not all acknowledged; Spark retries the task."""
+
+
+@dataclass
+class PartitionStats:
+    """What one partition sent: rows acknowledged, body bytes, batch transfers, and the
+    failures met on the way (``busy``: server-busy waits; ``retried``: batches sent again while
+    a paired client failed over; ``failed``: rows given up on with
+    ``failOnError=false``; ``failed_over``: rows parked on the paired namespace)."""
+
+    rows: int = 0
+    bytes: int = 0
+    batches: int = 0
+    busy: int = 0
+    retried: int = 0
+    failed: int = 0
+    failed_over: int = 0
+    seconds: float = 0.0
+
+
+class _Pipeline:
+    """Batches and in-flight transfers of one partition (lives on the event-loop thread)."""
+
+    def __init__(self, config: SinkConfig, lease: cache.Lease, stats: PartitionStats) -> None:
+        self.config = config
+        self.lease = lease
+        self.stats = stats
+        self.open: dict[tuple[str, str | None], tuple[ServiceBusMessageBatch, int]] = {}
+        self.room = asyncio.Semaphore(config.max_in_flight)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.error: BaseException | None = None
+        self.limits: dict[str, int] = {}
+        self.started = time.monotonic()
+        self.handed = 0
+
+    def _entity(self, entity: str | None) -> str:
+        name = entity or self.config.entity
+        if name is None:
+            raise ValueError("a row has no entity: give the 'entity' option or a non-null 'entity' column")
+        return name
+
+    async def _limit(self, entity: str) -> int:
+        limit = self.limits.get(entity)
+        if limit is None:
+            sender = self.lease.sender(entity)
+            try:
+                await sender.create_message_batch()  # attaches: learns the entity's max-message-size
+                limit = min(self.config.max_batch_bytes, sender.max_message_size)
+            except (ServiceBusError, OSError, TimeoutError):
+                if not self.config.paired:
+                    raise
+                # The primary is down: the batches go to the paired client, which parks them.
+                limit = min(self.config.max_batch_bytes, MAX_MESSAGE_LENGTH_BYTES)
+            self.limits[entity] = limit
+        return limit
+
+    async def feed(self, chunk: list[Encoded]) -> None:
+        """Add messages to their batches; send full ones (waiting only for room in flight)."""
+        rate = self.config.messages_per_second
+        for entity, key, encoded, size, message in chunk:
+            self._raise_if_failed()
+            if rate is not None:
+                await self._throttle(rate)
+            name = self._entity(entity)
+            group = (name, key)
+            opened = self.open.get(group)
+            if opened is None:
+                opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
+            batch, body_bytes = opened
+            if not batch._add_encoded(encoded, message):
+                if len(batch):
+                    await self._launch(name, batch, body_bytes)
+                    batch, body_bytes = ServiceBusMessageBatch(self.limits[name]), 0
+                if not batch._add_encoded(encoded, message):
+                    raise MessageSizeExceededError(
+                        f"a row of {len(encoded)} encoded bytes is larger than {name} takes ({batch.max_size_in_bytes})"
+                    )
+            self.open[group] = (batch, body_bytes + size)
+            self.handed += 1
+            if len(self.open) > self.config.max_in_flight:  # many session keys: do not hold them all
+                await self.flush()
+
+    async def _throttle(self, rate: float) -> None:
+        ahead = self.started + self.handed / rate - time.monotonic()
+        if ahead > 0.01:
+            await asyncio.sleep(ahead)
+
+    async def flush(self) -> None:
+        """Send every open batch."""
+        opened, self.open = self.open, {}
+        for (entity, _key), (batch, body_bytes) in opened.items():
+            await self._launch(entity, batch, body_bytes)
+
+    async def _launch(self, entity: str, batch: ServiceBusMessageBatch, body_bytes: int) -> None:
+        await self.room.acquire()
+        self._raise_if_failed(release=True)
+        task = asyncio.get_running_loop().create_task(self._send(entity, batch, body_bytes))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _raise_if_failed(self, *, release: bool = False) -> None:
+        if self.error is not None and self.config.fail_on_error:
+            if release:
+                self.room.release()
+            raise self.error
+
+    async def _send(self, entity: str, batch: ServiceBusMessageBatch, body_bytes: int) -> None:
+        sender = self.lease.sender(entity)
+        started = time.monotonic()
+        busy_delay = SERVER_BUSY_MIN_BACKOFF
+        retry_delay = self.config.retry_backoff_factor or 0.1
+        try:
+            while True:
+                try:
+                    await sender.send_messages(batch, timeout=self.config.send_timeout)
+                    break
+                except ServiceBusServerBusyError:
+                    if time.monotonic() + busy_delay > started + self.config.server_busy_timeout:
+                        raise
+                    self.stats.busy += 1
+                    log.info("servicebus sink: %s is busy; sending again in %.0f s", entity, busy_delay)
+                    await asyncio.sleep(busy_delay)
+                    busy_delay = min(busy_delay * 2, SERVER_BUSY_MAX_BACKOFF)
+                except (ServiceBusError, OSError, TimeoutError):
+                    # Paired: sends fail until the failover interval has passed without a
+                    # success, then they are parked on the secondary. Keep the batch (same
+                    # ids) until then, and for one operation timeout more.
+                    if not self.config.paired or time.monotonic() + retry_delay > started + self._failover_budget():
+                        raise
+                    self.stats.retried += 1
+                    await asyncio.sleep(retry_delay)
+                    retry_delay = min(retry_delay * 2, 2.0)
+            self.stats.rows += len(batch)
+            self.stats.bytes += body_bytes
+            self.stats.batches += 1
+        except (ServiceBusError, OSError, TimeoutError, ValueError) as exc:
+            self.stats.failed += len(batch)
+            if self.error is None:
+                self.error = exc
+        finally:
+            self.room.release()
+
+    def _failover_budget(self) -> float:
+        return self.config.failover_interval + self.config.send_timeout
+
+    async def finish(self) -> None:
+        """Send what is open and wait for every outcome."""
+        if self.error is None or not self.config.fail_on_error:
+            await self.flush()
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    async def abandon(self) -> None:
+        """After a failure: wait for the batches already handed over (nothing is left behind)."""
+        self.open = {}
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+async def _encode_and_feed(pipeline: _Pipeline, chunk: Columns, scheme: IdScheme, first_row: int) -> int:
+    """Encode and batch a chunk on the event-loop thread (one thread doing the CPU work: the
+    calling thread waits, so the two do not trade the GIL row by row); the rows it held."""
+    encoded = list(encoded_rows(chunk, scheme, first_row))
+    if encoded:
+        await pipeline.feed(encoded)
+    return len(encoded)
+
+
+async def _start(config: SinkConfig) -> tuple[_Pipeline, PartitionStats, dict[str, int]]:
+    lease = cache.acquire(config)
+    stats = PartitionStats()
+    return _Pipeline(config, lease, stats), stats, lease.paired_counters()
+
+
+async def _end(pipeline: _Pipeline, before: dict[str, int], failed: bool) -> None:
+    lease = pipeline.lease
+    if failed:
+        await pipeline.abandon()
+    else:
+        await pipeline.finish()
+    after = lease.paired_counters()
+    pipeline.stats.failed_over = after.get("parked", 0) - before.get("parked", 0)
+    pipeline.stats.seconds = time.monotonic() - pipeline.started
+    if failed or pipeline.error is not None:
+        await cache.discard(lease)  # the next task opens a fresh connection
+    else:
+        cache.release(lease)
+
+
+def send_partition(config: SinkConfig, chunks: Iterable[Columns], scheme: IdScheme) -> PartitionStats:
+    """Send every row of ``chunks`` (column chunks of one partition) and wait for every outcome.
+
+    Raises :class:`SinkWriteError` (naming the entity and the Service Bus error, never a
+    secret) when a message was not acknowledged and ``failOnError`` is true; otherwise
+    returns the counts, ``failed`` included.
+    """
+    pipeline, stats, before = _run(_start(config))
+    row = 0
+    try:
+        for chunk in chunks:
+            row += _run(_encode_and_feed(pipeline, chunk, scheme, row))
+    except BaseException as exc:
+        _run(_end(pipeline, before, failed=True))
+        if pipeline.error is None and isinstance(exc, ServiceBusError | OSError | TimeoutError):
+            pipeline.error = exc
+        if pipeline.error is not None:
+            raise _failure(config, scheme, pipeline) from pipeline.error
+        raise
+    _run(_end(pipeline, before, failed=False))
+    if pipeline.error is not None:
+        if config.fail_on_error:
+            raise _failure(config, scheme, pipeline) from pipeline.error
+        log.warning(
+            "servicebus sink: partition %d gave up on %d of %d rows (failOnError=false): %s",
+            scheme.partition,
+            stats.failed,
+            row,
+            redact(str(pipeline.error)),
+        )
+    return stats
+
+
+def _failure(config: SinkConfig, scheme: IdScheme, pipeline: _Pipeline) -> SinkWriteError:
+    error = pipeline.error
+    where = config.entity or "the entities of the 'entity' column"
+    return SinkWriteError(
+        f"servicebus sink: partition {scheme.partition} could not send to {where} on {config.namespace}: "
+        f"{type(error).__name__}: {redact(str(error))} ({pipeline.stats.rows} rows acknowledged, "
+        f"{pipeline.stats.failed} not); the task fails so that Spark retries it (the retried rows carry the "
+        "same message ids, so duplicate detection removes what was sent twice)"
+    )

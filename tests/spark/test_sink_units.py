@@ -1,0 +1,316 @@
+"""The sink without Spark: options, columns, message ids, the send loop against the
+embedded broker (fast tier: no marker)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from amqplink.broker import Broker
+from amqplink.spark import cache, encoding
+from amqplink.spark.columns import KEY_ROWS, IdScheme, SinkSchemaError, check_schema, columns_of_rows, messages
+from amqplink.spark.encoding import encoded_rows
+from amqplink.spark.foreach import ForeachPartitionSender, foreach_partition_sender
+from amqplink.spark.options import OPTION_NAMES, SinkOptionError, parse_options, redact
+from amqplink.spark.writer import SinkWriteError, send_partition
+from tests.conftest import broker_thread
+from tests.spark.conftest import ROOT, drain, new_queue
+
+CONN = "Endpoint=sb://ns.example/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SeCrEtKeY123="
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[Broker]:
+    with broker_thread(Broker(servicebus=True)) as broker:
+        yield broker
+
+
+# -- options --------------------------------------------------------------------------
+def test_options_are_case_insensitive_and_typed() -> None:
+    config = parse_options(
+        {"CONNECTIONSTRING": CONN, "entity": "orders", "maxinflight": "8", "MessagesPerSecond": "50.5",
+         "failOnError": "false", "retryMode": "Fixed", "connectionVerify": "false", "checkpointLocation": "/x"}
+    )  # fmt: skip
+    assert (config.entity, config.max_in_flight, config.messages_per_second) == ("orders", 8, 50.5)
+    assert config.fail_on_error is False and config.retry_mode == "fixed" and config.connection_verify is False
+
+
+@pytest.mark.parametrize(
+    ("options", "names"),
+    [
+        ({}, "connectionString is required"),
+        ({"connectionString": CONN, "maxInflight": "0"}, "option maxInFlight: must be at least 1"),
+        ({"connectionString": CONN, "failOnError": "maybe"}, "option failOnError"),
+        ({"connectionString": CONN, "messageIdMode": "random"}, "option messageIdMode"),
+        ({"connectionString": CONN, "topic": "x"}, "unknown option 'topic'"),
+        ({"connectionString": "Endpoint=nothing;SharedAccessKey=SeCrEtKeY123="}, "option connectionString"),
+    ],
+)
+def test_a_bad_option_is_an_error_naming_it_without_the_key(options: dict[str, str], names: str) -> None:
+    with pytest.raises(SinkOptionError) as failed:
+        parse_options(options)
+    assert names in str(failed.value)
+    assert "SeCrEtKeY123" not in str(failed.value)
+
+
+def test_every_documented_option_is_accepted() -> None:
+    values = {name: "1" for name in OPTION_NAMES}
+    values.update(connectionString=CONN, pairedConnectionString=CONN, entity="q", retryMode="fixed",
+                  messageIdMode="content", managementEndpoint="https://x/", connectionVerify="/ca.pem")  # fmt: skip
+    config = parse_options(values)
+    assert config.paired and config.message_id_mode == "content"
+
+
+def test_no_secret_in_repr_pickle_or_redacted_text() -> None:
+    config = parse_options({"connectionString": CONN, "pairedConnectionString": CONN, "entity": "q"})
+    sender = foreach_partition_sender({"connectionString": CONN, "entity": "q"})
+    for shown in (repr(config), str(config), repr(sender), repr(pickle.loads(pickle.dumps(sender)))):
+        assert "SeCrEtKeY123" not in shown
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert isinstance(pickle.loads(pickle.dumps(sender)), ForeachPartitionSender)
+    assert redact(f"failed: {CONN}") == (
+        "failed: Endpoint=sb://ns.example/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=***"
+    )
+    assert "SeCrEtKeY123" not in config.cache_key and len(config.cache_key) == 32
+
+
+# -- columns --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("fields", "names"),
+    [
+        ([("body", "string"), ("colour", "string")], "column 'colour' is not a message property"),
+        ([("body", "int")], "column 'body' has type int"),
+        ([("body", "binary"), ("time_to_live", "string")], "column 'time_to_live' has type string"),
+        ([("subject", "string")], "needs a 'body' column"),
+        ([("body", "string"), ("application_properties", "map<string,int>")], "'application_properties'"),
+    ],
+)
+def test_the_schema_check_names_the_column(fields: list[tuple[str, str]], names: str) -> None:
+    with pytest.raises(SinkSchemaError, match=names):
+        check_schema(fields, entity_option=True)
+
+
+def test_an_entity_comes_from_the_option_or_a_column() -> None:
+    with pytest.raises(SinkSchemaError, match="no queue or topic"):
+        check_schema([("body", "string")], entity_option=False)
+    check_schema([("body", "string"), ("entity", "string")], entity_option=False)
+    check_schema(
+        [("body", "binary"), ("time_to_live", "interval day to second"), ("scheduled_enqueue_time", "timestamp"),
+         ("application_properties", "struct<a:string,b:int>"), ("time_to_live", "decimal(10,2)")],
+        entity_option=True,
+    )  # fmt: skip
+
+
+def test_rows_become_messages_with_every_property() -> None:
+    when = dt.datetime(2030, 1, 1, 12, 0)
+    columns: dict[str, list[Any]] = {
+        "body": [b"one", "two"],
+        "subject": ["s", None],
+        "session_id": [None, "sess"],
+        "time_to_live": [30, dt.timedelta(minutes=2)],
+        "scheduled_enqueue_time": [when, None],
+        "application_properties": [[("k", "v")], {"a": "b", "n": None}],
+        "correlation_id": ["c", None],
+        "entity": [None, "other"],
+    }
+    out = list(messages(columns, IdScheme("position", "w", 3), 10))
+    (e1, m1), (e2, m2) = out
+    assert (e1, e2) == (None, "other")
+    assert m1.message_id == "w:3:10" and m2.message_id == "w:3:11"
+    assert m1.subject == "s" and m1.correlation_id == "c" and m1.time_to_live == dt.timedelta(seconds=30)
+    assert m1.scheduled_enqueue_time_utc == when.replace(tzinfo=dt.UTC)
+    assert m1.application_properties == {"k": "v"} and m2.application_properties == {"a": "b"}
+    assert m1.partition_key == f"w:3:{10 // KEY_ROWS}" and m2.partition_key is None  # the session id is the key
+    assert m2.session_id == "sess" and m2.time_to_live == dt.timedelta(minutes=2)
+
+
+def test_a_message_id_column_wins_and_none_mode_gives_no_id() -> None:
+    (_, given_id), (_, generated) = messages(
+        {"body": ["a", "b"], "message_id": ["mine", None]}, IdScheme("position", "w", 0), 0
+    )
+    assert given_id.message_id == "mine" and generated.message_id == "w:0:1"
+    assert given_id.partition_key is not None and given_id.partition_key.startswith("k")
+    ((_, plain),) = messages({"body": ["a"]}, IdScheme("none", "w", 0), 0)
+    ((_, again),) = messages({"body": ["a"]}, IdScheme("none", "w", 0), 0)
+    assert plain.message_id != again.message_id  # the client's random id: a resent row is a new message
+    assert plain.partition_key is None
+
+
+@given(st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=8)), min_size=1, max_size=20))
+def test_content_ids_depend_on_the_row_only(rows: list[tuple[str, bytes]]) -> None:
+    """Same row -> same id, whatever its position or partition; different rows -> different ids."""
+    columns = {"subject": [r[0] for r in rows], "body": [r[1] for r in rows]}
+    first = [m.message_id for _, m in messages(columns, IdScheme("content", "a", 0), 0)]
+    again = [m.message_id for _, m in messages(dict(reversed(list(columns.items()))), IdScheme("content", "b", 7), 99)]
+    assert first == again
+    assert len(set(first)) == len(set(rows))
+
+
+def test_a_wrong_value_type_is_an_error_naming_the_column() -> None:
+    with pytest.raises(SinkSchemaError, match="column 'subject'"):
+        list(messages({"body": ["a"], "subject": [3]}, IdScheme("position", "w", 0), 0))
+    with pytest.raises(SinkSchemaError, match="column 'body' is null"):
+        list(messages({"body": [None]}, IdScheme("position", "w", 0), 0))
+
+
+def test_rows_as_columns_for_foreach_partition() -> None:
+    assert columns_of_rows([{"body": "a", "subject": "x"}, {"body": "b", "subject": None}]) == {
+        "body": ["a", "b"], "subject": ["x", None]
+    }  # fmt: skip
+
+
+# -- the send loop --------------------------------------------------------------------
+def _chunks(count: int, size: int = 100) -> list[dict[str, list[Any]]]:
+    return [{"body": [f"{i}".encode() for i in range(start, min(start + size, count))]}
+            for start in range(0, count, size)]  # fmt: skip
+
+
+def test_send_partition_sends_everything_and_counts(sb: Broker) -> None:
+    queue = new_queue(sb, dedup=True, partitioned=True)
+    config = parse_options({"connectionString": sb.connection_string, "entity": queue, "maxBatchBytes": "4096"})
+    stats = send_partition(config, _chunks(3000), IdScheme("position", "w", 0))
+    assert stats.rows == 3000 and stats.failed == 0 and stats.batches > 3000 * 1 // 4096
+    got = drain(sb, queue)
+    assert sorted(int(str(m)) for m in got) == list(range(3000))
+    # the same partition sent again (a retried task): the entity's duplicate detection drops it all
+    assert send_partition(config, _chunks(3000), IdScheme("position", "w", 0)).rows == 3000
+    assert drain(sb, queue, idle=0.5) == []
+
+
+def test_the_connection_is_cached_per_worker_and_closed_when_idle(sb: Broker) -> None:
+    queue = new_queue(sb)
+    config = parse_options({"connectionString": sb.connection_string, "entity": queue, "connectionIdleTimeout": "0.3"})
+    before = cache.open_entries()
+    send_partition(config, _chunks(10), IdScheme("position", "a", 0))
+    send_partition(config, _chunks(10), IdScheme("position", "a", 1))
+    assert cache.open_entries() == before + 1  # one client for both partitions
+    deadline = time.monotonic() + 10
+    while cache.open_entries() > before and time.monotonic() < deadline:  # the sweep runs on the loop thread
+        time.sleep(0.05)
+    assert cache.open_entries() == before
+    assert len(drain(sb, queue)) == 20
+
+
+def test_a_partition_that_cannot_send_raises_naming_the_entity_not_the_key(
+    sb: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = new_queue(sb)
+    fault = sb.faults.run(sb.faults.entity_unavailable, queue, condition="amqp:internal-error")
+    config = parse_options({"connectionString": sb.connection_string, "entity": queue, "retryTotal": "0"})
+    try:
+        with caplog.at_level(logging.DEBUG), pytest.raises(SinkWriteError) as failed:
+            send_partition(config, _chunks(500), IdScheme("position", "w", 4))
+        lenient = parse_options({"connectionString": sb.connection_string, "entity": queue, "retryTotal": "0",
+                                 "failOnError": "false"})  # fmt: skip
+        stats = send_partition(lenient, _chunks(500), IdScheme("position", "w", 4))
+    finally:
+        sb.faults.run(sb.faults.clear, fault)
+    text = str(failed.value)
+    assert f"partition 4 could not send to {queue}" in text and "Spark retries" in text
+    key = sb.connection_string.split("SharedAccessKey=")[1].split(";")[0]
+    assert key not in text and key not in caplog.text
+    assert stats.failed == 500 and stats.rows == 0
+    assert "gave up on 500 of 500 rows" in caplog.text
+
+
+def test_server_busy_backs_off_instead_of_failing(sb: Broker) -> None:
+    queue = new_queue(sb)
+    sb.faults.run(sb.faults.entity_unavailable, queue, duration=1.0)  # server-busy for 1 s
+    config = parse_options({"connectionString": sb.connection_string, "entity": queue, "retryTotal": "0"})
+    stats = send_partition(config, _chunks(200), IdScheme("position", "w", 0))
+    assert stats.rows == 200 and stats.busy >= 1 and stats.failed == 0
+    assert len(drain(sb, queue)) == 200
+
+
+def test_messages_per_second_throttles_a_partition(sb: Broker) -> None:
+    queue = new_queue(sb)
+    config = parse_options({"connectionString": sb.connection_string, "entity": queue, "messagesPerSecond": "400"})
+    stats = send_partition(config, _chunks(200), IdScheme("position", "w", 0))
+    assert stats.rows == 200 and stats.seconds >= 0.45  # 200 rows at 400/s: half a second at least
+    assert len(drain(sb, queue)) == 200
+
+
+def test_in_flight_stays_bounded(sb: Broker) -> None:
+    """Dispositions held back: the loop never has more than maxInFlight batches out."""
+    queue = new_queue(sb)
+    config = parse_options({"connectionString": sb.connection_string, "entity": queue, "maxInFlight": "2",
+                            "maxBatchBytes": "2048"})  # fmt: skip
+    peak = 0
+    original = send_partition.__globals__["_Pipeline"]._send
+
+    async def counting(self: Any, *args: Any) -> None:
+        nonlocal peak
+        peak = max(peak, config.max_in_flight - self.room._value)
+        await original(self, *args)
+
+    send_partition.__globals__["_Pipeline"]._send = counting
+    try:
+        stats = send_partition(config, _chunks(1000), IdScheme("position", "w", 0))
+    finally:
+        send_partition.__globals__["_Pipeline"]._send = original
+    assert stats.rows == 1000 and stats.batches > 10 and 1 <= peak <= 2
+    assert len(drain(sb, queue)) == 1000
+
+
+@given(
+    st.lists(st.one_of(st.binary(max_size=300), st.text(max_size=50)), min_size=1, max_size=40),
+    st.integers(min_value=0, max_value=10**9),
+    st.booleans(),
+    st.text(min_size=1, max_size=300),
+)
+def test_the_fast_encoding_is_byte_for_byte_the_general_one(
+    bodies: list[Any], first_row: int, keys: bool, prefix: str
+) -> None:
+    scheme = IdScheme("position", prefix, 7, keys)
+    fast = list(encoded_rows({"body": bodies}, scheme, first_row))
+    general = list(encoding._general({"body": bodies}, scheme, first_row))
+    assert [(e, k, enc, n) for e, k, enc, n, _ in fast] == [(e, k, enc, n) for e, k, enc, n, _ in general]
+    for (*_, make), (*_, message) in zip(fast, general, strict=True):
+        made = make() if callable(make) else make
+        assert made._message.encode() == message._message.encode()
+
+
+NO_SPARK = """
+import sys
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("pyspark", "pyarrow", "pandas"):
+            raise ImportError("blocked for this test: " + name)
+
+sys.meta_path.insert(0, Block())
+import amqplink.spark  # the sink's options, ids and send loop need no Spark
+from amqplink.cli import main
+sys.exit(main(["demo", "--rows", "10"]))
+"""
+
+
+def test_the_demo_without_the_spark_extra_says_what_to_install() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", NO_SPARK], capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "amqplink demo: the demo needs pyspark, pyarrow, pandas: python3 -m pip install 'amqplink[spark]' "
+        "(from a checkout: python3 -m pip install -e '.[spark,broker]')"
+    )
+
+
+def test_a_row_larger_than_the_entity_takes_fails_the_partition_naming_it(sb: Broker) -> None:
+    queue = new_queue(sb)
+    config = parse_options({"connectionString": sb.connection_string, "entity": queue, "maxBatchBytes": "2048"})
+    chunk = {"body": [b"small", b"x" * 4096]}
+    with pytest.raises(SinkWriteError, match=f"a row of 4.* encoded bytes is larger than {queue} takes"):
+        send_partition(config, [chunk], IdScheme("position", "w", 0))
