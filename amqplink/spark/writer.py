@@ -7,7 +7,7 @@ session/partition key, bounded by ``maxBatchBytes`` and the entity's max-message
 pipelines them, at most ``maxInFlight`` batches awaiting their outcome: the next chunk
 waits for room, so memory stays bounded by one chunk plus ``maxInFlight`` batches however
 large the partition is. A batch refused with ``com.microsoft:server-busy`` backs off
-(PROTOCOL.md: at least 4 s, doubling, up to ``serverBusyTimeout``) instead of failing the
+(docs/protocol.md#retry: at least 4 s; here doubling, up to ``serverBusyTimeout``) instead of failing the
 task; other errors are retried by the client's retry policy; with a paired namespace a
 failing batch is also kept and sent again until the entity has failed over (the paired
 client parks it on the secondary) or ``failoverInterval`` + ``sendTimeout`` passed.
