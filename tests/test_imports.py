@@ -56,3 +56,25 @@ def test_public_names_still_importable() -> None:
     assert __version__ == amqplink.__version__
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         amqplink.nope  # noqa: B018
+
+
+BROKER_PROBE = """
+import importlib, json, pkgutil, sys
+import amqplink.broker
+for info in pkgutil.walk_packages(amqplink.broker.__path__, "amqplink.broker."):
+    importlib.import_module(info.name)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_broker_loads_no_service_bus_client_module() -> None:
+    """Every module of the broker imported: Service Bus's wire contract comes from
+    ``amqplink.sbwire``, never from the client package (docs/architecture.md)."""
+    out = subprocess.run(
+        [sys.executable, "-c", BROKER_PROBE],
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    loaded = set(json.loads(out.stdout))
+    assert "amqplink.broker.sbserver" in loaded and "amqplink.sbwire.sas" in loaded
+    assert sorted(m for m in loaded if m.startswith("amqplink.servicebus")) == []

@@ -76,6 +76,9 @@ from amqplink.engine.events import (
 from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
+from amqplink.sbwire.conditions import DEAD_LETTER
+from amqplink.sbwire.nodes import CBS_NODE as _CBS
+from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
 
 __all__ = [
     "CBS_DEADLINE",
@@ -107,13 +110,9 @@ DISPATCH_BATCH = 128
 """Messages a receiving link is handed per step (taken, locked and encoded together; fewer
 when its credit is lower)."""
 
-SESSION_FILTER = Symbol("com.microsoft:session-filter")
-LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
-DEAD_LETTER = "com.microsoft:dead-letter"
 _DOTNET_EPOCH_TICKS = 621355968000000000
 _ACCEPTED = Accepted()
 _REJECTED = Rejected()
-_CBS = "$cbs"
 
 
 def dotnet_ticks(seconds: float) -> int:

@@ -17,8 +17,8 @@ from amqplink.broker.control import CONTROL_NODE, SECURITY_TOKEN
 from amqplink.broker.faults import FaultKind
 from amqplink.broker.sbserver import EMULATOR_KEY, EMULATOR_KEY_NAME
 from amqplink.message import Message
+from amqplink.sbwire.sas import generate_sas_token
 from amqplink.servicebus.connection_string import parse_connection_string
-from amqplink.servicebus.sas import generate_sas_token
 
 __all__ = ["OPERATIONS", "ControlError", "control_request", "run_broker_fault"]
 

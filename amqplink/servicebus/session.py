@@ -12,15 +12,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from amqplink.codec.types import Symbol
+from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
 
 if TYPE_CHECKING:
     from amqplink.servicebus.receiver import ServiceBusReceiver
 
 __all__ = ["LOCKED_UNTIL_UTC", "SESSION_FILTER", "ServiceBusSession", "datetime_from_ticks"]
 
-SESSION_FILTER = Symbol("com.microsoft:session-filter")
-LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
 _DOTNET_EPOCH_TICKS = 621355968000000000
 
 

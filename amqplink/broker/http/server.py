@@ -58,7 +58,7 @@ from amqplink.broker.namespace.namespace import DEFAULT_RULE, Namespace, Subscri
 from amqplink.broker.namespace.store import MessageState
 from amqplink.broker.rights import AccessRules, Right, describe_rights, path_covers
 from amqplink.broker.server import DEFAULT_IDLE_TIMEOUT
-from amqplink.servicebus.sas import SasTokenError
+from amqplink.sbwire.sas import SasTokenError
 
 __all__ = ["MAX_BODY", "MAX_PAGE", "ManagementApi"]
 

@@ -45,6 +45,13 @@ from amqplink.protocol.definitions import (
     MessageAnnotations,
     Properties,
 )
+from amqplink.sbwire.annotations import (
+    ENQUEUE_SEQUENCE_NUMBER,
+    ENQUEUED_TIME,
+    LOCKED_UNTIL,
+    SCHEDULED_ENQUEUE_TIME,
+    SEQUENCE_NUMBER,
+)
 
 __all__ = [
     "ENQUEUED_TIME",
@@ -64,11 +71,6 @@ __all__ = [
     "timestamp",
 ]
 
-SCHEDULED_ENQUEUE_TIME = Symbol("x-opt-scheduled-enqueue-time")
-SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
-ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
-ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
-LOCKED_UNTIL = Symbol("x-opt-locked-until")
 HEADER_CACHE_MAX = 1024
 """Distinct encoded headers :meth:`Envelope.deliver` keeps (cleared when full)."""
 PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"

@@ -52,8 +52,8 @@ from amqplink.broker.namespace.partitioned import (
     partitions_for,
 )
 from amqplink.codec.errors import DecodeError
-from amqplink.codec.types import Symbol
 from amqplink.message import Message
+from amqplink.sbwire.annotations import DEADLETTER_SOURCE
 
 __all__ = [
     "BATCH_FORMAT",
@@ -85,7 +85,6 @@ DEFAULT_RULE = RuleConfig("$Default", "True")
 """Service Bus: "every newly created topic subscription has an initial default rule" (a TrueFilter)."""
 """Service Bus: "a message can be forwarded through at most four entities"."""
 DEAD_LETTER_SUFFIX = "$deadletterqueue"
-DEADLETTER_SOURCE = Symbol("x-opt-deadletter-source")
 
 
 def entity_path(address: str) -> str:
