@@ -78,3 +78,19 @@ def test_the_broker_loads_no_service_bus_client_module() -> None:
     loaded = set(json.loads(out.stdout))
     assert "amqplink.broker.sbserver" in loaded and "amqplink.sbwire.sas" in loaded
     assert sorted(m for m in loaded if m.startswith("amqplink.servicebus")) == []
+
+
+def test_the_broker_configuration_has_no_deferred_import() -> None:
+    """``broker/config.py`` compiles SQL rules with the namespace's SQL filter; it imports it
+    at the top like any other module (no import hidden in a function or a ``TYPE_CHECKING``
+    block to dodge a cycle: the namespace package loads its modules lazily)."""
+    import ast
+
+    tree = ast.parse((ROOT / "amqplink" / "broker" / "config.py").read_text())
+    top = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    nested = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+              and node not in top]  # fmt: skip
+    assert nested == []
+    assert "amqplink.broker.namespace.sql_filter" in {node.module for node in top if isinstance(node, ast.ImportFrom)}
+    for module in ("amqplink.broker.config", "amqplink.broker.namespace.sql_filter", "amqplink.broker.namespace"):
+        assert module in loaded_after(module)  # a fresh interpreter imports any of them first

@@ -29,13 +29,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amqplink.atom.document import duration_seconds
+from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
 from amqplink.broker.rights import AccessRule, parse_rights
-
-if TYPE_CHECKING:
-    from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
 
 __all__ = [
     "DEFAULT_DUPLICATE_WINDOW",
@@ -160,9 +158,6 @@ class RuleConfig:
     action: SqlRuleAction | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        # imported here: the namespace package imports this module
-        from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
-
         if self.filter_type == "Sql" and self.sql_filter is None:
             object.__setattr__(self, "sql_filter", SqlFilter(self.sql_expression or ""))
         if self.action_expression is not None and self.action is None:
