@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from amqplink import AMQPLinkError
 from amqplink.atom.document import duration_seconds
 from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
 from amqplink.broker.rights import AccessRule, parse_rights
@@ -86,7 +87,7 @@ MAX_PARTITION_COUNT = 1024
 sequence number, and each fragment is a store of its own)."""
 
 
-class ConfigError(ValueError):
+class ConfigError(AMQPLinkError, ValueError):
     """A configuration file that cannot be used; the message names the field path."""
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from amqplink import AMQPLinkError
 from amqplink.broker.namespace.errors import EntityError
 from amqplink.codec.types import Symbol
 from amqplink.protocol.definitions import Error
@@ -68,7 +69,7 @@ MAX_HISTORY = 1000
 """Firings :attr:`Faults.history` keeps (the oldest is forgotten beyond it)."""
 
 
-class FaultError(ValueError):
+class FaultError(AMQPLinkError, ValueError):
     """A fault that cannot be made (unknown kind, bad parameter, too many); the message says which."""
 
 

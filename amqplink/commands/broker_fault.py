@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from amqplink import AMQPLinkError
 from amqplink.aio import connect
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.broker.control import CONTROL_NODE, SECURITY_TOKEN
@@ -28,7 +29,7 @@ TOKEN_TTL = 300
 """Seconds the token minted for one request lives."""
 
 
-class ControlError(ValueError):
+class ControlError(AMQPLinkError, ValueError):
     """``$control`` answered with an error status; the message has its status and description."""
 
 

@@ -23,6 +23,8 @@ from urllib.parse import quote_plus, unquote, unquote_plus
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives import hmac as crypto_hmac
 
+from amqplink import AMQPLinkError
+
 __all__ = [
     "MAX_SAS_TOKEN_CHARS",
     "SAS_PREFIX",
@@ -56,7 +58,7 @@ class SasFailure(enum.Enum):
     AUDIENCE_NOT_COVERED = "audience not covered"
 
 
-class SasTokenError(Exception):
+class SasTokenError(AMQPLinkError):
     """A token failed verification; ``reason`` says why. The message never holds the token."""
 
     def __init__(self, reason: SasFailure, detail: str) -> None:

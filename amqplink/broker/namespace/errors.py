@@ -8,6 +8,7 @@ Service Bus answers them (docs/protocol.md#management-operations): 410 with
 
 from __future__ import annotations
 
+from amqplink import AMQPLinkError
 from amqplink.sbwire.conditions import (
     ARGUMENT_ERROR,
     DECODE_ERROR,
@@ -58,7 +59,7 @@ _STATUS = {
 }
 
 
-class EntityError(Exception):
+class EntityError(AMQPLinkError):
     """A request the namespace refuses: ``condition`` (AMQP symbol), ``status`` (int), description."""
 
     def __init__(self, condition: str, description: str) -> None:

@@ -631,9 +631,6 @@ class Namespace:
         shortcut = _body_target(target)
         return None if shortcut is None else shortcut.accept_bodies
 
-    def send_envelopes(self, target: Entity | Topic, envelopes: list[Envelope], now: float) -> None:
-        self._route(target, envelopes, now, 0)
-
     def _route(self, target: Entity | Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         if not envelopes:
             return

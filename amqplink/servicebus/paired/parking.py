@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from amqplink import AMQPLinkError
 from amqplink.message import Message
 from amqplink.protocol.definitions import Header
 from amqplink.sbwire.annotations import DEADLETTER_SOURCE as X_OPT_DEAD_LETTER_SOURCE
@@ -48,7 +49,7 @@ _BROKER_ANNOTATIONS = frozenset(
 """Annotations the backlog queue's broker added; a restored message leaves without them."""
 
 
-class NotParkedError(ValueError):
+class NotParkedError(AMQPLinkError, ValueError):
     """A message received from a backlog queue that has no ``x-ms-path`` (not a parked one)."""
 
 
