@@ -15,7 +15,7 @@ The credit fields carry the spec's names (2.6.7): ``delivery_count``, ``link_cre
 moves delivery-count and link-credit), :meth:`SenderLink._on_flow` (the sender's
 link-credit from a flow), :meth:`SenderLink._answer_drain` (drain),
 :meth:`ReceiverLink._on_attach` (grants count from the initial-delivery-count) and
-:meth:`ReceiverLink._check_size` (max-message-size).
+:meth:`ReceiverLink._refuse_oversize` (max-message-size).
 """
 
 from __future__ import annotations
