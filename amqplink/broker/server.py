@@ -58,6 +58,7 @@ from amqplink.engine.events import (
 )
 from amqplink.engine.link import RCV_FIRST, TERMINAL_OUTCOMES, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
+from amqplink.sbwire.conditions import NOT_FOUND
 
 if TYPE_CHECKING:  # aiohttp (the ``broker`` extra) is imported only when the management API is served
     from amqplink.broker.http import Certificate, ManagementApi
@@ -241,7 +242,7 @@ class Broker:
             self.http_certificate = Certificate(*self.http_cert)
         else:
             self.http_certificate = self_signed()
-        gone = Error(Symbol("amqp:not-found"), "the entity was deleted through the management API")
+        gone = Error(Symbol(NOT_FOUND), "the entity was deleted through the management API")
         self.management = ManagementApi(
             servicebus.namespace,
             lambda: servicebus.rules,
