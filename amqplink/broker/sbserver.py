@@ -77,6 +77,7 @@ from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, Receive
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
 from amqplink.sbwire.conditions import DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
+from amqplink.sbwire.formats import dotnet_ticks
 from amqplink.sbwire.nodes import CBS_NODE as _CBS
 from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
 
@@ -110,14 +111,8 @@ DISPATCH_BATCH = 128
 """Messages a receiving link is handed per step (taken, locked and encoded together; fewer
 when its credit is lower)."""
 
-_DOTNET_EPOCH_TICKS = 621355968000000000
 _ACCEPTED = Accepted()
 _REJECTED = Rejected()
-
-
-def dotnet_ticks(seconds: float) -> int:
-    """.NET ``DateTime`` ticks (100 ns since 0001-01-01) of a Unix time, as the SDK reads them."""
-    return _DOTNET_EPOCH_TICKS + int(seconds * 10_000_000)
 
 
 def _error(condition: str, description: str) -> Error:

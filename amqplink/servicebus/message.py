@@ -43,6 +43,7 @@ from amqplink.sbwire.annotations import LOCKED_UNTIL as X_OPT_LOCKED_UNTIL
 from amqplink.sbwire.annotations import MESSAGE_STATE as X_OPT_MESSAGE_STATE
 from amqplink.sbwire.annotations import SCHEDULED_ENQUEUE_TIME as X_OPT_SCHEDULED_ENQUEUE_TIME
 from amqplink.sbwire.annotations import SEQUENCE_NUMBER as X_OPT_SEQUENCE_NUMBER
+from amqplink.sbwire.formats import BATCH_FORMAT as BATCH_MESSAGE_FORMAT
 from amqplink.sbwire.lock_token import lock_token_from_delivery_tag
 from amqplink.servicebus.constants import SdkStrEnum
 from amqplink.servicebus.exceptions import MessageSizeExceededError
@@ -63,8 +64,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BATCH_MESSAGE_FORMAT = 0x80013700
-"""A batch: one transfer of this format, a Data section per encoded message (docs/protocol.md#batches-and-pings)."""
 MAX_MESSAGE_LENGTH_BYTES = 1024 * 1024
 """The SDK's batch size when neither the caller nor the link gives one."""
 MESSAGE_PROPERTY_MAX_LENGTH = 128

@@ -52,6 +52,7 @@ from amqplink.sbwire.annotations import (
     SCHEDULED_ENQUEUE_TIME,
     SEQUENCE_NUMBER,
 )
+from amqplink.sbwire.formats import PING_CONTENT_TYPE
 
 __all__ = [
     "ENQUEUED_TIME",
@@ -73,7 +74,6 @@ __all__ = [
 
 HEADER_CACHE_MAX = 1024
 """Distinct encoded headers :meth:`Envelope.deliver` keeps (cleared when full)."""
-PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
 
 _BODY_OR_FOOTER = frozenset((0x75, 0x76, 0x77, 0x78))
 _BINARY_BODY_HEADS = tuple(bytes((0, 0x53, code, width)) for code in (0x75, 0x77) for width in (0xA0, 0xB0))

@@ -54,6 +54,7 @@ from amqplink.broker.namespace.partitioned import (
 from amqplink.codec.errors import DecodeError
 from amqplink.message import Message
 from amqplink.sbwire.annotations import DEADLETTER_SOURCE
+from amqplink.sbwire.formats import BATCH_FORMAT
 
 __all__ = [
     "BATCH_FORMAT",
@@ -72,8 +73,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BATCH_FORMAT = 0x80013700
-"""Service Bus's message-format for a batch: one data section per encoded message."""
 MAX_ENTITIES = 10_000
 """Queues and topics a namespace holds at most (queues made on first use count too)."""
 MAX_FORWARD_HOPS = 4
