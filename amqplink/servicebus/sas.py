@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from amqplink.sbwire.sas import (
     MAX_SAS_TOKEN_CHARS,
+    SAS_PREFIX,
     ParsedSasToken,
     SasClaims,
     SasFailure,
@@ -23,6 +24,7 @@ from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCre
 __all__ = [
     "DEFAULT_TOKEN_TTL",
     "MAX_SAS_TOKEN_CHARS",
+    "SAS_PREFIX",
     "AccessToken",
     "ParsedSasToken",
     "SasClaims",
