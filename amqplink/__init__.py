@@ -1,8 +1,9 @@
 """amqplink: an AMQP 1.0 library that speaks Azure Service Bus's dialect.
 
-Layers (imports point down): ``codec`` <- ``protocol`` <- ``engine`` (sans-IO)
-<- ``aio`` <- ``servicebus`` <- {``broker``, ``spark``, ``cli``}; see
-``docs/architecture.md``.
+Layers (imports point down): ``codec`` <- {``protocol``, ``sbwire``} <- ``engine``
+(sans-IO) <- ``aio`` <- {``servicebus``, ``broker``} <- ``cli``; the Service Bus client and
+the broker share only ``sbwire``; see ``docs/architecture.md``. Every exception the library
+raises derives from :class:`AMQPLinkError`.
 
 The client lives in :mod:`amqplink.aio` (asyncio; ``amqplink.connect`` is its
 entry point) and :mod:`amqplink.sync` (blocking); :class:`Message` is shared by both.
@@ -21,7 +22,20 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 """The package's version: the only place it is written (pyproject.toml reads it from here)."""
-__all__ = ["Message", "__version__", "connect"]
+__all__ = ["AMQPLinkError", "Message", "__version__", "connect"]
+
+
+class AMQPLinkError(Exception):
+    """The root of every exception amqplink raises on purpose: ``except AMQPLinkError`` catches
+    the codec's, the engine's, the clients' and the broker's errors alike.
+
+    Each layer's errors derive from it (``DecodeError``, ``ProtocolError``, ``AMQPError``,
+    ``ServiceBusError``...), and many also from the built-in their meaning matches
+    (``ValueError`` for bad input, ``RuntimeError`` for a wrong state). ``ServiceBusError``
+    also derives from azure-core's ``AzureError`` when azure-core is installed, as the SDK's
+    does. Defined in the package itself, which every module's import runs anyway, so that
+    every layer can derive from it (docs/architecture.md#errors).
+    """
 
 # name -> the module that defines it; imported on first access.
 _LAZY = {"connect": "amqplink.aio", "Message": "amqplink.message"}

@@ -598,6 +598,13 @@ class _Uncommon(Exception):
     """The single pass does not read this payload: the generic decoder does."""
 
 
+_NOT_READ = (_Uncommon, DecodeError, UnicodeDecodeError, IndexError, struct.error)
+"""What the single pass raises on a payload it leaves to the generic decoder: a shape it
+does not read (``_Uncommon``), a value the codec's readers refuse (``DecodeError``), text
+that is not UTF-8, a section or size field running past the bytes (``IndexError``,
+``struct.error``). Anything else is a bug and propagates (no silent fallback)."""
+
+
 _LAYOUTS = {code: MapLayouts() for code in (0x71, 0x72, 0x74, 0x78)}
 """The map layouts met in delivery annotations, message annotations, application properties
 and footers (by section code): a broker stamps every message's annotations alike."""
@@ -739,6 +746,8 @@ def _decode_common(msg: Message, buf: bytes, n: int) -> bool:
     as the generic path; it does not decide errors: on anything it does not accept it
     returns False, having set nothing the generic decoder will not overwrite, and the
     generic decoder then decodes the message or rejects it with its own ``DecodeError``.
+    Only the decode errors of :data:`_NOT_READ` mean "not for the single pass"; any
+    other exception is a bug and is raised.
 
     A head (the sections before the body, and the data section's own head) it has read so
     is learned (:class:`_Head`), and the next payload with the same leading bytes and
@@ -780,7 +789,7 @@ def _decode_learned(msg: Message, buf: bytes, n: int) -> bool:
             msg.properties = None if head.properties < 0 else Properties(fields[head.properties].decode())
             application = head.application
             msg.application_properties = None if application is None else application(fields)
-        except Exception:  # the generic decoder reports it
+        except _NOT_READ:  # the generic decoder reports it
             return False
         msg.footer = footer
         msg._body, msg._body_type = buf[start:end], "data"
@@ -805,7 +814,7 @@ def _decode_unlearned(msg: Message, buf: bytes, n: int) -> bool:
                 heads = _HEADS[key] = []
             if heads is not None and len(heads) < HEADS_PER_KEY:
                 heads.append(_learn_head(msg, buf, pos, start))
-    except Exception:  # the generic decoder reports it (_Uncommon: a shape it alone reads)
+    except _NOT_READ:  # the generic decoder reports it (_Uncommon: a shape it alone reads)
         return False
     msg.footer = footer
     msg._body, msg._body_type = buf[start:end], "data"

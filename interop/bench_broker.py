@@ -147,8 +147,11 @@ def durable_supported() -> bool:
 
 def serve(profile: str | None, variant: str) -> None:
     """Run the embedded Service Bus broker until stdin closes; print its URL first."""
+    from amqplink.aio.server import SERVER_GC_THRESHOLD, raise_gc_threshold
     from amqplink.broker import Broker
     from amqplink.broker.config import EntityProperties
+
+    raise_gc_threshold(SERVER_GC_THRESHOLD)  # as `amqplink broker` does (this process only serves)
 
     async def run() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-broker-") as data_dir:

@@ -65,7 +65,10 @@ def rss_mib(pid: int) -> float:
 
 # -- the broker process ------------------------------------------------------------------
 async def serve(args: argparse.Namespace) -> None:
+    from amqplink.aio.server import SERVER_GC_THRESHOLD, raise_gc_threshold
     from amqplink.broker import Broker
+
+    raise_gc_threshold(SERVER_GC_THRESHOLD)  # as `amqplink broker` does (this process only serves)
 
     broker = Broker(
         handshake_timeout=args.handshake_timeout,

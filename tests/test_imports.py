@@ -56,3 +56,41 @@ def test_public_names_still_importable() -> None:
     assert __version__ == amqplink.__version__
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         amqplink.nope  # noqa: B018
+
+
+BROKER_PROBE = """
+import importlib, json, pkgutil, sys
+import amqplink.broker
+for info in pkgutil.walk_packages(amqplink.broker.__path__, "amqplink.broker."):
+    importlib.import_module(info.name)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_broker_loads_no_service_bus_client_module() -> None:
+    """Every module of the broker imported: Service Bus's wire contract comes from
+    ``amqplink.sbwire``, never from the client package (docs/architecture.md)."""
+    out = subprocess.run(
+        [sys.executable, "-c", BROKER_PROBE],
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    loaded = set(json.loads(out.stdout))
+    assert "amqplink.broker.sbserver" in loaded and "amqplink.sbwire.sas" in loaded
+    assert sorted(m for m in loaded if m.startswith("amqplink.servicebus")) == []
+
+
+def test_the_broker_configuration_has_no_deferred_import() -> None:
+    """``broker/config.py`` compiles SQL rules with the namespace's SQL filter; it imports it
+    at the top like any other module (no import hidden in a function or a ``TYPE_CHECKING``
+    block to dodge a cycle: the namespace package loads its modules lazily)."""
+    import ast
+
+    tree = ast.parse((ROOT / "amqplink" / "broker" / "config.py").read_text())
+    top = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    nested = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+              and node not in top]  # fmt: skip
+    assert nested == []
+    assert "amqplink.broker.namespace.sql_filter" in {node.module for node in top if isinstance(node, ast.ImportFrom)}
+    for module in ("amqplink.broker.config", "amqplink.broker.namespace.sql_filter", "amqplink.broker.namespace"):
+        assert module in loaded_after(module)  # a fresh interpreter imports any of them first

@@ -18,6 +18,7 @@ RANK = {
     "codec": 0,
     "atom": 0,
     "protocol": 1,
+    "sbwire": 1,
     "engine": 2,
     "message": 2,
     "aio": 3,
@@ -58,3 +59,10 @@ def test_the_sans_io_layers_import_no_client() -> None:
     code = import_graph()
     for layer in ("codec", "protocol", "engine", "message"):
         assert code[layer] <= {"codec", "protocol"}, layer
+
+
+def test_the_broker_and_the_service_bus_client_share_only_the_wire_package() -> None:
+    code = import_graph()
+    assert "servicebus" not in code["broker"]
+    assert "broker" not in code["servicebus"]
+    assert code["sbwire"] <= {"codec"}

@@ -410,3 +410,45 @@ def test_a_lone_data_section_decodes_as_by_the_generic_decoder(size: int, wide: 
     assert view == _outcome(_generic, payload)
     if change == "none":
         assert view[0] == "ok" and Message.decode(memoryview(payload)).body == body
+
+
+# -- no silent fallback: only decode errors send a payload to the generic decoder ---------------
+def _with_footer() -> bytes:
+    return _delivery(1000, "id-1") + _encode([Footer({Symbol("k"): UInt(1)})])
+
+
+@pytest.mark.parametrize("learned", [False, True])
+def test_a_bug_in_the_single_pass_is_raised_not_hidden(learned: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A footer makes both passes call ``_footer``; a bug there (here a TypeError) must reach
+    the caller instead of turning into a slower generic decode."""
+    payload = _with_footer()
+    with fresh_layouts():
+        if learned:
+            _check(payload)
+            assert [head is not None for head in _learned_heads()] == [True]
+
+        def bug(*args: Any) -> Any:
+            raise TypeError("a bug in the single pass")
+
+        monkeypatch.setattr(message_module, "_footer", bug)
+        with pytest.raises(TypeError, match="a bug in the single pass"):
+            Message.decode(payload)
+
+
+@pytest.mark.parametrize("learned", [False, True])
+def test_a_decode_error_in_the_single_pass_leaves_the_payload_to_the_generic_decoder(
+    learned: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    payload = _with_footer()
+    expected = _shape(_generic(payload))
+    with fresh_layouts():
+        if learned:
+            _check(payload)
+
+        def refuse(buf: bytes, pos: int, n: int) -> Any:
+            raise DecodeError("not read here", pos)
+
+        monkeypatch.setattr(message_module, "_footer", refuse)
+        single = Message.__new__(Message)
+        assert not _decode_common(single, payload, len(payload))
+        assert _shape(Message.decode(payload)) == expected

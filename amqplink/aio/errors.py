@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from amqplink import AMQPLinkError
 from amqplink.protocol.definitions import Error
 
 __all__ = [
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-class AMQPError(Exception):
+class AMQPError(AMQPLinkError):
     """Base class: ``condition`` is the AMQP error condition (a symbol string) or None."""
 
     def __init__(

@@ -64,7 +64,9 @@ SERVER_GC_THRESHOLD = 10_000
 default is 700). A server keeps many objects alive for long (queued messages, unsettled
 deliveries): at 700 the collector runs every few hundred messages and rescans them,
 about a fifth of a broker's CPU per message; at this value it runs a tenth as often.
-Only raised: a process that set a higher threshold (or switched collection off) keeps it."""
+A process-wide setting, so opt-in: :func:`serve` and :class:`amqplink.broker.Broker` leave
+it alone; a process that is a server calls ``raise_gc_threshold(SERVER_GC_THRESHOLD)``
+(the ``amqplink broker`` command does)."""
 # File descriptors kept free of connections (listening sockets, logs, refusals).
 _FD_RESERVE = 64
 # A refused client has this long (at most) to open and read why it was refused.
@@ -216,8 +218,10 @@ class ServerProtocol(EngineProtocol):
 
 
 def raise_gc_threshold(threshold0: int) -> None:
-    """Raise the collector's first-generation threshold to ``threshold0`` (never lower it;
-    a threshold of 0, collection switched off, stays)."""
+    """Raise the process's collector first-generation threshold to ``threshold0`` (never
+    lower it; a threshold of 0, collection switched off, stays). For the owner of the
+    process (e.g. ``raise_gc_threshold(SERVER_GC_THRESHOLD)`` in a server's ``main``):
+    nothing in amqplink calls it on its own, except the ``amqplink broker`` command."""
     current = gc.get_threshold()
     if 0 < current[0] < threshold0:
         gc.set_threshold(threshold0, *current[1:])
@@ -246,7 +250,6 @@ class Acceptor:
         self._config = config
         self._sasl = sasl if sasl is not None else SaslServer
         self.limits = limits or ServerLimits()
-        raise_gc_threshold(SERVER_GC_THRESHOLD)
         self.capacity = connection_capacity(self.limits.max_connections)
         self._live: set[ServerProtocol] = set()
         self._refusing = False

@@ -11,6 +11,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from amqplink import AMQPLinkError
+
 __all__ = ["MAX_XML_DEPTH", "MAX_XML_ELEMENTS", "XmlError", "local_name", "parse_xml"]
 
 MAX_XML_DEPTH = 32
@@ -19,7 +21,7 @@ MAX_XML_ELEMENTS = 10_000
 """Elements one document may hold."""
 
 
-class XmlError(ValueError):
+class XmlError(AMQPLinkError, ValueError):
     """A body that is not an acceptable XML document; the message says why."""
 
 

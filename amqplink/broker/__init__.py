@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from amqplink.broker.config import BrokerConfig, ConfigError, load_config, parse_config
-from amqplink.broker.entities import Consumer, Queue
+from amqplink.broker.entities import Consumer, PlainQueue, Queue
 from amqplink.broker.server import Broker
 
-__all__ = ["Broker", "BrokerConfig", "ConfigError", "Consumer", "Queue", "load_config", "parse_config"]
+__all__ = ["Broker", "BrokerConfig", "ConfigError", "Consumer", "PlainQueue", "Queue", "load_config", "parse_config"]

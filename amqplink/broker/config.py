@@ -29,13 +29,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from amqplink import AMQPLinkError
 from amqplink.atom.document import duration_seconds
+from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
+from amqplink.broker.namespace.sql_parser import parameter_values
 from amqplink.broker.rights import AccessRule, parse_rights
-
-if TYPE_CHECKING:
-    from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
 
 __all__ = [
     "DEFAULT_DUPLICATE_WINDOW",
@@ -88,7 +88,7 @@ MAX_PARTITION_COUNT = 1024
 sequence number, and each fragment is a store of its own)."""
 
 
-class ConfigError(ValueError):
+class ConfigError(AMQPLinkError, ValueError):
     """A configuration file that cannot be used; the message names the field path."""
 
 
@@ -160,10 +160,6 @@ class RuleConfig:
     action: SqlRuleAction | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        # imported here: the namespace package imports this module
-        from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
-        from amqplink.broker.namespace.sql_parser import parameter_values
-
         sql, action = self.sql_filter, self.action
         if self.filter_type == "Sql" and (sql is None or sql.parameters != parameter_values(self.parameters)):
             object.__setattr__(self, "sql_filter", SqlFilter(self.sql_expression or "", self.parameters))

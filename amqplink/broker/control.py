@@ -33,7 +33,7 @@ from amqplink.broker.namespace.cbs import Authorizations
 from amqplink.broker.namespace.envelope import as_text
 from amqplink.broker.rights import AccessRules, Right, describe_rights
 from amqplink.message import Message
-from amqplink.servicebus.sas import SasTokenError
+from amqplink.sbwire.sas import SasTokenError
 
 __all__ = ["CONTROL_NODE", "SECURITY_TOKEN", "handle_control"]
 

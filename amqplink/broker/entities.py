@@ -9,7 +9,7 @@ that goes away gives its unsettled messages back.
 
 A queue is bounded: ``max_bytes`` counts the messages it stores, those its consumers
 hold unsettled and its dead letters; a message that would pass it is refused
-(:meth:`Queue.put` returns ``False``). Above half of it (the high-water mark)
+(:meth:`PlainQueue.put` returns ``False``). Above half of it (the high-water mark)
 producers are stopped by credit until the queue falls below a quarter of it. A
 consumer whose socket cannot take more (``writable()`` false) gets nothing until it
 can.
@@ -27,7 +27,7 @@ from amqplink.engine import errors
 from amqplink.engine.link import Delivery, SenderLink
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released
 
-__all__ = ["DEFAULT_MAX_QUEUE_BYTES", "Consumer", "Queue"]
+__all__ = ["DEFAULT_MAX_QUEUE_BYTES", "Consumer", "PlainQueue", "Queue"]
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,9 @@ class Consumer:
 
 
 @dataclass(eq=False)
-class Queue:
-    """One queue: FIFO of payloads, its consumers, and what they hold unsettled."""
+class PlainQueue:
+    """One queue of the plain broker (``Broker()``): FIFO of payloads, its consumers, and
+    what they hold unsettled. (A Service Bus queue is :class:`amqplink.broker.namespace.Queue`.)"""
 
     name: str
     messages: deque[bytes] = field(default_factory=deque)
@@ -185,3 +186,7 @@ class Queue:
             delivery.context = None
             self.dead_letters.append((payload, state))
             log.info("queue %r: message dead-lettered (%s)", self.name, type(state).__name__.lower())
+
+
+Queue = PlainQueue
+"""The old name of :class:`PlainQueue` (``amqplink.broker.Queue``), kept for existing imports."""

@@ -33,9 +33,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from amqplink import AMQPLinkError
 from amqplink.broker.namespace.errors import EntityError
 from amqplink.codec.types import Symbol
 from amqplink.protocol.definitions import Error
+from amqplink.sbwire.conditions import CONNECTION_FORCED, DETACH_FORCED, INTERNAL_ERROR, SERVER_BUSY
 
 if TYPE_CHECKING:
     from amqplink.broker.namespace.partitioned import Partitions
@@ -59,10 +61,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 R = TypeVar("R")
 
-SERVER_BUSY = "com.microsoft:server-busy"
-INTERNAL_ERROR = "amqp:internal-error"
-CONNECTION_FORCED = "amqp:connection:forced"
-DETACH_FORCED = "amqp:link:detach-forced"
 SEND_CONDITIONS = (SERVER_BUSY, INTERNAL_ERROR)
 """The conditions a send to an unavailable entity (or fragment) may be refused with."""
 MAX_FAULTS = 1000
@@ -71,7 +69,7 @@ MAX_HISTORY = 1000
 """Firings :attr:`Faults.history` keeps (the oldest is forgotten beyond it)."""
 
 
-class FaultError(ValueError):
+class FaultError(AMQPLinkError, ValueError):
     """A fault that cannot be made (unknown kind, bad parameter, too many); the message says which."""
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from amqplink.broker.audience import NamespaceNames, split_audience
-from amqplink.servicebus.sas import SasFailure, SasTokenError, parse_sas_token, verify_sas_token
+from amqplink.sbwire.sas import SasFailure, SasTokenError, parse_sas_token, verify_sas_token
 
 __all__ = [
     "AccessRule",

@@ -76,6 +76,10 @@ from amqplink.engine.events import (
 from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
+from amqplink.sbwire.conditions import DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
+from amqplink.sbwire.formats import dotnet_ticks
+from amqplink.sbwire.nodes import CBS_NODE as _CBS
+from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
 
 __all__ = [
     "CBS_DEADLINE",
@@ -107,18 +111,8 @@ DISPATCH_BATCH = 128
 """Messages a receiving link is handed per step (taken, locked and encoded together; fewer
 when its credit is lower)."""
 
-SESSION_FILTER = Symbol("com.microsoft:session-filter")
-LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
-DEAD_LETTER = "com.microsoft:dead-letter"
-_DOTNET_EPOCH_TICKS = 621355968000000000
 _ACCEPTED = Accepted()
 _REJECTED = Rejected()
-_CBS = "$cbs"
-
-
-def dotnet_ticks(seconds: float) -> int:
-    """.NET ``DateTime`` ticks (100 ns since 0001-01-01) of a Unix time, as the SDK reads them."""
-    return _DOTNET_EPOCH_TICKS + int(seconds * 10_000_000)
 
 
 def _error(condition: str, description: str) -> Error:
@@ -313,7 +307,7 @@ class _ServiceBusConnection:
             # A defect here must cost this connection only, never the broker.
             log.exception("closing a Service Bus connection after an internal error")
             if not self.engine.close_sent:
-                self.engine.close(_error("amqp:internal-error", "the broker failed handling this connection"))
+                self.engine.close(_error(INTERNAL_ERROR, "the broker failed handling this connection"))
                 self.protocol.schedule_flush()
             if any(type(e) is ConnectionClosed for e in events):
                 self._closed()  # the batch's close may not have been reached
@@ -395,7 +389,7 @@ class _ServiceBusConnection:
             late = now - self.opened_at >= self.host.cbs_deadline
             if late and not self.auth.ever_granted and not self.engine.close_sent:
                 log.info("closing a connection that put no token within %s s", self.host.cbs_deadline)
-                self.engine.close(_error("amqp:unauthorized-access", "no token was put on $cbs in time"))
+                self.engine.close(_error(UNAUTHORIZED, "no token was put on $cbs in time"))
                 self.protocol.schedule_flush()
                 return
             if self.auth.expire(now):
@@ -403,7 +397,7 @@ class _ServiceBusConnection:
                                    *((p, path) for p, (_, path) in self.producers.items()),
                                    *((w.link, w.path.lower()) for w in self.waits.waiters.values())]:  # fmt: skip
                     if not self.auth.covers(path, now):
-                        link.detach(_error("amqp:unauthorized-access", f"the token for {path!r} expired"))
+                        link.detach(_error(UNAUTHORIZED, f"the token for {path!r} expired"))
                         self._drop(link)
                 self.protocol.schedule_flush()
 
@@ -425,14 +419,14 @@ class _ServiceBusConnection:
             if need is None or need in rights:
                 return None
             return _error(
-                "amqp:unauthorized-access",
+                UNAUTHORIZED,
                 f"Unauthorized access: '{describe_rights(need)}' claim is required on {path!r};"
                 f" the token put for it grants {describe_rights(rights)}",
             )
         if self.host.require_auth:
-            return _error("amqp:unauthorized-access", f"no valid token for {path!r}: put one on $cbs first")
+            return _error(UNAUTHORIZED, f"no valid token for {path!r}: put one on $cbs first")
         if any(path_covers(refused, path) for refused in self.refused):
-            return _error("amqp:unauthorized-access", f"the token put for {path!r} was refused")
+            return _error(UNAUTHORIZED, f"the token put for {path!r} was refused")
         return None
 
     def _on_attach(self, link: Link) -> None:
@@ -446,7 +440,7 @@ class _ServiceBusConnection:
         else:
             address = None if remote.target is None else remote.target.address
         if not address:
-            self._refuse(link, _error("amqp:not-found", "a link to the namespace needs an address"))
+            self._refuse(link, _error(NOT_FOUND, "a link to the namespace needs an address"))
             return
         path = entity_path(str(address))
         if self.refused_by is not None and path.lower() != CONTROL_NODE:
@@ -1084,7 +1078,7 @@ class _ServiceBusConnection:
             return
         if error is not None:
             description = f"the broker could not store this: {error}"
-            answer = status_response(request, 500, description=description, condition="amqp:internal-error")
+            answer = status_response(request, 500, description=description, condition=INTERNAL_ERROR)
         link.send(answer.encode())
         self.protocol.schedule_flush()
 
@@ -1128,7 +1122,7 @@ def _refused(path: str, exc: EntityError) -> Rejected:
 
 def _store_failed(error: BaseException) -> Rejected:
     """The outcome of a transfer whose effect the store could not write (a full disk)."""
-    return Rejected(error=_error("amqp:internal-error", f"the broker could not store this: {error}"))
+    return Rejected(error=_error(INTERNAL_ERROR, f"the broker could not store this: {error}"))
 
 
 def _opt_text(value: Any) -> str | None:

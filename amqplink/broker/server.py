@@ -39,7 +39,7 @@ from amqplink.aio.server import (
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.config import BrokerConfig, ConfigError, NamespaceConfig, load_config
 from amqplink.broker.durable import Persistence
-from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, Queue
+from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, PlainQueue
 from amqplink.broker.faults import Faults
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.rights import AccessRule
@@ -59,6 +59,7 @@ from amqplink.engine.events import (
 )
 from amqplink.engine.link import RCV_FIRST, TERMINAL_OUTCOMES, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
+from amqplink.sbwire.conditions import NOT_FOUND
 
 if TYPE_CHECKING:  # aiohttp (the ``broker`` extra) is imported only when the management API is served
     from amqplink.broker.http import Certificate, ManagementApi
@@ -183,7 +184,7 @@ class Broker:
         # Validated here, so that a bad value fails before start().
         self.limits = ServerLimits(handshake_timeout=handshake_timeout, max_connections=max_connections)
         ConnectionConfig(idle_timeout=idle_timeout)
-        self.queues: dict[str, Queue] = {}
+        self.queues: dict[str, PlainQueue] = {}
         self.servicebus: ServiceBusHost | None = None
         """The Service Bus namespace this broker serves, when given a config or ``servicebus=True``."""
         if servicebus or (servicebus is None and (config is not None or data_dir is not None)):
@@ -217,11 +218,11 @@ class Broker:
         """``amqp://127.0.0.1:PORT`` for clients (``amqps://`` when started with TLS)."""
         return f"{'amqps' if self._tls else 'amqp'}://127.0.0.1:{self.port}"
 
-    def queue(self, name: str) -> Queue:
+    def queue(self, name: str) -> PlainQueue:
         """The queue called ``name``, created on first use."""
         queue = self.queues.get(name)
         if queue is None:
-            queue = self.queues[name] = Queue(name, max_bytes=self.max_queue_bytes)
+            queue = self.queues[name] = PlainQueue(name, max_bytes=self.max_queue_bytes)
         return queue
 
     async def start(
@@ -266,7 +267,7 @@ class Broker:
             self.http_certificate = Certificate(*self.http_cert)
         else:
             self.http_certificate = self_signed()
-        gone = Error(Symbol("amqp:not-found"), "the entity was deleted through the management API")
+        gone = Error(Symbol(NOT_FOUND), "the entity was deleted through the management API")
         self.management = ManagementApi(
             servicebus.namespace,
             lambda: servicebus.rules,
@@ -397,8 +398,8 @@ class Broker:
         self._protocols.add(protocol)
         if self.servicebus is not None:
             return self._accept_servicebus(engine, protocol)
-        consumers: dict[SenderLink, Queue] = {}
-        producers: dict[ReceiverLink, Queue] = {}
+        consumers: dict[SenderLink, PlainQueue] = {}
+        producers: dict[ReceiverLink, PlainQueue] = {}
 
         def on_writable() -> None:
             for queue in set(consumers.values()):
@@ -449,8 +450,8 @@ class Broker:
         self,
         link: Link,
         protocol: EngineProtocol,
-        consumers: dict[SenderLink, Queue],
-        producers: dict[ReceiverLink, Queue],
+        consumers: dict[SenderLink, PlainQueue],
+        producers: dict[ReceiverLink, PlainQueue],
     ) -> None:
         remote = link.remote_attach
         assert remote is not None
@@ -493,7 +494,7 @@ class Broker:
         link.attach(None, None, keep=False)
         link.detach(Error(condition=engine_errors.NOT_FOUND, description=why))
 
-    def _on_message(self, link: ReceiverLink, delivery: Delivery, queue: Queue, flush: Any) -> None:
+    def _on_message(self, link: ReceiverLink, delivery: Delivery, queue: PlainQueue, flush: Any) -> None:
         if link.excess_transfers or link.detach_sent:
             # "the receiver MAY ... detach the link with a transfer-limit-exceeded error code" (2.6.7)
             if not link.detach_sent:
@@ -525,7 +526,7 @@ class Broker:
             link.flow(self.credit_window)
 
     @staticmethod
-    def _refuse_message(link: ReceiverLink, delivery: Delivery, queue: Queue, size: int) -> None:
+    def _refuse_message(link: ReceiverLink, delivery: Delivery, queue: PlainQueue, size: int) -> None:
         error = Error(condition=engine_errors.RESOURCE_LIMIT_EXCEEDED, description=queue.refusal(size))
         if delivery.settled or delivery.remote_settled:
             # A pre-settled message cannot be rejected: the link is the only way to say so.
@@ -536,7 +537,7 @@ class Broker:
             link.settle(delivery, Rejected(error=error))
 
     @staticmethod
-    def _drop(link: Link, consumers: dict[SenderLink, Queue], producers: dict[ReceiverLink, Queue]) -> None:
+    def _drop(link: Link, consumers: dict[SenderLink, PlainQueue], producers: dict[ReceiverLink, PlainQueue]) -> None:
         if isinstance(link, SenderLink):
             queue = consumers.pop(link, None)
             if queue is not None:

@@ -22,14 +22,13 @@ from typing import Any
 
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import EntityError
-from amqplink.codec.types import Symbol
 from amqplink.engine.link import SenderLink
+from amqplink.sbwire.nodes import OPERATION_TIMEOUT
 
 __all__ = ["MAX_SESSION_WAIT", "NEXT_SESSION_WAIT", "OPERATION_TIMEOUT", "SessionWaits", "Waiter", "requested_wait"]
 
 log = logging.getLogger(__name__)
 
-OPERATION_TIMEOUT = Symbol("com.microsoft:timeout")
 """The link property with which a receiver tells how long it waits (milliseconds)."""
 NEXT_SESSION_WAIT = 60.0
 """Seconds a next-available-session receiver that tells no wait of its own waits."""

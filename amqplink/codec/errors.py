@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from amqplink import AMQPLinkError
 
-class DecodeError(ValueError):
+
+class DecodeError(AMQPLinkError, ValueError):
     """Bytes that are not a valid AMQP encoding, or that break a decoder limit.
 
     ``offset`` is the position in the input where the problem was found.
@@ -15,5 +17,5 @@ class DecodeError(ValueError):
         self.offset = offset
 
 
-class EncodeError(ValueError):
+class EncodeError(AMQPLinkError, ValueError):
     """A Python value that cannot be encoded as the requested AMQP type."""

@@ -26,6 +26,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from amqplink.aio.server import SERVER_GC_THRESHOLD, raise_gc_threshold
 from amqplink.broker import Broker
 from amqplink.broker.config import ConfigError, load_config
 from amqplink.broker.durable import StoreError
@@ -114,7 +115,10 @@ async def run_broker(
     strict_entities: bool = False,
 ) -> None:
     """Serve on ``host:port`` until cancelled or sent SIGTERM; prints the URL (and connection
-    string) once listening. ``key`` or ``keys`` (``--key`` values, see :func:`parse_keys`)."""
+    string) once listening. ``key`` or ``keys`` (``--key`` values, see :func:`parse_keys`).
+    The process's garbage-collector threshold is raised to ``SERVER_GC_THRESHOLD`` (a
+    process-wide setting: the command owns its process)."""
+    raise_gc_threshold(SERVER_GC_THRESHOLD)  # this process is a server (see SERVER_GC_THRESHOLD)
     if plain and http_port is not None:
         print("amqplink broker: --http-port serves a Service Bus namespace, not --plain queues", file=sys.stderr)
         raise SystemExit(2)

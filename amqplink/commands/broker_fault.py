@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from amqplink import AMQPLinkError
 from amqplink.aio import connect
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.broker.control import CONTROL_NODE, SECURITY_TOKEN
@@ -18,8 +19,8 @@ from amqplink.broker.faults import FaultKind
 from amqplink.broker.sbserver import EMULATOR_KEY, EMULATOR_KEY_NAME
 from amqplink.commands.target import EXPECTED, is_connection_string
 from amqplink.message import Message
+from amqplink.sbwire.sas import generate_sas_token
 from amqplink.servicebus.connection_string import parse_connection_string
-from amqplink.servicebus.sas import generate_sas_token
 
 __all__ = ["OPERATIONS", "ControlError", "control_request", "run_broker_fault"]
 
@@ -29,7 +30,7 @@ TOKEN_TTL = 300
 """Seconds the token minted for one request lives."""
 
 
-class ControlError(ValueError):
+class ControlError(AMQPLinkError, ValueError):
     """``$control`` answered with an error status; the message has its status and description."""
 
 

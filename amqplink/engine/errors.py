@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from amqplink import AMQPLinkError
 from amqplink.codec.types import Symbol
 
 __all__ = [
@@ -39,7 +40,7 @@ TRANSFER_LIMIT_EXCEEDED = Symbol("amqp:link:transfer-limit-exceeded")
 MESSAGE_SIZE_EXCEEDED = Symbol("amqp:link:message-size-exceeded")
 
 
-class ProtocolError(Exception):
+class ProtocolError(AMQPLinkError):
     """The peer broke a protocol rule; the engine ends a scope with ``condition``."""
 
     def __init__(self, condition: Symbol, description: str) -> None:
@@ -69,7 +70,7 @@ class LinkProtocolError(ProtocolError):
         self.handle = handle
 
 
-class EngineStateError(RuntimeError):
+class EngineStateError(AMQPLinkError, RuntimeError):
     """The application asked for something the endpoint's state does not allow.
 
     Raised to the caller (never sent to the peer): e.g. sending on a detached link.

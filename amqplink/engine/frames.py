@@ -14,6 +14,8 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+from amqplink import AMQPLinkError
+
 __all__ = [
     "AMQP_HEADER",
     "FRAME_TYPE_AMQP",
@@ -41,7 +43,7 @@ _SIZE = struct.Struct(">I")
 _HEARTBEAT = _HEADER.pack(8, 2, FRAME_TYPE_AMQP, 0)
 
 
-class FramingError(Exception):
+class FramingError(AMQPLinkError):
     """The byte stream cannot be split into valid frames (``amqp:connection:framing-error``)."""
 
 

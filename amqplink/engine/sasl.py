@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from amqplink import AMQPLinkError
 from amqplink.codec.types import Symbol, UByte
 from amqplink.protocol.definitions import (
     SaslChallenge,
@@ -56,7 +57,7 @@ EXTERNAL = "EXTERNAL"
 MSSBCBS = "MSSBCBS"
 
 
-class SaslFailed(Exception):
+class SaslFailed(AMQPLinkError):
     """SASL ended without success; ``code`` is the sasl-code (5.3.3.6)."""
 
     def __init__(self, code: int, reason: str) -> None:

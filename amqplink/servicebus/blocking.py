@@ -365,7 +365,8 @@ SyncFailureCallback = Callable[[Any, BaseException | None], None]
 
 class AutoLockRenewer(_Closable):
     """Blocking twin of the renewer: the renewals run on the loop thread, the failure callback
-    in a worker thread."""
+    in a worker thread (of ``executor`` when given). ``max_workers`` is accepted for the SDK's
+    signature and not used: no thread of its own is made per renewal."""
 
     _aio: aio_renewer.AutoLockRenewer
 

@@ -25,6 +25,7 @@ from amqplink.aio.errors import AMQPError
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.codec.types import Timestamp
 from amqplink.message import Message
+from amqplink.sbwire.nodes import CBS_NODE
 from amqplink.servicebus.errors import from_amqp_error
 from amqplink.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError
 from amqplink.servicebus.response import read_status
@@ -45,7 +46,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CBS_NODE = "$cbs"
 REFRESH_FRACTION = 0.1
 """Refresh once this fraction of the token's lifetime is left ..."""
 REFRESH_MARGIN = 600.0

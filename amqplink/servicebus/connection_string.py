@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from amqplink import AMQPLinkError
 from amqplink.aio.url import Endpoint
 
 __all__ = ["ConnectionStringError", "ServiceBusConnectionString", "parse_connection_string"]
@@ -38,7 +39,7 @@ _KNOWN = {
 _EXPECTED = "expected Endpoint=sb://HOST[:PORT];SharedAccessKeyName=NAME;SharedAccessKey=KEY[;EntityPath=E]"
 
 
-class ConnectionStringError(ValueError):
+class ConnectionStringError(AMQPLinkError, ValueError):
     """The connection string is malformed; the message names the bad part (never a secret)."""
 
 

@@ -22,6 +22,9 @@ import sys
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from amqplink import AMQPLinkError
+from amqplink.engine import errors as engine_errors
+
 if TYPE_CHECKING:
     _AzureBase = Exception
 else:
@@ -56,7 +59,7 @@ AZURE_CORE_BASE = _AzureBase is not Exception
 """Whether :class:`ServiceBusError` derives from ``azure.core.exceptions.AzureError`` here."""
 
 
-class _Details(Exception):
+class _Details(AMQPLinkError):
     """The fields every Service Bus error carries; the message names entity, condition and remedy."""
 
     default_message = "Service Bus has encountered an error."
@@ -169,8 +172,14 @@ class OperationTimeoutError(ServiceBusError):
     default_retryable = True
 
 
-class MessageSizeExceededError(ServiceBusError, ValueError):
-    """The message is larger than the entity accepts."""
+class MessageSizeExceededError(  # type: ignore[misc]  # condition: str | None here, the engine's class says which
+    ServiceBusError, engine_errors.MessageSizeExceededError, ValueError
+):
+    """The message is larger than the entity accepts.
+
+    The Service Bus form (the SDK's name, a :class:`ServiceBusError`) of the engine's
+    :class:`amqplink.engine.errors.MessageSizeExceededError`, which it derives from: one
+    ``except`` of the engine's class catches a too-large message at any layer."""
 
     default_message = "Message content is larger than the service bus frame size."
     shutdown_handler = False

@@ -21,6 +21,7 @@ from amqplink.aio.errors import AMQPError
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.codec.types import AMQPType, Array, Int, Long, Timestamp, UInt
 from amqplink.message import Message
+from amqplink.sbwire.nodes import MANAGEMENT_NODE, SERVER_TIMEOUT, Operation
 from amqplink.servicebus.errors import from_amqp_error, from_management_status
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.response import read_status
@@ -34,24 +35,8 @@ __all__ = [
     "management_address",
 ]
 
-MANAGEMENT_NODE = "$management"
 DEFAULT_SERVER_TIMEOUT = 60.0
 """Seconds the broker may take on one operation (sent as ``com.microsoft:server-timeout`` ms)."""
-
-
-class Operation(enum.StrEnum):
-    """The ``operation`` application-property of each request."""
-
-    RENEW_LOCK = "com.microsoft:renew-lock"
-    PEEK_MESSAGE = "com.microsoft:peek-message"
-    SCHEDULE_MESSAGE = "com.microsoft:schedule-message"
-    CANCEL_SCHEDULED_MESSAGE = "com.microsoft:cancel-scheduled-message"
-    RECEIVE_BY_SEQUENCE_NUMBER = "com.microsoft:receive-by-sequence-number"
-    UPDATE_DISPOSITION = "com.microsoft:update-disposition"
-    RENEW_SESSION_LOCK = "com.microsoft:renew-session-lock"
-    GET_SESSION_STATE = "com.microsoft:get-session-state"
-    SET_SESSION_STATE = "com.microsoft:set-session-state"
-    GET_MESSAGE_SESSIONS = "com.microsoft:get-message-sessions"
 
 
 _SESSION_OPERATIONS = frozenset(
@@ -153,7 +138,7 @@ class ManagementClient:
         wait = self.server_timeout if timeout is None else timeout
         properties: dict[str, Any] = {
             "operation": str(operation),
-            "com.microsoft:server-timeout": UInt(int(wait * 1000)),
+            SERVER_TIMEOUT: UInt(int(wait * 1000)),
         }
         if self.associated_link_name:
             properties["associated-link-name"] = self.associated_link_name

@@ -34,9 +34,19 @@ from typing import TYPE_CHECKING, Any
 from amqplink.codec.types import Symbol, Timestamp
 from amqplink.message import Message
 from amqplink.protocol.definitions import Properties
+from amqplink.sbwire.annotations import DEAD_LETTER_ERROR_DESCRIPTION, DEAD_LETTER_REASON
+from amqplink.sbwire.annotations import DEADLETTER_SOURCE as X_OPT_DEAD_LETTER_SOURCE
+from amqplink.sbwire.annotations import ENQUEUE_SEQUENCE_NUMBER as X_OPT_ENQUEUE_SEQUENCE_NUMBER
+from amqplink.sbwire.annotations import ENQUEUED_TIME as X_OPT_ENQUEUED_TIME
+from amqplink.sbwire.annotations import LOCK_TOKEN as X_OPT_LOCK_TOKEN
+from amqplink.sbwire.annotations import LOCKED_UNTIL as X_OPT_LOCKED_UNTIL
+from amqplink.sbwire.annotations import MESSAGE_STATE as X_OPT_MESSAGE_STATE
+from amqplink.sbwire.annotations import SCHEDULED_ENQUEUE_TIME as X_OPT_SCHEDULED_ENQUEUE_TIME
+from amqplink.sbwire.annotations import SEQUENCE_NUMBER as X_OPT_SEQUENCE_NUMBER
+from amqplink.sbwire.formats import BATCH_FORMAT as BATCH_MESSAGE_FORMAT
+from amqplink.sbwire.lock_token import lock_token_from_delivery_tag
 from amqplink.servicebus.constants import SdkStrEnum
 from amqplink.servicebus.exceptions import MessageSizeExceededError
-from amqplink.servicebus.lock_token import lock_token_from_delivery_tag
 
 if TYPE_CHECKING:
     from amqplink.aio.receiver import ReceivedMessage
@@ -54,8 +64,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BATCH_MESSAGE_FORMAT = 0x80013700
-"""A batch: one transfer of this format, a Data section per encoded message (docs/protocol.md#batches-and-pings)."""
 MAX_MESSAGE_LENGTH_BYTES = 1024 * 1024
 """The SDK's batch size when neither the caller nor the link gives one."""
 MESSAGE_PROPERTY_MAX_LENGTH = 128
@@ -65,16 +73,6 @@ MAX_DURATION_MS = 922337203685477
 MAX_ABSOLUTE_EXPIRY_MS = 253402243199000
 """9999-12-31: the latest absolute-expiry-time the SDK writes."""
 
-X_OPT_SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
-X_OPT_ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
-X_OPT_LOCKED_UNTIL = Symbol("x-opt-locked-until")
-X_OPT_ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
-X_OPT_SCHEDULED_ENQUEUE_TIME = Symbol("x-opt-scheduled-enqueue-time")
-X_OPT_DEAD_LETTER_SOURCE = Symbol("x-opt-deadletter-source")
-X_OPT_LOCK_TOKEN = Symbol("x-opt-lock-token")
-X_OPT_MESSAGE_STATE = Symbol("x-opt-message-state")
-DEAD_LETTER_REASON = "DeadLetterReason"
-DEAD_LETTER_ERROR_DESCRIPTION = "DeadLetterErrorDescription"
 
 # A data section's constructor and size: 5 bytes up to 255 bytes of data, else 8.
 _SMALL_OVERHEAD, _LARGE_OVERHEAD = 5, 8

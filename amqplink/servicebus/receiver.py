@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.receiver import ReceivedMessage, Receiver, rejected
-from amqplink.codec.types import Symbol, UInt
+from amqplink.codec.types import UInt
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Modified, Rejected
+from amqplink.sbwire.conditions import DEAD_LETTER as DEAD_LETTER_CONDITION
+from amqplink.sbwire.nodes import OPERATION_TIMEOUT as _OPERATION_TIMEOUT
 from amqplink.servicebus._base import ConnectionHolder, Handler
 from amqplink.servicebus.constants import (
     SUB_QUEUE_SUFFIX,
@@ -55,11 +57,8 @@ __all__ = ["DEAD_LETTER_CONDITION", "GATHER_WINDOW", "ServiceBusReceiver"]
 
 log = logging.getLogger(__name__)
 
-_OPERATION_TIMEOUT = Symbol("com.microsoft:timeout")
 """The attach property telling Service Bus how long a next-available-session receiver waits (ms)."""
 
-DEAD_LETTER_CONDITION = "com.microsoft:dead-letter"
-LOCK_LOST_CONDITION = "com.microsoft:message-lock-lost"
 GATHER_WINDOW = 0.02
 """Seconds ``receive_messages`` keeps collecting after the first message, while fewer than
 ``max_message_count`` have come (messages still on the wire join the same call)."""

@@ -12,22 +12,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from amqplink.codec.types import Symbol
+from amqplink.sbwire.formats import datetime_from_ticks
+from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
 
 if TYPE_CHECKING:
     from amqplink.servicebus.receiver import ServiceBusReceiver
 
 __all__ = ["LOCKED_UNTIL_UTC", "SESSION_FILTER", "ServiceBusSession", "datetime_from_ticks"]
-
-SESSION_FILTER = Symbol("com.microsoft:session-filter")
-LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
-_DOTNET_EPOCH_TICKS = 621355968000000000
-
-
-def datetime_from_ticks(ticks: int) -> dt.datetime:
-    """A .NET ``DateTime`` in ticks (100 ns since 0001-01-01) as an aware UTC datetime."""
-    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=(int(ticks) - _DOTNET_EPOCH_TICKS) // 10)
-
 
 class ServiceBusSession:
     """The locked session of a session receiver: its id, lock, and state."""

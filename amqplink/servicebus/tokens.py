@@ -24,13 +24,12 @@ import enum
 import inspect
 from typing import Any
 
+from amqplink.sbwire.nodes import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from amqplink.servicebus.credentials import AzureSasCredential
 from amqplink.servicebus.sas import AccessToken, mint_token
 
 __all__ = ["JWT_SCOPE", "JWT_TOKEN_TYPE", "SAS_TOKEN_TYPE", "CredentialKind", "access_token", "credential_kind"]
 
-SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
-JWT_TOKEN_TYPE = "jwt"
 JWT_SCOPE = "https://servicebus.azure.net/.default"
 """The scope Microsoft documents for Service Bus (the SDK 7.15 asks for
 ``https://servicebus.azure.net//.default``; Microsoft Entra ID treats both as this resource)."""

@@ -123,7 +123,7 @@ class GroupCommit:
         """Key (:func:`entity_key` ``| sequence number``) -> the message stored or changed (``None``:
         gone): the pending batch's changes, coalesced. The same dict for ever (cleared when taken)."""
         self._state_only: set[int] = set()
-        """Keys of :attr:`_ops` whose message's state changed but not its bytes (written without them)."""
+        """Keys of :attr:`ops` whose message's state changed but not its bytes (written without them)."""
         self._fresh: list[FreshWriter] = []
         """The stores that took messages since the last batch (:meth:`fresh`)."""
         self._extra: list[bytes] = []

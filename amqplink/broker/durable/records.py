@@ -34,6 +34,8 @@ import math
 import struct
 from dataclasses import dataclass, field
 
+from amqplink import AMQPLinkError
+
 __all__ = [
     "GONE",
     "KEYED",
@@ -117,7 +119,7 @@ def definitions_record(document: bytes) -> bytes:
 RESET_RECORD = bytes((K_RESET,))
 
 
-class RecordError(ValueError):
+class RecordError(AMQPLinkError, ValueError):
     """A batch that passed its checksum but does not parse (written by something else)."""
 
 

@@ -25,6 +25,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+from amqplink import AMQPLinkError
 from amqplink.broker.durable.records import KINDS, RecordError, State
 
 __all__ = [
@@ -48,7 +49,7 @@ _KIND = re.compile(b"[" + re.escape(KINDS) + b"]")
 """A byte that may start a batch's body (the kind of its first record)."""
 
 
-class StoreError(OSError):
+class StoreError(AMQPLinkError, OSError):
     """The data directory cannot be used (names the file and what to do)."""
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
+from amqplink import AMQPLinkError
 from amqplink.aio.server import ServerLimits, ServerProtocol
 from amqplink.atom import document as atom
 from amqplink.atom.xmlsafe import local_name, parse_xml
@@ -58,7 +59,7 @@ from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED,
 from amqplink.broker.namespace.namespace import DEFAULT_RULE, Namespace, Subscription, Topic
 from amqplink.broker.rights import AccessRules, Right, describe_rights, path_covers
 from amqplink.broker.server import DEFAULT_IDLE_TIMEOUT
-from amqplink.servicebus.sas import SasTokenError
+from amqplink.sbwire.sas import SasTokenError
 
 __all__ = ["MAX_BODY", "MAX_PAGE", "ManagementApi"]
 
@@ -74,7 +75,7 @@ _XML = "application/atom+xml;type=entry;charset=utf-8"
 _FEED = "application/atom+xml;type=feed;charset=utf-8"
 
 
-class ApiError(Exception):
+class ApiError(AMQPLinkError):
     """An HTTP error answer: ``status`` and the detail put in the error document."""
 
     def __init__(self, status: int, detail: str) -> None:

@@ -10,11 +10,49 @@ scheduling), :mod:`.sessions`, :mod:`.duplicates`, :mod:`.filters` (with
 
 from __future__ import annotations
 
-from amqplink.broker.namespace.entity import Entity
-from amqplink.broker.namespace.envelope import Envelope, split_message
-from amqplink.broker.namespace.errors import EntityError
-from amqplink.broker.namespace.namespace import BATCH_FORMAT, Namespace, Queue, Subscription, Topic, entity_path
-from amqplink.broker.namespace.store import MemoryStore, MessageState, MessageStore, StoredMessage
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from amqplink.broker.namespace.entity import Entity
+    from amqplink.broker.namespace.envelope import Envelope, split_message
+    from amqplink.broker.namespace.errors import EntityError
+    from amqplink.broker.namespace.namespace import BATCH_FORMAT, Namespace, Queue, Subscription, Topic, entity_path
+    from amqplink.broker.namespace.store import MemoryStore, MessageState, MessageStore, StoredMessage
+
+_LAZY = {
+    "Entity": "entity",
+    "Envelope": "envelope",
+    "split_message": "envelope",
+    "EntityError": "errors",
+    "BATCH_FORMAT": "namespace",
+    "Namespace": "namespace",
+    "Queue": "namespace",
+    "Subscription": "namespace",
+    "Topic": "namespace",
+    "entity_path": "namespace",
+    "MemoryStore": "store",
+    "MessageState": "store",
+    "MessageStore": "store",
+    "StoredMessage": "store",
+}
+"""Loaded on first use (PEP 562), so that importing one module of this package (the SQL
+filters, which :mod:`amqplink.broker.config` compiles) does not load the entities, which
+import the configuration: no import cycle, no import deferred into a function."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "BATCH_FORMAT",

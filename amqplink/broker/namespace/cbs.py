@@ -21,14 +21,13 @@ from amqplink.broker.namespace.envelope import as_text
 from amqplink.broker.namespace.namespace import entity_path
 from amqplink.broker.rights import AccessRules, Right, path_covers
 from amqplink.message import Message
-from amqplink.servicebus.sas import SasFailure, SasTokenError
+from amqplink.sbwire.nodes import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
+from amqplink.sbwire.sas import SasFailure, SasTokenError
 
 __all__ = ["MAX_TOKENS_PER_CONNECTION", "SAS_TOKEN_TYPE", "Authorizations", "handle_put_token", "path_covers"]
 
 log = logging.getLogger(__name__)
 
-SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
-JWT_TOKEN_TYPE = "jwt"
 _UNVERIFIABLE_JWT = (
     "a jwt token (Microsoft Entra ID) cannot be verified by this broker, which requires auth:"
     " use a SAS key (AzureNamedKeyCredential, AzureSasCredential or a connection string)"

@@ -48,7 +48,8 @@ from amqplink.broker.namespace.store import (
     lock_key,
     lock_text,
 )
-from amqplink.codec.types import Long, Symbol
+from amqplink.codec.types import Long
+from amqplink.sbwire.annotations import MESSAGE_STATE
 
 if TYPE_CHECKING:
     from amqplink.broker.namespace.partitioned import Partitions
@@ -81,7 +82,6 @@ LOCK_EXPIRY_SLACK = 1024
 """Settled locks the lock-expiry heap may keep beyond twice the live locks before it is
 rebuilt (settling leaves its lock behind until then)."""
 
-MESSAGE_STATE = Symbol("x-opt-message-state")
 # Service Bus's message state annotation: 0 active, 1 deferred, 2 scheduled.
 _LOCKED = MessageState.LOCKED
 _STATE_CODE = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 0, MessageState.DEFERRED: 1, MessageState.SCHEDULED: 2}

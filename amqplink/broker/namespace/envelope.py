@@ -45,6 +45,14 @@ from amqplink.protocol.definitions import (
     MessageAnnotations,
     Properties,
 )
+from amqplink.sbwire.annotations import (
+    ENQUEUE_SEQUENCE_NUMBER,
+    ENQUEUED_TIME,
+    LOCKED_UNTIL,
+    SCHEDULED_ENQUEUE_TIME,
+    SEQUENCE_NUMBER,
+)
+from amqplink.sbwire.formats import PING_CONTENT_TYPE
 
 __all__ = [
     "ENQUEUED_TIME",
@@ -65,14 +73,8 @@ __all__ = [
     "ttl_ms",
 ]
 
-SCHEDULED_ENQUEUE_TIME = Symbol("x-opt-scheduled-enqueue-time")
-SEQUENCE_NUMBER = Symbol("x-opt-sequence-number")
-ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
-ENQUEUE_SEQUENCE_NUMBER = Symbol("x-opt-enqueue-sequence-number")
-LOCKED_UNTIL = Symbol("x-opt-locked-until")
 HEADER_CACHE_MAX = 1024
 """Distinct encoded headers :meth:`Envelope.deliver` keeps (cleared when full)."""
-PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
 
 _BODY_OR_FOOTER = frozenset((0x75, 0x76, 0x77, 0x78))
 _BINARY_BODY_HEADS = tuple(bytes((0, 0x53, code, width)) for code in (0x75, 0x77) for width in (0xA0, 0xB0))

@@ -1,11 +1,29 @@
 """The namespace's errors: one exception carrying the AMQP condition and the HTTP-like status.
 
-Conditions and status codes as Service Bus answers them (docs/protocol.md#management-operations): 410 with
+The conditions are :mod:`amqplink.sbwire.conditions`' (re-exported here); status codes as
+Service Bus answers them (docs/protocol.md#management-operations): 410 with
 ``com.microsoft:message-lock-lost`` for a lost lock, 404 with
 ``com.microsoft:message-not-found`` for unknown sequence numbers.
 """
 
 from __future__ import annotations
+
+from amqplink import AMQPLinkError
+from amqplink.sbwire.conditions import (
+    ARGUMENT_ERROR,
+    DECODE_ERROR,
+    INTERNAL_ERROR,
+    MESSAGE_LOCK_LOST,
+    MESSAGE_NOT_FOUND,
+    MESSAGE_SIZE_EXCEEDED,
+    NOT_ALLOWED,
+    NOT_FOUND,
+    RESOURCE_LIMIT_EXCEEDED,
+    SERVER_BUSY,
+    SESSION_CANNOT_BE_LOCKED,
+    SESSION_LOCK_LOST,
+    UNAUTHORIZED,
+)
 
 __all__ = [
     "ARGUMENT_ERROR",
@@ -24,20 +42,6 @@ __all__ = [
     "EntityError",
 ]
 
-MESSAGE_LOCK_LOST = "com.microsoft:message-lock-lost"
-SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
-SESSION_CANNOT_BE_LOCKED = "com.microsoft:session-cannot-be-locked"
-MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
-ARGUMENT_ERROR = "com.microsoft:argument-error"
-NOT_FOUND = "amqp:not-found"
-DECODE_ERROR = "amqp:decode-error"
-"""A message that is not valid AMQP (refused at the sender, never stored)."""
-NOT_ALLOWED = "amqp:not-allowed"
-UNAUTHORIZED = "amqp:unauthorized-access"
-MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
-RESOURCE_LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
-INTERNAL_ERROR = "amqp:internal-error"
-SERVER_BUSY = "com.microsoft:server-busy"
 
 _STATUS = {
     MESSAGE_LOCK_LOST: 410,
@@ -55,7 +59,7 @@ _STATUS = {
 }
 
 
-class EntityError(Exception):
+class EntityError(AMQPLinkError):
     """A request the namespace refuses: ``condition`` (AMQP symbol), ``status`` (int), description."""
 
     def __init__(self, condition: str, description: str) -> None:

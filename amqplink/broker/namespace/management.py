@@ -27,6 +27,7 @@ from amqplink.broker.rights import Right
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import AMQPType, Array, Int, Long, Symbol
 from amqplink.message import Message
+from amqplink.sbwire.nodes import Operation
 
 __all__ = ["MAX_PEEK_COUNT", "OPERATIONS", "OPERATION_RIGHTS", "handle_management", "response"]
 
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 MAX_PEEK_COUNT = 1000
 """Messages one peek or receive-by-sequence-number answers at most."""
-VENDOR = "com.microsoft:"
 RECEIVE_AND_DELETE = 0
 """``receiver-settle-mode`` as the SDK sends it: rcv-settle-mode ``first`` (0) for
 receive-and-delete, ``second`` (1) for peek-lock."""
@@ -244,22 +244,22 @@ def _get_message_sessions(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]
 
 
 OPERATIONS: dict[str, Callable[[Context, dict[str, Any]], tuple[int, Any]]] = {
-    VENDOR + "renew-lock": _renew_lock,
-    VENDOR + "peek-message": _peek,
-    VENDOR + "schedule-message": _schedule,
-    VENDOR + "cancel-scheduled-message": _cancel,
-    VENDOR + "receive-by-sequence-number": _receive_by_sequence,
-    VENDOR + "update-disposition": _update_disposition,
-    VENDOR + "renew-session-lock": _renew_session,
-    VENDOR + "get-session-state": _get_state,
-    VENDOR + "set-session-state": _set_state,
-    VENDOR + "get-message-sessions": _get_message_sessions,
+    Operation.RENEW_LOCK: _renew_lock,
+    Operation.PEEK_MESSAGE: _peek,
+    Operation.SCHEDULE_MESSAGE: _schedule,
+    Operation.CANCEL_SCHEDULED_MESSAGE: _cancel,
+    Operation.RECEIVE_BY_SEQUENCE_NUMBER: _receive_by_sequence,
+    Operation.UPDATE_DISPOSITION: _update_disposition,
+    Operation.RENEW_SESSION_LOCK: _renew_session,
+    Operation.GET_SESSION_STATE: _get_state,
+    Operation.SET_SESSION_STATE: _set_state,
+    Operation.GET_MESSAGE_SESSIONS: _get_message_sessions,
 }
 
 OPERATION_RIGHTS: dict[str, Right] = {
     **{operation: Right.LISTEN for operation in OPERATIONS},
-    VENDOR + "schedule-message": Right.SEND,
-    VENDOR + "cancel-scheduled-message": Right.SEND,
+    Operation.SCHEDULE_MESSAGE: Right.SEND,
+    Operation.CANCEL_SCHEDULED_MESSAGE: Right.SEND,
 }
 """The right each operation needs ("Send" to schedule or cancel a message, "Listen" for the
 rest: they act on received or receivable messages and sessions)."""

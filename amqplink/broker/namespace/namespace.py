@@ -52,8 +52,9 @@ from amqplink.broker.namespace.partitioned import (
     partitions_for,
 )
 from amqplink.codec.errors import DecodeError
-from amqplink.codec.types import Symbol
 from amqplink.message import Message
+from amqplink.sbwire.annotations import DEADLETTER_SOURCE
+from amqplink.sbwire.formats import BATCH_FORMAT
 
 __all__ = [
     "BATCH_FORMAT",
@@ -72,8 +73,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BATCH_FORMAT = 0x80013700
-"""Service Bus's message-format for a batch: one data section per encoded message."""
 MAX_ENTITIES = 10_000
 """Queues and topics a namespace holds at most (queues made on first use count too)."""
 MAX_FORWARD_HOPS = 4
@@ -101,7 +100,6 @@ FORWARD_REFUSED = "QuotaExceeded"
 (over its quota): "the source entity adds the messages to its dead-letter queue"; Service
 Bus documents no reason text, this is the SDK's failure reason for a quota exceeded."""
 DEAD_LETTER_SUFFIX = "$deadletterqueue"
-DEADLETTER_SOURCE = Symbol("x-opt-deadletter-source")
 
 
 def entity_path(address: str) -> str:
@@ -659,9 +657,6 @@ class Namespace:
         forwarding: :meth:`send` decides for each message)."""
         shortcut = _body_target(target)
         return None if shortcut is None else shortcut.accept_bodies
-
-    def send_envelopes(self, target: Entity | Topic, envelopes: list[Envelope], now: float) -> None:
-        self._route(target, envelopes, now, 0)
 
     def _route(self, target: Entity | Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         """Store ``envelopes`` in ``target``, reached after ``hops`` forwards (0: sent to it)."""

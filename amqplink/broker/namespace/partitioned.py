@@ -62,7 +62,7 @@ from amqplink.broker.namespace.errors import (
 )
 from amqplink.broker.namespace.sessions import SessionLock
 from amqplink.broker.namespace.store import LockToken, MessageState, MessageStore, StoredMessage, lock_key, lock_text
-from amqplink.codec.types import Symbol
+from amqplink.sbwire.annotations import PARTITION_KEY
 
 __all__ = [
     "DOWN_CONDITIONS",
@@ -77,7 +77,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PARTITION_KEY = Symbol("x-opt-partition-key")
 SEQUENCE_SHIFT = 48
 """Fragment ``i``'s sequence numbers are ``(i << 48) + n``: the top 16 bits name the partition."""
 DOWN_CONDITIONS = (INTERNAL_ERROR, SERVER_BUSY)

@@ -25,6 +25,7 @@ from typing import Any
 
 from amqplink.broker.namespace.envelope import Envelope, as_text
 from amqplink.codec.types import Symbol, Timestamp
+from amqplink.sbwire.annotations import PARTITION_KEY, SCHEDULED_ENQUEUE_TIME, VIA_PARTITION_KEY
 
 __all__ = [
     "PROPERTIES_FIELDS",
@@ -128,9 +129,9 @@ PROPERTIES_FIELDS = {
 
 SYSTEM_PROPERTIES: dict[str, Value] = {
     **{name: _field(attr) for name, attr in PROPERTIES_FIELDS.items()},
-    "partitionkey": _annotation("x-opt-partition-key"),
-    "viapartitionkey": _annotation("x-opt-via-partition-key"),
-    "scheduledenqueuetimeutc": _annotation("x-opt-scheduled-enqueue-time"),
+    "partitionkey": _annotation(PARTITION_KEY),
+    "viapartitionkey": _annotation(VIA_PARTITION_KEY),
+    "scheduledenqueuetimeutc": _annotation(SCHEDULED_ENQUEUE_TIME),
 }
 """``sys.`` properties a filter can read (lower-cased names) and how."""
 

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from amqplink import AMQPLinkError
+
 __all__ = ["KEYWORDS", "MAX_SQL_LENGTH", "SqlFilterError", "Token", "tokenize"]
 
 MAX_SQL_LENGTH = 1024
@@ -27,7 +29,7 @@ _INT64 = (-(2**63), 2**63 - 1)
 _OPERATORS = ("<>", "!=", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",", ".", ";")
 
 
-class SqlFilterError(ValueError):
+class SqlFilterError(AMQPLinkError, ValueError):
     """A SQL filter expression that cannot be compiled; ``position`` is the 1-based column."""
 
     def __init__(self, position: int, message: str) -> None:

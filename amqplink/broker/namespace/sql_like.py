@@ -26,6 +26,7 @@ import functools
 import logging
 from dataclasses import dataclass
 
+from amqplink import AMQPLinkError
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.sql_eval import Pred, Value
 
@@ -54,7 +55,7 @@ piece at a candidate position): a few hundred nanoseconds, where a character com
 C is about one; so the budget stops an evaluation after about 4,000 such pieces."""
 
 
-class LikeBudgetExceeded(Exception):
+class LikeBudgetExceeded(AMQPLinkError):
     """A rule evaluation went over its :class:`LikeBudget`; the condition is unknown."""
 
 

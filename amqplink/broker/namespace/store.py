@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from amqplink.broker.namespace.envelope import Envelope
+from amqplink.sbwire.lock_token import lock_token_from_delivery_tag
 
 __all__ = ["LockToken", "MemoryStore", "MessageState", "MessageStore", "StoredMessage", "lock_key", "lock_text"]
 
@@ -33,7 +34,7 @@ def lock_key(token: LockToken) -> bytes:
 def lock_text(token: object) -> str:
     """A lock token for a message: the GUID as the SDKs print it."""
     if isinstance(token, bytes) and len(token) == 16:
-        return str(uuid.UUID(bytes_le=token))
+        return str(lock_token_from_delivery_tag(token))
     return str(token)
 
 
@@ -64,7 +65,7 @@ class StoredMessage:
     @property
     def lock_token(self) -> uuid.UUID | None:
         """The lock token as a GUID (built on demand: the broker keys locks by :attr:`lock`)."""
-        return None if self.lock is None else uuid.UUID(bytes_le=self.lock)
+        return None if self.lock is None else lock_token_from_delivery_tag(self.lock)
 
     @property
     def session_id(self) -> str | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from amqplink import AMQPLinkError
+
 __all__ = [
     "AZURE_CORE_BASES",
     "ClientAuthenticationError",
@@ -40,7 +42,7 @@ AZURE_CORE_BASES = bool(_core("AzureError"))
 """Whether these errors derive from azure-core's here."""
 
 
-class HttpResponseError(*_core("HttpResponseError"), Exception):  # type: ignore[misc]
+class HttpResponseError(AMQPLinkError, *_core("HttpResponseError")):  # type: ignore[misc]
     """The service answered with an error status; ``message`` is its ``Detail``."""
 
     def __init__(self, message: str, *, status_code: int | None = None, reason: str | None = None, **_: Any) -> None:
@@ -81,7 +83,7 @@ class InvalidNameTypeError(HttpResponseError, TypeError):
     """An entity name that is not a ``str`` (both an ``HttpResponseError`` and a ``TypeError``, as above)."""
 
 
-class ServiceRequestError(*_core("ServiceRequestError"), Exception):  # type: ignore[misc]
+class ServiceRequestError(AMQPLinkError, *_core("ServiceRequestError")):  # type: ignore[misc]
     """No answer: the connection could not be made or broke (``inner_exception`` says how)."""
 
     def __init__(self, message: str, *, error: BaseException | None = None) -> None:

@@ -18,7 +18,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote, urlsplit
 
 from amqplink.atom.xmlsafe import parse_xml
@@ -45,6 +45,7 @@ from amqplink.servicebus.management._models import (
     TrueRuleFilter,
 )
 from amqplink.servicebus.sas import generate_sas_token
+from amqplink.servicebus.tokens import JWT_SCOPE
 
 __all__ = ["AdminCore", "Call", "Listing", "endpoint_from_connection_string"]
 
@@ -54,12 +55,7 @@ DEFAULT_API_VERSION = "2024-05"
 """The SDK's default (azure-servicebus 7.15: ``ApiVersion.V2024_05``, which serves the topic filter counts)."""
 PAGE_SIZE = 100
 TOKEN_TTL = 3600
-JWT_SCOPE = "https://servicebus.azure.net/.default"
 _ATOM = "application/atom+xml;type=entry;charset=utf-8"
-
-
-class _TokenCredential(Protocol):
-    def get_token(self, *scopes: str, **kwargs: Any) -> Any: ...
 
 
 @dataclass(frozen=True)

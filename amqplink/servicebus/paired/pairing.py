@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.errors import AMQPError
 from amqplink.message import Message
+from amqplink.sbwire.formats import PING_CONTENT_TYPE
 from amqplink.servicebus._base import ConnectionHolder
 from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, iter_outgoing
@@ -40,9 +41,6 @@ __all__ = ["PING_CONTENT_TYPE", "PairedState", "Pairing", "outgoing_list"]
 
 log = logging.getLogger(__name__)
 
-PING_CONTENT_TYPE = "application/vnd.ms-servicebus-ping"
-"""Seed 001: "A ping message is an empty BrokeredMessage with its ContentType property set
-to application/vnd.ms-servicebus-ping and a TimeToLive value of 1 second.\""""
 PING_TTL_SECONDS = 1
 
 

@@ -13,28 +13,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from amqplink.codec.types import Symbol
+from amqplink import AMQPLinkError
 from amqplink.message import Message
 from amqplink.protocol.definitions import Header
+from amqplink.sbwire.annotations import DEADLETTER_SOURCE as X_OPT_DEAD_LETTER_SOURCE
+from amqplink.sbwire.annotations import ENQUEUE_SEQUENCE_NUMBER as X_OPT_ENQUEUE_SEQUENCE_NUMBER
+from amqplink.sbwire.annotations import ENQUEUED_TIME as X_OPT_ENQUEUED_TIME
+from amqplink.sbwire.annotations import LOCK_TOKEN as X_OPT_LOCK_TOKEN
+from amqplink.sbwire.annotations import LOCKED_UNTIL as X_OPT_LOCKED_UNTIL
+from amqplink.sbwire.annotations import MESSAGE_STATE as X_OPT_MESSAGE_STATE
+from amqplink.sbwire.annotations import PARTITION_ID as X_OPT_PARTITION_ID
+from amqplink.sbwire.annotations import PARTITION_KEY as X_OPT_PARTITION_KEY
+from amqplink.sbwire.annotations import SEQUENCE_NUMBER as X_OPT_SEQUENCE_NUMBER
 from amqplink.servicebus.exceptions import MessageSizeExceededError
-from amqplink.servicebus.message import (
-    X_OPT_DEAD_LETTER_SOURCE,
-    X_OPT_ENQUEUE_SEQUENCE_NUMBER,
-    X_OPT_ENQUEUED_TIME,
-    X_OPT_LOCK_TOKEN,
-    X_OPT_LOCKED_UNTIL,
-    X_OPT_MESSAGE_STATE,
-    X_OPT_SEQUENCE_NUMBER,
-    ServiceBusMessage,
-)
+from amqplink.servicebus.message import ServiceBusMessage
 
 __all__ = ["X_MS_PATH", "X_MS_SESSIONID", "X_MS_TIMETOLIVE", "NotParkedError", "park", "restore"]
 
 X_MS_SESSIONID = "x-ms-sessionid"
 X_MS_TIMETOLIVE = "x-ms-timetolive"
 X_MS_PATH = "x-ms-path"
-X_OPT_PARTITION_KEY = Symbol("x-opt-partition-key")
-X_OPT_PARTITION_ID = Symbol("x-opt-partition-id")
 
 _BROKER_ANNOTATIONS = frozenset(
     {
@@ -51,7 +49,7 @@ _BROKER_ANNOTATIONS = frozenset(
 """Annotations the backlog queue's broker added; a restored message leaves without them."""
 
 
-class NotParkedError(ValueError):
+class NotParkedError(AMQPLinkError, ValueError):
     """A message received from a backlog queue that has no ``x-ms-path`` (not a parked one)."""
 
 
