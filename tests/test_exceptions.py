@@ -13,10 +13,21 @@ import amqplink
 from amqplink import AMQPLinkError
 
 
+_EXTRAS = {"pyspark", "pyarrow", "pandas", "aiohttp", "cryptography"}
+"""Top-level modules of the optional extras (spark, broker): a module needing a missing one is left out."""
+
+
 def _classes() -> list[type]:
     found = []
     for info in pkgutil.walk_packages(amqplink.__path__, "amqplink."):
-        module = importlib.import_module(info.name)
+        if info.name.endswith(".__main__"):
+            continue  # running it is the command itself
+        try:
+            module = importlib.import_module(info.name)
+        except ModuleNotFoundError as exc:
+            if exc.name in _EXTRAS:
+                continue  # an extra not installed here (the fast tier needs none)
+            raise
         found += [value for value in vars(module).values()
                   if inspect.isclass(value) and value.__module__ == module.__name__]  # fmt: skip
     return found

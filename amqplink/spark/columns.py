@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from amqplink import AMQPLinkError
 from amqplink.servicebus.message import ServiceBusMessage
 
 __all__ = ["COLUMNS", "Columns", "IdScheme", "SinkSchemaError", "check_schema", "columns_of_rows", "messages"]
@@ -59,7 +60,7 @@ Columns = Mapping[str, Sequence[Any]]
 """Column name -> its values for a chunk of rows (what Arrow's ``to_pylist`` gives)."""
 
 
-class SinkSchemaError(ValueError):
+class SinkSchemaError(AMQPLinkError, ValueError):
     """A column the sink does not know, or of a type it cannot send; the message names it."""
 
 

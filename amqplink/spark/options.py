@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from amqplink import AMQPLinkError
 from amqplink.servicebus.connection_string import ConnectionStringError, parse_connection_string
 from amqplink.servicebus.retry import RetryMode
 
@@ -33,7 +34,7 @@ _PER_PARTITION = frozenset(
 )  # fmt: skip
 
 
-class SinkOptionError(ValueError):
+class SinkOptionError(AMQPLinkError, ValueError):
     """A sink option is missing, unknown or has a bad value; the message names the option."""
 
 

@@ -18,10 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from amqplink import AMQPLinkError
+
 __all__ = ["ExecutorImportError", "activate", "check_executors", "local_session"]
 
 
-class ExecutorImportError(RuntimeError):
+class ExecutorImportError(AMQPLinkError, RuntimeError):
     """Spark's Python workers cannot import amqplink."""
 
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from amqplink import AMQPLinkError
 from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError, ServiceBusServerBusyError
 from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessageBatch
 from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF
@@ -41,7 +42,7 @@ SERVER_BUSY_MAX_BACKOFF = 30.0
 """The longest single wait after server-busy (seconds)."""
 
 
-class SinkWriteError(RuntimeError):
+class SinkWriteError(AMQPLinkError, RuntimeError):
     """A partition's messages were not all acknowledged; Spark retries the task."""
 
 
