@@ -34,6 +34,7 @@ from amqplink.servicebus.management_node import ScheduledMessage
 from amqplink.servicebus.message import (
     BATCH_MESSAGE_FORMAT,
     MAX_MESSAGE_LENGTH_BYTES,
+    SINGLE_MESSAGE_TYPES,
     ServiceBusMessage,
     ServiceBusMessageBatch,
     iter_outgoing,
@@ -429,7 +430,7 @@ class ServiceBusSender(Handler):
                     return
                 await self._send_payload(message._payload(), BATCH_MESSAGE_FORMAT, timeout)
                 return
-            if isinstance(message, ServiceBusMessage | Mapping | Message):
+            if isinstance(message, SINGLE_MESSAGE_TYPES):  # one message (AmqpAnnotatedMessage too)
                 outgoing = to_outgoing(message)
                 check_partition_key(outgoing)
                 await self._send_payload(outgoing._message.encode(), 0, timeout)
