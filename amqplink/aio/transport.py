@@ -18,7 +18,7 @@ from collections.abc import Callable
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import Event
 
-__all__ = ["EngineProtocol"]
+__all__ = ["EngineProtocol", "SocketWriteTimeout"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,10 @@ WRITE_BUFFER_HIGH = 1 << 20
 # schedule_flush writes through at once, so the transport's back-pressure
 # (pause_writing) applies to a burst of sends within one loop iteration too.
 ENGINE_OUTPUT_HIGH = 256 * 1024
+
+
+class SocketWriteTimeout(ConnectionError):
+    """The socket took no data for longer than the writer's bound (the SDK's ``socket_timeout``)."""
 
 
 class EngineProtocol(asyncio.Protocol):
@@ -89,12 +93,23 @@ class EngineProtocol(asyncio.Protocol):
         self._wake_writers()
 
     # -- writing ----------------------------------------------------------------------
-    async def wait_writable(self) -> None:
-        """Return once the transport's write buffer has drained below its mark."""
+    async def wait_writable(self, timeout: float | None = None) -> None:
+        """Return once the transport's write buffer has drained below its mark;
+        :class:`SocketWriteTimeout` if it has not within ``timeout`` seconds (None: no bound)."""
+        deadline = None if timeout is None else self._loop.time() + timeout
         while self.write_paused and self.transport is not None:
             if self._writable is None or self._writable.done():
                 self._writable = self._loop.create_future()
-            await self._writable
+            if deadline is None:
+                await self._writable
+                continue
+            try:
+                await asyncio.wait_for(asyncio.shield(self._writable), deadline - self._loop.time())
+            except TimeoutError:
+                raise SocketWriteTimeout(
+                    f"the socket to {self.peername} took no data for {timeout} s (socket_timeout): the peer is"
+                    " not reading; raise socket_timeout if the network is slow"
+                ) from None
 
     def _wake_writers(self) -> None:
         if self._writable is not None and not self._writable.done():

@@ -160,6 +160,10 @@ class ConnectionConfig:
     on_excess_transfer: Literal["detach", "deliver"] = "detach"
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     min_peer_idle_timeout: float = DEFAULT_MIN_PEER_IDLE_TIMEOUT
+    trace_level: int | None = None
+    """Log this connection's frames on ``amqplink.frames`` at this level (e.g. ``logging.INFO``:
+    one connection traced without turning on every connection's DEBUG trace); None: at DEBUG,
+    when that logger is enabled for it."""
 
     def __post_init__(self) -> None:
         if self.max_frame_size < MIN_MAX_FRAME_SIZE:
@@ -207,7 +211,8 @@ class Connection:
         self._out = bytearray()
         self._deferred: bytearray | None = None
         self._events: list[Event] = []
-        self._trace = frame_log.isEnabledFor(logging.DEBUG)
+        self._trace_level = logging.DEBUG if config is None or config.trace_level is None else config.trace_level
+        self._trace = frame_log.isEnabledFor(self._trace_level)
         self._expect = _EXPECT_SASL_HEADER if sasl is not None else _EXPECT_AMQP_HEADER
         self._header_sent = False
         self.state = _START
@@ -642,7 +647,7 @@ class Connection:
 
     def _trace_frame(self, direction: str, channel: int, frame: Any, payload: Any) -> None:
         size = f" +{len(payload)} bytes" if payload else ""
-        frame_log.debug("%s %s [%d] %r%s", self.config.container_id, direction, channel, frame, size)
+        frame_log.log(self._trace_level, "%s %s [%d] %r%s", self.config.container_id, direction, channel, frame, size)
 
     def _end_without_close(self, condition: Symbol, description: str, info: dict[Any, Any] | None = None) -> None:
         self._step(Step.ABANDON)

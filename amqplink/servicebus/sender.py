@@ -28,6 +28,7 @@ from amqplink.codec.errors import EncodeError
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
+from amqplink.servicebus.client_options import client_identifier as identifier
 from amqplink.servicebus.errors import from_amqp_error
 from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError
 from amqplink.servicebus.management_node import ScheduledMessage
@@ -90,6 +91,8 @@ class ServiceBusSender(Handler):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         queue_name: str | None = None,
         topic_name: str | None = None,
+        client_identifier: str | None = None,
+        socket_timeout: float | None = None,
         **options: Any,
     ) -> None:
         """From a client (``get_queue_sender``), or as the SDK's ``ServiceBusSender(
@@ -102,9 +105,12 @@ class ServiceBusSender(Handler):
             if (queue_name is None) == (topic_name is None):
                 raise ValueError("Exactly one of queue_name or topic_name must be specified.")
             entity_name = queue_name or topic_name
-            holder, policy = self._standalone(holder, credential, options)
+            client_identifier = identifier(self._kind, client_identifier)  # also the connection's container-id
+            holder, policy = self._standalone(holder, credential, {**options, "container_id": client_identifier})
         assert policy is not None, "a sender from a ConnectionHolder needs its policy"
-        super().__init__(holder, entity_name, policy=policy)
+        super().__init__(
+            holder, entity_name, policy=policy, client_identifier=client_identifier, socket_timeout=socket_timeout
+        )
         self.max_in_flight = max_in_flight
         self.queue_name = queue_name
         self.topic_name = topic_name
@@ -123,6 +129,7 @@ class ServiceBusSender(Handler):
         self._link = await connection.create_sender(
             self.entity_name, max_in_flight=self.max_in_flight, name=self._next_link_name()
         )
+        self._link.write_timeout = self._socket_timeout
 
     async def _close_links(self) -> None:
         if self._watchdog is not None:

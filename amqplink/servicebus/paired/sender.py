@@ -56,10 +56,12 @@ class PairedSender(ServiceBusSender):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         queue_name: str | None = None,
         topic_name: str | None = None,
+        client_identifier: str | None = None,
+        socket_timeout: float | None = None,
     ) -> None:
         super().__init__(
             holder, entity_name, policy=policy, max_in_flight=max_in_flight, queue_name=queue_name,
-            topic_name=topic_name,
+            topic_name=topic_name, client_identifier=client_identifier, socket_timeout=socket_timeout,
         )  # fmt: skip
         self._pairing = pairing
         self._failover = pairing.entity(entity_name)
