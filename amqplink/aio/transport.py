@@ -49,6 +49,8 @@ class EngineProtocol(asyncio.Protocol):
         self._writable: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.lost: asyncio.Future[None] = self._loop.create_future()
+        self._abort_reason = "transport closed"
+        """Why the connection ended, when this side ended it (a write timeout)."""
         self.peername: object = None
 
     # -- asyncio.Protocol ------------------------------------------------------------
@@ -79,7 +81,7 @@ class EngineProtocol(asyncio.Protocol):
             self._timer = None
         self.transport = None
         self._wake_writers()
-        events = self.engine.transport_closed()
+        events = self.engine.transport_closed(self._abort_reason)
         if events:
             self._on_events(events)
         if not self.lost.done():
@@ -95,7 +97,8 @@ class EngineProtocol(asyncio.Protocol):
     # -- writing ----------------------------------------------------------------------
     async def wait_writable(self, timeout: float | None = None) -> None:
         """Return once the transport's write buffer has drained below its mark;
-        :class:`SocketWriteTimeout` if it has not within ``timeout`` seconds (None: no bound)."""
+        :class:`SocketWriteTimeout` if it has not within ``timeout`` seconds (None: no bound),
+        the connection then aborted."""
         deadline = None if timeout is None else self._loop.time() + timeout
         while self.write_paused and self.transport is not None:
             if self._writable is None or self._writable.done():
@@ -106,10 +109,17 @@ class EngineProtocol(asyncio.Protocol):
             try:
                 await asyncio.wait_for(asyncio.shield(self._writable), deadline - self._loop.time())
             except TimeoutError:
-                raise SocketWriteTimeout(
+                # As the SDK's transport: a write that times out ends the connection (its
+                # deliveries in flight fail at once and are retried on a new one).
+                reason = (
                     f"the socket to {self.peername} took no data for {timeout} s (socket_timeout): the peer is"
                     " not reading; raise socket_timeout if the network is slow"
-                ) from None
+                )
+                transport = self.transport
+                if transport is not None:
+                    self._abort_reason = reason
+                    transport.abort()
+                raise SocketWriteTimeout(reason) from None
 
     def _wake_writers(self) -> None:
         if self._writable is not None and not self._writable.done():

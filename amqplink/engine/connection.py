@@ -419,8 +419,9 @@ class Connection:
         if session.remote_channel is not None and self._remote_sessions.get(session.remote_channel) is session:
             del self._remote_sessions[session.remote_channel]
 
-    def transport_closed(self) -> list[Event]:
-        """The transport ended (socket closed): report it if the close was not clean."""
+    def transport_closed(self, reason: str = "transport closed") -> list[Event]:
+        """The transport ended (socket closed): report it (``reason`` its description) if the
+        close was not clean."""
         self._release_partial_deliveries()
         if not self.closed:
             self._step(Step.ABANDON)
@@ -428,7 +429,7 @@ class Connection:
             self._abandon_sessions("the connection's transport closed")
             if self.remote_close is None:
                 self._events.append(
-                    ConnectionClosed(Error(condition=errors.CONNECTION_FORCED, description="transport closed"), True)
+                    ConnectionClosed(Error(condition=errors.CONNECTION_FORCED, description=reason), True)
                 )
         return self._take_events()
 
