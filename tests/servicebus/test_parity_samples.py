@@ -191,23 +191,22 @@ async def schedule_and_cancel(lib: Lib, conn: str) -> list[Any]:
     """schedule_messages_and_cancellation.py: schedule, peek the scheduled, cancel."""
     out: list[Any] = []
     when = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
-    async with lib.open(lib.client(conn)) as client:
-        async with lib.open(client.get_queue_sender("plain")) as sender:
-            one = await lib.call(sender.schedule_messages, lib.sb.ServiceBusMessage("scheduled one"), when)
-            many = await lib.call(
-                sender.schedule_messages, [lib.sb.ServiceBusMessage(f"scheduled {i}") for i in range(2)], when
-            )
-            out.append(("sequence numbers", len(one), len(many), all(isinstance(s, int) for s in one + many)))
-            message = lib.sb.ServiceBusMessage("by property", scheduled_enqueue_time_utc=when)
-            await lib.call(sender.send_messages, message)
-            async with lib.open(client.get_queue_receiver("plain")) as receiver:
-                peeked = await lib.call(receiver.peek_messages, max_message_count=10)
-                out.append([(body(m), str(m.state), m.scheduled_enqueue_time_utc == when) for m in peeked])
-                await lib.call(sender.cancel_scheduled_messages, one)
-                await lib.call(sender.cancel_scheduled_messages, many)
-                left = await lib.call(receiver.peek_messages, max_message_count=10, sequence_number=0)
-                out.append([body(m) for m in left])
-                out.append(("received", len(await lib.call(receiver.receive_messages, max_wait_time=1))))
+    async with lib.open(lib.client(conn)) as client, lib.open(client.get_queue_sender("plain")) as sender:
+        one = await lib.call(sender.schedule_messages, lib.sb.ServiceBusMessage("scheduled one"), when)
+        many = await lib.call(
+            sender.schedule_messages, [lib.sb.ServiceBusMessage(f"scheduled {i}") for i in range(2)], when
+        )
+        out.append(("sequence numbers", len(one), len(many), all(isinstance(s, int) for s in one + many)))
+        message = lib.sb.ServiceBusMessage("by property", scheduled_enqueue_time_utc=when)
+        await lib.call(sender.send_messages, message)
+        async with lib.open(client.get_queue_receiver("plain")) as receiver:
+            peeked = await lib.call(receiver.peek_messages, max_message_count=10)
+            out.append([(body(m), str(m.state), m.scheduled_enqueue_time_utc == when) for m in peeked])
+            await lib.call(sender.cancel_scheduled_messages, one)
+            await lib.call(sender.cancel_scheduled_messages, many)
+            left = await lib.call(receiver.peek_messages, max_message_count=10, sequence_number=0)
+            out.append([body(m) for m in left])
+            out.append(("received", len(await lib.call(receiver.receive_messages, max_wait_time=1))))
     return out
 
 
