@@ -28,6 +28,7 @@ from amqplink.codec.errors import EncodeError
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
+from amqplink.servicebus.amqp import AmqpAnnotatedMessage
 from amqplink.servicebus.client_options import client_identifier as identifier
 from amqplink.servicebus.errors import from_amqp_error
 from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError
@@ -58,7 +59,13 @@ WATCH_INTERVAL_MIN, WATCH_INTERVAL_MAX = 0.05, 5.0
 
 SendError = ServiceBusError | MessageAlreadySettled
 SendInput = (
-    ServiceBusMessage | ServiceBusMessageBatch | Mapping[str, Any] | Message | Iterable[Any] | AsyncIterable[Any]
+    ServiceBusMessage
+    | AmqpAnnotatedMessage
+    | ServiceBusMessageBatch
+    | Mapping[str, Any]
+    | Message
+    | Iterable[Any]
+    | AsyncIterable[Any]
 )
 
 

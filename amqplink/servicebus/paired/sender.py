@@ -26,6 +26,7 @@ from typing import Any
 
 from amqplink.message import Message
 from amqplink.servicebus._base import ConnectionHolder
+from amqplink.servicebus.amqp import AmqpAnnotatedMessage
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.message import (
     ServiceBusMessage,
@@ -39,7 +40,7 @@ from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, SendError, SendInp
 
 __all__ = ["PairedSender"]
 
-_REPEATABLE = (ServiceBusMessage, ServiceBusMessageBatch, Mapping, Message, list, tuple)
+_REPEATABLE = (ServiceBusMessage, AmqpAnnotatedMessage, ServiceBusMessageBatch, Mapping, Message, list, tuple)
 """What can be parked as is after a failed attempt (anything else is read into a list first)."""
 
 
