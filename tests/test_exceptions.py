@@ -12,7 +12,6 @@ import pytest
 import amqplink
 from amqplink import AMQPLinkError
 
-
 _EXTRAS = {"pyspark", "pyarrow", "pandas", "aiohttp", "cryptography"}
 """Top-level modules of the optional extras (spark, broker): a module needing a missing one is left out."""
 

@@ -451,6 +451,7 @@ async def connect(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     min_peer_idle_timeout: float = DEFAULT_MIN_PEER_IDLE_TIMEOUT,
     dialer: Dialer | None = None,
+    trace_level: int | None = None,
 ) -> Connection:
     """Connect to ``amqp://[user:pass@]host[:port]`` (or ``amqps://``) and open.
 
@@ -468,7 +469,8 @@ async def connect(
     of us: below it the connection is closed with ``amqp:not-implemented`` rather
     than flooding the peer with heartbeats. ``dialer`` opens the byte stream instead of
     TCP to the URL's host and port (AMQP over WebSockets); TLS is then the dialer's, so
-    ``ssl_context`` must not be given.
+    ``ssl_context`` must not be given. ``trace_level``: log this connection's frames on
+    ``amqplink.frames`` at that level (:class:`~amqplink.engine.connection.ConnectionConfig`).
     """
     endpoint = parse_url(url)
     if dialer is not None and ssl_context is not None:
@@ -486,6 +488,7 @@ async def connect(
         on_excess_transfer=on_excess_transfer,
         max_message_size=max_message_size,
         min_peer_idle_timeout=min_peer_idle_timeout,
+        trace_level=trace_level,
     )
     engine = EngineConnection(config, sasl=_sasl_for(endpoint, sasl, virtual_host))
     conn = Connection(endpoint, engine, timeout)

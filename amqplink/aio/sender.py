@@ -63,6 +63,9 @@ class Sender(LinkBase):
 
     kind = "sender"
     link: SenderLink
+    write_timeout: float | None = None
+    """How long a send may wait for the socket to take data (None: as long as it takes);
+    past it, :class:`~amqplink.aio.transport.SocketWriteTimeout`."""
 
     def __init__(
         self,
@@ -128,7 +131,7 @@ class Sender(LinkBase):
         while True:
             self.check_usable()
             if protocol.write_paused:
-                await protocol.wait_writable()
+                await protocol.wait_writable(self.write_timeout)
                 continue
             if self._has_room():
                 return

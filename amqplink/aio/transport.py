@@ -18,7 +18,7 @@ from collections.abc import Callable
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import Event
 
-__all__ = ["EngineProtocol"]
+__all__ = ["EngineProtocol", "SocketWriteTimeout"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,10 @@ WRITE_BUFFER_HIGH = 1 << 20
 # schedule_flush writes through at once, so the transport's back-pressure
 # (pause_writing) applies to a burst of sends within one loop iteration too.
 ENGINE_OUTPUT_HIGH = 256 * 1024
+
+
+class SocketWriteTimeout(ConnectionError):
+    """The socket took no data for longer than the writer's bound (the SDK's ``socket_timeout``)."""
 
 
 class EngineProtocol(asyncio.Protocol):
@@ -45,6 +49,8 @@ class EngineProtocol(asyncio.Protocol):
         self._writable: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.lost: asyncio.Future[None] = self._loop.create_future()
+        self._abort_reason = "transport closed"
+        """Why the connection ended, when this side ended it (a write timeout)."""
         self.peername: object = None
 
     # -- asyncio.Protocol ------------------------------------------------------------
@@ -75,7 +81,7 @@ class EngineProtocol(asyncio.Protocol):
             self._timer = None
         self.transport = None
         self._wake_writers()
-        events = self.engine.transport_closed()
+        events = self.engine.transport_closed(self._abort_reason)
         if events:
             self._on_events(events)
         if not self.lost.done():
@@ -89,12 +95,31 @@ class EngineProtocol(asyncio.Protocol):
         self._wake_writers()
 
     # -- writing ----------------------------------------------------------------------
-    async def wait_writable(self) -> None:
-        """Return once the transport's write buffer has drained below its mark."""
+    async def wait_writable(self, timeout: float | None = None) -> None:
+        """Return once the transport's write buffer has drained below its mark;
+        :class:`SocketWriteTimeout` if it has not within ``timeout`` seconds (None: no bound),
+        the connection then aborted."""
+        deadline = None if timeout is None else self._loop.time() + timeout
         while self.write_paused and self.transport is not None:
             if self._writable is None or self._writable.done():
                 self._writable = self._loop.create_future()
-            await self._writable
+            if deadline is None:
+                await self._writable
+                continue
+            try:
+                await asyncio.wait_for(asyncio.shield(self._writable), deadline - self._loop.time())
+            except TimeoutError:
+                # As the SDK's transport: a write that times out ends the connection (its
+                # deliveries in flight fail at once and are retried on a new one).
+                reason = (
+                    f"the socket to {self.peername} took no data for {timeout} s (socket_timeout): the peer is"
+                    " not reading; raise socket_timeout if the network is slow"
+                )
+                transport = self.transport
+                if transport is not None:
+                    self._abort_reason = reason
+                    transport.abort()
+                raise SocketWriteTimeout(reason) from None
 
     def _wake_writers(self) -> None:
         if self._writable is not None and not self._writable.done():

@@ -169,6 +169,10 @@ class ConnectionConfig:
     on_excess_transfer: Literal["detach", "deliver"] = "detach"
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     min_peer_idle_timeout: float = DEFAULT_MIN_PEER_IDLE_TIMEOUT
+    trace_level: int | None = None
+    """Log this connection's frames on ``amqplink.frames`` at this level (e.g. ``logging.INFO``:
+    one connection traced without turning on every connection's DEBUG trace); None: at DEBUG,
+    when that logger is enabled for it."""
 
     def __post_init__(self) -> None:
         if self.max_frame_size < MIN_MAX_FRAME_SIZE:
@@ -219,7 +223,8 @@ class Connection:
         self.event_queue: list[Event] = []
         """Events made since they were last taken (:meth:`take_events`): the connection's
         sessions and links append theirs here, in order."""
-        self._trace = frame_log.isEnabledFor(logging.DEBUG)
+        self._trace_level = logging.DEBUG if config is None or config.trace_level is None else config.trace_level
+        self._trace = frame_log.isEnabledFor(self._trace_level)
         self.transfer_writer: TransferWriter = FAST_WRITER
         """How this connection writes transfer frames (chosen by :attr:`fast_paths`)."""
         self.transfer_reader: TransferReader = FAST_READER
@@ -471,8 +476,9 @@ class Connection:
         if session.remote_channel is not None and self._remote_sessions.get(session.remote_channel) is session:
             del self._remote_sessions[session.remote_channel]
 
-    def transport_closed(self) -> list[Event]:
-        """The transport ended (socket closed): report it if the close was not clean."""
+    def transport_closed(self, reason: str = "transport closed") -> list[Event]:
+        """The transport ended (socket closed): report it (``reason`` its description) if the
+        close was not clean."""
         self._release_partial_deliveries()
         if not self.closed:
             self._step(Step.ABANDON)
@@ -480,7 +486,7 @@ class Connection:
             self._abandon_sessions("the connection's transport closed")
             if self.remote_close is None:
                 self.event_queue.append(
-                    ConnectionClosed(Error(condition=errors.CONNECTION_FORCED, description="transport closed"), True)
+                    ConnectionClosed(Error(condition=errors.CONNECTION_FORCED, description=reason), True)
                 )
         return self._take_events()
 
@@ -708,11 +714,12 @@ class Connection:
             try:
                 frame, offset = decode(body)
             except DecodeError:
-                frame_log.debug("%s %s [%d] an undecodable frame of %d bytes", name, direction, channel, len(body))
+                size = len(body)
+                frame_log.log(self._trace_level, "%s %s [%d] an undecodable frame of %d bytes", name, direction, channel, size)
                 continue
             payload = len(body) - offset if frame_type == FRAME_TYPE_AMQP else 0
             size = f" +{payload} bytes" if payload else ""
-            frame_log.debug("%s %s [%d] %r%s", name, direction, channel, frame, size)
+            frame_log.log(self._trace_level, "%s %s [%d] %r%s", name, direction, channel, frame, size)
 
     def _end_without_close(self, condition: Symbol, description: str, info: dict[Any, Any] | None = None) -> None:
         self._step(Step.ABANDON)

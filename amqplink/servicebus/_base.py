@@ -23,6 +23,8 @@ from amqplink.aio.connection import Connection, Dialer, connect
 from amqplink.aio.errors import AMQPError
 from amqplink.aio.url import Endpoint
 from amqplink.servicebus.cbs import CbsAuthorizer
+from amqplink.servicebus.client_options import check_socket_timeout
+from amqplink.servicebus.client_options import client_identifier as identifier
 from amqplink.servicebus.connection_string import TLS_PORT
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.management_node import ManagementClient
@@ -74,8 +76,18 @@ class ConnectionHolder:
         token_ttl: int = DEFAULT_TOKEN_TTL,
         namespace: str | None = None,
         dialer: Dialer | None = None,
+        properties: dict[Any, Any] | None = None,
+        container_id: str | None = None,
+        trace_level: int | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.properties = properties
+        """The connection's open properties (product, version, user-agent: client_options)."""
+        self.container_id = container_id
+        self.trace_level = trace_level
+        self.socket_timeout: float | None = None
+        """The client's ``socket_timeout`` (seconds a send may wait for the socket), its handlers' default."""
+        """The level this client's frames are logged at (``logging_enable``), None: the global trace."""
         self.namespace = namespace or _bracketed(endpoint.host)
         """The namespace as the SDK names it: the host, with the port when one was given
         (``client.namespace_name``); the audiences are under it."""
@@ -122,6 +134,9 @@ class ConnectionHolder:
                 idle_timeout=self.idle_timeout,
                 timeout=self.policy.timeout,
                 dialer=self.dialer,
+                properties=self.properties,
+                container_id=self.container_id,
+                trace_level=self.trace_level,
             )
             if conn is not None:
                 log.info("reconnected to %s (the previous connection ended: %s)", self.endpoint.url, conn.error)
@@ -168,7 +183,15 @@ class Handler:
     """The client a handler constructed directly (the SDK's ``ServiceBusSender(fqns, credential,
     queue_name=...)``) made for itself; closed with it."""
 
-    def __init__(self, holder: ConnectionHolder, entity_name: str, *, policy: RetryPolicy) -> None:
+    def __init__(
+        self,
+        holder: ConnectionHolder,
+        entity_name: str,
+        *,
+        policy: RetryPolicy,
+        client_identifier: str | None = None,
+        socket_timeout: float | None = None,
+    ) -> None:
         self._holder = holder
         self.entity_name = entity_name
         self.fully_qualified_namespace = holder.namespace
@@ -178,8 +201,13 @@ class Handler:
         self._generation = -1
         self._open_lock: asyncio.Lock | None = None
         self._management: ManagementClient | None = None
-        self._name = f"{self._kind}-{uuid.uuid4()}"
+        self._client_identifier = identifier(self._kind, client_identifier)
+        # link names start with it, unique however often a user gives the same identifier
+        self._name = f"{self._client_identifier}-{uuid.uuid4().hex[:8]}"
         self._attaches = 0
+        self._socket_timeout = check_socket_timeout(socket_timeout)
+        if self._socket_timeout is None:
+            self._socket_timeout = holder.socket_timeout
 
     def _standalone(
         self, fully_qualified_namespace: str, credential: Any, options: dict[str, Any]
@@ -200,8 +228,9 @@ class Handler:
 
     @property
     def client_identifier(self) -> str:
-        """A name unique to this handler (in its link names)."""
-        return self._name
+        """The SDK's ``client_identifier``: as given, or ``SBSender-<uuid4>`` / ``SBReceiver-<uuid4>``;
+        the links' names start with it (:mod:`amqplink.servicebus.client_options`)."""
+        return self._client_identifier
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open" if self._running else "not opened"

@@ -14,6 +14,12 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from amqplink.servicebus._base import ConnectionHolder, Credential, namespace_name
+from amqplink.servicebus.client_options import (
+    FRAME_TRACE_LEVEL,
+    check_socket_timeout,
+    connection_properties,
+    ignore_unknown,
+)
 from amqplink.servicebus.connection_string import parse_connection_string
 from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
 from amqplink.servicebus.paired.options import PairedNamespaceOptions
@@ -30,6 +36,15 @@ from amqplink.servicebus.transport import transport_from_options
 __all__ = ["ServiceBusClient"]
 
 H = TypeVar("H", ServiceBusSender, ServiceBusReceiver)
+
+HANDLER_OPTIONS = ("client_identifier", "socket_timeout")
+"""The SDK's keywords of ``get_queue_sender``/``get_queue_receiver``... that a handler takes."""
+CLIENT_OPTIONS = (
+    "use_tls", "timeout", "operation_timeout", "idle_timeout", "token_ttl", "entity_name", "paired_namespace",
+    "transport_type", "http_proxy", "custom_endpoint_address", "connection_verify", "ssl_context", "user_agent",
+    "logging_enable", "socket_timeout", "container_id", "uamqp_transport",
+)  # fmt: skip
+"""The client's keywords besides the retry options (the rest are ignored, as the SDK ignores them)."""
 
 
 def _strip_namespace(value: str) -> tuple[str, int | None]:
@@ -81,6 +96,12 @@ class ServiceBusClient:
             retry_mode=retry_mode,  # type: ignore[arg-type]
             timeout=float(kwargs.get("timeout") or kwargs.get("operation_timeout") or 60.0),
         )
+        ignore_unknown("ServiceBusClient", kwargs, CLIENT_OPTIONS)
+        if kwargs.get("uamqp_transport"):
+            raise ValueError(
+                "uamqp_transport=True cannot apply: amqplink is its own AMQP stack (the SDK's default, the pure"
+                " Python pyamqp, is what it replaces); leave it out or pass False"
+            )
         transport = transport_from_options(host, port, use_tls, kwargs)
         self._holder = ConnectionHolder(
             transport.endpoint,
@@ -91,7 +112,11 @@ class ServiceBusClient:
             idle_timeout=kwargs.get("idle_timeout"),
             token_ttl=int(kwargs.get("token_ttl") or DEFAULT_TOKEN_TTL),
             namespace=self.fully_qualified_namespace,
+            properties=connection_properties(kwargs.get("user_agent")),
+            container_id=kwargs.get("container_id"),
+            trace_level=FRAME_TRACE_LEVEL if kwargs.get("logging_enable") else None,
         )
+        self._holder.socket_timeout = check_socket_timeout(kwargs.get("socket_timeout"))
         self._entity_name: str | None = kwargs.get("entity_name")
         self._handlers: list[ServiceBusSender | ServiceBusReceiver] = []
         paired = kwargs.get("paired_namespace")
@@ -178,9 +203,17 @@ class ServiceBusClient:
 
     # -- senders ----------------------------------------------------------------------
     def _sender(
-        self, entity: str, max_in_flight: int, *, queue_name: str | None = None, topic_name: str | None = None
+        self,
+        entity: str,
+        max_in_flight: int,
+        options: dict[str, Any],
+        *,
+        queue_name: str | None = None,
+        topic_name: str | None = None,
     ) -> ServiceBusSender:
         self._check_entity(entity)
+        ignore_unknown("get_queue_sender" if queue_name else "get_topic_sender", options, HANDLER_OPTIONS)
+        chosen = {name: options[name] for name in HANDLER_OPTIONS if name in options}
         if self._pairing is not None:
             paired = PairedSender(
                 self._holder,
@@ -190,6 +223,7 @@ class ServiceBusClient:
                 max_in_flight=max_in_flight,
                 queue_name=queue_name,
                 topic_name=topic_name,
+                **chosen,
             )
             return self._track(paired)
         sender = ServiceBusSender(
@@ -199,6 +233,7 @@ class ServiceBusClient:
             max_in_flight=max_in_flight,
             queue_name=queue_name,
             topic_name=topic_name,
+            **chosen,
         )
         return self._track(sender)
 
@@ -206,13 +241,13 @@ class ServiceBusClient:
         self, queue_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
     ) -> ServiceBusSender:
         """A sender to ``queue_name``; ``max_in_flight`` bounds the transfers awaiting an outcome."""
-        return self._sender(queue_name, max_in_flight, queue_name=queue_name)
+        return self._sender(queue_name, max_in_flight, kwargs, queue_name=queue_name)
 
     def get_topic_sender(
         self, topic_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
     ) -> ServiceBusSender:
         """A sender to ``topic_name``."""
-        return self._sender(topic_name, max_in_flight, topic_name=topic_name)
+        return self._sender(topic_name, max_in_flight, kwargs, topic_name=topic_name)
 
     # -- receivers --------------------------------------------------------------------
     def _receiver(
@@ -226,7 +261,9 @@ class ServiceBusClient:
         subscription_name: str | None = None,
     ) -> ServiceBusReceiver:
         self._check_entity(checked)
-        known = ("session_id", "sub_queue", "receive_mode", "max_wait_time", "auto_lock_renewer", "prefetch_count")
+        known = ("session_id", "sub_queue", "receive_mode", "max_wait_time", "auto_lock_renewer", "prefetch_count",
+                 *HANDLER_OPTIONS)  # fmt: skip
+        ignore_unknown("get_queue_receiver" if queue_name else "get_subscription_receiver", options, known)
         chosen: dict[str, Any] = {name: options[name] for name in known if name in options}
         receiver = ServiceBusReceiver(
             self._holder,

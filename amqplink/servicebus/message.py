@@ -29,7 +29,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from amqplink.codec.types import Symbol, Timestamp
 from amqplink.message import Message
@@ -45,7 +45,7 @@ from amqplink.sbwire.annotations import SCHEDULED_ENQUEUE_TIME as X_OPT_SCHEDULE
 from amqplink.sbwire.annotations import SEQUENCE_NUMBER as X_OPT_SEQUENCE_NUMBER
 from amqplink.sbwire.formats import BATCH_FORMAT as BATCH_MESSAGE_FORMAT
 from amqplink.sbwire.lock_token import lock_token_from_delivery_tag
-from amqplink.servicebus.constants import SdkStrEnum
+from amqplink.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType, body_type_of, sdk_value
 from amqplink.servicebus.exceptions import MessageSizeExceededError
 
 if TYPE_CHECKING:
@@ -76,14 +76,6 @@ MAX_ABSOLUTE_EXPIRY_MS = 253402243199000
 
 # A data section's constructor and size: 5 bytes up to 255 bytes of data, else 8.
 _SMALL_OVERHEAD, _LARGE_OVERHEAD = 5, 8
-
-
-class AmqpMessageBodyType(SdkStrEnum):
-    """How the body travels (the SDK's ``azure.servicebus.amqp.AmqpMessageBodyType``)."""
-
-    DATA = "data"
-    SEQUENCE = "sequence"
-    VALUE = "value"
 
 
 class ServiceBusMessageState(int, enum.Enum):
@@ -154,7 +146,9 @@ def _text_field(name: str, doc: str, *, limit: bool = False) -> Any:
 class ServiceBusMessage:
     """A Service Bus message to send (azure-servicebus's ``ServiceBusMessage``)."""
 
-    __slots__ = ("_message",)
+    __slots__ = ("_message", "_raw")
+    _RECEIVED: ClassVar[bool] = False
+    """Whether values read through ``raw_amqp_message`` are as received (the SDK's decoder's)."""
 
     def __init__(
         self,
@@ -230,7 +224,7 @@ class ServiceBusMessage:
         message = self._message
         if message.body_type == "data":
             return "".join(chunk.decode("utf-8", "replace") for chunk in _chunks(message.body))
-        return "" if message.body is None else str(message.body)
+        return str(self.raw_amqp_message)
 
     def __repr__(self) -> str:
         fields = ("application_properties", "session_id", "message_id", "content_type", "correlation_id", "to",
@@ -241,31 +235,32 @@ class ServiceBusMessage:
 
     # -- the AMQP message -----------------------------------------------------------
     @property
-    def raw_amqp_message(self) -> Message:
-        """The underlying :class:`amqplink.message.Message` (advanced use)."""
+    def raw_amqp_message(self) -> AmqpAnnotatedMessage:
+        """The message's AMQP sections as the SDK shows them (advanced use): a view made when
+        first read, over the message itself (what is written through it is sent)."""
+        raw: AmqpAnnotatedMessage | None = getattr(self, "_raw", None)
+        if raw is None:
+            raw = self._raw = AmqpAnnotatedMessage._view(self._message, received=self._RECEIVED)
+        return raw
+
+    @property
+    def amqplink_message(self) -> Message:
+        """Beyond the SDK: the underlying :class:`amqplink.message.Message`."""
         return self._message
 
     @property
     def body(self) -> Any:
-        """Data: an iterator over the body's ``bytes`` sections; sequence: over its lists; value: the value."""
+        """As the SDK's: data, a generator of the body's ``bytes`` sections; sequence, a
+        generator of its lists; value, the value (read as the SDK reads it when received)."""
         message = self._message
         if message.body_type == "data":
-            return iter(_chunks(message.body))
-        if message.body_type == "sequence":
-            return iter([message.body])
-        if message.body_type == "sequences":
-            return iter(message.body)
-        return message.body
+            return (chunk for chunk in _chunks(message.body))
+        return self.raw_amqp_message.body
 
     @property
     def body_type(self) -> AmqpMessageBodyType:
         """DATA, SEQUENCE or VALUE."""
-        kind = self._message.body_type
-        if kind == "data":
-            return AmqpMessageBodyType.DATA
-        if kind in ("sequence", "sequences"):
-            return AmqpMessageBodyType.SEQUENCE
-        return AmqpMessageBodyType.VALUE
+        return body_type_of(self._message)
 
     # -- properties -----------------------------------------------------------------
     @property
@@ -369,14 +364,6 @@ def _set_annotation(message: Message, key: Symbol, value: Any) -> None:
     anns[key] = value
 
 
-def _bytes_strings(props: dict[Any, Any]) -> dict[Any, Any]:
-    """The SDK's received application properties: str keys and values as UTF-8 bytes."""
-    return {
-        (k.encode("utf-8") if isinstance(k, str) else k): (v.encode("utf-8") if isinstance(v, str) else v)
-        for k, v in props.items()
-    }
-
-
 class ServiceBusReceivedMessage(ServiceBusMessage):
     """A message a receiver handed out (azure-servicebus's ``ServiceBusReceivedMessage``).
 
@@ -396,6 +383,7 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
         "_settled",
         "auto_renew_error",
     )
+    _RECEIVED: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -443,12 +431,13 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
     # -- the broker's annotations -------------------------------------------------------
     @property
     def application_properties(self) -> dict[str | bytes, Any] | None:
-        """As the SDK returns them: ``bytes`` keys and ``bytes`` string values."""
+        """As the SDK returns them: ``bytes`` keys and ``bytes`` string values, numbers and
+        times as plain ``int`` (a timestamp in milliseconds), no AMQP type wrappers."""
         props = self._message.application_properties
         if not props:
             return None
         if self._app_properties is None:
-            self._app_properties = _bytes_strings(props)
+            self._app_properties = sdk_value(props)
         return self._app_properties
 
     @application_properties.setter
@@ -649,28 +638,36 @@ def _envelope_size(first: ServiceBusMessage) -> int:
     return len(envelope.encode()) - _EMPTY_SIZE
 
 
-def to_outgoing(message: ServiceBusMessage | Mapping[str, Any] | Message) -> ServiceBusMessage:
-    """A ``ServiceBusMessage`` from what the SDK accepts: itself, a dict of its keyword arguments,
-    or (beyond the SDK) a plain :class:`amqplink.message.Message`."""
+def to_outgoing(message: ServiceBusMessage | AmqpAnnotatedMessage | Mapping[str, Any] | Message) -> ServiceBusMessage:
+    """A ``ServiceBusMessage`` from what the SDK accepts: itself, an ``AmqpAnnotatedMessage``,
+    a dict of its keyword arguments, or (beyond the SDK) a plain :class:`amqplink.message.Message`."""
     if isinstance(message, ServiceBusMessage):
         return message
     if isinstance(message, Message):
         return ServiceBusMessage._wrap(message)
+    if isinstance(message, AmqpAnnotatedMessage):
+        outgoing = ServiceBusMessage._wrap(message._outgoing())
+        outgoing._raw = message
+        return outgoing
     if isinstance(message, Mapping):
         try:
             return ServiceBusMessage(**message)
         except TypeError:
             raise TypeError(
-                "Only ServiceBusMessage, amqplink Message or a mapping of ServiceBusMessage keyword"
-                f" arguments can be sent; this mapping has the keys {sorted(message)}"
+                "Only ServiceBusMessage, AmqpAnnotatedMessage, amqplink Message or a mapping of ServiceBusMessage"
+                f" keyword arguments can be sent; this mapping has the keys {sorted(message)}"
             ) from None
-    raise TypeError(f"Only ServiceBusMessage instances or Mappings representing messages are supported. "
-                    f"Received instead: {type(message).__name__}")  # fmt: skip
+    raise TypeError(f"Only AmqpAnnotatedMessage, ServiceBusMessage instances or Mappings representing messages "
+                    f"are supported. Received instead: {type(message).__name__}")  # fmt: skip
+
+
+SINGLE_MESSAGE_TYPES = (ServiceBusMessage, AmqpAnnotatedMessage, Message, Mapping)
+"""What ``send_messages`` takes as one message (anything else: an iterable of messages)."""
 
 
 def iter_outgoing(messages: Any) -> Iterator[ServiceBusMessage]:
     """Each message of a single message, a list or any iterable of them."""
-    if isinstance(messages, ServiceBusMessage | Message | Mapping):
+    if isinstance(messages, SINGLE_MESSAGE_TYPES):
         yield to_outgoing(messages)
         return
     for message in messages:

@@ -30,6 +30,8 @@ from amqplink.protocol.definitions import Accepted, Modified, Rejected
 from amqplink.sbwire.conditions import DEAD_LETTER as DEAD_LETTER_CONDITION
 from amqplink.sbwire.nodes import OPERATION_TIMEOUT as _OPERATION_TIMEOUT
 from amqplink.servicebus._base import ConnectionHolder, Handler
+from amqplink.servicebus.client_options import RECEIVER_NAME
+from amqplink.servicebus.client_options import client_identifier as identifier
 from amqplink.servicebus.constants import (
     SUB_QUEUE_SUFFIX,
     ServiceBusReceiveMode,
@@ -99,6 +101,8 @@ class ServiceBusReceiver(Handler):
         queue_name: str | None = None,
         topic_name: str | None = None,
         subscription_name: str | None = None,
+        client_identifier: str | None = None,
+        socket_timeout: float | None = None,
         **options: Any,
     ) -> None:
         """From a client (``get_queue_receiver``...), or as the SDK's ``ServiceBusReceiver(
@@ -118,10 +122,17 @@ class ServiceBusReceiver(Handler):
                 raise ValueError(
                     "Exactly one of queue_name or topic_name (with subscription_name) must be specified."
                 )
-            holder, policy = self._standalone(holder, credential, options)
+            client_identifier = identifier(self._kind, client_identifier)  # also the connection's container-id
+            holder, policy = self._standalone(holder, credential, {**options, "container_id": client_identifier})
         assert policy is not None, "a receiver from a ConnectionHolder needs its policy"
         suffix = SUB_QUEUE_SUFFIX[ServiceBusSubQueue(sub_queue)] if sub_queue is not None else ""
-        super().__init__(holder, f"{entity_name}{suffix}", policy=policy)
+        super().__init__(
+            holder,
+            f"{entity_name}{suffix}",
+            policy=policy,
+            client_identifier=client_identifier,
+            socket_timeout=socket_timeout,
+        )
         self._receive_mode = ServiceBusReceiveMode(receive_mode)
         self._prefetch_count = prefetch_count
         self._max_wait_time = max_wait_time
@@ -171,7 +182,7 @@ class ServiceBusReceiver(Handler):
 
     async def _attach(self, connection: Connection) -> None:
         filters = None
-        properties = None
+        properties: dict[Any, Any] = {RECEIVER_NAME: self.client_identifier}  # as the SDK's link_properties
         if self._is_session:
             wanted = self._session_id
             if self._session is not None:
@@ -180,7 +191,7 @@ class ServiceBusReceiver(Handler):
             filters = {SESSION_FILTER: None if next_available else wanted}
             if next_available and self._max_wait_time:
                 # As the SDKs: how long Service Bus may hold the attach for a session to come free.
-                properties = {_OPERATION_TIMEOUT: UInt(int(self._max_wait_time * 1000))}
+                properties[_OPERATION_TIMEOUT] = UInt(int(self._max_wait_time * 1000))
         peek_lock = self._receive_mode is ServiceBusReceiveMode.PEEK_LOCK
         self._link = await connection.create_receiver(
             self.entity_name,

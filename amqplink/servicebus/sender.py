@@ -28,12 +28,15 @@ from amqplink.codec.errors import EncodeError
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
 from amqplink.servicebus._base import ConnectionHolder, Handler
+from amqplink.servicebus.amqp import AmqpAnnotatedMessage
+from amqplink.servicebus.client_options import client_identifier as identifier
 from amqplink.servicebus.errors import from_amqp_error
 from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError
 from amqplink.servicebus.management_node import ScheduledMessage
 from amqplink.servicebus.message import (
     BATCH_MESSAGE_FORMAT,
     MAX_MESSAGE_LENGTH_BYTES,
+    SINGLE_MESSAGE_TYPES,
     ServiceBusMessage,
     ServiceBusMessageBatch,
     iter_outgoing,
@@ -56,7 +59,13 @@ WATCH_INTERVAL_MIN, WATCH_INTERVAL_MAX = 0.05, 5.0
 
 SendError = ServiceBusError | MessageAlreadySettled
 SendInput = (
-    ServiceBusMessage | ServiceBusMessageBatch | Mapping[str, Any] | Message | Iterable[Any] | AsyncIterable[Any]
+    ServiceBusMessage
+    | AmqpAnnotatedMessage
+    | ServiceBusMessageBatch
+    | Mapping[str, Any]
+    | Message
+    | Iterable[Any]
+    | AsyncIterable[Any]
 )
 
 
@@ -89,6 +98,8 @@ class ServiceBusSender(Handler):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         queue_name: str | None = None,
         topic_name: str | None = None,
+        client_identifier: str | None = None,
+        socket_timeout: float | None = None,
         **options: Any,
     ) -> None:
         """From a client (``get_queue_sender``), or as the SDK's ``ServiceBusSender(
@@ -101,9 +112,12 @@ class ServiceBusSender(Handler):
             if (queue_name is None) == (topic_name is None):
                 raise ValueError("Exactly one of queue_name or topic_name must be specified.")
             entity_name = queue_name or topic_name
-            holder, policy = self._standalone(holder, credential, options)
+            client_identifier = identifier(self._kind, client_identifier)  # also the connection's container-id
+            holder, policy = self._standalone(holder, credential, {**options, "container_id": client_identifier})
         assert policy is not None, "a sender from a ConnectionHolder needs its policy"
-        super().__init__(holder, entity_name, policy=policy)
+        super().__init__(
+            holder, entity_name, policy=policy, client_identifier=client_identifier, socket_timeout=socket_timeout
+        )
         self.max_in_flight = max_in_flight
         self.queue_name = queue_name
         self.topic_name = topic_name
@@ -122,6 +136,7 @@ class ServiceBusSender(Handler):
         self._link = await connection.create_sender(
             self.entity_name, max_in_flight=self.max_in_flight, name=self._next_link_name()
         )
+        self._link.write_timeout = self._socket_timeout
 
     async def _close_links(self) -> None:
         if self._watchdog is not None:
@@ -429,7 +444,7 @@ class ServiceBusSender(Handler):
                     return
                 await self._send_payload(message._payload(), BATCH_MESSAGE_FORMAT, timeout)
                 return
-            if isinstance(message, ServiceBusMessage | Mapping | Message):
+            if isinstance(message, SINGLE_MESSAGE_TYPES):  # one message (AmqpAnnotatedMessage too)
                 outgoing = to_outgoing(message)
                 check_partition_key(outgoing)
                 await self._send_payload(outgoing._message.encode(), 0, timeout)

@@ -293,7 +293,7 @@ def test_unknown_message_keywords_are_ignored_and_a_naive_schedule_reads_back_as
     naive = dt.datetime(2030, 1, 2, 3, 4, 5, 678901)
     message = ServiceBusMessage("x", label="old-name", scheduled_enqueue_time_utc=naive)  # type: ignore[call-arg]
     assert message.scheduled_enqueue_time_utc == naive and message.scheduled_enqueue_time_utc.tzinfo is None
-    decoded = Message.decode(message.raw_amqp_message.encode())  # on the wire: the timestamp, as UTC
+    decoded = Message.decode(message.amqplink_message.encode())  # on the wire: the timestamp, as UTC
     stamp = (decoded.message_annotations or {})[next(iter(decoded.message_annotations or {}))]
     assert int(stamp) == int(naive.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
@@ -314,7 +314,7 @@ def test_a_batch_counts_its_size_as_the_sdk() -> None:
     small, large = ServiceBusMessage("x"), ServiceBusMessage(b"y" * 1000)
     batch.add_message(small)
     batch.add_message(large)
-    expected = len(small.raw_amqp_message.encode()) + 5 + len(large.raw_amqp_message.encode()) + 8
+    expected = len(small.amqplink_message.encode()) + 5 + len(large.amqplink_message.encode()) + 8
     assert batch.size_in_bytes == expected
 
 

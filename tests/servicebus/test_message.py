@@ -37,13 +37,13 @@ def test_every_field_reads_back_through_the_sdk_decoder() -> None:
         time_to_live=dt.timedelta(seconds=90),
         scheduled_enqueue_time_utc=WHEN,
     )
-    sdk = SdkReceived.from_bytes(msg.raw_amqp_message.encode())
+    sdk = SdkReceived.from_bytes(msg.amqplink_message.encode())
     assert str(sdk) == "héllo"
     for name in ("session_id", "message_id", "content_type", "correlation_id", "subject", "partition_key", "to",
                  "reply_to", "reply_to_session_id", "time_to_live", "scheduled_enqueue_time_utc"):  # fmt: skip
         assert getattr(sdk, name) == getattr(msg, name), name
     assert sdk.application_properties == {b"a": 1, b"b": b"x"}
-    assert msg.raw_amqp_message.properties.absolute_expiry_time is not None
+    assert msg.amqplink_message.properties.absolute_expiry_time is not None
 
 
 def test_defaults_as_the_sdk() -> None:
@@ -74,7 +74,7 @@ def test_partition_key_rules() -> None:
     check_partition_key(session_only)
     # as the SDK: a session message goes without x-opt-partition-key (the session id decides)
     assert session_only.partition_key is None
-    assert Symbol("x-opt-partition-key") not in (session_only.raw_amqp_message.message_annotations or {})
+    assert Symbol("x-opt-partition-key") not in (session_only.amqplink_message.message_annotations or {})
 
 
 def _received(**annotations: object) -> ServiceBusReceivedMessage:
@@ -105,10 +105,10 @@ def test_batch_is_one_data_section_per_encoded_message() -> None:
         batch.add_message(m)
     outer = Message.decode(batch._payload())
     assert outer.body_type == "data" and len(outer.body) == 3
-    assert [Message.decode(chunk) for chunk in outer.body] == [m.raw_amqp_message for m in inner]
+    assert [Message.decode(chunk) for chunk in outer.body] == [m.amqplink_message for m in inner]
     assert outer.message_id == inner[0].message_id and outer.session_id == "s"
     assert batch._size >= len(batch._payload()) - 8  # the limit is checked against the real transfer
-    encoded = [len(m.raw_amqp_message.encode()) for m in inner]
+    encoded = [len(m.amqplink_message.encode()) for m in inner]
     assert batch.size_in_bytes == sum(n + (5 if n < 256 else 8) for n in encoded)  # as the SDK counts
     assert BATCH_MESSAGE_FORMAT == 0x80013700
 

@@ -21,7 +21,7 @@ SECONDARY = "Endpoint=sb://backup.servicebus.windows.net/;SharedAccessKeyName=Ro
 
 def received(message: ServiceBusMessage) -> Message:
     """What a receiver of the backlog queue gets: the broker's annotations added."""
-    raw = Message.decode(message.raw_amqp_message.encode())
+    raw = Message.decode(message.amqplink_message.encode())
     anns = dict(raw.message_annotations or {})
     anns.update({X_OPT_SEQUENCE_NUMBER: 7, X_OPT_ENQUEUED_TIME: dt.datetime.now(dt.UTC), X_OPT_LOCKED_UNTIL: 1})
     raw.message_annotations = anns
@@ -55,7 +55,7 @@ def test_session_ttl_and_destination_are_renamed_and_restored() -> None:
     assert restored.application_properties == {"k": 1}
     assert (restored.subject, restored.correlation_id, restored.content_type) == ("label", "c", "text/plain")
     assert str(restored) == "body"
-    anns = restored.raw_amqp_message.message_annotations or {}
+    anns = restored.amqplink_message.message_annotations or {}
     assert X_OPT_SEQUENCE_NUMBER not in anns and X_OPT_ENQUEUED_TIME not in anns
 
 
@@ -94,7 +94,7 @@ def test_restore_undoes_park(
 def test_a_message_that_no_longer_fits_once_parked_is_refused() -> None:
     limit = 4096
     fits = ServiceBusMessage(b"x" * 3900)
-    assert len(fits.raw_amqp_message.encode()) <= limit
+    assert len(fits.amqplink_message.encode()) <= limit
     with pytest.raises(MessageSizeExceededError) as caught:
         park(fits, "a-rather-long-destination-entity-name/with/segments" * 4, limit)
     assert "larger than the backlog queue takes (4096 bytes)" in str(caught.value)
@@ -103,7 +103,7 @@ def test_a_message_that_no_longer_fits_once_parked_is_refused() -> None:
 
 def test_a_message_without_x_ms_path_is_not_a_parked_one() -> None:
     with pytest.raises(NotParkedError, match="x-ms-path"):
-        restore(ServiceBusMessage("stray").raw_amqp_message)
+        restore(ServiceBusMessage("stray").amqplink_message)
 
 
 def test_options_are_a_picklable_value_without_the_key_in_repr() -> None:
@@ -155,8 +155,8 @@ def test_the_size_limit_is_exact(
     """A parked message that fits ``max_size`` exactly is taken; one byte less is refused
     (the shortcut that skips encoding never lets a larger message through)."""
     original = ServiceBusMessage(body, session_id=session, time_to_live=ttl, application_properties=props or None)
-    size = len(park(original, entity, 10**9).raw_amqp_message.encode())
-    assert len(park(original, entity, size).raw_amqp_message.encode()) == size
+    size = len(park(original, entity, 10**9).amqplink_message.encode())
+    assert len(park(original, entity, size).amqplink_message.encode()) == size
     with pytest.raises(MessageSizeExceededError):
         park(original, entity, size - 1)
 

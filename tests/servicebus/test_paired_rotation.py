@@ -257,7 +257,7 @@ async def test_a_message_too_large_once_parked_is_refused_and_the_queue_stays() 
             await send_until_parked(sender, ServiceBusMessage("engage"))
             limit = await client._pairing.backlog_max_size()  # type: ignore[union-attr]
             body = bytes(limit - 200)  # fits as sent, not with x-ms-path and the rest
-            assert len(ServiceBusMessage(body).raw_amqp_message.encode()) < limit
+            assert len(ServiceBusMessage(body).amqplink_message.encode()) < limit
             with pytest.raises(MessageSizeExceededError, match="larger than the backlog queue takes"):
                 await sender.send_messages(
                     ServiceBusMessage(body, session_id="s" * 100, time_to_live=60, message_id="big")

@@ -434,21 +434,34 @@ def _map(value: Any, what: str, offset: int) -> dict[Any, Any]:
     return value
 
 
-def check_body(buf: bytes, pos: int) -> None:
+def check_body(buf: bytes, pos: int) -> int:
     """:class:`DecodeError` unless ``buf[pos:]`` is a valid body and footer: data sections (of
     binary), amqp-sequence sections (of lists) or one amqp-value, then at most a footer (a
-    map), each section decoded whole (3.2)."""
+    map), each section decoded whole (3.2). Returns where the body (and footer) ends.
+
+    One leniency: delivery-annotations *after* the body. The official SDK's encoder (pyamqp,
+    azure-servicebus 7.15 ``_encode.encode_payload``) writes them last, and Service Bus
+    accepts such a message (the SDK's ``send_and_receive_amqp_annotated_message`` sample
+    sends one); they are hop-by-hop (3.2.2, "from the sending peer to the receiving peer"),
+    so the broker drops them: the body ends where they start."""
     n = len(buf)
     kind: type | None = None
+    footer = False
     while pos < n:
         start = pos
         section, pos = decode(buf, pos)
         t = type(section)
+        if t is DeliveryAnnotations and (kind is not None or footer):
+            _map(section.value, "the delivery-annotations", start)
+            if pos != n:
+                raise DecodeError("trailing delivery-annotations must be the message's last section", pos)
+            return start
+        if footer:
+            raise DecodeError("the footer must be the message's last section", start)
         if t is Footer:
             _map(section.value, "the footer", start)
-            if pos != n:
-                raise DecodeError("the footer must be the message's last section", pos)
-            return
+            footer = True
+            continue
         if t is Data:
             if not isinstance(section.value, bytes):
                 raise DecodeError("a data section must hold binary", start)
@@ -460,6 +473,7 @@ def check_body(buf: bytes, pos: int) -> None:
         if kind is not None and (t is not kind or t is AmqpValue):
             raise DecodeError("a body is data sections, amqp-sequence sections or one amqp-value", start)
         kind = t
+    return n
 
 
 def split_message(payload: bytes, check: bool = False) -> Envelope:
@@ -505,9 +519,8 @@ def split_message(payload: bytes, check: bool = False) -> Envelope:
         elif type(section) is ApplicationProperties:
             app = _map(section.value, "application-properties", start)
     props_raw = b"" if props_start is None else bytes(buf[props_start:pos])
-    if check:
-        check_body(buf, pos)
-    return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:]))
+    end = check_body(buf, pos) if check else n
+    return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:end]))
 
 
 def body_only(payload: bytes | memoryview, message_format: int = 0, max_size: float = math.inf) -> Envelope | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from amqplink.message import Message
 from amqplink.servicebus._base import ConnectionHolder
+from amqplink.servicebus.amqp import AmqpAnnotatedMessage
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.message import (
     ServiceBusMessage,
@@ -39,7 +40,7 @@ from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, SendError, SendInp
 
 __all__ = ["PairedSender"]
 
-_REPEATABLE = (ServiceBusMessage, ServiceBusMessageBatch, Mapping, Message, list, tuple)
+_REPEATABLE = (ServiceBusMessage, AmqpAnnotatedMessage, ServiceBusMessageBatch, Mapping, Message, list, tuple)
 """What can be parked as is after a failed attempt (anything else is read into a list first)."""
 
 
@@ -56,10 +57,12 @@ class PairedSender(ServiceBusSender):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         queue_name: str | None = None,
         topic_name: str | None = None,
+        client_identifier: str | None = None,
+        socket_timeout: float | None = None,
     ) -> None:
         super().__init__(
             holder, entity_name, policy=policy, max_in_flight=max_in_flight, queue_name=queue_name,
-            topic_name=topic_name,
+            topic_name=topic_name, client_identifier=client_identifier, socket_timeout=socket_timeout,
         )  # fmt: skip
         self._pairing = pairing
         self._failover = pairing.entity(entity_name)

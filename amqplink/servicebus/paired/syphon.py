@@ -117,7 +117,7 @@ class Syphon:
             moves: list[tuple[ServiceBusReceivedMessage, str, ServiceBusMessage]] = []
             for message in batch:
                 try:
-                    destination, restored = restore(message.raw_amqp_message)
+                    destination, restored = restore(message.amqplink_message)
                 except NotParkedError as exc:
                     log.warning("syphon: %s in %r; dead-lettered", exc, receiver.entity_name)
                     await _settle(receiver.dead_letter_message(message, "NotParked", str(exc)))
