@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from amqplink import AMQPLinkError
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import Event
 
@@ -30,7 +31,7 @@ WRITE_BUFFER_HIGH = 1 << 20
 ENGINE_OUTPUT_HIGH = 256 * 1024
 
 
-class SocketWriteTimeout(ConnectionError):
+class SocketWriteTimeout(AMQPLinkError, ConnectionError):
     """The socket took no data for longer than the writer's bound (the SDK's ``socket_timeout``)."""
 
 

@@ -714,8 +714,8 @@ class Connection:
             try:
                 frame, offset = decode(body)
             except DecodeError:
-                size = len(body)
-                frame_log.log(self._trace_level, "%s %s [%d] an undecodable frame of %d bytes", name, direction, channel, size)
+                undecodable = "%s %s [%d] an undecodable frame of %d bytes"
+                frame_log.log(self._trace_level, undecodable, name, direction, channel, len(body))
                 continue
             payload = len(body) - offset if frame_type == FRAME_TYPE_AMQP else 0
             size = f" +{payload} bytes" if payload else ""
