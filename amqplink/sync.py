@@ -12,6 +12,7 @@ its parent's loop or sockets: connections do not cross ``fork``)::
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import concurrent.futures
 import inspect
@@ -78,13 +79,88 @@ def _submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     return asyncio.run_coroutine_threadsafe(coro, lt.loop)
 
 
+class _Call:
+    """One blocking call: its coroutine runs as a Task on the loop thread while the caller
+    waits on a bare lock, released by the Task's done-callback.
+
+    The hop costs one ``call_soon_threadsafe`` there and one lock release back: no
+    ``concurrent.futures.Future`` (its condition variable) and none of
+    ``run_coroutine_threadsafe``'s chaining callbacks (a second hop onto the loop per call)."""
+
+    __slots__ = ("_abandoned", "_coro", "_done", "_error", "_task", "_value")
+
+    def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
+        self._coro: Coroutine[Any, Any, Any] | None = coro
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        self._task: asyncio.Task[Any] | None = None
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._abandoned = False
+
+    def start(self) -> None:
+        """On the loop thread: run the coroutine as a Task (unless the caller gave up meanwhile)."""
+        if self._abandoned:
+            self._close()
+            return
+        try:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        except BaseException as exc:  # handed to the caller
+            self._close()
+            self._error = exc
+            self._done.release()
+
+    def _close(self) -> None:
+        coro, self._coro = self._coro, None
+        if coro is not None:
+            coro.close()
+
+    async def _run(self) -> None:
+        # The caller is released from the Task's last step itself (a done-callback would
+        # cost the loop one more iteration per call).
+        coro, self._coro = self._coro, None
+        assert coro is not None
+        try:
+            self._value = await coro
+        except asyncio.CancelledError:
+            self._error = concurrent.futures.CancelledError()
+            raise
+        except BaseException as exc:  # handed to the caller
+            self._error = exc
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt, SystemExit: the loop stops, as a Task makes it
+        finally:
+            self._task = None
+            self._done.release()
+
+    def abandon(self) -> None:
+        """On the loop thread: the caller timed out; cancel the Task (or never start it)."""
+        self._abandoned = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def result(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> Any:
+        """Wait (in the calling thread) for the coroutine's result; raise its exception."""
+        if not self._done.acquire(timeout=-1 if timeout is None else timeout):
+            loop.call_soon_threadsafe(self.abandon)
+            raise TimeoutError(f"amqplink.sync call did not finish within {timeout} s")
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return self._value
+
+
 def _run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-    future = _submit(coro)
-    try:
-        return future.result(timeout)
-    except concurrent.futures.TimeoutError:
-        future.cancel()
-        raise TimeoutError(f"amqplink.sync call did not finish within {timeout} s") from None
+    """Run ``coro`` on the loop thread and wait for its result (at most ``timeout`` s: then
+    it is cancelled and ``TimeoutError`` raised)."""
+    lt = _loop_thread()
+    if threading.current_thread() is lt.thread:
+        coro.close()
+        raise RuntimeError("amqplink.sync called from its own event-loop thread: use amqplink.aio there")
+    call = _Call(coro)
+    lt.loop.call_soon_threadsafe(call.start)
+    result: T = call.result(lt.loop, timeout)
+    return result
 
 
 def _parameters_of(model: Callable[P, Any]) -> Callable[[Callable[..., R]], Callable[P, R]]:
