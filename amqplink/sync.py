@@ -19,7 +19,7 @@ import inspect
 import itertools
 import os
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -79,68 +79,94 @@ def _submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     return asyncio.run_coroutine_threadsafe(coro, lt.loop)
 
 
+Notify = Callable[[BaseException | None], None]
+"""Told once, on the loop thread, how an operation started by a callback ended (None: done)."""
+Begin = Callable[[Notify], Awaitable[Any] | None]
+"""Starts a blocking call's operation on the loop thread: a coroutine (run as a Task), a
+future (waited for as it is), or None when it will tell the :data:`Notify` it is given."""
+
+
 class _Call:
-    """One blocking call: its coroutine runs as a Task on the loop thread while the caller
-    waits on a bare lock, released by the Task's done-callback.
+    """One blocking call: its operation starts on the loop thread while the caller waits on a
+    bare lock, released when the operation ends.
 
     The hop costs one ``call_soon_threadsafe`` there and one lock release back: no
-    ``concurrent.futures.Future`` (its condition variable) and none of
-    ``run_coroutine_threadsafe``'s chaining callbacks (a second hop onto the loop per call)."""
+    ``concurrent.futures.Future`` (its condition variable), none of
+    ``run_coroutine_threadsafe``'s chaining callbacks (a second hop onto the loop per call),
+    and no Task at all when the operation is a future (a settlement) or reports to a
+    callback (a send on the fast path)."""
 
-    __slots__ = ("_abandoned", "_coro", "_done", "_error", "_task", "_value")
+    __slots__ = ("_abandoned", "_begin", "_done", "_error", "_pending", "_value")
 
-    def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
-        self._coro: Coroutine[Any, Any, Any] | None = coro
+    def __init__(self, begin: Begin) -> None:
+        self._begin: Begin | None = begin
         self._done = _thread.allocate_lock()
         self._done.acquire()
-        self._task: asyncio.Task[Any] | None = None
+        self._pending: asyncio.Future[Any] | None = None
         self._value: Any = None
         self._error: BaseException | None = None
         self._abandoned = False
 
     def start(self) -> None:
-        """On the loop thread: run the coroutine as a Task (unless the caller gave up meanwhile)."""
+        """On the loop thread: start the operation (unless the caller gave up meanwhile)."""
+        begin, self._begin = self._begin, None
+        assert begin is not None
         if self._abandoned:
-            self._close()
+            _close(begin)
             return
         try:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            started = begin(self.notify)
+            if started is None:
+                return  # it tells notify
+            if isinstance(started, asyncio.Future):
+                self._pending = started
+                started.add_done_callback(self._finished)
+            else:
+                self._pending = asyncio.get_running_loop().create_task(self._run(started))
         except BaseException as exc:  # handed to the caller
-            self._close()
-            self._error = exc
-            self._done.release()
+            self.notify(exc)
+            if not isinstance(exc, Exception):
+                raise
 
-    def _close(self) -> None:
-        coro, self._coro = self._coro, None
-        if coro is not None:
-            coro.close()
-
-    async def _run(self) -> None:
+    async def _run(self, awaitable: Awaitable[Any]) -> None:
         # The caller is released from the Task's last step itself (a done-callback would
         # cost the loop one more iteration per call).
-        coro, self._coro = self._coro, None
-        assert coro is not None
         try:
-            self._value = await coro
+            value = await awaitable
         except asyncio.CancelledError:
-            self._error = concurrent.futures.CancelledError()
+            self.notify(concurrent.futures.CancelledError())
             raise
         except BaseException as exc:  # handed to the caller
-            self._error = exc
+            self.notify(exc)
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt, SystemExit: the loop stops, as a Task makes it
-        finally:
-            self._task = None
-            self._done.release()
+        else:
+            self._value = value
+            self.notify(None)
+
+    def _finished(self, future: asyncio.Future[Any]) -> None:
+        if future.cancelled():
+            self.notify(concurrent.futures.CancelledError())
+        elif (error := future.exception()) is not None:
+            self.notify(error)
+        else:
+            self._value = future.result()
+            self.notify(None)
+
+    def notify(self, error: BaseException | None) -> None:
+        """The operation ended (with ``error``): release the caller."""
+        self._error = error
+        self._pending = None
+        self._done.release()
 
     def abandon(self) -> None:
-        """On the loop thread: the caller timed out; cancel the Task (or never start it)."""
+        """On the loop thread: the caller timed out; cancel the operation (or never start it)."""
         self._abandoned = True
-        if self._task is not None:
-            self._task.cancel()
+        if self._pending is not None:
+            self._pending.cancel()
 
     def result(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> Any:
-        """Wait (in the calling thread) for the coroutine's result; raise its exception."""
+        """Wait (in the calling thread) for the operation's result; raise its exception."""
         if not self._done.acquire(timeout=-1 if timeout is None else timeout):
             loop.call_soon_threadsafe(self.abandon)
             raise TimeoutError(f"amqplink.sync call did not finish within {timeout} s")
@@ -150,16 +176,41 @@ class _Call:
         return self._value
 
 
+def _close(begin: Begin) -> None:
+    """A call abandoned before it started: close its coroutine, if it was given one."""
+    coro = getattr(begin, "coro", None)
+    if coro is not None:
+        coro.close()
+
+
+class _Given:
+    """A :data:`Begin` for a coroutine made by the caller (closed if never started)."""
+
+    __slots__ = ("coro",)
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+
+    def __call__(self, _notify: Notify) -> Awaitable[Any]:
+        return self.coro
+
+
+def _wait(begin: Begin, timeout: float | None = None) -> Any:
+    """Start ``begin`` on the loop thread and wait for what it started (at most ``timeout``
+    s: then it is cancelled and ``TimeoutError`` raised)."""
+    lt = _loop_thread()
+    if threading.current_thread() is lt.thread:
+        _close(begin)
+        raise RuntimeError("amqplink.sync called from its own event-loop thread: use amqplink.aio there")
+    call = _Call(begin)
+    lt.loop.call_soon_threadsafe(call.start)
+    return call.result(lt.loop, timeout)
+
+
 def _run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     """Run ``coro`` on the loop thread and wait for its result (at most ``timeout`` s: then
     it is cancelled and ``TimeoutError`` raised)."""
-    lt = _loop_thread()
-    if threading.current_thread() is lt.thread:
-        coro.close()
-        raise RuntimeError("amqplink.sync called from its own event-loop thread: use amqplink.aio there")
-    call = _Call(coro)
-    lt.loop.call_soon_threadsafe(call.start)
-    result: T = call.result(lt.loop, timeout)
+    result: T = _wait(_Given(coro), timeout)
     return result
 
 

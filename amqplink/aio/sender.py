@@ -224,7 +224,10 @@ class Sender(LinkBase):
         future: asyncio.Future[Any] = self._new_future()
         link.send(payload, message_format=message_format, context=future)
         self._in_flight += 1
-        self._protocol.schedule_flush()
+        if self._in_flight == 1:  # alone: written now (the others of a burst coalesce)
+            self._protocol.flush_lone()
+        else:
+            self._protocol.schedule_flush()
         return future
 
     async def send(self, message: Sendable, *, timeout: float | None = None) -> Outcome | None:
