@@ -290,6 +290,16 @@ class Connection:
         costs the interpreter less."""
         return len(self._out) + self._batched_size
 
+    def _frames_writable(self) -> bool:
+        """True if a session may append a hand-assembled frame to :meth:`_frame_out` (not
+        traced, and no close sent: "It is illegal to write anything more onto the connection",
+        2.4.6)."""
+        return not self._trace and self.state < _CLOSE_SENT
+
+    def _frame_out(self) -> bytearray:
+        """The buffer frames are appended to now."""
+        return self._deferred if self._deferred is not None else self._out
+
     def _write_frame(self, channel: int, frame: Any, payload: Any = None) -> None:
         if self.state >= _CLOSE_SENT and type(frame) is not Close:
             # CLOSE SENT: "It is illegal to write anything more onto the connection" (2.4.6)
