@@ -489,7 +489,7 @@ class ServiceBusSender(Handler):
         A batch whose transfer failed with a retryable error is sent again under the policy;
         the first error that cannot be retried is raised once all outcomes are in.
         """
-        await self._retry(lambda _remaining: _noop(), timeout=timeout)  # attach: learn the max size
+        await self._attached(timeout)  # learn the max size
         pending: deque[tuple[bytes, asyncio.Future[Any]]] = deque()
         failures: list[SendError] = []
         batch = ServiceBusMessageBatch(self.max_message_size)
@@ -530,6 +530,11 @@ class ServiceBusSender(Handler):
         except ServiceBusError as again:
             failures.append(again)
 
+    async def _attached(self, timeout: float | None) -> None:
+        """Attach the link under the retry policy, unless it is attached already (no Task then)."""
+        if not self._ready():
+            await self._retry(lambda _remaining: _noop(), timeout=timeout)
+
     async def _pipeline(self, batch: ServiceBusMessageBatch) -> tuple[bytes, asyncio.Future[Any]]:
         payload = batch._payload()
         try:
@@ -542,7 +547,7 @@ class ServiceBusSender(Handler):
     async def create_message_batch(self, max_size_in_bytes: int | None = None) -> ServiceBusMessageBatch:
         """An empty batch bounded by ``max_size_in_bytes`` (default and maximum: the link's max-message-size)."""
         self._check_not_closed()
-        await self._retry(lambda _remaining: _noop())
+        await self._attached(None)
         limit = self.max_message_size
         if max_size_in_bytes and max_size_in_bytes > limit:
             raise ValueError(
