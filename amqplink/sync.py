@@ -83,7 +83,8 @@ Notify = Callable[[BaseException | None], None]
 """Told once, on the loop thread, how an operation started by a callback ended (None: done)."""
 Begin = Callable[[Notify], Awaitable[Any] | None]
 """Starts a blocking call's operation on the loop thread: a coroutine (run as a Task), a
-future (waited for as it is), or None when it will tell the :data:`Notify` it is given."""
+future (waited for as it is; one with a ``report_to(callback)`` method calls back as it is
+decided), or None when it will tell the :data:`Notify` it is given."""
 
 
 class _Call:
@@ -120,7 +121,11 @@ class _Call:
                 return  # it tells notify
             if isinstance(started, asyncio.Future):
                 self._pending = started
-                started.add_done_callback(self._finished)
+                report_to = getattr(started, "report_to", None)
+                if report_to is not None:  # told as it is decided, not one loop turn later
+                    report_to(self._finished)
+                else:
+                    started.add_done_callback(self._finished)
             else:
                 self._pending = asyncio.get_running_loop().create_task(self._run(started))
         except BaseException as exc:  # handed to the caller

@@ -396,7 +396,7 @@ class Receiver(LinkBase):
         delivery = self._settle_delivery(message, state, verb)
         if delivery is not None:
             delivery.context = waiter
-        self._protocol.flush_lone()  # settled in turn: leaves now; gathered: the rest coalesce
+        self._protocol.schedule_flush()
         return delivery is not None
 
     def _check_outcome(self, state: Any, verb: str) -> None:

@@ -487,6 +487,14 @@ class ServiceBusReceiver(Handler):
             settlement.confirmed()  # settled at once: no confirmation will come
         return settlement
 
+    def _write_now(self) -> None:
+        """Write what the receive link's connection holds now, not at the loop's next turn (the
+        blocking facade, after starting a settlement on the loop thread: nothing else to
+        coalesce with, as its caller waits for each call)."""
+        link = self._link
+        if link is not None:
+            link._protocol.flush_lone()
+
     def _link_error(self, exc: AMQPError | OSError) -> ServiceBusError | MessageAlreadySettled:
         """The Service Bus error for a failure of the link (``__cause__``: the failure)."""
         error = from_amqp_error(exc, entity=self.entity_name)

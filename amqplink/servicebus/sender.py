@@ -401,13 +401,6 @@ class ServiceBusSender(Handler):
         properties = inner.properties
         if (properties is not None and properties.group_id is not None) or inner.message_annotations is not None:
             return self.send_messages(message)  # its session id and partition key are checked there
-        try:
-            sent = link.try_send_payload(inner.encode())
-        except (AMQPError, OSError, EncodeError):
-            sent = None
-        if sent is None:  # no room yet, or refused: the coroutine waits, or raises the error
-            return self.send_messages(message)
-        self._watch(sent)
         entity = self.entity_name
 
         def done(outcome: asyncio.Future[Any]) -> None:
@@ -418,7 +411,13 @@ class ServiceBusSender(Handler):
             retry = asyncio.get_running_loop().create_task(self._send_alone(message, failure))
             retry.add_done_callback(lambda task: notify(_outcome_error(task, entity)))
 
-        sent.add_done_callback(done)
+        try:
+            sent = link.try_send_payload(inner.encode(), outcome=_Reporting(link._loop, done))
+        except (AMQPError, OSError, EncodeError):
+            sent = None
+        if sent is None:  # no room yet, or refused: the coroutine waits, or raises the error
+            return self.send_messages(message)
+        self._watch(sent)
         return None
 
     def _nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None:
@@ -591,6 +590,32 @@ class ServiceBusSender(Handler):
         if not numbers:
             return
         await self._mgmt_call(lambda mgmt: mgmt.cancel_scheduled_messages(numbers), timeout)
+
+
+class _Reporting(asyncio.Future[Any]):
+    """A transfer's outcome future that calls ``report`` with itself as it resolves: in the
+    engine's dispatch of the broker's disposition, not one loop turn later as a
+    done-callback would (what :meth:`ServiceBusSender._send_soon` waits with)."""
+
+    __slots__ = ("_report",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, report: Callable[[asyncio.Future[Any]], None]) -> None:
+        super().__init__(loop=loop)
+        self._report = report
+
+    def set_result(self, result: Any) -> None:
+        super().set_result(result)
+        self._report(self)
+
+    def set_exception(self, exception: type[BaseException] | BaseException) -> None:
+        super().set_exception(exception)
+        self._report(self)
+
+    def cancel(self, msg: Any = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        self._report(self)
+        return True
 
 
 def _fail(members: list[asyncio.Future[Any]], exc: BaseException) -> None:
