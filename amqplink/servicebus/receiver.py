@@ -493,7 +493,7 @@ class ServiceBusReceiver(Handler):
         coalesce with, as its caller waits for each call)."""
         link = self._link
         if link is not None:
-            link._protocol.flush_lone()
+            link._protocol.flush()
 
     def _link_error(self, exc: AMQPError | OSError) -> ServiceBusError | MessageAlreadySettled:
         """The Service Bus error for a failure of the link (``__cause__``: the failure)."""
