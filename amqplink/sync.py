@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import collections
 import concurrent.futures
 import inspect
 import itertools
@@ -46,6 +47,8 @@ class _LoopThread:
         self.loop = asyncio.new_event_loop()
         self.pid = os.getpid()
         ready = threading.Event()
+        self._inbox: collections.deque[_Call] = collections.deque()
+        self._draining = False
         self.thread = threading.Thread(target=self._run, args=(ready,), name="amqplink-loop", daemon=True)
         self.thread.start()
         ready.wait()
@@ -54,6 +57,24 @@ class _LoopThread:
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(ready.set)
         self.loop.run_forever()
+
+    def submit(self, call: _Call) -> None:
+        """Have the loop thread start ``call``: one wake-up (``call_soon_threadsafe``, a byte
+        on the loop's self-pipe) for all the calls other threads submit before it drains them.
+
+        The call is queued before the flag is read, and the drain clears the flag before it
+        takes the queue, so a call is always either taken by a drain under way or followed
+        by a new one (at worst an empty drain runs)."""
+        self._inbox.append(call)
+        if not self._draining:
+            self._draining = True
+            self.loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        self._draining = False
+        inbox = self._inbox
+        while inbox:
+            inbox.popleft().start()
 
 
 _lock = threading.Lock()
@@ -208,7 +229,7 @@ def _wait(begin: Begin, timeout: float | None = None) -> Any:
         _close(begin)
         raise RuntimeError("amqplink.sync called from its own event-loop thread: use amqplink.aio there")
     call = _Call(begin)
-    lt.loop.call_soon_threadsafe(call.start)
+    lt.submit(call)
     return call.result(lt.loop, timeout)
 
 
