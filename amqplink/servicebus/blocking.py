@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime as dt
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -327,47 +327,36 @@ class ServiceBusReceiver(_Named):
         """Deferred messages by sequence number."""
         return _run(self._aio.receive_deferred_messages(sequence_numbers, **kwargs))
 
+    # The settle methods are called on the loop thread (``_wait``): there, a settlement on the
+    # receive link is a future the caller waits for as it is (no Task per call).
     def complete_message(self, message: ServiceBusReceivedMessage) -> None:
         """Settle as done: the broker removes the message (outcome ``accepted``; a deferred
         message is settled over ``$management``); waits for the broker's confirmation.
         ``MessageLockLostError`` if the lock is gone."""
-        _settle(self._aio, lambda: self._aio.complete_message(message))
+        _wait(lambda _: self._aio.complete_message(message))
 
     def abandon_message(self, message: ServiceBusReceivedMessage) -> None:
         """Give the message back for redelivery, its delivery count + 1 (outcome
         ``modified``); waits for the broker's confirmation."""
-        _settle(self._aio, lambda: self._aio.abandon_message(message))
+        _wait(lambda _: self._aio.abandon_message(message))
 
     def defer_message(self, message: ServiceBusReceivedMessage) -> None:
         """Set the message aside: it is then received only by sequence number
         (:meth:`receive_deferred_messages`); waits for the broker's confirmation."""
-        _settle(self._aio, lambda: self._aio.defer_message(message))
+        _wait(lambda _: self._aio.defer_message(message))
 
     def dead_letter_message(
         self, message: ServiceBusReceivedMessage, reason: str | None = None, error_description: str | None = None
     ) -> None:
         """Move the message to the dead-letter queue with ``reason`` and
         ``error_description`` (outcome ``rejected``); waits for the broker's confirmation."""
-        _settle(self._aio, lambda: self._aio.dead_letter_message(message, reason, error_description))
+        _wait(lambda _: self._aio.dead_letter_message(message, reason, error_description))
 
     def renew_message_lock(
         self, message: ServiceBusReceivedMessage, *, timeout: float | None = None, **kwargs: Any
     ) -> dt.datetime:
         """Extend the message's lock (``$management`` ``renew-lock``); the new expiry, UTC."""
         return _run(self._aio.renew_message_lock(message, timeout=timeout))
-
-
-def _settle(receiver: aio_receiver.ServiceBusReceiver, start: Callable[[], Awaitable[None]]) -> None:
-    """Start a settlement on the loop thread (a future there, see LinkSettlement: no Task),
-    write its disposition at once (the caller waits for it: nothing to coalesce with), and
-    wait for the broker's confirmation."""
-
-    def begin(_notify: Any) -> Awaitable[None]:
-        started = start()
-        receiver._write_now()
-        return started
-
-    _wait(begin)
 
 
 async def _next(receiver: aio_receiver.ServiceBusReceiver) -> ServiceBusReceivedMessage | None:

@@ -116,9 +116,7 @@ class ServiceBusReceiver(Handler):
             elif queue_name is None and topic_name is not None and subscription_name is not None:
                 entity_name = f"{topic_name}/Subscriptions/{subscription_name}"
             else:
-                raise ValueError(
-                    "Exactly one of queue_name or topic_name (with subscription_name) must be specified."
-                )
+                raise ValueError("Exactly one of queue_name or topic_name (with subscription_name) must be specified.")
             holder, policy = self._standalone(holder, credential, options)
         assert policy is not None, "a receiver from a ConnectionHolder needs its policy"
         suffix = SUB_QUEUE_SUFFIX[ServiceBusSubQueue(sub_queue)] if sub_queue is not None else ""
@@ -486,14 +484,6 @@ class ServiceBusReceiver(Handler):
         if not waits:
             settlement.confirmed()  # settled at once: no confirmation will come
         return settlement
-
-    def _write_now(self) -> None:
-        """Write what the receive link's connection holds now, not at the loop's next turn (the
-        blocking facade, after starting a settlement on the loop thread: nothing else to
-        coalesce with, as its caller waits for each call)."""
-        link = self._link
-        if link is not None:
-            link._protocol.flush()
 
     def _link_error(self, exc: AMQPError | OSError) -> ServiceBusError | MessageAlreadySettled:
         """The Service Bus error for a failure of the link (``__cause__``: the failure)."""
