@@ -104,12 +104,19 @@ async def test_a_lone_transfer_is_written_at_once_and_a_burst_coalesces(broker: 
 
 
 # -- blocking --------------------------------------------------------------------------------
-def test_blocking_sends_hop_once_and_create_no_task(broker: BrokerThread) -> None:
+@contextlib.contextmanager
+def attached_sender(broker: BrokerThread, **options: Any) -> Iterator[sync_sb.ServiceBusSender]:
+    """A blocking sender to ``QUEUE`` whose link is attached (one message sent)."""
     with (
-        sync_sb.ServiceBusClient.from_connection_string(broker.connection_string) as client,
+        sync_sb.ServiceBusClient.from_connection_string(broker.connection_string, **options) as client,
         client.get_queue_sender(QUEUE) as sender,
     ):
         sender.send_messages(ServiceBusMessage("attach"))
+        yield sender
+
+
+def test_blocking_sends_hop_once_and_create_no_task(broker: BrokerThread) -> None:
+    with attached_sender(broker) as sender:
         with LoopWatch(sync_loop()).watching() as watch:
             for i in range(CALLS):
                 sender.send_messages(ServiceBusMessage(f"m{i}"))
@@ -137,11 +144,7 @@ def test_blocking_settlements_hop_once_and_create_no_task(broker: BrokerThread) 
 
 def test_a_blocking_call_that_needs_a_coroutine_still_hops_once(broker: BrokerThread) -> None:
     """A batch (not the single-message path) runs as one Task, still one hop."""
-    with (
-        sync_sb.ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_sender(QUEUE) as sender,
-    ):
-        sender.send_messages(ServiceBusMessage("attach"))
+    with attached_sender(broker) as sender:
         with LoopWatch(sync_loop()).watching() as watch:
             sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
         assert watch.hops == 1
@@ -152,13 +155,7 @@ def test_a_refused_blocking_send_is_retried_under_the_policy(broker: BrokerThrea
     """The first attempt, started without a Task, is refused with a retryable condition; the
     retry (after the policy's back-off, by which time the fault is cleared) is accepted."""
     faults = broker.broker.faults
-    with (
-        sync_sb.ServiceBusClient.from_connection_string(
-            broker.connection_string, retry_backoff_factor=0.5, retry_total=3
-        ) as client,
-        client.get_queue_sender(QUEUE) as sender,
-    ):
-        sender.send_messages(ServiceBusMessage("attach"))
+    with attached_sender(broker, retry_backoff_factor=0.5, retry_total=3) as sender:
         fault = faults.run(faults.entity_unavailable, QUEUE, condition="amqp:internal-error")
         outcome: list[BaseException | None] = []
 
@@ -190,11 +187,7 @@ def test_a_refused_blocking_send_is_retried_under_the_policy(broker: BrokerThrea
 
 def test_retry_total_zero_raises_the_first_refusal(broker: BrokerThread) -> None:
     faults = broker.broker.faults
-    with (
-        sync_sb.ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0) as client,
-        client.get_queue_sender(QUEUE) as sender,
-    ):
-        sender.send_messages(ServiceBusMessage("attach"))
+    with attached_sender(broker, retry_total=0) as sender:
         fault = faults.run(faults.entity_unavailable, QUEUE, condition="amqp:internal-error")
         with pytest.raises(ServiceBusError):
             sender.send_messages(ServiceBusMessage("refused"))
