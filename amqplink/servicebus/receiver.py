@@ -116,7 +116,9 @@ class ServiceBusReceiver(Handler):
             elif queue_name is None and topic_name is not None and subscription_name is not None:
                 entity_name = f"{topic_name}/Subscriptions/{subscription_name}"
             else:
-                raise ValueError("Exactly one of queue_name or topic_name (with subscription_name) must be specified.")
+                raise ValueError(
+                    "Exactly one of queue_name or topic_name (with subscription_name) must be specified."
+                )
             holder, policy = self._standalone(holder, credential, options)
         assert policy is not None, "a receiver from a ConnectionHolder needs its policy"
         suffix = SUB_QUEUE_SUFFIX[ServiceBusSubQueue(sub_queue)] if sub_queue is not None else ""
