@@ -185,11 +185,14 @@ class Sender(LinkBase):
             assert future is not None  # paused: handed over
         return future
 
-    def try_send_payload(self, payload: bytes, *, message_format: int = 0) -> asyncio.Future[Any] | None:
+    def try_send_payload(
+        self, payload: bytes, *, message_format: int = 0, outcome: asyncio.Future[Any] | None = None
+    ) -> asyncio.Future[Any] | None:
         """:meth:`send_payload_nowait` without waiting: the outcome future if the payload was
         handed over at once, None if the sender must first wait for room (then await
-        :meth:`send_payload_nowait` instead). For callbacks that cannot await."""
-        return self._hand_over(payload, message_format)
+        :meth:`send_payload_nowait` instead). For callbacks that cannot await. ``outcome``:
+        the (pending) future to resolve, instead of a new one (unsettled mode)."""
+        return self._hand_over(payload, message_format, outcome=outcome)
 
     async def _pause(self) -> None:
         """Wait for room (the link's in-flight bound, the socket's buffer), or let the
@@ -200,7 +203,14 @@ class Sender(LinkBase):
             await asyncio.sleep(0)
         self._unyielded = 0
 
-    def _hand_over(self, payload: bytes, message_format: int, *, paused: bool = False) -> asyncio.Future[Any] | None:
+    def _hand_over(
+        self,
+        payload: bytes,
+        message_format: int,
+        *,
+        paused: bool = False,
+        outcome: asyncio.Future[Any] | None = None,
+    ) -> asyncio.Future[Any] | None:
         """Give one payload to the engine link and return its outcome future; None, and
         nothing given, when the sender must first :meth:`_pause`: after
         :data:`YIELD_EVERY` sends in a row, once detached, without room, or while the
@@ -224,10 +234,13 @@ class Sender(LinkBase):
             link.send(payload, message_format=message_format)
             self._protocol.schedule_flush()
             return self._sent
-        future: asyncio.Future[Any] = self._new_future()
+        future: asyncio.Future[Any] = self._new_future() if outcome is None else outcome
         link.send(payload, message_format=message_format, context=future)
         self._in_flight += 1
-        self._protocol.schedule_flush()
+        if self._in_flight == 1:  # alone: written now (the others of a burst coalesce)
+            self._protocol.flush_lone()
+        else:
+            self._protocol.schedule_flush()
         return future
 
     async def send(self, message: Sendable, *, timeout: float | None = None) -> Outcome | None:

@@ -346,6 +346,12 @@ class Connection:
         or while a SASL client waits for its outcome, the frames held back behind it."""
         return self._deferred if self._deferred is not None else self._out
 
+    def frames_writable(self) -> bool:
+        """True if a session may append a hand-assembled frame to :meth:`frame_buffer`: the
+        fast paths are on and no close was sent ("It is illegal to write anything more onto
+        the connection", 2.4.6)."""
+        return self.transfer_writer.fast and self.state < _CLOSE_SENT
+
     def schedule_flush(self, session: Session) -> None:
         """Call ``session._flush_pending`` at the next :meth:`data_to_send` (the session
         registers once until then)."""

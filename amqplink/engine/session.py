@@ -40,6 +40,7 @@ from amqplink.engine.frames import (
     FRAME_HEADER_SIZE,
     SETTLED_TAIL,
     UNSETTLED_TAIL,
+    write_disposition,
 )
 from amqplink.engine.link import (
     RCV_FIRST,
@@ -53,6 +54,7 @@ from amqplink.engine.link import (
 from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
 from amqplink.engine.states import SESSION_TRANSITIONS, LinkState, SessionState, Step, advance
 from amqplink.protocol.definitions import (
+    Accepted,
     Attach,
     Begin,
     Detach,
@@ -60,6 +62,7 @@ from amqplink.protocol.definitions import (
     End,
     Error,
     Flow,
+    Released,
     Source,
     Target,
     Transfer,
@@ -964,15 +967,34 @@ class Session:
         if len(pending) > 1:
             pending.sort(key=_disposition_sort_key)
         role, first, last, settled, state, batchable = pending[0]
-        write = self.connection.send_frame
+        write = self._write_disposition
         for r, f, la, s, st, b in pending[1:]:
             if r is role and s is settled and b is batchable and f == last + 1 and (st is state or st == state):
                 last = la
                 continue
-            write(self.channel, _disposition(role, first, last, settled, state, batchable))
+            write(role, first, last, settled, state, batchable)
             role, first, last, settled, state, batchable = r, f, la, s, st, b
-        write(self.channel, _disposition(role, first, last, settled, state, batchable))
+        write(role, first, last, settled, state, batchable)
 
+    def _write_disposition(self, role: bool, first: int, last: int, settled: bool, state: Any, batchable: bool) -> None:
+        """One disposition frame: hand-assembled when its state has no fields (accepted,
+        released: the usual settlement), else encoded."""
+        conn = self.connection
+        encoded = None if batchable else _FIELDLESS_STATES.get(type(state))
+        if encoded is not None and conn.frames_writable():
+            write_disposition(conn.frame_buffer(), self.channel, role, first, last, settled, encoded)
+        else:
+            conn.send_frame(self.channel, _disposition(role, first, last, settled, state, batchable))
+
+
+def _encoded(value: Any) -> bytes:
+    out = bytearray()
+    value._amqp_encode(out)
+    return bytes(out)
+
+
+_FIELDLESS_STATES: dict[type, bytes] = {Accepted: _encoded(Accepted()), Released: _encoded(Released())}
+"""The delivery states without fields, encoded once (:func:`write_disposition`'s ``state``)."""
 
 # Runs sort by role, settled, batchable, then first delivery-id: runs that can merge
 # into one first..last range end up next to each other.

@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -23,7 +24,7 @@ from amqplink.servicebus import session as aio_session
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
 from amqplink.servicebus.paired.pairing import PairedState
 from amqplink.servicebus.session_list import SessionLister, next_skip
-from amqplink.sync import _bridge, _run, _submit
+from amqplink.sync import _bridge, _run, _submit, _wait
 
 __all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
 
@@ -118,7 +119,6 @@ class ServiceBusClient(_Named):
         )
         return ServiceBusReceiver(inner, renewer)
 
-
     def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> Iterator[str]:
         """The session ids of a session queue (``state_updated_after``, ``timeout`` as the SDK's)."""
         return _sessions(self._aio.list_queue_sessions(queue_name, **kwargs))
@@ -173,8 +173,12 @@ class ServiceBusSender(_Named):
         return self._aio.entity_name
 
     def send_messages(self, message: Any, *, timeout: float | None = None, **kwargs: Any) -> None:
-        """Send one message, a list, a batch or an iterable (pipelined in batches)."""
-        _run(self._aio.send_messages(message, timeout=timeout))
+        """Send one message, a list, a batch or an iterable (pipelined in batches); waits for
+        the broker's acceptance (retried under the retry policy)."""
+        if timeout is None:
+            _wait(partial(self._aio._send_soon, message))  # one message: no Task on the loop thread
+        else:
+            _run(self._aio.send_messages(message, timeout=timeout))
 
     def send_nowait(self, message: ServiceBusMessage | Mapping[str, Any]) -> concurrent.futures.Future[None]:
         """Hand one message over (blocking only for room under ``max_in_flight``); a future for its outcome."""
@@ -323,28 +327,30 @@ class ServiceBusReceiver(_Named):
         """Deferred messages by sequence number."""
         return _run(self._aio.receive_deferred_messages(sequence_numbers, **kwargs))
 
+    # The settle methods are called on the loop thread (``_wait``): there, a settlement on the
+    # receive link is a future the caller waits for as it is (no Task per call).
     def complete_message(self, message: ServiceBusReceivedMessage) -> None:
         """Settle as done: the broker removes the message (outcome ``accepted``; a deferred
         message is settled over ``$management``); waits for the broker's confirmation.
         ``MessageLockLostError`` if the lock is gone."""
-        _run(self._aio.complete_message(message))
+        _wait(lambda _: self._aio.complete_message(message))
 
     def abandon_message(self, message: ServiceBusReceivedMessage) -> None:
         """Give the message back for redelivery, its delivery count + 1 (outcome
         ``modified``); waits for the broker's confirmation."""
-        _run(self._aio.abandon_message(message))
+        _wait(lambda _: self._aio.abandon_message(message))
 
     def defer_message(self, message: ServiceBusReceivedMessage) -> None:
         """Set the message aside: it is then received only by sequence number
         (:meth:`receive_deferred_messages`); waits for the broker's confirmation."""
-        _run(self._aio.defer_message(message))
+        _wait(lambda _: self._aio.defer_message(message))
 
     def dead_letter_message(
         self, message: ServiceBusReceivedMessage, reason: str | None = None, error_description: str | None = None
     ) -> None:
         """Move the message to the dead-letter queue with ``reason`` and
         ``error_description`` (outcome ``rejected``); waits for the broker's confirmation."""
-        _run(self._aio.dead_letter_message(message, reason, error_description))
+        _wait(lambda _: self._aio.dead_letter_message(message, reason, error_description))
 
     def renew_message_lock(
         self, message: ServiceBusReceivedMessage, *, timeout: float | None = None, **kwargs: Any

@@ -18,7 +18,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Protocol
 
 from amqplink.aio.connection import Connection
@@ -383,18 +383,57 @@ class ServiceBusSender(Handler):
             if outcome.cancelled():
                 result.cancel()
                 return
-            exc = outcome.exception()
-            try:
-                if exc is not None:
-                    raise exc
-                _check_outcome(outcome.result(), entity)
-            except BaseException as failure:  # handed to the caller's future
+            failure = _outcome_error(outcome, entity)
+            if failure is not None:  # handed to the caller's future
                 self._nowait_failed(result, from_amqp_error(failure, entity=entity), outgoing)
                 return
             result.set_result(None)
 
         inner.add_done_callback(done)
         return result
+
+    def _send_soon(
+        self, message: SendInput, notify: Callable[[BaseException | None], None]
+    ) -> Coroutine[Any, Any, None] | None:
+        """:meth:`send_messages` (no timeout) for a caller that waits elsewhere: the blocking
+        facade calls this on the loop thread. One plain message on a live link with room is
+        handed over at once, and ``notify`` told once it is accepted, or of the error that
+        ends it: no coroutine, no Task (a first attempt that fails with a retryable error is
+        retried under the policy, as :meth:`send_messages` retries it); None is returned.
+        Anything else (a batch, a session message, a paired client's sender, a link to
+        attach...) returns the :meth:`send_messages` coroutine to run instead."""
+        link = self._link
+        if (
+            type(message) is not ServiceBusMessage
+            or link is None
+            or self._paired is not None
+            or self._gathering is not None
+            or self._closed
+            or not self._ready()
+        ):
+            return self.send_messages(message)
+        inner = message._message
+        properties = inner.properties
+        if (properties is not None and properties.group_id is not None) or inner.message_annotations is not None:
+            return self.send_messages(message)  # its session id and partition key are checked there
+        entity = self.entity_name
+
+        def done(outcome: asyncio.Future[Any]) -> None:
+            failure = _outcome_error(outcome, entity)
+            if failure is None or not isinstance(failure, AMQPError | OSError | TimeoutError | ServiceBusError):
+                notify(failure)
+                return
+            retry = asyncio.get_running_loop().create_task(self._send_alone(message, failure))
+            retry.add_done_callback(lambda task: notify(_outcome_error(task, entity)))
+
+        try:
+            sent = link.try_send_payload(inner.encode(), outcome=_Reporting(link._loop, done))
+        except (AMQPError, OSError, EncodeError):
+            sent = None
+        if sent is None:  # no room yet, or refused: the coroutine waits, or raises the error
+            return self.send_messages(message)
+        self._watch(sent)
+        return None
 
     def _nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None:
         """The transfer of ``message`` (from :meth:`send_nowait`) failed with ``error``: the
@@ -464,7 +503,7 @@ class ServiceBusSender(Handler):
         A batch whose transfer failed with a retryable error is sent again under the policy;
         the first error that cannot be retried is raised once all outcomes are in.
         """
-        await self._retry(lambda _remaining: _noop(), timeout=timeout)  # attach: learn the max size
+        await self._attached(timeout)  # learn the max size
         pending: deque[tuple[bytes, asyncio.Future[Any]]] = deque()
         failures: list[SendError] = []
         batch = ServiceBusMessageBatch(self.max_message_size)
@@ -505,6 +544,11 @@ class ServiceBusSender(Handler):
         except ServiceBusError as again:
             failures.append(again)
 
+    async def _attached(self, timeout: float | None) -> None:
+        """Attach the link under the retry policy, unless it is attached already (no Task then)."""
+        if not self._ready():
+            await self._retry(lambda _remaining: _noop(), timeout=timeout)
+
     async def _pipeline(self, batch: ServiceBusMessageBatch) -> tuple[bytes, asyncio.Future[Any]]:
         payload = batch._payload()
         try:
@@ -517,7 +561,7 @@ class ServiceBusSender(Handler):
     async def create_message_batch(self, max_size_in_bytes: int | None = None) -> ServiceBusMessageBatch:
         """An empty batch bounded by ``max_size_in_bytes`` (default and maximum: the link's max-message-size)."""
         self._check_not_closed()
-        await self._retry(lambda _remaining: _noop())
+        await self._attached(None)
         limit = self.max_message_size
         if max_size_in_bytes and max_size_in_bytes > limit:
             raise ValueError(
@@ -561,6 +605,32 @@ class ServiceBusSender(Handler):
         if not numbers:
             return
         await self._mgmt_call(lambda mgmt: mgmt.cancel_scheduled_messages(numbers), timeout)
+
+
+class _Reporting(asyncio.Future[Any]):
+    """A transfer's outcome future that calls ``report`` with itself as it resolves: in the
+    engine's dispatch of the broker's disposition, not one loop turn later as a
+    done-callback would (what :meth:`ServiceBusSender._send_soon` waits with)."""
+
+    __slots__ = ("_report",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, report: Callable[[asyncio.Future[Any]], None]) -> None:
+        super().__init__(loop=loop)
+        self._report = report
+
+    def set_result(self, result: Any) -> None:
+        super().set_result(result)
+        self._report(self)
+
+    def set_exception(self, exception: type[BaseException] | BaseException) -> None:
+        super().set_exception(exception)
+        self._report(self)
+
+    def cancel(self, msg: Any = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        self._report(self)
+        return True
 
 
 def _fail(members: list[asyncio.Future[Any]], exc: BaseException) -> None:
@@ -608,6 +678,21 @@ async def _in_chunks(messages: Iterable[Any] | AsyncIterable[Any]) -> AsyncItera
             yield (message,)
     else:
         yield messages
+
+
+def _outcome_error(done: asyncio.Future[Any], entity: str) -> BaseException | None:
+    """None if the finished transfer (or retry) ``done`` ended with its message accepted; else
+    why not: its exception, cancellation, or the error its outcome means."""
+    if done.cancelled():
+        return asyncio.CancelledError()
+    failure = done.exception()
+    if failure is not None:
+        return failure
+    try:
+        _check_outcome(done.result(), entity)
+    except (AMQPError, ServiceBusError) as refused:
+        return refused
+    return None
 
 
 def _check_outcome(outcome: Any, entity: str) -> None:

@@ -17,14 +17,15 @@ asyncio as never retrieved); cancelling the wait (the awaiting task, ``wait_for`
 time-out) cancels only the wait, and a later settle call of a message the broker
 confirmed meanwhile raises ``MessageAlreadySettled``. A settle call while another one of
 the same message still waits for the broker raises ``MessageAlreadySettled`` too and
-sends nothing: a message is settled once. Called off the loop thread (the blocking
-facade) or for a deferred message, the settle methods return a plain coroutine instead.
+sends nothing: a message is settled once. Called off the loop thread or for a deferred
+message, the settle methods return a plain coroutine instead (the blocking facade calls
+them on the loop thread, and waits for the settlement through :meth:`LinkSettlement.report_to`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ __all__ = ["LinkSettlement"]
 class LinkSettlement(asyncio.Future[None], Coroutine[Any, Any, None], SettlementWaiter):
     """One message's settlement on the receive link; done when the broker confirmed it."""
 
-    __slots__ = ("_action", "_message", "_receiver", "_status")
+    __slots__ = ("_action", "_message", "_receiver", "_report", "_status")
 
     def __init__(
         self,
@@ -57,6 +58,21 @@ class LinkSettlement(asyncio.Future[None], Coroutine[Any, Any, None], Settlement
         self._message = message
         self._action = action
         self._status = status
+        self._report: Callable[[asyncio.Future[None]], None] | None = None
+
+    def report_to(self, report: Callable[[asyncio.Future[None]], None]) -> None:
+        """Call ``report`` with this settlement once it is decided (at once if it is): as the
+        broker's confirmation is handled, not one loop turn later as a done-callback is (what
+        the blocking facade waits with)."""
+        if self.done():
+            report(self)
+        else:
+            self._report = report
+
+    def _decided(self) -> None:
+        report, self._report = self._report, None
+        if report is not None:
+            report(self)
 
     # -- told by the receive link (SettlementWaiter) ------------------------------------
     def confirmed(self) -> None:
@@ -68,16 +84,19 @@ class LinkSettlement(asyncio.Future[None], Coroutine[Any, Any, None], Settlement
         except Exception as error:
             if not self.done():
                 self.set_exception(error)
+                self._decided()
             return
         receiver._mark_settled(self._message)
         if not self.done():
             self.set_result(None)
+            self._decided()
 
     def failed(self, error: SettlementError) -> None:
         """The link failed first: the message stays unsettled (its lock is lost with the link)."""
         if not self.done():
             self.set_exception(self._receiver._link_error(error))
             self.exception()  # one failure, one report: the awaiting caller gets it
+            self._decided()
 
     # -- the coroutine protocol (asyncio.create_task drives the object with it) ----------
     def send(self, value: Any) -> Any:
