@@ -170,7 +170,7 @@ class _ServiceBusReceiver:
             await asyncio.gather(*(self._receiver.complete_message(item) for item in items))
 
     def message(self, item: Any) -> Message:
-        raw: Message = item.raw_amqp_message
+        raw: Message = item.amqplink_message
         return raw
 
     async def close(self) -> None:
@@ -208,7 +208,7 @@ class _ServiceBusClient:
     async def peek(self, address: str, count: int, *, from_sequence: int, session_id: str | None) -> list[Message]:
         async with self._receiver_of(address, session_id=session_id) as receiver:
             found = await receiver.peek_messages(max_message_count=count, sequence_number=from_sequence)
-        return [item.raw_amqp_message for item in found]
+        return [item.amqplink_message for item in found]
 
 
 @contextlib.asynccontextmanager
