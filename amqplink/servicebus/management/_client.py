@@ -178,8 +178,7 @@ class ServiceBusAdministrationClient(AdminClientBase):
         self._run(self._core.update_subscription(topic_name, subscription, kwargs))
 
     def delete_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> None:
-        what = f"subscription {topic_name}/{subscription_name!r}"
-        self._run(self._core.delete(what, topic_name, "Subscriptions", subscription_name))
+        self._run(self._core.delete_subscription(topic_name, subscription_name))
 
     def list_subscriptions(self, topic_name: str, **kwargs: Any) -> Iterator[SubscriptionProperties]:
         return self._list(self._core.list_subscriptions(topic_name, ops.subscription))
@@ -203,8 +202,9 @@ class ServiceBusAdministrationClient(AdminClientBase):
         action: SqlRuleAction | None = None,
         **kwargs: Any,
     ) -> RuleProperties:
-        rule = ops.new_rule(rule_name, filter, action)
-        result: RuleProperties = self._run(self._core.put_rule(topic_name, subscription_name, rule, False))
+        result: RuleProperties = self._run(
+            self._core.create_rule(topic_name, subscription_name, rule_name, filter, action)
+        )
         return result
 
     def update_rule(
@@ -213,8 +213,7 @@ class ServiceBusAdministrationClient(AdminClientBase):
         self._run(self._core.update_rule(topic_name, subscription_name, rule, kwargs))
 
     def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> None:
-        what = f"rule {rule_name!r} of {topic_name}/{subscription_name}"
-        self._run(self._core.delete(what, topic_name, "Subscriptions", subscription_name, "Rules", rule_name))
+        self._run(self._core.delete_rule(topic_name, subscription_name, rule_name))
 
     def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any) -> Iterator[RuleProperties]:
         return self._list(self._core.list_rules(topic_name, subscription_name))

@@ -115,6 +115,14 @@ def _path(*names: str) -> str:
     return "/" + "/".join(quote(n, safe="/$") for n in names)
 
 
+def _subscription_label(topic: str, sub: str) -> str:
+    return f"subscription {topic}/{sub!r}"
+
+
+def _rule_label(topic: str, sub: str, rule: str) -> str:
+    return f"rule {rule!r} of {topic}/{sub}"
+
+
 def _entry(read: Callable[[ET.Element], T]) -> Callable[[bytes], T]:
     return lambda body: read(parse_xml(body))
 
@@ -275,7 +283,7 @@ class AdminCore:
         return _path(topic, "Subscriptions", sub)
 
     def get_subscription(self, topic: str, sub: str, read: Callable[[ET.Element], T]) -> Call[T]:
-        return Call("GET", self.subscription_path(topic, sub), f"subscription {topic}/{sub!r}", _entry(read))
+        return Call("GET", self.subscription_path(topic, sub), _subscription_label(topic, sub), _entry(read))
 
     def create_subscription(
         self, topic: str, model: SubscriptionProperties, default_rule: RuleProperties | None
@@ -283,14 +291,17 @@ class AdminCore:
         path = self.subscription_path(topic, model.name)
         self._normalise_forwards(model)
         body = _xml.subscription_entry(model, default_rule)
-        return self.put(model, False, path, body, f"subscription {topic}/{model.name!r}")
+        return self.put(model, False, path, body, _subscription_label(topic, model.name))
 
     def update_subscription(self, topic: str, value: Any, overrides: Mapping[str, Any]) -> Call[None]:
         model = _model(value, SubscriptionProperties, overrides)
         path = self.subscription_path(topic, model.name)
         self._normalise_forwards(model)
         body = _xml.subscription_entry(model, None)
-        return self.put(model, True, path, body, f"subscription {topic}/{model.name!r}")
+        return self.put(model, True, path, body, _subscription_label(topic, model.name))
+
+    def delete_subscription(self, topic: str, sub: str) -> Call[None]:
+        return Call("DELETE", self.subscription_path(topic, sub), _subscription_label(topic, sub), _none)
 
     def list_subscriptions(self, topic: str, read: Callable[[ET.Element], T]) -> Listing[T]:
         _check_name(topic, "topic name")
@@ -302,7 +313,7 @@ class AdminCore:
         return f"{self.subscription_path(topic, sub)}/Rules/{quote(rule, safe='$')}"
 
     def get_rule(self, topic: str, sub: str, rule: str) -> Call[RuleProperties]:
-        return Call("GET", self.rule_path(topic, sub, rule), f"rule {rule!r} of {topic}/{sub}", _entry(_xml.read_rule))
+        return Call("GET", self.rule_path(topic, sub, rule), _rule_label(topic, sub, rule), _entry(_xml.read_rule))
 
     def put_rule(self, topic: str, sub: str, rule: RuleProperties, update: bool) -> Call[Any]:
         if rule.filter is not None and not isinstance(rule.filter, SqlRuleFilter | CorrelationRuleFilter):
@@ -312,10 +323,17 @@ class AdminCore:
         headers = {"If-Match": "*"} if update else {}
         read: Callable[[bytes], Any] = _none if update else _entry(_xml.read_rule)
         path = self.rule_path(topic, sub, rule.name)
-        return Call("PUT", path, f"rule {rule.name!r} of {topic}/{sub}", read, _xml.rule_entry(rule), headers)
+        return Call("PUT", path, _rule_label(topic, sub, rule.name), read, _xml.rule_entry(rule), headers)
+
+    def create_rule(self, topic: str, sub: str, name: str, filter: Any, action: Any) -> Call[RuleProperties]:
+        result: Call[RuleProperties] = self.put_rule(topic, sub, new_rule(name, filter, action), False)
+        return result
 
     def update_rule(self, topic: str, sub: str, value: Any, overrides: Mapping[str, Any]) -> Call[None]:
         return self.put_rule(topic, sub, _model(value, RuleProperties, overrides), True)
+
+    def delete_rule(self, topic: str, sub: str, rule: str) -> Call[None]:
+        return Call("DELETE", self.rule_path(topic, sub, rule), _rule_label(topic, sub, rule), _none)
 
     def list_rules(self, topic: str, sub: str) -> Listing[RuleProperties]:
         path = self.subscription_path(topic, sub) + "/Rules"

@@ -162,8 +162,7 @@ class ServiceBusAdministrationClient(AdminClientBase):
         await self._run(self._core.update_subscription(topic_name, subscription, kwargs))
 
     async def delete_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> None:
-        what = f"subscription {topic_name}/{subscription_name!r}"
-        await self._run(self._core.delete(what, topic_name, "Subscriptions", subscription_name))
+        await self._run(self._core.delete_subscription(topic_name, subscription_name))
 
     def list_subscriptions(self, topic_name: str, **kwargs: Any) -> AsyncIterator[SubscriptionProperties]:
         return self._list(self._core.list_subscriptions(topic_name, ops.subscription))
@@ -187,8 +186,9 @@ class ServiceBusAdministrationClient(AdminClientBase):
         action: SqlRuleAction | None = None,
         **kwargs: Any,
     ) -> RuleProperties:
-        rule = ops.new_rule(rule_name, filter, action)
-        result: RuleProperties = await self._run(self._core.put_rule(topic_name, subscription_name, rule, False))
+        result: RuleProperties = await self._run(
+            self._core.create_rule(topic_name, subscription_name, rule_name, filter, action)
+        )
         return result
 
     async def update_rule(
@@ -197,8 +197,7 @@ class ServiceBusAdministrationClient(AdminClientBase):
         await self._run(self._core.update_rule(topic_name, subscription_name, rule, kwargs))
 
     async def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> None:
-        what = f"rule {rule_name!r} of {topic_name}/{subscription_name}"
-        await self._run(self._core.delete(what, topic_name, "Subscriptions", subscription_name, "Rules", rule_name))
+        await self._run(self._core.delete_rule(topic_name, subscription_name, rule_name))
 
     def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any) -> AsyncIterator[RuleProperties]:
         return self._list(self._core.list_rules(topic_name, subscription_name))
