@@ -29,7 +29,7 @@ from typing import Any
 
 from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.faults import FaultError, Faults, describe_all
-from amqplink.broker.namespace.cbs import Authorizations
+from amqplink.broker.namespace.cbs import Authorizations, status_response
 from amqplink.broker.namespace.envelope import as_text
 from amqplink.broker.rights import AccessRules, Right, describe_rights
 from amqplink.message import Message
@@ -42,14 +42,6 @@ log = logging.getLogger(__name__)
 CONTROL_NODE = "$control"
 SECURITY_TOKEN = "security_token"
 """The application property carrying the request's SAS token."""
-
-
-def _response(request: Message, status: int, description: str, body: Any = None) -> Message:
-    return Message(
-        body,
-        application_properties={"status-code": status, "status-description": description},
-        correlation_id=request.message_id,
-    )
 
 
 def authorize(
@@ -96,25 +88,25 @@ def handle_control(
     refused = authorize(app.get(SECURITY_TOKEN), keys, auth, now, names, local)
     if refused is not None:
         log.info("$control: request refused: %s", refused)
-        return _response(request, 401, refused)
+        return status_response(request, 401, refused)
     operation = app.get("operation")
     body = request.body if isinstance(request.body, dict) else {}
     spec = {str(as_text(k)): as_text(v) for k, v in body.items()}
     try:
         if operation == "inject":
             fault = faults.inject(spec)
-            return _response(request, 200, "OK", fault.describe())
+            return status_response(request, 200, "OK", fault.describe())
         if operation == "clear":
             fault_id = spec.get("id")
             if not isinstance(fault_id, int) or isinstance(fault_id, bool):
-                return _response(request, 400, "clear needs the fault's 'id' (a number)")
+                return status_response(request, 400, "clear needs the fault's 'id' (a number)")
             if not faults.clear(fault_id):
-                return _response(request, 404, f"no active fault {fault_id}")
-            return _response(request, 200, "OK", {"cleared": 1})
+                return status_response(request, 404, f"no active fault {fault_id}")
+            return status_response(request, 200, "OK", {"cleared": 1})
         if operation == "clear-all":
-            return _response(request, 200, "OK", {"cleared": faults.clear_all()})
+            return status_response(request, 200, "OK", {"cleared": faults.clear_all()})
         if operation == "list":
-            return _response(request, 200, "OK", describe_all(faults.active))
+            return status_response(request, 200, "OK", describe_all(faults.active))
     except FaultError as exc:
-        return _response(request, 400, str(exc))
-    return _response(request, 400, f"operation {operation!r} is not one of inject, clear, clear-all, list")
+        return status_response(request, 400, str(exc))
+    return status_response(request, 400, f"operation {operation!r} is not one of inject, clear, clear-all, list")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.namespace.envelope import as_text
@@ -24,7 +25,14 @@ from amqplink.message import Message
 from amqplink.sbwire.nodes import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from amqplink.sbwire.sas import SasFailure, SasTokenError
 
-__all__ = ["MAX_TOKENS_PER_CONNECTION", "SAS_TOKEN_TYPE", "Authorizations", "handle_put_token", "path_covers"]
+__all__ = [
+    "MAX_TOKENS_PER_CONNECTION",
+    "SAS_TOKEN_TYPE",
+    "Authorizations",
+    "handle_put_token",
+    "path_covers",
+    "status_response",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +88,11 @@ class Authorizations:
         return gone
 
 
-def _response(request: Message, status: int, description: str) -> Message:
+def status_response(request: Message, status: int, description: str, body: Any = None) -> Message:
+    """The answer to a ``$cbs`` (or ``$control``) request: ``status-code`` and
+    ``status-description`` application properties, correlated by the request's message-id."""
     return Message(
-        None,
+        body,
         application_properties={"status-code": status, "status-description": description},
         correlation_id=request.message_id,
     )
@@ -111,19 +121,19 @@ def handle_put_token(
     which gives no more than putting no token does on a broker that does not require auth."""
     app = {str(as_text(k)): as_text(v) for k, v in (request.application_properties or {}).items()}
     if app.get("operation") != "put-token":
-        return _response(request, 400, f"operation {app.get('operation')!r} is not supported on $cbs")
+        return status_response(request, 400, f"operation {app.get('operation')!r} is not supported on $cbs")
     audience = app.get("name")
     token = as_text(request.body)
     if not isinstance(audience, str) or not isinstance(token, str):
-        return _response(request, 400, "put-token needs a 'name' (the audience) and the token as the body")
+        return status_response(request, 400, "put-token needs a 'name' (the audience) and the token as the body")
     # The Python SDK labels its SAS tokens "jwt": the token itself says what it is.
     if app.get("type") == JWT_TOKEN_TYPE and not token.startswith("SharedAccessSignature "):
         if strict:
-            return _response(request, 401, _UNVERIFIABLE_JWT)
+            return status_response(request, 401, _UNVERIFIABLE_JWT)
         log.info("$cbs: a jwt token for %s taken unverified (this broker does not require auth)", audience)
-        return _response(request, 202, "Accepted (jwt not verified: this broker does not require auth)")
+        return status_response(request, 202, "Accepted (jwt not verified: this broker does not require auth)")
     if app.get("type") not in (SAS_TOKEN_TYPE, JWT_TOKEN_TYPE) or not token.startswith("SharedAccessSignature "):
-        return _response(request, 401, "only SAS tokens (SharedAccessSignature sr=...) are accepted")
+        return status_response(request, 401, "only SAS tokens (SharedAccessSignature sr=...) are accepted")
     try:
         if names is not None and not names.allows(audience, local):
             raise SasTokenError(SasFailure.AUDIENCE_NOT_COVERED, f"{audience[:80]!r} does not name this namespace")
@@ -134,6 +144,6 @@ def handle_put_token(
             )
     except SasTokenError as exc:
         log.info("$cbs: token for %s refused: %s", audience[:200], exc)
-        return _response(request, 401, f"InvalidSignature: {exc}")
+        return status_response(request, 401, f"InvalidSignature: {exc}")
     authorizations.grant(audience, grant.expires_at, grant.rights)
-    return _response(request, 202, "Accepted")
+    return status_response(request, 202, "Accepted")
