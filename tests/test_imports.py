@@ -91,6 +91,6 @@ def test_the_broker_configuration_has_no_deferred_import() -> None:
     nested = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
               and node not in top]  # fmt: skip
     assert nested == []
-    assert "amqplink.broker.namespace.sql_filter" in {node.module for node in top if isinstance(node, ast.ImportFrom)}
-    for module in ("amqplink.broker.config", "amqplink.broker.namespace.sql_filter", "amqplink.broker.namespace"):
+    assert "amqplink.broker.namespace.sql.filter" in {node.module for node in top if isinstance(node, ast.ImportFrom)}
+    for module in ("amqplink.broker.config", "amqplink.broker.namespace.sql.filter", "amqplink.broker.namespace"):
         assert module in loaded_after(module)  # a fresh interpreter imports any of them first

@@ -33,8 +33,8 @@ from typing import Any
 
 from amqplink import AMQPLinkError
 from amqplink.atom.document import duration_seconds
-from amqplink.broker.namespace.sql_filter import SqlFilter, SqlRuleAction
-from amqplink.broker.namespace.sql_parser import parameter_values
+from amqplink.broker.namespace.sql.filter import SqlFilter, SqlRuleAction
+from amqplink.broker.namespace.sql.parser import parameter_values
 from amqplink.broker.rights import AccessRule, parse_rights
 
 __all__ = [

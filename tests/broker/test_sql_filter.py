@@ -18,14 +18,14 @@ from amqplink.broker.config import (
 )
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.namespace.envelope import Envelope, split_message
-from amqplink.broker.namespace.filters import rules_match
-from amqplink.broker.namespace.sql_filter import (
+from amqplink.broker.namespace.sql.filter import (
     MAX_SQL_DEPTH,
     MAX_SQL_LENGTH,
     SqlFilter,
     SqlFilterError,
     SqlRuleAction,
 )
+from amqplink.broker.namespace.sql.rules import rules_match
 from amqplink.codec.types import Long, Symbol
 from tests.broker.nsutil import delivered, payload, send
 

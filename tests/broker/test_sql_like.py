@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from amqplink.broker.config import NamespaceConfig, RuleConfig, SubscriptionConfig, TopicConfig
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.namespace.envelope import Envelope
-from amqplink.broker.namespace.sql_filter import SqlFilter
-from amqplink.broker.namespace.sql_like import (
+from amqplink.broker.namespace.sql.filter import SqlFilter
+from amqplink.broker.namespace.sql.like import (
     LIKE_ALLOWANCE_PER_CHAR,
     LIKE_PIECE_STEPS,
     LIKE_STEP_BUDGET,
@@ -106,7 +106,7 @@ def test_a_rule_over_budget_is_unknown_logged_once_and_the_next_message_is_evalu
 ) -> None:
     flt = SqlFilter("user.s LIKE user.p")
     hostile = envelope(s="a" * 200_000, p="%" + "a_" * 5_000 + "b%")
-    with caplog.at_level(logging.DEBUG, logger="amqplink.broker.namespace.sql_like"):
+    with caplog.at_level(logging.DEBUG, logger="amqplink.broker.namespace.sql.like"):
         assert flt.evaluate(hostile) is None
         assert flt.evaluate(hostile) is None
     levels = [r.levelno for r in caplog.records]
@@ -141,7 +141,7 @@ def test_the_repro_through_a_topic_goes_to_the_other_rules_only(caplog: pytest.L
     )
     ns = Namespace(cfg)
     send(ns, "t", application_properties={"s": "a" * 150_000, "p": "%" + "a_" * 20_000 + "b%"})  # under 256 KB
-    assert [r.levelno for r in caplog.records if r.name.endswith("sql_like")] == [logging.WARNING]
+    assert [r.levelno for r in caplog.records if r.name.endswith("sql.like")] == [logging.WARNING]
     send(ns, "t", application_properties={"s": "abc", "p": "a%"})
     counts = {name: len(ns.receiver_source(f"t/Subscriptions/{name}").store) for name in ("like", "all")}
     assert counts == {"like": 1, "all": 2}

@@ -26,7 +26,7 @@ from amqplink.broker.config import (
 )
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.namespace.envelope import Envelope, split_message
-from amqplink.broker.namespace.sql_filter import SqlFilter, SqlFilterError, SqlRuleAction
+from amqplink.broker.namespace.sql.filter import SqlFilter, SqlFilterError, SqlRuleAction
 from tests.broker.nsutil import payload, send
 
 

@@ -2,8 +2,8 @@
 
 Each concern is its own module: :mod:`.envelope` (stored bytes, annotation stamps),
 :mod:`.store` (message store interface), :mod:`.entity` (peek-lock, TTL, deferral,
-scheduling), :mod:`.sessions`, :mod:`.duplicates`, :mod:`.filters` (with
-:mod:`.sql_filter`, SQL filters and rule actions),
+scheduling), :mod:`.sessions`, :mod:`.duplicates`, :mod:`.sql` (subscription
+rules: correlation and SQL filters, rule actions),
 :mod:`.namespace` (queues, topics, subscriptions, DLQs, forwarding, batches),
 :mod:`.management` (``$management``) and :mod:`.cbs` (``$cbs``).
 """

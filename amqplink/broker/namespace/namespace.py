@@ -44,13 +44,13 @@ from amqplink.broker.namespace.errors import (
     RESOURCE_LIMIT_EXCEEDED,
     EntityError,
 )
-from amqplink.broker.namespace.filters import subscription_copies
 from amqplink.broker.namespace.partitioned import (
     PartitionedEntity,
     Partitions,
     partitioned_dead_letter_queue,
     partitions_for,
 )
+from amqplink.broker.namespace.sql.rules import subscription_copies
 from amqplink.codec.errors import DecodeError
 from amqplink.message import Message
 from amqplink.sbwire.annotations import DEADLETTER_SOURCE

@@ -5,8 +5,8 @@ broker against the arriving messages' user-defined properties and system
 properties. All system properties ... must be prefixed with sys. in the condition
 expression." The subset here: comparisons, AND/OR/NOT, [NOT] IN, [NOT] LIKE with
 ESCAPE, IS [NOT] NULL, EXISTS, arithmetic, string/number/boolean/NULL constants,
-``sys.``/``user.``/bare/``[delimited]`` property names (:mod:`.sql_lexer`,
-:mod:`.sql_parser`, :mod:`.sql_eval`). A message is taken only when the condition
+``sys.``/``user.``/bare/``[delimited]`` property names (:mod:`.lexer`,
+:mod:`.parser`, :mod:`.evaluate`). A message is taken only when the condition
 is true; false and unknown (a missing property) do not match.
 
 A :class:`SqlRuleAction` (``SET name = expression``, ``REMOVE name``) changes user
@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from amqplink.broker.namespace.envelope import Envelope
-from amqplink.broker.namespace.sql_lexer import MAX_SQL_LENGTH, SqlFilterError
-from amqplink.broker.namespace.sql_parser import (
+from amqplink.broker.namespace.sql.lexer import MAX_SQL_LENGTH, SqlFilterError
+from amqplink.broker.namespace.sql.parser import (
     MAX_ACTION_STATEMENTS,
     MAX_SQL_DEPTH,
     parameter_values,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from amqplink import AMQPLinkError
 from amqplink.broker.namespace.envelope import Envelope
-from amqplink.broker.namespace.sql_eval import Pred, Value
+from amqplink.broker.namespace.sql.evaluate import Pred, Value
 
 __all__ = [
     "LIKE_ALLOWANCE_PER_CHAR",

@@ -1,4 +1,4 @@
-"""Parse a Service Bus SQL filter into evaluation closures (:mod:`.sql_eval`), once per rule.
+"""Parse a Service Bus SQL filter into evaluation closures (:mod:`.evaluate`), once per rule.
 
 The grammar (SQL filter syntax reference)::
 
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from amqplink.broker.namespace import sql_eval as ev
-from amqplink.broker.namespace.sql_lexer import SqlFilterError, Token, tokenize
-from amqplink.broker.namespace.sql_like import LikeBudget, bounded, like, like_matcher
+from amqplink.broker.namespace.sql import evaluate as ev
+from amqplink.broker.namespace.sql.lexer import SqlFilterError, Token, tokenize
+from amqplink.broker.namespace.sql.like import LikeBudget, bounded, like, like_matcher
 from amqplink.codec.types import Timestamp
 
 __all__ = ["MAX_ACTION_STATEMENTS", "MAX_SQL_DEPTH", "ActionStep", "parameter_values", "parse", "parse_action"]
@@ -100,7 +100,7 @@ class _Parser:
         self.i = 0
         self.depth = 0
         self.budget: LikeBudget | None = None
-        """The steps an evaluation may spend in LIKE (made with the first LIKE; :mod:`.sql_like`)."""
+        """The steps an evaluation may spend in LIKE (made with the first LIKE; :mod:`.like`)."""
 
     # -- tokens --
     @property

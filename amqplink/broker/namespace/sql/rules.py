@@ -5,7 +5,7 @@ more of an arriving message's user and system properties" (Service Bus topic
 filters); every condition given must equal, and a subscription takes a copy when
 any of its rules matches. A subscription made without rules has the ``$Default``
 rule, a TrueFilter (one left with none receives nothing). A SqlFilter matches when its condition is true (not false,
-not unknown); it is compiled when the rule is loaded (:mod:`.sql_filter`). A rule
+not unknown); it is compiled when the rule is loaded (:mod:`.filter`). A rule
 with a SqlRuleAction puts its own, changed, copy of a matching message on the
 subscription.
 """
