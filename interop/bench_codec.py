@@ -31,6 +31,7 @@ def amqplink_case() -> tuple[Callable[[], bytes], Callable[[bytes], Any]]:
     from amqplink.codec.decode import decode_sequence
     from amqplink.codec.types import Symbol, Timestamp, UInt
     from amqplink.engine.frames import FRAME_TYPE_AMQP, FrameReader, write_frame
+    from amqplink.engine.hot_decode import decode_performative
     from amqplink.protocol.definitions import (
         ApplicationProperties,
         Data,
@@ -39,7 +40,6 @@ def amqplink_case() -> tuple[Callable[[], bytes], Callable[[bytes], Any]]:
         Properties,
         Transfer,
     )
-    from amqplink.protocol.hot_decode import decode_performative
 
     annotations = {Symbol("x-opt-partition-key"): "pk-1"}
     content_type = Symbol("application/octet-stream")

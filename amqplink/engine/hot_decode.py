@@ -7,7 +7,7 @@ return ``None`` for anything else (list32, an aborted transfer, a delivery state
 transfer, an unusual encoding...), so the caller falls back to the generic,
 table-driven decoder, which also owns every error message. Whatever they return
 equals what the generic decoder returns for the same bytes (property-tested and
-fuzzed against it in ``tests/protocol/test_hot_decode.py``).
+fuzzed against it in ``tests/engine/test_hot_decode.py``).
 
 Written out field by field on purpose: a loop over a table of field kinds costs as
 much as the generic decoder it is meant to skip.

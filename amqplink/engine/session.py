@@ -42,6 +42,14 @@ from amqplink.engine.frames import (
     UNSETTLED_TAIL,
     write_disposition,
 )
+from amqplink.engine.hot_decode import (
+    TransferFields,
+    TransferLayout,
+    scan_like,
+    scan_transfer,
+    transfer_from_fields,
+    transfer_layout,
+)
 from amqplink.engine.link import (
     RCV_FIRST,
     SND_MIXED,
@@ -66,14 +74,6 @@ from amqplink.protocol.definitions import (
     Source,
     Target,
     Transfer,
-)
-from amqplink.protocol.hot_decode import (
-    TransferFields,
-    TransferLayout,
-    scan_like,
-    scan_transfer,
-    transfer_from_fields,
-    transfer_layout,
 )
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ decodes what either one wrote or read, so turning it on changes no code that run
 - :class:`TransferReader` (the reference): every performative through the codec's
   generic decoder.
 - :class:`FastTransferReader`: transfers in the usual shape read into plain fields
-  (:func:`~amqplink.protocol.hot_decode.scan_transfer`), which the session takes as runs
+  (:func:`~amqplink.engine.hot_decode.scan_transfer`), which the session takes as runs
   (:meth:`Session._on_transfer_run`), and the straight-line decoders
-  (:func:`~amqplink.protocol.hot_decode.decode_performative`) before the generic one.
+  (:func:`~amqplink.engine.hot_decode.decode_performative`) before the generic one.
 
 The differential tests (``tests/engine/test_transfer_fast_path.py``,
 ``test_transfer_receive_fast_path.py``, ``test_transfer_runs.py``,
@@ -30,8 +30,8 @@ from typing import Any
 from amqplink.codec.decode import decode
 from amqplink.codec.types import UInt
 from amqplink.engine.frames import FRAME_TYPE_AMQP, usual_transfer_parts, write_frame, write_transfer
+from amqplink.engine.hot_decode import TransferFields, decode_performative, scan_transfer
 from amqplink.protocol.definitions import Transfer
-from amqplink.protocol.hot_decode import TransferFields, decode_performative, scan_transfer
 
 __all__ = [
     "FAST_READER",

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from amqplink.codec.types import UInt
 from amqplink.engine.frames import FRAME_TYPE_AMQP, FrameReader, write_disposition, write_frame
+from amqplink.engine.hot_decode import decode_performative
 from amqplink.engine.session import _FIELDLESS_STATES
 from amqplink.protocol.definitions import Accepted, Disposition, Modified, Rejected, Released
-from amqplink.protocol.hot_decode import decode_performative
 
 uint = st.integers(min_value=0, max_value=0xFFFFFFFF)
 

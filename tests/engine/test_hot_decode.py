@@ -17,6 +17,7 @@ from amqplink.codec.decode import decode
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Symbol, UByte, UInt
 from amqplink.engine.frames import write_transfer
+from amqplink.engine.hot_decode import decode_disposition, decode_transfer
 from amqplink.protocol.definitions import (
     Accepted,
     Disposition,
@@ -26,7 +27,6 @@ from amqplink.protocol.definitions import (
     Released,
     Transfer,
 )
-from amqplink.protocol.hot_decode import decode_disposition, decode_transfer
 from tests import profiles
 
 uints = st.one_of(st.integers(0, 300), st.integers(0, 2**32 - 1)).map(UInt)
@@ -181,8 +181,8 @@ def test_corrupted_frames_never_raise_and_never_disagree(data: st.DataObject, wh
 
 
 def test_decode_performative_reads_every_performative_like_the_generic_decoder() -> None:
+    from amqplink.engine.hot_decode import decode_performative
     from amqplink.protocol.definitions import Flow
-    from amqplink.protocol.hot_decode import decode_performative
 
     plain = Transfer(UInt(1), UInt(2), b"t", UInt(0), False)
     with_state = Transfer(UInt(1), UInt(2), b"t", UInt(0), False, state=Accepted())

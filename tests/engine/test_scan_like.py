@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from amqplink.codec.types import UInt
 from amqplink.engine.frames import write_transfer
+from amqplink.engine.hot_decode import scan_like, scan_transfer, transfer_layout
 from amqplink.protocol.definitions import Transfer
-from amqplink.protocol.hot_decode import scan_like, scan_transfer, transfer_layout
 
 ids = st.one_of(st.integers(0, 300), st.integers(0, 2**32 - 1))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import subprocess
 import sys
@@ -65,3 +66,16 @@ def test_check_flag_fails_on_a_stale_file(
     assert generator.main([]) == 0
     assert missing.read_text(encoding="utf-8") == generator.render()
     assert generator.main(["--check"]) == 0
+
+
+def test_the_protocol_package_holds_only_the_generated_code(generator: ModuleType) -> None:
+    """``amqplink/protocol/`` is the generator's output and an ``__init__`` that re-exports
+    it; hand-written decoders live with their users (the engine's fast path:
+    ``amqplink/engine/hot_decode.py``)."""
+    package = GENERATED.parent
+    assert Path(generator.OUTPUT_PATH).resolve() == GENERATED
+    assert sorted(p.name for p in package.glob("*.py")) == ["__init__.py", GENERATED.name]
+    tree = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert imported == {"__future__", "amqplink.protocol", "amqplink.protocol.definitions"}
