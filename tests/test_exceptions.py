@@ -33,7 +33,7 @@ def _classes() -> list[type]:
 
 
 def test_every_exception_of_the_library_derives_from_the_root() -> None:
-    """Private ones (``message._Uncommon``, ``hot_decode._Decline``) are signals between two
+    """Private ones (``message._decode._Uncommon``, ``engine.hot_decode._Decline``) are signals between two
     functions of one module, never raised to a caller: they are left out."""
     exceptions = [cls for cls in _classes() if issubclass(cls, BaseException) and not cls.__name__.startswith("_")]
     assert len(exceptions) > 40  # the walk did find the layers' errors

@@ -20,11 +20,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amqplink import message as message_module
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.layouts import MapLayouts
 from amqplink.codec.types import Symbol, Timestamp, UByte, UInt
-from amqplink.message import Message, _decode_common
+from amqplink.message import Message
+from amqplink.message import _decode as decoder
+from amqplink.message._decode import decode_common
+from amqplink.message._id_only import id_only_properties_at
 from amqplink.protocol import definitions as sections_
 
 AmqpSequence, AmqpValue, Data, Footer = sections_.AmqpSequence, sections_.AmqpValue, sections_.Data, sections_.Footer
@@ -69,7 +71,7 @@ def _check(payload: bytes) -> None:
     generic = _outcome(_generic, payload)
     assert _outcome(Message.decode, payload) == generic
     single = Message.__new__(Message)
-    if _decode_common(single, payload, len(payload)):  # it accepted: the generic decoder must agree
+    if decode_common(single, payload, len(payload)):  # it accepted: the generic decoder must agree
         assert generic == ("ok", _shape(single))
 
 
@@ -161,7 +163,7 @@ def test_the_broker_shape_takes_the_single_pass() -> None:
         Data(b"body" * 300),
     ])  # fmt: skip
     msg = Message.__new__(Message)
-    assert _decode_common(msg, payload, len(payload))
+    assert decode_common(msg, payload, len(payload))
     assert msg.body == b"body" * 300 and msg.message_id == "id-1" and msg.delivery_count == 0
     _check(payload)
 
@@ -184,7 +186,7 @@ def test_the_broker_shape_takes_the_single_pass() -> None:
 def test_malformed_usual_shapes_are_rejected_as_by_the_generic_decoder(payload: bytes) -> None:
     with pytest.raises(DecodeError):
         Message.decode(payload)
-    assert not _decode_common(Message.__new__(Message), payload, len(payload))
+    assert not decode_common(Message.__new__(Message), payload, len(payload))
     _check(payload)
 
 
@@ -192,16 +194,16 @@ def test_malformed_usual_shapes_are_rejected_as_by_the_generic_decoder(payload: 
 @contextmanager
 def fresh_layouts() -> Iterator[None]:
     """The single pass with no map or head layout learned yet (and the module's own ones back after)."""
-    saved = dict(message_module._LAYOUTS)
-    saved_heads = dict(message_module._HEADS)
-    message_module._LAYOUTS.update({code: MapLayouts() for code in saved})
-    message_module._HEADS.clear()
+    saved = dict(decoder._LAYOUTS)
+    saved_heads = dict(decoder._HEADS)
+    decoder._LAYOUTS.update({code: MapLayouts() for code in saved})
+    decoder._HEADS.clear()
     try:
         yield
     finally:
-        message_module._LAYOUTS.update(saved)
-        message_module._HEADS.clear()
-        message_module._HEADS.update(saved_heads)
+        decoder._LAYOUTS.update(saved)
+        decoder._HEADS.clear()
+        decoder._HEADS.update(saved_heads)
 
 
 STAMP_KEYS = [Symbol(k) for k in ("x-opt-sequence-number", "x-opt-enqueued-time", "x-opt-enqueue-sequence-number",
@@ -259,7 +261,7 @@ def shaped_runs(draw: Any) -> list[bytes]:
 
 
 def _learned_heads() -> list[Any]:
-    return [head for heads in message_module._HEADS.values() for head in heads]
+    return [head for heads in decoder._HEADS.values() for head in heads]
 
 
 @given(shaped_runs())
@@ -268,7 +270,7 @@ def test_runs_of_one_shape_decode_as_by_the_generic_decoder(run: list[bytes]) ->
         for payload in run:
             _check(payload)
         for head in _learned_heads():  # the key of a head's layouts is all skeleton
-            assert head is None or len(head.skeleton[0]) >= message_module.HEAD_KEY
+            assert head is None or len(head.skeleton[0]) >= decoder.HEAD_KEY
 
 
 def _delivery(sequence: int, message_id: str, *extra: Any) -> bytes:
@@ -285,7 +287,7 @@ def test_the_broker_stamps_are_learned_and_read_from_their_layout() -> None:
     with fresh_layouts():
         first, later = delivery(1000, "id-1"), delivery(2**40, "id-2")
         _check(first)
-        layouts = message_module._LAYOUTS[0x72]._layouts
+        layouts = decoder._LAYOUTS[0x72]._layouts
         assert list(layouts.values()) != [None] and len(layouts) == 1
         msg = Message.decode(later)
         assert msg.message_annotations == {STAMP_KEYS[0]: 2**40, STAMP_KEYS[1]: 2**40 + 1,
@@ -316,7 +318,7 @@ def test_malformed_id_only_properties_and_data_are_rejected_as_by_the_generic_de
 def test_id_only_properties_are_read_as_the_encoder_writes_them() -> None:
     for message_id in ("", "id", "é" * 126, "x" * 252):
         payload = Message(b"body", message_id=message_id).encode()
-        assert message_module._id_only_properties_at(payload, 0) is not None
+        assert id_only_properties_at(payload, 0) is not None
         _check(payload)
 
 
@@ -329,11 +331,11 @@ def test_a_learned_head_is_read_without_the_section_readers(app: list[Any], monk
         def refuse(*args: Any) -> Any:
             raise AssertionError("a section reader was asked")
 
-        for reader in ("_header", "_map_section", "_id_only_properties_at", "_read_head_sections"):
-            monkeypatch.setattr(message_module, reader, refuse)
+        for reader in ("_header", "_map_section", "id_only_properties_at", "_read_head_sections"):
+            monkeypatch.setattr(decoder, reader, refuse)
         later = _delivery(2**50, "id-2", *app)
         msg = Message.__new__(Message)
-        assert _decode_common(msg, later, len(later))
+        assert decode_common(msg, later, len(later))
         assert msg.message_id == "id-2" and msg.delivery_count == 0 and msg.body == b"body"
         assert msg.message_annotations is not None and msg.message_annotations[STAMP_KEYS[2]] == 2**50
         assert msg.application_properties == (app[0].value if app else None)
@@ -373,8 +375,8 @@ def test_a_learned_head_reads_the_data_section_and_leaves_the_rest_to_the_generi
         ):
             _check(later)
         msg = Message.__new__(Message)
-        monkeypatch.setattr(message_module, "_read_head_sections", None)  # the learned head alone reads it
-        assert message_module._decode_learned(msg, _delivery(7, "id-2") + footer, len(_delivery(7, "id-2") + footer))
+        monkeypatch.setattr(decoder, "_read_head_sections", None)  # the learned head alone reads it
+        assert decoder.decode_learned(msg, _delivery(7, "id-2") + footer, len(_delivery(7, "id-2") + footer))
         assert msg.footer == {Symbol("f"): 1} and msg.body == b"body" and msg.message_id == "id-2"
 
 
@@ -430,7 +432,7 @@ def test_a_bug_in_the_single_pass_is_raised_not_hidden(learned: bool, monkeypatc
         def bug(*args: Any) -> Any:
             raise TypeError("a bug in the single pass")
 
-        monkeypatch.setattr(message_module, "_footer", bug)
+        monkeypatch.setattr(decoder, "_footer", bug)
         with pytest.raises(TypeError, match="a bug in the single pass"):
             Message.decode(payload)
 
@@ -448,7 +450,7 @@ def test_a_decode_error_in_the_single_pass_leaves_the_payload_to_the_generic_dec
         def refuse(buf: bytes, pos: int, n: int) -> Any:
             raise DecodeError("not read here", pos)
 
-        monkeypatch.setattr(message_module, "_footer", refuse)
+        monkeypatch.setattr(decoder, "_footer", refuse)
         single = Message.__new__(Message)
-        assert not _decode_common(single, payload, len(payload))
+        assert not decode_common(single, payload, len(payload))
         assert _shape(Message.decode(payload)) == expected

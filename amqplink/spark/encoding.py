@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import partial
 
-from amqplink.message import _ID_ONLY_HEADS, _ID_ONLY_MAX, data_section_header
+from amqplink.message import data_section_header
+from amqplink.message._id_only import ID_ONLY_HEADS, ID_ONLY_MAX
 from amqplink.servicebus.message import ServiceBusMessage
 from amqplink.spark.columns import KEY_ROWS, Columns, IdScheme, SinkSchemaError, messages
 
@@ -25,7 +26,7 @@ Encoded = tuple[str | None, str | None, bytes, int, ServiceBusMessage | Callable
 """``(entity or None, batch key, encoded message, body bytes, the message or a function making it)``;
 messages of one batch share an entity and a batch key (session id or partition key)."""
 
-_PROPERTIES_MARK = _ID_ONLY_HEADS[1] + b"\x00"
+_PROPERTIES_MARK = ID_ONLY_HEADS[1] + b"\x00"
 
 
 def _head(key: str | None) -> bytes:
@@ -53,7 +54,7 @@ def _fast(bodies: list[object], scheme: IdScheme, first_row: int) -> Iterator[En
                 )
         message_id = prefix + str(row)
         raw_id = message_id.encode()
-        if len(raw_id) > _ID_ONLY_MAX:  # the general path encodes a long id
+        if len(raw_id) > ID_ONLY_MAX:  # the general path encodes a long id
             yield from _general({"body": [body]}, scheme, row)
             row += 1
             continue
@@ -63,7 +64,7 @@ def _fast(bodies: list[object], scheme: IdScheme, first_row: int) -> Iterator[En
             key = scheme.partition_key(row, message_id)
             known = heads[group] = (key, _head(key))
         key, head = known
-        encoded = b"".join((head, _ID_ONLY_HEADS[len(raw_id)], raw_id, data_section_header(len(body)), body))
+        encoded = b"".join((head, ID_ONLY_HEADS[len(raw_id)], raw_id, data_section_header(len(body)), body))
         yield None, key, encoded, len(body), partial(ServiceBusMessage, body, message_id=message_id, partition_key=key)
         row += 1
 
