@@ -12,8 +12,8 @@ import os
 from collections import Counter
 from typing import Any
 
-from amqplink.broker.durable.commit import STATE_CODES
 from amqplink.broker.durable.journal import read_only, salvage_directory
+from amqplink.broker.durable.records import STATE_CODES
 
 __all__ = ["run_broker_store"]
 

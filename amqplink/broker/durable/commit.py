@@ -23,8 +23,8 @@ ids they touched what the journal holds), refuses their callbacks, and lets the 
 on. So a refused send, settlement or request leaves nothing behind, in memory or on disk,
 and the next batch that fits is written (no room for anything more is needed).
 
-Records are packed here, on the loop (one ``struct.pack`` per change, the message's
-bytes as the envelope holds them); the writer thread only joins them, appends and
+Records are packed on the loop, by :mod:`.records`' writers (one ``struct.pack`` per
+change, the message's bytes as the envelope holds them); the writer thread only joins them, appends and
 flushes, all of which let go of the GIL, so the two threads hardly contend for it.
 """
 
@@ -33,26 +33,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import math
 import queue
-import struct
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from amqplink.broker.durable import journal as _journal
 from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import (
-    GONE,
-    K_DELETE,
-    K_GONE,
-    K_MESSAGE,
-    K_RUN,
-    K_STATE,
-    K_STATE_RUN,
-    KEYED,
-    MESSAGE,
-    RUN,
-    STATE,
+    STATE_CODES,
+    changed_record,
+    gone_record,
+    message_records,
+    messages_records,
     sequence_record,
 )
 from amqplink.broker.namespace.store import MessageState, StoredMessage
@@ -68,12 +60,10 @@ __all__ = [
     "message_records",
     "messages_records",
 ]
+"""``STATE_CODES`` and the message records' writers are :mod:`.records`' (where every record
+kind is written and read); they stay importable from here, where they were before."""
 
 log = logging.getLogger(__name__)
-
-STATE_CODES = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 1, MessageState.DEFERRED: 2, MessageState.SCHEDULED: 3}
-_CODES = {state._value_: code for state, code in STATE_CODES.items()}
-"""By the state's value: an enum member hashes in Python, its value string in C (hot path)."""
 
 Committed = Callable[[BaseException | None], None]
 """Called on the event loop once the changes recorded before it are written (or failed)."""
@@ -490,30 +480,15 @@ class GroupCommit:
 
 
 def _gone(start: int, end: int) -> bytes:
-    """The record of the messages under the keys from ``start`` up to ``end`` gone (one: ``D``)."""
-    if end - start == 1:
-        return _KEYED(K_DELETE, start >> _KEY_BITS, start & _SEQ_MASK)
-    return _GONE(K_GONE, start >> _KEY_BITS, start & _SEQ_MASK, end - start)
-
-
-def _stored_fields(msg: StoredMessage) -> tuple[int, int, bool, float, float, float]:
-    """The fields of ``msg`` a message or state record holds after its key: state code,
-    delivery count, deferred, enqueued at, expires at, scheduled at (NaN: none)."""
-    at = msg.scheduled_at
-    return (
-        _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
-        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
-    )  # fmt: skip
+    """The record of the messages under the keys from ``start`` up to ``end`` gone."""
+    return gone_record(start >> _KEY_BITS, start & _SEQ_MASK, end - start)
 
 
 def _changed(start: int, end: int, msg: StoredMessage | None) -> bytes:
     """The record of the state changes of the messages under the keys from ``start`` up to
-    ``end``, their fields now ``msg``'s (one: ``U``)."""
+    ``end``, their fields now ``msg``'s."""
     assert msg is not None
-    fields = _stored_fields(msg)
-    if end - start == 1:
-        return _STATE(K_STATE, start >> _KEY_BITS, start & _SEQ_MASK, *fields)
-    return _RUN(K_STATE_RUN, start >> _KEY_BITS, start & _SEQ_MASK, end - start, *fields)
+    return changed_record(start >> _KEY_BITS, start & _SEQ_MASK, end - start, msg)
 
 
 def entity_key(entity: int) -> int:
@@ -521,82 +496,6 @@ def entity_key(entity: int) -> int:
     return entity << _KEY_BITS
 
 
-def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
-    """Append the records storing ``msg`` (its fields, then its bytes: :meth:`Envelope.encode`'s,
-    in the pieces the envelope holds, not copied into one) to ``out``."""
-    messages_records(out, entity, (msg,))
-
-
-def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMessage | None]) -> None:
-    """:func:`message_records` of each of ``messages`` (None: skipped) in turn, in one call; a
-    run of messages that are only a body, with consecutive sequence numbers and the same
-    fields (as many sent together are), as one ``B`` record (:data:`~.records.RUN`)."""
-    append, pack = out.append, _MESSAGE
-    bodies: list[bytes] = []
-    """The bodies of the run under way (empty: none), whose first message is ``first``."""
-    first: StoredMessage | None = None
-    # ``first``'s fields (the sequence number: the next one's), which the run's others have too:
-    seq, enqueued, expires, delivery_count, deferred = 0, 0.0, 0.0, 0, False
-    state, scheduled = MessageState.AVAILABLE, None
-    for msg in messages:
-        if msg is None:
-            if bodies:
-                _run_records(out, entity, first, bodies)
-                bodies = []
-            continue
-        envelope = msg.envelope
-        if envelope.header is None and not envelope.annotations and not envelope.props_raw:  # only a body
-            if (
-                bodies
-                and msg.sequence_number == seq
-                and msg.enqueued_at == enqueued
-                and msg.expires_at == expires
-                and msg.state is state
-                and msg.delivery_count == delivery_count
-                and msg.deferred == deferred
-                and msg.scheduled_at == scheduled
-            ):
-                bodies.append(envelope.body)
-                seq += 1
-                continue
-            if bodies:
-                _run_records(out, entity, first, bodies)
-            first, bodies = msg, [envelope.body]
-            seq, enqueued, expires = msg.sequence_number + 1, msg.enqueued_at, msg.expires_at
-            state, delivery_count, deferred, scheduled = msg.state, msg.delivery_count, msg.deferred, msg.scheduled_at
-            continue
-        if bodies:
-            _run_records(out, entity, first, bodies)
-            bodies = []
-        head, props, body = envelope.head(), envelope.props_raw, envelope.body
-        append(pack(K_MESSAGE, entity, msg.sequence_number, *_stored_fields(msg), len(head) + len(props) + len(body)))
-        if head:
-            append(head)
-        if props:
-            append(props)
-        append(body)
-    if bodies:
-        _run_records(out, entity, first, bodies)
-
-
-def _run_records(out: list[bytes], entity: int, first: StoredMessage | None, bodies: list[bytes]) -> None:
-    """The records of a run of messages that are only a body: ``first`` and those after it,
-    whose fields it shares (one: an ``M`` record)."""
-    assert first is not None
-    fields = _stored_fields(first)
-    if len(bodies) == 1:
-        out.append(_MESSAGE(K_MESSAGE, entity, first.sequence_number, *fields, len(bodies[0])))
-    else:
-        out.append(_RUN(K_RUN, entity, first.sequence_number, len(bodies), *fields))
-        out.append(struct.pack(f">{len(bodies)}I", *map(len, bodies)))
-    out += bodies
-
-
-_MESSAGE = MESSAGE.pack
-_RUN = RUN.pack
-_STATE = STATE.pack
-_KEYED = KEYED.pack
-_GONE = GONE.pack
 _Batch = tuple[list[bytes] | None, list[bytes], list[Committed]]
 """(the live state's records when it is a compaction, the batch's records, callbacks): one
 batch handed to the writer thread."""

@@ -35,7 +35,6 @@ event loop's work; a record here is one ``struct.pack`` on the loop.
 
 from __future__ import annotations
 
-import binascii
 import contextlib
 import errno
 import fcntl
@@ -45,12 +44,12 @@ import re
 from collections.abc import Sequence
 
 from amqplink.broker.durable.records import State
-from amqplink.broker.durable.recovery import FRAME as _FRAME
 from amqplink.broker.durable.recovery import (
     MAGIC,
     CorruptJournal,
     Scan,
     StoreError,
+    frame_head,
     salvage,
     scan,
     sync_directory,
@@ -235,7 +234,7 @@ class Journal:
         if self._broken is not None:
             raise StoreError(f"{self.path!r} could not be repaired after a failed write ({self._broken})")
         body = b"".join(records)
-        head = _FRAME.pack(len(body), binascii.crc32(body))  # binascii keeps the GIL: no hand-over
+        head = frame_head(body)  # (binascii's CRC keeps the GIL: no hand-over)
         try:
             self._write_all(self._fd, head, body)
             self._sync(self._fd)
@@ -288,7 +287,7 @@ class Journal:
         tmp = path + ".tmp"
         body = b"".join(records)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
-        head = MAGIC + _FRAME.pack(len(body), binascii.crc32(body)) if body else MAGIC
+        head = MAGIC + frame_head(body) if body else MAGIC
         try:
             self._write_all(fd, head, body)
             self._sync(fd)

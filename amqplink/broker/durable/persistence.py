@@ -23,43 +23,36 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from amqplink.broker.durable import definitions
-from amqplink.broker.durable.commit import (
-    STATE_CODES,
-    Committed,
-    GroupCommit,
-    entity_key,
-    message_records,
-    messages_records,
-)
+from amqplink.broker.durable.commit import Committed, GroupCommit, entity_key
 from amqplink.broker.durable.journal import Journal, StoreError
 from amqplink.broker.durable.records import (
     MESSAGE,
     RESET_RECORD,
-    MessageFields,
     State,
     Touched,
     definitions_record,
     duplicate_record,
     entity_record,
+    message_records,
+    messages_records,
     purge_record,
     sequence_record,
     session_record,
+    stored_message,
 )
 from amqplink.broker.durable.recovery import scan
 from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import Entity
-from amqplink.broker.namespace.envelope import Envelope, split_message
+from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.namespace import Namespace, Queue, Subscription, Topic
 from amqplink.broker.namespace.store import MemoryStore, MessageState, StoredMessage
 from amqplink.codec.decode import decode
 from amqplink.codec.encode import encode
-from amqplink.codec.errors import DecodeError
 
 __all__ = ["DurableStore", "Persistence", "StoreError"]
 
 log = logging.getLogger(__name__)
 
-_STATES = {code: state for state, code in STATE_CODES.items()}
 DUPLICATE_PURGE_INTERVAL = 60.0
 """Seconds between purges of duplicate-detection ids that left their window."""
 
@@ -206,7 +199,7 @@ class Persistence:
         for eid, messages in state.messages.items():
             kept = self._messages[eid] = []
             for seq in sorted(messages):
-                msg = _stored(seq, messages[seq])
+                msg = stored_message(seq, messages[seq])
                 if msg is None:
                     dropped += 1
                     continue
@@ -379,9 +372,9 @@ class Persistence:
             if entity is not None:
                 store = entity.store
                 assert isinstance(store, DurableStore)
-                entity.roll_back(seq, None if fields is None else _stored(seq, fields), _Unrecorded(store))
+                entity.roll_back(seq, None if fields is None else stored_message(seq, fields), _Unrecorded(store))
             elif eid in self._topics:
-                kept = None if fields is None else _stored(seq, fields)
+                kept = None if fields is None else stored_message(seq, fields)
                 at = None if kept is None else kept.scheduled_at
                 schedule = self._topic_schedules.setdefault(eid, {})
                 if kept is None or at is None:
@@ -454,18 +447,6 @@ class Persistence:
     async def close(self) -> None:
         """Write what is pending and close the file."""
         await self.commits.close()
-
-
-def _stored(seq: int, fields: MessageFields) -> StoredMessage | None:
-    """The message a journal holds under ``seq`` (None: its bytes do not decode)."""
-    code, count, deferred, enqueued, expires, scheduled, payload = fields
-    try:
-        envelope = split_message(payload)
-    except DecodeError:
-        return None
-    msg = StoredMessage(seq, envelope, enqueued, expires, _STATES[code], count, bool(deferred))
-    msg.scheduled_at = scheduled
-    return msg
 
 
 def _scheduled(seq: int, at: float, envelope: Envelope) -> StoredMessage:

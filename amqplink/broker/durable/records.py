@@ -1,5 +1,8 @@
 """The journal's records: what one change of the namespace looks like on disk, and the
-state a sequence of them adds up to.
+state a sequence of them adds up to. Each kind is written and read here, and only here:
+its layout (a :class:`struct.Struct` or a kind byte), the function that packs it, and
+:meth:`State.apply`, which replays it (the group commit, the persistence and a compaction
+write records through these functions; recovery reads them through :class:`State`).
 
 A batch (one group commit) is a run of records; each record is a kind byte, fixed
 fields packed big-endian with :mod:`struct`, and for some a variable tail:
@@ -32,9 +35,13 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from amqplink import AMQPLinkError
+from amqplink.broker.namespace.envelope import split_message
+from amqplink.broker.namespace.store import MessageState, StoredMessage
+from amqplink.codec.errors import DecodeError
 
 __all__ = [
     "GONE",
@@ -44,16 +51,23 @@ __all__ = [
     "RESET_RECORD",
     "RUN",
     "STATE",
+    "STATE_CODES",
     "MessageFields",
+    "RecordError",
     "State",
     "Touched",
+    "changed_record",
     "definitions_record",
     "delete_record",
     "duplicate_record",
     "entity_record",
+    "gone_record",
+    "message_records",
+    "messages_records",
     "purge_record",
     "sequence_record",
     "session_record",
+    "stored_message",
 ]
 
 MESSAGE = struct.Struct(">BIqBIBdddI")
@@ -82,10 +96,124 @@ _REMOVED = 0xFFFFFFFF
 
 MessageFields = tuple[int, int, int, float, float, float | None, bytes]
 """(state code, delivery count, deferred, enqueued at, expires at, scheduled at, payload)."""
+STATE_CODES = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 1, MessageState.DEFERRED: 2, MessageState.SCHEDULED: 3}
+_CODES = {state._value_: code for state, code in STATE_CODES.items()}
+"""By the state's value: an enum member hashes in Python, its value string in C (hot path)."""
+_STATES = {code: state for state, code in STATE_CODES.items()}
+_MESSAGE = MESSAGE.pack
+_RUN = RUN.pack
+_STATE = STATE.pack
+_KEYED = KEYED.pack
+_GONE = GONE.pack
+
+
+# -- writing -------------------------------------------------------------------------
+def gone_record(entity: int, first: int, count: int) -> bytes:
+    """The record of ``count`` messages with consecutive sequence numbers from ``first`` gone
+    (one: ``D``, else ``G``)."""
+    if count == 1:
+        return _KEYED(K_DELETE, entity, first)
+    return _GONE(K_GONE, entity, first, count)
 
 
 def delete_record(entity: int, sequence_number: int) -> bytes:
-    return KEYED.pack(K_DELETE, entity, sequence_number)
+    """The record of one message gone (``D``)."""
+    return gone_record(entity, sequence_number, 1)
+
+
+def changed_record(entity: int, first: int, count: int, msg: StoredMessage) -> bytes:
+    """The record of the state changes of ``count`` messages with consecutive sequence numbers
+    from ``first``, their fields now ``msg``'s (one: ``U``, else ``V``)."""
+    fields = _stored_fields(msg)
+    if count == 1:
+        return _STATE(K_STATE, entity, first, *fields)
+    return _RUN(K_STATE_RUN, entity, first, count, *fields)
+
+
+def _stored_fields(msg: StoredMessage) -> tuple[int, int, bool, float, float, float]:
+    """The fields of ``msg`` a message or state record holds after its key: state code,
+    delivery count, deferred, enqueued at, expires at, scheduled at (NaN: none)."""
+    at = msg.scheduled_at
+    return (
+        _CODES[msg.state._value_], msg.delivery_count, msg.deferred,
+        msg.enqueued_at, msg.expires_at, math.nan if at is None else at,
+    )  # fmt: skip
+
+
+def _scheduled_at(value: float) -> float | None:
+    """A record's scheduled time as :func:`_stored_fields` wrote it (NaN: none)."""
+    return None if math.isnan(value) else value
+
+
+def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
+    """Append the records storing ``msg`` (its fields, then its bytes: :meth:`Envelope.encode`'s,
+    in the pieces the envelope holds, not copied into one) to ``out``."""
+    messages_records(out, entity, (msg,))
+
+
+def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMessage | None]) -> None:
+    """:func:`message_records` of each of ``messages`` (None: skipped) in turn, in one call; a
+    run of messages that are only a body, with consecutive sequence numbers and the same
+    fields (as many sent together are), as one ``B`` record (:data:`RUN`)."""
+    append, pack = out.append, _MESSAGE
+    bodies: list[bytes] = []
+    """The bodies of the run under way (empty: none), whose first message is ``first``."""
+    first: StoredMessage | None = None
+    # ``first``'s fields (the sequence number: the next one's), which the run's others have too:
+    seq, enqueued, expires, delivery_count, deferred = 0, 0.0, 0.0, 0, False
+    state, scheduled = MessageState.AVAILABLE, None
+    for msg in messages:
+        if msg is None:
+            if bodies:
+                _run_records(out, entity, first, bodies)
+                bodies = []
+            continue
+        envelope = msg.envelope
+        if envelope.header is None and not envelope.annotations and not envelope.props_raw:  # only a body
+            if (
+                bodies
+                and msg.sequence_number == seq
+                and msg.enqueued_at == enqueued
+                and msg.expires_at == expires
+                and msg.state is state
+                and msg.delivery_count == delivery_count
+                and msg.deferred == deferred
+                and msg.scheduled_at == scheduled
+            ):
+                bodies.append(envelope.body)
+                seq += 1
+                continue
+            if bodies:
+                _run_records(out, entity, first, bodies)
+            first, bodies = msg, [envelope.body]
+            seq, enqueued, expires = msg.sequence_number + 1, msg.enqueued_at, msg.expires_at
+            state, delivery_count, deferred, scheduled = msg.state, msg.delivery_count, msg.deferred, msg.scheduled_at
+            continue
+        if bodies:
+            _run_records(out, entity, first, bodies)
+            bodies = []
+        head, props, body = envelope.head(), envelope.props_raw, envelope.body
+        append(pack(K_MESSAGE, entity, msg.sequence_number, *_stored_fields(msg), len(head) + len(props) + len(body)))
+        if head:
+            append(head)
+        if props:
+            append(props)
+        append(body)
+    if bodies:
+        _run_records(out, entity, first, bodies)
+
+
+def _run_records(out: list[bytes], entity: int, first: StoredMessage | None, bodies: list[bytes]) -> None:
+    """The records of a run of messages that are only a body: ``first`` and those after it,
+    whose fields it shares (one: an ``M`` record)."""
+    assert first is not None
+    fields = _stored_fields(first)
+    if len(bodies) == 1:
+        out.append(_MESSAGE(K_MESSAGE, entity, first.sequence_number, *fields, len(bodies[0])))
+    else:
+        out.append(_RUN(K_RUN, entity, first.sequence_number, len(bodies), *fields))
+        out.append(struct.pack(f">{len(bodies)}I", *map(len, bodies)))
+    out += bodies
 
 
 def sequence_record(entity: int, next_sequence: int) -> bytes:
@@ -119,6 +247,7 @@ def definitions_record(document: bytes) -> bytes:
 RESET_RECORD = bytes((K_RESET,))
 
 
+# -- reading -------------------------------------------------------------------------
 class RecordError(AMQPLinkError, ValueError):
     """A batch that passed its checksum but does not parse (written by something else)."""
 
@@ -185,14 +314,14 @@ class State:
                 if old is None:
                     return pos  # its message was never stored (or is gone): nothing to change
                 payload = old[6]
-            at = None if math.isnan(scheduled) else scheduled
+            at = _scheduled_at(scheduled)
             self.messages.setdefault(entity, {})[seq] = (state, count, deferred, enqueued, expires, at, payload)
         elif kind == K_RUN:
             _, entity, first, count, state, dc, deferred, enqueued, expires, scheduled = RUN.unpack_from(buf, pos)
             pos += RUN.size
             lengths = struct.unpack_from(f">{count}I", buf, pos)
             pos += 4 * count
-            at = None if math.isnan(scheduled) else scheduled
+            at = _scheduled_at(scheduled)
             messages = self.messages.setdefault(entity, {})
             if self.touched is not None:
                 self.touched.messages.update((entity, seq) for seq in range(first, first + count))
@@ -206,7 +335,7 @@ class State:
         elif kind == K_STATE_RUN:
             _, entity, first, count, state, dc, deferred, enqueued, expires, scheduled = RUN.unpack_from(buf, pos)
             pos += RUN.size
-            at = None if math.isnan(scheduled) else scheduled
+            at = _scheduled_at(scheduled)
             messages = self.messages.get(entity, {})
             if self.touched is not None:
                 self.touched.messages.update((entity, seq) for seq in range(first, first + count))
@@ -277,6 +406,19 @@ class State:
         if pos > len(buf):
             raise RecordError(f"a record at offset {pos} runs past the batch's end")
         return pos
+
+
+def stored_message(seq: int, fields: MessageFields) -> StoredMessage | None:
+    """The message a journal holds under ``seq``, from the fields :class:`State` replayed
+    (None: its bytes do not decode)."""
+    code, count, deferred, enqueued, expires, scheduled, payload = fields
+    try:
+        envelope = split_message(payload)
+    except DecodeError:
+        return None
+    msg = StoredMessage(seq, envelope, enqueued, expires, _STATES[code], count, bool(deferred))
+    msg.scheduled_at = scheduled
+    return msg
 
 
 def _text(buf: memoryview, pos: int, n: int) -> str:

@@ -1,4 +1,6 @@
-"""Reading a journal file back, and telling a torn last write from damage.
+"""Reading a journal file back, and telling a torn last write from damage. The file's
+layout (:data:`MAGIC`, then frames: :data:`FRAME`, :func:`frame_head`) is stated here, where
+it is checked; :mod:`.journal` writes through it.
 
 The writer appends one frame per batch and flushes it (``fdatasync``) before it writes
 the next (:mod:`.journal`), so a crash or a power cut can tear only the last write: the
@@ -34,6 +36,7 @@ __all__ = [
     "CorruptJournal",
     "Scan",
     "StoreError",
+    "frame_head",
     "next_frame",
     "salvage",
     "scan",
@@ -45,6 +48,12 @@ MAGIC = b"amqplink-jrnl-1\n"
 """The first bytes of every journal file (format version 1)."""
 FRAME = struct.Struct(">II")
 """A batch's frame head: the body's length, its CRC-32."""
+
+
+def frame_head(body: bytes) -> bytes:
+    """The frame head of the batch ``body`` (:data:`FRAME`), which :func:`scan` checks."""
+    return FRAME.pack(len(body), binascii.crc32(body))
+
 _KIND = re.compile(b"[" + re.escape(KINDS) + b"]")
 """A byte that may start a batch's body (the kind of its first record)."""
 
