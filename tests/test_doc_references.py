@@ -44,3 +44,23 @@ def test_every_reference_in_the_sources_names_something_defined() -> None:
     )
     assert len(defined) > 1000  # the walk read the package
     assert missing == []
+
+
+ROOT = PACKAGE.parent
+CITED_PATH = re.compile(r"`((?:amqplink|tests|interop|specs|scripts)/[\w/.-]+\.py)")
+PACKAGE_PATH = re.compile(r"`((?:[a-z_]+/)+[\w.-]+\.py)`")
+
+
+def test_every_source_file_the_docs_name_exists() -> None:
+    """A module moved or renamed leaves no doc behind: every ``amqplink/...py`` (and tests,
+    interop, specs, scripts) path in the README and docs/ names a file of the repository, and
+    so does every path docs/architecture.md gives inside the package (``broker/...``)."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = [f"{doc.name}: {path}" for doc in docs for path in CITED_PATH.findall(doc.read_text())
+               if not (ROOT / path).is_file()]  # fmt: skip
+    architecture = (ROOT / "docs" / "architecture.md").read_text()
+    full = ("amqplink", "tests", "interop", "specs", "scripts")
+    inside = [path for path in PACKAGE_PATH.findall(architecture) if path.split("/")[0] not in full]
+    missing += [f"architecture.md: {path}" for path in inside if not (PACKAGE / path).is_file()]
+    assert len(inside) > 20  # the table paths were read
+    assert missing == []
