@@ -508,7 +508,7 @@ class Entity:
 
     def pick(self, now: float, count: int, lock: bool, session_id: str | None) -> list[StoredMessage]:
         """:meth:`_take` before the locks: the messages picked (receive-and-delete: removed).
-        Time is the caller's to apply first (:meth:`tick`), and the session's to check; a
+        The caller applies time first (:meth:`tick`) and checks the session lock; a
         partitioned entity picks from several fragments so, then locks each one's together
         (:meth:`lock_messages`)."""
         out: list[StoredMessage] = []
