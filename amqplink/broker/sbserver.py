@@ -48,9 +48,9 @@ from amqplink.broker.control import CONTROL_NODE, handle_control
 from amqplink.broker.durable import Persistence
 from amqplink.broker.faults import Fault, Faults, under
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token
-from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import as_text
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
+from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.management import OPERATION_RIGHTS, handle_management
 from amqplink.broker.namespace.management import response as status_response
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
@@ -125,7 +125,7 @@ class _Consumer:
     """A peer's receiving link on an entity."""
 
     link: SenderLink
-    entity: Entity
+    entity: MessagingEntity
     path: str
     lock: bool
     session_id: str | None
@@ -281,7 +281,7 @@ class _ServiceBusConnection:
         self.refused: dict[str, None] = {}
         """Entity paths a put token was refused for (oldest first, bounded)."""
         self.consumers: dict[SenderLink, _Consumer] = {}
-        self.producers: dict[ReceiverLink, tuple[Entity | Topic, str]] = {}
+        self.producers: dict[ReceiverLink, tuple[MessagingEntity | Topic, str]] = {}
         self.requests: dict[ReceiverLink, str] = {}
         self.replies: dict[str, SenderLink] = {}
         self.waits = SessionWaits(self._start_waiter, self._refuse_waiter, host.clock)
@@ -524,7 +524,9 @@ class _ServiceBusConnection:
         wait = requested_wait(remote.properties, self.host.session_wait)
         self.waits.add(Waiter(link, entity, path, now + wait))
 
-    def _start_consumer(self, link: SenderLink, entity: Entity, path: str, session: tuple[str, float] | None) -> None:
+    def _start_consumer(
+        self, link: SenderLink, entity: MessagingEntity, path: str, session: tuple[str, float] | None
+    ) -> None:
         """Answer a receiving link's attach (with the session it locked, if any) and serve it."""
         remote = link.remote_attach
         assert remote is not None and remote.source is not None

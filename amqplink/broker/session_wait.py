@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import EntityError
+from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.engine.link import SenderLink
 from amqplink.sbwire.nodes import OPERATION_TIMEOUT
 
@@ -50,7 +50,7 @@ class Waiter:
     """One receiving link waiting for a session of ``entity``."""
 
     link: SenderLink
-    entity: Entity
+    entity: MessagingEntity
     path: str
     deadline: float
 

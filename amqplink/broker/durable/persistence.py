@@ -44,7 +44,15 @@ from amqplink.broker.durable.recovery import scan
 from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import Envelope
-from amqplink.broker.namespace.namespace import Namespace, Queue, Subscription, Topic
+from amqplink.broker.namespace.interface import MessagingEntity
+from amqplink.broker.namespace.namespace import (
+    AnyQueue,
+    AnySubscription,
+    Namespace,
+    PartitionedQueue,
+    Queue,
+    Topic,
+)
 from amqplink.broker.namespace.store import MemoryStore, MessageState, StoredMessage
 from amqplink.codec.decode import decode
 from amqplink.codec.encode import encode
@@ -260,7 +268,7 @@ class Persistence:
             self.commits.record(entity_record(eid, key))
         return eid
 
-    def _added(self, entity: Queue | Topic | Subscription) -> None:
+    def _added(self, entity: AnyQueue | Topic | AnySubscription) -> None:
         if isinstance(entity, Topic):
             eid = self._entity_id(entity.path)
             self._topics[eid] = entity
@@ -277,11 +285,11 @@ class Persistence:
             return
         eid = self._attach_entity(entity)
         self._attach_entity(entity.dead_letter_queue)
-        if isinstance(entity, Queue):
+        if isinstance(entity, Queue | PartitionedQueue):
             self._duplicates_of(eid, entity.duplicates)
             self._fragment_duplicates(entity)
 
-    def _fragment_duplicates(self, entity: Queue | Topic) -> None:
+    def _fragment_duplicates(self, entity: AnyQueue | Topic) -> None:
         """A partitioned entity detects duplicates per fragment: each detector is kept
         under its fragment's id (``path#i``)."""
         partitions = entity.partitions
@@ -289,15 +297,15 @@ class Persistence:
             for i, detector in enumerate(partitions.duplicates):
                 self._duplicates_of(self._entity_id(f"{entity.path}#{i}"), detector)
 
-    def _attach_entity(self, entity: Entity) -> int:
-        fragments: list[Entity] | None = getattr(entity, "fragments", None)
-        if fragments is not None:
-            # A partitioned entity: each fragment is its own store and failure domain
-            # (seed 002), kept under the id of ``path#i``.
-            for i, fragment in enumerate(fragments):
-                self._attach_store(fragment, self._entity_id(f"{entity.path}#{i}"))
-            return self._entity_id(entity.path)
-        return self._attach_store(entity, self._entity_id(entity.path))
+    def _attach_entity(self, entity: MessagingEntity) -> int:
+        if entity.partitions is None:  # its one fragment is itself, kept under its path
+            (itself,) = entity.fragments
+            return self._attach_store(itself, self._entity_id(entity.path))
+        # A partitioned entity: each fragment is its own store and failure domain
+        # (seed 002), kept under the id of ``path#i``.
+        for i, fragment in enumerate(entity.fragments):
+            self._attach_store(fragment, self._entity_id(f"{entity.path}#{i}"))
+        return self._entity_id(entity.path)
 
     def _attach_store(self, entity: Entity, eid: int) -> int:
         store = DurableStore(eid, self.commits)

@@ -54,9 +54,9 @@ from amqplink.broker.http.descriptions import (
 )
 from amqplink.broker.http.websocket import AmqpWebSockets
 from amqplink.broker.namespace.counts import entity_counts, topic_counts
-from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
-from amqplink.broker.namespace.namespace import DEFAULT_RULE, Namespace, Subscription, Topic
+from amqplink.broker.namespace.interface import MessagingEntity
+from amqplink.broker.namespace.namespace import DEFAULT_RULE, AnySubscription, Namespace, Topic
 from amqplink.broker.rights import AccessRules, Right, describe_rights, path_covers
 from amqplink.broker.server import DEFAULT_IDLE_TIMEOUT
 from amqplink.sbwire.sas import SasTokenError
@@ -106,7 +106,7 @@ def _error(status: int, detail: str) -> web.Response:
     return _xml_response(status, atom.error_document(status, detail), "application/xml;charset=utf-8")
 
 
-def _entity_counts(entity: Entity, dlq: Entity) -> Counts:
+def _entity_counts(entity: MessagingEntity, dlq: MessagingEntity) -> Counts:
     return entity_counts(entity, dlq, Counts)
 
 
@@ -272,7 +272,7 @@ class ManagementApi:
         meta = self._meta.get(path.lower())
         return meta if meta is not None else EntityMeta(self.started, self.started)
 
-    def _deleted(self, path: str, *nodes: Entity | Topic) -> web.Response:
+    def _deleted(self, path: str, *nodes: MessagingEntity | Topic) -> web.Response:
         found: set[object] = set()
         for node in nodes:
             found.add(node)
@@ -507,10 +507,10 @@ class ManagementApi:
         return self._entry(request, sub.path, sub.name, self._sub_xml(topic, name), status=201)
 
     # -- rules ------------------------------------------------------------------
-    def _rule_entry_xml(self, sub: Subscription, rule: RuleConfig) -> str:
+    def _rule_entry_xml(self, sub: AnySubscription, rule: RuleConfig) -> str:
         return rule_description(rule, self._get_meta(f"{sub.path}/rules/{rule.name}").created)
 
-    def _list_rules(self, request: web.Request, sub: Subscription) -> web.Response:
+    def _list_rules(self, request: web.Request, sub: AnySubscription) -> web.Response:
         rules = {r.name: r for r in sub.rules}
 
         def render(name: str) -> str:
@@ -518,7 +518,7 @@ class ManagementApi:
 
         return self._feed(request, "Rules", list(rules), render)
 
-    def _rule(self, request: web.Request, method: str, sub: Subscription, name: str, body: bytes) -> web.Response:
+    def _rule(self, request: web.Request, method: str, sub: AnySubscription, name: str, body: bytes) -> web.Response:
         path = f"{sub.path}/rules/{name}"
         index = next((i for i, r in enumerate(sub.rules) if r.name.lower() == name.lower()), None)
         if method == "GET":

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 from amqplink.broker.namespace.store import MessageState
 
 if TYPE_CHECKING:
-    from amqplink.broker.namespace.entity import Entity
+    from amqplink.broker.namespace.interface import MessagingEntity
     from amqplink.broker.namespace.namespace import Topic
 
 __all__ = ["MessageCounts", "entity_counts", "topic_counts"]
@@ -29,7 +29,7 @@ class MessageCounts:
 C = TypeVar("C", bound=MessageCounts)
 
 
-def entity_counts(entity: Entity, dlq: Entity, kind: type[C] = MessageCounts) -> C:  # type: ignore[assignment]
+def entity_counts(entity: MessagingEntity, dlq: MessagingEntity, kind: type[C] = MessageCounts) -> C:  # type: ignore[assignment]
     """A queue's or subscription's counts, ``dlq`` its dead-letter queue (deferred messages
     count in ``total`` only, as on Service Bus)."""
     active = scheduled = 0

@@ -115,10 +115,12 @@ _SPLIT_TOKENS = struct.Struct("16s" * TOKEN_POOL).unpack
 
 
 class Entity:
-    """One message source: a queue, a subscription, or the dead-letter queue of either."""
+    """One message source: a queue, a subscription, or the dead-letter queue of either; also
+    each fragment of a partitioned one (:mod:`.partitioned`). It satisfies
+    :class:`~.interface.MessagingEntity`."""
 
     partitions: Partitions | None = None
-    """Set on a partitioned entity (:mod:`.partitioned`): its fragments' shared state."""
+    """None: an entity holds its messages itself (:class:`~.interface.MessagingEntity`)."""
 
     def __init__(
         self,
@@ -158,10 +160,15 @@ class Entity:
         self._scheduled: list[tuple[float, int]] = []
         self._expiry: list[tuple[float, int, int]] = []
         """Messages by the time they expire: (expires at, first sequence number, end), a
-        message or a run of them stored together (:meth:`_enqueue_bodies`)."""
+        message or a run of them stored together (:meth:`enqueue_bodies`)."""
 
     def __repr__(self) -> str:
         return f"Entity({self.path!r}, messages={len(self.store)}, locked={len(self._locks)})"
+
+    @property
+    def fragments(self) -> tuple[Entity]:
+        """The entities holding the messages: this one alone (it is not partitioned)."""
+        return (self,)
 
     # -- adding -------------------------------------------------------------------
     def check_accept(self, envelopes: list[Envelope]) -> None:
@@ -231,7 +238,7 @@ class Entity:
         one that is not, or that it would refuse (:meth:`fit`): how many were stored. The
         caller sends that one and those after it one at a time (:meth:`accept` refuses a
         message at the very one that breaks a limit). The run is stored in one go
-        (:meth:`_enqueue_bodies`), and the listeners told once, after it."""
+        (:meth:`enqueue_bodies`), and the listeners told once, after it."""
         if self.requires_session:
             return 0  # no session id: accept refuses each
         envelopes = bodies_only(sent, self.properties.max_message_size)
@@ -239,7 +246,7 @@ class Entity:
             return 0
         count = self.fit(envelopes)
         if count:
-            self._enqueue_bodies(envelopes if count == len(envelopes) else envelopes[:count], now)
+            self.enqueue_bodies(envelopes if count == len(envelopes) else envelopes[:count], now)
             if self.listeners:
                 self._notify()
         return count
@@ -294,11 +301,12 @@ class Entity:
             self._notify()
         return seq
 
-    def _enqueue_bodies(self, envelopes: list[Envelope], now: float) -> None:
+    def enqueue_bodies(self, envelopes: list[Envelope], now: float) -> None:
         """:meth:`_enqueue` for each of ``envelopes`` (:func:`body_only`'s, in an entity that
         does not require sessions), at one ``now``: consecutive sequence numbers, one expiry
         for them all (one entry of the expiry heap), the store appended in one call. The
-        listeners are the caller's to tell."""
+        listeners are the caller's to tell; the caller has checked that they fit (:meth:`fit`:
+        :meth:`accept_bodies`, or a partitioned entity storing its share of a run here)."""
         first = seq = self._next_sequence
         expires_at = self._expires(envelopes[0], now)  # no header: the same for each
         messages: list[StoredMessage] = []
@@ -493,13 +501,16 @@ class Entity:
 
     def _take(self, now: float, count: int, lock: bool, session_id: str | None) -> list[StoredMessage]:
         """:meth:`receive_many` after its checks (time applied, the session held)."""
-        out = self._pick(now, count, lock, session_id)
+        out = self.pick(now, count, lock, session_id)
         if lock and out:
-            self._lock(out, now, session_id)
+            self.lock_messages(out, now, session_id)
         return out
 
-    def _pick(self, now: float, count: int, lock: bool, session_id: str | None) -> list[StoredMessage]:
-        """:meth:`_take` before the locks: the messages picked (receive-and-delete: removed)."""
+    def pick(self, now: float, count: int, lock: bool, session_id: str | None) -> list[StoredMessage]:
+        """:meth:`_take` before the locks: the messages picked (receive-and-delete: removed).
+        The caller applies time first (:meth:`tick`) and checks the session lock; a
+        partitioned entity picks from several fragments so, then locks each one's together
+        (:meth:`lock_messages`)."""
         out: list[StoredMessage] = []
         heap = self._available.get(session_id if self.requires_session else None)
         get = self.store.get
@@ -533,7 +544,7 @@ class Entity:
         else:
             self._make_available(msg)
 
-    def _lock(self, messages: list[StoredMessage], now: float, session_id: str | None) -> None:
+    def lock_messages(self, messages: list[StoredMessage], now: float, session_id: str | None) -> None:
         """Lock ``messages`` (taken at ``now``): a new token each, until one lock duration from
         now (a session's messages: until the session lock ends)."""
         pool = _pools.get(self.lock_tag)
@@ -622,13 +633,19 @@ class Entity:
             if not lock:
                 self._remove(msg.sequence_number)
         if lock and picked:
-            self._lock(picked, now, session_id)
+            self.lock_messages(picked, now, session_id)
         return picked
 
     # -- settling -----------------------------------------------------------------
     def holds_lock(self, token: LockToken) -> bool:
         """Whether ``token`` names a lock this entity handed out (live or not yet noticed expired)."""
         return lock_key(token) in self._locks
+
+    def holds_locks(self, keys: list[bytes]) -> bool:
+        """Whether each of ``keys`` (lock tokens as :func:`~.store.lock_key` keys them) is one
+        :meth:`holds_lock` finds: the check of a partitioned entity's settlements, one call
+        per fragment."""
+        return self._locks.keys() >= set(keys)
 
     def locked(self, token: LockToken, now: float) -> StoredMessage:
         """The message ``token`` locks; ``com.microsoft:message-lock-lost`` if the lock is gone."""

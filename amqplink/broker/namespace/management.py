@@ -17,9 +17,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import as_text, split_message, timestamp
 from amqplink.broker.namespace.errors import ARGUMENT_ERROR, DECODE_ERROR, NOT_ALLOWED, EntityError
+from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.namespace import Namespace, Topic
 from amqplink.broker.namespace.sessions import MAX_SESSION_STATE
 from amqplink.broker.namespace.store import MessageState
@@ -87,10 +87,10 @@ def response(
 
 _REASON = {200: "OK", 202: "Accepted", 204: "No Content", 400: "Bad Request", 404: "Not Found", 410: "Gone"}
 
-Context = tuple[Namespace, Entity | Topic, float]
+Context = tuple[Namespace, MessagingEntity | Topic, float]
 
 
-def _entity(target: Entity | Topic) -> Entity:
+def _entity(target: MessagingEntity | Topic) -> MessagingEntity:
     if isinstance(target, Topic):
         raise EntityError(NOT_ALLOWED, f"{target.name!r} is a topic: use one of its subscriptions")
     return target
@@ -127,7 +127,7 @@ def _schedule(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
             envelopes.append(split_message(raw, check=True))
         except DecodeError as exc:
             raise EntityError(DECODE_ERROR, f"a scheduled message is not valid AMQP: {exc}") from None
-    if isinstance(target, Entity):
+    if not isinstance(target, Topic):
         target.check_accept(envelopes)
     seqs = []
     for envelope in envelopes:

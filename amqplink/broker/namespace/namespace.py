@@ -44,6 +44,7 @@ from amqplink.broker.namespace.errors import (
     RESOURCE_LIMIT_EXCEEDED,
     EntityError,
 )
+from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.partitioned import (
     PartitionedEntity,
     Partitions,
@@ -62,6 +63,8 @@ __all__ = [
     "MAX_FORWARD_HOPS",
     "MAX_RULES",
     "MAX_SUBSCRIPTIONS",
+    "AnyQueue",
+    "AnySubscription",
     "Namespace",
     "PartitionedQueue",
     "PartitionedSubscription",
@@ -134,25 +137,35 @@ class Subscription(Entity):
         self.dead_letter_queue = Entity(f"{self.path}/$DeadLetterQueue", properties, is_dead_letter_queue=True)
 
 
-class PartitionedQueue(PartitionedEntity, Queue):
-    """A queue made of fragments (``EnablePartitioning``); duplicates are detected per fragment."""
+class PartitionedQueue(PartitionedEntity):
+    """A queue made of fragments (``EnablePartitioning``): what :class:`Queue` adds to its
+    messages, for a :class:`PartitionedEntity`. Duplicates are detected per fragment
+    (:attr:`Partitions.duplicates`), so the queue itself has no detector."""
 
     def __init__(self, name: str, properties: EntityProperties, partitions: Partitions) -> None:
-        Queue.__init__(self, name, properties)
-        self.duplicates = None
-        self._partition(partitions)
+        super().__init__(name, properties, partitions)
+        self.name = name
+        self.duplicates: DuplicateDetector | None = None
         self.dead_letter_queue = partitioned_dead_letter_queue(name, properties, partitions)
 
 
-class PartitionedSubscription(PartitionedEntity, Subscription):
-    """A subscription of a partitioned topic: fragments sharing the topic's."""
+class PartitionedSubscription(PartitionedEntity):
+    """A subscription of a partitioned topic (what :class:`Subscription` adds to its
+    messages, for a :class:`PartitionedEntity`): fragments sharing the topic's."""
 
     def __init__(
         self, topic: str, name: str, properties: EntityProperties, rules: tuple[RuleConfig, ...], partitions: Partitions
     ) -> None:
-        Subscription.__init__(self, topic, name, properties, rules)
-        self._partition(partitions)
+        super().__init__(f"{topic}/Subscriptions/{name}", properties, partitions)
+        self.name = name
+        self.rules = rules
         self.dead_letter_queue = partitioned_dead_letter_queue(self.path, properties, partitions)
+
+
+AnyQueue = Queue | PartitionedQueue
+"""A queue of the namespace, partitioned or not."""
+AnySubscription = Subscription | PartitionedSubscription
+"""A topic's subscription, partitioned or not."""
 
 
 class Topic:
@@ -165,7 +178,7 @@ class Topic:
         self.name = name
         self.path = name
         self.properties = properties
-        self.subscriptions: dict[str, Subscription] = {}
+        self.subscriptions: dict[str, AnySubscription] = {}
         self.duplicates = (
             DuplicateDetector(properties.duplicate_detection_window)
             if properties.requires_duplicate_detection
@@ -267,12 +280,12 @@ class Topic:
 class Node:
     """What an address names: an entity to receive from, a topic or queue to send to, or a management node."""
 
-    entity: Entity | None
+    entity: MessagingEntity | None
     topic: Topic | None
     management: bool = False
 
     @property
-    def target(self) -> Entity | Topic:
+    def target(self) -> MessagingEntity | Topic:
         target = self.entity if self.entity is not None else self.topic
         assert target is not None
         return target
@@ -292,11 +305,11 @@ class Namespace:
         """Fragments of a partitioned entity that names no ``PartitionCount`` (16; 2 on Premium)."""
         self.partition_all = config is not None and config.partition_all
         """Every queue and topic is partitioned (a Premium namespace)."""
-        self.queues: dict[str, Queue] = {}
+        self.queues: dict[str, AnyQueue] = {}
         self.topics: dict[str, Topic] = {}
         self._timed: set[Entity] = set()
         """Entities with a deadline (locks, schedules, TTL, session locks): what tick visits."""
-        self.on_entity_added: Callable[[Queue | Topic | Subscription], None] | None = None
+        self.on_entity_added: Callable[[AnyQueue | Topic | AnySubscription], None] | None = None
         """Told of each queue, topic and subscription made from now on (a durable store
         attaches itself to them)."""
         self.on_definitions_changed: Callable[[], None] | None = None
@@ -320,9 +333,10 @@ class Namespace:
             return None
         return partitions_for(name, properties, self.partition_count)
 
-    def add_queue(self, config: QueueConfig) -> Queue:
+    def add_queue(self, config: QueueConfig) -> AnyQueue:
         key = self._new_name(config.name)
         partitions = self._partitions(config.name, config.properties)
+        queue: AnyQueue
         if partitions is None:
             queue = Queue(config.name, config.properties)
         else:
@@ -332,7 +346,7 @@ class Namespace:
         self._added(queue)
         return queue
 
-    def _added(self, entity: Queue | Topic | Subscription) -> None:
+    def _added(self, entity: AnyQueue | Topic | AnySubscription) -> None:
         if self.on_entity_added is not None:
             self.on_entity_added(entity)
         self._changed()
@@ -353,11 +367,12 @@ class Namespace:
             self.add_subscription(topic, sub)
         return topic
 
-    def add_subscription(self, topic: Topic, config: SubscriptionConfig) -> Subscription:
+    def add_subscription(self, topic: Topic, config: SubscriptionConfig) -> AnySubscription:
         # A message lives no longer than its topic's default time to live either.
         ttl = min(config.properties.default_message_ttl, topic.properties.default_message_ttl)
         properties = dataclasses.replace(config.properties, default_message_ttl=ttl)
         rules = config.rules or (DEFAULT_RULE,)
+        sub: AnySubscription
         if topic.partitions is None:
             sub = Subscription(topic.name, config.name, properties, rules)
         else:
@@ -367,7 +382,7 @@ class Namespace:
         self._added(sub)
         return sub
 
-    def _wire_dead_letters(self, entity: Entity, dlq: Entity) -> None:
+    def _wire_dead_letters(self, entity: MessagingEntity, dlq: MessagingEntity) -> None:
         entity.on_timed = dlq.on_timed = self._timed.add
         forward = entity.properties.forward_dead_lettered_messages_to
 
@@ -399,7 +414,7 @@ class Namespace:
                 f"the namespace holds {MAX_ENTITIES} entities, its limit: delete one or use an existing one",
             )
 
-    def queue(self, name: str) -> Queue:
+    def queue(self, name: str) -> AnyQueue:
         """The queue called ``name`` (any case); ``amqp:not-found`` otherwise."""
         queue = self.queues.get(name.lower())
         if queue is None:
@@ -413,14 +428,14 @@ class Namespace:
             raise EntityError(NOT_FOUND, f"no topic {name!r} in namespace {self.name!r}")
         return topic
 
-    def subscription(self, topic: str, name: str) -> Subscription:
+    def subscription(self, topic: str, name: str) -> AnySubscription:
         """Subscription ``name`` of ``topic``; ``amqp:not-found`` otherwise."""
         sub = self.topic(topic).subscriptions.get(name.lower())
         if sub is None:
             raise EntityError(NOT_FOUND, f"no subscription {name!r} on topic {topic!r}")
         return sub
 
-    def create_subscription(self, topic: Topic, config: SubscriptionConfig) -> Subscription:
+    def create_subscription(self, topic: Topic, config: SubscriptionConfig) -> AnySubscription:
         """Add a subscription at run time; ``ValueError`` if it exists, bounded by :data:`MAX_SUBSCRIPTIONS`."""
         if config.name.lower() in topic.subscriptions:
             raise ValueError(f"subscription {config.name!r} exists already on topic {topic.name!r}")
@@ -431,7 +446,7 @@ class Namespace:
             )
         return self.add_subscription(topic, config)
 
-    def delete_queue(self, name: str) -> Queue:
+    def delete_queue(self, name: str) -> AnyQueue:
         """Remove a queue and its messages (links already attached keep the detached object)."""
         queue = self.queue(name)
         del self.queues[name.lower()]
@@ -451,7 +466,7 @@ class Namespace:
         log.info("topic %r deleted", topic.name)
         return topic
 
-    def delete_subscription(self, topic: str, name: str) -> Subscription:
+    def delete_subscription(self, topic: str, name: str) -> AnySubscription:
         """Remove a subscription and its messages."""
         sub = self.subscription(topic, name)
         del self.topic(topic).subscriptions[name.lower()]
@@ -460,19 +475,19 @@ class Namespace:
         log.info("subscription %r deleted", sub.path)
         return sub
 
-    def _forget(self, *entities: Entity) -> None:
+    def _forget(self, *entities: MessagingEntity) -> None:
         # Its messages leave its store (a durable one records the deletes), so an entity made
         # again under the same name starts empty, as on Service Bus.
         for entity in entities:
-            self._timed.discard(entity)
+            self._timed.difference_update(entity.fragments)  # what the clock visits
             for msg in list(entity.store):
                 entity.store.remove(msg.sequence_number)
 
-    def update_queue(self, queue: Queue, properties: EntityProperties) -> None:
+    def update_queue(self, queue: AnyQueue, properties: EntityProperties) -> None:
         """Apply new settings to a queue (``ValueError`` for one Service Bus does not let change)."""
         _check_unchanged(queue.path, queue.properties, properties)
         self._set_properties(queue, queue.dead_letter_queue, properties)
-        _set_window(queue.duplicates, getattr(queue, "partitions", None), properties)
+        _set_window(queue.duplicates, queue.partitions, properties)
         self._changed()
 
     def update_topic(self, topic: Topic, properties: EntityProperties) -> None:
@@ -482,22 +497,22 @@ class Namespace:
         _set_window(topic.duplicates, topic.partitions, properties)
         self._changed()
 
-    def update_subscription(self, topic: Topic, sub: Subscription, properties: EntityProperties) -> None:
+    def update_subscription(self, topic: Topic, sub: AnySubscription, properties: EntityProperties) -> None:
         """Apply new settings to a subscription (its time to live no longer than its topic's)."""
         _check_unchanged(sub.path, sub.properties, properties)
         ttl = min(properties.default_message_ttl, topic.properties.default_message_ttl)
         self._set_properties(sub, sub.dead_letter_queue, dataclasses.replace(properties, default_message_ttl=ttl))
         self._changed()
 
-    def _set_properties(self, entity: Entity, dlq: Entity, properties: EntityProperties) -> None:
+    def _set_properties(self, entity: MessagingEntity, dlq: MessagingEntity, properties: EntityProperties) -> None:
         for e in (entity, dlq):
             e.properties = properties
-            for part in getattr(e, "fragments", None) or (e,):  # a partitioned entity's own fragments
+            for part in e.fragments:  # (a plain entity is its own one fragment)
                 part.properties = properties
                 part.sessions.lock_duration = properties.lock_duration
         self._wire_dead_letters(entity, dlq)
 
-    def set_rules(self, sub: Subscription, rules: tuple[RuleConfig, ...]) -> None:
+    def set_rules(self, sub: AnySubscription, rules: tuple[RuleConfig, ...]) -> None:
         """Replace a subscription's rules (none: it receives nothing), bounded by :data:`MAX_RULES`."""
         if len(rules) > MAX_RULES:
             raise EntityError(
@@ -548,18 +563,18 @@ class Namespace:
             raise EntityError(NOT_FOUND, f"the messaging entity {path!r} could not be found")
         return Node(queue.dead_letter_queue if dead_letter else queue, None, management)
 
-    def _send_target(self, address: str) -> Entity | Topic:
+    def _send_target(self, address: str) -> MessagingEntity | Topic:
         node = self.resolve(address)
         target = node.target
-        if isinstance(target, Entity) and not isinstance(target, Queue):
+        if not isinstance(target, Topic | Queue | PartitionedQueue):
             raise EntityError(NOT_ALLOWED, f"cannot send to {target.path!r}: send to its queue or topic")
         return target
 
-    def sender_target(self, address: str) -> Entity | Topic:
+    def sender_target(self, address: str) -> MessagingEntity | Topic:
         """The queue or topic a sending link's target address names."""
         return self._send_target(address)
 
-    def receiver_source(self, address: str) -> Entity:
+    def receiver_source(self, address: str) -> MessagingEntity:
         """The queue, subscription or dead-letter queue a receiving link's source address names.
 
         Not one with ``ForwardTo``: "after you set this property on a queue, messages
@@ -598,7 +613,7 @@ class Namespace:
         except DecodeError as exc:
             raise EntityError(DECODE_ERROR, f"the message is not valid AMQP, so it was not stored: {exc}") from None
 
-    def send(self, target: Entity | Topic, payload: bytes, now: float, message_format: int = 0) -> None:
+    def send(self, target: MessagingEntity | Topic, payload: bytes, now: float, message_format: int = 0) -> None:
         """Store one transfer's message(s) in a queue or topic: all of them or none."""
         envelopes = self.unpack(payload, message_format, target.properties.max_message_size)
         if len(envelopes) == 1:  # the common case: no list to filter
@@ -622,7 +637,7 @@ class Namespace:
             return
         self._route(target, [e for e in envelopes if not e.is_ping], now, 0)
 
-    def sender(self, target: Entity | Topic) -> Callable[[bytes, float, int], None]:
+    def sender(self, target: MessagingEntity | Topic) -> Callable[[bytes, float, int], None]:
         """What does :meth:`send` for the transfers of one run to ``target`` (the same
         checks and outcomes, each message on its own): what depends only on the target (its
         kind, its routing) is looked at once for the run. A message that is only a body
@@ -649,7 +664,7 @@ class Namespace:
 
         return store
 
-    def body_sender(self, target: Entity | Topic) -> Callable[[Sequence[Sent], float], int] | None:
+    def body_sender(self, target: MessagingEntity | Topic) -> Callable[[Sequence[Sent], float], int] | None:
         """What stores the transfers of a run to ``target`` that are only a body, as
         :meth:`sender`'s function stores each, until one that it does not (not only a body,
         or refused): it says how many it stored, and the caller sends the rest one at a
@@ -658,7 +673,7 @@ class Namespace:
         shortcut = _body_target(target)
         return None if shortcut is None else shortcut.accept_bodies
 
-    def _route(self, target: Entity | Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
+    def _route(self, target: MessagingEntity | Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         """Store ``envelopes`` in ``target``, reached after ``hops`` forwards (0: sent to it)."""
         if not envelopes:
             return
@@ -681,7 +696,7 @@ class Namespace:
         if envelopes:
             target.accept_all(envelopes, now, key)
 
-    def _forward(self, source: Entity, envelopes: list[Envelope], now: float, hops: int) -> None:
+    def _forward(self, source: MessagingEntity, envelopes: list[Envelope], now: float, hops: int) -> None:
         """Hand what reached ``source`` (a queue or subscription with ``ForwardTo``, after
         ``hops`` forwards) to its destination. As Service Bus: at the fifth hop a message is
         dead-lettered in ``source`` (:data:`HOPS_EXCEEDED`); one the destination refuses for
@@ -709,7 +724,7 @@ class Namespace:
             _dead_letter_all(source, envelopes, now, FORWARD_REFUSED, exc.description)
 
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
-        plan: list[tuple[Subscription, list[Envelope], list[Envelope]]] = []
+        plan: list[tuple[AnySubscription, list[Envelope], list[Envelope]]] = []
         for sub in topic.subscriptions.values():
             passed = subscription_copies(sub.rules, envelopes)
             if passed:
@@ -737,7 +752,7 @@ class Namespace:
             else:
                 sub.accept_all(due, now)
 
-    def schedule(self, target: Entity | Topic, envelope: Envelope, at: float, now: float) -> int:
+    def schedule(self, target: MessagingEntity | Topic, envelope: Envelope, at: float, now: float) -> int:
         """Schedule a message on a queue or topic (``schedule-message``); its sequence number."""
         if isinstance(target, Topic):
             if target.partitions is not None:
@@ -764,8 +779,8 @@ class Namespace:
         partitions.set_down(index, down, condition=condition)
 
     # -- time ---------------------------------------------------------------------
-    def entities(self) -> list[Entity]:
-        out: list[Entity] = []
+    def entities(self) -> list[MessagingEntity]:
+        out: list[MessagingEntity] = []
         for q in self.queues.values():
             out += (q, q.dead_letter_queue)
         for t in self.topics.values():
@@ -830,7 +845,7 @@ def _set_window(
         detector.window = properties.duplicate_detection_window
 
 
-def _body_target(target: Entity | Topic) -> Queue | PartitionedQueue | None:
+def _body_target(target: MessagingEntity | Topic) -> AnyQueue | None:
     """``target`` when a message that is only a body goes straight to it (a plain queue
     with nothing to route: no duplicate detection, no forwarding; a partitioned queue that
     does not forward, where such a message has no key), else None (:meth:`Namespace.send`
@@ -842,7 +857,9 @@ def _body_target(target: Entity | Topic) -> Queue | PartitionedQueue | None:
     return None
 
 
-def _dead_letter_all(entity: Entity, envelopes: list[Envelope], now: float, reason: str, description: str) -> None:
+def _dead_letter_all(
+    entity: MessagingEntity, envelopes: list[Envelope], now: float, reason: str, description: str
+) -> None:
     """Put ``envelopes`` (not stored in ``entity``) in ``entity``'s own dead-letter queue with a
     dead-letter reason and description: not where it forwards its dead letters (what routing
     dead-letters is not routed again, so that forwarding loops end; Service Bus does not
@@ -853,7 +870,7 @@ def _dead_letter_all(entity: Entity, envelopes: list[Envelope], now: float, reas
     dead = [envelope.with_application_properties(updates) for envelope in envelopes]
     if not dead:
         return
-    dlq: Entity | None = getattr(entity, "dead_letter_queue", None)
+    dlq: MessagingEntity | None = getattr(entity, "dead_letter_queue", None)
     if dlq is not None:
         dlq.accept_all(dead, now)
         return
@@ -865,7 +882,7 @@ def _dead_letter_all(entity: Entity, envelopes: list[Envelope], now: float, reas
             sink(envelope, now)
 
 
-def _sessionless_dead_lettered(entity: Entity, envelopes: list[Envelope], now: float) -> list[Envelope]:
+def _sessionless_dead_lettered(entity: MessagingEntity, envelopes: list[Envelope], now: float) -> list[Envelope]:
     """Those of ``envelopes`` with a session id; the others dead-lettered in ``entity`` (it
     requires sessions) with :data:`SESSION_ID_NULL`."""
     sessionless = [e for e in envelopes if e.session_id is None]

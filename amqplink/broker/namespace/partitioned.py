@@ -2,9 +2,12 @@
 
 "Each partitioned queue or topic consists of multiple fragments. Each fragment is stored
 in a different messaging store and handled by a different message broker." Here a
-fragment is a plain :class:`Entity` with its own store; :class:`Partitions` is what an
-entity and its dead-letter queue (and, for a topic, every subscription) share: the
-fragment count, which fragments are down, and the rules that pick a fragment.
+fragment is an ordinary :class:`Entity` with its own store (the class a queue that is not
+partitioned is), and :class:`PartitionedEntity` holds them: it is no :class:`Entity`
+itself, but satisfies the same :class:`~.interface.MessagingEntity`, each call sent to
+the fragment (or fragments) the rules below name. :class:`Partitions` is what an entity
+and its dead-letter queue (and, for a topic, every subscription) share: the fragment
+count, which fragments are down, and the rules that pick a fragment.
 
 Rules, each kept in one place:
 
@@ -42,6 +45,7 @@ until it is up again. The broker's own moves (dead-lettering, expiry) still reac
 
 from __future__ import annotations
 
+import builtins
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
@@ -50,7 +54,7 @@ from typing import Any
 
 from amqplink.broker.config import EntityProperties
 from amqplink.broker.namespace.duplicates import DuplicateDetector
-from amqplink.broker.namespace.entity import KEY_UNKNOWN, LOCK_TAG_MASK, Entity, Sent
+from amqplink.broker.namespace.entity import KEY_UNKNOWN, LOCK_TAG_MASK, DeadLetterSink, Entity, Sent
 from amqplink.broker.namespace.envelope import Envelope, bodies_only
 from amqplink.broker.namespace.errors import (
     ARGUMENT_ERROR,
@@ -61,7 +65,7 @@ from amqplink.broker.namespace.errors import (
     EntityError,
 )
 from amqplink.broker.namespace.sessions import SessionLock
-from amqplink.broker.namespace.store import LockToken, MessageState, MessageStore, StoredMessage, lock_key, lock_text
+from amqplink.broker.namespace.store import LockToken, MessageState, StoredMessage, lock_key, lock_text
 from amqplink.sbwire.annotations import PARTITION_KEY
 
 __all__ = [
@@ -237,7 +241,8 @@ class Partitions:
 
 
 class _Store:
-    """The fragments' stores seen as one (counts, iteration in sequence order, lookups)."""
+    """The fragments' stores seen as one: counts, iteration in sequence order, lookups and
+    removal by sequence number (each in the fragment its top bits name)."""
 
     def __init__(self, fragments: list[Entity]) -> None:
         self._fragments = fragments
@@ -246,16 +251,6 @@ class _Store:
         i = fragment_of(sequence_number)
         return self._fragments[i] if 0 <= i < len(self._fragments) else None
 
-    def append(self, message: StoredMessage) -> None:
-        fragment = self._of(message.sequence_number)
-        if fragment is None:
-            raise ValueError(f"sequence number {message.sequence_number} names no fragment")
-        fragment.store.append(message)
-
-    def append_run(self, messages: list[StoredMessage]) -> None:
-        for message in messages:
-            self.append(message)
-
     def remove(self, sequence_number: int) -> StoredMessage | None:
         fragment = self._of(sequence_number)
         return None if fragment is None else fragment.store.remove(sequence_number)
@@ -263,11 +258,6 @@ class _Store:
     def get(self, sequence_number: int) -> StoredMessage | None:
         fragment = self._of(sequence_number)
         return None if fragment is None else fragment.store.get(sequence_number)
-
-    def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
-        fragment = self._of(message.sequence_number)
-        if fragment is not None:
-            fragment.store.update(message, envelope=envelope)
 
     def __len__(self) -> int:
         return sum(len(f.store) for f in self._fragments)
@@ -302,7 +292,8 @@ class _SessionState(MutableMapping[str, bytes]):
 
 
 class _Sessions:
-    """The session table interface, each call sent to the session's fragment."""
+    """:class:`~.interface.SessionView` of a partitioned entity: each call goes to the
+    session's fragment (its lock and state live there)."""
 
     def __init__(self, owner: PartitionedEntity) -> None:
         self._owner = owner
@@ -319,9 +310,6 @@ class _Sessions:
     def is_locked(self, session_id: str, now: float) -> bool:
         return self._owner.session_fragment(session_id).sessions.is_locked(session_id, now)
 
-    def lock(self, session_id: str, owner: object, now: float) -> SessionLock:
-        return self._owner.session_fragment(session_id, "locking a session").sessions.lock(session_id, owner, now)
-
     def held(self, session_id: str, now: float, owner: object | None = None) -> SessionLock:
         return self._owner.session_fragment(session_id).sessions.held(session_id, now, owner)
 
@@ -329,18 +317,16 @@ class _Sessions:
         fragment = self._owner.session_fragment(session_id, "renewing a session lock")
         return fragment.sessions.renew(session_id, now, owner)
 
-    def release(self, session_id: str, owner: object | None = None) -> bool:
-        return self._owner.session_fragment(session_id).sessions.release(session_id, owner)
 
-
-class PartitionedEntity(Entity):
+class PartitionedEntity:
     """A queue, subscription or dead-letter queue made of fragments; receivers see one entity.
 
-    ``fragment(i)`` is fragment ``i`` (a plain :class:`Entity` with its own store);
-    ``partitions`` is the shared state (:meth:`Partitions.set_down` takes one down).
+    It is no :class:`Entity`: it holds ``fragments`` (fragment ``i`` is ``fragment(i)``,
+    an ordinary :class:`Entity` with its own store, the class a plain entity is) and sends
+    each call of :class:`~.interface.MessagingEntity` to the fragment, or the fragments,
+    the rules above name. ``partitions`` is the state it shares with its dead-letter queue
+    (and a topic's other subscriptions): :meth:`Partitions.set_down` takes a fragment down.
     """
-
-    partitions: Partitions
 
     def __init__(
         self,
@@ -350,52 +336,49 @@ class PartitionedEntity(Entity):
         *,
         is_dead_letter_queue: bool = False,
     ) -> None:
-        Entity.__init__(self, path, properties, is_dead_letter_queue=is_dead_letter_queue)
-        self._partition(partitions)
-
-    def _partition(self, partitions: Partitions) -> None:
-        """Make the fragments (called once, after the entity's own ``__init__``)."""
+        self.path = path
+        self.properties = properties
+        """The entity's settings (the namespace sets each fragment's too: they are alike)."""
+        self.is_dead_letter_queue = is_dead_letter_queue
+        self.requires_session = properties.requires_session and not is_dead_letter_queue
         self.partitions = partitions
-        self.fragments = [
+        self.listeners: list[Callable[[], None]] = []
+        """Called when messages may have become available: every fragment's listeners are
+        this one list, so a wake-up from any fragment reaches every receiver."""
+        self.dead_letter_sink: DeadLetterSink | None = None
+        """Where the fragments' dead letters go (set by the namespace, as on any entity)."""
+        self._on_timed: Callable[[Entity], None] | None = None
+        self.fragments = [  # the class a plain entity is; numbered from (i << 48) + 1
             Entity(
-                self.path,
-                self.properties,
-                is_dead_letter_queue=self.is_dead_letter_queue,
-                first_sequence=(i << SEQUENCE_SHIFT) + 1,
+                path, properties, is_dead_letter_queue=is_dead_letter_queue, first_sequence=(i << SEQUENCE_SHIFT) + 1
             )
             for i in range(partitions.count)
         ]
         for index, fragment in enumerate(self.fragments):
             fragment.lock_tag = index  # a settlement's token names its fragment (see _by_token)
-            fragment.listeners = self.listeners  # one list: a wake-up from any fragment reaches every receiver
-            fragment.on_timed = self._on_timed  # the namespace is told of the fragment itself
-            if not self.is_dead_letter_queue:
+            fragment.listeners = self.listeners
+            if not is_dead_letter_queue:
                 fragment.dead_letter_sink = self._fragment_dead_letter
-        self._view = _Store(self.fragments)
-        self.sessions = _Sessions(self)  # type: ignore[assignment]
+        self._store = _Store(self.fragments)
+        self.sessions = _Sessions(self)
         self._next_receive = 0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, fragments={len(self.fragments)}, messages={len(self.store)})"
 
     @property
-    def store(self) -> MessageStore:
+    def store(self) -> _Store:
         """The fragments' stores seen as one: counts, iteration, lookups by sequence number."""
-        return self._view
+        return self._store
 
     @store.setter
-    def store(self, value: MessageStore) -> None:
-        if hasattr(self, "_view"):  # Entity.__init__'s own store is ignored; nothing else may replace it
-            raise TypeError(f"{self.path!r} is partitioned: give each of its fragments (.fragments) a store of its own")
+    def store(self, value: object) -> None:
+        raise TypeError(f"{self.path!r} is partitioned: give each of its fragments (.fragments) a store of its own")
 
     @property
     def bytes(self) -> int:
-        """Bytes held by all fragments (``Entity.__init__``'s assignment is ignored)."""
-        return sum(f.bytes for f in getattr(self, "fragments", ()))
-
-    @bytes.setter
-    def bytes(self, value: int) -> None:
-        pass
+        """Bytes held by all fragments."""
+        return sum(f.bytes for f in self.fragments)
 
     def fragment(self, index: int) -> Entity:
         """Fragment ``index`` (0-based)."""
@@ -409,8 +392,12 @@ class PartitionedEntity(Entity):
     @on_timed.setter
     def on_timed(self, value: Callable[[Entity], None] | None) -> None:
         self._on_timed = value
-        for fragment in getattr(self, "fragments", ()):  # none yet during Entity.__init__
+        for fragment in self.fragments:
             fragment.on_timed = value
+
+    def _notify(self) -> None:
+        for listener in list(self.listeners):  # a listener may remove itself
+            listener()
 
     def _fragment_dead_letter(self, envelope: Envelope, now: float) -> None:
         sink = self.dead_letter_sink
@@ -434,13 +421,15 @@ class PartitionedEntity(Entity):
         return self.fragments[index]
 
     def _by_token(self, token: LockToken, what: str | None) -> Entity:
+        """The fragment holding the lock ``token`` (the one its low 16 bits name, else any);
+        ``amqp:internal-error`` if it is down and ``what`` needs it; lock-lost if none holds it."""
         if type(token) is not bytes:
             token = lock_key(token)
         if len(token) == 16:
             index = (token[14] << 8 | token[15]) & LOCK_TAG_MASK  # the GUID's low 16 bits: see Entity.lock_tag
             if index < len(self.fragments):
                 fragment = self.fragments[index]
-                if token in fragment._locks:  # Entity.holds_lock, inline (once per settlement)
+                if fragment.holds_lock(token):
                     if what is not None and self.partitions.down[index]:
                         self.partitions.require_up(index, what)
                     return fragment
@@ -462,13 +451,14 @@ class PartitionedEntity(Entity):
     def check_accept(self, envelopes: list[Envelope], key: Any = KEY_UNKNOWN) -> None:
         """Refuse what storing would: a keyed batch is checked against its fragment; a keyless
         one needs a fragment that is up and can take it all. ``key``: theirs when known."""
+        partitions = self.partitions
         if key is KEY_UNKNOWN:
-            key = self.partitions.key(envelopes[0]) if envelopes else None
+            key = partitions.key(envelopes[0]) if envelopes else None
         if key is not None:
-            self.fragments[self.partitions.index(key)].check_accept(envelopes)
+            self.fragments[partitions.index(key)].check_accept(envelopes)
             return
         refused: EntityError | None = None
-        for index in self.partitions.up_from(0):
+        for index in partitions.up_from(0):
             try:
                 self.fragments[index].check_accept(envelopes)
                 return
@@ -501,7 +491,7 @@ class PartitionedEntity(Entity):
         until one that is not such a message or that its fragment does not take (the round
         robin left where it was): how many were stored. The caller sends that one and those
         after it one at a time. Each fragment stores its share of the run in one go
-        (:meth:`Entity._enqueue_bodies`); the listeners are told once, after them all."""
+        (:meth:`Entity.enqueue_bodies`); the listeners are told once, after them all."""
         partitions = self.partitions
         if any(partitions.down):
             return 0  # round_robin passes over a fragment that is down: accept_keyless decides
@@ -527,7 +517,7 @@ class PartitionedEntity(Entity):
         for turn, share in enumerate(shares):
             if turn < stop:
                 taken = (stop - turn + count - 1) // count  # its messages before ``stop``
-                fragments[(start + turn) % count]._enqueue_bodies(share if taken == len(share) else share[:taken], now)
+                fragments[(start + turn) % count].enqueue_bodies(share if taken == len(share) else share[:taken], now)
         partitions._next = (start + stop) % count
         self._notify()
         return stop
@@ -549,20 +539,22 @@ class PartitionedEntity(Entity):
     def accept_all(self, envelopes: list[Envelope], now: float, key: Any = KEY_UNKNOWN) -> None:
         """Each message to its fragment through :meth:`accept` (all or none: checked first).
         ``key``: their partition key when the caller has it (:meth:`Partitions.admit`)."""
+        partitions = self.partitions
         if key is KEY_UNKNOWN:
-            key = self.partitions.key(envelopes[0]) if envelopes else None
-        if len(envelopes) != 1 or key is not None or all(self.partitions.down):
+            key = partitions.key(envelopes[0]) if envelopes else None
+        if len(envelopes) != 1 or key is not None or all(partitions.down):
             self.check_accept(envelopes, key)
         # One keyless message needs no check first: the round robin passes over a refusing fragment.
         for envelope in envelopes:
             self._accept(envelope, key, now)
 
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
-        key = self.partitions.key(envelope)
+        partitions = self.partitions
+        key = partitions.key(envelope)
         if key is None:
-            return self.fragments[self.partitions.round_robin()].schedule(envelope, at, now)
-        index = self.partitions.pinned(key)
-        return self.fragments[index].schedule(self.partitions.stamp(envelope), at, now)
+            return self.fragments[partitions.round_robin()].schedule(envelope, at, now)
+        index = partitions.pinned(key)
+        return self.fragments[index].schedule(partitions.stamp(envelope), at, now)
 
     def cancel_scheduled(self, sequence_numbers: Iterable[int]) -> None:
         groups = self._groups(sequence_numbers, MessageState.SCHEDULED, "cancelling scheduled messages")
@@ -591,6 +583,13 @@ class PartitionedEntity(Entity):
         return min(f.next_deadline() for f in self.fragments)
 
     # -- receiving --------------------------------------------------------------------
+    def receive(
+        self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
+    ) -> StoredMessage | None:
+        """:meth:`receive_many` of one: the next message of the fragments that are up."""
+        found = self.receive_many(now, 1, lock=lock, session_id=session_id, owner=owner)
+        return found[0] if found else None
+
     def receive_many(
         self, now: float, count: int, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
     ) -> list[StoredMessage]:
@@ -614,7 +613,7 @@ class PartitionedEntity(Entity):
         if rounds > 1:
             # The first ``rounds`` turns of the one-at-a-time search below take at most one
             # message per fragment each: the same messages as one pick of ``rounds`` per fragment.
-            taken = [(i, fragments[i]._pick(now, rounds, lock, session_id)) for i in order]
+            taken = [(i, fragments[i].pick(now, rounds, lock, session_id)) for i in order]
             if all(len(found) == rounds for _, found in taken):
                 # Every fragment had enough: turn by turn, the last answer from the last fragment.
                 for answers in zip(*(found for _, found in taken), strict=True):
@@ -638,7 +637,7 @@ class PartitionedEntity(Entity):
             groups = {index: found for index, found in taken if found}
         index, misses = start, 0
         while not exhausted and len(out) < count and misses < total:
-            if not down[index] and (found := fragments[index]._pick(now, 1, lock, session_id)):
+            if not down[index] and (found := fragments[index].pick(now, 1, lock, session_id)):
                 out += found
                 group = groups.get(index)
                 if group is None:
@@ -652,29 +651,24 @@ class PartitionedEntity(Entity):
             index = index + 1 if index + 1 < total else 0
         if lock:
             for index, group in groups.items():
-                fragments[index]._lock(group, now, session_id)
+                fragments[index].lock_messages(group, now, session_id)
         return out
 
     def restore(self, msg: StoredMessage) -> None:
         self.fragments[fragment_of(msg.sequence_number)].restore(msg)
 
-    def available_sessions(self, now: float) -> list[str]:
-        out: list[str] = []
-        for index in self.partitions.up_from(0):
-            out += self.fragments[index].available_sessions(now)
-        return out
-
     def peek(self, from_sequence: int, count: int, now: float, *, session_id: str | None = None) -> list[StoredMessage]:
         """Messages of one fragment only: the first (by sequence number) with any at or after
         ``from_sequence``; so fewer than ``count`` may come back while more remain."""
+        partitions = self.partitions
         if session_id is not None:
-            index = self.partitions.index(session_id)
-            if self.partitions.is_down(index):
+            index = partitions.index(session_id)
+            if partitions.is_down(index):
                 return []
             return self.fragments[index].peek(from_sequence, count, now, session_id=session_id)
         start = max(0, fragment_of(from_sequence))
         for index in range(start, len(self.fragments)):
-            if self.partitions.is_down(index):
+            if partitions.is_down(index):
                 continue
             low = from_sequence if index == start else index << SEQUENCE_SHIFT
             found = self.fragments[index].peek(low, count, now)
@@ -708,6 +702,12 @@ class PartitionedEntity(Entity):
     def locked(self, token: LockToken, now: float) -> StoredMessage:
         return self._by_token(token, "reading a locked message").locked(token, now)
 
+    def complete(self, token: LockToken, now: float) -> None:
+        """:meth:`complete_all` of one token; its refusal raised."""
+        refusals = self.complete_all((token,), now)
+        if refusals:
+            raise refusals[0]
+
     def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
         """Each fragment completes its own tokens together (in their order); the refusals by
         index, in index order, as one :meth:`complete` after another would make them."""
@@ -725,14 +725,13 @@ class PartitionedEntity(Entity):
             return dict(sorted(refusals.items())) if len(refusals) > 1 else refusals
         down = self.partitions.down
         total = len(fragments)
-        locks = [fragment._locks for fragment in fragments]
         groups: list[list[int]] = [[] for _ in fragments]  # the indices of each fragment's tokens
-        grouped: set[bytes] = set()
+        grouped: set[builtins.bytes] = set()
         for i, token in enumerate(tokens):
             key = token if type(token) is bytes else lock_key(token)
-            if len(key) == 16:  # _by_token, inline (once per settlement), for a fragment that is up
+            if len(key) == 16:  # _by_token's first look, for a fragment that is up
                 index = (key[14] << 8 | key[15]) & LOCK_TAG_MASK
-                if index < total and not down[index] and key in locks[index]:
+                if index < total and not down[index] and fragments[index].holds_lock(key):
                     if key in grouped:
                         # A repeat: its first ends the lock, completed or refused, so one complete
                         # after another finds it in no fragment (_by_token's refusal, no tick).
@@ -751,24 +750,29 @@ class PartitionedEntity(Entity):
                     refusals[positions[j]] = refusal
         return dict(sorted(refusals.items())) if len(refusals) > 1 else refusals
 
-    def _held_groups(self, tokens: Sequence[LockToken]) -> list[list[LockToken]] | None:
+    def _held_groups(self, tokens: Sequence[LockToken]) -> list[list[builtins.bytes]] | None:
         """The tokens by fragment (in their order) when each is a distinct ``bytes`` lock
         token held by its fragment (the one its low 16 bits name) and that fragment is up:
         what :meth:`complete_all` groups when none takes its one-at-a-time rules (a repeat,
         a token of no fragment or of one that is down); None when any would."""
         down = self.partitions.down
-        locks = [fragment._locks for fragment in self.fragments]
-        total = len(locks)
-        groups: list[list[LockToken]] = [[] for _ in locks]
+        fragments = self.fragments
+        total = len(fragments)
+        groups: list[list[builtins.bytes]] = [[] for _ in fragments]
         add = [group.append for group in groups]
         for token in tokens:
             if type(token) is not bytes or len(token) != 16:
                 return None
             index = token[14] << 8 | token[15]  # _by_token's (two bytes: LOCK_TAG_MASK's 16 bits)
-            if index >= total or down[index] or token not in locks[index]:
+            if index >= total or down[index]:
                 return None
             add[index](token)
-        return groups if len(set(tokens)) == len(tokens) else None
+        if len(set(tokens)) != len(tokens):
+            return None
+        for fragment, group in zip(fragments, groups, strict=True):
+            if group and not fragment.holds_locks(group):
+                return None
+        return groups
 
     def abandon(
         self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None, *, counted: bool = True
@@ -814,7 +818,18 @@ class PartitionedEntity(Entity):
         for index, group in self._holders(tokens).items():
             self.fragments[index].orphan(group)
 
+    def expire_locks(self, now: float) -> int:
+        """Every fragment's message and session locks ended now, up or down (fault
+        injection, as the broker's own expiry reaches a down fragment); how many."""
+        return sum(fragment.expire_locks(now) for fragment in self.fragments)
+
     # -- sessions ---------------------------------------------------------------------
+    def available_sessions(self, now: float) -> list[str]:
+        out: list[str] = []
+        for index in self.partitions.up_from(0):
+            out += self.fragments[index].available_sessions(now)
+        return out
+
     def accept_session(self, session_id: str | None, owner: object, now: float) -> tuple[str, float] | None:
         if session_id is not None:
             return self.session_fragment(session_id, "locking a session").accept_session(session_id, owner, now)
@@ -829,6 +844,17 @@ class PartitionedEntity(Entity):
 
     def close_session(self, session_id: str, owner: object, now: float) -> None:
         self.session_fragment(session_id).close_session(session_id, owner, now)
+
+    # -- wire form --------------------------------------------------------------------
+    # (``builtins.bytes``: in this class ``bytes`` is the property above)
+    def encode(self, msg: StoredMessage, *, peek: bool = False) -> builtins.bytes:
+        """The message as its fragment delivers it."""
+        return self.fragments[fragment_of(msg.sequence_number)].encode(msg, peek=peek)
+
+    def encode_all(self, messages: Iterable[StoredMessage]) -> list[builtins.bytes]:
+        """:meth:`encode` of each message (a receiver's batch, from any fragments), in order:
+        the wire form depends on the message alone, so one fragment encodes them all."""
+        return self.fragments[0].encode_all(messages)
 
 
 def partitioned_dead_letter_queue(path: str, properties: EntityProperties, partitions: Partitions) -> PartitionedEntity:
