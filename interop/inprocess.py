@@ -32,8 +32,8 @@ class NoTransport:
 
 def accept(host: ServiceBusHost, server: Connection, *, runs: bool = True) -> Callable[[list[Event]], None]:
     """``host``'s event handler for the server-role engine ``server``; ``runs=False``: each
-    run of deliveries the engine reports is handed over as runs of one, in order (as if
-    each transfer had come in a read of its own: the reference the tests compare runs with)."""
+    run of received deliveries is handed over as runs of one, in order (as if each transfer
+    had come in a read of its own: the reference the tests compare runs with)."""
     handler = host.accept(server, NoTransport())  # type: ignore[arg-type]
     if runs:
         return handler

@@ -11,10 +11,9 @@ import pytest
 from amqplink.engine import events
 from amqplink.engine.errors import RunOfManyError
 from amqplink.engine.events import DeliveriesReceived, DeliveriesUpdated, Event
-from amqplink.engine.link import ReceiverLink
-from amqplink.protocol.definitions import Accepted, Target
+from amqplink.protocol.definitions import Accepted
 
-from .pairs import Pair, received_in
+from .pairs import Pair, received_in, unsettled_link
 
 
 @pytest.mark.parametrize(
@@ -29,12 +28,7 @@ def test_a_former_name_is_the_run_class_and_warns(former: str, run: type) -> Non
 
 def _sent(count: int, *, flags: bool | None = None) -> tuple[Pair, list[Event], list[Event]]:
     """``count`` messages sent in one go and accepted in one go: the receiver's and the sender's events."""
-    pair = Pair()
-    session = pair.open()
-    sender = session.attach_sender("s", target=Target(address="q"))
-    pair.pump()
-    receiver = pair.server_link("s", sender=False)
-    assert isinstance(receiver, ReceiverLink)
+    pair, _, sender, receiver = unsettled_link(window=100, max_frame_size=4096)
     if flags is not None:
         receiver.deliver_in_runs = flags
         sender.ranged_updates = flags
