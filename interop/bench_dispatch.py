@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from amqplink.broker.durable import Persistence  # noqa: E402
 from amqplink.engine.connection import Connection, ConnectionConfig  # noqa: E402
-from amqplink.engine.events import DeliveryReceived  # noqa: E402
+from amqplink.engine.events import DeliveriesReceived  # noqa: E402
 from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED  # noqa: E402
 from amqplink.message import Message  # noqa: E402
 from amqplink.protocol.definitions import Accepted, Source, Target  # noqa: E402
@@ -79,7 +79,7 @@ async def _run(count: int, partitioned: bool, prefetch: int, calls: Any, persist
     received = 0
     while received < count:
         receiver.flow(prefetch)
-        deliveries = [e.delivery for e in await pump() if type(e) is DeliveryReceived]
+        deliveries = [d for e in await pump() if type(e) is DeliveriesReceived for d in e.deliveries]
         if not deliveries:
             raise RuntimeError(f"stalled at {received}/{count}")
         for delivery in deliveries:

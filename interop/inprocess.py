@@ -13,7 +13,7 @@ from amqplink.broker.durable import Persistence
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.engine.connection import Connection, ConnectionConfig
-from amqplink.engine.events import Event
+from amqplink.engine.events import DeliveriesReceived, Event
 
 __all__ = ["NoTransport", "Pipe", "accept", "broker", "committed"]
 
@@ -31,20 +31,24 @@ class NoTransport:
 
 
 def accept(host: ServiceBusHost, server: Connection, *, runs: bool = True) -> Callable[[list[Event]], None]:
-    """``host``'s event handler for the server-role engine ``server``; ``runs=False``: its
-    producer links take their deliveries one ``DeliveryReceived`` each (the general path,
-    the reference the tests compare runs with)."""
+    """``host``'s event handler for the server-role engine ``server``; ``runs=False``: each
+    run of received deliveries is handed over as runs of one, in order (as if each transfer
+    had come in a read of its own: the reference the tests compare runs with)."""
     handler = host.accept(server, NoTransport())  # type: ignore[arg-type]
     if runs:
         return handler
 
     def one_at_a_time(events: list[Event]) -> None:
-        handler(events)
-        for conn in host.connections:
-            for link in conn.producers:
-                link.deliver_in_runs = False
+        handler([one for event in events for one in runs_of_one(event)])
 
     return one_at_a_time
+
+
+def runs_of_one(event: Event) -> list[Event]:
+    """``event``, a ``DeliveriesReceived`` split into runs of one delivery each."""
+    if type(event) is not DeliveriesReceived:
+        return [event]
+    return [DeliveriesReceived(event.link, [delivery]) for delivery in event.deliveries]
 
 
 class Pipe:

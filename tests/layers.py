@@ -34,7 +34,8 @@ def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
             stack.append(child)
 
 
-def _imported(path: Path) -> Iterator[str]:
+def imported(path: Path) -> Iterator[str]:
+    """The modules a source file imports at run time (relative imports made absolute)."""
     rel = path.relative_to(ROOT).with_suffix("").parts
     package = rel[:-1]  # what a relative import of level 1 starts from, for a module or an __init__
     for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
@@ -57,7 +58,7 @@ def import_graph() -> dict[str, set[str]]:
         if source is None or source == "__init__":
             continue  # amqplink/__init__.py: lazy names only
         targets = graph.setdefault(source, set())
-        for module in _imported(path):
+        for module in imported(path):
             target = _layer(module)
             if target is not None and target != source:
                 targets.add(target)

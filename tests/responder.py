@@ -18,7 +18,7 @@ from typing import Any
 from amqplink.aio.server import serve
 from amqplink.aio.transport import EngineProtocol
 from amqplink.engine.connection import Connection as EngineConnection
-from amqplink.engine.events import DeliveryReceived, Event, LinkAttachRequested, LinkDetached
+from amqplink.engine.events import DeliveriesReceived, Event, LinkAttachRequested, LinkDetached
 from amqplink.engine.link import Link, ReceiverLink, SenderLink
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Rejected
@@ -91,8 +91,9 @@ class Responder:
             for event in events:
                 if isinstance(event, LinkAttachRequested):
                     self._on_attach(event.link, protocol)
-                elif isinstance(event, DeliveryReceived):
-                    self._on_request(event.link, event.delivery, protocol)  # type: ignore[arg-type]
+                elif isinstance(event, DeliveriesReceived):
+                    for delivery in event.deliveries:
+                        self._on_request(event.link, delivery, protocol)  # type: ignore[arg-type]
                 elif isinstance(event, LinkDetached):
                     if not event.link.detach_sent:
                         event.link.detach()

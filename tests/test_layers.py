@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.layers import import_graph
+from tests.layers import PACKAGE, import_graph, imported
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 
@@ -66,3 +66,13 @@ def test_the_broker_and_the_service_bus_client_share_only_the_wire_package() -> 
     assert "servicebus" not in code["broker"]
     assert "broker" not in code["servicebus"]
     assert code["sbwire"] <= {"codec"}
+
+
+def test_the_broker_s_connection_handlers_do_not_import_its_facade() -> None:
+    """``broker/server.py`` (``Broker``: listening, limits, the management API) hands each
+    connection to the plain queue broker (``broker/plainserver.py``) or to a Service Bus
+    namespace (``broker/sbserver.py``); neither of those imports the facade."""
+    broker = PACKAGE / "broker"
+    for handlers in ("plainserver", "sbserver"):
+        assert "amqplink.broker.server" not in set(imported(broker / f"{handlers}.py")), handlers
+    assert {"amqplink.broker.plainserver", "amqplink.broker.sbserver"} <= set(imported(broker / "server.py"))

@@ -25,8 +25,6 @@ from amqplink.engine.events import (
     DeliveriesReceived,
     DeliveriesUpdated,
     DeliveryAborted,
-    DeliveryReceived,
-    DeliveryUpdated,
     Event,
     LinkAttached,
     LinkAttachRequested,
@@ -54,9 +52,7 @@ DEFAULT_TIMEOUT = 30.0
 # Events that belong to one link: handed to the Sender/Receiver that owns it.
 _LINK_EVENTS = frozenset(
     (
-        DeliveryUpdated,
         DeliveriesUpdated,
-        DeliveryReceived,
         DeliveriesReceived,
         LinkCreditChanged,
         LinkAttached,

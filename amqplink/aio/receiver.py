@@ -15,8 +15,6 @@ from amqplink.engine.events import (
     DeliveriesReceived,
     DeliveriesUpdated,
     DeliveryAborted,
-    DeliveryReceived,
-    DeliveryUpdated,
     Event,
     LinkDrained,
 )
@@ -150,10 +148,6 @@ class Receiver(LinkBase):
             properties=properties,
             max_message_size=max_message_size,
         )
-        # Deliveries that arrive one after another, and the peer's settlements of a range,
-        # come as one event each: the per-message work is one loop here.
-        link.deliver_in_runs = True
-        link.ranged_updates = True
         self._start(link)
 
     # -- attach -----------------------------------------------------------------------
@@ -443,11 +437,6 @@ class Receiver(LinkBase):
         elif t is DeliveriesUpdated:
             if event.settled:  # type: ignore[attr-defined]
                 self._on_peer_settled(event.deliveries)  # type: ignore[attr-defined]
-        elif t is DeliveryReceived:
-            self._on_deliveries((event.delivery,))  # type: ignore[attr-defined]
-        elif t is DeliveryUpdated:
-            if event.settled:  # type: ignore[attr-defined]
-                self._on_peer_settled((event.delivery,))  # type: ignore[attr-defined]
         elif t is DeliveryAborted:
             self._consumed(1)  # the credit it used is free again
         elif t is LinkDrained:
@@ -457,7 +446,7 @@ class Receiver(LinkBase):
         else:
             super()._on_event(event)
 
-    def _on_peer_settled(self, deliveries: list[Delivery] | tuple[Delivery]) -> None:
+    def _on_peer_settled(self, deliveries: list[Delivery]) -> None:
         """The peer settled ``deliveries``: whoever waits for that is told."""
         told = False
         group: _Confirmations | None = None  # told of a run of its deliveries at once
@@ -486,7 +475,7 @@ class Receiver(LinkBase):
             # tasks settle next leaves in their loop turn, not one turn later.
             self._protocol.schedule_flush()
 
-    def _on_deliveries(self, deliveries: list[Delivery] | tuple[Delivery]) -> None:
+    def _on_deliveries(self, deliveries: list[Delivery]) -> None:
         """Whole deliveries arrived: each decoded into the buffer (or rejected)."""
         decode = ReceivedMessage.decode
         append = self._buffer.append

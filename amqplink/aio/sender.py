@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from amqplink.aio.errors import AMQPError, MessageRejected
 from amqplink.aio.link import LinkBase
 from amqplink.codec.types import Described
-from amqplink.engine.events import DeliveriesUpdated, DeliveryUpdated, Event, LinkCreditChanged
+from amqplink.engine.events import DeliveriesUpdated, Event, LinkCreditChanged
 from amqplink.engine.link import SND_SETTLED, SND_UNSETTLED, TERMINAL_OUTCOMES, Delivery, SenderLink
 from amqplink.engine.session import Session
 from amqplink.message import Message
@@ -98,9 +98,6 @@ class Sender(LinkBase):
             snd_settle_mode=SND_SETTLED if self._presettled else SND_UNSETTLED,
             properties=properties,
         )
-        # The outcomes one disposition gives a range of deliveries come as one event
-        # (DeliveriesUpdated), resolved in one loop.
-        link.ranged_updates = True
         # Unsettled sends made in one loop turn leave together at the flush that follows
         # (a settled sender's room is its queue, which must empty as sends write).
         link.batch_transfers = not self._presettled
@@ -286,8 +283,6 @@ class Sender(LinkBase):
         t = type(event)
         if t is DeliveriesUpdated:
             self._outcomes(event.deliveries, event.state, event.settled)  # type: ignore[attr-defined]
-        elif t is DeliveryUpdated:
-            self._outcomes((event.delivery,), event.state, event.settled)  # type: ignore[attr-defined]
         elif t is LinkCreditChanged:
             if self._presettled:
                 self._wake()

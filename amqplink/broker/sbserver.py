@@ -65,8 +65,6 @@ from amqplink.engine.events import (
     ConnectionOpened,
     DeliveriesReceived,
     DeliveriesUpdated,
-    DeliveryReceived,
-    DeliveryUpdated,
     Event,
     LinkAttachRequested,
     LinkCreditChanged,
@@ -323,20 +321,12 @@ class _ServiceBusConnection:
         for event in events:
             t = type(event)
             if t is DeliveriesReceived:
-                self._on_sent(event.link, event.deliveries, now)  # type: ignore[attr-defined]
-                moved = True
-            elif t is DeliveryReceived:
-                self._on_delivery(event.link, event.delivery, now)  # type: ignore[attr-defined]
+                self._on_received(event.link, event.deliveries, now)  # type: ignore[attr-defined]
                 moved = True
             elif t is DeliveriesUpdated:
                 consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
                 if consumer is not None:
                     self._on_outcomes(consumer, event.deliveries, event.state, now)  # type: ignore[attr-defined]
-                    moved = True
-            elif t is DeliveryUpdated:
-                consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
-                if consumer is not None:
-                    self._on_outcome(consumer, event.delivery, event.state, now)  # type: ignore[attr-defined]
                     moved = True
             elif t is LinkCreditChanged:
                 link = event.link  # type: ignore[attr-defined]
@@ -480,7 +470,6 @@ class _ServiceBusConnection:
                 # rejected with message-size-exceeded, as Service Bus does, not detached.
                 link.max_message_size = max(TRANSFER_SIZE_CAP, target.properties.max_message_size)
                 self.producers[link] = (target, path.lower())
-                link.deliver_in_runs = True  # its transfers come to _on_sent a run at a time
                 link.flow(self.host.credit_window)
         except EntityError as exc:
             self._refuse(link, _error(exc.condition, exc.description))
@@ -545,7 +534,6 @@ class _ServiceBusConnection:
             link.properties = {LOCKED_UNTIL_UTC: Long(dotnet_ticks(until))}
         link.attach(source, remote.target)
         link.auto_settle = False
-        link.ranged_updates = True  # a range of outcomes comes as one event (_on_outcomes)
         link.hold_drain = True
         protocol = self.protocol
         consumer = _Consumer(
@@ -777,14 +765,20 @@ class _ServiceBusConnection:
         consumer.link.settle(delivery, answer)
 
     # -- receiving from the peer ------------------------------------------------------
-    def _on_delivery(self, link: ReceiverLink, delivery: Delivery, now: float) -> None:
-        """A transfer on a request link (``$cbs``, ``$management``, ``$control``); a producer
-        link's transfers come in runs (:meth:`_on_sent`)."""
+    def _on_received(self, link: ReceiverLink, deliveries: list[Delivery], now: float) -> None:
+        """A run of transfers: a producer link's are stored (:meth:`_on_sent`), a request
+        link's (``$cbs``, ``$management``, ``$control``) answered one by one."""
         node = self.requests.get(link)
         if node is None:
-            if link in self.producers:
-                self._on_sent(link, [delivery], now)
+            self._on_sent(link, deliveries, now)
             return
+        for delivery in deliveries:
+            if not self._on_request_delivery(link, node, delivery, now):
+                return
+
+    def _on_request_delivery(self, link: ReceiverLink, node: str, delivery: Delivery, now: float) -> bool:
+        """A request on ``node``'s link answered and settled; False when the link is
+        detached for too many replies waiting (the rest of its run goes unanswered)."""
         payload = delivery.payload
         if not self._on_request(node, payload if type(payload) is bytes else bytes(payload), now):
             link.detach(
@@ -795,9 +789,10 @@ class _ServiceBusConnection:
                 )
             )
             self.requests.pop(link, None)
-            return
+            return False
         if self._settle_received(link, delivery, _ACCEPTED, 0.0):
             self._top_up(link)
+        return True
 
     def _on_sent(self, link: ReceiverLink, deliveries: list[Delivery], now: float) -> None:
         """Transfers on a producer link, in arrival order (a run of them: one

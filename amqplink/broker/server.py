@@ -1,10 +1,6 @@
-"""The embedded broker's server: accepts connections and routes links to queues.
-
-A peer's sending link delivers into the queue named by its target address; a
-peer's receiving link consumes from the queue named by its source address (a
-dynamic source gets a fresh queue). Incoming messages are accepted once stored;
-the broker grants ``credit_window`` credit to each sending peer and tops it up as
-messages arrive.
+"""The embedded broker: :class:`Broker`, the facade that listens, accepts connections and
+hands each to the broker it serves: a Service Bus namespace (:mod:`.sbserver`) or plain
+in-memory queues (:mod:`.plainserver`, whose module says what a peer's links do there).
 
 Everything a client can make grow is bounded, each by a named default that the
 constructor can change: the time to open and the number of connections
@@ -12,8 +8,7 @@ constructor can change: the time to open and the number of connections
 to the peer as half of it, 2.4.5), a message (``max_message_size``, refused with
 ``amqp:link:message-size-exceeded``) and a queue (``max_queue_bytes``: a message
 that does not fit is rejected with ``amqp:resource-limit-exceeded``; from half of it
-producers get no credit). Incoming links are answered with rcv-settle-mode
-``first``: the broker settles each message once it stores it (as Service Bus does).
+producers get no credit).
 """
 
 from __future__ import annotations
@@ -23,42 +18,25 @@ import ipaddress
 import logging
 import os
 import ssl
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from amqplink.aio.server import (
-    DEFAULT_HANDSHAKE_TIMEOUT,
-    DEFAULT_MAX_CONNECTIONS,
-    Acceptor,
-    ServerLimits,
-    ServerProtocol,
-    serve,
-)
+from amqplink.aio.server import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Acceptor, ServerLimits, serve
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.config import BrokerConfig, ConfigError, NamespaceConfig, load_config
 from amqplink.broker.durable import Persistence
-from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, PlainQueue
+from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, PlainQueue
 from amqplink.broker.faults import Faults
 from amqplink.broker.namespace import Namespace
+from amqplink.broker.plainserver import DEFAULT_MAX_MESSAGE_SIZE, PlainHost
 from amqplink.broker.rights import AccessRule
 from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.codec.types import Symbol
-from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.connection import ConnectionConfig
-from amqplink.engine.events import (
-    ConnectionClosed,
-    DeliveryReceived,
-    DeliveryUpdated,
-    Event,
-    LinkAttachRequested,
-    LinkCreditChanged,
-    LinkDetached,
-)
-from amqplink.engine.link import RCV_FIRST, TERMINAL_OUTCOMES, Delivery, Link, ReceiverLink, SenderLink
-from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
+from amqplink.engine.events import Event
+from amqplink.protocol.definitions import Error
 from amqplink.sbwire.conditions import NOT_FOUND
 
 if TYPE_CHECKING:  # aiohttp (the ``broker`` extra) is imported only when the management API is served
@@ -123,12 +101,8 @@ def _servicebus_host(
 
 log = logging.getLogger(__name__)
 
-_ACCEPTED = Accepted()
-
 DEFAULT_IDLE_TIMEOUT = 240.0
 """Seconds of silence after which the broker closes a connection (it advertises half)."""
-DEFAULT_MAX_MESSAGE_SIZE = 16 << 20
-"""Largest message the broker takes, in bytes (the max-message-size of its receiving links)."""
 
 
 class Broker:
@@ -178,13 +152,14 @@ class Broker:
         if max_message_size < 1 or max_queue_bytes < 1:
             raise ValueError("max_message_size and max_queue_bytes must be positive")
         self.credit_window = credit_window
-        self.max_message_size = max_message_size
-        self.max_queue_bytes = max_queue_bytes
         self.idle_timeout = idle_timeout
         # Validated here, so that a bad value fails before start().
         self.limits = ServerLimits(handshake_timeout=handshake_timeout, max_connections=max_connections)
         ConnectionConfig(idle_timeout=idle_timeout)
-        self.queues: dict[str, PlainQueue] = {}
+        self.plain = PlainHost(
+            credit_window=credit_window, max_message_size=max_message_size, max_queue_bytes=max_queue_bytes
+        )
+        """The plain queue broker this broker serves when it serves no Service Bus namespace."""
         self.servicebus: ServiceBusHost | None = None
         """The Service Bus namespace this broker serves, when given a config or ``servicebus=True``."""
         if servicebus or (servicebus is None and (config is not None or data_dir is not None)):
@@ -218,12 +193,32 @@ class Broker:
         """``amqp://127.0.0.1:PORT`` for clients (``amqps://`` when started with TLS)."""
         return f"{'amqps' if self._tls else 'amqp'}://127.0.0.1:{self.port}"
 
+    @property
+    def max_message_size(self) -> int:
+        """The largest message a plain queue takes, in bytes (for links attached from now on)."""
+        return self.plain.max_message_size
+
+    @max_message_size.setter
+    def max_message_size(self, size: int) -> None:
+        self.plain.max_message_size = size
+
+    @property
+    def max_queue_bytes(self) -> int:
+        """A plain queue's size limit, in bytes (for queues made from now on)."""
+        return self.plain.max_queue_bytes
+
+    @max_queue_bytes.setter
+    def max_queue_bytes(self, size: int) -> None:
+        self.plain.max_queue_bytes = size
+
+    @property
+    def queues(self) -> dict[str, PlainQueue]:
+        """The plain queues, by name."""
+        return self.plain.queues
+
     def queue(self, name: str) -> PlainQueue:
-        """The queue called ``name``, created on first use."""
-        queue = self.queues.get(name)
-        if queue is None:
-            queue = self.queues[name] = PlainQueue(name, max_bytes=self.max_queue_bytes)
-        return queue
+        """The plain queue called ``name``, created on first use."""
+        return self.plain.queue(name)
 
     async def start(
         self, host: str = "127.0.0.1", port: int = 0, *, ssl_context: ssl.SSLContext | None = None
@@ -394,155 +389,7 @@ class Broker:
         # answered, never by a detach written before it (2.6.3).
         return ConnectionConfig(idle_timeout=self.idle_timeout, on_excess_transfer="deliver")
 
-    def _accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
+    def _accept(self, engine: EngineConnection, protocol: EngineProtocol) -> Callable[[list[Event]], None]:
         self._protocols.add(protocol)
-        if self.servicebus is not None:
-            return self._accept_servicebus(engine, protocol)
-        consumers: dict[SenderLink, PlainQueue] = {}
-        producers: dict[ReceiverLink, PlainQueue] = {}
-
-        def on_writable() -> None:
-            for queue in set(consumers.values()):
-                queue.dispatch()
-
-        if isinstance(protocol, ServerProtocol):
-            protocol.on_writable = on_writable
-
-        def on_events(events: list[Event]) -> None:
-            for event in events:
-                t = type(event)
-                if t is DeliveryReceived:
-                    link = event.link  # type: ignore[attr-defined]
-                    queue = producers.get(link)
-                    if queue is not None:
-                        self._on_message(link, event.delivery, queue, protocol.schedule_flush)  # type: ignore[attr-defined]
-                elif t is DeliveryUpdated:
-                    queue = consumers.get(event.link)  # type: ignore[attr-defined]
-                    state = event.state  # type: ignore[attr-defined]
-                    if queue is not None and (event.settled or isinstance(state, TERMINAL_OUTCOMES)):  # type: ignore[attr-defined]
-                        queue.on_outcome(event.delivery, state)  # type: ignore[attr-defined]
-                elif t is LinkCreditChanged:
-                    link = event.link  # type: ignore[attr-defined]
-                    queue = consumers.get(link)
-                    if queue is not None:
-                        queue.dispatch()
-                        # "drain: ... use all the available credit" first (2.6.7), then answer.
-                        link.drained()
-                elif t is LinkAttachRequested:
-                    self._on_attach(event.link, protocol, consumers, producers)  # type: ignore[attr-defined]
-                elif t is LinkDetached:
-                    link = event.link  # type: ignore[attr-defined]
-                    if not link.detach_sent:
-                        link.detach()
-                    self._drop(link, consumers, producers)
-                elif t is ConnectionClosed:
-                    for link in [*consumers, *producers]:
-                        self._drop(link, consumers, producers)
-                    self._protocols.discard(protocol)
-
-        return on_events
-
-    def _accept_servicebus(self, engine: EngineConnection, protocol: EngineProtocol) -> Any:
-        assert self.servicebus is not None
-        return self.servicebus.accept(engine, protocol, on_closed=lambda: self._protocols.discard(protocol))
-
-    def _on_attach(
-        self,
-        link: Link,
-        protocol: EngineProtocol,
-        consumers: dict[SenderLink, PlainQueue],
-        producers: dict[ReceiverLink, PlainQueue],
-    ) -> None:
-        remote = link.remote_attach
-        assert remote is not None
-        if link.is_detached:
-            return  # the engine refused it already (a transfer before any credit, ...)
-        if isinstance(link, SenderLink):
-            source = remote.source
-            if source is not None and source.dynamic:
-                address = f"dynamic-{uuid.uuid4()}"
-                link.attach(Source(address=address, dynamic=True), remote.target)
-            elif source is None or not source.address:
-                self._refuse(link, "a receiving link needs a source address")
-                return
-            else:
-                address = str(source.address)
-                link.attach()
-            queue = self.queue(address)
-            consumers[link] = queue
-            link.hold_drain = True
-
-            def writable() -> bool:
-                return not protocol.write_paused
-
-            write_now = protocol.write_now if isinstance(protocol, ServerProtocol) else protocol.schedule_flush
-            queue.add_consumer(Consumer(link, protocol.schedule_flush, write_now, writable))
-        else:
-            assert isinstance(link, ReceiverLink)
-            target = remote.target
-            if target is None or not target.address:
-                self._refuse(link, "a sending link needs a target address")
-                return
-            link.max_message_size = self.max_message_size
-            link.answer_rcv_settle_mode = RCV_FIRST
-            link.attach()
-            producers[link] = self.queue(str(target.address))
-            link.flow(self.credit_window)
-
-    @staticmethod
-    def _refuse(link: Link, why: str) -> None:
-        link.attach(None, None, keep=False)
-        link.detach(Error(condition=engine_errors.NOT_FOUND, description=why))
-
-    def _on_message(self, link: ReceiverLink, delivery: Delivery, queue: PlainQueue, flush: Any) -> None:
-        if link.excess_transfers or link.detach_sent:
-            # "the receiver MAY ... detach the link with a transfer-limit-exceeded error code" (2.6.7)
-            if not link.detach_sent:
-                log.warning("detaching link %r: a message arrived without link credit", link.name)
-                link.detach(
-                    Error(
-                        condition=engine_errors.TRANSFER_LIMIT_EXCEEDED,
-                        description="a message arrived without link credit: wait for the broker's flow",
-                    )
-                )
-            return
-        payload = delivery.payload
-        data = payload if type(payload) is bytes else bytes(payload)
-        if not queue.put(data):
-            self._refuse_message(link, delivery, queue, len(data))
-        elif not delivery.settled:
-            link.settle(delivery, _ACCEPTED)
-        if queue.above_high_water:
-            if link.link_credit > 0:
-                link.flow(0)  # "the receiver ... can reduce link-credit" (2.6.7): stop the producer
-
-            def resume() -> None:
-                if not link.is_detached:
-                    link.flow(self.credit_window)
-                    flush()
-
-            queue.wait_for_space(link, resume)
-        elif link.link_credit < self.credit_window // 2:
-            link.flow(self.credit_window)
-
-    @staticmethod
-    def _refuse_message(link: ReceiverLink, delivery: Delivery, queue: PlainQueue, size: int) -> None:
-        error = Error(condition=engine_errors.RESOURCE_LIMIT_EXCEEDED, description=queue.refusal(size))
-        if delivery.settled or delivery.remote_settled:
-            # A pre-settled message cannot be rejected: the link is the only way to say so.
-            log.warning("detaching link %r: %s", link.name, error.description)
-            link.detach(error)
-        else:
-            log.debug("rejecting a message on link %r: %s", link.name, error.description)
-            link.settle(delivery, Rejected(error=error))
-
-    @staticmethod
-    def _drop(link: Link, consumers: dict[SenderLink, PlainQueue], producers: dict[ReceiverLink, PlainQueue]) -> None:
-        if isinstance(link, SenderLink):
-            queue = consumers.pop(link, None)
-            if queue is not None:
-                queue.remove_consumer(link)
-        elif isinstance(link, ReceiverLink):
-            queue = producers.pop(link, None)
-            if queue is not None:
-                queue.forget_producer(link)
+        served: ServiceBusHost | PlainHost = self.plain if self.servicebus is None else self.servicebus
+        return served.accept(engine, protocol, on_closed=lambda: self._protocols.discard(protocol))

@@ -11,6 +11,7 @@ __all__ = [
     "LinkProtocolError",
     "MessageSizeExceededError",
     "ProtocolError",
+    "RunOfManyError",
     "SessionProtocolError",
 ]
 
@@ -85,3 +86,9 @@ class MessageSizeExceededError(EngineStateError):
     """
 
     condition = MESSAGE_SIZE_EXCEEDED
+
+
+class RunOfManyError(AMQPLinkError, LookupError):
+    """``event.delivery`` asked of a run of more than one delivery: code written for the
+    former one-delivery events (``DeliveryReceived``, ``DeliveryUpdated``) meets a run
+    and must loop over ``event.deliveries``."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from amqplink.engine.errors import RunOfManyError
 
 if TYPE_CHECKING:
     from amqplink.engine.link import Delivery, Link
@@ -16,8 +19,6 @@ __all__ = [
     "DeliveriesReceived",
     "DeliveriesUpdated",
     "DeliveryAborted",
-    "DeliveryReceived",
-    "DeliveryUpdated",
     "Event",
     "LinkAttachRequested",
     "LinkAttached",
@@ -125,22 +126,20 @@ class LinkDrained(Event):
 
 
 @dataclass(slots=True)
-class DeliveryReceived(Event):
-    """A whole message arrived on a receiver link (all frames of a multi-frame transfer)."""
-
-    link: Link
-    delivery: Delivery
-
-
-@dataclass(slots=True)
 class DeliveriesReceived(Event):
-    """Whole messages that arrived one after another on a receiver link that takes them in
-    runs (:attr:`~amqplink.engine.link.ReceiverLink.deliver_in_runs`): what a
-    :class:`DeliveryReceived` each would say, in arrival order, in one event. A run ends
-    at any other event, so events keep their order."""
+    """Whole messages that arrived on a receiver link, in arrival order: a run. A run goes
+    on while the link's deliveries arrive one after another and ends at any other event,
+    so events keep their order; a delivery on its own is a run of one."""
 
     link: Link
     deliveries: list[Delivery]
+
+    @property
+    def delivery(self) -> Delivery:
+        """The delivery of a run of one (what the former ``DeliveryReceived`` held);
+        :class:`RunOfManyError` for a longer run, so that code written for one delivery
+        per event fails instead of reading the first only."""
+        return _only(self.deliveries, self)
 
 
 @dataclass(slots=True)
@@ -152,27 +151,47 @@ class DeliveryAborted(Event):
 
 
 @dataclass(slots=True)
-class DeliveryUpdated(Event):
-    """The peer's disposition changed a delivery's remote state or settled it."""
+class DeliveriesUpdated(Event):
+    """One disposition of the peer changed deliveries of a link alike: their remote state
+    or settlement, in delivery-id order (a disposition's ``first..last`` range gives one
+    event per run of the link's deliveries in it; a delivery on its own is a run of one)."""
 
     link: Link
-    delivery: Delivery
+    deliveries: list[Delivery]
     state: Any
     settled: bool
     # "the issuer is hinting that there is no need for the peer to urgently communicate
     # updated delivery state" (2.7.6)
     batchable: bool = False
 
+    @property
+    def delivery(self) -> Delivery:
+        """The delivery of a run of one (what the former ``DeliveryUpdated`` held);
+        :class:`RunOfManyError` for a longer run."""
+        return _only(self.deliveries, self)
 
-@dataclass(slots=True)
-class DeliveriesUpdated(Event):
-    """One disposition of the peer changed several deliveries of a link alike (a
-    ``first..last`` range): what a :class:`DeliveryUpdated` each would tell, in
-    delivery-id order. Only a link that asks for it gets it
-    (:attr:`~amqplink.engine.link.Link.ranged_updates`)."""
 
-    link: Link
-    deliveries: list[Delivery]
-    state: Any
-    settled: bool
-    batchable: bool = False
+def _only(deliveries: list[Delivery], event: Event) -> Delivery:
+    if len(deliveries) != 1:
+        raise RunOfManyError(
+            f"{type(event).__name__} holds {len(deliveries)} deliveries, not one: read event.deliveries"
+        )
+    return deliveries[0]
+
+
+_FORMER_NAMES = {"DeliveryReceived": DeliveriesReceived, "DeliveryUpdated": DeliveriesUpdated}
+"""The one-delivery events' names, kept one release as names of the run classes (a
+delivery on its own is a run of one); importing them warns."""
+
+
+def __getattr__(name: str) -> type[Event]:
+    former = _FORMER_NAMES.get(name)
+    if former is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{name} is {former.__name__} (a delivery on its own is a run of one); read"
+        " event.deliveries: the name goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return former

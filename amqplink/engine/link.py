@@ -32,8 +32,6 @@ from amqplink.engine.events import (
     DeliveriesReceived,
     DeliveriesUpdated,
     DeliveryAborted,
-    DeliveryReceived,
-    DeliveryUpdated,
     LinkCreditChanged,
     LinkDrained,
 )
@@ -159,12 +157,10 @@ class Link:
     """State shared by both ends of a link: names, handles, termini, attach/detach."""
 
     is_sender: bool = False
-    ranged_updates = False
-    """When true, the deliveries of this link that one disposition of the peer names (a
-    first..last range) come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
-    rather than a :class:`~amqplink.engine.events.DeliveryUpdated` each (for an
-    application that settles or waits for them together, as a broker's consumer links
-    and the asyncio sender and receiver do)."""
+    ranged_updates = True
+    """Kept one release, changing nothing: the deliveries of a link that one disposition of
+    the peer names always come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
+    per run (a delivery on its own is a run of one)."""
     _partial: Delivery | None = None
     """Receiver: the delivery whose later transfer frames are still to come."""
     answer_rcv_settle_mode: int | None = None
@@ -702,14 +698,10 @@ class SenderLink(Link):
             self.session._pump_sender(self)
             self.session._answer_drain_later(self)
 
-    def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
-        self._disposition_arrived(delivery, settled, state, batchable)
-        self.session.connection.event_queue.append(DeliveryUpdated(self, delivery, state, settled, batchable))
-
     def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
-        """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
-        (a run of its range, in delivery-id order): what :meth:`_on_disposition` does for each,
-        with one :class:`DeliveriesUpdated` for them all."""
+        """One disposition naming deliveries of this link (a run of its range, in delivery-id
+        order): each one's state as :meth:`_disposition_arrived` sets it, and one
+        :class:`DeliveriesUpdated` for them all."""
         if settled:
             self._settled_by_peer(deliveries, state)
         elif self.auto_settle:
@@ -804,6 +796,9 @@ class ReceiverLink(Link):
     """The receiving end of a link: grants credit, assembles transfers, settles."""
 
     is_sender = False
+    deliver_in_runs = True
+    """Kept one release, changing nothing: whole deliveries always come as runs
+    (:class:`~amqplink.engine.events.DeliveriesReceived`; a delivery on its own is a run of one)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -827,12 +822,6 @@ class ReceiverLink(Link):
         (:attr:`reused_delivery_ids` counts them)."""
         self.reused_delivery_ids = 0
         """Transfers taken under :attr:`tolerate_reused_delivery_ids`."""
-        self.deliver_in_runs = False
-        """Report whole deliveries that arrive one after another as one
-        :class:`~amqplink.engine.events.DeliveriesReceived` (a run) instead of a
-        :class:`~amqplink.engine.events.DeliveryReceived` each: an application that handles
-        many messages per link at once (a broker's producer links) does the per-link work
-        once per run."""
 
     # -- credit (2.6.7) ------------------------------------------------------------------
     def flow(self, credit: int, *, drain: bool = False, echo: bool = False) -> None:
@@ -1103,25 +1092,17 @@ class ReceiverLink(Link):
             self._drained_if_done()
 
     def _report(self, deliveries: list[Delivery]) -> None:
-        """Whole deliveries for the application: a ``DeliveryReceived`` each, or with
-        :attr:`deliver_in_runs` one ``DeliveriesReceived`` (continued while no other event
-        came since)."""
+        """Whole deliveries for the application, as a run: the last event's, when it is this
+        link's run and no other event came since, or a new ``DeliveriesReceived``."""
         events = self.session.connection.event_queue
-        if not self.deliver_in_runs:
-            events.extend([DeliveryReceived(self, delivery) for delivery in deliveries])
-        elif events and type(run := events[-1]) is DeliveriesReceived and run.link is self:
+        if events and type(run := events[-1]) is DeliveriesReceived and run.link is self:
             run.deliveries.extend(deliveries)  # the run goes on: no other event since
         else:
             events.append(DeliveriesReceived(self, deliveries))
 
-    def _on_disposition(self, delivery: Delivery, settled: bool, state: Any, batchable: bool = False) -> None:
-        self._dispositions_arrived((delivery,), settled, state)
-        self.session.connection.event_queue.append(DeliveryUpdated(self, delivery, state, settled, batchable))
-
     def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
-        """One disposition naming deliveries of this link, which has :attr:`ranged_updates`
-        (a run of its range, in delivery-id order): what :meth:`_on_disposition` does for each,
-        with one :class:`DeliveriesUpdated` for them all."""
+        """One disposition naming deliveries of this link (a run of its range, in
+        delivery-id order): their states, and one :class:`DeliveriesUpdated` for them all."""
         self._dispositions_arrived(deliveries, settled, state)
         self.session.connection.event_queue.append(DeliveriesUpdated(self, deliveries, state, settled, batchable))
 

@@ -477,7 +477,7 @@ class Session:
         at: int,
         channel: int,
     ) -> int:
-        """A transfer read by :func:`~amqplink.protocol.hot_decode.scan_transfer`, and the
+        """A transfer read by :func:`~amqplink.engine.hot_decode.scan_transfer`, and the
         transfers that follow it in ``frames`` from index ``at`` (all on ``channel``); the
         index of the first frame left for the caller.
 
@@ -608,29 +608,23 @@ class Session:
             ids = range(first, end) if end <= SERIAL_MOD else [serial_add(first, i) for i in range(count)]
         else:
             ids = [k for k in table if 0 <= serial_diff(k, first) < count]
-        # A link with ranged_updates hears of each run of its deliveries at once, any other
-        # of each delivery (in delivery-id order either way).
+        # Each link hears of each run of its deliveries in the range at once (in delivery-id
+        # order); a delivery on its own is a run of one.
         named: list[Delivery] = list(filter(None, map(table.get, ids)))  # (a Delivery is true)
-        only: Any = named[0].link if named else None
-        if only is not None and only.ranged_updates and not [d for d in named if d.link is not only]:
+        if not named:
+            return
+        only: Any = named[0].link
+        if not [d for d in named if d.link is not only]:
             only._on_dispositions(named, settled, state, batchable)  # the usual: one run of one link
             return
-        link: Any = None
+        link: Any = only
         run: list[Delivery] = []
         for delivery in named:
-            owner: Any = delivery.link
-            if owner is link:
-                run.append(delivery)
-                continue
-            if run:
+            if delivery.link is not link:
                 link._on_dispositions(run, settled, state, batchable)
-                link, run = None, []
-            if owner.ranged_updates:
-                link, run = owner, [delivery]
-            else:
-                owner._on_disposition(delivery, settled, state, batchable)
-        if run:
-            link._on_dispositions(run, settled, state, batchable)
+                link, run = delivery.link, []
+            run.append(delivery)
+        link._on_dispositions(run, settled, state, batchable)
 
     def _on_end(self, end: End) -> None:
         if self.state is _ENDED:

@@ -11,7 +11,7 @@ from amqplink.aio.transport import EngineProtocol
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.errors import NOT_IMPLEMENTED
-from amqplink.engine.events import DeliveryReceived, Event, LinkAttachRequested
+from amqplink.engine.events import DeliveriesReceived, Event, LinkAttachRequested
 from amqplink.engine.link import ReceiverLink
 from amqplink.engine.session import Session
 from amqplink.protocol.definitions import Error
@@ -82,9 +82,9 @@ class HoldingServer:
                     event.link.attach()
                     if isinstance(event.link, ReceiverLink):
                         event.link.flow(self.credit)
-                elif isinstance(event, DeliveryReceived):
+                elif isinstance(event, DeliveriesReceived):
                     assert isinstance(event.link, ReceiverLink)
-                    self.held.append((event.link, event.delivery))
+                    self.held += [(event.link, delivery) for delivery in event.deliveries]
 
         return on_events
 

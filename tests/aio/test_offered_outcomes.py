@@ -17,7 +17,7 @@ from amqplink.aio.server import serve
 from amqplink.aio.transport import EngineProtocol
 from amqplink.codec.types import Symbol
 from amqplink.engine.connection import Connection as EngineConnection
-from amqplink.engine.events import DeliveryUpdated, Event, LinkAttachRequested, LinkCreditChanged
+from amqplink.engine.events import DeliveriesUpdated, Event, LinkAttachRequested, LinkCreditChanged
 from amqplink.engine.link import SenderLink
 from amqplink.protocol.definitions import Released, Source
 
@@ -38,8 +38,8 @@ async def test_an_outcome_the_source_does_not_offer_is_refused_locally() -> None
                 elif isinstance(event, LinkCreditChanged) and event.link not in sent:
                     sent.add(event.link)
                     event.link.send(Message(b"m").encode())
-                elif isinstance(event, DeliveryUpdated) and event.state is not None:
-                    outcomes.append(event.state)
+                elif isinstance(event, DeliveriesUpdated) and event.state is not None:
+                    outcomes.extend([event.state] * len(event.deliveries))
 
         return on_events
 

@@ -1,7 +1,7 @@
 """A Sender hears of a disposition range as one ``DeliveriesUpdated`` per run of its
-deliveries (``ranged_updates``) and resolves their futures in one loop: the same results,
-in the same order, as the ``DeliveryUpdated`` each that a link without it gets, whatever
-the ranges, states and settled flags, and however the range mixes two senders' deliveries."""
+deliveries and resolves their futures in one loop: the same results, in the same order, as
+when the peer sends a disposition per delivery (runs of one), whatever the ranges, states
+and settled flags, and however the range mixes two senders' deliveries."""
 
 from __future__ import annotations
 
@@ -33,13 +33,12 @@ Disposition = tuple[int, int, int, bool]  # first index, length, state index, se
 
 async def _run(ranged: bool, links: list[int], dispositions: list[Disposition]) -> tuple[list[Any], list[int]]:
     """Send one message per entry of ``links`` (0/1: which of two senders), let the server
-    send ``dispositions`` over index ranges (past the last delivery too), then settle all
-    with ``Accepted``; each future's result and the order the futures resolved in."""
+    send ``dispositions`` over index ranges (past the last delivery too; ``ranged=False``:
+    each range as a disposition per delivery-id), then settle all with ``Accepted``; each
+    future's result and the order the futures resolved in."""
     async with HoldingServer() as server:
         conn = await connect(server.url)
         senders = [await conn.create_sender(name, max_in_flight=len(links) + 1) for name in ("a", "b")]
-        for sender in senders:
-            sender.link.ranged_updates = ranged
         order: list[int] = []
         futures = []
         for i, which in enumerate(links):
@@ -53,8 +52,10 @@ async def _run(ranged: bool, links: list[int], dispositions: list[Disposition]) 
         protocol = server.protocols[0]
         for start, length, state, settled in dispositions:
             first = ids[0] + min(start, len(links) - 1)
-            session._queue_disposition(ROLE_RECEIVER, first, settled, STATES[state], False, first + length - 1)
-            protocol.flush()  # one disposition frame each
+            for one in [first] if ranged else range(first, first + length):
+                last = first + length - 1 if ranged else one
+                session._queue_disposition(ROLE_RECEIVER, one, settled, STATES[state], False, last)
+                protocol.flush()  # one disposition frame each
         session._queue_disposition(ROLE_RECEIVER, ids[0], True, Accepted(), False, ids[-1])
         protocol.flush()
         results = await asyncio.wait_for(asyncio.gather(*futures), 5)

@@ -28,21 +28,31 @@ def send(ns: Namespace, address: str, now: float = T0, body: bytes = b"x", **fri
 
 
 @contextmanager
-def per_delivery_outcomes() -> Iterator[list[None]]:
+def per_delivery_outcomes(*, each: bool = False) -> Iterator[list[None]]:
     """While open, one entry per outcome the broker handled one delivery at a time
-    (``_ServiceBusConnection._on_outcome``, the path a disposition range goes without)."""
+    (``_ServiceBusConnection._on_outcome``, the path a disposition range goes without);
+    ``each``: every range's outcomes go that way, one delivery at a time (the reference
+    the ranges are compared with)."""
     calls: list[None] = []
     original = _ServiceBusConnection._on_outcome
+    ranges = _ServiceBusConnection._on_outcomes
 
     def counting(self: _ServiceBusConnection, *args: Any) -> None:
         calls.append(None)
         original(self, *args)
 
+    def one_at_a_time(self: _ServiceBusConnection, consumer: Any, deliveries: Any, state: Any, now: float) -> None:
+        for delivery in deliveries:
+            self._on_outcome(consumer, delivery, state, now)
+
     _ServiceBusConnection._on_outcome = counting  # type: ignore[method-assign]
+    if each:
+        _ServiceBusConnection._on_outcomes = one_at_a_time  # type: ignore[method-assign]
     try:
         yield calls
     finally:
         _ServiceBusConnection._on_outcome = original  # type: ignore[method-assign]
+        _ServiceBusConnection._on_outcomes = ranges  # type: ignore[method-assign]
 
 
 def disposition_rows(dispositions: Iterable[Disposition]) -> list[tuple[Any, ...]]:

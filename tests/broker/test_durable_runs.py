@@ -6,7 +6,7 @@ only once the commit is written: nothing is settled before, a failed write refus
 it held, and a restart finds what was acknowledged.
 
 The same client bytes go into two durable brokers, one as it runs and one taking each
-delivery and each outcome as its own event; between the chunks the test checks that no
+delivery as a run of one and each outcome on its own (``_on_outcome``); between the chunks the test checks that no
 settlement left before the commit, then lets the commit finish.
 """
 
@@ -28,8 +28,8 @@ from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.codec.types import Symbol
 from amqplink.engine.connection import Connection, ConnectionConfig
-from amqplink.engine.events import DeliveryReceived, Event
-from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_UNSETTLED, SenderLink
+from amqplink.engine.events import Event
+from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_UNSETTLED
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Disposition, Rejected, Source, Target
 from interop import inprocess
@@ -37,7 +37,7 @@ from tests import profiles
 from tests.broker.nsutil import disposition_rows, per_delivery_outcomes
 from tests.broker.test_send_runs import NOW, QUEUES, _client_stream, _namespace, plans
 
-from ..engine.pairs import performatives
+from ..engine.pairs import performatives, received_in
 
 INTERNAL = Symbol("amqp:internal-error")
 
@@ -195,10 +195,8 @@ async def _consume(
         rcv_settle_mode=RCV_FIRST if settles_first else RCV_SECOND,
     )  # fmt: skip
     pump()
-    (link,) = [lk for s in server.sessions.values() for lk in s.links.values() if isinstance(lk, SenderLink)]
-    link.ranged_updates = ranged
     receiver.flow(count)
-    deliveries = [e.delivery for e in pump()[0] if type(e) is DeliveryReceived]
+    deliveries = received_in(pump()[0])
     assert len(deliveries) == count
     entity: Entity = namespace.receiver_source("q")
     for i in lost:
@@ -206,7 +204,7 @@ async def _consume(
     assert await _committed(persistence) is None
     if fail:
         _failing(persistence)
-    with per_delivery_outcomes() as one_at_a_time:
+    with per_delivery_outcomes(each=not ranged) as one_at_a_time:
         for i in chosen:
             receiver.settle(deliveries[i], Accepted())
         _, before = pump()

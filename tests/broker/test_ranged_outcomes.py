@@ -1,7 +1,7 @@
 """Outcomes for a range of deliveries: the broker's consumer links hear of a disposition
 range as one event and complete it together (``_on_outcomes``, ``Entity.complete_all``),
 with the same settlements, the same refusals and the same entity state as one outcome
-at a time (a link without ``ranged_updates``, ``Entity.complete`` each)."""
+at a time (``_on_outcome`` for each delivery, ``Entity.complete`` each)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,13 @@ from amqplink.broker.namespace.partitioned import PartitionedEntity
 from amqplink.broker.sbserver import ServiceBusHost
 from amqplink.codec.types import Symbol
 from amqplink.engine.connection import Connection, ConnectionConfig
-from amqplink.engine.events import DeliveryReceived
-from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, SenderLink
+from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Disposition, Error, Modified, Rejected, Released, Source, Target
 from interop import inprocess
 from tests import profiles
 from tests.broker.nsutil import T0, disposition_rows, per_delivery_outcomes, send
-from tests.engine.pairs import performatives
+from tests.engine.pairs import performatives, received_in
 
 OUTCOMES = [
     Accepted(),
@@ -176,16 +175,13 @@ async def _consume(
         rcv_settle_mode=RCV_SECOND,
     )  # fmt: skip
     pump()
-    (link,) = [lk for s in server.sessions.values() for lk in s.links.values() if isinstance(lk, SenderLink)]
-    assert link.ranged_updates  # the broker asks for ranges ...
-    link.ranged_updates = ranged  # ... the reference path goes without
     receiver.flow(count)
-    deliveries = [e.delivery for e in pump() if type(e) is DeliveryReceived]
+    deliveries = received_in(pump())
     assert len(deliveries) == count
     entity: Entity = ns.receiver_source("q")
     for i in lost:
         entity.complete(bytes(deliveries[i].tag), T0)
-    with per_delivery_outcomes() as one_at_a_time:
+    with per_delivery_outcomes(each=not ranged) as one_at_a_time:
         before = len(wire)
         for i in chosen:
             receiver.settle(deliveries[i], OUTCOMES[outcome])

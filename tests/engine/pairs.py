@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 from amqplink.codec.decode import decode
 from amqplink.codec.types import UByte, UInt
 from amqplink.engine.connection import Connection, ConnectionConfig
-from amqplink.engine.events import Event, LinkAttachRequested
+from amqplink.engine.events import DeliveriesReceived, DeliveriesUpdated, Event, LinkAttachRequested
 from amqplink.engine.frames import AMQP_HEADER, FRAME_TYPE_AMQP, SASL_HEADER, FrameReader, write_frame, write_transfer
-from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, ReceiverLink, SenderLink
+from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, Delivery, ReceiverLink, SenderLink
 from amqplink.engine.sasl import SaslClient, SaslServer
 from amqplink.engine.session import Session
 from amqplink.protocol.definitions import Target, Transfer
@@ -64,6 +64,14 @@ class Pair:
         events = self.client_events if side == "client" else self.server_events
         return [e for e in events if isinstance(e, kind)]
 
+    def deliveries(self, side: str = "client") -> list[Delivery]:
+        """The deliveries ``side`` received so far, in arrival order, whatever runs they came in."""
+        return received_in(self.client_events if side == "client" else self.server_events)
+
+    def updated(self, side: str = "client") -> list[tuple[Delivery, DeliveriesUpdated]]:
+        """Each delivery the peer's dispositions changed on ``side``, with the event that told."""
+        return updates_in(self.client_events if side == "client" else self.server_events)
+
     def take(self, side: str = "client") -> list[Event]:
         if side == "client":
             events, self.client_events = self.client_events, []
@@ -95,6 +103,16 @@ class Pair:
                     assert isinstance(link, SenderLink | ReceiverLink)
                     return link
         raise AssertionError(f"server has no link {name!r}")
+
+
+def received_in(events: list[Event]) -> list[Delivery]:
+    """The deliveries of the ``DeliveriesReceived`` among ``events``, in order."""
+    return [d for e in events if isinstance(e, DeliveriesReceived) for d in e.deliveries]
+
+
+def updates_in(events: list[Event]) -> list[tuple[Delivery, DeliveriesUpdated]]:
+    """Each delivery a ``DeliveriesUpdated`` among ``events`` names, with its event, in order."""
+    return [(d, e) for e in events if isinstance(e, DeliveriesUpdated) for d in e.deliveries]
 
 
 def unsettled_link(window: int, max_frame_size: int) -> tuple[Pair, Session, SenderLink, ReceiverLink]:

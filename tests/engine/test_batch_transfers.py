@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from amqplink.engine import errors
 from amqplink.engine.connection import ConnectionConfig
-from amqplink.engine.events import DeliveryReceived
 from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_UNSETTLED, ReceiverLink, SenderLink
 from amqplink.protocol.definitions import Accepted, Target
 
@@ -31,7 +30,7 @@ LAST = st.sampled_from([[], [("end", 0, 0)], [("close", 0, 0)]])
 
 
 def _events(events: list[Any]) -> list[str]:
-    return [type(e).__name__ + repr(getattr(e, "delivery", "")) for e in events]
+    return [type(e).__name__ + repr(getattr(e, "deliveries", None) or getattr(e, "delivery", "")) for e in events]
 
 
 def _run(
@@ -95,7 +94,7 @@ def _run(
         "wire": pair.wire_c2s,
         "client": _events(pair.client_events),
         "server": _events(pair.server_events),
-        "received": [(e.link.name, bytes(e.delivery.payload)) for e in pair.of(DeliveryReceived, "server")],
+        "received": [(d.link.name, bytes(d.payload)) for d in pair.deliveries("server")],
         "outcomes": outcomes,
         "held": [[(d.tag, d.delivery_id, d.settled) for d in [*s.unsettled.values(), *s.queue]] for s in senders],
     }
@@ -152,7 +151,7 @@ def test_batched_sends_wait_for_data_to_send_and_count_as_output() -> None:
     pair.pump()
     assert [d.delivery_id for d in deliveries] == [0, 1, 2] and not sender.queue
     assert pair.client.output_size() == 0
-    assert len(pair.of(DeliveryReceived, "server")) == 3
+    assert len(pair.deliveries("server")) == 3
 
 
 def _echo_before_data_to_send(batched: bool) -> list[bytes]:

@@ -8,7 +8,7 @@ a transfer-limit-exceeded error code" (2.6.7): by default the engine detaches; w
 from __future__ import annotations
 
 from amqplink.engine.connection import ConnectionConfig
-from amqplink.engine.events import ConnectionClosed, DeliveryReceived, LinkDetached, SessionEnded
+from amqplink.engine.events import ConnectionClosed, LinkDetached, SessionEnded
 from amqplink.engine.link import ReceiverLink, SenderLink
 from amqplink.protocol.definitions import Source
 
@@ -28,11 +28,11 @@ def _overshooting_pair(on_excess_transfer: str) -> tuple[Pair, ReceiverLink, Sen
 def test_transfer_beyond_every_grant_detaches_with_transfer_limit_exceeded() -> None:
     pair, receiver, sender = _overshooting_pair("detach")
     pair.grant_and_send(sender, receiver, 2, 2)
-    assert len(pair.of(DeliveryReceived)) == 2 and receiver.link_credit == 0
+    assert len(pair.deliveries()) == 2 and receiver.link_credit == 0
     sender.link_credit = 1  # the sender believes in credit it was never given
     sender.send(b"excess")
     pair.pump()
-    assert len(pair.of(DeliveryReceived)) == 2  # the excess delivery is not handed on
+    assert len(pair.deliveries()) == 2  # the excess delivery is not handed on
     (detached,) = pair.of(LinkDetached, "server")
     assert detached.error is not None and detached.error.condition == "amqp:link:transfer-limit-exceeded"
     assert "delivery-id 2" in (detached.error.description or "")
@@ -50,7 +50,7 @@ def test_transfer_within_an_earlier_higher_grant_is_legal() -> None:
     for i in range(4):
         sender.send(bytes([i]))
     pair.pump()
-    assert len(pair.of(DeliveryReceived)) == 4 and receiver.is_attached
+    assert len(pair.deliveries()) == 4 and receiver.is_attached
     assert not pair.of(LinkDetached, "server")
 
 
@@ -62,7 +62,7 @@ def test_transfers_beyond_credit_are_delivered_and_counted() -> None:
     for i in range(2, 5):
         sender.send(bytes([i]))
     pair.pump()
-    assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived)] == [bytes([i]) for i in range(5)]
+    assert [bytes(d.payload) for d in pair.deliveries()] == [bytes([i]) for i in range(5)]
     assert receiver.excess_transfers == 3 and receiver.link_credit == 0
     assert not pair.of(LinkDetached) and not pair.of(LinkDetached, "server")
     assert not pair.of(ConnectionClosed) and receiver.is_attached
@@ -72,5 +72,5 @@ def test_transfers_beyond_credit_are_delivered_and_counted() -> None:
     assert sender.link_credit == 1
     sender.send(b"granted")
     pair.pump()
-    assert bytes(pair.of(DeliveryReceived)[-1].delivery.payload) == b"granted"
+    assert bytes(pair.deliveries()[-1].payload) == b"granted"
     assert receiver.excess_transfers == 3 and receiver.link_credit == 0

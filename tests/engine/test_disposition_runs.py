@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplink.codec.types import Symbol
-from amqplink.engine.events import DeliveryReceived
 from amqplink.engine.link import ReceiverLink
 from amqplink.protocol.definitions import Accepted, Disposition, Error, Rejected, Released, Target
 from tests import profiles
@@ -48,7 +47,7 @@ def test_settlements_in_any_order_merge_into_ranges(data: st.DataObject, count: 
     receiver = pair.server_link("q", sender=False)
     assert isinstance(receiver, ReceiverLink)
     pair.grant_and_send(sender, receiver, count, count)
-    deliveries = {int(e.delivery.delivery_id): e.delivery for e in pair.of(DeliveryReceived, "server")}
+    deliveries = {int(d.delivery_id): d for d in pair.deliveries("server")}
     order = data.draw(st.permutations(sorted(deliveries)))
     chosen = order[: data.draw(st.integers(min_value=1, max_value=count))]
     settled = [(i, data.draw(st.integers(min_value=0, max_value=2)), data.draw(st.booleans())) for i in chosen]

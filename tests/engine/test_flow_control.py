@@ -8,7 +8,7 @@ import pytest
 from amqplink.codec.types import UInt
 from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.events import (
-    DeliveryReceived,
+    DeliveriesReceived,
     LinkAttachRequested,
     LinkCreditChanged,
     LinkDrained,
@@ -53,7 +53,7 @@ def test_sender_keeps_within_the_receivers_incoming_window() -> None:
         assert len(transfers) <= 4
         for event in pair.server.receive_data(c2s):
             assert not isinstance(event, SessionEnded), event
-            received += isinstance(event, DeliveryReceived)
+            received += len(event.deliveries) if isinstance(event, DeliveriesReceived) else 0
         pair.client.receive_data(pair.server.data_to_send())
     assert received == 30 and not sender.queue
     assert rounds >= 50 // 4  # 50 frames, at most 4 a round
@@ -120,7 +120,7 @@ def test_a_grant_that_crosses_transfers_counts_from_the_receivers_delivery_count
         sender.send(bytes([i]))
     pair.server_events += pair.server.receive_data(in_flight)
     pair.pump()
-    assert len(pair.of(DeliveryReceived, "server")) == 5
+    assert len(pair.deliveries("server")) == 5
     assert receiver.excess_transfers == 0 and receiver.link_credit == 0
     assert sender.delivery_count == receiver.delivery_count == 5
 
@@ -143,12 +143,12 @@ def test_delivery_count_wraps_around_as_a_serial_number() -> None:
     for i in range(7):
         sender.send(bytes([i]))
     pair.pump()
-    assert len(pair.of(DeliveryReceived)) == 5
+    assert len(pair.deliveries()) == 5
     assert sender.delivery_count == receiver.delivery_count == serial_add(2**32 - 2, 5) == 3
     assert sender.link_credit == receiver.link_credit == 0 and receiver.excess_transfers == 0
     receiver.flow(2)
     pair.pump()
-    assert len(pair.of(DeliveryReceived)) == 7 and not sender.queue
+    assert len(pair.deliveries()) == 7 and not sender.queue
 
 
 # -- drain (2.6.7) ---------------------------------------------------------------------------
@@ -163,8 +163,9 @@ def test_drain_ends_when_transfers_use_up_the_credit() -> None:
         sender.send(bytes([i]))
     receiver.flow(2, drain=True)
     pair.pump()
-    events = [type(e) for e in pair.server_events if isinstance(e, DeliveryReceived | LinkDrained)]
-    assert events == [DeliveryReceived, DeliveryReceived, LinkDrained]
+    events = [e for e in pair.server_events if isinstance(e, DeliveriesReceived | LinkDrained)]
+    assert [type(e) for e in events] == [DeliveriesReceived, LinkDrained]  # the drain ends the run
+    assert [bytes(d.payload) for d in pair.deliveries("server")] == [b"\x00", b"\x01"]
     assert not receiver.drain and receiver.link_credit == 0
     assert len(sender.queue) == 3
     assert not [f for f in performatives(pair.wire_c2s, Flow) if f.handle is not None]
@@ -177,8 +178,9 @@ def test_drain_of_a_split_delivery_ends_when_its_last_frame_arrives() -> None:
     sender.send(b"next")
     receiver.flow(1, drain=True)
     pair.pump()
-    kinds = [type(e) for e in pair.server_events if isinstance(e, DeliveryReceived | LinkDrained)]
-    assert kinds == [DeliveryReceived, LinkDrained]
+    kinds = [type(e) for e in pair.server_events if isinstance(e, DeliveriesReceived | LinkDrained)]
+    assert kinds == [DeliveriesReceived, LinkDrained]
+    assert [len(d.payload) for d in pair.deliveries("server")] == [3000]
 
 
 def test_drain_with_no_credit_is_over_at_once() -> None:
@@ -253,7 +255,7 @@ def test_sender_announces_available_as_queued_plus_backlog() -> None:
     assert receiver.available == 13
     receiver.flow(2, echo=True)  # two go out; the echo answer reports what still waits
     pair.pump()
-    assert len(pair.of(DeliveryReceived, "server")) == 2
+    assert len(pair.deliveries("server")) == 2
     assert receiver.available == 11
     with pytest.raises(ValueError):
         sender.announce_available(-1)

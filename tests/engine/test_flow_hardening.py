@@ -10,7 +10,6 @@ from amqplink.codec.types import UInt
 from amqplink.engine import errors
 from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.events import (
-    DeliveryReceived,
     LinkAttachRequested,
     LinkCreditChanged,
     LinkDetached,
@@ -54,7 +53,7 @@ def test_a_peer_incoming_window_of_2_31_or_more_does_not_stall_the_sender(window
     pair = Pair(server_config=ConnectionConfig(container_id="server", incoming_window=window))
     sender, receiver = link_pair(pair)
     pair.grant_and_send(sender, receiver, 10, 5)
-    assert len(pair.of(DeliveryReceived, "server")) == 5 and not sender.queue
+    assert len(pair.deliveries("server")) == 5 and not sender.queue
     session = sender.session
     assert session.remote_incoming_window == window - 5
     # the same from a hand-made flow that has seen two of the five transfers
@@ -76,14 +75,14 @@ def test_a_grant_of_one_from_a_sender_starting_near_2_32_admits_one_delivery() -
     for i in range(5):
         sender.send(bytes([i]))
     pair.pump()
-    assert len(pair.of(DeliveryReceived)) == 1
+    assert len(pair.deliveries()) == 1
     assert len(sender.queue) == 4
     assert sender.link_credit == receiver.link_credit == 0, "no phantom credit on either end"
     assert sender.delivery_count == receiver.delivery_count == serial_add(NEAR_WRAP, 1)
     assert receiver.excess_transfers == 0
     receiver.flow(2)
     pair.pump()
-    assert len(pair.of(DeliveryReceived)) == 3 and len(sender.queue) == 2
+    assert len(pair.deliveries()) == 3 and len(sender.queue) == 2
     assert sender.delivery_count == receiver.delivery_count == serial_add(NEAR_WRAP, 3)
 
 
@@ -100,7 +99,7 @@ def test_a_sender_near_2_32_that_ignores_credit_is_caught() -> None:
     for i in range(3):
         sender.send(bytes([i]))
     pair.pump()
-    assert len(pair.of(DeliveryReceived)) == 3
+    assert len(pair.deliveries()) == 3
     assert receiver.excess_transfers == 3 and receiver.link_credit == 0
 
 
@@ -114,7 +113,7 @@ def test_a_credit_overshoot_near_2_32_detaches_by_default() -> None:
     sender.send(b"a")
     sender.send(b"b")
     pair.pump()
-    assert len(pair.of(DeliveryReceived)) == 1
+    assert len(pair.deliveries()) == 1
     (detached,) = pair.of(LinkDetached, "server")
     assert detached.error is not None and detached.error.condition == errors.TRANSFER_LIMIT_EXCEEDED
 
@@ -162,7 +161,7 @@ def test_a_drain_right_behind_an_attach_is_answered_once_the_attach_is_sent(init
     receiver.flow(2)
     sender.send(b"after")
     pair.pump()
-    assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived)] == [b"after"]
+    assert [bytes(d.payload) for d in pair.deliveries()] == [b"after"]
     assert sender.link_credit == receiver.link_credit == 1
 
 
@@ -175,7 +174,7 @@ def test_a_drain_behind_an_attach_lets_the_first_sends_use_the_credit() -> None:
     sender.send(b"one")
     sender.send(b"two")
     pair.pump()
-    assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived)] == [b"one", b"two"]
+    assert [bytes(d.payload) for d in pair.deliveries()] == [b"one", b"two"]
     assert pair.of(LinkDrained) == [LinkDrained(receiver)]
     assert sender.delivery_count == receiver.delivery_count == 3
     assert sender.link_credit == receiver.link_credit == 0
@@ -192,7 +191,7 @@ def test_a_drain_is_answered_after_the_application_sends_on_credit_changed() -> 
     sender.send(b"a")
     sender.send(b"b")
     pair.pump()
-    assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived, "server")] == [b"a", b"b"]
+    assert [bytes(d.payload) for d in pair.deliveries("server")] == [b"a", b"b"]
     assert pair.of(LinkDrained, "server") == [LinkDrained(receiver)]
     assert sender.delivery_count == receiver.delivery_count == 5
     assert sender.link_credit == receiver.link_credit == 0
@@ -214,7 +213,7 @@ def test_a_sender_blocked_by_the_session_window_is_held_once() -> None:
     assert session.remote_incoming_window == 0 and len(sender.queue) == 990
     assert len(session._blocked) == 1
     pair.pump()
-    got = [int.from_bytes(e.delivery.payload, "big") for e in pair.of(DeliveryReceived, "server")]
+    got = [int.from_bytes(d.payload, "big") for d in pair.deliveries("server")]
     assert got == list(range(1000))
     assert len(session._blocked) <= 1
 
@@ -283,8 +282,8 @@ def test_a_message_at_the_limit_is_received() -> None:
     pair.pump()
     sender.send(b"y" * limit)
     pair.pump()
-    (received,) = pair.of(DeliveryReceived, "server")
-    assert len(received.delivery.payload) == limit and not receiver.is_detached
+    (received,) = pair.deliveries("server")
+    assert len(received.payload) == limit and not receiver.is_detached
 
 
 def test_a_sender_refuses_a_message_larger_than_the_receivers_max_message_size() -> None:
@@ -298,7 +297,7 @@ def test_a_sender_refuses_a_message_larger_than_the_receivers_max_message_size()
     pair.grant_and_send(sender, receiver, 1, 0)
     sender.send(b"z" * 100)
     pair.pump()
-    assert len(pair.of(DeliveryReceived, "server")) == 1 and not receiver.is_detached
+    assert len(pair.deliveries("server")) == 1 and not receiver.is_detached
 
 
 def test_a_server_sets_a_links_max_message_size_before_answering_its_attach() -> None:
@@ -322,4 +321,4 @@ def test_a_server_sets_a_links_max_message_size_before_answering_its_attach() ->
     pair.pump()
     (detached,) = pair.of(LinkDetached)
     assert detached.error is not None and detached.error.condition == errors.MESSAGE_SIZE_EXCEEDED
-    assert not pair.of(DeliveryReceived, "server")
+    assert not pair.deliveries("server")

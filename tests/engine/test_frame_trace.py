@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from amqplink.engine.events import DeliveryReceived
 from amqplink.engine.link import ReceiverLink, SenderLink
 from amqplink.engine.sasl import SaslClient, SaslServer
 from amqplink.engine.transfer_paths import FastTransferReader, FastTransferWriter
@@ -30,7 +29,7 @@ def test_frames_are_traced_both_ways_with_payload_sizes_and_no_password(caplog: 
     pair.pump()
     sender.send(b"x" * 123)
     pair.pump()
-    assert len(pair.of(DeliveryReceived)) == 1
+    assert len(pair.deliveries()) == 1
     lines = [r.getMessage() for r in caplog.records if r.name == "amqplink.frames"]
     text = "\n".join(lines)
     assert SECRET not in text and "alice" not in text  # the PLAIN response is redacted whole
@@ -78,7 +77,7 @@ def _traced_run(fast: bool, caplog: pytest.LogCaptureFixture) -> tuple[list[str]
         session._next_delivery_id = 1000  # (the usual frame's four-byte delivery-id)
         sender.send_all([b"m%d" % i for i in range(20)], [i.to_bytes(8, "big") for i in range(20)])
         pair.pump()
-    assert len(pair.of(DeliveryReceived, "server")) == 20
+    assert len(pair.deliveries("server")) == 20
     lines = [r.getMessage() for r in caplog.records if r.name == "amqplink.frames"]
     return lines, pair.wire_c2s + pair.wire_s2c, used["write"], used["read"]
 

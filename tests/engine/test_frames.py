@@ -11,7 +11,6 @@ from amqplink.codec.types import Symbol, UInt
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import (
     ConnectionClosed,
-    DeliveryReceived,
     LinkAttachRequested,
 )
 from amqplink.engine.frames import AMQP_HEADER, SASL_HEADER
@@ -238,8 +237,8 @@ def test_no_frame_exceeds_the_peer_max_frame_size(tag_size: int) -> None:
         sender.send(bytes([n % 256]) * n, tag=tag, message_format=0xFFFFFFFF)
         server_sender.send(bytes([n % 256]) * n, tag=tag)  # type: ignore[union-attr]
     pair.pump()
-    assert [len(e.delivery.payload) for e in pair.of(DeliveryReceived, "server")] == sizes
-    assert [len(e.delivery.payload) for e in pair.of(DeliveryReceived)] == sizes
+    assert [len(d.payload) for d in pair.deliveries("server")] == sizes
+    assert [len(d.payload) for d in pair.deliveries()] == sizes
     c2s, s2c = frame_sizes(pair.wire_c2s), frame_sizes(pair.wire_s2c)
     assert 512 - 80 < max(c2s) <= 512 and 600 - 80 < max(s2c) <= 600  # near the limit, never past it
     transfers = [p for _, p, _ in frames_in(pair.wire_c2s) if isinstance(p, Transfer)]

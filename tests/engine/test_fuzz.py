@@ -20,7 +20,6 @@ from amqplink.codec.types import Symbol
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import (
     ConnectionClosed,
-    DeliveryReceived,
     Event,
     LinkAttachRequested,
     LinkDetached,
@@ -74,8 +73,8 @@ def recorded_stream(sasl: bool) -> bytes:
     for i in range(4):
         server_sender.send(bytes([i]))  # type: ignore[union-attr]
     pair.pump()
-    for ev in pair.of(DeliveryReceived):
-        receiver.settle(ev.delivery, Accepted())
+    for delivery in pair.deliveries():
+        receiver.settle(delivery, Accepted())
     receiver.flow(3, drain=True)
     for i in range(4):
         sender.send(bytes([i]) * (50 + 400 * i))

@@ -19,7 +19,6 @@ from amqplink.engine.connection import ConnectionConfig
 from amqplink.engine.errors import EngineStateError
 from amqplink.engine.events import (
     ConnectionClosed,
-    DeliveryReceived,
     LinkAttachRequested,
     LinkDetached,
     SessionEnded,
@@ -38,7 +37,7 @@ from amqplink.engine.states import (
 )
 from amqplink.protocol.definitions import Accepted, Attach, Detach, Error, Open, Target, Transfer
 
-from .pairs import Pair, frame, frames_in
+from .pairs import Pair, frame, frames_in, received_in
 
 
 def _sender(pair: Pair, name: str = "q") -> tuple[SenderLink, ReceiverLink]:
@@ -91,8 +90,8 @@ def test_outcomes_that_arrive_after_this_side_closed_still_settle() -> None:
     pair.pump()
     delivery = sender.send(b"x")
     events = pair.server.receive_data(pair.client.data_to_send())
-    (received,) = [e for e in events if isinstance(e, DeliveryReceived)]
-    receiver.settle(received.delivery, Accepted())
+    (received,) = received_in(events)
+    receiver.settle(received, Accepted())
     pair.client.close()  # the server's accept is on the wire
     pair.pump()
     assert delivery.settled and isinstance(delivery.remote_state, Accepted)
@@ -200,13 +199,13 @@ def test_a_caller_tag_in_use_by_an_unsettled_delivery_is_refused() -> None:
     pair.pump()
     with pytest.raises(EngineStateError, match="already in use"):
         sender.send(b"2", tag=b"t")  # sent, unsettled
-    (received,) = pair.of(DeliveryReceived, "server")
-    receiver.settle(received.delivery, Accepted())
+    (received,) = pair.deliveries("server")
+    receiver.settle(received, Accepted())
     pair.pump()
     assert first.settled
     sender.send(b"3", tag=b"t")  # settled: the tag is free again
     pair.pump()
-    assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived, "server")] == [b"1", b"3"]
+    assert [bytes(d.payload) for d in pair.deliveries("server")] == [b"1", b"3"]
 
 
 def test_a_bytearray_tag_is_copied_and_checked_like_bytes() -> None:
@@ -263,8 +262,8 @@ def test_settling_frees_the_tags_of_deliveries_that_were_settled_by_the_peer() -
     pair.pump()
     deliveries = [sender.send(b"x", tag=bytes([i])) for i in range(3)]
     pair.pump()
-    for ev in pair.of(DeliveryReceived, "server"):
-        receiver.settle(ev.delivery, Accepted())
+    for delivery in pair.deliveries("server"):
+        receiver.settle(delivery, Accepted())
     pair.pump()
     assert all(d.settled for d in deliveries)
     for i in range(3):

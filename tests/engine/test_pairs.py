@@ -13,8 +13,6 @@ from amqplink.engine.events import (
     ConnectionClosed,
     ConnectionOpened,
     DeliveryAborted,
-    DeliveryReceived,
-    DeliveryUpdated,
     LinkAttached,
     LinkAttachRequested,
     LinkCreditChanged,
@@ -161,30 +159,30 @@ def test_transfer_and_settlement_for_every_settle_mode_pair(snd: int, rcv: int) 
     presettled = snd == SND_SETTLED
     deliveries = [sender.send(f"m{i}".encode(), settled=presettled if snd == SND_MIXED else None) for i in range(5)]
     pair.pump()
-    received = pair.of(DeliveryReceived, "server")
-    assert [bytes(e.delivery.payload) for e in received] == [f"m{i}".encode() for i in range(5)]
+    received = pair.deliveries("server")
+    assert [bytes(d.payload) for d in received] == [f"m{i}".encode() for i in range(5)]
     assert sender.link_credit == 5 and receiver.link_credit == 5
     assert receiver.delivery_count == sender.delivery_count == 5
-    for event in received:
-        assert event.delivery.remote_settled is presettled
-        receiver.settle(event.delivery, Accepted())
+    for delivery in received:
+        assert delivery.remote_settled is presettled
+        receiver.settle(delivery, Accepted())
     pair.pump()
     if presettled:
-        assert not pair.of(DeliveryUpdated)
+        assert not pair.updated()
         assert all(d.settled for d in deliveries)
         assert not performatives(pair.wire_s2c, Disposition)
     else:
-        updates = pair.of(DeliveryUpdated)
+        updates = [event for _, event in pair.updated()]
         assert len(updates) == 5
         assert all(isinstance(u.state, Accepted) for u in updates)
         assert all(d.settled for d in deliveries)
-        assert all(e.delivery.settled for e in received)
+        assert all(d.settled for d in received)
         assert not sender.unsettled and not receiver.unsettled
         assert not sender.session._outgoing and not receiver.session._incoming
         if rcv == RCV_SECOND:
             # receiver: unsettled outcome, sender settles, receiver forgets
             assert [u.settled for u in updates] == [False] * 5
-            assert pair.of(DeliveryUpdated, "server") and all(u.settled for u in pair.of(DeliveryUpdated, "server"))
+            assert pair.updated("server") and all(u.settled for _, u in pair.updated("server"))
         else:
             assert [u.settled for u in updates] == [True] * 5
 
@@ -205,9 +203,9 @@ def test_every_outcome_reaches_the_sender(outcome: object) -> None:
     pair.pump()
     sender.send(b"x")
     pair.pump()
-    receiver.settle(pair.of(DeliveryReceived, "server")[0].delivery, outcome)
+    receiver.settle(pair.deliveries("server")[0], outcome)
     pair.pump()
-    update = pair.of(DeliveryUpdated)[0]
+    _, update = pair.updated()[0]
     assert update.state == outcome and type(update.state) is type(outcome)
 
 
@@ -218,12 +216,12 @@ def test_sender_never_sends_past_credit() -> None:
         sender.send(bytes([i]))
     receiver.flow(3)
     pair.pump()
-    assert len(pair.of(DeliveryReceived, "server")) == 3
+    assert len(pair.deliveries("server")) == 3
     assert len(sender.queue) == 7 and sender.link_credit == 0
     assert len(performatives(pair.wire_c2s, Transfer)) == 3
     receiver.add_credit(4)
     pair.pump()
-    assert len(pair.of(DeliveryReceived, "server")) == 7
+    assert len(pair.deliveries("server")) == 7
 
 
 def test_drain_with_nothing_to_send_returns_all_credit() -> None:
@@ -232,7 +230,7 @@ def test_drain_with_nothing_to_send_returns_all_credit() -> None:
     sender.send(b"one")
     receiver.flow(5, drain=True)
     pair.pump()
-    assert len(pair.of(DeliveryReceived, "server")) == 1
+    assert len(pair.deliveries("server")) == 1
     assert pair.of(LinkDrained, "server") == [LinkDrained(receiver)]
     assert sender.link_credit == 0 and receiver.link_credit == 0
     assert sender.delivery_count == receiver.delivery_count == 5
@@ -264,7 +262,7 @@ def test_multi_frame_transfer_is_split_and_reassembled() -> None:
     assert len(transfers) > 20
     assert all(t.more for t in transfers[:-2]) and not transfers[-1].more
     assert max(len(c) for c in pair.wire_c2s) > 0
-    got = [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived, "server")]
+    got = [bytes(d.payload) for d in pair.deliveries("server")]
     assert got == [big, b"after"]
     # every frame respected the server's max-frame-size
     from .pairs import frames_in
@@ -287,9 +285,9 @@ def test_abort_mid_delivery_reaches_the_receiver() -> None:
     sender.send(b"next")
     pair.pump()
     assert [e.delivery.aborted for e in pair.of(DeliveryAborted, "server")] == [True]
-    received = pair.of(DeliveryReceived, "server")
-    assert [bytes(e.delivery.payload) for e in received] == [b"next"]
-    assert list(receiver.unsettled) == [received[0].delivery.delivery_id]
+    received = pair.deliveries("server")
+    assert [bytes(d.payload) for d in received] == [b"next"]
+    assert list(receiver.unsettled) == [received[0].delivery_id]
     assert delivery.delivery_id not in sender.unsettled
 
 
@@ -302,7 +300,7 @@ def test_session_window_blocks_then_resumes() -> None:
     for i in range(50):
         sender.send(i.to_bytes(2, "big"))
     pair.pump()
-    got = [int.from_bytes(bytes(e.delivery.payload), "big") for e in pair.of(DeliveryReceived, "server")]
+    got = [int.from_bytes(bytes(d.payload), "big") for d in pair.deliveries("server")]
     assert got == list(range(50))
     # the server never let its incoming window go below zero
     assert receiver.session.incoming_window >= 0
@@ -313,13 +311,13 @@ def test_dispositions_are_sent_as_ranges() -> None:
     sender, receiver = _link_pair(pair)
     pair.grant_and_send(sender, receiver, 100, 100)
     before = len(performatives(pair.wire_s2c, Disposition))
-    for event in pair.of(DeliveryReceived, "server"):
-        receiver.settle(event.delivery, Accepted())
+    for delivery in pair.deliveries("server"):
+        receiver.settle(delivery, Accepted())
     pair.pump()
     dispositions = performatives(pair.wire_s2c, Disposition)[before:]
     assert len(dispositions) == 1
     assert int(dispositions[0].first) == 0 and int(dispositions[0].last) == 99
-    assert len(pair.of(DeliveryUpdated)) == 100
+    assert len(pair.updated()) == 100
 
 
 def test_batchable_hint_travels_both_ways_and_splits_ranges() -> None:
@@ -329,13 +327,13 @@ def test_batchable_hint_travels_both_ways_and_splits_ranges() -> None:
     sender, receiver = _link_pair(pair)
     pair.grant_and_send(sender, receiver, 10, 10)
     before = len(performatives(pair.wire_s2c, Disposition))
-    for event in pair.of(DeliveryReceived, "server"):
-        receiver.settle(event.delivery, Accepted(), batchable=int(event.delivery.delivery_id) < 6)
+    for delivery in pair.deliveries("server"):
+        receiver.settle(delivery, Accepted(), batchable=int(delivery.delivery_id) < 6)
     pair.pump()
     dispositions = performatives(pair.wire_s2c, Disposition)[before:]
     ranges = sorted((int(d.first), int(d.last or d.first), bool(d.batchable)) for d in dispositions)
     assert ranges == [(0, 5, True), (6, 9, False)]
-    updates = {int(e.delivery.delivery_id): e.batchable for e in pair.of(DeliveryUpdated)}
+    updates = {int(d.delivery_id): e.batchable for d, e in pair.updated()}
     assert updates == {i: i < 6 for i in range(10)}
 
 
@@ -368,7 +366,7 @@ def test_receiver_link_attached_by_client() -> None:
     pair.pump()
     server_sender.send(b"from-server")
     pair.pump()
-    assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived)] == [b"from-server"]
+    assert [bytes(d.payload) for d in pair.deliveries()] == [b"from-server"]
 
 
 def test_two_sessions_are_independent() -> None:

@@ -1,17 +1,20 @@
-"""A sender link with ``ranged_updates`` hears of a disposition range as one
-``DeliveriesUpdated`` per run of its deliveries: the same deliveries, states and wire
-frames as the ``DeliveryUpdated`` each that a link without it gets; and
-``SenderLink.settle_all`` settles as ``settle`` each would, in first..last ranges."""
+"""The peer's dispositions come as one ``DeliveriesUpdated`` per run of a link's deliveries
+that one disposition names (in delivery-id order; a run ends where the range passes to a
+delivery of another link, so a delivery on its own is a run of one): each event is checked
+against a model made from the disposition frames on the wire. The deliveries' states end
+as when the peer settles them one disposition each. ``SenderLink.settle_all`` settles as
+``settle`` each would, in first..last ranges."""
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplink.codec.types import Symbol
-from amqplink.engine.events import DeliveriesUpdated, DeliveryReceived, DeliveryUpdated
+from amqplink.engine.events import DeliveriesUpdated
 from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_UNSETTLED, Delivery, ReceiverLink, SenderLink
 from amqplink.protocol.definitions import Accepted, Disposition, Error, Modified, Rejected, Released, Target
 from tests import profiles
@@ -26,41 +29,49 @@ OUTCOMES = [
 ]
 
 
-def _updates(taken: list[Any], deliveries: list[Any]) -> tuple[list[Any], int]:
-    """(link name, index in ``deliveries``, state, settled) of each delivery an update
-    event tells of, in order, and how many events told them (one per run or per delivery)."""
+def _updates(taken: list[Any], deliveries: list[Any]) -> list[Any]:
+    """(link name, indices in ``deliveries``, state, settled) of each update event, in order."""
     updates: list[Any] = []
-    events = 0
     for event in taken:
         if isinstance(event, DeliveriesUpdated):
-            events += 1
-            assert event.deliveries, "an empty DeliveriesUpdated"
             assert all(d.link is event.link for d in event.deliveries)
-            updates += [(event.link.name, deliveries.index(d), event.state, event.settled) for d in event.deliveries]
-        elif isinstance(event, DeliveryUpdated):
-            events += 1
-            updates.append((event.link.name, deliveries.index(event.delivery), event.state, event.settled))
-    return updates, events
+            indices = [deliveries.index(d) for d in event.deliveries]
+            updates.append((event.link.name, indices, event.state, event.settled))
+    return updates
+
+
+def _model(dispositions: list[Disposition], deliveries: list[Any]) -> list[Any]:
+    """What :func:`_updates` should find: for each disposition, the deliveries its range
+    names in delivery-id order, one event per run of one link's."""
+    by_id = {d.delivery_id: d for d in deliveries}
+    expected: list[Any] = []
+    for p in dispositions:
+        last = int(p.first if p.last is None else p.last)
+        named = [by_id[i] for i in range(int(p.first), last + 1) if i in by_id]
+        for link, run in groupby(named, key=lambda d: d.link):
+            expected.append((link.name, [deliveries.index(d) for d in run], p.state, bool(p.settled)))
+    return expected
 
 
 def _run(
-    ranged: tuple[bool, bool],
+    apart: bool,
     links: list[int],
     chosen: list[int],
     outcome: int,
     rcv_settle_mode: int,
     auto_settle: bool,
-) -> tuple[list[Any], list[Any], list[Any], int]:
+) -> tuple[list[Any], list[Any], list[Any]]:
     """Send on two links of one session in the order ``links`` names, let the peer settle
-    the deliveries ``chosen`` (indices) with one outcome; what the sender's side saw."""
+    the deliveries ``chosen`` (indices) with one outcome (``apart``: one disposition each);
+    the update events the sender's side saw, the deliveries' states, and the model of the
+    events made from the peer's dispositions."""
     pair = Pair()
     session = pair.open()
     senders: list[SenderLink] = []
-    for name, ranges in zip(("a", "b"), ranged, strict=True):
+    for name in ("a", "b"):
         sender = session.attach_sender(
             name, target=Target(address=name), snd_settle_mode=SND_UNSETTLED, rcv_settle_mode=rcv_settle_mode
         )
-        sender.ranged_updates = ranges
         sender.auto_settle = auto_settle
         senders.append(sender)
     pair.pump()
@@ -71,18 +82,19 @@ def _run(
     pair.pump()
     sent = [senders[which].send(bytes([i % 256])) for i, which in enumerate(links)]
     pair.pump()
-    received = {bytes(e.delivery.tag) + e.link.name.encode(): e.delivery for e in pair.of(DeliveryReceived, "server")}
+    received = {bytes(d.tag) + d.link.name.encode(): d for d in pair.deliveries("server")}
     pair.take()
-    before = len(pair.wire_c2s)
+    before = len(pair.wire_s2c)
     for i in chosen:  # queued together: they leave as ranges spanning both links
         delivery = sent[i]
         peer = received[bytes(delivery.tag) + delivery.link.name.encode()]
         peer.link.settle(peer, OUTCOMES[outcome])  # type: ignore[attr-defined]
+        if apart:
+            pair.pump()
     pair.pump()
-    updates, events = _updates(pair.take(), sent)
+    updates = _updates(pair.take(), sent)
     states = [(d.settled, d.remote_settled, d.remote_state, d.state, d.delivery_id) for d in sent]
-    frames = [(type(p).__name__, p) for p in performatives(pair.wire_c2s[before:], Disposition)]
-    return updates, states, frames, events
+    return updates, states, _model(performatives(pair.wire_s2c[before:], Disposition), sent)
 
 
 @settings(profiles.HEAVY, deadline=None)
@@ -92,30 +104,22 @@ def _run(
     outcome=st.integers(min_value=0, max_value=len(OUTCOMES) - 1),
     rcv_settle_mode=st.sampled_from([RCV_FIRST, RCV_SECOND]),
     auto_settle=st.booleans(),
-    ranges=st.sampled_from([(True, True), (True, False), (False, True)]),
 )
-def test_a_range_as_one_event_per_run_tells_what_an_event_each_tells(
-    data: st.DataObject,
-    links: list[int],
-    outcome: int,
-    rcv_settle_mode: int,
-    auto_settle: bool,
-    ranges: tuple[bool, bool],
+def test_a_sender_hears_of_a_range_as_one_event_per_run_of_a_link(
+    data: st.DataObject, links: list[int], outcome: int, rcv_settle_mode: int, auto_settle: bool
 ) -> None:
     chosen = data.draw(st.lists(st.sampled_from(range(len(links))), unique=True, min_size=1))
-    each = _run((False, False), links, chosen, outcome, rcv_settle_mode, auto_settle)
-    # One link or both with ranged_updates: the same deliveries told of, in delivery-id order.
-    ranged = _run(ranges, links, chosen, outcome, rcv_settle_mode, auto_settle)
-    assert ranged[:3] == each[:3]
-    assert sorted(u[1] for u in each[0]) == sorted(chosen)  # every settled delivery was told of
-    assert each[3] == len(chosen)
-    assert ranged[3] <= each[3]
+    updates, states, model = _run(False, links, chosen, outcome, rcv_settle_mode, auto_settle)
+    assert updates == model
+    assert sorted(i for u in updates for i in u[1]) == sorted(chosen)  # every settled delivery was told of
+    apart = _run(True, links, chosen, outcome, rcv_settle_mode, auto_settle)
+    assert apart[1] == states  # the same states as one disposition each ...
+    assert [u[1] for u in apart[0]] == [[i] for i in chosen]  # ... which are runs of one, in that order
 
 
 def test_a_range_over_one_link_is_one_event() -> None:
-    updates, states, _, events = _run((True, True), [0] * 10, list(range(10)), 0, RCV_SECOND, False)
-    assert events == 1
-    assert [u[1] for u in updates] == list(range(10))
+    updates, states, _ = _run(False, [0] * 10, list(range(10)), 0, RCV_SECOND, False)
+    assert [u[1] for u in updates] == [list(range(10))]
     # Neither side settled: the outcome is recorded, the deliveries stay unsettled here.
     assert all(not settled and remote_state == Accepted() for settled, _, remote_state, _, _ in states)
 
@@ -167,20 +171,20 @@ def test_settle_all_sends_consecutive_ids_as_one_range() -> None:
 
 # -- the receiver's side: the sender's settlements of a range ------------------------------
 def _receive_run(
-    ranged: tuple[bool, bool], links: list[int], settle_first: list[int], chosen: list[int], outcome: int, state: bool
-) -> tuple[list[Any], list[Any], list[Any], int]:
+    apart: bool, links: list[int], settle_first: list[int], chosen: list[int], outcome: int, state: bool
+) -> tuple[list[Any], list[Any], list[Any]]:
     """Deliver on two receiver links of one session in the order ``links`` names; this side
     settles ``settle_first`` (rcv-settle-mode second: they wait for the peer), then the peer
     sends one outcome for the deliveries ``chosen`` (settled, or with ``state`` only an
-    unsettled state); what the receiving side saw."""
+    unsettled state; ``apart``: one disposition each); what the receiving side saw, as
+    :func:`_run`."""
     pair = Pair()
     session = pair.open()
     receivers: list[ReceiverLink] = []
-    for name, ranges in zip(("a", "b"), ranged, strict=True):
+    for name in ("a", "b"):
         receiver = session.attach_receiver(
             name, target=Target(address=name), snd_settle_mode=SND_UNSETTLED, rcv_settle_mode=RCV_SECOND
         )
-        receiver.ranged_updates = ranges
         receivers.append(receiver)
     pair.pump()
     senders = []
@@ -193,26 +197,28 @@ def _receive_run(
     pair.pump()
     sent = [senders[which].send(bytes([i % 256])) for i, which in enumerate(links)]
     pair.pump()
-    got = [e.delivery for e in pair.take() if isinstance(e, DeliveryReceived)]
+    got = pair.deliveries()
+    pair.take()
     assert [d.link.name for d in got] == [d.link.name for d in sent]
     for i in settle_first:
         got[i].link.settle(got[i], Released())  # type: ignore[attr-defined]
     pair.pump()
-    before = len(pair.wire_c2s)
+    before = len(pair.wire_s2c)
     for i in chosen:  # queued together: they leave as ranges spanning both links
         if state:  # role false: the sender speaks
             sent[i].link.session._queue_disposition(False, sent[i].delivery_id, False, OUTCOMES[outcome])
         else:
             sent[i].link.settle(sent[i], OUTCOMES[outcome])  # type: ignore[attr-defined]
+        if apart:
+            pair.pump()
     pair.pump()
-    updates, events = _updates(pair.take(), got)
+    updates = _updates(pair.take(), got)
     states = [
         (d.settled, d.remote_settled, d.remote_state, d.state, d.delivery_id in d.link.unsettled)  # type: ignore[attr-defined]
         for d in got
     ]
     states.append(sorted(session._incoming))
-    frames = [(type(p).__name__, p) for p in performatives(pair.wire_c2s[before:], Disposition)]
-    return updates, states, frames, events
+    return updates, states, _model(performatives(pair.wire_s2c[before:], Disposition), got)
 
 
 @settings(profiles.HEAVY, deadline=None)
@@ -221,25 +227,23 @@ def _receive_run(
     links=st.lists(st.integers(min_value=0, max_value=1), min_size=1, max_size=30),
     outcome=st.integers(min_value=0, max_value=len(OUTCOMES) - 1),
     state=st.booleans(),
-    ranges=st.sampled_from([(True, True), (True, False), (False, True)]),
 )
-def test_a_receiver_hears_of_a_range_as_one_event_per_run_what_an_event_each_tells(
-    data: st.DataObject, links: list[int], outcome: int, state: bool, ranges: tuple[bool, bool]
+def test_a_receiver_hears_of_a_range_as_one_event_per_run_of_a_link(
+    data: st.DataObject, links: list[int], outcome: int, state: bool
 ) -> None:
     chosen = data.draw(st.lists(st.sampled_from(range(len(links))), unique=True, min_size=1))
     settle_first = data.draw(st.lists(st.sampled_from(range(len(links))), unique=True))
-    each = _receive_run((False, False), links, settle_first, chosen, outcome, state)
-    ranged = _receive_run(ranges, links, settle_first, chosen, outcome, state)
-    assert ranged[:3] == each[:3]
-    assert sorted(u[1] for u in each[0]) == sorted(chosen)
-    assert each[3] == len(chosen)
-    assert ranged[3] <= each[3]
+    updates, states, model = _receive_run(False, links, settle_first, chosen, outcome, state)
+    assert updates == model
+    assert sorted(i for u in updates for i in u[1]) == sorted(chosen)
+    apart = _receive_run(True, links, settle_first, chosen, outcome, state)
+    assert apart[1] == states
+    assert [u[1] for u in apart[0]] == [[i] for i in chosen]
 
 
 def test_a_range_settled_by_the_sender_is_one_event_on_a_receiver() -> None:
-    updates, states, _, events = _receive_run((True, True), [0] * 10, list(range(10)), list(range(10)), 0, False)
-    assert events == 1
-    assert [u[1] for u in updates] == list(range(10))
+    updates, states, _ = _receive_run(False, [0] * 10, list(range(10)), list(range(10)), 0, False)
+    assert [u[1] for u in updates] == [list(range(10))]
     # This side settled first (second mode): the peer's settlement ends each delivery here.
     assert all(s == (True, True, Accepted(), Released(), False) for s in states[:-1])
     assert states[-1] == []

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplink.engine.events import DeliveryReceived
 from amqplink.protocol.definitions import Accepted, Disposition
 
+from .pairs import received_in
 from .test_violations import server_with_session, session_ended_with, transfer, with_receiver, written
 
 
@@ -20,7 +20,7 @@ def test_the_default_link_refuses_a_reused_delivery_id() -> None:
     for reads in ([transfer(0, 7) + transfer(0, 7)], [transfer(0, 7), transfer(0, 7)]):
         server, session = server_with_session()
         link = with_receiver(server)
-        received = [e for data in reads for e in server.receive_data(data) if isinstance(e, DeliveryReceived)]
+        received = [d for data in reads for d in received_in(server.receive_data(data))]
         assert len(received) == 1
         assert link.reused_delivery_ids == 0
         session_ended_with(server, session, "amqp:not-allowed")
@@ -31,7 +31,7 @@ def test_a_tolerant_link_takes_the_reused_id_as_a_new_delivery() -> None:
     link = with_receiver(server)
     link.tolerate_reused_delivery_ids = True
     events = server.receive_data(transfer(0, 7, b"first") + transfer(0, 7, b"second") + transfer(0, 9, b"third"))
-    first, second, third = [e.delivery for e in events if isinstance(e, DeliveryReceived)]
+    first, second, third = received_in(events)
     assert [bytes(d.payload) for d in (first, second, third)] == [b"first", b"second", b"third"]
     assert link.reused_delivery_ids == 1 and session.is_mapped
     assert first.remote_settled and not second.remote_settled
@@ -78,7 +78,7 @@ def test_tolerant_link_against_a_model(ops: list[tuple[str, int]]) -> None:
     superseded: set[int] = set()
     for op, n in ops:
         if op == "transfer":
-            (delivery,) = [e.delivery for e in server.receive_data(transfer(0, n)) if isinstance(e, DeliveryReceived)]
+            (delivery,) = received_in(server.receive_data(transfer(0, n)))
             if n in held:
                 superseded.add(id(held[n]))
             held[n] = delivery

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplink.engine import errors
-from amqplink.engine.events import DeliveryReceived
 from amqplink.engine.link import SND_SETTLED, SND_UNSETTLED
 from amqplink.protocol.definitions import Target
 from tests import profiles
@@ -45,7 +44,7 @@ def _send(
     pair.pump()
     receiver.flow(len(sizes))  # the rest of what was queued
     pair.pump()
-    got = [(bytes(e.delivery.tag), bytes(e.delivery.payload)) for e in pair.of(DeliveryReceived, "server")]
+    got = [(bytes(d.tag), bytes(d.payload)) for d in pair.deliveries("server")]
     if error is None:
         assert [d.tag for d in made] == tags
         assert all(type(d.tag) is bytes for d in made)

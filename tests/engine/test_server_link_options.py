@@ -5,7 +5,7 @@ rcv-settle-mode, and half-received deliveries let go when the transport ends."""
 from __future__ import annotations
 
 from amqplink.codec.types import UInt
-from amqplink.engine.events import DeliveryReceived, LinkDrained
+from amqplink.engine.events import DeliveriesReceived, LinkDrained
 from amqplink.engine.link import RCV_FIRST, RCV_SECOND, ReceiverLink, SenderLink
 from amqplink.protocol.definitions import Accepted, Attach, Source, Target, Transfer
 
@@ -31,8 +31,8 @@ def test_a_held_drain_is_answered_after_what_the_application_sends() -> None:
     sender.send(b"two")
     sender.drained()
     pair.pump()
-    kinds = [type(e) for e in pair.client_events if isinstance(e, DeliveryReceived | LinkDrained)]
-    assert kinds == [DeliveryReceived, DeliveryReceived, LinkDrained]
+    kinds = [type(e) for e in pair.client_events if isinstance(e, DeliveriesReceived | LinkDrained)]
+    assert kinds == [DeliveriesReceived, LinkDrained] and len(pair.deliveries()) == 2
     assert sender.link_credit == 0 and receiver.link_credit == 0
     assert sender.delivery_count == receiver.delivery_count
 
@@ -59,7 +59,7 @@ def test_a_receiver_answers_with_its_own_rcv_settle_mode() -> None:
     (answer,) = [a for a in performatives(pair.wire_s2c, Attach) if a.name == "in"]
     assert int(answer.rcv_settle_mode) == RCV_FIRST and sender.rcv_settle_mode == RCV_FIRST
     pair.grant_and_send(sender, receiver, 1, 1)
-    (delivery,) = [e.delivery for e in pair.of(DeliveryReceived, "server")]
+    (delivery,) = [d for d in pair.deliveries("server")]
     receiver.settle(delivery, Accepted())
     pair.pump()
     assert delivery.settled and not sender.unsettled

@@ -21,9 +21,8 @@ from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.errors import EngineStateError
 from amqplink.engine.events import (
     ConnectionClosed,
+    DeliveriesReceived,
     DeliveryAborted,
-    DeliveryReceived,
-    DeliveryUpdated,
     Event,
     LinkAttachRequested,
     LinkDetached,
@@ -43,7 +42,7 @@ from amqplink.engine.serial import serial_diff
 from amqplink.engine.states import LinkState
 from amqplink.protocol.definitions import Accepted, Detach, End, Flow, Released, Target, Transfer
 
-from .pairs import frames_in
+from .pairs import frames_in, updates_in
 
 
 class LinkMachine(RuleBasedStateMachine):
@@ -112,9 +111,9 @@ class LinkMachine(RuleBasedStateMachine):
             for ev in events:
                 if isinstance(ev, LinkAttachRequested):
                     ev.link.attach()
-                if isinstance(ev, DeliveryReceived):
-                    self.received.append(ev.delivery)
-                    if len(ev.delivery.payload) > self.server.config.max_frame_size:
+                if isinstance(ev, DeliveriesReceived):
+                    self.received += ev.deliveries
+                    if any(len(d.payload) > self.server.config.max_frame_size for d in ev.deliveries):
                         event("a split delivery arrived")
                 if isinstance(ev, DeliveryAborted):
                     assert ev.delivery.tag in self.aborted, ev
@@ -236,7 +235,7 @@ class LinkMachine(RuleBasedStateMachine):
             assert delivery.settled
         for delivery in unsettled_sends:
             assert isinstance(delivery.remote_state, Accepted | Released), f"{delivery} never got an outcome"
-        updated = {id(e.delivery) for e in self.client_events if isinstance(e, DeliveryUpdated)}
+        updated = {id(d) for d, _ in updates_in(self.client_events)}
         assert updated == {id(d) for d in unsettled_sends}
         self.no_protocol_error()
 

@@ -8,9 +8,9 @@ import pytest
 from amqplink.codec.types import Symbol, UByte, UInt, ULong
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import (
+    DeliveriesReceived,
+    DeliveriesUpdated,
     DeliveryAborted,
-    DeliveryReceived,
-    DeliveryUpdated,
     LinkAttachRequested,
 )
 from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_MIXED, ReceiverLink, SenderLink
@@ -27,7 +27,7 @@ from amqplink.protocol.definitions import (
     Transfer,
 )
 
-from .pairs import Pair, frame, performatives, unsettled_link
+from .pairs import Pair, frame, performatives, unsettled_link, updates_in
 from .test_violations import server_with_session, with_receiver
 
 BATCH_FORMAT = 0x80013700  # Service Bus's batched message format
@@ -54,7 +54,7 @@ def test_tags_and_message_format_arrive_as_sent() -> None:
         sender.send(b"", tag=b""),
     ]
     pair.pump()
-    got = [e.delivery for e in pair.of(DeliveryReceived, "server")]
+    got = [d for d in pair.deliveries("server")]
     assert [d.tag for d in got] == [d.tag for d in sent] == [bytes(8), b"\x01" * 32, b"split", b""]
     assert [d.message_format for d in got] == [0, BATCH_FORMAT, BATCH_FORMAT + 1, 0]
     assert [bytes(d.payload) for d in got] == [b"plain", b"batch", b"s" * 2000, b""]
@@ -84,8 +84,8 @@ def test_settled_on_a_later_frame_settles_the_whole_delivery() -> None:
     assert list(link.unsettled) == [0]
     server.receive_data(frame(0, Transfer(handle=UInt(0), settled=True, more=True), b"b"))
     (event,) = server.receive_data(frame(0, Transfer(handle=UInt(0)), b"c"))
-    assert isinstance(event, DeliveryReceived)
-    assert bytes(event.delivery.payload) == b"abc" and event.delivery.remote_settled
+    assert isinstance(event, DeliveriesReceived)
+    assert bytes(event.delivery.payload) == b"abc" and event.delivery.remote_settled  # (a run of one)
     assert not link.unsettled and not session._incoming  # nothing waits for a disposition
 
 
@@ -113,7 +113,7 @@ def test_abort_before_any_frame_left_drops_the_delivery_without_using_credit() -
     assert list(sender.queue) == [kept]
     receiver.flow(1)
     pair.pump()
-    assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived, "server")] == [b"kept"]
+    assert [bytes(d.payload) for d in pair.deliveries("server")] == [b"kept"]
     assert not pair.of(DeliveryAborted, "server")
     assert doomed.delivery_id is None and list(sender.unsettled) == [kept.delivery_id] == [0]
 
@@ -129,7 +129,7 @@ def test_unsettled_maps_hold_every_delivery_until_it_is_settled() -> None:
     ids = [d.delivery_id for d in sent]
     assert list(sender.unsettled) == ids and list(receiver.unsettled) == ids
     assert presettled.delivery_id not in sender.unsettled and presettled.delivery_id not in receiver.unsettled
-    received = {e.delivery.delivery_id: e.delivery for e in pair.of(DeliveryReceived, "server")}
+    received = {d.delivery_id: d for d in pair.deliveries("server")}
     receiver.settle(received[ids[1]], Accepted())
     pair.pump()
     # rcv-settle-mode second: the sender settles on the outcome, then the receiver forgets
@@ -155,7 +155,7 @@ def test_incoming_disposition_ranges_reach_every_delivery_in_them() -> None:
         )
         + frame(channel, Disposition(role=True, first=UInt(0), last=UInt(100), settled=True, state=rejected))
     )
-    updates = [(e.delivery.delivery_id, type(e.state)) for e in events if isinstance(e, DeliveryUpdated)]
+    updates = [(d.delivery_id, type(e.state)) for d, e in updates_in(events)]
     assert updates == [(1, Accepted), (2, Accepted), (3, Accepted), (0, Rejected), (4, Rejected), (5, Rejected)]
     assert all(d.settled and d.remote_settled for d in sent) and not sender.unsettled
 
@@ -172,9 +172,9 @@ def test_non_terminal_state_keeps_the_delivery_unsettled() -> None:
     channel = sender.session.remote_channel or 0
     progress = Received(section_number=UInt(0), section_offset=ULong(1))
     (update,) = pair.client.receive_data(frame(channel, Disposition(role=True, first=UInt(0), state=progress)))
-    assert isinstance(update, DeliveryUpdated) and update.state == progress
+    assert isinstance(update, DeliveriesUpdated) and update.state == progress and update.deliveries == [delivery]
     assert not delivery.settled and delivery.delivery_id in sender.unsettled
-    receiver.settle(pair.of(DeliveryReceived, "server")[0].delivery, Modified(delivery_failed=True))
+    receiver.settle(pair.deliveries("server")[0], Modified(delivery_failed=True))
     pair.pump()
     assert delivery.settled and isinstance(delivery.remote_state, Modified) and not sender.unsettled
 
@@ -214,9 +214,9 @@ def test_rejected_outcome_keeps_its_error() -> None:
     sender.send(b"x")
     pair.pump()
     error = Error(condition=Symbol("amqp:precondition-failed"), description="no", info={Symbol("k"): 1})
-    receiver.settle(pair.of(DeliveryReceived, "server")[0].delivery, Rejected(error=error))
+    receiver.settle(pair.deliveries("server")[0], Rejected(error=error))
     pair.pump()
-    (update,) = pair.of(DeliveryUpdated)
+    ((_, update),) = pair.updated()
     assert update.state == Rejected(error=error) and update.settled
 
 
@@ -285,13 +285,13 @@ def test_a_receiver_whose_sender_answers_rcv_settle_mode_first_settles_first() -
     pair.pump()
     assert receiver.rcv_settle_mode == RCV_FIRST
     pair.grant_and_send(sender, receiver, 1, 1)
-    [received] = pair.of(DeliveryReceived)
-    receiver.settle(received.delivery, Accepted())
-    assert received.delivery.settled and not receiver.unsettled
+    [received] = pair.deliveries()
+    receiver.settle(received, Accepted())
+    assert received.settled and not receiver.unsettled
     pair.pump()
     [disposition] = performatives(pair.wire_c2s, Disposition)
     assert disposition.settled is True
-    [updated] = pair.of(DeliveryUpdated, "server")
+    [(_, updated)] = pair.updated("server")
     assert updated.settled and isinstance(updated.state, Accepted)
 
 
@@ -304,11 +304,11 @@ def test_a_receiver_whose_sender_confirms_keeps_rcv_settle_mode_second() -> None
     sender = pair.server_link("q", sender=True)
     assert isinstance(sender, SenderLink)
     pair.grant_and_send(sender, receiver, 1, 1)
-    [received] = pair.of(DeliveryReceived)
-    receiver.settle(received.delivery, Accepted())
-    assert not received.delivery.settled  # waits for the sender's settlement
+    [received] = pair.deliveries()
+    receiver.settle(received, Accepted())
+    assert not received.settled  # waits for the sender's settlement
     pair.pump()
-    assert received.delivery.settled
+    assert received.settled
 
 
 @pytest.mark.parametrize("message_format", [-1, 2**32])
@@ -324,7 +324,7 @@ def test_a_message_format_outside_uint_is_refused_before_anything_is_queued(mess
     assert (sender.link_credit, sender.delivery_count, len(sender.queue), session.next_outgoing_id) == before
     sender.send(b"y")
     pair.pump()
-    assert [bytes(e.delivery.payload) for e in pair.of(DeliveryReceived, "server")] == [b"y"]
+    assert [bytes(d.payload) for d in pair.deliveries("server")] == [b"y"]
 
 
 def test_fast_transfers_is_the_former_name_of_fast_paths() -> None:

@@ -9,7 +9,6 @@ from amqplink.codec.types import Symbol, UInt, UShort
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import (
     ConnectionClosed,
-    DeliveryReceived,
     LinkAttachRequested,
     LinkDetached,
     SessionEnded,
@@ -29,7 +28,7 @@ from amqplink.protocol.definitions import (
     Transfer,
 )
 
-from .pairs import Pair, frame, frames_in
+from .pairs import Pair, frame, frames_in, received_in
 
 
 def closed_with(events: list[Any]) -> str:
@@ -251,7 +250,7 @@ def test_transfer_beyond_the_incoming_window_ends_the_session() -> None:
     with_receiver(server)
     flood = b"".join(transfer(0, i) for i in range(5))
     events = server.receive_data(flood)
-    assert len([e for e in events if isinstance(e, DeliveryReceived)]) == 4
+    assert len(received_in(events)) == 4
     session_ended_with(server, session, "amqp:session:window-violation")
 
 
@@ -261,7 +260,7 @@ def test_transfers_within_each_advertised_window_are_fine() -> None:
     delivered = 0
     for batch in range(5):
         events = server.receive_data(b"".join(transfer(0, batch * 4 + i) for i in range(4)))
-        delivered += len([e for e in events if isinstance(e, DeliveryReceived)])
+        delivered += len(received_in(events))
         (flow,) = written(server, Flow)  # the window reopens once the batch is read
         assert int(flow.incoming_window) == 4 and int(flow.next_incoming_id) == (batch + 1) * 4
     assert delivered == 20 and session.is_mapped

@@ -20,7 +20,7 @@ from amqplink.engine import errors
 from amqplink.engine.connection import Connection, ConnectionConfig
 from amqplink.engine.events import (
     ConnectionClosed,
-    DeliveryUpdated,
+    DeliveriesUpdated,
     Event,
     LinkAttachRequested,
     SessionEnded,
@@ -73,7 +73,7 @@ def test_detaching_before_protons_attach_arrives_keeps_the_session(broker: Proto
         after = session.attach_sender("after", target=Target(address=address), snd_settle_mode=SND_UNSETTLED)
         delivery = after.send(b"the session still works")
         events = _run(
-            sock, conn, lambda evs: any(isinstance(e, DeliveryUpdated) and e.delivery is delivery for e in evs)
+            sock, conn, lambda evs: any(isinstance(e, DeliveriesUpdated) and delivery in e.deliveries for e in evs)
         )
         assert not [e for e in events if isinstance(e, SessionEnded | ConnectionClosed)], events
         (detached,) = [e for e in events if isinstance(e, EngineLinkDetached)]
