@@ -288,7 +288,7 @@ class Connection:
         """Closing a connection ends its sessions and their links (2.4.3, 2.5.5)."""
         for session in self.sessions.values():
             if session.state is not _SESSION_ENDED:
-                session._abandon(reason)
+                session.abandon(reason)
 
     @property
     def fast_paths(self) -> bool:
@@ -322,7 +322,7 @@ class Connection:
         if self._pending_sessions:
             pending, self._pending_sessions = self._pending_sessions, []
             for session in pending:
-                session._flush_pending()
+                session.flush_pending()
             self.batched_bytes = 0
         if not self._out:
             return b""
@@ -353,7 +353,7 @@ class Connection:
         return self.transfer_writer.fast and self.state < _CLOSE_SENT
 
     def schedule_flush(self, session: Session) -> None:
-        """Call ``session._flush_pending`` at the next :meth:`data_to_send` (the session
+        """Call ``session.flush_pending`` at the next :meth:`data_to_send` (the session
         registers once until then)."""
         self._pending_sessions.append(session)
 
@@ -434,14 +434,14 @@ class Connection:
         if self.state is _START or self.state is _OPEN_RCVD:
             self.open()
         for session in list(self.sessions.values()):
-            session._flush_writes()
+            session.flush_writes()
         self._step(Step.SEND_CLOSE)
         self.error = error
         self.send_frame(0, Close(error=error))
         # Nothing more goes out, but frames still come in until the peer's close
         # (2.4.6 CLOSE_SENT): outcomes that arrive now still settle deliveries.
         for session in self.sessions.values():
-            session._abandon_links("the connection is closing")
+            session.abandon_links("the connection is closing")
 
     def begin_session(
         self,
@@ -459,7 +459,7 @@ class Connection:
         if channel is None:
             raise errors.EngineStateError(f"all {limit + 1} channels are in use")
         session = self._new_session(channel, incoming_window, handle_max)
-        session._send_begin()
+        session.send_begin()
         return session
 
     def _new_session(self, channel: int, incoming_window: int | None, handle_max: int | None) -> Session:
@@ -502,9 +502,7 @@ class Connection:
         collector would free what may be megabytes of frames."""
         self._reader = FrameReader(self.config.max_frame_size)
         for session in self.sessions.values():
-            for link in session.links.values():
-                if not link.is_sender:
-                    link._discard_partial()  # type: ignore[attr-defined]
+            session.discard_partial_deliveries()
 
     # -- time ----------------------------------------------------------------------
     def tick(self, now: float) -> list[Event]:
@@ -623,7 +621,7 @@ class Connection:
                                 self._dispatch(channel, fields, body[fields[6] :])
                                 continue
                             try:  # what _dispatch does for it and the transfers after it (the hot path)
-                                at = session._on_transfer_run(fields, body[fields[6] :], frames, at, channel)
+                                at = session.on_transfer_run(fields, body[fields[6] :], frames, at, channel)
                             except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
                                 self._session_failed(session, channel, exc)
                             continue
@@ -768,13 +766,13 @@ class Connection:
                 return
             try:
                 if kind is tuple:
-                    session._on_transfer_run(frame, payload, (), 0, channel)
+                    session.on_transfer_run(frame, payload, (), 0, channel)
                 elif kind is Transfer:
-                    session._on_transfer(frame, payload)
+                    session.on_transfer(frame, payload)
                 elif kind is Disposition:
-                    session._on_disposition(frame)
+                    session.on_disposition(frame)
                 else:
-                    session._on_flow(frame)
+                    session.on_flow(frame)
             except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
                 self._session_failed(session, channel, exc)
             return
@@ -787,9 +785,9 @@ class Connection:
                 return
             try:
                 if kind is Attach:
-                    session._on_attach(frame)
+                    session.on_attach(frame)
                 else:
-                    session._on_detach(frame)
+                    session.on_detach(frame)
             except errors.SessionProtocolError as exc:
                 self._fail_session(session, exc)
             except IllegalTransition as exc:
@@ -799,7 +797,7 @@ class Connection:
         elif kind is End:
             session = self._session_for(channel, allow_ending=True)
             if session is not None:
-                session._on_end(frame)
+                session.on_end(frame)
                 if channel not in self._remote_sessions:
                     self._ended_remote_channels.add(channel)
         elif kind is Open:
@@ -892,8 +890,8 @@ class Connection:
             session = self._new_session(local, None, None)
             session.remote_channel = channel
             self._remote_sessions[channel] = session
-            session._on_begin(frame)
-            session._send_begin()
+            session.on_begin(frame)
+            session.send_begin()
         else:
             session_or_none = self.sessions.get(int(frame.remote_channel))
             if session_or_none is None or session_or_none.state is not _SESSION_BEGIN_SENT:
@@ -903,7 +901,7 @@ class Connection:
             session = session_or_none
             session.remote_channel = channel
             self._remote_sessions[channel] = session
-            session._on_begin(frame)
+            session.on_begin(frame)
         self.event_queue.append(SessionBegun(session))
 
     def _on_close(self, frame: Close) -> None:

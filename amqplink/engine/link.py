@@ -11,11 +11,11 @@ A :class:`ReceiverLink` grants credit with :meth:`ReceiverLink.flow` and settles
 
 The credit fields carry the spec's names (2.6.7): ``delivery_count``, ``link_credit``,
 ``available`` and ``drain``; their arithmetic is in :mod:`amqplink.engine.flow`, each
-rule beside its quote, and moves in one method per event: :meth:`Session._write_deliveries`
+rule beside its quote, and moves in one method per event: :meth:`Session.write_deliveries`
 and :meth:`ReceiverLink._count_deliveries` (a transfer moves delivery-count and
-link-credit), :meth:`SenderLink._on_flow` (the sender's link-credit from a flow),
-:meth:`SenderLink._answer_drain` (drain), :meth:`ReceiverLink.flow` (a grant),
-:meth:`ReceiverLink._on_attach` (grants count from the initial-delivery-count) and
+link-credit), :meth:`SenderLink.on_flow` (the sender's link-credit from a flow),
+:meth:`SenderLink.answer_drain` (drain), :meth:`ReceiverLink.flow` (a grant),
+:meth:`ReceiverLink.on_attach` (grants count from the initial-delivery-count) and
 :meth:`ReceiverLink._refuse_oversize` (max-message-size).
 """
 
@@ -103,13 +103,13 @@ class Delivery:
     """One message on a link, from its first transfer frame to its settlement."""
 
     __slots__ = (
-        "_chunks",
-        "_offset",
         "aborted",
+        "chunks",
         "context",
         "delivery_id",
         "link",
         "message_format",
+        "offset",
         "payload",
         "rcv_settle_mode",
         "remote_settled",
@@ -143,8 +143,8 @@ class Delivery:
         self.rcv_settle_mode: int | None = None  # the transfer's own, if it set one
         self.context: Any = None
         self.size = size
-        self._offset = 0
-        self._chunks: list[memoryview] | None = None
+        self.offset = 0
+        self.chunks: list[memoryview] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -161,7 +161,7 @@ class Link:
     """Kept one release, changing nothing: the deliveries of a link that one disposition of
     the peer names always come as one :class:`~amqplink.engine.events.DeliveriesUpdated`
     per run (a delivery on its own is a run of one)."""
-    _partial: Delivery | None = None
+    partial_delivery: Delivery | None = None
     """Receiver: the delivery whose later transfer frames are still to come."""
     answer_rcv_settle_mode: int | None = None
     """A receiver answering the peer's attach: its own rcv-settle-mode (``None``: the
@@ -230,7 +230,7 @@ class Link:
     def _step(self, step: Step) -> None:
         self.state = advance(LINK_TRANSITIONS, self.state, step, f"link {self.name!r}")
 
-    def _abandon(self, reason: str) -> None:
+    def abandon(self, reason: str) -> None:
         """The session ended or the connection closed: a link lives within its session
         (2.5.5, 2.6.1), so it ends with it; nothing more goes out on this link."""
         if self.state is not _ENDED:
@@ -300,7 +300,7 @@ class Link:
         self.source = source
         self.target = target
         self._step(Step.SEND_ATTACH)
-        self.session._send_attach(self)
+        self.session.send_attach(self)
 
     def detach(self, error: Error | None = None, *, closed: bool = True) -> None:
         """Send detach (``closed=True`` closes the link for good, 2.6.6); no-op once detached.
@@ -315,15 +315,32 @@ class Link:
             return
         self.error = error
         if state is _DETACHED:
-            self._abandon("it was detached before it was attached")
-            self.session._forget_link(self)
+            self.abandon("it was detached before it was attached")
+            self.session.forget_link(self)
             return
         if state is _ATTACH_RCVD:
             self._send_attach(None, None, keep=False)
         self._step(Step.SEND_DETACH)
-        self.session._send_detach(self, error, closed)
+        self.session.send_detach(self, error, closed)
 
-    def _make_attach(self) -> Attach:
+    def on_detach(self, detach: Detach) -> bool:
+        """The peer's detach (the session's seam): whether the peer detached first, in
+        which case this side's detach answers it (after an attach, when this side had
+        not answered the peer's yet: 2.6.3). The session forgets the link and reports it."""
+        self.remote_detach = detach
+        state = self.state
+        by_peer = state < _DETACH_SENT
+        self._step(Step.RECV_DETACH)
+        if by_peer:
+            if state is _ATTACH_RCVD:
+                # Detached before this side answered the attach: answer it, then detach.
+                self._step(Step.SEND_ATTACH)
+                self.session.send_attach(self)
+            self._step(Step.SEND_DETACH)
+            self.session.send_detach(self, None, bool(detach.closed))
+        return by_peer
+
+    def attach_frame(self) -> Attach:
         initial = UInt(self.delivery_count) if self.is_sender else None
         return Attach(
             name=self.name,
@@ -338,7 +355,7 @@ class Link:
             properties=self.properties,
         )
 
-    def _on_attach(self, attach: Attach) -> None:
+    def on_attach(self, attach: Attach) -> None:
         answer = self.state is not _DETACHED  # the peer answers this side's attach
         self._step(Step.RECV_ATTACH)
         self.remote_attach = attach
@@ -376,14 +393,14 @@ class Link:
         if state is not _ATTACHED and state is not _ATTACH_SENT:
             return
         session = self.session
-        if session._batched:
-            session._write_batched()  # the flow's counters count the transfers sent before it
-        session._write(self._flow_frame(echo=echo))
+        if session.batched_sends:
+            session.write_batched()  # the flow's counters count the transfers sent before it
+        session.send_frame(self._flow_frame(echo=echo))
 
-    def _on_flow(self, flow: Flow) -> None:
+    def on_flow(self, flow: Flow) -> None:
         raise NotImplementedError
 
-    def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
+    def on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
         raise errors.SessionProtocolError(
             self.session.channel,
             errors.NOT_ALLOWED,
@@ -405,9 +422,9 @@ class SenderLink(Link):
     session-window rules and in the same order (before any other frame of the session,
     and before this link's detach), for an application that sends many messages between
     two writes to the socket, as the asyncio client does."""
-    _batched = 0
+    batched_unwritten = 0
     """Deliveries at the end of :attr:`queue` that batched sends put there and the
-    session has not yet written as those sends would have (:meth:`Session._write_batched`)."""
+    session has not yet written as those sends would have (:meth:`Session.write_batched`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -447,15 +464,15 @@ class SenderLink(Link):
         frame.available = UInt(min(0xFFFFFFFF, self.available + len(self.queue)))
         return frame
 
-    def _make_attach(self) -> Attach:
+    def attach_frame(self) -> Attach:
         # "initial-delivery-count: ... the sender's initial value for delivery-count" (2.7.3)
         self.initial_delivery_count = self.delivery_count
         if self.drain:
-            self.session._answer_drain_later(self)  # a drain that arrived before this attach
-        return super()._make_attach()
+            self.session.answer_drain_later(self)  # a drain that arrived before this attach
+        return super().attach_frame()
 
-    def _on_attach(self, attach: Attach) -> None:
-        super()._on_attach(attach)
+    def on_attach(self, attach: Attach) -> None:
+        super().on_attach(attach)
         self.peer_max_message_size = int(attach.max_message_size or 0)
 
     def send(
@@ -522,20 +539,20 @@ class SenderLink(Link):
             tags[tag] = delivery
         if self.batch_transfers:
             self.queue.append(delivery)
-            self._batched += 1
-            self.session._write_later(self, size)
+            self.batched_unwritten += 1
+            self.session.write_later(self, size)
             return delivery
         queue = self.queue
         session = self.session
-        if session._batched:
-            session._write_batched()  # deliveries sent before this one leave first
+        if session.batched_sends:
+            session.write_batched()  # deliveries sent before this one leave first
         if queue or state is not _ATTACHED:
             queue.append(delivery)
-            session._pump_sender(self)
-        elif not session._write_deliveries(self, (delivery,)):  # nothing waits: straight out
+            session.send_queued(self)
+        elif not session.write_deliveries(self, (delivery,)):  # nothing waits: straight out
             queue.append(delivery)
         elif self.drain and self.link_credit > 0:
-            self.session._answer_drain_later(self)  # as _pump_sender does once the queue is empty
+            self.session.answer_drain_later(self)  # as send_queued does once the queue is empty
         return delivery
 
     def send_all(self, payloads: Sequence[bytes | bytearray | memoryview], tags: Sequence[bytes]) -> list[Delivery]:
@@ -575,18 +592,18 @@ class SenderLink(Link):
             made.append(delivery)
         if made:
             session = self.session
-            if session._batched:
-                session._write_batched()  # deliveries batched before these leave first
+            if session.batched_sends:
+                session.write_batched()  # deliveries batched before these leave first
             queue = self.queue
             # First in line on an attached link: what can go out at once is written straight away.
-            written = session._write_fresh(self, made) if not queue and state is _ATTACHED else 0
+            written = session.write_fresh(self, made) if not queue and state is _ATTACHED else 0
             queue.extend(made[written:] if written else made)
-            session._pump_sender(self)
+            session.send_queued(self)
         return made
 
     def detach(self, error: Error | None = None, *, closed: bool = True) -> None:
-        if self._batched:
-            self.session._write_batched()  # what was sent before the detach leaves before it
+        if self.batched_unwritten:
+            self.session.write_batched()  # what was sent before the detach leaves before it
         super().detach(error, closed=closed)
 
     def _new_tag(self) -> bytes:
@@ -642,10 +659,10 @@ class SenderLink(Link):
             self._forget(delivery)  # its tag only: it has no delivery-id
             return
         self._forget(delivery)
-        self.session._pump_sender(self)
+        self.session.send_queued(self)
 
     # -- flow control (2.6.7) --------------------------------------------------------
-    def _on_flow(self, flow: Flow) -> None:
+    def on_flow(self, flow: Flow) -> None:
         # "link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)"
         # (2.6.7). A flow without delivery-count comes from a receiver that has not seen
         # our attach (2.7.4: it "MUST NOT be set"): its grant counts from our
@@ -661,13 +678,13 @@ class SenderLink(Link):
         self.drain = bool(flow.drain)
         self._drain_held = self.drain and self.hold_drain
         self.session.connection.event_queue.append(LinkCreditChanged(self, self.link_credit, self.drain))
-        self.session._pump_sender(self)
+        self.session.send_queued(self)
         if self.drain:
-            self.session._answer_drain_later(self)
+            self.session.answer_drain_later(self)
         if flow.echo:
             self._send_flow()
 
-    def _answer_drain(self) -> None:
+    def answer_drain(self) -> None:
         """Give back the credit a drain left unused, once the application had its turn.
 
         "If the sender's drain flag is set and there are no available messages, the
@@ -695,10 +712,10 @@ class SenderLink(Link):
         it had: credit left once the queued deliveries are out is given back (2.6.7)."""
         if self._drain_held:
             self._drain_held = False
-            self.session._pump_sender(self)
-            self.session._answer_drain_later(self)
+            self.session.send_queued(self)
+            self.session.answer_drain_later(self)
 
-    def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
+    def on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
         """One disposition naming deliveries of this link (a run of its range, in delivery-id
         order): each one's state as :meth:`_disposition_arrived` sets it, and one
         :class:`DeliveriesUpdated` for them all."""
@@ -724,7 +741,7 @@ class SenderLink(Link):
             self._forget(delivery)
             assert delivery.delivery_id is not None
             # The settlement is as urgent as the outcome that asked for it.
-            self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
+            self.session.queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
 
     def _settled_by_peer(self, deliveries: Sequence[Delivery], state: Any) -> None:
         """The peer's disposition settled ``deliveries`` with ``state``: settled here too
@@ -747,7 +764,7 @@ class SenderLink(Link):
                 if tags.get(delivery.tag) is delivery:
                     del tags[delivery.tag]
         unsettled = self.unsettled
-        outgoing = self.session._outgoing
+        outgoing = self.session.outgoing_unsettled
         for delivery in deliveries:
             delivery_id = delivery.delivery_id
             if delivery_id is not None:
@@ -765,13 +782,13 @@ class SenderLink(Link):
         delivery.settled = True
         delivery.state = state
         self._forget(delivery)
-        self.session._queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
+        self.session.queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
 
     def settle_all(self, deliveries: list[Delivery], state: Any = None) -> None:
         """:meth:`settle` each of ``deliveries`` with one ``state``: the same settlements, and
         a disposition per run of consecutive delivery-ids (one first..last range) rather
         than one each."""
-        queue = self.session._queue_disposition
+        queue = self.session.queue_disposition
         first = last = -1
         settling: list[Delivery] = []
         for delivery in deliveries:
@@ -802,7 +819,7 @@ class ReceiverLink(Link):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._partial: Delivery | None = None
+        self.partial_delivery: Delivery | None = None
         self.unsettled: dict[int, Delivery] = {}
         # The grant is "delivery-count + link-credit" (2.6.7): the latest one, and the
         # highest ever made (a delivery beyond that one exceeds every grant).
@@ -849,8 +866,8 @@ class ReceiverLink(Link):
         """Grant ``credit`` more (the usual way to replenish as messages are consumed)."""
         self.flow(self.link_credit + credit, drain=self.drain)
 
-    def _on_attach(self, attach: Attach) -> None:
-        super()._on_attach(attach)
+    def on_attach(self, attach: Attach) -> None:
+        super().on_attach(attach)
         # "initial-delivery-count: ... the sender's initial value for delivery-count"
         # (2.7.3). Grants made before it was known counted from zero, and the sender
         # read them from its initial value (2.7.4): move them onto it.
@@ -866,7 +883,7 @@ class ReceiverLink(Link):
             frame.delivery_count = None
         return frame
 
-    def _on_flow(self, flow: Flow) -> None:
+    def on_flow(self, flow: Flow) -> None:
         if flow.delivery_count is not None:
             # A drain answer advances the sender's delivery-count past the deliveries
             # it made; the credit left is what remains of this side's latest grant.
@@ -901,8 +918,8 @@ class ReceiverLink(Link):
         consecutive delivery-ids goes to the session's disposition queue as one range."""
         link_settles_now = self.rcv_settle_mode != RCV_SECOND
         pop_unsettled = self.unsettled.pop
-        pop_incoming = self.session._incoming.pop
-        queue = self.session._queue_disposition
+        pop_incoming = self.session.incoming_unsettled.pop
+        queue = self.session.queue_disposition
         first = last = -2
         run_settled = False
         for delivery in deliveries:
@@ -932,8 +949,8 @@ class ReceiverLink(Link):
             queue(ROLE_RECEIVER, first, run_settled, state, batchable, last)
 
     # -- transfers (2.7.5) ---------------------------------------------------------------
-    def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
-        delivery = self._partial
+    def on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
+        delivery = self.partial_delivery
         if delivery is None:
             delivery = self._first_transfer(transfer)
         else:
@@ -948,18 +965,18 @@ class ReceiverLink(Link):
         if limit and size > limit:
             self._refuse_oversize(delivery)
         if transfer.more:
-            chunks = delivery._chunks
+            chunks = delivery.chunks
             if chunks is None:
-                chunks = delivery._chunks = []
+                chunks = delivery.chunks = []
             chunks.append(payload)
-            self._partial = delivery
+            self.partial_delivery = delivery
             return
         self._complete(delivery, payload)
 
-    def _deliveries_arrived(self, deliveries: list[Delivery], credit_room: int) -> None:
+    def deliveries_arrived(self, deliveries: list[Delivery], credit_room: int) -> None:
         """A run of whole single-frame deliveries, each checked and entered among the
-        unsettled by :meth:`Session._on_transfer_run` (the hot path); ``credit_room`` is
-        what :meth:`_credit_room` said before the first. They are counted against the
+        unsettled by :meth:`Session.on_transfer_run` (the hot path); ``credit_room`` is
+        what :meth:`credit_room` said before the first. They are counted against the
         link's credit (:meth:`_count_deliveries`) and reported (:meth:`_report`)."""
         self._count_deliveries(len(deliveries), credit_room)
         self._report(deliveries)
@@ -975,13 +992,13 @@ class ReceiverLink(Link):
             raise self._link_error(errors.NOT_ALLOWED, "first transfer of a delivery lacks delivery-id or delivery-tag")
         return self._start_delivery(int(delivery_id), bytes(tag), int(transfer.message_format or 0), transfer.settled)
 
-    def _credit_room(self) -> int:
+    def credit_room(self) -> int:
         """How many more deliveries the highest grant ever made allows (serial_diff of that
         limit and delivery-count): zero or less, and the next one is excess (2.6.7)."""
         return flow_rules.credit_room(self._delivery_limit, self.delivery_count)
 
     def _count_deliveries(self, count: int, credit_room: int) -> None:
-        """``count`` deliveries began (``credit_room``: what :meth:`_credit_room` said before
+        """``count`` deliveries began (``credit_room``: what :meth:`credit_room` said before
         the first): each increments delivery-count and decrements link-credit (2.6.7); those
         beyond ``credit_room`` are excess, let in because the connection's config says so."""
         excess = count - max(credit_room, 0)
@@ -993,7 +1010,7 @@ class ReceiverLink(Link):
     def _start_delivery(self, delivery_id: int, tag: bytes, message_format: int, settled: bool | None) -> Delivery:
         """A delivery's first transfer: it increments delivery-count and decrements
         link-credit (2.6.7); one beyond every grant made is excess."""
-        room = self._credit_room()
+        room = self.credit_room()
         if room <= 0 and self.session.connection.config.on_excess_transfer == "detach":
             # "the receiver MAY either handle the excess messages normally or detach
             # the link with a transfer-limit-exceeded error code" (2.6.7): the
@@ -1010,7 +1027,7 @@ class ReceiverLink(Link):
         if settled:
             delivery.remote_settled = True
         else:
-            incoming = self.session._incoming
+            incoming = self.session.incoming_unsettled
             held = incoming.get(delivery_id)
             if held is not None:
                 if not self.tolerate_reused_delivery_ids or held.link is not self:
@@ -1047,13 +1064,13 @@ class ReceiverLink(Link):
 
     def _discard(self, delivery: Delivery) -> None:
         # "an aborted delivery ... MUST be discarded by the recipient" (2.6.14)
-        self._partial = None
-        delivery._chunks = None
+        self.partial_delivery = None
+        delivery.chunks = None
         delivery.aborted = True
         delivery.settled = True
         if delivery.delivery_id is not None:
             self.unsettled.pop(delivery.delivery_id, None)
-            self.session._forget_incoming(delivery)
+            self.session.forget_incoming(delivery)
         self.session.connection.event_queue.append(DeliveryAborted(self, delivery))
         self._drained_if_done()
 
@@ -1061,8 +1078,8 @@ class ReceiverLink(Link):
         """ "Any attempt to deliver a message larger than this results in a
         message-size-exceeded link-error." (2.7.3, max-message-size): the frames held so
         far are dropped and the link detaches."""
-        self._partial = None
-        delivery._chunks = None
+        self.partial_delivery = None
+        delivery.chunks = None
         raise self._link_error(
             errors.MESSAGE_SIZE_EXCEEDED,
             f"link {self.name!r}: a message of {delivery.size} bytes or more exceeds max-message-size"
@@ -1071,12 +1088,12 @@ class ReceiverLink(Link):
 
     def _complete(self, delivery: Delivery, payload: memoryview) -> None:
         """The last transfer of a delivery: join its payload and hand it on."""
-        self._partial = None
-        chunks = delivery._chunks
+        self.partial_delivery = None
+        chunks = delivery.chunks
         if chunks:
             chunks.append(payload)
             delivery.payload = b"".join(chunks)
-            delivery._chunks = None
+            delivery.chunks = None
         else:
             delivery.payload = payload
         if delivery.remote_settled:
@@ -1084,7 +1101,7 @@ class ReceiverLink(Link):
             # preceding transfers was true" (2.7.5): a delivery settled on a later frame
             # than its first leaves the unsettled map.
             if self.unsettled.pop(delivery.delivery_id, None) is not None:  # type: ignore[arg-type]
-                self.session._forget_incoming(delivery)
+                self.session.forget_incoming(delivery)
             if self.snd_settle_mode != SND_SETTLED:
                 delivery.settled = True
         self._report([delivery])
@@ -1100,7 +1117,7 @@ class ReceiverLink(Link):
         else:
             events.append(DeliveriesReceived(self, deliveries))
 
-    def _on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
+    def on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
         """One disposition naming deliveries of this link (a run of its range, in
         delivery-id order): their states, and one :class:`DeliveriesUpdated` for them all."""
         self._dispositions_arrived(deliveries, settled, state)
@@ -1110,7 +1127,7 @@ class ReceiverLink(Link):
         """The deliveries' states as one disposition of the peer sets them (the event is the caller's)."""
         if settled:
             unsettled = self.unsettled
-            incoming = self.session._incoming
+            incoming = self.session.incoming_unsettled
             for delivery in deliveries:
                 if state is not None:
                     delivery.remote_state = state
@@ -1126,12 +1143,12 @@ class ReceiverLink(Link):
             for delivery in deliveries:
                 delivery.remote_state = state
 
-    def _discard_partial(self) -> None:
+    def discard_partial(self) -> None:
         """Forget a half-received delivery and its frames at once (the transport is gone)."""
-        delivery = self._partial
+        delivery = self.partial_delivery
         if delivery is not None:
-            self._partial = None
-            delivery._chunks = None
+            self.partial_delivery = None
+            delivery.chunks = None
 
 
 def error(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Error:

@@ -4,19 +4,19 @@ The window arithmetic of 2.5.6 is in :mod:`amqplink.engine.flow`, each rule besi
 quote; the session keeps the state under the spec's names and moves it in one method per
 event:
 
-- on begin (:meth:`Session._on_begin`): "next-incoming-id := next-outgoing-id(begin)",
+- on begin (:meth:`Session.on_begin`): "next-incoming-id := next-outgoing-id(begin)",
   "remote-incoming-window := incoming-window(begin)", "remote-outgoing-window :=
   outgoing-window(begin)";
 - on flow (:meth:`Session._update_remote_window`, :func:`flow.remote_incoming_window`);
 - on sending transfer frames (:meth:`Session._frames_sent`, :func:`flow.session_sent`);
-  none is sent while the window is 0 (:meth:`Session._write_deliveries`);
+  none is sent while the window is 0 (:meth:`Session.write_deliveries`);
 - on receiving them (:meth:`Session._transfer_arrived`, for one transfer or a run:
   :func:`flow.window_admits`, :func:`flow.session_received`); a transfer while
   incoming-window is 0 is a ``amqp:session:window-violation``.
 
-Link credit is spent in :meth:`_write_deliveries` and :meth:`_write_fresh` (a delivery's
+Link credit is spent in :meth:`write_deliveries` and :meth:`write_fresh` (a delivery's
 first frame, :func:`flow.sender_sent`) and counted in :meth:`ReceiverLink._count_deliveries`;
-a drain is answered in one place, :meth:`SenderLink._answer_drain`, at the next
+a drain is answered in one place, :meth:`SenderLink.answer_drain`, at the next
 :meth:`Connection.data_to_send`.
 
 The incoming window is reopened (to its configured size, once half of it is used:
@@ -32,6 +32,7 @@ from itertools import islice
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from amqplink.codec.encode import encode
 from amqplink.codec.types import UInt, UShort
 from amqplink.engine import errors
 from amqplink.engine import flow as flow_rules
@@ -91,7 +92,6 @@ _END_RCVD = SessionState.END_RCVD
 _END_SENT = SessionState.END_SENT
 _ENDED = SessionState.ENDED
 _LINK_ATTACH_SENT = LinkState.ATTACH_SENT
-_LINK_ATTACH_RCVD = LinkState.ATTACH_RCVD
 _LINK_ATTACHED = LinkState.ATTACHED
 _LINK_DETACH_SENT = LinkState.DETACH_SENT
 _LINK_ENDED = LinkState.ENDED
@@ -130,15 +130,15 @@ class Session:
         self._remote_links: dict[int, Link] = {}
         self._by_name: dict[tuple[str, bool], Link] = {}
         self._next_delivery_id = 0
-        self._outgoing: dict[int, Delivery] = {}
-        self._incoming: dict[int, Delivery] = {}
+        self.outgoing_unsettled: dict[int, Delivery] = {}
+        self.incoming_unsettled: dict[int, Delivery] = {}
         # Queued dispositions as runs [role, first, last, settled, state, batchable]: a
         # settlement that continues the last run extends it in place.
         self._dispositions: list[list[Any]] = []
         # Sender links waiting for the remote incoming window to open, each once.
         self._blocked: dict[SenderLink, None] = {}
         # The links of the sends made with batch_transfers since the last data_to_send, in order.
-        self._batched: list[SenderLink] = []
+        self.batched_sends: list[SenderLink] = []
         # Sender links with a drain to answer at the next data_to_send (2.6.7).
         self._drains: dict[SenderLink, None] = {}
         self._pending = False  # registered with the connection for the next data_to_send
@@ -171,23 +171,30 @@ class Session:
     def _step(self, step: Step) -> None:
         self.state = advance(SESSION_TRANSITIONS, self.state, step, f"session {self.channel}")
 
-    def _abandon(self, reason: str) -> None:
+    def abandon(self, reason: str) -> None:
         """The connection is over: the session and its links end with it."""
         self._step(Step.ABANDON)
-        self._abandon_links(reason)
+        self.abandon_links(reason)
 
-    def _abandon_links(self, reason: str) -> None:
+    def abandon_links(self, reason: str) -> None:
         """This side can send nothing more on the session: its links end, so a send on
         one raises at once (a link lives within its session: 2.5.5, 2.6.1)."""
         for link in self.links.values():
-            link._abandon(reason)
+            link.abandon(reason)
+
+    def discard_partial_deliveries(self) -> None:
+        """The transport is gone: the links' half-received deliveries and their frames are
+        let go of at once (:meth:`ReceiverLink.discard_partial`)."""
+        for link in self.links.values():
+            if isinstance(link, ReceiverLink):
+                link.discard_partial()
 
     # -- frames out ------------------------------------------------------------
-    def _write(self, frame: Any, payload: Any = None) -> None:
+    def send_frame(self, frame: Any, payload: Any = None) -> None:
         if self.state >= _END_SENT:
             return  # END SENT: "The endpoint MAY receive frames, but cannot send them." (2.5.5)
-        if self._batched:
-            self._write_batched()  # the transfers of earlier sends go first
+        if self.batched_sends:
+            self.write_batched()  # the transfers of earlier sends go first
         if self._dispositions and type(frame) is not Disposition:
             self._flush_dispositions()
         self.connection.send_frame(self.channel, frame, payload)
@@ -201,14 +208,14 @@ class Session:
             handle_max=UInt(self.handle_max),
         )
 
-    def _send_begin(self) -> None:
+    def send_begin(self) -> None:
         self._step(Step.SEND_BEGIN)
-        self._write(self._begin_frame())
+        self.send_frame(self._begin_frame())
 
     def _session_flow(self, *, echo: bool = False) -> None:
-        if self._batched:
-            self._write_batched()  # the flow's next-outgoing-id counts the transfers sent before it
-        self._write(
+        if self.batched_sends:
+            self.write_batched()  # the flow's next-outgoing-id counts the transfers sent before it
+        self.send_frame(
             Flow(
                 next_incoming_id=UInt(self.next_incoming_id) if self.remote_begin is not None else None,
                 incoming_window=UInt(self.incoming_window),
@@ -226,11 +233,11 @@ class Session:
         """
         if self.state >= _END_SENT:
             return
-        self._flush_writes()
+        self.flush_writes()
         self._step(Step.SEND_END_ERROR if error is not None else Step.SEND_END)
         self.error = error
         self.connection.send_frame(self.channel, End(error=error))
-        self._abandon_links(f"session {self.channel} has ended")
+        self.abandon_links(f"session {self.channel} has ended")
         if self.state is _ENDED:
             self.connection.forget_session(self)
 
@@ -325,23 +332,23 @@ class Session:
         link.attach(source, target)
         return link
 
-    def _send_attach(self, link: Link) -> None:
-        self._write(link._make_attach())
+    def send_attach(self, link: Link) -> None:
+        self.send_frame(link.attach_frame())
 
-    def _send_detach(self, link: Link, error: Error | None, closed: bool) -> None:
-        self._write(Detach(handle=UInt(link.handle), closed=closed, error=error))
+    def send_detach(self, link: Link, error: Error | None, closed: bool) -> None:
+        self.send_frame(Detach(handle=UInt(link.handle), closed=closed, error=error))
 
-    def _forget_link(self, link: Link) -> None:
+    def forget_link(self, link: Link) -> None:
         self.links.pop(link.handle, None)
         if link.remote_handle is not None and self._remote_links.get(link.remote_handle) is link:
             del self._remote_links[link.remote_handle]
         self._by_name.pop((link.name, link.is_sender), None)
-        table = self._outgoing if link.is_sender else self._incoming
+        table = self.outgoing_unsettled if link.is_sender else self.incoming_unsettled
         for delivery_id in list(getattr(link, "unsettled", {})):
             table.pop(delivery_id, None)
 
     # -- frames in ---------------------------------------------------------------
-    def _on_begin(self, begin: Begin) -> None:
+    def on_begin(self, begin: Begin) -> None:
         self._step(Step.RECV_BEGIN)
         self.remote_begin = begin
         self.next_incoming_id = int(begin.next_outgoing_id)
@@ -365,7 +372,7 @@ class Session:
                 errors.FRAMING_ERROR, f"handle {handle} on channel {self.channel} exceeds handle-max {self.handle_max}"
             )
 
-    def _on_attach(self, attach: Attach) -> None:
+    def on_attach(self, attach: Attach) -> None:
         handle = int(attach.handle)
         self._check_handle(handle)
         if handle in self._remote_links:
@@ -386,10 +393,10 @@ class Session:
             # The peer answers this side's attach (perhaps one this side has detached
             # since: the peer's detach follows and ends the link).
             self._remote_links[handle] = link
-            link._on_attach(attach)
+            link.on_attach(attach)
             if link.state is _LINK_ATTACHED:
                 events.append(LinkAttached(link))
-                self._pump_sender_if(link)
+                self._send_queued_if(link)
             return
         if link is not None:
             raise errors.SessionProtocolError(
@@ -410,44 +417,34 @@ class Session:
         except errors.EngineStateError as exc:  # no handle of ours left within the peer's handle-max
             raise errors.SessionProtocolError(self.channel, errors.RESOURCE_LIMIT_EXCEEDED, str(exc)) from None
         self._remote_links[handle] = new
-        new._on_attach(attach)
+        new.on_attach(attach)
         events.append(LinkAttachRequested(new))
 
-    def _on_detach(self, detach: Detach) -> None:
-        if self._batched:
-            self._write_batched()  # sent before the peer's detach was read: out before the answer
+    def on_detach(self, detach: Detach) -> None:
+        if self.batched_sends:
+            self.write_batched()  # sent before the peer's detach was read: out before the answer
         link = self._link_for(detach.handle)
         if link.state is _LINK_ENDED:
             return  # the peer's detach crossed this side's close
-        link.remote_detach = detach
-        unanswered = link.state is _LINK_ATTACH_RCVD
-        by_peer = link.state < _LINK_DETACH_SENT
-        link._step(Step.RECV_DETACH)
-        if by_peer:
-            if unanswered:
-                # Detached before this side answered the attach: answer it, then detach.
-                link._step(Step.SEND_ATTACH)
-                self._send_attach(link)
-            link._step(Step.SEND_DETACH)
-            self._write(Detach(handle=UInt(link.handle), closed=bool(detach.closed)))
-        self._forget_link(link)
+        by_peer = link.on_detach(detach)
+        self.forget_link(link)
         error = detach.error if by_peer else link.error
         self.connection.event_queue.append(LinkDetached(link, error, bool(detach.closed), by_peer))
 
-    def _on_flow(self, flow: Flow) -> None:
-        if self._batched:
-            self._write_batched()  # sent under the credit and window in force before this flow
+    def on_flow(self, flow: Flow) -> None:
+        if self.batched_sends:
+            self.write_batched()  # sent under the credit and window in force before this flow
         self._update_remote_window(flow)
         if flow.handle is not None:
             link = self._link_for(flow.handle)
             if link.state < _LINK_DETACH_SENT:
-                link._on_flow(flow)
+                link.on_flow(flow)
         elif flow.echo:
             self._session_flow()
         if self._blocked and self.remote_incoming_window > 0:
             blocked, self._blocked = self._blocked, {}
             for sender in blocked:
-                self._pump_sender(sender)
+                self.send_queued(sender)
 
     def _update_remote_window(self, flow: Flow) -> None:
         """ "remote-incoming-window := next-incoming-id(flow) + incoming-window(flow) -
@@ -463,13 +460,13 @@ class Session:
         self.next_incoming_id = int(flow.next_outgoing_id)
         self.remote_outgoing_window = int(flow.outgoing_window)
 
-    def _on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
+    def on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
         link = self._link_for(transfer.handle)
         self._transfer_arrived()
         if link.state < _LINK_DETACH_SENT:
-            link._on_transfer(transfer, payload)
+            link.on_transfer(transfer, payload)
 
-    def _on_transfer_run(
+    def on_transfer_run(
         self,
         fields: TransferFields,
         payload: memoryview,
@@ -485,7 +482,7 @@ class Session:
         part-way in and no drain under way are taken as a run (the hot path): each is
         checked as it comes, the window, credit and delivery-count arithmetic is done
         once for the run, and the link reports them together
-        (:meth:`ReceiverLink._deliveries_arrived`). A run stops before any frame that is
+        (:meth:`ReceiverLink.deliveries_arrived`). A run stops before any frame that is
         not such a delivery or that would break a rule: that frame is left to the caller,
         which takes it through here again, where the first transfer of a run that cannot
         start goes to :meth:`_on_transfer` (as a ``Transfer``), the one place that raises
@@ -499,22 +496,22 @@ class Session:
             or tag is None
             or link.state is not _LINK_ATTACHED
             or link.is_sender
-            or link._partial is not None
+            or link.partial_delivery is not None
             or link.drain
         ):
-            self._on_transfer(transfer_from_fields(fields), payload)
+            self.on_transfer(transfer_from_fields(fields), payload)
             return at
         # How many may come: the incoming window (2.5.6) and, where an excess delivery
         # detaches the link, the room left in every grant made (2.6.7).
         room = self.incoming_window
-        credit_room = link._credit_room()
+        credit_room = link.credit_room()
         if self.connection.config.on_excess_transfer == "detach" and credit_room < room:
             room = credit_room
         if room <= 0:
-            self._on_transfer(transfer_from_fields(fields), payload)
+            self.on_transfer(transfer_from_fields(fields), payload)
             return at
         limit = link.max_message_size or _NO_LIMIT
-        incoming = self._incoming
+        incoming = self.incoming_unsettled
         unsettled = link.unsettled
         # "settled ... MUST be interpreted as true" (2.7.5): a delivery the sender settled
         # is settled here too, unless the link's sender settles only (ReceiverLink._complete).
@@ -532,7 +529,7 @@ class Session:
                 if deliveries:
                     at -= 1
                     break
-                self._on_transfer(transfer_from_fields(fields), payload)
+                self.on_transfer(transfer_from_fields(fields), payload)
                 return at
             delivery = Delivery(link, tag, payload, message_format, False, delivery_id, size)
             if settled:
@@ -568,7 +565,7 @@ class Session:
                 fresh = True
             at += 1
         self._transfer_arrived(len(deliveries))
-        link._deliveries_arrived(deliveries, credit_room)
+        link.deliveries_arrived(deliveries, credit_room)
         return at
 
     def _transfer_arrived(self, frames: int = 1) -> None:
@@ -589,7 +586,7 @@ class Session:
         if not self._pending and flow_rules.window_to_reopen(self.incoming_window, self.max_incoming_window):
             self._mark_pending()
 
-    def _on_disposition(self, disposition: Disposition) -> None:
+    def on_disposition(self, disposition: Disposition) -> None:
         first = int(disposition.first)
         last = first if disposition.last is None else int(disposition.last)
         count = serial_diff(last, first) + 1
@@ -598,7 +595,7 @@ class Session:
                 self.channel, errors.NOT_ALLOWED, f"disposition range {first}..{last} is empty"
             )
         # role true: the receiver speaks, about deliveries this side sent.
-        table = self._outgoing if disposition.role else self._incoming
+        table = self.outgoing_unsettled if disposition.role else self.incoming_unsettled
         settled = bool(disposition.settled)
         state = disposition.state
         batchable = bool(disposition.batchable)
@@ -615,61 +612,61 @@ class Session:
             return
         only: Any = named[0].link
         if not [d for d in named if d.link is not only]:
-            only._on_dispositions(named, settled, state, batchable)  # the usual: one run of one link
+            only.on_dispositions(named, settled, state, batchable)  # the usual: one run of one link
             return
         link: Any = only
         run: list[Delivery] = []
         for delivery in named:
             if delivery.link is not link:
-                link._on_dispositions(run, settled, state, batchable)
+                link.on_dispositions(run, settled, state, batchable)
                 link, run = delivery.link, []
             run.append(delivery)
-        link._on_dispositions(run, settled, state, batchable)
+        link.on_dispositions(run, settled, state, batchable)
 
-    def _on_end(self, end: End) -> None:
+    def on_end(self, end: End) -> None:
         if self.state is _ENDED:
             return  # the peer's end crossed this side's close: the session is over already
         self.remote_end = end
         by_peer = self.state < _END_SENT
         self._step(Step.RECV_END)
         if by_peer:
-            self._flush_writes()
+            self.flush_writes()
             self._step(Step.SEND_END)
             self.connection.send_frame(self.channel, End())
-            self._abandon_links(f"the peer ended session {self.channel}")
+            self.abandon_links(f"the peer ended session {self.channel}")
         self.connection.forget_session(self)
         self.connection.event_queue.append(SessionEnded(self, end.error if by_peer else self.error, by_peer))
 
     # -- deliveries ----------------------------------------------------------------
-    def _forget_incoming(self, delivery: Delivery) -> None:
+    def forget_incoming(self, delivery: Delivery) -> None:
         if delivery.delivery_id is not None:
-            self._incoming.pop(delivery.delivery_id, None)
+            self.incoming_unsettled.pop(delivery.delivery_id, None)
 
-    def _pump_sender_if(self, link: Link) -> None:
+    def _send_queued_if(self, link: Link) -> None:
         if isinstance(link, SenderLink) and link.queue:
-            self._pump_sender(link)
+            self.send_queued(link)
 
-    def _pump_sender(self, link: SenderLink, limit: int = -1) -> None:
+    def send_queued(self, link: SenderLink, limit: int = -1) -> None:
         """Write queued deliveries (the first ``limit``, when given) while link credit and
         the remote window allow."""
         # ATTACHED implies the session is mapped; ending the session or closing the
         # connection moves every link on to ENDED.
         if link.state is not _LINK_ATTACHED:
             return
-        if self._batched:
-            self._write_batched()  # the batched sends, made earlier, go first
+        if self.batched_sends:
+            self.write_batched()  # the batched sends, made earlier, go first
         queue = link.queue
         if queue and limit:
-            written = self._write_deliveries(link, queue if limit < 0 or limit >= len(queue) else islice(queue, limit))
+            written = self.write_deliveries(link, queue if limit < 0 or limit >= len(queue) else islice(queue, limit))
             if written == len(queue):
                 queue.clear()
             else:
                 for _ in range(written):
                     queue.popleft()
         if link.drain and not queue and link.link_credit > 0:
-            self._answer_drain_later(link)
+            self.answer_drain_later(link)
 
-    def _write_deliveries(self, link: SenderLink, deliveries: Iterable[Delivery]) -> int:
+    def write_deliveries(self, link: SenderLink, deliveries: Iterable[Delivery]) -> int:
         """Write the frames of ``deliveries``, in order, that the session window and the link
         credit allow; how many are all out (the first that is not ends the pass).
 
@@ -682,7 +679,7 @@ class Session:
         out: bytearray | None = None
         channel = self.channel
         handle = link.handle
-        outgoing = self._outgoing
+        outgoing = self.outgoing_unsettled
         unsettled = link.unsettled
         written = frames = 0  # frames: single-frame transfers written, counted once at the end
         run_tag_size = -1  # the tag size of the usual frames' parts, once a delivery had one
@@ -715,7 +712,7 @@ class Session:
                         unsettled[delivery_id] = delivery
                 tag = delivery.tag
                 room = room_for_tag - len(tag)
-                if delivery._offset or delivery.size > room:  # started, aborted or larger than a frame
+                if delivery.offset or delivery.size > room:  # started, aborted or larger than a frame
                     link.link_credit, link.delivery_count = sender_sent(credit, count, fresh)  # _sync
                     self._next_delivery_id = next_id
                     if frames:
@@ -769,13 +766,13 @@ class Session:
             self._frames_sent(frames)
         return written
 
-    def _write_fresh(self, link: SenderLink, deliveries: list[Delivery]) -> int:
-        """What :meth:`_write_deliveries` writes of ``deliveries`` when they are new, unsettled,
+    def write_fresh(self, link: SenderLink, deliveries: list[Delivery]) -> int:
+        """What :meth:`write_deliveries` writes of ``deliveries`` when they are new, unsettled,
         of message format 0 and first in line on an attached ``link`` (as
         :meth:`SenderLink.send_all` makes them), as far as each takes one usual frame
         (:func:`~amqplink.engine.frames.usual_transfer_parts`, a tag of the first's size)
         and the link credit and the session window allow; how many were written (the
-        caller queues the rest, for :meth:`_write_deliveries` to write or hold as it does).
+        caller queues the rest, for :meth:`write_deliveries` to write or hold as it does).
         What those checks decide for each delivery is decided once for the run."""
         conn = self.connection
         next_id = self._next_delivery_id
@@ -793,14 +790,14 @@ class Session:
             return 0
         pack, middle, tag_head, base = parts
         if self._dispositions:
-            self._flush_dispositions()  # as _write_deliveries does before its first frame
+            self._flush_dispositions()  # as write_deliveries does before its first frame
         out = conn.frame_buffer()
-        outgoing, unsettled = self._outgoing, link.unsettled
+        outgoing, unsettled = self.outgoing_unsettled, link.unsettled
         delivery_id = next_id
         for delivery in deliveries[:count] if count < len(deliveries) else deliveries:
             tag, payload = delivery.tag, delivery.payload
             if len(tag) != tag_size or len(payload) > room:
-                break  # another frame: _write_deliveries's
+                break  # another frame: write_deliveries's
             delivery.delivery_id = delivery_id
             outgoing[delivery_id] = delivery
             unsettled[delivery_id] = delivery
@@ -824,7 +821,7 @@ class Session:
         """The rest of a delivery that takes more than one frame, or its abort, as far as
         the remote window allows (at least one frame: the caller checked)."""
         if delivery.aborted:
-            self._write(Transfer(handle=UInt(link.handle), more=False, aborted=True, settled=True))
+            self.send_frame(Transfer(handle=UInt(link.handle), more=False, aborted=True, settled=True))
             self._frames_sent(1)
             return True
         if room <= 0:
@@ -834,8 +831,8 @@ class Session:
         view = memoryview(delivery.payload)
         total = delivery.size
         frames = 0
-        while delivery._offset < total and frames < self.remote_incoming_window:
-            start = delivery._offset
+        while delivery.offset < total and frames < self.remote_incoming_window:
+            start = delivery.offset
             end = min(total, start + room)
             first = start == 0
             transfer = Transfer(
@@ -846,31 +843,31 @@ class Session:
                 settled=delivery.settled,
                 more=end < total,
             )
-            self._write(transfer, view[start:end])
-            delivery._offset = end
+            self.send_frame(transfer, view[start:end])
+            delivery.offset = end
             frames += 1
         self._frames_sent(frames)
-        if delivery._offset < total:
+        if delivery.offset < total:
             self._blocked[link] = None  # the window closed part-way through the delivery
             return False
         return True
 
-    def _write_later(self, link: SenderLink, size: int) -> None:
+    def write_later(self, link: SenderLink, size: int) -> None:
         """``link`` (with ``batch_transfers``) queued a delivery of ``size`` bytes: it is
         written at the next ``data_to_send``, or before the next frame this session writes
-        otherwise (:meth:`_write_batched`); until then the connection counts the bytes as
+        otherwise (:meth:`write_batched`); until then the connection counts the bytes as
         output (for back-pressure)."""
         self.connection.batched_bytes += size
-        self._batched.append(link)
+        self.batched_sends.append(link)
         if not self._pending:
             self._mark_pending()
 
-    def _write_batched(self) -> None:
+    def write_batched(self) -> None:
         """Write the deliveries batched sends queued as those sends, one after another,
-        would have written them (:meth:`_pump_sender` up to each one: the same credit and
+        would have written them (:meth:`send_queued` up to each one: the same credit and
         session-window rules, delivery-ids and blocked order); a run of sends on one link
         is written at once."""
-        sends, self._batched = self._batched, []
+        sends, self.batched_sends = self.batched_sends, []
         if not sends:
             return
         link = sends[0]
@@ -885,28 +882,28 @@ class Session:
 
     def _write_sent(self, link: SenderLink, count: int) -> None:
         """What ``count`` more batched sends of ``link`` would have written."""
-        link._batched = waiting = max(0, link._batched - count)
-        self._pump_sender(link, len(link.queue) - waiting)
+        link.batched_unwritten = waiting = max(0, link.batched_unwritten - count)
+        self.send_queued(link, len(link.queue) - waiting)
 
-    def _flush_writes(self) -> None:
+    def flush_writes(self) -> None:
         """Before this side's end or close: batched transfers, then queued dispositions."""
-        if self._batched:
-            self._write_batched()
+        if self.batched_sends:
+            self.write_batched()
         self._flush_dispositions()
 
-    def _answer_drain_later(self, link: SenderLink) -> None:
-        """Answer ``link``'s drain at the next ``data_to_send`` (see :meth:`SenderLink._answer_drain`)."""
+    def answer_drain_later(self, link: SenderLink) -> None:
+        """Answer ``link``'s drain at the next ``data_to_send`` (see :meth:`SenderLink.answer_drain`)."""
         self._drains[link] = None
         self._mark_pending()
 
     # -- dispositions ----------------------------------------------------------------
-    def _queue_disposition(
+    def queue_disposition(
         self, role: bool, delivery_id: int, settled: bool, state: Any, batchable: bool = False, last: int = -1
     ) -> None:
         """Queue a disposition of ``delivery_id`` (through ``last``, when given: a range of
         consecutive delivery-ids with one state, 2.7.6)."""
-        if self._batched:
-            self._write_batched()  # transfers sent before this settlement go out before it
+        if self.batched_sends:
+            self.write_batched()  # transfers sent before this settlement go out before it
         if last < 0:
             last = delivery_id
         runs = self._dispositions
@@ -930,17 +927,17 @@ class Session:
             self._pending = True
             self.connection.schedule_flush(self)
 
-    def _flush_pending(self) -> None:
+    def flush_pending(self) -> None:
         """Called by :meth:`Connection.data_to_send`: queued dispositions, drain answers,
         then the flow that reopens the incoming window once half of it is used."""
         self._pending = False
-        if self._batched:
-            self._write_batched()
+        if self.batched_sends:
+            self.write_batched()
         self._flush_dispositions()
         if self._drains:
             drains, self._drains = self._drains, {}
             for link in drains:
-                link._answer_drain()
+                link.answer_drain()
         reopen = flow_rules.window_to_reopen(self.incoming_window, self.max_incoming_window)
         if reopen and self.remote_begin is not None:
             self.incoming_window = self.max_incoming_window
@@ -981,13 +978,7 @@ class Session:
             conn.send_frame(self.channel, _disposition(role, first, last, settled, state, batchable))
 
 
-def _encoded(value: Any) -> bytes:
-    out = bytearray()
-    value._amqp_encode(out)
-    return bytes(out)
-
-
-_FIELDLESS_STATES: dict[type, bytes] = {Accepted: _encoded(Accepted()), Released: _encoded(Released())}
+_FIELDLESS_STATES: dict[type, bytes] = {Accepted: encode(Accepted()), Released: encode(Released())}
 """The delivery states without fields, encoded once (:func:`write_disposition`'s ``state``)."""
 
 # Runs sort by role, settled, batchable, then first delivery-id: runs that can merge

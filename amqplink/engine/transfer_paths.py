@@ -13,7 +13,7 @@ decodes what either one wrote or read, so turning it on changes no code that run
   generic decoder.
 - :class:`FastTransferReader`: transfers in the usual shape read into plain fields
   (:func:`~amqplink.engine.hot_decode.scan_transfer`), which the session takes as runs
-  (:meth:`Session._on_transfer_run`), and the straight-line decoders
+  (:meth:`Session.on_transfer_run`), and the straight-line decoders
   (:func:`~amqplink.engine.hot_decode.decode_performative`) before the generic one.
 
 The differential tests (``tests/engine/test_transfer_fast_path.py``,

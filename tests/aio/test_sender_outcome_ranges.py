@@ -54,9 +54,9 @@ async def _run(ranged: bool, links: list[int], dispositions: list[Disposition]) 
             first = ids[0] + min(start, len(links) - 1)
             for one in [first] if ranged else range(first, first + length):
                 last = first + length - 1 if ranged else one
-                session._queue_disposition(ROLE_RECEIVER, one, settled, STATES[state], False, last)
+                session.queue_disposition(ROLE_RECEIVER, one, settled, STATES[state], False, last)
                 protocol.flush()  # one disposition frame each
-        session._queue_disposition(ROLE_RECEIVER, ids[0], True, Accepted(), False, ids[-1])
+        session.queue_disposition(ROLE_RECEIVER, ids[0], True, Accepted(), False, ids[-1])
         protocol.flush()
         results = await asyncio.wait_for(asyncio.gather(*futures), 5)
         await asyncio.sleep(0)  # the done callbacks run one loop turn after the results

@@ -539,7 +539,7 @@ async def test_transfers_one_commit_settles_are_answered_in_one_disposition_rang
     from amqplink.engine.session import Session
 
     answered: list[tuple[int, int]] = []
-    on_disposition = Session._on_disposition
+    on_disposition = Session.on_disposition
 
     def recorded(session: Session, disposition: Any) -> None:
         if disposition.role:  # the broker, as receiver, about the client's transfers
@@ -547,7 +547,7 @@ async def test_transfers_one_commit_settles_are_answered_in_one_disposition_rang
             answered.append((first, first if disposition.last is None else int(disposition.last)))
         on_disposition(session, disposition)
 
-    monkeypatch.setattr(Session, "_on_disposition", recorded)
+    monkeypatch.setattr(Session, "on_disposition", recorded)
     async with Broker(servicebus=True, data_dir=tmp_path) as broker:
         writer = HeldWriter(broker)
         conn = await connect(broker.url)

@@ -131,5 +131,5 @@ def test_settle_all_writes_what_settling_one_by_one_writes(
             for delivery in chosen:
                 receiver.settle(delivery, outcome)
         states = [(d.settled, d.state, d.delivery_id in receiver.unsettled) for d in got]
-        results.append((pair.server.data_to_send(), states, sorted(receiver.session._incoming)))
+        results.append((pair.server.data_to_send(), states, sorted(receiver.session.incoming_unsettled)))
     assert results[0] == results[1]

@@ -268,7 +268,7 @@ def test_an_endless_multi_frame_delivery_is_refused_not_held() -> None:
     assert frames == limit // len(chunk) + 1
     assert receiver.detach_sent and receiver.error is not None
     assert receiver.error.condition == errors.MESSAGE_SIZE_EXCEEDED
-    assert receiver._partial is None, "the frames held so far are dropped"
+    assert receiver.partial_delivery is None, "the frames held so far are dropped"
     pair.pump()
     (detached,) = pair.of(LinkDetached)
     assert detached.error is not None and detached.error.condition == errors.MESSAGE_SIZE_EXCEEDED

@@ -80,7 +80,7 @@ def recorded_stream(sasl: bool) -> bytes:
         sender.send(bytes([i]) * (50 + 400 * i))
     pair.pump()
     doomed = sender.send(b"d" * 3000)
-    assert doomed._offset > 0
+    assert doomed.offset > 0
     sender.abort(doomed)
     pair.pump()
     sender.detach(Error(condition=Symbol("amqp:internal-error"), description="bye"))

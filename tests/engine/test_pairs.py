@@ -178,7 +178,7 @@ def test_transfer_and_settlement_for_every_settle_mode_pair(snd: int, rcv: int) 
         assert all(d.settled for d in deliveries)
         assert all(d.settled for d in received)
         assert not sender.unsettled and not receiver.unsettled
-        assert not sender.session._outgoing and not receiver.session._incoming
+        assert not sender.session.outgoing_unsettled and not receiver.session.incoming_unsettled
         if rcv == RCV_SECOND:
             # receiver: unsettled outcome, sender settles, receiver forgets
             assert [u.settled for u in updates] == [False] * 5
@@ -280,7 +280,7 @@ def test_abort_mid_delivery_reaches_the_receiver() -> None:
     pair.pump()
     delivery = sender.send(b"z" * 5000)
     # the server's window of 4 frames stops the delivery part-way
-    assert 0 < delivery._offset < 5000
+    assert 0 < delivery.offset < 5000
     sender.abort(delivery)
     sender.send(b"next")
     pair.pump()

@@ -206,7 +206,7 @@ def _receive_run(
     before = len(pair.wire_s2c)
     for i in chosen:  # queued together: they leave as ranges spanning both links
         if state:  # role false: the sender speaks
-            sent[i].link.session._queue_disposition(False, sent[i].delivery_id, False, OUTCOMES[outcome])
+            sent[i].link.session.queue_disposition(False, sent[i].delivery_id, False, OUTCOMES[outcome])
         else:
             sent[i].link.settle(sent[i], OUTCOMES[outcome])  # type: ignore[attr-defined]
         if apart:
@@ -217,7 +217,7 @@ def _receive_run(
         (d.settled, d.remote_settled, d.remote_state, d.state, d.delivery_id in d.link.unsettled)  # type: ignore[attr-defined]
         for d in got
     ]
-    states.append(sorted(session._incoming))
+    states.append(sorted(session.incoming_unsettled))
     return updates, states, _model(performatives(pair.wire_s2c[before:], Disposition), got)
 
 

@@ -1,6 +1,6 @@
 """``SenderLink.send_all`` queues what ``send(payload, tag=tag, settled=False)`` each would:
 the same deliveries, frames and errors, whatever the credit, the session window and the
-receiver's max-message-size allow (and ``Session._write_deliveries`` writes a run of
+receiver's max-message-size allow (and ``Session.write_deliveries`` writes a run of
 single- and multi-frame deliveries as one at a time did, stopping part-way as the window
 closes)."""
 

@@ -76,7 +76,7 @@ def test_the_end_of_the_transport_lets_go_of_a_half_received_delivery() -> None:
     pair.pump()
     part = Transfer(handle=UInt(0), delivery_id=UInt(0), delivery_tag=b"t", message_format=UInt(0), more=True)
     pair.server.receive_data(frame(0, part, b"x" * 1000))
-    partial = receiver._partial
-    assert partial is not None and partial._chunks
+    partial = receiver.partial_delivery
+    assert partial is not None and partial.chunks
     pair.server.transport_closed()
-    assert receiver._partial is None and partial._chunks is None
+    assert receiver.partial_delivery is None and partial.chunks is None

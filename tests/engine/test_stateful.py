@@ -156,7 +156,7 @@ class LinkMachine(RuleBasedStateMachine):
         """Abort a queued delivery: the head may be part-way out, the others are unsent."""
         live = [d for d in self.sender.queue if not d.aborted]
         delivery = live[min(which, len(live) - 1)]
-        if delivery._offset > 0:
+        if delivery.offset > 0:
             event("abort part-way through a delivery")
         index = next(i for i, d in enumerate(self.sent_deliveries) if d is delivery)
         self.sender.abort(delivery)
@@ -229,7 +229,7 @@ class LinkMachine(RuleBasedStateMachine):
         assert not self.sender.queue
         assert not self.sender.unsettled, "every unsettled delivery reached a terminal state"
         assert not self.receiver.unsettled
-        assert not self.sender.session._outgoing and not self.receiver.session._incoming
+        assert not self.sender.session.outgoing_unsettled and not self.receiver.session.incoming_unsettled
         unsettled_sends = [d for d, pre in zip(self.sent_deliveries, self.presettled, strict=True) if not pre]
         for delivery in self.sent_deliveries:
             assert delivery.settled

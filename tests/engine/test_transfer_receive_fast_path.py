@@ -3,7 +3,7 @@ straight to its link) behaves exactly as the generic path.
 
 The same client byte stream, cut at random points, goes into two server engines:
 one with ``fast_paths`` on, one with it off (every transfer decoded into a
-``Transfer`` and taken by :meth:`Session._on_transfer`). Single-frame deliveries,
+``Transfer`` and taken by :meth:`Session.on_transfer`). Single-frame deliveries,
 multi-frame ones, aborted ones, transfers with fields the fast path leaves alone, a
 delivery-id reused while unsettled and a transfer on an unattached handle are mixed
 at random; both engines must emit the same events (the same runs of deliveries among
@@ -140,7 +140,7 @@ def test_the_fast_path_is_taken_for_a_whole_delivery(monkeypatch: pytest.MonkeyP
             assert isinstance(event.link, ReceiverLink)
             event.link.flow(10)
     generic: list[Transfer] = []
-    monkeypatch.setattr(ReceiverLink, "_on_transfer", lambda self, transfer, payload: generic.append(transfer))
+    monkeypatch.setattr(ReceiverLink, "on_transfer", lambda self, transfer, payload: generic.append(transfer))
     events = server.receive_data(bytes(out))
     assert [type(e).__name__ for e in events] == ["DeliveriesReceived"]
     assert [bytes(d.payload) for d in events[0].deliveries] == [b"payload"]  # type: ignore[attr-defined]

@@ -1,9 +1,9 @@
-"""Runs of transfers (:meth:`Session._on_transfer_run`): the whole single-frame deliveries
+"""Runs of transfers (:meth:`Session.on_transfer_run`): the whole single-frame deliveries
 of one read on one link, taken in one call, behave exactly as the general path.
 
 The same client byte stream, cut at random points, goes into two server engines: one
 with ``fast_paths`` on (runs), one with it off (every transfer decoded into a
-``Transfer`` and taken by :meth:`Session._on_transfer`, one by one). Whole deliveries
+``Transfer`` and taken by :meth:`Session.on_transfer`, one by one). Whole deliveries
 (settled or not) on two links (one of them sender-settles), multi-frame and aborted
 ones, transfers the fast reader declines, reused delivery-ids, unattached handles,
 over-large messages, heartbeats, the sender's dispositions and a detach are mixed at
@@ -124,7 +124,7 @@ def _state(links: list[ReceiverLink]) -> list[Any]:
                 session.next_incoming_id,
                 session.incoming_window,
                 session.remote_outgoing_window,
-                sorted(session._incoming),
+                sorted(session.incoming_unsettled),
                 session.state,
                 link.name,
                 link.state,
@@ -220,9 +220,9 @@ def _wholes(ids: list[int], *, settled: bool = False, handle: int = HANDLE) -> b
 def test_a_read_of_whole_deliveries_is_one_call_and_never_a_transfer(monkeypatch: pytest.MonkeyPatch) -> None:
     server = _attached()
     calls: list[int] = []
-    run = Session._on_transfer_run
-    monkeypatch.setattr(Session, "_on_transfer", lambda *a: pytest.fail("the general path was taken"))
-    monkeypatch.setattr(Session, "_on_transfer_run", lambda self, *a: calls.append(1) or run(self, *a))
+    run = Session.on_transfer_run
+    monkeypatch.setattr(Session, "on_transfer", lambda *a: pytest.fail("the general path was taken"))
+    monkeypatch.setattr(Session, "on_transfer_run", lambda self, *a: calls.append(1) or run(self, *a))
     events = server.receive_data(_wholes([0, 1, 2, 3]))
     assert len(calls) == 1
     assert [type(e).__name__ for e in events] == ["DeliveriesReceived"]
@@ -231,7 +231,8 @@ def test_a_read_of_whole_deliveries_is_one_call_and_never_a_transfer(monkeypatch
     link = deliveries[0].link
     session = link.session
     assert (link.delivery_count, link.link_credit, sorted(link.unsettled)) == (4, 96, [0, 1, 2, 3])
-    assert (session.next_incoming_id, session.incoming_window, sorted(session._incoming)) == (4, 4996, [0, 1, 2, 3])
+    window = (session.next_incoming_id, session.incoming_window, sorted(session.incoming_unsettled))
+    assert window == (4, 4996, [0, 1, 2, 3])
 
 
 def test_the_reference_reader_reports_the_same_run() -> None:

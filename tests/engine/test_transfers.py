@@ -86,7 +86,7 @@ def test_settled_on_a_later_frame_settles_the_whole_delivery() -> None:
     (event,) = server.receive_data(frame(0, Transfer(handle=UInt(0)), b"c"))
     assert isinstance(event, DeliveriesReceived)
     assert bytes(event.delivery.payload) == b"abc" and event.delivery.remote_settled  # (a run of one)
-    assert not link.unsettled and not session._incoming  # nothing waits for a disposition
+    assert not link.unsettled and not session.incoming_unsettled  # nothing waits for a disposition
 
 
 def test_single_frame_aborted_delivery_uses_credit_and_is_dropped() -> None:
@@ -101,7 +101,7 @@ def test_single_frame_aborted_delivery_uses_credit_and_is_dropped() -> None:
     assert [type(e) for e in events] == [DeliveryAborted]
     assert events[0].delivery.payload is None and events[0].delivery.settled
     assert link.delivery_count == 1 and link.link_credit == 1
-    assert not link.unsettled and not session._incoming
+    assert not link.unsettled and not session.incoming_unsettled
 
 
 def test_abort_before_any_frame_left_drops_the_delivery_without_using_credit() -> None:

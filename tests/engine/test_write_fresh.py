@@ -1,7 +1,7 @@
-"""``Session._write_fresh``: the deliveries ``SenderLink.send_all`` makes when none wait
+"""``Session.write_fresh``: the deliveries ``SenderLink.send_all`` makes when none wait
 before them go straight out, as the same frames and the same link and session state as
 the reference path gives (a connection with ``fast_paths`` off: queued for
-``Session._write_deliveries``, every frame a ``Transfer``), whatever the delivery-ids
+``Session.write_deliveries``, every frame a ``Transfer``), whatever the delivery-ids
 (below 256, near the wrap), tag sizes, payload sizes, credit and window."""
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ def _send_all(
     if not fresh:
         pair.client.fast_paths = False  # the reference writer: no run, every frame a Transfer
     else:
-        write_fresh = session._write_fresh
+        write_fresh = session.write_fresh
 
         def counted(link: Any, deliveries: Any) -> int:
             nonlocal taken
             taken = write_fresh(link, deliveries)
             return taken
 
-        session._write_fresh = counted  # type: ignore[method-assign]
+        session.write_fresh = counted  # type: ignore[method-assign]
     payloads = [bytes([i % 256]) * size for i, size in enumerate(sizes)]
     made = sender.send_all(payloads, tags)
     assert len(made) == len(tags)
@@ -55,7 +55,7 @@ def _send_all(
         [(d.tag, d.delivery_id, d.settled, d.size) for d in made],
         sorted(sender.unsettled),
         [d.delivery_id for d in sender.queue],
-        sorted(session._outgoing),
+        sorted(session.outgoing_unsettled),
         (sender.link_credit, sender.delivery_count, session._next_delivery_id),
         (session.next_outgoing_id, session.remote_incoming_window, [link.name for link in session._blocked]),
     )
@@ -173,6 +173,6 @@ def test_the_hand_assembled_frames_are_the_generic_encoders(
     start: int, plan: list[tuple[str, int, int, bool]], credit: int, window: int
 ) -> None:
     """send and send_all, engine tags and the caller's, settled and not, across delivery-id
-    256 and the wrap: _write_fresh and _write_deliveries's usual frames (from the link's
+    256 and the wrap: write_fresh and write_deliveries's usual frames (from the link's
     frame parts) write what the generic Transfer encoder writes."""
     assert _wire(False, start, plan, credit, window) == _wire(True, start, plan, credit, window)
