@@ -758,7 +758,10 @@ class Connection:
     # -- dispatch ----------------------------------------------------------------
     def _dispatch(self, channel: int, frame: Any, payload: memoryview) -> None:
         """Hand a performative to its session or connection handler; ``frame`` is a
-        ``Transfer`` or the fields tuple :func:`scan_transfer` read from one."""
+        ``Transfer`` or the fields tuple :func:`scan_transfer` read from one. A session
+        takes each through its public handler, one per performative (``on_transfer_run``,
+        ``on_transfer``, ``on_disposition``, ``on_flow``, ``on_attach``, ``on_detach``,
+        ``on_begin``, ``on_end``: the session's seam, see :class:`Session`)."""
         kind = type(frame)
         if kind is tuple or kind is Transfer or kind is Disposition or kind is Flow:
             session = self._session_for(channel, straggler=kind is Disposition or kind is Flow)

@@ -144,7 +144,11 @@ class Delivery:
         self.context: Any = None
         self.size = size
         self.offset = 0
+        """Sent: how many bytes of the payload are out in transfer frames (the session
+        writes a delivery larger than a frame as the window allows, from here)."""
         self.chunks: list[memoryview] | None = None
+        """Received: the payloads of the transfer frames so far of a delivery whose last
+        frame is still to come (joined into :attr:`payload` when it comes)."""
 
     def __repr__(self) -> str:
         return (
@@ -154,7 +158,20 @@ class Delivery:
 
 
 class Link:
-    """State shared by both ends of a link: names, handles, termini, attach/detach."""
+    """State shared by both ends of a link: names, handles, termini, attach/detach.
+
+    Besides the application's calls, a link has one seam, public and named, through which
+    its session reaches it (neither touches the other's private members:
+    ``tests/test_engine_seams.py``): the peer's frames for the link (:meth:`on_attach`,
+    :meth:`on_flow`, :meth:`on_transfer`, :meth:`on_detach`, and the link's part of a
+    disposition, ``on_dispositions``), :meth:`attach_frame` (what :meth:`Session.send_attach`
+    writes) and :meth:`abandon`; a receiver also takes a run of whole deliveries
+    (:meth:`ReceiverLink.deliveries_arrived`) after telling how many may come
+    (:meth:`ReceiverLink.credit_room`, :attr:`partial_delivery`); a sender answers a drain
+    (:meth:`SenderLink.answer_drain`) and counts the batched sends not written yet
+    (:attr:`SenderLink.batched_unwritten`). These are the engine's own wiring: an
+    application has no need to call them.
+    """
 
     is_sender: bool = False
     ranged_updates = True
@@ -341,6 +358,7 @@ class Link:
         return by_peer
 
     def attach_frame(self) -> Attach:
+        """This side's attach as it stands (the session writes it: :meth:`Session.send_attach`)."""
         initial = UInt(self.delivery_count) if self.is_sender else None
         return Attach(
             name=self.name,
@@ -356,6 +374,8 @@ class Link:
         )
 
     def on_attach(self, attach: Attach) -> None:
+        """The peer's attach: an answer to this side's, or a new link the peer asks for;
+        the settle modes in force (2.7.3)."""
         answer = self.state is not _DETACHED  # the peer answers this side's attach
         self._step(Step.RECV_ATTACH)
         self.remote_attach = attach
@@ -398,9 +418,11 @@ class Link:
         session.send_frame(self._flow_frame(echo=echo))
 
     def on_flow(self, flow: Flow) -> None:
+        """The peer's flow for this link (2.6.7): each role reads its own fields."""
         raise NotImplementedError
 
     def on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
+        """A transfer frame for this link; a sender takes none."""
         raise errors.SessionProtocolError(
             self.session.channel,
             errors.NOT_ALLOWED,

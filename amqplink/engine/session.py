@@ -98,7 +98,31 @@ _LINK_ENDED = LinkState.ENDED
 
 
 class Session:
-    """One session on a connection: created by :meth:`Connection.begin_session`."""
+    """One session on a connection: created by :meth:`Connection.begin_session`.
+
+    Besides the application's calls (:meth:`attach_sender`, :meth:`attach_receiver`,
+    :meth:`end`), a session has two seams, public and named, through which its
+    collaborators reach it (they touch none of its private members:
+    ``tests/test_engine_seams.py`` reads the source to keep it so):
+
+    - what its connection asks of it: the peer's performatives, one handler each
+      (:meth:`on_begin`, :meth:`on_attach`, :meth:`on_flow`, :meth:`on_transfer`, and
+      :meth:`on_transfer_run` for the fast reader's run of transfers,
+      :meth:`on_disposition`, :meth:`on_detach`, :meth:`on_end`), and :meth:`send_begin`,
+      :meth:`flush_pending` (at :meth:`Connection.data_to_send`, once the session asked
+      with :meth:`Connection.schedule_flush`), :meth:`flush_writes` (before a close),
+      :meth:`abandon`, :meth:`abandon_links` and :meth:`discard_partial_deliveries`;
+    - what a link may ask of its session: frames (:meth:`send_frame`, :meth:`send_attach`,
+      :meth:`send_detach`), its deliveries written (:meth:`send_queued`,
+      :meth:`write_deliveries`, :meth:`write_fresh`, and for batched sends
+      :meth:`write_later`, :meth:`write_batched`, :attr:`batched_sends`), a disposition
+      queued (:meth:`queue_disposition`), a drain answered (:meth:`answer_drain_later`),
+      and the session's unsettled deliveries by delivery-id
+      (:attr:`incoming_unsettled`, :attr:`outgoing_unsettled`, :meth:`forget_incoming`,
+      :meth:`forget_link`).
+
+    These are the engine's own wiring: an application has no need to call them.
+    """
 
     def __init__(
         self,
@@ -131,14 +155,21 @@ class Session:
         self._by_name: dict[tuple[str, bool], Link] = {}
         self._next_delivery_id = 0
         self.outgoing_unsettled: dict[int, Delivery] = {}
+        """The unsettled deliveries this side sent, by delivery-id: delivery-ids are the
+        session's ("unique among the deliveries on the session that are unsettled", 2.7.5),
+        so the peer's dispositions name them here; a sender link removes the ones it settles."""
         self.incoming_unsettled: dict[int, Delivery] = {}
+        """The unsettled deliveries this side received, by delivery-id (as
+        :attr:`outgoing_unsettled`); a receiver link enters and removes them."""
         # Queued dispositions as runs [role, first, last, settled, state, batchable]: a
         # settlement that continues the last run extends it in place.
         self._dispositions: list[list[Any]] = []
         # Sender links waiting for the remote incoming window to open, each once.
         self._blocked: dict[SenderLink, None] = {}
-        # The links of the sends made with batch_transfers since the last data_to_send, in order.
         self.batched_sends: list[SenderLink] = []
+        """The links of the sends made with ``batch_transfers`` since the last
+        ``data_to_send``, in order (read-only for a link: a link that finds it non-empty
+        calls :meth:`write_batched` before anything it writes must follow)."""
         # Sender links with a drain to answer at the next data_to_send (2.6.7).
         self._drains: dict[SenderLink, None] = {}
         self._pending = False  # registered with the connection for the next data_to_send
@@ -191,6 +222,10 @@ class Session:
 
     # -- frames out ------------------------------------------------------------
     def send_frame(self, frame: Any, payload: Any = None) -> None:
+        """A frame on this session's channel (a link's flow, attach or detach): after the
+        transfers of earlier batched sends and, unless it is one itself, the queued
+        dispositions, so frames leave in the order they were made; nothing once this side
+        has ended the session."""
         if self.state >= _END_SENT:
             return  # END SENT: "The endpoint MAY receive frames, but cannot send them." (2.5.5)
         if self.batched_sends:
@@ -209,6 +244,7 @@ class Session:
         )
 
     def send_begin(self) -> None:
+        """This side's begin (2.5.2): the connection's, as it begins or answers a session."""
         self._step(Step.SEND_BEGIN)
         self.send_frame(self._begin_frame())
 
@@ -333,12 +369,16 @@ class Session:
         return link
 
     def send_attach(self, link: Link) -> None:
+        """``link``'s attach (:meth:`Link.attach_frame`), for the link."""
         self.send_frame(link.attach_frame())
 
     def send_detach(self, link: Link, error: Error | None, closed: bool) -> None:
+        """``link``'s detach on its handle (2.6.6), for the link."""
         self.send_frame(Detach(handle=UInt(link.handle), closed=closed, error=error))
 
     def forget_link(self, link: Link) -> None:
+        """``link`` is over: its handles and name are free again, and its unsettled
+        deliveries leave the session's (delivery-ids are the session's: 2.7.5)."""
         self.links.pop(link.handle, None)
         if link.remote_handle is not None and self._remote_links.get(link.remote_handle) is link:
             del self._remote_links[link.remote_handle]
@@ -349,6 +389,8 @@ class Session:
 
     # -- frames in ---------------------------------------------------------------
     def on_begin(self, begin: Begin) -> None:
+        """The peer's begin: "next-incoming-id := next-outgoing-id(begin)", and the
+        remote windows from it (2.5.6)."""
         self._step(Step.RECV_BEGIN)
         self.remote_begin = begin
         self.next_incoming_id = int(begin.next_outgoing_id)
@@ -373,6 +415,8 @@ class Session:
             )
 
     def on_attach(self, attach: Attach) -> None:
+        """The peer's attach: the answer to this side's (:class:`LinkAttached`) or a new
+        link the peer asks for (:class:`LinkAttachRequested`)."""
         handle = int(attach.handle)
         self._check_handle(handle)
         if handle in self._remote_links:
@@ -421,6 +465,8 @@ class Session:
         events.append(LinkAttachRequested(new))
 
     def on_detach(self, detach: Detach) -> None:
+        """The peer's detach: the link answers it (:meth:`Link.on_detach`) and is forgotten;
+        :class:`LinkDetached` reports it."""
         if self.batched_sends:
             self.write_batched()  # sent before the peer's detach was read: out before the answer
         link = self._link_for(detach.handle)
@@ -432,6 +478,8 @@ class Session:
         self.connection.event_queue.append(LinkDetached(link, error, bool(detach.closed), by_peer))
 
     def on_flow(self, flow: Flow) -> None:
+        """The peer's flow: the remote window (2.5.6), then its link's credit (2.6.7) or
+        an echo; senders the window held back write again."""
         if self.batched_sends:
             self.write_batched()  # sent under the credit and window in force before this flow
         self._update_remote_window(flow)
@@ -461,6 +509,9 @@ class Session:
         self.remote_outgoing_window = int(flow.outgoing_window)
 
     def on_transfer(self, transfer: Transfer, payload: memoryview) -> None:
+        """One transfer frame, decoded (the reference reader's way in, and the fast
+        reader's for any frame a run does not take): counted against the incoming window,
+        then its link's (:meth:`Link.on_transfer`)."""
         link = self._link_for(transfer.handle)
         self._transfer_arrived()
         if link.state < _LINK_DETACH_SENT:
@@ -624,6 +675,8 @@ class Session:
         link.on_dispositions(run, settled, state, batchable)
 
     def on_end(self, end: End) -> None:
+        """The peer's end: answered with this side's unless this side ended first; the
+        session and its links are over (:class:`SessionEnded`)."""
         if self.state is _ENDED:
             return  # the peer's end crossed this side's close: the session is over already
         self.remote_end = end
@@ -639,6 +692,7 @@ class Session:
 
     # -- deliveries ----------------------------------------------------------------
     def forget_incoming(self, delivery: Delivery) -> None:
+        """A received ``delivery`` is settled or aborted: its delivery-id is free again."""
         if delivery.delivery_id is not None:
             self.incoming_unsettled.pop(delivery.delivery_id, None)
 
