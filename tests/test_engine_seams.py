@@ -107,7 +107,27 @@ def test_the_layers_above_use_no_private_engine_member() -> None:
     assert found == [], "give the engine a public member for this (docs/architecture.md, The engine's seams)"
 
 
+def private_imports(source: str, origin: str) -> Iterator[tuple[int, str]]:
+    """Every ``from <origin>... import _name`` in ``source``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(origin):
+            for alias in node.names:
+                if _private(alias.name):
+                    yield node.lineno, f"from {node.module} import {alias.name}"
+
+
+def test_no_module_imports_a_private_name_of_the_engine() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {text}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line, text in private_imports(path.read_text(), "amqplink.engine")
+    ]
+    assert found == []
+
+
 def test_a_crossing_is_found() -> None:
     """The scan sees what it must: another object's private member, not the object's own."""
     source = "class A:\n    def f(self, other):\n        self._own()\n        super()._base()\n        other._x()\n"
     assert list(crossings(source)) == [(5, "other._x")]
+    imports = "from amqplink.engine.link import _TAG_SPACE, Delivery\nfrom amqplink.codec import _y\n"
+    assert list(private_imports(imports, "amqplink.engine")) == [(1, "from amqplink.engine.link import _TAG_SPACE")]
