@@ -536,7 +536,7 @@ class Session:
         (:meth:`ReceiverLink.deliveries_arrived`). A run stops before any frame that is
         not such a delivery or that would break a rule: that frame is left to the caller,
         which takes it through here again, where the first transfer of a run that cannot
-        start goes to :meth:`_on_transfer` (as a ``Transfer``), the one place that raises
+        start goes to :meth:`on_transfer` (as a ``Transfer``), the one place that raises
         each error. So every rule holds at the very transfer that breaks it."""
         handle, delivery_id, tag, message_format, settled, more, _ = fields
         link: Any = self._remote_links.get(handle)
