@@ -27,6 +27,7 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
@@ -320,7 +321,8 @@ class ManagementApi:
         page = sorted(names, key=str.lower)[skip : skip + top]
         more = skip + top < len(names)
         url = self._url(request, request.path.lstrip("/"))
-        next_url = f"{url}?$skip={skip + top}&$top={top}&api-version=2021-05" if more else None
+        version = request.query.get("api-version", "2021-05")
+        next_url = f"{url}?$skip={skip + top}&$top={top}&api-version={quote(version)}" if more else None
         body = atom.feed(url, title, (render(n) for n in page), updated=self.clock(), next_url=next_url)
         return _xml_response(200, body, _FEED)
 
