@@ -160,6 +160,14 @@ class ServiceBusSender(_Named):
             inner = aio_sender.ServiceBusSender(inner, credential, **kwargs)
         self._aio = inner
 
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> ServiceBusSender:
+        """As :meth:`amqplink.servicebus.aio.ServiceBusSender.from_connection_string` (the SDK's
+        ``_from_connection_string``): a sender with a connection of its own."""
+        return cls(aio_sender.ServiceBusSender.from_connection_string(conn_str, **kwargs))
+
+    _from_connection_string = from_connection_string
+
     def __repr__(self) -> str:
         return repr(self._aio)
 
@@ -265,6 +273,18 @@ class ServiceBusReceiver(_Named):
         self._aio = inner
         self._renewer = renewer
         self._session: ServiceBusSession | None = None
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> ServiceBusReceiver:
+        """As :meth:`amqplink.servicebus.aio.ServiceBusReceiver.from_connection_string` (the SDK's
+        ``_from_connection_string``): a receiver with a connection of its own."""
+        renewer = kwargs.pop("auto_lock_renewer", None)
+        inner = aio_receiver.ServiceBusReceiver.from_connection_string(
+            conn_str, auto_lock_renewer=_inner_renewer(renewer), **kwargs
+        )
+        return cls(inner, renewer)
+
+    _from_connection_string = from_connection_string
 
     def __repr__(self) -> str:
         return repr(self._aio)

@@ -20,8 +20,7 @@ from amqplink.servicebus.client_options import (
     connection_properties,
     ignore_unknown,
 )
-from amqplink.servicebus.connection_string import parse_connection_string
-from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
+from amqplink.servicebus.connection_args import check_entity_path, connection_arguments
 from amqplink.servicebus.paired.options import PairedNamespaceOptions
 from amqplink.servicebus.paired.pairing import PairedState, Pairing
 from amqplink.servicebus.paired.sender import PairedSender
@@ -140,27 +139,16 @@ class ServiceBusClient:
         **kwargs: Any,
     ) -> ServiceBusClient:
         """A client from ``Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...[;EntityPath=...]``."""
-        parsed = parse_connection_string(conn_str)
-        credential: Credential
-        if parsed.shared_access_key is not None:
-            assert parsed.shared_access_key_name is not None
-            credential = AzureNamedKeyCredential(parsed.shared_access_key_name, parsed.shared_access_key)
-        else:
-            assert parsed.shared_access_signature is not None
-            credential = AzureSasCredential(parsed.shared_access_signature)
-        host = parsed.fully_qualified_namespace
-        namespace = f"[{host}]" if ":" in host else host
-        if parsed.port_given:  # else the scheme's default port, and the SDK shows none
-            namespace = f"{namespace}:{parsed.port}"
+        args = connection_arguments(conn_str)
         return cls(
-            namespace,
-            credential,
+            args.namespace,
+            args.credential,
             retry_total=retry_total,
             retry_backoff_factor=retry_backoff_factor,
             retry_backoff_max=retry_backoff_max,
             retry_mode=retry_mode,
-            use_tls=parsed.use_tls,
-            entity_name=parsed.entity_path,
+            use_tls=args.use_tls,
+            entity_name=args.entity_path,
             **kwargs,
         )
 
@@ -190,11 +178,7 @@ class ServiceBusClient:
         await self._holder.close()
 
     def _check_entity(self, name: str) -> None:
-        if self._entity_name and name != self._entity_name:
-            raise ValueError(
-                f"The queue or topic name {name!r} does not match the EntityPath {self._entity_name!r}"
-                " in the connection string."
-            )
+        check_entity_path(self._entity_name, name)
 
     def _track(self, handler: H) -> H:
         self._handlers = [h for h in self._handlers if not h._closed]
