@@ -34,29 +34,42 @@ def _mark(error: BaseException, token: str | None) -> None:
         error.continuation_token = token
 
 
-class PageIterator(Iterator[Iterator[T]]):
-    """The pages of a listing from ``continuation_token`` on (None: from the first)."""
+class _Pages:
+    """Where a page iterator is: the token of the next page, and whether the first was fetched."""
 
-    def __init__(self, fetch: Callable[[str | None], Page[T]], continuation_token: str | None = None) -> None:
-        self._fetch = fetch
+    def __init__(self, continuation_token: str | None) -> None:
         self.continuation_token = continuation_token
         """The token of the next page; ``None`` once the last page is read."""
         self._fetched = False
+
+    def _finished(self) -> bool:
+        return self.continuation_token is None and self._fetched
+
+    def _read(self, page: Page[T]) -> Sequence[T]:
+        self._fetched = True
+        items, self.continuation_token = page
+        return items
+
+
+class PageIterator(_Pages, Iterator[Iterator[T]]):
+    """The pages of a listing from ``continuation_token`` on (None: from the first)."""
+
+    def __init__(self, fetch: Callable[[str | None], Page[T]], continuation_token: str | None = None) -> None:
+        super().__init__(continuation_token)
+        self._fetch = fetch
 
     def __iter__(self) -> PageIterator[T]:
         return self
 
     def __next__(self) -> Iterator[T]:
-        if self.continuation_token is None and self._fetched:
+        if self._finished():
             raise StopIteration
         try:
-            items, token = self._fetch(self.continuation_token)
+            page = self._fetch(self.continuation_token)
         except (HttpResponseError, ServiceRequestError) as error:
             _mark(error, self.continuation_token)
             raise
-        self._fetched = True
-        self.continuation_token = token
-        return iter(items)
+        return iter(self._read(page))
 
 
 class ItemPaged(Iterator[T]):
@@ -98,31 +111,27 @@ class _AsyncPage(AsyncIterator[T]):
             raise StopAsyncIteration from None
 
 
-class AsyncPageIterator(AsyncIterator[AsyncIterator[T]]):
+class AsyncPageIterator(_Pages, AsyncIterator[AsyncIterator[T]]):
     """The asyncio :class:`PageIterator`: ``async for page in ...``, then ``async for item in page``."""
 
     def __init__(
         self, fetch: Callable[[str | None], Awaitable[Page[T]]], continuation_token: str | None = None
     ) -> None:
+        super().__init__(continuation_token)
         self._fetch = fetch
-        self.continuation_token = continuation_token
-        """The token of the next page; ``None`` once the last page is read."""
-        self._fetched = False
 
     def __aiter__(self) -> AsyncPageIterator[T]:
         return self
 
     async def __anext__(self) -> AsyncIterator[T]:
-        if self.continuation_token is None and self._fetched:
+        if self._finished():
             raise StopAsyncIteration
         try:
-            items, token = await self._fetch(self.continuation_token)
+            page = await self._fetch(self.continuation_token)
         except (HttpResponseError, ServiceRequestError) as error:
             _mark(error, self.continuation_token)
             raise
-        self._fetched = True
-        self.continuation_token = token
-        return _AsyncPage(items)
+        return _AsyncPage(self._read(page))
 
 
 class AsyncItemPaged(AsyncIterator[T]):
