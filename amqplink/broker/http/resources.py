@@ -67,6 +67,7 @@ MAX_BODY = 256 * 1024
 MAX_PAGE = 100
 """Entries one list response holds at most (Service Bus's ``$top`` limit)."""
 _ENTITY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,259}", re.ASCII)
+_SEGMENT = re.compile(r"[A-Za-z0-9._-]{1,260}", re.ASCII)
 _CHILD_NAME = re.compile(r"[A-Za-z0-9$][A-Za-z0-9._$-]{0,49}", re.ASCII)
 _XML = "application/atom+xml;type=entry;charset=utf-8"
 _FEED = "application/atom+xml;type=feed;charset=utf-8"
@@ -88,8 +89,13 @@ def _name(text: str, pattern: re.Pattern[str], what: str) -> str:
 
 
 def _segmented_name(parts: list[str]) -> str:
-    """An entity name made of ``/``-separated segments, each a valid name, 260 characters at most."""
-    name = "/".join(_name(part, _ENTITY_NAME, "entity name segment") for part in parts)
+    """An entity name made of ``/``-separated segments, 260 characters at most: the first a valid
+    name, each other one letters, digits, periods, hyphens and underscores (``txt/.-_123``, which
+    the SDK's own management tests create on Service Bus)."""
+    first, *rest = parts
+    name = "/".join(
+        [_name(first, _ENTITY_NAME, "entity name"), *(_name(p, _SEGMENT, "entity name segment") for p in rest)]
+    )
     if len(name) > 260:
         raise ApiError(400, f"the entity name {name[:80]!r}... is longer than 260 characters")
     return name
