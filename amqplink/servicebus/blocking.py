@@ -22,8 +22,9 @@ from amqplink.servicebus import receiver as aio_receiver
 from amqplink.servicebus import sender as aio_sender
 from amqplink.servicebus import session as aio_session
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
+from amqplink.servicebus.paging import ItemPaged
 from amqplink.servicebus.paired.pairing import PairedState
-from amqplink.servicebus.session_list import SessionLister, next_skip
+from amqplink.servicebus.session_list import SessionLister
 from amqplink.sync import _bridge, _run, _submit, _wait
 
 __all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
@@ -119,25 +120,31 @@ class ServiceBusClient(_Named):
         )
         return ServiceBusReceiver(inner, renewer)
 
-    def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> Iterator[str]:
-        """The session ids of a session queue (``state_updated_after``, ``timeout`` as the SDK's)."""
-        return _sessions(self._aio.list_queue_sessions(queue_name, **kwargs))
+    def list_queue_sessions(
+        self, queue_name: str, *, state_updated_after: dt.datetime | None = None, timeout: float | None = None
+    ) -> ItemPaged[str]:
+        """The session ids of a session queue (``state_updated_after``, ``timeout`` as the SDK's);
+        iterate, or ``by_page(continuation_token)``."""
+        self._aio._check_entity(queue_name)
+        return _sessions(self._aio.session_lister(queue_name, state_updated_after, timeout))
 
-    def list_subscription_sessions(self, topic_name: str, subscription_name: str, **kwargs: Any) -> Iterator[str]:
+    def list_subscription_sessions(
+        self,
+        topic_name: str,
+        subscription_name: str,
+        *,
+        state_updated_after: dt.datetime | None = None,
+        timeout: float | None = None,
+    ) -> ItemPaged[str]:
         """The session ids of a session subscription."""
-        return _sessions(self._aio.list_subscription_sessions(topic_name, subscription_name, **kwargs))
+        self._aio._check_entity(topic_name)
+        entity = f"{topic_name}/Subscriptions/{subscription_name}"
+        return _sessions(self._aio.session_lister(entity, state_updated_after, timeout))
 
 
-def _sessions(lister: SessionLister) -> Iterator[str]:
+def _sessions(lister: SessionLister) -> ItemPaged[str]:
     """The ids page by page, each page fetched on the loop thread when the caller gets to it."""
-    skip: int | None = 0
-    try:
-        while skip is not None:
-            ids = _run(lister.page(skip))
-            yield from ids
-            skip = next_skip(skip, ids)
-    finally:
-        _run(lister.close())
+    return ItemPaged(lambda token: _run(lister.fetch(token)))
 
 
 async def _paired_state(client: aio_client.ServiceBusClient) -> PairedState | None:

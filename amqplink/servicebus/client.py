@@ -21,6 +21,7 @@ from amqplink.servicebus.client_options import (
     ignore_unknown,
 )
 from amqplink.servicebus.connection_args import check_entity_path, connection_arguments
+from amqplink.servicebus.paging import AsyncItemPaged
 from amqplink.servicebus.paired.options import PairedNamespaceOptions
 from amqplink.servicebus.paired.pairing import PairedState, Pairing
 from amqplink.servicebus.paired.sender import PairedSender
@@ -276,14 +277,12 @@ class ServiceBusClient:
     # -- sessions -----------------------------------------------------------------------
     def list_queue_sessions(
         self, queue_name: str, *, state_updated_after: dt.datetime | None = None, timeout: float | None = None
-    ) -> SessionLister:
+    ) -> AsyncItemPaged[str]:
         """The session ids of a session queue with active messages or stored state (with
-        ``state_updated_after``: whose state was set after it), as ``async for``; ``timeout``
-        bounds the whole listing (the SDK's ``list_queue_sessions``)."""
+        ``state_updated_after``: whose state was set after it), as ``async for`` or
+        ``by_page()``; ``timeout`` bounds the whole listing (the SDK's ``list_queue_sessions``)."""
         self._check_entity(queue_name)
-        return SessionLister(
-            self._holder, queue_name, self._policy, state_updated_after=state_updated_after, timeout=timeout
-        )
+        return self.session_lister(queue_name, state_updated_after, timeout).paged()
 
     def list_subscription_sessions(
         self,
@@ -292,10 +291,16 @@ class ServiceBusClient:
         *,
         state_updated_after: dt.datetime | None = None,
         timeout: float | None = None,
-    ) -> SessionLister:
+    ) -> AsyncItemPaged[str]:
         """As :meth:`list_queue_sessions`, for a session subscription."""
         self._check_entity(topic_name)
         entity = f"{topic_name}/Subscriptions/{subscription_name}"
+        return self.session_lister(entity, state_updated_after, timeout).paged()
+
+    def session_lister(
+        self, entity: str, state_updated_after: dt.datetime | None, timeout: float | None
+    ) -> SessionLister:
+        """The pages of ``entity``'s session ids, on this client's connection and retry policy."""
         return SessionLister(
             self._holder, entity, self._policy, state_updated_after=state_updated_after, timeout=timeout
         )

@@ -123,9 +123,7 @@ class ServiceBusReceiver(Handler):
             elif queue_name is None and topic_name is not None and subscription_name is not None:
                 entity_name = f"{topic_name}/Subscriptions/{subscription_name}"
             else:
-                raise ValueError(
-                    "Exactly one of queue_name or topic_name (with subscription_name) must be specified."
-                )
+                raise ValueError("Exactly one of queue_name or topic_name (with subscription_name) must be specified.")
             client_identifier = identifier(self._kind, client_identifier)  # also the connection's container-id
             holder, policy = self._standalone(holder, credential, {**options, "container_id": client_identifier})
         assert policy is not None, "a receiver from a ConnectionHolder needs its policy"

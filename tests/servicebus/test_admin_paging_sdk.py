@@ -23,7 +23,7 @@ from amqplink.broker import Broker
 from amqplink.broker.config import BrokerConfig, NamespaceConfig, QueueConfig
 from amqplink.servicebus.aio.management import ServiceBusAdministrationClient as AsyncAdmin
 from amqplink.servicebus.management import ResourceNotFoundError, ServiceBusAdministrationClient
-from amqplink.servicebus.management._paging import AsyncItemPaged, ItemPaged
+from amqplink.servicebus.paging import AsyncItemPaged, ItemPaged
 from tests.broker.sdkutil import running_broker
 from tests.servicebus.admin_util import admin_connection_string
 

@@ -26,7 +26,7 @@ from amqplink.servicebus.management._models import (
     TopicProperties,
     TopicRuntimeProperties,
 )
-from amqplink.servicebus.management._paging import ItemPaged
+from amqplink.servicebus.paging import ItemPaged
 
 __all__ = ["ServiceBusAdministrationClient"]
 

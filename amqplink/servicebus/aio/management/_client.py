@@ -24,7 +24,7 @@ from amqplink.servicebus.management._models import (
     TopicProperties,
     TopicRuntimeProperties,
 )
-from amqplink.servicebus.management._paging import AsyncItemPaged
+from amqplink.servicebus.paging import AsyncItemPaged
 
 if TYPE_CHECKING:
     import aiohttp

@@ -1,16 +1,18 @@
-"""``ItemPaged`` and ``AsyncItemPaged``: what the ``list_*`` calls return, with azure-core's behaviour.
+"""``ItemPaged`` and ``AsyncItemPaged``: what the paged listings return, with azure-core's behaviour.
 
-The SDK's ``list_*`` return azure-core's ``ItemPaged`` (asyncio: ``AsyncItemPaged``): an
-iterator of the items that fetches one page at a time, and ``by_page(continuation_token=None)``,
-a fresh iterator of pages (each an iterator of its items) whose ``continuation_token`` names
-the page after the last one read (``None`` once the last page is read), so a later
-``by_page(that_token)`` goes on from there. Paging stops after the first call that leaves
-no token. An error raised while fetching a page carries the token it was fetched with
-(``error.continuation_token``), as azure-core's.
+The SDK's paged listings (the administration client's ``list_*``, ``list_queue_sessions`` /
+``list_subscription_sessions``) return azure-core's ``ItemPaged`` (asyncio: ``AsyncItemPaged``):
+an iterator of the items that fetches one page at a time, and
+``by_page(continuation_token=None)``, a fresh iterator of pages (each an iterator of its items)
+whose ``continuation_token`` names the page after the last one read (``None`` once the last page
+is read), so a later ``by_page(that_token)`` goes on from there. Paging stops after the first
+call that leaves no token. An error raised while fetching a page that has a
+``continuation_token`` attribute (azure-core's ``AzureError`` and ours) carries the token it was
+fetched with, as azure-core sets it.
 
 A page is fetched by ``fetch(token)`` -> ``(items, next_token)``; what a token is, is the
-caller's business (for the management API: the feed's ``next`` link, as in the SDK).
-Nothing here imports azure-core.
+caller's business (the management API: the feed's ``next`` link; sessions: the count to skip,
+as text; both as in the SDK). Nothing here imports azure-core.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import TypeVar
 
-from amqplink.servicebus.management._errors import HttpResponseError, ServiceRequestError
-
 __all__ = ["AsyncItemPaged", "AsyncPageIterator", "ItemPaged", "PageIterator"]
 
 T = TypeVar("T")
@@ -28,9 +28,9 @@ Page = tuple[Sequence[T], str | None]
 """A page's items and the token of the next page (``None``: the last page)."""
 
 
-def _mark(error: BaseException, token: str | None) -> None:
+def _mark(error: Exception, token: str | None) -> None:
     """Record the token a failed page was fetched with (azure-core's ``AzureError.continuation_token``)."""
-    if isinstance(error, HttpResponseError | ServiceRequestError) and not error.continuation_token:
+    if hasattr(error, "continuation_token") and not error.continuation_token:
         error.continuation_token = token
 
 
@@ -66,7 +66,7 @@ class PageIterator(_Pages, Iterator[Iterator[T]]):
             raise StopIteration
         try:
             page = self._fetch(self.continuation_token)
-        except (HttpResponseError, ServiceRequestError) as error:
+        except Exception as error:
             _mark(error, self.continuation_token)
             raise
         return iter(self._read(page))
@@ -128,7 +128,7 @@ class AsyncPageIterator(_Pages, AsyncIterator[AsyncIterator[T]]):
             raise StopAsyncIteration
         try:
             page = await self._fetch(self.continuation_token)
-        except (HttpResponseError, ServiceRequestError) as error:
+        except Exception as error:
             _mark(error, self.continuation_token)
             raise
         return _AsyncPage(self._read(page))
