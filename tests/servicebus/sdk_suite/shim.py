@@ -10,8 +10,13 @@ fixture yields, and ``PowerShellPreparer`` hands the test the ``SERVICEBUS_*`` v
 environment. This module provides exactly that behaviour under the same names (nothing else of
 the tooling is used by the management tests), with the values of a broker it starts:
 
-* ``servicebus_connection_str``, ``servicebus_fully_qualified_namespace`` (``127.0.0.1:PORT``, the
-  HTTPS port), ``servicebus_sas_policy``/``servicebus_sas_key`` (the emulator's key);
+* ``servicebus_connection_str``, ``servicebus_fully_qualified_namespace``
+  (``sbemulatorns.servicebus.windows.net``, as a namespace on Azure: the tests expect that suffix
+  and the default port in the entity paths they read back), ``servicebus_sas_policy``/
+  ``servicebus_sas_key`` (the emulator's key). The SDK's transports reach that name through
+  ``HTTPS_PROXY``: a CONNECT proxy on loopback (``tests/broker/connect_proxy.py``) tunnels
+  ``sbemulatorns.servicebus.windows.net:443`` to the broker's HTTPS port; the broker's certificate
+  names the host, and the broker accepts tokens for it (``host_names``);
 * ``get_credential()``: live, the tooling gives a Microsoft Entra ID credential, which the broker
   cannot verify (docs/dropin.md); here the SDK's own ``ServiceBusSharedKeyCredential`` with the
   broker's key, which the SDK's admin client signs SAS tokens with;
@@ -24,22 +29,26 @@ the tooling is used by the management tests), with the values of a broker it sta
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pytest
 
 from amqplink.broker.http.tls import self_signed  # before aiohttp is imported: see the module
+from tests.broker.connect_proxy import ConnectProxy
 from tests.conftest import broker_thread, pytest_pyfunc_call  # noqa: F401  (the hook runs async tests)
 
 KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"
-CERTIFICATE = self_signed()
+NAMESPACE = "sbemulatorns.servicebus.windows.net"
+CERTIFICATE = self_signed(names=[NAMESPACE])
 os.environ["SSL_CERT_FILE"] = os.environ["REQUESTS_CA_BUNDLE"] = CERTIFICATE.cert_path
 os.environ.setdefault("AZURE_TEST_RUN_LIVE", "true")
 os.environ.setdefault("AZURE_SKIP_LIVE_RECORDING", "true")
@@ -160,26 +169,54 @@ def test_proxy() -> Iterator[None]:
     yield
 
 
-_running: AbstractContextManager[Any] | None = None
+_running: list[AbstractContextManager[Any]] = []
+
+
+@contextmanager
+def _proxy_thread(redirect: dict[tuple[str, int], tuple[str, int]]) -> Iterator[ConnectProxy]:
+    """A CONNECT proxy on an event loop of its own, in a thread."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="connect-proxy", daemon=True)
+    thread.start()
+    proxy = ConnectProxy(redirect=redirect)
+    asyncio.run_coroutine_threadsafe(proxy.__aenter__(), loop).result(10)
+    try:
+        yield proxy
+    finally:
+        asyncio.run_coroutine_threadsafe(proxy.__aexit__(None, None, None), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _running
     from amqplink.broker import Broker
 
-    broker = Broker(None, servicebus=True, http_port=0, http_cert=(CERTIFICATE.cert_path, CERTIFICATE.key_path))
-    _running = broker_thread(broker)
-    _running.__enter__()
-    namespace = f"127.0.0.1:{broker.http_port}"
+    broker = Broker(
+        None,
+        servicebus=True,
+        http_port=0,
+        http_cert=(CERTIFICATE.cert_path, CERTIFICATE.key_path),
+        host_names=[NAMESPACE],
+    )
+    running = broker_thread(broker)
+    running.__enter__()
+    _running.append(running)
+    tunnel = _proxy_thread({(NAMESPACE, 443): ("127.0.0.1", broker.http_port)})
+    proxy = tunnel.__enter__()
+    _running.append(tunnel)
+    os.environ["HTTPS_PROXY"] = os.environ["https_proxy"] = f"http://127.0.0.1:{proxy.port}"
+    for name in ("NO_PROXY", "no_proxy"):
+        os.environ.pop(name, None)
     VALUES.update(
-        servicebus_connection_str=f"Endpoint=sb://{namespace}/;SharedAccessKeyName={KEY_NAME};SharedAccessKey={KEY}",
-        servicebus_fully_qualified_namespace=namespace,
+        servicebus_connection_str=f"Endpoint=sb://{NAMESPACE}/;SharedAccessKeyName={KEY_NAME};SharedAccessKey={KEY}",
+        servicebus_fully_qualified_namespace=NAMESPACE,
         servicebus_sas_policy=KEY_NAME,
         servicebus_sas_key=KEY,
     )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _running is not None:
-        _running.__exit__(None, None, None)
+    while _running:
+        _running.pop().__exit__(None, None, None)
     CERTIFICATE.remove()

@@ -24,27 +24,13 @@ pytestmark = pytest.mark.sdk
 REPO = Path(__file__).resolve().parents[3]
 
 _RULES = "entity authorization rules are not kept (docs/administration.md, Not done)"
-_FORWARD = (
-    "ForwardTo reads back as sent, sb://127.0.0.1:PORT/NAME; the test wants it to end with"
-    " .servicebus.windows.net/NAME, a namespace on the default port"
-)
 KNOWN = {
     "test_mgmt_queue_create_with_queue_description": _RULES,
-    "test_async_mgmt_queue_create_with_queue_description": _RULES,
     "test_mgmt_queue_update_success": _RULES,
-    "test_async_mgmt_queue_update_success": _RULES,
     "test_async_mgmt_topic_create_with_topic_description": _RULES,
     "test_async_mgmt_topic_update_success": _RULES,
-    "test_mgmt_queue_update_dict_success": _FORWARD,
-    "test_mgmt_queue_async_update_dict_success": _FORWARD,
-    "test_mgmt_sub_create_w_fwd_to": _FORWARD,
-    "test_async_mgmt_sub_create_w_fwd_to": _FORWARD,
-    "test_mgmt_sub_update_dict_success": _FORWARD,
-    "test_mgmt_sub_async_update_dict_success": _FORWARD,
-    "test_async_mgmt_subscription_update_success": _FORWARD,
 }
-"""The SDK's tests that fail here, and why (each names where the broker differs or why the test
-cannot hold off Azure)."""
+"""The SDK's tests that fail here, and why (where the broker differs)."""
 
 
 @pytest.fixture(scope="module")
