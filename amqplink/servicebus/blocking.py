@@ -120,26 +120,14 @@ class ServiceBusClient(_Named):
         )
         return ServiceBusReceiver(inner, renewer)
 
-    def list_queue_sessions(
-        self, queue_name: str, *, state_updated_after: dt.datetime | None = None, timeout: float | None = None
-    ) -> ItemPaged[str]:
+    def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> ItemPaged[str]:
         """The session ids of a session queue (``state_updated_after``, ``timeout`` as the SDK's);
         iterate, or ``by_page(continuation_token)``."""
-        self._aio._check_entity(queue_name)
-        return _sessions(self._aio.session_lister(queue_name, state_updated_after, timeout))
+        return _sessions(self._aio.session_lister(queue_name, **kwargs))
 
-    def list_subscription_sessions(
-        self,
-        topic_name: str,
-        subscription_name: str,
-        *,
-        state_updated_after: dt.datetime | None = None,
-        timeout: float | None = None,
-    ) -> ItemPaged[str]:
+    def list_subscription_sessions(self, topic_name: str, subscription_name: str, **kwargs: Any) -> ItemPaged[str]:
         """The session ids of a session subscription."""
-        self._aio._check_entity(topic_name)
-        entity = f"{topic_name}/Subscriptions/{subscription_name}"
-        return _sessions(self._aio.session_lister(entity, state_updated_after, timeout))
+        return _sessions(self._aio.session_lister(topic_name, subscription_name, **kwargs))
 
 
 def _sessions(lister: SessionLister) -> ItemPaged[str]:

@@ -281,8 +281,7 @@ class ServiceBusClient:
         """The session ids of a session queue with active messages or stored state (with
         ``state_updated_after``: whose state was set after it), as ``async for`` or
         ``by_page()``; ``timeout`` bounds the whole listing (the SDK's ``list_queue_sessions``)."""
-        self._check_entity(queue_name)
-        return self.session_lister(queue_name, state_updated_after, timeout).paged()
+        return self.session_lister(queue_name, state_updated_after=state_updated_after, timeout=timeout).paged()
 
     def list_subscription_sessions(
         self,
@@ -293,14 +292,23 @@ class ServiceBusClient:
         timeout: float | None = None,
     ) -> AsyncItemPaged[str]:
         """As :meth:`list_queue_sessions`, for a session subscription."""
-        self._check_entity(topic_name)
-        entity = f"{topic_name}/Subscriptions/{subscription_name}"
-        return self.session_lister(entity, state_updated_after, timeout).paged()
+        lister = self.session_lister(
+            topic_name, subscription_name, state_updated_after=state_updated_after, timeout=timeout
+        )
+        return lister.paged()
 
     def session_lister(
-        self, entity: str, state_updated_after: dt.datetime | None, timeout: float | None
+        self,
+        queue_or_topic: str,
+        subscription_name: str | None = None,
+        *,
+        state_updated_after: dt.datetime | None = None,
+        timeout: float | None = None,
     ) -> SessionLister:
-        """The pages of ``entity``'s session ids, on this client's connection and retry policy."""
+        """The pages of a queue's (or a topic's subscription's) session ids, on this client's
+        connection and retry policy."""
+        self._check_entity(queue_or_topic)
+        entity = queue_or_topic if subscription_name is None else f"{queue_or_topic}/Subscriptions/{subscription_name}"
         return SessionLister(
             self._holder, entity, self._policy, state_updated_after=state_updated_after, timeout=timeout
         )
