@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.servicebus.sdk_suite.source import present as sdk_tests_present
+
 __all__ = ["PEERS", "Peer", "Peers"]
 
 log = logging.getLogger(__name__)
@@ -56,10 +58,14 @@ class Peer:
     present: Callable[[], bool]
     apt: tuple[str, ...] = ()
     pip: str | None = None
+    command: str | None = None
+    """The command that fetches it, when it is neither a Debian nor a pip package."""
 
     @property
     def install(self) -> str:
         """The command that installs it."""
+        if self.command:
+            return self.command
         if self.apt:
             return f"apt-get install -y {' '.join(self.apt)}"
         return f"python3 -m pip install {self.pip}"
@@ -88,6 +94,12 @@ PEERS = {
         ),
         Peer("proton", "qpid-proton's Python binding", _importable("proton"), pip="-e '.[test]'"),
         Peer("azure-servicebus", "the official SDK", _importable("azure.servicebus"), pip="-e '.[test]'"),
+        Peer(
+            "azure-servicebus-tests",
+            "azure-servicebus's own tests (its source distribution)",
+            sdk_tests_present,
+            command="python3 -m tests.servicebus.sdk_suite.source",
+        ),
         Peer("pdoc", "pdoc (builds the API reference)", _importable("pdoc"), pip="-e '.[test]'"),
         Peer("pyspark", "PySpark (and a JVM: apt-get install -y default-jre-headless)", _pyspark, pip="-e '.[spark]'"),
     )

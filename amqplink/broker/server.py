@@ -255,25 +255,36 @@ class Broker:
 
     async def _start_management(self, host: str, port: int, servicebus: ServiceBusHost) -> None:
         try:
-            from amqplink.broker.http import Certificate, ManagementApi, self_signed, server_context
+            from amqplink.broker.http import Certificate, ManagementApi, NamespaceApi, self_signed, server_context
         except ImportError as exc:
             raise RuntimeError(f"the management API needs aiohttp: pip install 'amqplink[broker]' ({exc})") from None
         if self.http_cert is not None:
             self.http_certificate = Certificate(*self.http_cert)
         else:
-            self.http_certificate = self_signed()
+            self.http_certificate = self_signed(
+                names=[f"{h.namespace.name.lower()}.localhost" for h in servicebus.hosts]
+            )
         gone = Error(Symbol(NOT_FOUND), "the entity was deleted through the management API")
+
+        def api(served: ServiceBusHost) -> NamespaceApi:
+            return NamespaceApi(
+                served.namespace,
+                lambda: served.rules,
+                names=served.names,
+                on_deleted=lambda nodes: served.detach_links(nodes, gone),
+            )
+
+        # every namespace, each under its own host name, as on the AMQP port (ServiceBusHost.route)
         self.management = ManagementApi(
-            servicebus.namespace,
-            lambda: servicebus.rules,
-            names=servicebus.names,
-            on_deleted=lambda nodes: servicebus.detach_links(nodes, gone),
+            [api(served) for served in servicebus.hosts],
+            route=lambda name: servicebus.route(name).namespace,
             amqp=self._acceptor,
         )
         await self.management.start(
             host, port, server_context(self.http_certificate), limits=self.limits, idle_timeout=self.idle_timeout
         )
-        servicebus.names.ports.add(self.management.port)
+        for served in servicebus.hosts:
+            served.names.ports.add(self.management.port)
         log.info("management API on https://%s:%d", host, self.management.port)
 
     @property

@@ -17,7 +17,7 @@ import ssl
 import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from amqplink.aio.connection import Connection, Dialer, connect
 from amqplink.aio.errors import AMQPError
@@ -25,6 +25,7 @@ from amqplink.aio.url import Endpoint
 from amqplink.servicebus.cbs import CbsAuthorizer
 from amqplink.servicebus.client_options import check_socket_timeout
 from amqplink.servicebus.client_options import client_identifier as identifier
+from amqplink.servicebus.connection_args import connection_arguments, entity_of
 from amqplink.servicebus.connection_string import TLS_PORT
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.management_node import ManagementClient
@@ -220,6 +221,29 @@ class Handler:
             raise TypeError(f"fully_qualified_namespace must be a str, not {type(fully_qualified_namespace).__name__}")
         client = self._owner = ServiceBusClient(fully_qualified_namespace, credential, **options)
         return client._holder, client._policy
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> Self:
+        """The SDK's ``ServiceBusSender._from_connection_string(conn_str, queue_name=... | topic_name=...)``
+        and ``ServiceBusReceiver._from_connection_string(conn_str, queue_name=... | topic_name=...,
+        subscription_name=...)``: a handler with a connection of its own, on the string's namespace
+        and key; the entity is the string's ``EntityPath`` or the keyword's (both: the same one,
+        else ``ValueError``; :mod:`amqplink.servicebus.connection_args`). Other keywords as the
+        direct constructor's."""
+        args = connection_arguments(conn_str)
+        entity = entity_of(args.entity_path, kwargs.get("queue_name"), kwargs.get("topic_name"))
+        cls._check_named(kwargs)
+        if not args.use_tls:  # UseDevelopmentEmulator=true
+            kwargs["use_tls"] = False
+        direct: Callable[..., Self] = cls  # a subclass's direct construction (the base takes a holder)
+        return direct(args.namespace, args.credential, _entity_path=entity, **kwargs)
+
+    _from_connection_string = from_connection_string
+    """The SDK 7.15's name (its handlers have only this private one)."""
+
+    @classmethod
+    def _check_named(cls, kwargs: dict[str, Any]) -> None:
+        """What else :meth:`from_connection_string` refuses in the keywords (a receiver's subscription rules)."""
 
     def _next_link_name(self) -> str:
         """A name for the next attach: the previous link may still be detaching under its own."""

@@ -553,4 +553,3 @@ def body_type_of(message: Message) -> AmqpMessageBodyType:
     if kind in ("sequence", "sequences"):
         return AmqpMessageBodyType.SEQUENCE
     return AmqpMessageBodyType.VALUE
-

@@ -22,8 +22,9 @@ from amqplink.servicebus import receiver as aio_receiver
 from amqplink.servicebus import sender as aio_sender
 from amqplink.servicebus import session as aio_session
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
+from amqplink.servicebus.paging import ItemPaged
 from amqplink.servicebus.paired.pairing import PairedState
-from amqplink.servicebus.session_list import SessionLister, next_skip
+from amqplink.servicebus.session_list import SessionLister
 from amqplink.sync import _bridge, _run, _submit, _wait
 
 __all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
@@ -119,25 +120,19 @@ class ServiceBusClient(_Named):
         )
         return ServiceBusReceiver(inner, renewer)
 
-    def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> Iterator[str]:
-        """The session ids of a session queue (``state_updated_after``, ``timeout`` as the SDK's)."""
-        return _sessions(self._aio.list_queue_sessions(queue_name, **kwargs))
+    def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> ItemPaged[str]:
+        """The session ids of a session queue (``state_updated_after``, ``timeout`` as the SDK's);
+        iterate, or ``by_page(continuation_token)``."""
+        return _sessions(self._aio.session_lister(queue_name, **kwargs))
 
-    def list_subscription_sessions(self, topic_name: str, subscription_name: str, **kwargs: Any) -> Iterator[str]:
+    def list_subscription_sessions(self, topic_name: str, subscription_name: str, **kwargs: Any) -> ItemPaged[str]:
         """The session ids of a session subscription."""
-        return _sessions(self._aio.list_subscription_sessions(topic_name, subscription_name, **kwargs))
+        return _sessions(self._aio.session_lister(topic_name, subscription_name, **kwargs))
 
 
-def _sessions(lister: SessionLister) -> Iterator[str]:
+def _sessions(lister: SessionLister) -> ItemPaged[str]:
     """The ids page by page, each page fetched on the loop thread when the caller gets to it."""
-    skip: int | None = 0
-    try:
-        while skip is not None:
-            ids = _run(lister.page(skip))
-            yield from ids
-            skip = next_skip(skip, ids)
-    finally:
-        _run(lister.close())
+    return ItemPaged(lambda token: _run(lister.fetch(token)))
 
 
 async def _paired_state(client: aio_client.ServiceBusClient) -> PairedState | None:
@@ -159,6 +154,14 @@ class ServiceBusSender(_Named):
         if not isinstance(inner, aio_sender.ServiceBusSender):
             inner = aio_sender.ServiceBusSender(inner, credential, **kwargs)
         self._aio = inner
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> ServiceBusSender:
+        """As :meth:`amqplink.servicebus.aio.ServiceBusSender.from_connection_string` (the SDK's
+        ``_from_connection_string``): a sender with a connection of its own."""
+        return cls(aio_sender.ServiceBusSender.from_connection_string(conn_str, **kwargs))
+
+    _from_connection_string = from_connection_string
 
     def __repr__(self) -> str:
         return repr(self._aio)
@@ -265,6 +268,18 @@ class ServiceBusReceiver(_Named):
         self._aio = inner
         self._renewer = renewer
         self._session: ServiceBusSession | None = None
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, **kwargs: Any) -> ServiceBusReceiver:
+        """As :meth:`amqplink.servicebus.aio.ServiceBusReceiver.from_connection_string` (the SDK's
+        ``_from_connection_string``): a receiver with a connection of its own."""
+        renewer = kwargs.pop("auto_lock_renewer", None)
+        inner = aio_receiver.ServiceBusReceiver.from_connection_string(
+            conn_str, auto_lock_renewer=_inner_renewer(renewer), **kwargs
+        )
+        return cls(inner, renewer)
+
+    _from_connection_string = from_connection_string
 
     def __repr__(self) -> str:
         return repr(self._aio)

@@ -20,8 +20,8 @@ from amqplink.servicebus.client_options import (
     connection_properties,
     ignore_unknown,
 )
-from amqplink.servicebus.connection_string import parse_connection_string
-from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
+from amqplink.servicebus.connection_args import check_entity_path, connection_arguments
+from amqplink.servicebus.paging import AsyncItemPaged
 from amqplink.servicebus.paired.options import PairedNamespaceOptions
 from amqplink.servicebus.paired.pairing import PairedState, Pairing
 from amqplink.servicebus.paired.sender import PairedSender
@@ -140,27 +140,16 @@ class ServiceBusClient:
         **kwargs: Any,
     ) -> ServiceBusClient:
         """A client from ``Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...[;EntityPath=...]``."""
-        parsed = parse_connection_string(conn_str)
-        credential: Credential
-        if parsed.shared_access_key is not None:
-            assert parsed.shared_access_key_name is not None
-            credential = AzureNamedKeyCredential(parsed.shared_access_key_name, parsed.shared_access_key)
-        else:
-            assert parsed.shared_access_signature is not None
-            credential = AzureSasCredential(parsed.shared_access_signature)
-        host = parsed.fully_qualified_namespace
-        namespace = f"[{host}]" if ":" in host else host
-        if parsed.port_given:  # else the scheme's default port, and the SDK shows none
-            namespace = f"{namespace}:{parsed.port}"
+        args = connection_arguments(conn_str)
         return cls(
-            namespace,
-            credential,
+            args.namespace,
+            args.credential,
             retry_total=retry_total,
             retry_backoff_factor=retry_backoff_factor,
             retry_backoff_max=retry_backoff_max,
             retry_mode=retry_mode,
-            use_tls=parsed.use_tls,
-            entity_name=parsed.entity_path,
+            use_tls=args.use_tls,
+            entity_name=args.entity_path,
             **kwargs,
         )
 
@@ -190,11 +179,7 @@ class ServiceBusClient:
         await self._holder.close()
 
     def _check_entity(self, name: str) -> None:
-        if self._entity_name and name != self._entity_name:
-            raise ValueError(
-                f"The queue or topic name {name!r} does not match the EntityPath {self._entity_name!r}"
-                " in the connection string."
-            )
+        check_entity_path(self._entity_name, name)
 
     def _track(self, handler: H) -> H:
         self._handlers = [h for h in self._handlers if not h._closed]
@@ -292,14 +277,11 @@ class ServiceBusClient:
     # -- sessions -----------------------------------------------------------------------
     def list_queue_sessions(
         self, queue_name: str, *, state_updated_after: dt.datetime | None = None, timeout: float | None = None
-    ) -> SessionLister:
+    ) -> AsyncItemPaged[str]:
         """The session ids of a session queue with active messages or stored state (with
-        ``state_updated_after``: whose state was set after it), as ``async for``; ``timeout``
-        bounds the whole listing (the SDK's ``list_queue_sessions``)."""
-        self._check_entity(queue_name)
-        return SessionLister(
-            self._holder, queue_name, self._policy, state_updated_after=state_updated_after, timeout=timeout
-        )
+        ``state_updated_after``: whose state was set after it), as ``async for`` or
+        ``by_page()``; ``timeout`` bounds the whole listing (the SDK's ``list_queue_sessions``)."""
+        return self.session_lister(queue_name, state_updated_after=state_updated_after, timeout=timeout).paged()
 
     def list_subscription_sessions(
         self,
@@ -308,10 +290,25 @@ class ServiceBusClient:
         *,
         state_updated_after: dt.datetime | None = None,
         timeout: float | None = None,
-    ) -> SessionLister:
+    ) -> AsyncItemPaged[str]:
         """As :meth:`list_queue_sessions`, for a session subscription."""
-        self._check_entity(topic_name)
-        entity = f"{topic_name}/Subscriptions/{subscription_name}"
+        lister = self.session_lister(
+            topic_name, subscription_name, state_updated_after=state_updated_after, timeout=timeout
+        )
+        return lister.paged()
+
+    def session_lister(
+        self,
+        queue_or_topic: str,
+        subscription_name: str | None = None,
+        *,
+        state_updated_after: dt.datetime | None = None,
+        timeout: float | None = None,
+    ) -> SessionLister:
+        """The pages of a queue's (or a topic's subscription's) session ids, on this client's
+        connection and retry policy."""
+        self._check_entity(queue_or_topic)
+        entity = queue_or_topic if subscription_name is None else f"{queue_or_topic}/Subscriptions/{subscription_name}"
         return SessionLister(
             self._holder, entity, self._policy, state_updated_after=state_updated_after, timeout=timeout
         )

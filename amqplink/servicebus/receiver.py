@@ -114,14 +114,16 @@ class ServiceBusReceiver(Handler):
             raise ValueError("max_wait_time must be greater than 0.")
         if not isinstance(holder, ConnectionHolder):  # the SDK's direct construction
             credential = entity_name if entity_name is not None else options.pop("credential", None)
-            if queue_name is not None and topic_name is None and subscription_name is None:
+            entity_path = options.pop("_entity_path", None)  # from_connection_string's queue or topic
+            if entity_path is not None:
+                sub = subscription_name
+                entity_name = entity_path if sub is None else f"{entity_path}/Subscriptions/{sub}"
+            elif queue_name is not None and topic_name is None and subscription_name is None:
                 entity_name = queue_name
             elif queue_name is None and topic_name is not None and subscription_name is not None:
                 entity_name = f"{topic_name}/Subscriptions/{subscription_name}"
             else:
-                raise ValueError(
-                    "Exactly one of queue_name or topic_name (with subscription_name) must be specified."
-                )
+                raise ValueError("Exactly one of queue_name or topic_name (with subscription_name) must be specified.")
             client_identifier = identifier(self._kind, client_identifier)  # also the connection's container-id
             holder, policy = self._standalone(holder, credential, {**options, "container_id": client_identifier})
         assert policy is not None, "a receiver from a ConnectionHolder needs its policy"
@@ -146,6 +148,14 @@ class ServiceBusReceiver(Handler):
         self.queue_name = queue_name
         self.topic_name = topic_name
         self.subscription_name = subscription_name
+
+    @classmethod
+    def _check_named(cls, kwargs: dict[str, Any]) -> None:
+        """As the SDK's ``_from_connection_string``: a queue has no subscription, a topic needs one."""
+        if kwargs.get("queue_name") and kwargs.get("subscription_name"):
+            raise ValueError("Queue entity does not have subscription.")
+        if kwargs.get("topic_name") and not kwargs.get("subscription_name"):
+            raise ValueError("Subscription name is missing for the topic. Please specify subscription_name.")
 
     @property
     def receive_mode(self) -> ServiceBusReceiveMode:

@@ -109,9 +109,11 @@ class ServiceBusSender(Handler):
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         if not isinstance(holder, ConnectionHolder):  # the SDK's direct construction
             credential = entity_name if entity_name is not None else options.pop("credential", None)
-            if (queue_name is None) == (topic_name is None):
-                raise ValueError("Exactly one of queue_name or topic_name must be specified.")
-            entity_name = queue_name or topic_name
+            entity_name = options.pop("_entity_path", None)  # from_connection_string's entity
+            if entity_name is None:
+                if (queue_name is None) == (topic_name is None):
+                    raise ValueError("Exactly one of queue_name or topic_name must be specified.")
+                entity_name = queue_name or topic_name
             client_identifier = identifier(self._kind, client_identifier)  # also the connection's container-id
             holder, policy = self._standalone(holder, credential, {**options, "container_id": client_identifier})
         assert policy is not None, "a sender from a ConnectionHolder needs its policy"

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCKED_UNTIL_UTC", "SESSION_FILTER", "ServiceBusSession", "datetime_from_ticks"]
 
+
 class ServiceBusSession:
     """The locked session of a session receiver: its id, lock, and state."""
 

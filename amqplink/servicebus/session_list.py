@@ -2,7 +2,9 @@
 page over ``$management`` ``com.microsoft:get-message-sessions`` (as the SDK's
 ``_session_browser``: pages of 100 by ``skip``; ``last-updated-time`` = .NET's
 DateTime.MaxValue for "every session with active messages or stored state", else the
-sessions whose state was set after that time; ``timeout`` bounds every page together).
+sessions whose state was set after that time; ``timeout`` bounds every page together),
+returned as :class:`~amqplink.servicebus.paging.AsyncItemPaged` (blocking: ``ItemPaged``) with
+the SDK's continuation token, the count of ids to skip.
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import AsyncIterator
 
 from amqplink.servicebus._base import ConnectionHolder
 from amqplink.servicebus.exceptions import OperationTimeoutError
 from amqplink.servicebus.management_node import ManagementClient
+from amqplink.servicebus.paging import AsyncItemPaged
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
 
 __all__ = ["LIST_ALL_MS", "PAGE_SIZE", "SessionLister", "last_updated_ms", "next_skip"]
@@ -88,19 +90,22 @@ class SessionLister:
         if mgmt is not None:
             await mgmt.close()
 
-    async def __aiter__(self) -> AsyncIterator[str]:
-        skip: int | None = 0
-        try:
-            while skip is not None:
-                ids = await self.page(skip)
-                for session_id in ids:
-                    yield session_id
-                skip = next_skip(skip, ids)
-        finally:
+    async def fetch(self, token: str | None) -> tuple[list[str], str | None]:
+        """The page ``token`` names (the count to skip, as text, as the SDK's ``_session_browser``;
+        None: the first) and the next page's token; after the last page (a short one) the
+        ``$management`` link pair is closed and the token is None."""
+        skip = int(token) if token else 0
+        ids = await self.page(skip)
+        after = next_skip(skip, ids)
+        if after is None:
             await self.close()
+        return ids, None if after is None else str(after)
+
+    def paged(self) -> AsyncItemPaged[str]:
+        """The ids as the SDK gives them: ``async for``, or ``by_page(continuation_token)``."""
+        return AsyncItemPaged(self.fetch)
 
 
 def next_skip(skip: int, ids: list[str]) -> int | None:
     """Where the next page starts, or None after a short (the last) page."""
     return None if len(ids) < PAGE_SIZE else skip + len(ids)
-

@@ -2,7 +2,7 @@
 
 It answers ``CONNECT host:port`` with ``200`` and relays bytes both ways; with
 ``credentials=(user, password)`` a request without that Basic ``Proxy-Authorization``
-gets ``407``; tunnels go to loopback addresses only.
+gets ``407``; tunnels go to loopback addresses only (``redirect`` maps a name and port to one).
 """
 
 from __future__ import annotations
@@ -18,8 +18,16 @@ class ConnectProxy:
     """``async with ConnectProxy() as proxy``: listening on ``proxy.port``; ``proxy.tunnels``
     counts the tunnels opened, ``proxy.refused`` the requests refused."""
 
-    def __init__(self, credentials: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        credentials: tuple[str, str] | None = None,
+        *,
+        redirect: dict[tuple[str, int], tuple[str, int]] | None = None,
+    ) -> None:
         self.credentials = credentials
+        self.redirect = redirect or {}
+        """Tunnels asked for a ``(host, port)`` here go to the loopback address it maps to instead
+        (a name such as ``ns.servicebus.windows.net:443`` served by a local broker)."""
         self.tunnels = 0
         self.refused = 0
         self.targets: list[tuple[str, int]] = []
@@ -68,16 +76,16 @@ class ConnectProxy:
                 writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
                 return
-        host, _, port = target.rpartition(":")
-        host = host.strip("[]")
+        name, _, number = target.rpartition(":")
+        host, port = self.redirect.get((name.strip("[]").lower(), int(number)), (name.strip("[]"), int(number)))
         if method != "CONNECT" or not (host == "localhost" or ipaddress.ip_address(host).is_loopback):
             self.refused += 1
             writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
             await writer.drain()
             return
-        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        up_reader, up_writer = await asyncio.open_connection(host, port)
         self.tunnels += 1
-        self.targets.append((host, int(port)))
+        self.targets.append((host, port))
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         await writer.drain()
         try:

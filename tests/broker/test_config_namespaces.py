@@ -9,10 +9,7 @@ resolve them so in this process."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
@@ -21,6 +18,7 @@ from azure.servicebus.exceptions import ServiceBusAuthenticationError
 from amqplink.broker import Broker
 from amqplink.broker.config import BrokerConfig, ConfigError, NamespaceConfig, QueueConfig
 from amqplink.broker.rights import AccessRule
+from tests.broker.localhost import resolve_localhost_names
 from tests.broker.sdkutil import running_broker
 
 pytestmark = pytest.mark.sdk
@@ -34,17 +32,9 @@ CONFIG = BrokerConfig(
 
 
 @pytest.fixture(autouse=True)
-def localhost_names(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def localhost_names(monkeypatch: pytest.MonkeyPatch) -> None:
     """``*.localhost`` resolves to 127.0.0.1 (RFC 6761) in this process."""
-    real = socket.getaddrinfo
-
-    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(host, str) and host.lower().endswith(".localhost"):
-            host = "127.0.0.1"
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", resolve)
-    yield
+    resolve_localhost_names(monkeypatch)
 
 
 def _as(broker: Broker, host: str, key: tuple[str, str] | None = None) -> str:

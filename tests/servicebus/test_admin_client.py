@@ -191,3 +191,19 @@ def test_key_values_round_trip(values: dict[str, object]) -> None:
     back = read_key_values(node, "Parameters")
     assert back == values
     assert [type(v) for v in back.values()] == [type(v) for v in values.values()]
+
+
+def test_support_ordering_is_kept(broker: Broker) -> None:
+    """A topic's ``SupportOrdering`` reads back as set (the SDK's own ``test_mgmt_topic_update_success``)."""
+    with ServiceBusAdministrationClient.from_connection_string(
+        admin_connection_string(broker), connection_verify=broker.http_ca
+    ) as client:
+        client.create_topic("unordered", support_ordering=False)
+        try:
+            topic = client.get_topic("unordered")
+            assert topic.support_ordering is False
+            topic.support_ordering = True
+            client.update_topic(topic)
+            assert client.get_topic("unordered").support_ordering is True
+        finally:
+            client.delete_topic("unordered")

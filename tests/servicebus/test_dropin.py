@@ -402,6 +402,33 @@ async def test_list_queue_sessions_pages_the_ids_with_messages_or_state(broker: 
         assert list(blocking.list_queue_sessions("sessions", state_updated_after=dt.datetime.now(dt.UTC))) == []
 
 
+@pytest.mark.parametrize("name", ["amqplink", pytest.param("azure", marks=pytest.mark.sdk)])
+async def test_list_queue_sessions_by_page(broker: BrokerThread, name: str) -> None:
+    """The SDK's ``list_queue_sessions`` is an ``ItemPaged``: ``by_page()`` gives pages of 100 and,
+    after each, the continuation token (the count to skip, as text; None after the last), and a
+    token given back resumes there; blocking and asyncio alike, with either library."""
+    from tests.servicebus.scenario import load_api
+
+    api = load_api(name)
+    ids = [f"s{i:03d}" for i in range(150)]
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("sessions") as sender:
+            await sender.send_messages([api.sb.ServiceBusMessage("x", session_id=sid) for sid in ids])
+        pages = client.list_queue_sessions("sessions").by_page()
+        seen = []
+        async for page in pages:
+            seen.append(([sid async for sid in page], pages.continuation_token))
+        assert [len(page) for page, _ in seen] == [100, 50] and [token for _, token in seen] == ["100", None]
+        assert sorted(sid for page, _ in seen for sid in page) == ids
+        resumed = [sid async for page in client.list_queue_sessions("sessions").by_page("100") async for sid in page]
+        assert resumed == seen[1][0]
+    with api.sb.ServiceBusClient.from_connection_string(broker.connection_string) as blocking:
+        pages = blocking.list_queue_sessions("sessions").by_page()
+        blocking_pages = [(list(page), pages.continuation_token) for page in pages]
+        assert blocking_pages == seen
+        assert [sid for page in blocking.list_queue_sessions("sessions").by_page("100") for sid in page] == resumed
+
+
 @pytest.mark.sdk
 @pytest.mark.parametrize(
     "endpoint",

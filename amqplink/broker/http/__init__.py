@@ -1,6 +1,51 @@
-"""The Service Bus management REST API (Atom XML over HTTPS, SAS authorised), served by the broker."""
+"""The Service Bus management REST API (Atom XML over HTTPS, SAS authorised), served by the broker.
 
-from amqplink.broker.http.server import MAX_BODY, MAX_PAGE, ManagementApi
-from amqplink.broker.http.tls import Certificate, self_signed, server_context
+The names are loaded on first use (PEP 562): ``amqplink.broker.http.tls`` (the certificate)
+imports without aiohttp, so a process can make the certificate, and point its TLS trust at
+it, before anything imports aiohttp (whose default TLS context is made at import).
+"""
 
-__all__ = ["MAX_BODY", "MAX_PAGE", "Certificate", "ManagementApi", "self_signed", "server_context"]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from amqplink.broker.http.server import MAX_BODY, MAX_PAGE, ManagementApi, NamespaceApi
+    from amqplink.broker.http.tls import Certificate, self_signed, server_context
+
+__all__ = [
+    "MAX_BODY",
+    "MAX_PAGE",
+    "Certificate",
+    "ManagementApi",
+    "NamespaceApi",
+    "self_signed",
+    "server_context",
+]
+
+_SERVER = "amqplink.broker.http.server"
+_TLS = "amqplink.broker.http.tls"
+_LAZY = {
+    "MAX_BODY": _SERVER,
+    "MAX_PAGE": _SERVER,
+    "ManagementApi": _SERVER,
+    "NamespaceApi": _SERVER,
+    "Certificate": _TLS,
+    "self_signed": _TLS,
+    "server_context": _TLS,
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a name's module when the name is first asked for (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'amqplink.broker.http' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

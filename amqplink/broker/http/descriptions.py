@@ -88,6 +88,8 @@ class EntityMeta:
     auto_delete_on_idle: str = MAX_TIMESPAN
     enable_batched_operations: bool = True
     enable_express: bool = False
+    support_ordering: bool = True
+    """``SupportOrdering``: kept and read back (the broker delivers in order either way)."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,11 @@ def read_meta(desc: ET.Element, base: EntityMeta, now: float) -> EntityMeta:
         text = (fields["AutoDeleteOnIdle"].text or "").strip()
         parse_duration(text, f"{kind}.AutoDeleteOnIdle")
         changed["auto_delete_on_idle"] = text
-    for key, attr in (("EnableBatchedOperations", "enable_batched_operations"), ("EnableExpress", "enable_express")):
+    for key, attr in (
+        ("EnableBatchedOperations", "enable_batched_operations"),
+        ("EnableExpress", "enable_express"),
+        ("SupportOrdering", "support_ordering"),
+    ):
         if key in fields:
             changed[attr] = _bool(fields[key].text or "", f"{kind}.{key}")
     return replace(base, **changed)
@@ -314,7 +320,7 @@ def queue_description(p: EntityProperties, meta: EntityMeta, counts: Counts) -> 
         + _forward(p.forward_to)
         + element("UserMetadata", meta.user_metadata)
         + _times(meta)
-        + element("SupportOrdering", True)
+        + element("SupportOrdering", meta.support_ordering)
         + counts.xml()
         + element("AutoDeleteOnIdle", meta.auto_delete_on_idle)
         + element("EnablePartitioning", p.enable_partitioning)
@@ -343,7 +349,7 @@ def topic_description(
         + "<AuthorizationRules/>"
         + element("Status", "Active")
         + _times(meta)
-        + element("SupportOrdering", True)
+        + element("SupportOrdering", meta.support_ordering)
         + counts.xml()
         + element("SubscriptionCount", subscriptions)
         + element("SqlFilterCount", filters.get("Sql", 0))

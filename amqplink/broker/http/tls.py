@@ -1,6 +1,7 @@
 """A self-signed certificate for the management API, made at start with ``cryptography``.
 
-The certificate names ``localhost``, ``127.0.0.1`` and ``::1`` and is its own CA,
+The certificate names ``localhost``, ``127.0.0.1`` and ``::1`` (and any names given: the
+broker adds ``<name>.localhost`` for each of its namespaces) and is its own CA,
 so a client can trust it by giving its PEM file as the CA bundle (the SDK's
 ``connection_verify=PATH``). The key never leaves the temporary directory, which
 is removed when the server stops.
@@ -14,6 +15,7 @@ import os
 import shutil
 import ssl
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = ["CERT_LIFETIME", "Certificate", "self_signed", "server_context"]
@@ -36,8 +38,9 @@ class Certificate:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def self_signed(common_name: str = "localhost") -> Certificate:
-    """A new key and self-signed CA certificate for localhost/127.0.0.1/::1 in a private temporary directory.
+def self_signed(common_name: str = "localhost", names: Iterable[str] = ()) -> Certificate:
+    """A new key and self-signed CA certificate for localhost/127.0.0.1/::1 (and the DNS ``names``,
+    e.g. ``second.localhost`` for another namespace) in a private temporary directory.
 
     Needs ``cryptography`` (the ``broker`` extra); without it, raises ``RuntimeError`` saying so
     (a certificate given with ``--http-cert``/``--http-key`` needs nothing more).
@@ -88,6 +91,7 @@ def self_signed(common_name: str = "localhost") -> Certificate:
                     x509.DNSName("localhost"),
                     x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                     x509.IPAddress(ipaddress.ip_address("::1")),
+                    *(x509.DNSName(n) for n in names),
                 ]
             ),
             critical=False,

@@ -1,11 +1,11 @@
 """The asyncio Service Bus API, as ``azure.servicebus.aio``: port code by changing the import.
 
-    from amqplink.servicebus import ServiceBusMessage
-    from amqplink.servicebus.aio import ServiceBusClient
+from amqplink.servicebus import ServiceBusMessage
+from amqplink.servicebus.aio import ServiceBusClient
 
-    async with ServiceBusClient.from_connection_string(conn_str) as client:
-        async with client.get_queue_sender("orders") as sender:
-            await sender.send_messages(ServiceBusMessage("hello"))
+async with ServiceBusClient.from_connection_string(conn_str) as client:
+    async with client.get_queue_sender("orders") as sender:
+        await sender.send_messages(ServiceBusMessage("hello"))
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.client
 import logging
 import threading
-from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
@@ -27,6 +26,7 @@ from amqplink.servicebus.management._models import (
     TopicProperties,
     TopicRuntimeProperties,
 )
+from amqplink.servicebus.paging import ItemPaged
 
 __all__ = ["ServiceBusAdministrationClient"]
 
@@ -100,14 +100,8 @@ class ServiceBusAdministrationClient(AdminClientBase):
             self._conn.close()
             self._conn = None
 
-    def _list(self, listing: ops.Listing[T]) -> Iterator[T]:
-        skip = 0
-        while True:
-            items, more = self._run(listing.page(skip, self._core.api_version))
-            yield from items
-            if not more:
-                return
-            skip += len(items)
+    def _list(self, listing: ops.Listing[T], options: dict[str, Any]) -> ItemPaged[T]:
+        return ItemPaged(lambda token: self._run(self._core.list_page(listing, token, options)))
 
     # -- queues ----------------------------------------------------------------------
     def get_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
@@ -127,11 +121,11 @@ class ServiceBusAdministrationClient(AdminClientBase):
     def delete_queue(self, queue_name: str, **kwargs: Any) -> None:
         self._run(self._core.delete(f"queue {queue_name!r}", queue_name))
 
-    def list_queues(self, **kwargs: Any) -> Iterator[QueueProperties]:
-        return self._list(self._core.list_entities("queues", ops.queue))
+    def list_queues(self, **kwargs: Any) -> ItemPaged[QueueProperties]:
+        return self._list(self._core.list_entities("queues", ops.queue), kwargs)
 
-    def list_queues_runtime_properties(self, **kwargs: Any) -> Iterator[QueueRuntimeProperties]:
-        return self._list(self._core.list_entities("queues", ops.queue_runtime))
+    def list_queues_runtime_properties(self, **kwargs: Any) -> ItemPaged[QueueRuntimeProperties]:
+        return self._list(self._core.list_entities("queues", ops.queue_runtime), kwargs)
 
     # -- topics ----------------------------------------------------------------------
     def get_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
@@ -151,11 +145,11 @@ class ServiceBusAdministrationClient(AdminClientBase):
     def delete_topic(self, topic_name: str, **kwargs: Any) -> None:
         self._run(self._core.delete(f"topic {topic_name!r}", topic_name))
 
-    def list_topics(self, **kwargs: Any) -> Iterator[TopicProperties]:
-        return self._list(self._core.list_entities("topics", ops.topic))
+    def list_topics(self, **kwargs: Any) -> ItemPaged[TopicProperties]:
+        return self._list(self._core.list_entities("topics", ops.topic), kwargs)
 
-    def list_topics_runtime_properties(self, **kwargs: Any) -> Iterator[TopicRuntimeProperties]:
-        return self._list(self._core.list_entities("topics", ops.topic_runtime))
+    def list_topics_runtime_properties(self, **kwargs: Any) -> ItemPaged[TopicRuntimeProperties]:
+        return self._list(self._core.list_entities("topics", ops.topic_runtime), kwargs)
 
     # -- subscriptions ---------------------------------------------------------------
     def get_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> SubscriptionProperties:
@@ -180,13 +174,13 @@ class ServiceBusAdministrationClient(AdminClientBase):
     def delete_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> None:
         self._run(self._core.delete_subscription(topic_name, subscription_name))
 
-    def list_subscriptions(self, topic_name: str, **kwargs: Any) -> Iterator[SubscriptionProperties]:
-        return self._list(self._core.list_subscriptions(topic_name, ops.subscription))
+    def list_subscriptions(self, topic_name: str, **kwargs: Any) -> ItemPaged[SubscriptionProperties]:
+        return self._list(self._core.list_subscriptions(topic_name, ops.subscription), kwargs)
 
     def list_subscriptions_runtime_properties(
         self, topic_name: str, **kwargs: Any
-    ) -> Iterator[SubscriptionRuntimeProperties]:
-        return self._list(self._core.list_subscriptions(topic_name, ops.subscription_runtime))
+    ) -> ItemPaged[SubscriptionRuntimeProperties]:
+        return self._list(self._core.list_subscriptions(topic_name, ops.subscription_runtime), kwargs)
 
     # -- rules -----------------------------------------------------------------------
     def get_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> RuleProperties:
@@ -215,8 +209,8 @@ class ServiceBusAdministrationClient(AdminClientBase):
     def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> None:
         self._run(self._core.delete_rule(topic_name, subscription_name, rule_name))
 
-    def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any) -> Iterator[RuleProperties]:
-        return self._list(self._core.list_rules(topic_name, subscription_name))
+    def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any) -> ItemPaged[RuleProperties]:
+        return self._list(self._core.list_rules(topic_name, subscription_name), kwargs)
 
     # -- namespace -------------------------------------------------------------------
     def get_namespace_properties(self, **kwargs: Any) -> NamespaceProperties:

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from amqplink.atom.xmlsafe import parse_xml
 from amqplink.servicebus.connection_string import _segments, parse_connection_string
@@ -73,19 +73,38 @@ class Call(Generic[T]):
 
 @dataclass(frozen=True)
 class Listing(Generic[T]):
-    """A paged list: ``path`` with ``$skip``/``$top``, each entry read with ``read``."""
+    """A paged list: ``path`` with ``$skip``/``$top``, each entry read with ``read``.
+
+    A page's continuation token is the feed's ``next`` link, as in the SDK (whose
+    ``get_next_template`` reads ``$skip`` and ``$top`` back from it); the first page is
+    ``$skip=start_index``, ``$top=max_page_size`` (the SDK's keywords, 0 and 100 by default).
+    """
 
     path: str
     what: str
     read: Callable[[ET.Element], T]
 
-    def page(self, skip: int, api_version: str) -> Call[tuple[list[T], bool]]:
-        def read(body: bytes) -> tuple[list[T], bool]:
-            found, more = _xml.entries(body)
-            return [self.read(e) for e in found], more and len(found) > 0
+    def page(
+        self, token: str | None, api_version: str, *, start_index: int = 0, max_page_size: int = PAGE_SIZE
+    ) -> Call[tuple[list[T], str | None]]:
+        """The page ``token`` names (None: the first); its answer reads as the items and the next token."""
 
-        query = f"$skip={skip}&$top={PAGE_SIZE}&api-version={api_version}"
+        def read(body: bytes) -> tuple[list[T], str | None]:
+            found, next_link = _xml.entries(body)
+            return [self.read(e) for e in found], next_link if found else None
+
+        skip, top = (start_index, max_page_size) if token is None else _skip_top(token)
+        query = f"$skip={skip}&$top={top}&api-version={api_version}"
         return Call("GET", f"{self.path}?{query}", self.what, read)
+
+
+def _skip_top(token: str) -> tuple[int, int]:
+    """``$skip`` and ``$top`` of a continuation token (a ``next`` link)."""
+    query = parse_qs(urlsplit(token).query) if isinstance(token, str) else {}
+    try:
+        return int(query["$skip"][0]), int(query["$top"][0])
+    except (KeyError, ValueError):
+        raise ValueError(f"{token!r} is not a continuation token of a management listing") from None
 
 
 def endpoint_from_connection_string(conn_str: str) -> tuple[str, bool, Any]:
@@ -272,6 +291,14 @@ class AdminCore:
         for n in names:
             _check_name(n, "name")
         return Call("DELETE", _path(*names), what, _none)
+
+    def list_page(
+        self, listing: Listing[T], token: str | None, options: Mapping[str, Any]
+    ) -> Call[tuple[list[T], str | None]]:
+        """The page of ``listing`` that ``token`` names; the first by the SDK's ``start_index``
+        and ``max_page_size`` keywords (``options``: what the ``list_*`` call was given)."""
+        first = {k: int(options[k]) for k in ("start_index", "max_page_size") if options.get(k) is not None}
+        return listing.page(token, self.api_version, **first)
 
     def list_entities(self, kind: str, read: Callable[[ET.Element], T]) -> Listing[T]:
         return Listing(f"/$Resources/{kind}", kind, read)

@@ -247,14 +247,14 @@ def entry_description(root: ET.Element) -> tuple[str, ET.Element]:
     return title, content[0]
 
 
-def entries(body: bytes) -> tuple[list[ET.Element], bool]:
-    """The entries of a feed and whether a ``next`` link says more remain."""
+def entries(body: bytes) -> tuple[list[ET.Element], str | None]:
+    """The entries of a feed and its ``next`` link (None: no more)."""
     root = parse_xml(body)
     if local_name(root.tag) != "feed":
         raise ValueError(f"expected an Atom feed, not <{local_name(root.tag)}>")
     found = [child for child in root if local_name(child.tag) == "entry"]
-    more = any(local_name(c.tag) == "link" and c.attrib.get("rel") == "next" for c in root)
-    return found, more
+    links = (c.attrib.get("href") for c in root if local_name(c.tag) == "link" and c.attrib.get("rel") == "next")
+    return found, next(links, None)
 
 
 def _read(desc: ET.Element, table: tuple[tuple[str, str, str], ...]) -> dict[str, Any]:

@@ -25,9 +25,7 @@ __all__ = ["ActiveReplicationSender", "DeduplicatingReceiver", "PassiveReplicati
 
 class _Blocking:
     _aio: (
-        aio_senders.ActiveReplicationSender
-        | aio_senders.PassiveReplicationSender
-        | aio_receiver.DeduplicatingReceiver
+        aio_senders.ActiveReplicationSender | aio_senders.PassiveReplicationSender | aio_receiver.DeduplicatingReceiver
     )
 
     def close(self) -> None:

@@ -315,10 +315,7 @@ class DeduplicatingReceiver:
         if not copies:
             return
         results = await asyncio.gather(
-            *(
-                self._origin(c).complete_message(c) if complete else self._origin(c).abandon_message(c)
-                for c in copies
-            ),
+            *(self._origin(c).complete_message(c) if complete else self._origin(c).abandon_message(c) for c in copies),
             return_exceptions=True,
         )
         for copy, result in zip(copies, results, strict=True):

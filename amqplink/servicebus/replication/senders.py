@@ -34,6 +34,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(slots=True)
 class ReplicationCounters:
     """What a replication sender did since it was made."""

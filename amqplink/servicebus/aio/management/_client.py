@@ -8,7 +8,6 @@ shared with the blocking twin; this module only sends them on an ``aiohttp.Clien
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
@@ -25,6 +24,7 @@ from amqplink.servicebus.management._models import (
     TopicProperties,
     TopicRuntimeProperties,
 )
+from amqplink.servicebus.paging import AsyncItemPaged
 
 if TYPE_CHECKING:
     import aiohttp
@@ -83,15 +83,11 @@ class ServiceBusAdministrationClient(AdminClientBase):
             ) from exc
         return self._core.result(call, status, reason, body)
 
-    async def _list(self, listing: ops.Listing[T]) -> AsyncIterator[T]:
-        skip = 0
-        while True:
-            items, more = await self._run(listing.page(skip, self._core.api_version))
-            for item in items:
-                yield item
-            if not more:
-                return
-            skip += len(items)
+    def _list(self, listing: ops.Listing[T], options: dict[str, Any]) -> AsyncItemPaged[T]:
+        async def fetch(token: str | None) -> tuple[list[T], str | None]:
+            return await self._run(self._core.list_page(listing, token, options))
+
+        return AsyncItemPaged(fetch)
 
     # -- queues ----------------------------------------------------------------------
     async def get_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
@@ -111,11 +107,11 @@ class ServiceBusAdministrationClient(AdminClientBase):
     async def delete_queue(self, queue_name: str, **kwargs: Any) -> None:
         await self._run(self._core.delete(f"queue {queue_name!r}", queue_name))
 
-    def list_queues(self, **kwargs: Any) -> AsyncIterator[QueueProperties]:
-        return self._list(self._core.list_entities("queues", ops.queue))
+    def list_queues(self, **kwargs: Any) -> AsyncItemPaged[QueueProperties]:
+        return self._list(self._core.list_entities("queues", ops.queue), kwargs)
 
-    def list_queues_runtime_properties(self, **kwargs: Any) -> AsyncIterator[QueueRuntimeProperties]:
-        return self._list(self._core.list_entities("queues", ops.queue_runtime))
+    def list_queues_runtime_properties(self, **kwargs: Any) -> AsyncItemPaged[QueueRuntimeProperties]:
+        return self._list(self._core.list_entities("queues", ops.queue_runtime), kwargs)
 
     # -- topics ----------------------------------------------------------------------
     async def get_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
@@ -135,11 +131,11 @@ class ServiceBusAdministrationClient(AdminClientBase):
     async def delete_topic(self, topic_name: str, **kwargs: Any) -> None:
         await self._run(self._core.delete(f"topic {topic_name!r}", topic_name))
 
-    def list_topics(self, **kwargs: Any) -> AsyncIterator[TopicProperties]:
-        return self._list(self._core.list_entities("topics", ops.topic))
+    def list_topics(self, **kwargs: Any) -> AsyncItemPaged[TopicProperties]:
+        return self._list(self._core.list_entities("topics", ops.topic), kwargs)
 
-    def list_topics_runtime_properties(self, **kwargs: Any) -> AsyncIterator[TopicRuntimeProperties]:
-        return self._list(self._core.list_entities("topics", ops.topic_runtime))
+    def list_topics_runtime_properties(self, **kwargs: Any) -> AsyncItemPaged[TopicRuntimeProperties]:
+        return self._list(self._core.list_entities("topics", ops.topic_runtime), kwargs)
 
     # -- subscriptions ---------------------------------------------------------------
     async def get_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> SubscriptionProperties:
@@ -164,13 +160,13 @@ class ServiceBusAdministrationClient(AdminClientBase):
     async def delete_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> None:
         await self._run(self._core.delete_subscription(topic_name, subscription_name))
 
-    def list_subscriptions(self, topic_name: str, **kwargs: Any) -> AsyncIterator[SubscriptionProperties]:
-        return self._list(self._core.list_subscriptions(topic_name, ops.subscription))
+    def list_subscriptions(self, topic_name: str, **kwargs: Any) -> AsyncItemPaged[SubscriptionProperties]:
+        return self._list(self._core.list_subscriptions(topic_name, ops.subscription), kwargs)
 
     def list_subscriptions_runtime_properties(
         self, topic_name: str, **kwargs: Any
-    ) -> AsyncIterator[SubscriptionRuntimeProperties]:
-        return self._list(self._core.list_subscriptions(topic_name, ops.subscription_runtime))
+    ) -> AsyncItemPaged[SubscriptionRuntimeProperties]:
+        return self._list(self._core.list_subscriptions(topic_name, ops.subscription_runtime), kwargs)
 
     # -- rules -----------------------------------------------------------------------
     async def get_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> RuleProperties:
@@ -199,8 +195,8 @@ class ServiceBusAdministrationClient(AdminClientBase):
     async def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> None:
         await self._run(self._core.delete_rule(topic_name, subscription_name, rule_name))
 
-    def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any) -> AsyncIterator[RuleProperties]:
-        return self._list(self._core.list_rules(topic_name, subscription_name))
+    def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any) -> AsyncItemPaged[RuleProperties]:
+        return self._list(self._core.list_rules(topic_name, subscription_name), kwargs)
 
     # -- namespace -------------------------------------------------------------------
     async def get_namespace_properties(self, **kwargs: Any) -> NamespaceProperties:

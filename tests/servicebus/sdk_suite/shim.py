@@ -1,0 +1,222 @@
+"""A pytest plugin that runs azure-servicebus's own management tests against the embedded broker.
+
+The SDK's tests import ``devtools_testutils`` (the Azure SDK's test tooling, from the
+azure-sdk-for-python repository's ``eng/tools/azure-sdk-tools``; not on PyPI) and, through
+``servicebus_preparer``, the ARM clients ``azure-mgmt-resource`` and ``azure-mgmt-servicebus``.
+Run live without recording (``AZURE_TEST_RUN_LIVE=true``, ``AZURE_SKIP_LIVE_RECORDING=true``),
+that tooling makes no call to the test proxy: ``recorded_by_proxy`` calls the test with the
+keywords its signature takes, the sanitizers and matchers return at once, the ``test_proxy``
+fixture yields, and ``PowerShellPreparer`` hands the test the ``SERVICEBUS_*`` values of the
+environment. This module provides exactly that behaviour under the same names (nothing else of
+the tooling is used by the management tests), with the values of a broker it starts:
+
+* ``servicebus_connection_str``, ``servicebus_fully_qualified_namespace``
+  (``sbemulatorns.servicebus.windows.net``, as a namespace on Azure: the tests expect that suffix
+  and the default port in the entity paths they read back), ``servicebus_sas_policy``/
+  ``servicebus_sas_key`` (the emulator's key). The SDK's transports reach that name through
+  ``HTTPS_PROXY``: a CONNECT proxy on loopback (``tests/broker/connect_proxy.py``) tunnels
+  ``sbemulatorns.servicebus.windows.net:443`` to the broker's HTTPS port; the broker's certificate
+  names the host, and the broker accepts tokens for it (``host_names``);
+* ``get_credential()``: live, the tooling gives a Microsoft Entra ID credential, which the broker
+  cannot verify (docs/dropin.md); here the SDK's own ``ServiceBusSharedKeyCredential`` with the
+  broker's key, which the SDK's admin client signs SAS tokens with;
+* TLS trust: the broker's self-signed certificate is made before anything imports aiohttp (whose
+  default TLS context is made at import) and named by ``SSL_CERT_FILE`` and ``REQUESTS_CA_BUNDLE``,
+  which the SDK's two transports (aiohttp, requests) read.
+
+``async def`` tests run with ``asyncio.run`` (the repository's own hook; no pytest-asyncio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import pytest
+
+from amqplink.broker.http.tls import self_signed  # before aiohttp is imported: see the module
+from tests.broker.connect_proxy import ConnectProxy
+from tests.conftest import broker_thread, pytest_pyfunc_call  # noqa: F401  (the hook runs async tests)
+
+KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"
+NAMESPACE = "sbemulatorns.servicebus.windows.net"
+CERTIFICATE = self_signed(names=[NAMESPACE])
+os.environ["SSL_CERT_FILE"] = os.environ["REQUESTS_CA_BUNDLE"] = CERTIFICATE.cert_path
+os.environ.setdefault("AZURE_TEST_RUN_LIVE", "true")
+os.environ.setdefault("AZURE_SKIP_LIVE_RECORDING", "true")
+
+VALUES: dict[str, str] = {}
+"""What ``PowerShellPreparer`` hands the tests (set when the broker has started)."""
+
+
+def _accepted(func: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords ``func`` takes (all of them when it has ``**kwargs``), as the tooling trims them."""
+    params = inspect.signature(func).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def recorded_by_proxy(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Live, not recording: the test itself."""
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **_accepted(func, kwargs))
+
+    return run
+
+
+def recorded_by_proxy_async(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        return await func(*args, **_accepted(func, kwargs))
+
+    return run
+
+
+def power_shell_preparer(name_prefix: str, **defaults: str) -> Callable[[], Callable[..., Any]]:
+    """``PowerShellPreparer(prefix, key=fake...)()``: the test gets each key's live value."""
+
+    def preparer(**options: Any) -> Callable[..., Any]:
+        def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+            def values() -> dict[str, str]:
+                return {key: VALUES.get(key, fake) for key, fake in defaults.items()}
+
+            if inspect.iscoroutinefunction(func):
+
+                @functools.wraps(func)
+                async def run_async(*args: Any, **kwargs: Any) -> Any:
+                    return await func(*args, **values(), **kwargs)
+
+                wrapped: Callable[..., Any] = run_async
+            else:
+
+                @functools.wraps(func)
+                def run(*args: Any, **kwargs: Any) -> Any:
+                    return func(*args, **values(), **kwargs)
+
+                wrapped = run
+            # pytest must not take the injected keywords for fixtures: only ``self`` is left
+            signature = inspect.signature(func)
+            wrapped.__signature__ = signature.replace(  # type: ignore[attr-defined]
+                parameters=[p for p in signature.parameters.values() if p.name == "self"]
+            )
+            return wrapped
+
+        return decorate
+
+    return preparer
+
+
+def get_credential(is_async: bool = False, **kwargs: Any) -> Any:
+    """The SDK's SAS credential with the broker's key (live: an Entra ID credential; see the module)."""
+    if is_async:
+        from azure.servicebus.aio._base_handler_async import ServiceBusSharedKeyCredential as AsyncKey
+
+        return AsyncKey(VALUES["servicebus_sas_policy"], VALUES["servicebus_sas_key"])
+    from azure.servicebus._base_handler import ServiceBusSharedKeyCredential
+
+    return ServiceBusSharedKeyCredential(VALUES["servicebus_sas_policy"], VALUES["servicebus_sas_key"])
+
+
+class AzureMgmtRecordedTestCase:
+    """The tests' base class; live, it adds nothing they use."""
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    """A sanitizer or matcher: live and not recording, the tooling sends nothing."""
+
+
+def _module(name: str, **names: Any) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__dict__.update(names)
+    sys.modules[name] = module
+    return module
+
+
+_module(
+    "devtools_testutils",
+    AzureMgmtRecordedTestCase=AzureMgmtRecordedTestCase,
+    CachedResourceGroupPreparer=lambda *args, **kwargs: lambda func: func,
+    PowerShellPreparer=lambda name_prefix, **defaults: power_shell_preparer(name_prefix, **defaults)(),
+    get_credential=get_credential,
+    recorded_by_proxy=recorded_by_proxy,
+    set_custom_default_matcher=_nothing,
+    aio=_module("devtools_testutils.aio", recorded_by_proxy_async=recorded_by_proxy_async),
+    sanitizers=_module(
+        "devtools_testutils.sanitizers",
+        add_general_regex_sanitizer=_nothing,
+        add_oauth_response_sanitizer=_nothing,
+        add_remove_header_sanitizer=_nothing,
+    ),
+)
+# the management tests take only this from it (the rest drives the ARM clients, for live resources)
+_module("servicebus_preparer", SERVICEBUS_ENDPOINT_SUFFIX=".servicebus.windows.net")
+
+
+@pytest.fixture(scope="session")
+def test_proxy() -> Iterator[None]:
+    """Live and not recording: no proxy is started."""
+    yield
+
+
+_running: list[AbstractContextManager[Any]] = []
+
+
+@contextmanager
+def _proxy_thread(redirect: dict[tuple[str, int], tuple[str, int]]) -> Iterator[ConnectProxy]:
+    """A CONNECT proxy on an event loop of its own, in a thread."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="connect-proxy", daemon=True)
+    thread.start()
+    proxy = ConnectProxy(redirect=redirect)
+    asyncio.run_coroutine_threadsafe(proxy.__aenter__(), loop).result(10)
+    try:
+        yield proxy
+    finally:
+        asyncio.run_coroutine_threadsafe(proxy.__aexit__(None, None, None), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from amqplink.broker import Broker
+
+    broker = Broker(
+        None,
+        servicebus=True,
+        http_port=0,
+        http_cert=(CERTIFICATE.cert_path, CERTIFICATE.key_path),
+        host_names=[NAMESPACE],
+    )
+    running = broker_thread(broker)
+    running.__enter__()
+    _running.append(running)
+    tunnel = _proxy_thread({(NAMESPACE, 443): ("127.0.0.1", broker.http_port)})
+    proxy = tunnel.__enter__()
+    _running.append(tunnel)
+    os.environ["HTTPS_PROXY"] = os.environ["https_proxy"] = f"http://127.0.0.1:{proxy.port}"
+    for name in ("NO_PROXY", "no_proxy"):
+        os.environ.pop(name, None)
+    VALUES.update(
+        servicebus_connection_str=f"Endpoint=sb://{NAMESPACE}/;SharedAccessKeyName={KEY_NAME};SharedAccessKey={KEY}",
+        servicebus_fully_qualified_namespace=NAMESPACE,
+        servicebus_sas_policy=KEY_NAME,
+        servicebus_sas_key=KEY,
+    )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _running:
+        _running.pop().__exit__(None, None, None)
+    CERTIFICATE.remove()
