@@ -49,7 +49,7 @@ from amqplink.broker.namespace.store import (
     lock_text,
 )
 from amqplink.codec.types import Long
-from amqplink.sbwire.annotations import MESSAGE_STATE
+from amqplink.sbwire.annotations import MESSAGE_STATE, SCHEDULED_ENQUEUE_TIME
 
 if TYPE_CHECKING:
     from amqplink.broker.namespace.partitioned import Partitions
@@ -206,6 +206,17 @@ class Entity:
             self.accept(envelopes[0], now)
             return
         self.check_accept(envelopes)
+        if not self.requires_session:
+            for envelope in envelopes:
+                if envelope.header is not None or (
+                    envelope.annotations and SCHEDULED_ENQUEUE_TIME in envelope.annotations
+                ):
+                    break
+            else:  # (a batch's messages, mostly) the same time to live, none scheduled: stored as one run
+                self._enqueue_bodies(envelopes, now)
+                if self.listeners:
+                    self._notify()
+                return
         for envelope in envelopes:
             self._store(envelope, now)
 
@@ -295,10 +306,11 @@ class Entity:
         return seq
 
     def _enqueue_bodies(self, envelopes: list[Envelope], now: float) -> None:
-        """:meth:`_enqueue` for each of ``envelopes`` (:func:`body_only`'s, in an entity that
-        does not require sessions), at one ``now``: consecutive sequence numbers, one expiry
-        for them all (one entry of the expiry heap), the store appended in one call. The
-        listeners are the caller's to tell."""
+        """:meth:`_enqueue` for each of ``envelopes`` (without a header, so that the entity's
+        default time to live applies to each, and not scheduled; in an entity that does not
+        require sessions), at one ``now``: consecutive sequence numbers, one expiry for them
+        all (one entry of the expiry heap), the store appended in one call. The listeners
+        are the caller's to tell."""
         first = seq = self._next_sequence
         expires_at = self._expires(envelopes[0], now)  # no header: the same for each
         messages: list[StoredMessage] = []
