@@ -45,7 +45,7 @@ def _held(entity: Entity) -> list[tuple[Any, ...]]:
     return [(m.sequence_number, m.state, m.enqueued_at, m.expires_at, m.envelope) for m in entity.store]
 
 
-@settings(deadline=None, max_examples=100)
+@settings(deadline=None)
 @given(envelopes, st.sampled_from([30.0, float("inf")]), st.booleans())
 def test_accept_all_stores_what_one_at_a_time_stores(
     sent: list[Envelope], default_ttl: float, dead_letter_queue: bool

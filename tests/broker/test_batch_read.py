@@ -16,6 +16,7 @@ from amqplink.broker.namespace.errors import EntityError
 from amqplink.codec.errors import DecodeError
 from amqplink.message import Message
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
+from tests import profiles
 
 
 def _sdk_properties(message_id: str) -> bytes:
@@ -99,7 +100,7 @@ def _check(payload: bytes) -> None:
     assert _outcome(split_batch, memoryview(payload)) == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(batches())
 @example(_data(_sdk_properties("x") + _data(b"b")))
 @example(_data(_sdk_properties("x" * 240) + _data(b"b")) * 2)  # the longest id of a list8
@@ -108,7 +109,7 @@ def test_read_batch_makes_what_decode_batch_makes(payload: bytes) -> None:
     _check(payload)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(profiles.FUZZ, deadline=None)
 @given(batches(), st.data())
 def test_a_damaged_batch_raises_what_decode_batch_raises(payload: bytes, data: st.DataObject) -> None:
     damaged = bytearray(payload)
