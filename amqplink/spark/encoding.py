@@ -7,7 +7,7 @@ message annotations with the partition key (encoded once per key), properties wi
 message id, and one data section. Those are written directly, byte for byte what the
 general path writes (a test compares them), at a fraction of its cost; the
 ``ServiceBusMessage`` is made only for the first message of a batch, whose ids the batch
-envelope carries. They come as :class:`Run`\ s, the rows that share a partition key
+envelope carries. They come as runs (:class:`Run`), the rows that share a partition key
 (:data:`.columns.KEY_ROWS` of them, or the whole chunk without keys), which the send loop
 adds to their batch as many at a time as fit (``ServiceBusMessageBatch._add_run``).
 """

@@ -17,9 +17,12 @@ properties generically: most of the broker's CPU per message sent in batches.
   (the partition key of a run of rows), so equal sections are decoded once per batch
   (the dict shared: stored annotations are never changed in place, ``Envelope.with_*``
   copy them);
+- a batch's messages are mostly laid out alike (the same annotations, ids of one length,
+  bodies of one size): each is first checked against the layout of the one before it
+  with two comparisons and cut at the same offsets;
 - any other message goes through :func:`.envelope.split_message` as before.
 
-It returns None when the envelope is anything else (other body sections, a footer, a
+:func:`read_batch` returns None when the envelope is anything else (other body sections, a footer, a
 section it does not read, a malformed one), and the general path decides, and names
 what is wrong: what it returns is what the general path makes, envelope for envelope
 (a property test compares them).
