@@ -1,8 +1,9 @@
 """One partition's send loop, shared by the Arrow writer, the streaming writer and
 ``foreachPartition``.
 
-The calling thread (Spark's Python worker) turns a chunk of rows into messages; the
-event-loop thread packs them into batch transfers (one open batch per entity and
+The calling thread (Spark's Python worker) hands a chunk of rows to the event-loop
+thread, which encodes them (a run of rows sharing a partition key at a time, on the fast
+path: :mod:`.encoding`) and packs them into batch transfers (one open batch per entity and
 session/partition key, bounded by ``maxBatchBytes`` and the entity's max-message-size) and
 pipelines them, at most ``maxInFlight`` batches awaiting their outcome: the next chunk
 waits for room, so memory stays bounded by one chunk plus ``maxInFlight`` batches however
