@@ -151,7 +151,7 @@ def test_a_data_source_task_failed_once_and_retried_resends_the_same_ids(spark: 
 def _fails_once_at_row_4000() -> Any:
     from pyspark.sql.functions import udf
 
-    def body(row: int) -> str:
+    def body(row):  # type: ignore[no-untyped-def]  # (type hints would make PySpark guess a pandas UDF, and warn)
         from pyspark import TaskContext
 
         context = TaskContext.get()
