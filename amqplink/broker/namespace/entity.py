@@ -27,6 +27,7 @@ import math
 import os
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
@@ -61,6 +62,9 @@ __all__ = [
     "Entity",
     "Sent",
 ]
+
+_SIZE = attrgetter("size")
+"""A message's :attr:`Envelope.size` (summed for a batch without a Python frame per message)."""
 
 
 _NEVER = math.inf  # the expiry of a message with no time to live
@@ -177,7 +181,7 @@ class Entity:
                 f"{self.path!r} holds {len(self.store)} messages, its limit of {self.properties.max_messages};"
                 " receive some before sending more",
             )
-        size = envelopes[0].size if len(envelopes) == 1 else sum(e.size for e in envelopes)
+        size = envelopes[0].size if len(envelopes) == 1 else sum(map(_SIZE, envelopes))
         if self.bytes + size > self.properties.max_bytes:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
