@@ -104,6 +104,7 @@ def _check(payload: bytes) -> None:
 @given(batches())
 @example(_data(_sdk_properties("x") + _data(b"b")))
 @example(_data(_sdk_properties("x" * 240) + _data(b"b")) * 2)  # the longest id of a list8
+@example(_data(Message(b"b", message_id="i", message_annotations={"x-opt-partition-key": "k" * 300}).encode()) * 2)
 @example(_data(_sdk_properties("x")[:-1] + b"\x41" + _data(b"b")))  # a 13th field not null
 def test_read_batch_makes_what_decode_batch_makes(payload: bytes) -> None:
     _check(payload)

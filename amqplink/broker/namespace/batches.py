@@ -104,8 +104,8 @@ def _split(buf: bytes, start: int, end: int, seen: dict[bytes, dict[Any, Any]]) 
     pos = start
     annotations: dict[Any, Any] = {}
     if buf.startswith(_ANNOTATIONS, pos, end):
-        after = pos + 5 + buf[pos + 4] if buf.startswith(_ANNOTATIONS_MAP8, pos, end) and pos + 5 <= end else -1
-        known = seen.get(buf[pos:after]) if after <= end else None
+        after = pos + 5 + buf[pos + 4] if pos + 5 <= end and buf.startswith(_ANNOTATIONS_MAP8, pos) else end + 1
+        known = seen.get(buf[pos:after]) if after <= end else None  # (a map32: _annotations reads it)
         if known is not None:  # the annotations of the message before, mostly
             annotations, pos = known, after
         else:
