@@ -9,8 +9,12 @@ side is timed (``process_time`` around its engine and handler), so the figure is
 and event loop. On a shared machine compare the minimum of several rounds, or what other
 processes do not disturb: ``--calls``, the broker's function calls per message (cProfile's
 count), or ``--opcodes``, the Python bytecodes it runs per message (a trace, slow).
+``--batch N``: the messages go as Service Bus batch transfers of N (message-format
+``0x80013700``), each as the PySpark sink sends it (a message-id, a partition key per 256
+rows): the path ``bench_spark``'s broker takes.
 
-    python3 interop/bench_ingest.py [--count 20000] [--partitioned] [--rounds 5] [--profile FILE] [--calls|--opcodes]
+    python3 interop/bench_ingest.py [--count 20000] [--partitioned] [--rounds 5] [--batch N] [--profile FILE]
+        [--calls|--opcodes]
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from amqplink.engine.connection import Connection, ConnectionConfig  # noqa: E40
 from amqplink.engine.link import SND_UNSETTLED  # noqa: E402
 from amqplink.message import Message  # noqa: E402
 from amqplink.protocol.definitions import Source, Target  # noqa: E402
+from amqplink.sbwire.formats import BATCH_FORMAT  # noqa: E402
+from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch  # noqa: E402
 from interop import inprocess  # noqa: E402
 
 
@@ -67,27 +73,38 @@ def data_dir(durable: bool) -> Any:
         yield directory
 
 
+def batch_payload(batch: int) -> bytes:
+    """One Service Bus batch transfer (message-format ``0x80013700``) of ``batch`` messages
+    as the PySpark sink sends them: 1 KiB body, a message id, a partition key per 256."""
+    envelope = ServiceBusMessageBatch(1 << 30)
+    for row in range(batch):
+        envelope.add_message(ServiceBusMessage(bytes(1024), message_id=f"w:0:{row}", partition_key=f"w:0:{row // 256}"))
+    return envelope._payload()
+
+
 async def run(
-    count: int, partitioned: bool, in_flight: int, read: int, calls: Any = None, durable: bool = False
+    count: int, partitioned: bool, in_flight: int, read: int, calls: Any = None, durable: bool = False, batch: int = 0
 ) -> float:
     """Broker CPU seconds to store and settle ``count`` messages (with ``calls``, a
     ``cProfile.Profile``: it counts the broker's function calls, and the time is not meant;
-    ``durable``: the broker keeps the namespace in a temporary directory)."""
+    ``durable``: the broker keeps the namespace in a temporary directory; ``batch``: sent
+    as Service Bus batch transfers of that many messages, see :func:`batch_payload`)."""
     with data_dir(durable) as directory:
         persistence = None if directory is None else Persistence(directory)
         try:
-            return await _run(count, partitioned, in_flight, read, calls, persistence)
+            return await _run(count, partitioned, in_flight, read, calls, persistence, batch)
         finally:
             if persistence is not None:
                 await persistence.close()
 
 
 async def _run(
-    count: int, partitioned: bool, in_flight: int, read: int, calls: Any, persistence: Persistence | None
+    count: int, partitioned: bool, in_flight: int, read: int, calls: Any, persistence: Persistence | None, batch: int
 ) -> float:
     namespace, server, handler = inprocess.broker(partitioned, persistence)
     client = Connection(ConnectionConfig(container_id="producer"))
-    body = Message(bytes(1024)).encode()
+    body = batch_payload(batch) if batch else Message(bytes(1024)).encode()
+    per_transfer, message_format = (batch, BATCH_FORMAT) if batch else (1, 0)
     pipe = inprocess.Pipe(client, server, handler, read=read, calls=calls, persistence=persistence)
     pump = pipe.pump_stored
 
@@ -100,10 +117,12 @@ async def _run(
     pipe.broker_cpu = 0.0
     sent = 0
     while sent < count:
-        n = min(in_flight, count - sent)
+        n = min(in_flight, (count - sent) // per_transfer)
+        if n == 0:
+            raise ValueError(f"--count {count} is not a multiple of --batch {batch}")
         for _ in range(n):
-            sender.send(body)
-        sent += n
+            sender.send(body, message_format=message_format)
+        sent += n * per_transfer
         await pump()
     if sender.unsettled:
         raise RuntimeError(f"{len(sender.unsettled)} messages not settled")
@@ -120,15 +139,17 @@ def main() -> None:
     parser.add_argument("--read", type=int, default=65536, help="bytes per socket read")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--partitioned", action="store_true")
+    parser.add_argument("--batch", type=int, default=0, help="Service Bus batch transfers of this many messages")
     parser.add_argument("--durable", action="store_true", help="keep the namespace in a temporary data directory")
     parser.add_argument("--profile", default=None, help="cProfile stats of the broker's side (one round) to this file")
     parser.add_argument("--calls", action="store_true", help="count the broker's function calls per message")
     parser.add_argument("--opcodes", action="store_true", help="count the broker's Python opcodes per message")
     args = parser.parse_args()
     go = (args.count, args.partitioned, args.in_flight, args.read)
+    more = {"durable": args.durable, "batch": args.batch}
     if args.opcodes:
         opcodes = OpcodeCounter()
-        asyncio.run(run(*go, opcodes, args.durable))
+        asyncio.run(run(*go, opcodes, **more))
         print(f"broker: {opcodes.opcodes / args.count:.1f} Python opcodes per message")
         return
     if args.calls or args.profile:  # call counts are deterministic, unlike CPU time on a shared machine
@@ -136,14 +157,15 @@ def main() -> None:
         import pstats
 
         counter = cProfile.Profile()
-        asyncio.run(run(*go, counter, args.durable))
+        asyncio.run(run(*go, counter, **more))
         if args.profile:
             counter.dump_stats(args.profile)
         total = pstats.Stats(counter).total_calls  # type: ignore[attr-defined]
         print(f"broker: {total / args.count:.2f} function calls per message")
         return
-    figures = [asyncio.run(run(*go, durable=args.durable)) / args.count * 1e6 for _ in range(args.rounds)]
+    figures = [asyncio.run(run(*go, **more)) / args.count * 1e6 for _ in range(args.rounds)]
     kind = ("partitioned" if args.partitioned else "plain") + (", durable" if args.durable else "")
+    kind += f", batches of {args.batch}" if args.batch else ""
     print(f"{kind}: broker us/msg min {min(figures):.2f}  all " + " ".join(f"{f:.2f}" for f in figures))
 
 

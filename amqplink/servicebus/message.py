@@ -592,8 +592,7 @@ class ServiceBusMessageBatch:
     def _add_encoded(self, encoded: bytes, message: ServiceBusMessage | Callable[[], ServiceBusMessage]) -> bool:
         """Add a message already encoded (``message`` or a function making it: the first one
         gives the envelope its ids); False (and nothing added) if the batch would pass its maximum."""
-        n = len(encoded)
-        grown = n + (_SMALL_OVERHEAD if n < 256 else _LARGE_OVERHEAD)
+        grown = _in_batch(len(encoded))
         size_after = self._size + grown
         first = None
         if self._first is None:
@@ -608,6 +607,30 @@ class ServiceBusMessageBatch:
         self._messages_size += grown
         self._count += 1
         return True
+
+    def _add_run(self, encoded: list[bytes], start: int, first: Callable[[int], ServiceBusMessage]) -> int:
+        """:meth:`_add_encoded` of ``encoded[start:]`` in turn, until one does not fit: how many
+        were added (``first(i)`` makes the message of ``encoded[i]`` when it is the batch's first)."""
+        if start >= len(encoded):
+            return 0
+        if self._first is None:
+            if not self._add_encoded(encoded[start], lambda: first(start)):
+                return 0
+            return 1 + self._add_run(encoded, start + 1, first)
+        size = self._size
+        limit = self._max_size_in_bytes
+        end = start
+        for message in itertools.islice(encoded, start, None):
+            grown = _in_batch(len(message))
+            if size + grown > limit:
+                break
+            size += grown
+            end += 1
+        self._encoded += encoded[start:end]
+        self._messages_size += size - self._size
+        self._size = size
+        self._count += end - start
+        return end - start
 
     def _payload(self) -> bytes:
         """The transfer payload: an envelope with the first message's ids, one data section per message."""
@@ -626,6 +649,12 @@ def _copy_envelope(first: Message, envelope: Message) -> None:
         envelope.session_id = first.session_id
     if first.partition_key is not None:
         envelope.partition_key = first.partition_key
+
+
+def _in_batch(size: int) -> int:
+    """What a message of ``size`` encoded bytes adds to a batch: the bytes and the data
+    section's head (5 bytes, 8 from 256 bytes on)."""
+    return size + (_SMALL_OVERHEAD if size < 256 else _LARGE_OVERHEAD)
 
 
 _EMPTY_SIZE = len(Message(None).encode())

@@ -1,8 +1,9 @@
 """One partition's send loop, shared by the Arrow writer, the streaming writer and
 ``foreachPartition``.
 
-The calling thread (Spark's Python worker) turns a chunk of rows into messages; the
-event-loop thread packs them into batch transfers (one open batch per entity and
+The calling thread (Spark's Python worker) hands a chunk of rows to the event-loop
+thread, which encodes them (a run of rows sharing a partition key at a time, on the fast
+path: :mod:`.encoding`) and packs them into batch transfers (one open batch per entity and
 session/partition key, bounded by ``maxBatchBytes`` and the entity's max-message-size) and
 pipelines them, at most ``maxInFlight`` batches awaiting their outcome: the next chunk
 waits for room, so memory stays bounded by one chunk plus ``maxInFlight`` batches however
@@ -30,7 +31,7 @@ from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMess
 from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF
 from amqplink.spark import cache
 from amqplink.spark.columns import Columns, IdScheme
-from amqplink.spark.encoding import Encoded, encoded_rows
+from amqplink.spark.encoding import Encoded, Run, encoded_rows, runs_of
 from amqplink.spark.options import SinkConfig, redact
 from amqplink.sync import _run
 
@@ -117,13 +118,38 @@ class _Pipeline:
                     await self._launch(name, batch, body_bytes)
                     batch, body_bytes = ServiceBusMessageBatch(self.limits[name]), 0
                 if not batch._add_encoded(encoded, message):
-                    raise MessageSizeExceededError(
-                        f"a row of {len(encoded)} encoded bytes is larger than {name} takes ({batch.max_size_in_bytes})"
-                    )
+                    raise _too_large(name, encoded, batch)
             self.open[group] = (batch, body_bytes + size)
             self.handed += 1
             if len(self.open) > self.config.max_in_flight:  # many session keys: do not hold them all
                 await self.flush()
+
+    async def feed_run(self, run: Run) -> None:
+        """:meth:`feed` of a run's rows (to the entity option, one key), added to their batch
+        as many at a time as fit."""
+        name = self._entity(None)
+        group = (name, run.key)
+        encoded, bodies = run.encoded, run.bodies
+        start = 0
+        while start < len(encoded):
+            self._raise_if_failed()
+            opened = self.open.get(group)
+            if opened is None:
+                opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
+            batch, body_bytes = opened
+            added = batch._add_run(encoded, start, run.message)
+            if added:
+                body_bytes += sum(map(len, bodies[start : start + added]))
+                start += added
+                self.handed += added
+                self.open[group] = (batch, body_bytes)
+            elif not len(batch):
+                raise _too_large(name, encoded[start], batch)
+            if start < len(encoded):  # the next row does not fit: this batch is full
+                await self._launch(name, batch, body_bytes)
+                self.open[group] = (ServiceBusMessageBatch(self.limits[name]), 0)
+        if len(self.open) > self.config.max_in_flight:
+            await self.flush()
 
     async def _throttle(self, rate: float) -> None:
         ahead = self.started + self.handed / rate - time.monotonic()
@@ -202,9 +228,21 @@ class _Pipeline:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
 
+def _too_large(name: str, encoded: bytes, batch: ServiceBusMessageBatch) -> MessageSizeExceededError:
+    return MessageSizeExceededError(
+        f"a row of {len(encoded)} encoded bytes is larger than {name} takes ({batch.max_size_in_bytes})"
+    )
+
+
 async def _encode_and_feed(pipeline: _Pipeline, chunk: Columns, scheme: IdScheme, first_row: int) -> int:
     """Encode and batch a chunk on the event-loop thread (one thread doing the CPU work: the
-    calling thread waits, so the two do not trade the GIL row by row); the rows it held."""
+    calling thread waits, so the two do not trade the GIL row by row); the rows it held.
+    Runs of rows (:func:`.encoding.runs_of`) go in as runs, unless a rate paces each row."""
+    runs = None if pipeline.config.messages_per_second is not None else runs_of(chunk, scheme, first_row)
+    if runs is not None:
+        for run in runs:
+            await pipeline.feed_run(run)
+        return sum(len(run.encoded) for run in runs)
     encoded = list(encoded_rows(chunk, scheme, first_row))
     if encoded:
         await pipeline.feed(encoded)

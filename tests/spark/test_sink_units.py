@@ -3,6 +3,7 @@ embedded broker (fast tier: no marker)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import os
@@ -14,16 +15,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplink.broker import Broker
+from amqplink.broker.namespace.batches import split_batch
+from amqplink.codec.types import Symbol
+from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
 from amqplink.spark import cache, encoding
 from amqplink.spark.columns import KEY_ROWS, IdScheme, SinkSchemaError, check_schema, columns_of_rows, messages
-from amqplink.spark.encoding import encoded_rows
+from amqplink.spark.encoding import encoded_rows, runs_of
 from amqplink.spark.foreach import ForeachPartitionSender, foreach_partition_sender
 from amqplink.spark.options import OPTION_NAMES, SinkOptionError, parse_options, redact
-from amqplink.spark.writer import SinkWriteError, send_partition
+from amqplink.spark.writer import PartitionStats, SinkWriteError, _Pipeline, send_partition
+from tests import profiles
 from tests.conftest import broker_thread
 from tests.spark.conftest import ROOT, drain, new_queue
 
@@ -279,6 +284,112 @@ def test_the_fast_encoding_is_byte_for_byte_the_general_one(
     for (*_, make), (*_, message) in zip(fast, general, strict=True):
         made = make() if callable(make) else make
         assert made._message.encode() == message._message.encode()
+
+
+@given(
+    st.lists(st.one_of(st.integers(0, 120), st.integers(200, 600)), min_size=30, max_size=60),  # past the limit
+    st.integers(0, 39),
+    st.integers(300, 1500),
+    st.integers(0, 3),
+)
+def test_a_run_fills_a_batch_as_one_message_at_a_time_does(
+    sizes: list[int], start: int, limit: int, before: int
+) -> None:
+    encoded = [bytes([i % 256]) * n for i, n in enumerate(sizes)]
+    start = min(start, len(encoded))
+    made: list[int] = []
+
+    def first(i: int) -> ServiceBusMessage:
+        made.append(i)
+        return ServiceBusMessage(b"", message_id=f"id-{i}", partition_key="k")
+
+    alone, together = ServiceBusMessageBatch(limit), ServiceBusMessageBatch(limit)
+    for i in range(min(before, start)):  # a batch that holds some already
+        assert alone._add_encoded(encoded[i], first(i)) == together._add_encoded(encoded[i], first(i))
+    made.clear()
+    added = 0
+    for i in range(start, len(encoded)):
+        if not alone._add_encoded(encoded[i], lambda i=i: first(i)):
+            break
+        added += 1
+    expected_first = list(made)
+    made.clear()
+    assert together._add_run(encoded, start, first) == added
+    assert made == expected_first  # the first message made only when the batch has none
+    assert (len(together), together.size_in_bytes, together._payload()) == (
+        len(alone),
+        alone.size_in_bytes,
+        alone._payload(),
+    )
+
+
+class _RecordingSender:
+    max_message_size = 256 * 1024
+
+    def __init__(self, sent: list[bytes]) -> None:
+        self.sent = sent
+
+    async def create_message_batch(self) -> None:
+        return None
+
+    async def send_messages(self, batch: ServiceBusMessageBatch, timeout: float | None = None) -> None:
+        self.sent.append(batch._payload())
+
+
+class _RecordingLease:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def sender(self, entity: str) -> _RecordingSender:
+        return _RecordingSender(self.sent)
+
+
+def _fed(chunks: list[list[bytes]], runs: bool, max_batch_bytes: int) -> tuple[list[bytes], Any]:
+    """The batch payloads a pipeline sends for ``chunks`` of bodies, fed as runs or row by row."""
+    config = parse_options({"connectionString": CONN, "entity": "q", "maxBatchBytes": str(max_batch_bytes)})
+    lease = _RecordingLease()
+    pipeline = _Pipeline(config, lease, PartitionStats())  # type: ignore[arg-type]
+    scheme = IdScheme("position", "w", 3)
+
+    async def feed() -> None:
+        row = 0
+        for bodies in chunks:
+            columns = {"body": bodies}
+            if runs:
+                for run in runs_of(columns, scheme, row) or []:
+                    await pipeline.feed_run(run)
+            else:
+                await pipeline.feed(list(encoded_rows(columns, scheme, row)))
+            row += len(bodies)
+        await pipeline.finish()
+
+    asyncio.run(feed())
+    return lease.sent, pipeline.stats
+
+
+@settings(profiles.HEAVY, deadline=None)
+@given(st.lists(st.lists(st.binary(max_size=700), max_size=300), max_size=4), st.integers(2000, 20000))
+def test_runs_send_what_rows_one_at_a_time_send(chunks: list[list[bytes]], max_batch_bytes: int) -> None:
+    """The same messages, once each, in batches of one key within the limit; the same counts.
+    (Row by row, more keys open than maxInFlight are flushed at the first row of the next key,
+    by runs after it: the batches may be cut differently.)"""
+    by_runs, run_stats = _fed(chunks, True, max_batch_bytes)
+    by_rows, row_stats = _fed(chunks, False, max_batch_bytes)
+
+    def messages_of(sent: list[bytes]) -> list[bytes]:
+        out = []
+        for payload in sent:
+            assert len(payload) <= max_batch_bytes
+            envelopes = split_batch(payload)
+            keys = {e.annotations.get(Symbol("x-opt-partition-key")) for e in envelopes}
+            assert len(keys) == 1 and None not in keys  # one key (a run of KEY_ROWS rows)
+            out += [e.props_raw + e.body for e in envelopes]
+        return out
+
+    assert sorted(messages_of(by_runs)) == sorted(messages_of(by_rows))
+    assert len(messages_of(by_runs)) == sum(map(len, chunks))
+    assert (run_stats.rows, run_stats.bytes) == (row_stats.rows, row_stats.bytes)
+    assert run_stats.batches <= row_stats.batches
 
 
 NO_SPARK = """

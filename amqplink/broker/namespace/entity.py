@@ -27,6 +27,7 @@ import math
 import os
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.config import EntityProperties
@@ -49,7 +50,7 @@ from amqplink.broker.namespace.store import (
     lock_text,
 )
 from amqplink.codec.types import Long
-from amqplink.sbwire.annotations import MESSAGE_STATE
+from amqplink.sbwire.annotations import MESSAGE_STATE, SCHEDULED_ENQUEUE_TIME
 
 if TYPE_CHECKING:
     from amqplink.broker.namespace.partitioned import Partitions
@@ -61,6 +62,9 @@ __all__ = [
     "Entity",
     "Sent",
 ]
+
+_SIZE = attrgetter("size")
+"""A message's :attr:`Envelope.size` (summed for a batch without a Python frame per message)."""
 
 
 _NEVER = math.inf  # the expiry of a message with no time to live
@@ -184,7 +188,7 @@ class Entity:
                 f"{self.path!r} holds {len(self.store)} messages, its limit of {self.properties.max_messages};"
                 " receive some before sending more",
             )
-        size = envelopes[0].size if len(envelopes) == 1 else sum(e.size for e in envelopes)
+        size = envelopes[0].size if len(envelopes) == 1 else sum(map(_SIZE, envelopes))
         if self.bytes + size > self.properties.max_bytes:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
@@ -213,6 +217,17 @@ class Entity:
             self.accept(envelopes[0], now)
             return
         self.check_accept(envelopes)
+        if not self.requires_session:
+            for envelope in envelopes:
+                if envelope.header is not None or (
+                    envelope.annotations and SCHEDULED_ENQUEUE_TIME in envelope.annotations
+                ):
+                    break
+            else:  # (a batch's messages, mostly) the same time to live, none scheduled: stored as one run
+                self.enqueue_bodies(envelopes, now)
+                if self.listeners:
+                    self._notify()
+                return
         for envelope in envelopes:
             self._store(envelope, now)
 
@@ -302,10 +317,11 @@ class Entity:
         return seq
 
     def enqueue_bodies(self, envelopes: list[Envelope], now: float) -> None:
-        """:meth:`_enqueue` for each of ``envelopes`` (:func:`body_only`'s, in an entity that
-        does not require sessions), at one ``now``: consecutive sequence numbers, one expiry
-        for them all (one entry of the expiry heap), the store appended in one call. The
-        listeners are the caller's to tell; the caller has checked that they fit (:meth:`fit`:
+        """:meth:`_enqueue` for each of ``envelopes`` (without a header, so that the entity's
+        default time to live applies to each, and not scheduled; in an entity that does not
+        require sessions), at one ``now``: consecutive sequence numbers, one expiry for them
+        all (one entry of the expiry heap), the store appended in one call. The listeners
+        are the caller's to tell; the caller has checked that they fit (:meth:`fit`:
         :meth:`accept_bodies`, or a partitioned entity storing its share of a run here)."""
         first = seq = self._next_sequence
         expires_at = self._expires(envelopes[0], now)  # no header: the same for each

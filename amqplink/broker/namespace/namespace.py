@@ -30,11 +30,11 @@ from amqplink.broker.config import (
     SubscriptionConfig,
     TopicConfig,
 )
+from amqplink.broker.namespace.batches import split_batch
 from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Entity, Sent
 from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.errors import (
-    ARGUMENT_ERROR,
     DECODE_ERROR,
     INTERNAL_ERROR,
     MESSAGE_NOT_FOUND,
@@ -53,7 +53,6 @@ from amqplink.broker.namespace.partitioned import (
 )
 from amqplink.broker.namespace.sql.rules import subscription_copies
 from amqplink.codec.errors import DecodeError
-from amqplink.message import Message
 from amqplink.sbwire.annotations import DEADLETTER_SOURCE
 from amqplink.sbwire.formats import BATCH_FORMAT
 
@@ -603,12 +602,7 @@ class Namespace:
             )
         try:
             if message_format == BATCH_FORMAT:
-                outer = Message.decode(payload)
-                body = outer.body
-                if outer.body_type != "data":
-                    raise EntityError(ARGUMENT_ERROR, "a batch message must carry one data section per message")
-                chunks = body if isinstance(body, list) else [body]
-                return [split_message(bytes(chunk), check=True) for chunk in chunks]
+                return split_batch(payload)
             return [split_message(payload, check=True)]
         except DecodeError as exc:
             raise EntityError(DECODE_ERROR, f"the message is not valid AMQP, so it was not stored: {exc}") from None
