@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import itertools
 from collections.abc import Callable, Iterable, Iterator
@@ -68,16 +69,40 @@ def _method_parameters_of(
     return _parameters_of(model)
 
 
-def _bridge(source: asyncio.Future[T], target: concurrent.futures.Future[T]) -> None:
-    def copy(done: asyncio.Future[T]) -> None:
-        if done.cancelled():
-            target.cancel()
-        elif done.exception() is not None:
-            target.set_exception(done.exception())
-        else:
-            target.set_result(done.result())
+class _Outcome(concurrent.futures.Future[T]):
+    """The outcome of an operation under way on the loop (a send handed over without
+    waiting), for a blocking caller. Waiting for it (``result``, ``exception``) runs the
+    loop on the waiting thread, as a blocking call does, instead of waiting for the keeper
+    to take the loop over; a time-out there leaves the operation under way."""
 
-    source.add_done_callback(copy)
+    def __init__(self, source: asyncio.Future[T]) -> None:
+        super().__init__()
+        self._source = source
+        source.add_done_callback(self._copy)
+
+    def _copy(self, done: asyncio.Future[T]) -> None:
+        if done.cancelled():
+            self.cancel()
+        elif (error := done.exception()) is not None:
+            self.set_exception(error)
+        else:
+            self.set_result(done.result())
+
+    def _drive(self, timeout: float | None) -> float | None:
+        """Run the loop here until the source is decided (at most ``timeout`` s); the time
+        left to give the waiting of :class:`concurrent.futures.Future` (0: no more)."""
+        if self.done() or asyncio._get_running_loop() is loop.current().loop:
+            return timeout  # from the loop itself: the waiting as it always was
+        source = self._source
+        with contextlib.suppress(Exception):  # the source's error or the time-out: raised by the caller
+            _wait(lambda _: asyncio.shield(source), timeout)
+        return 0
+
+    def result(self, timeout: float | None = None) -> T:
+        return super().result(self._drive(timeout))
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        return super().exception(self._drive(timeout))
 
 
 @_parameters_of(aio_connection.connect)
@@ -163,9 +188,7 @@ class Sender(_Link):
         """Block only for room under ``max_in_flight``; return a future for the outcome."""
 
         async def hand_over() -> concurrent.futures.Future[Any]:
-            target: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            _bridge(await self.aio.send_nowait(message), target)
-            return target
+            return _Outcome(await self.aio.send_nowait(message))
 
         return _run(hand_over())
 

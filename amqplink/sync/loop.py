@@ -119,9 +119,11 @@ class DrivenLoop:
                     self._waiters[call] = None
                     if driver is None:
                         self._wake_keeper(urgent=True)
-                    self._submit(call)
             if driver is None and running is None:
                 return self._drive(call, deadline, start=True)
+            # Handed to the loop outside the mutex (the self-pipe write lets the GIL go); a
+            # caller handed the role meanwhile finds the call's start ready when it drives.
+            self._submit(call)
             return self._await(call, deadline)
         finally:
             if previous is not None:
@@ -157,8 +159,8 @@ class DrivenLoop:
         inbox = self._inbox
         while inbox:
             inbox.popleft().start()
-        if self._driver is _KEEPER:
-            self.loop.stop()  # a caller waits: the keeper hands it the loop
+        if self._driver is _KEEPER and len(self._waiters) <= 1:
+            self.loop.stop()  # one caller waits: the keeper hands it the loop
 
     def _await(self, call: _Call, deadline: float | None) -> Any:
         """Wait for ``call``, handed to the loop, to end, or for the driver's role."""
@@ -177,8 +179,7 @@ class DrivenLoop:
             raise TimeoutError(f"amqplink.sync call did not finish within {call.timeout} s")
         if call.handed:
             return self._drive(call, deadline)
-        with self._mutex:
-            del self._waiters[call]
+        self._waiters.pop(call, None)  # no mutex: the driver's role is not decided by a call done
         return call.outcome()
 
     def _give_up(self, call: _Call) -> None:
@@ -186,7 +187,7 @@ class DrivenLoop:
         with self._mutex:
             handed = call.handed
             if not handed:
-                del self._waiters[call]
+                self._waiters.pop(call, None)
         if handed:  # the role came with the wake-up we no longer waited for: the loop is ours
             call.abandon()
             self._leave()
@@ -216,6 +217,7 @@ class DrivenLoop:
         finally:
             if timer is not None:
                 timer.cancel()
+            call.driven = False  # a cancellation ending later must not stop the next driver's loop
             self._leave()
         if call.interrupts:
             raise KeyboardInterrupt
@@ -223,27 +225,34 @@ class DrivenLoop:
             raise TimeoutError(f"amqplink.sync call did not finish within {call.timeout} s")
         return call.outcome()
 
-    def _leave(self) -> None:
-        """Give up the driver's role (the loop is stopped): to a caller waiting for a call
-        still under way, else to no one (the keeper takes it after :data:`IDLE`, at once if
-        a caller that cannot drive waits). Callbacks left ready (the turn's deferred flush)
-        run in the next drive's first turn, with the next call's own writes, or the keeper's."""
+    def _leave(self, keeper: bool = False) -> bool:
+        """Give up the driver's role (the loop is stopped). A lone caller waiting for a call
+        still under way gets it; several (threads contending for one connection) get the
+        keeper, which then serves them as one loop thread does, each call a hop, until one
+        caller is left: True tells the keeper to drive on. With no one waiting, the role is
+        free: the keeper takes it after :data:`IDLE`. Callbacks left ready (the turn's
+        deferred flush) run in the next drive's first turn, with the next call's writes."""
         with self._mutex:
             self.selector.release_finished()
             self._drives += 1
-            waiting = False
-            for waiter in self._waiters:
-                if not waiter.done:
-                    if waiter.can_drive:
-                        del self._waiters[waiter]
-                        self._driver = waiter
-                        waiter.handed = True
-                        waiter.done_lock.release()
-                        return
-                    waiting = True
+            waiting = [waiter for waiter in list(self._waiters) if not waiter.done]  # list(): one step
+            if len(waiting) == 1 and waiting[0].can_drive:
+                waiter = waiting[0]
+                del self._waiters[waiter]
+                self._driver = waiter
+                waiter.handed = True
+                waiter.done_lock.release()
+                return False
+            if waiting:
+                if keeper:
+                    return True
+                self._driver = _KEEPER  # reserved: the keeper runs the loop at once
+                self._wake_keeper(urgent=True)
+                return False
             self._driver = None
-            if waiting or self._parked:
-                self._wake_keeper(waiting)
+            if self._parked:
+                self._wake_keeper(urgent=False)
+            return False
 
     def _wake_keeper(self, urgent: bool) -> None:
         """(Under the mutex.) Wake the keeper thread; ``urgent``: to take the loop at once."""
@@ -277,12 +286,13 @@ class DrivenLoop:
 
     # -- the keeper ----------------------------------------------------------------------
     def _keep(self) -> None:
-        """The keeper thread: run the loop whenever no caller has driven it for :data:`IDLE` s."""
+        """The keeper thread: run the loop whenever no caller has driven it for :data:`IDLE`
+        s, or when several callers wait (the role is then reserved for it)."""
         asyncio.set_event_loop(self.loop)
         seen = -1
         while True:
             with self._mutex:
-                take = self._driver is None and (self._urgent or self._drives == seen)
+                take = self._driver is _KEEPER or (self._driver is None and (self._urgent or self._drives == seen))
                 if take:
                     self._driver = _KEEPER
                     self._urgent = False
@@ -291,13 +301,20 @@ class DrivenLoop:
                 seen = self._drives
                 parked = self._parked
             if take:
-                try:
-                    self.loop.run_forever()
-                finally:
-                    self._leave()
+                self._drive_on()
                 seen = self._drives
                 continue
             self._nudge.acquire(True, -1 if parked else IDLE)
+
+    def _drive_on(self) -> None:
+        """The keeper runs the loop until it has no more reason to."""
+        keep = True
+        while keep:
+            try:
+                self.loop.run_forever()
+            except BaseException as exc:  # SystemExit from a Task: its call was told; the keeper goes on
+                self.loop.call_exception_handler({"message": "amqplink.sync keeper", "exception": exc})
+            keep = self._leave(keeper=True)
 
 
 Notify = Callable[[BaseException | None], None]
@@ -467,6 +484,17 @@ class _Given:
 
 _lock = threading.Lock()
 _current: DrivenLoop | None = None
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's loop (and a lock another thread may have held at the
+    fork) are not the child's; it makes its own on first use."""
+    global _current, _lock
+    _current = None
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def current() -> DrivenLoop:
