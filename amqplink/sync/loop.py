@@ -301,9 +301,10 @@ class DrivenLoop:
                 seen = self._drives
                 parked = self._parked
             if take:
-                self._drive_on()
-                seen = self._drives
-                continue
+                self._drive_on()  # then, if the role is free, idle for IDLE before taking it again
+                with self._mutex:
+                    seen = self._drives
+                    parked = False
             self._nudge.acquire(True, -1 if parked else IDLE)
 
     def _drive_on(self) -> None:

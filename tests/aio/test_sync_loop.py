@@ -80,6 +80,27 @@ async def _note_thread(seen: set[int]) -> None:
     seen.add(threading.get_ident())
 
 
+def _instant(seen: set[int]) -> sync_loop.Begin:
+    """An operation that ends as it starts, noting the thread that started it."""
+
+    def begin(notify: sync_loop.Notify) -> None:
+        seen.add(threading.get_ident())
+        notify(None)
+
+    return begin
+
+
+def test_a_caller_takes_the_loop_back_from_the_keeper() -> None:
+    until(lambda: sync_loop.current()._driver == sync_loop._KEEPER)  # idle: the keeper drives
+    first: set[int] = set()
+    sync._wait(_instant(first))  # handed to the keeper's loop: one hop
+    assert first == {sync_loop.current().thread.ident}
+    after: set[int] = set()
+    for _ in range(20):
+        sync._wait(_instant(after))
+    assert threading.get_ident() in after  # the keeper let the loop go, and this thread drives
+
+
 def test_the_keeper_keeps_an_idle_connection_alive_past_the_peers_idle_time_out() -> None:
     with broker_thread(Broker(idle_timeout=0.3)) as broker, sync.connect(broker.url) as conn:
         sender = conn.create_sender("q")
