@@ -2,7 +2,7 @@
 ``foreachPartition``.
 
 The calling thread (Spark's Python worker) turns a chunk of rows into messages; the
-event-loop thread packs them into batch transfers (one open batch per entity and
+event loop packs them into batch transfers (one open batch per entity and
 session/partition key, bounded by ``maxBatchBytes`` and the entity's max-message-size) and
 pipelines them, at most ``maxInFlight`` batches awaiting their outcome: the next chunk
 waits for room, so memory stays bounded by one chunk plus ``maxInFlight`` batches however
@@ -64,7 +64,7 @@ class PartitionStats:
 
 
 class _Pipeline:
-    """Batches and in-flight transfers of one partition (lives on the event-loop thread)."""
+    """Batches and in-flight transfers of one partition (lives on the event loop)."""
 
     def __init__(self, config: SinkConfig, lease: cache.Lease, stats: PartitionStats) -> None:
         self.config = config
@@ -203,8 +203,9 @@ class _Pipeline:
 
 
 async def _encode_and_feed(pipeline: _Pipeline, chunk: Columns, scheme: IdScheme, first_row: int) -> int:
-    """Encode and batch a chunk on the event-loop thread (one thread doing the CPU work: the
-    calling thread waits, so the two do not trade the GIL row by row); the rows it held."""
+    """Encode and batch a chunk on the event loop (one thread doing the CPU work: the
+    blocking facade runs the loop on the calling thread while it waits, or another thread
+    runs it and the caller waits, so no two trade the GIL row by row); the rows it held."""
     encoded = list(encoded_rows(chunk, scheme, first_row))
     if encoded:
         await pipeline.feed(encoded)
