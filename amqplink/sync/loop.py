@@ -43,7 +43,8 @@ __all__ = ["IDLE", "Begin", "DrivenLoop", "Notify", "current", "run", "submit", 
 T = TypeVar("T")
 
 IDLE = 0.002
-"""Seconds without a calling thread driving the loop before the keeper takes it over."""
+"""Seconds without a calling thread driving the loop before the keeper takes it over (it
+looks every IDLE seconds while callers drive, so it takes over after one to two IDLE)."""
 
 _signal: Any = importlib.import_module("_signal")
 """The C module under :mod:`signal`: its functions without the enum conversions, which
