@@ -40,6 +40,9 @@ def until(condition: Callable[[], bool], within: float = 10.0) -> None:
         pause.wait(0.001)
 
 
+main_ident = threading.main_thread().ident or 0
+
+
 def driving(predicate: Callable[[sync_loop._Call], bool]) -> Callable[[], bool]:
     """A condition: a caller whose call matches ``predicate`` drives the loop."""
 
@@ -64,7 +67,7 @@ def test_calls_back_to_back_run_the_loop_on_the_calling_thread(broker_url: str) 
             crossings += 1
             return original(*args, **kwargs)
 
-        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign,assignment]
         try:
             for i in range(20):
                 assert isinstance(sender.send(f"m{i}"), Accepted)
@@ -218,11 +221,10 @@ def test_ctrl_c_while_driving_cancels_the_call_and_leaves_the_loop_usable(broker
         sender = conn.create_sender("interrupted")
         sender.send(b"attach")
         assert [m.body for m in receiver.receive(1, timeout=5)] == [b"attach"]
-        main = threading.main_thread().ident
 
         def interrupt() -> None:
             until(driving(lambda call: call.driven and sync_loop.current()._main_call is call))
-            signal.pthread_kill(main, signal.SIGINT)  # a real signal: it interrupts a wait
+            signal.pthread_kill(main_ident, signal.SIGINT)  # a real signal: it interrupts a wait
 
         helper = threading.Thread(target=interrupt)
         helper.start()
@@ -230,7 +232,7 @@ def test_ctrl_c_while_driving_cancels_the_call_and_leaves_the_loop_usable(broker
         with pytest.raises(KeyboardInterrupt):
             receiver.receive(1, timeout=30)
         helper.join(10)
-        assert threading.get_ident() == main
+        assert threading.get_ident() == main_ident
         assert time.monotonic() - started < 10
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
         assert sync_loop.current()._driver is None or sync_loop.current()._driver == sync_loop._KEEPER
@@ -252,10 +254,8 @@ def test_ctrl_c_while_waiting_for_another_driver_gives_the_call_up(broker_url: s
 
         def interrupt() -> None:
             until(lambda: (call := sync_loop.current()._main_call) is not None and call.waiting)
-            signal.pthread_kill(main, signal.SIGINT)  # a real signal: it interrupts a wait
+            signal.pthread_kill(main_ident, signal.SIGINT)  # a real signal: it interrupts a wait
 
-        main = threading.main_thread().ident
-        assert main is not None
         helper = threading.Thread(target=interrupt)
         helper.start()
         with pytest.raises(KeyboardInterrupt):
@@ -337,3 +337,25 @@ def test_the_outcomes_of_messages_sent_without_waiting_arrive(broker_url: str) -
         sender.send(b"attach")
         futures = [sender.send_nowait(Message(f"m{i}".encode())) for i in range(5)]
         assert all(isinstance(f.result(10), Accepted) for f in futures)
+
+
+def test_waiting_for_an_outcome_runs_the_loop_here_and_a_time_out_leaves_it_under_way() -> None:
+    decided_on: list[int] = []
+
+    async def pending() -> asyncio.Future[int]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def decide() -> None:
+            decided_on.append(threading.get_ident())
+            future.set_result(7)
+
+        asyncio.get_running_loop().call_later(0.2, decide)
+        return future
+
+    source = sync._run(pending())
+    outcome = sync._Outcome(source)
+    with pytest.raises(TimeoutError):
+        outcome.result(timeout=0.01)
+    assert not source.cancelled()  # the wait timed out, not the operation
+    assert outcome.result(timeout=10) == 7
+    assert decided_on == [threading.get_ident()]  # decided by this thread's turn of the loop
