@@ -11,15 +11,20 @@ Between calls a keeper thread takes the loop over once no caller has driven it f
 while the caller's own code runs; a caller that arrives while the keeper drives asks it to
 stop (one hop, only after idleness) and then drives. A caller that arrives while another
 caller drives hands its call to the running loop (the inbox, one ``call_soon_threadsafe``)
-and waits; when the driver leaves, it hands the role to a waiting caller whose call is
-still under way. asyncio lets one loop be run by different threads one after another
+and waits; when the driver leaves, it hands the role to the one caller waiting for a call
+still under way, or, when several wait (threads contending for one connection), to the
+keeper, which serves them one hop per call as a loop thread of its own would, until one
+is left. A thread running another asyncio loop cannot run this one: the keeper serves
+it. asyncio lets one loop be run by different threads one after another
 (``run_forever`` sets and clears the thread's running loop), never by two at once: the
 driver's role, taken under one mutex, guarantees that.
 
 Ctrl-C in the main thread while it drives is caught at the loop's edge, not in the middle
 of a callback: the operation is cancelled (as a time-out cancels it), the loop runs until
 the cancellation is through, then ``KeyboardInterrupt`` is raised (a second Ctrl-C stops
-waiting for the cancellation; the keeper finishes it).
+waiting for the cancellation; the keeper finishes it). While it waits for another driver,
+Ctrl-C ends the wait and cancels the operation. Python's default SIGINT handler is swapped
+for the facade's only during a main-thread call; an application's own is left alone.
 """
 
 from __future__ import annotations
