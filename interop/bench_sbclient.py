@@ -37,7 +37,7 @@ Prints msg/s per client, the ratio, the goal, and CPU time per message of the cl
 process (``time.process_time``) and of the broker process (``/proc``). amqplink runs
 ``--scale`` times the messages, so that its short runs are not all start-up and noise.
 ``--profile DIR`` writes a cProfile of every amqplink scenario's timed part there (the calling
-thread's and the blocking client's event-loop thread's calls); ``--calls`` prints the
+thread's and the blocking client's keeper thread's calls); ``--calls`` prints the
 client's function calls per message (cProfile's count: deterministic, unlike CPU time on a
 shared machine; the worker threads of the blocking b row are not counted).
 
@@ -292,10 +292,11 @@ def process_cpu(pid: int) -> float:
 
 
 def on_loop_thread(action: Callable[[], Any]) -> None:
-    """Run ``action`` on amqplink.sync's event-loop thread (if it runs) and wait for it."""
-    import amqplink.sync
+    """Run ``action`` on amqplink.sync's keeper thread (if it runs) and wait for it: the
+    keeper takes the loop over while this thread waits (it drives the loop otherwise)."""
+    import amqplink.sync.loop
 
-    current = amqplink.sync._current
+    current = amqplink.sync.loop._current
     if current is None or not current.thread.is_alive():
         return
     done = threading.Event()
@@ -313,7 +314,8 @@ def on_loop_thread(action: Callable[[], Any]) -> None:
 class Clock:
     """Wall time, this process's CPU time and the broker's between start and stop (the
     scenario starts it once attached); with ``counting``, the function calls made in that
-    time by the calling thread and amqplink's event-loop thread (cProfile's count)."""
+    time by the calling thread and amqplink's keeper thread, which drives the blocking
+    client's loop between calls (cProfile's count)."""
 
     current: Clock | None = None
     broker_pid = 0

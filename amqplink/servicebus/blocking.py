@@ -1,9 +1,11 @@
 """The blocking Service Bus API (``azure.servicebus``'s classes): the asyncio objects run
-on :mod:`amqplink.sync`'s event-loop thread, and each call waits for its result.
+on :mod:`amqplink.sync`'s event loop, and each call waits for its result (running the
+loop on the calling thread while calls come back to back: :mod:`amqplink.sync.loop`).
 
-Lock renewal therefore never waits for user code: an :class:`AutoLockRenewer` renews on
-the loop thread while the calling thread is busy, even with CPU-bound work (its failure
-callback runs in a worker thread, so a slow callback cannot hold the loop either).
+Lock renewal therefore never waits for user code: between calls the keeper thread runs
+the loop, so an :class:`AutoLockRenewer` renews while the calling thread is busy, even
+with CPU-bound work (its failure callback runs in a worker thread, so a slow callback
+cannot hold the loop either).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatc
 from amqplink.servicebus.paging import ItemPaged
 from amqplink.servicebus.paired.pairing import PairedState
 from amqplink.servicebus.session_list import SessionLister
-from amqplink.sync import _bridge, _run, _submit, _wait
+from amqplink.sync import _Outcome, _run, _submit, _wait
 
 __all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
 
@@ -187,9 +189,7 @@ class ServiceBusSender(_Named):
         """Hand one message over (blocking only for room under ``max_in_flight``); a future for its outcome."""
 
         async def hand_over() -> concurrent.futures.Future[None]:
-            target: concurrent.futures.Future[None] = concurrent.futures.Future()
-            _bridge(await self._aio.send_nowait(message), target)
-            return target
+            return _Outcome(await self._aio.send_nowait(message))
 
         return _run(hand_over())
 

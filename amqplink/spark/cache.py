@@ -3,12 +3,12 @@
 A Spark Python worker runs many tasks one after another: opening a connection (TCP,
 SASL, CBS token, link attach) per task would cost more than a small partition's sends.
 The cache keeps one asyncio ``ServiceBusClient`` (with its senders, one per entity) per
-:attr:`SinkConfig.cache_key`, on :mod:`amqplink.sync`'s event-loop thread. It is
+:attr:`SinkConfig.cache_key`, on :mod:`amqplink.sync`'s event loop. It is
 pid-checked (a forked worker starts empty: the parent's sockets are not its own), an
 entry unused for ``idle_timeout`` seconds is closed, and :func:`discard` closes an entry
 after a failed partition so the retried task opens a fresh connection.
 
-Every function here runs on the event-loop thread (no lock needed).
+Every function here runs on that loop, which one thread at a time runs (no lock needed).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """One partition's send loop, shared by the Arrow writer, the streaming writer and
 ``foreachPartition``.
 
-The calling thread (Spark's Python worker) hands a chunk of rows to the event-loop
-thread, which encodes them (a run of rows sharing a partition key at a time, on the fast
-path: :mod:`.encoding`) and packs them into batch transfers (one open batch per entity and
+The calling thread (Spark's Python worker) hands a chunk of rows to the event loop (which
+the blocking facade runs on that same thread while it waits), which encodes them (a run
+of rows sharing a partition key at a time, on the fast path: :mod:`.encoding`) and packs
+them into batch transfers (one open batch per entity and
 session/partition key, bounded by ``maxBatchBytes`` and the entity's max-message-size) and
 pipelines them, at most ``maxInFlight`` batches awaiting their outcome: the next chunk
 waits for room, so memory stays bounded by one chunk plus ``maxInFlight`` batches however
@@ -65,7 +66,7 @@ class PartitionStats:
 
 
 class _Pipeline:
-    """Batches and in-flight transfers of one partition (lives on the event-loop thread)."""
+    """Batches and in-flight transfers of one partition (lives on the event loop)."""
 
     def __init__(self, config: SinkConfig, lease: cache.Lease, stats: PartitionStats) -> None:
         self.config = config
@@ -235,8 +236,9 @@ def _too_large(name: str, encoded: bytes, batch: ServiceBusMessageBatch) -> Mess
 
 
 async def _encode_and_feed(pipeline: _Pipeline, chunk: Columns, scheme: IdScheme, first_row: int) -> int:
-    """Encode and batch a chunk on the event-loop thread (one thread doing the CPU work: the
-    calling thread waits, so the two do not trade the GIL row by row); the rows it held.
+    """Encode and batch a chunk on the event loop (one thread doing the CPU work: the
+    blocking facade runs the loop on the calling thread while it waits, or another thread
+    runs it and the caller waits, so no two trade the GIL row by row); the rows it held.
     Runs of rows (:func:`.encoding.runs_of`) go in as runs, unless a rate paces each row."""
     runs = None if pipeline.config.messages_per_second is not None else runs_of(chunk, scheme, first_row)
     if runs is not None:

@@ -3,8 +3,9 @@ turn (docs/benchmarks-sbclient.md): what makes them cheap, pinned by counting, n
 
 - asyncio: a sequential send or settlement creates no Task, and a lone transfer is written
   before the loop turns (a burst still coalesces);
-- blocking: one hop onto the loop thread per call (one ``call_soon_threadsafe``) and no
-  Task there for a single send or a settlement;
+- blocking: calls made back to back run the loop on the calling thread (no
+  ``call_soon_threadsafe``: no call handed to another thread) and create no Task for a
+  single send or a settlement;
 - what must not change: a send refused with a retryable error is retried under the retry
   policy (not with ``retry_total=0``), and the blocking sender stays thread-safe.
 """
@@ -115,16 +116,16 @@ def attached_sender(broker: BrokerThread, **options: Any) -> Iterator[sync_sb.Se
         yield sender
 
 
-def test_blocking_sends_hop_once_and_create_no_task(broker: BrokerThread) -> None:
+def test_blocking_sends_cross_no_thread_and_create_no_task(broker: BrokerThread) -> None:
     with attached_sender(broker) as sender:
         with LoopWatch(sync_loop()).watching() as watch:
             for i in range(CALLS):
                 sender.send_messages(ServiceBusMessage(f"m{i}"))
         assert watch.tasks == []
-        assert watch.hops == CALLS
+        assert watch.hops == 0
 
 
-def test_blocking_settlements_hop_once_and_create_no_task(broker: BrokerThread) -> None:
+def test_blocking_settlements_cross_no_thread_and_create_no_task(broker: BrokerThread) -> None:
     with sync_sb.ServiceBusClient.from_connection_string(broker.connection_string) as client:
         with client.get_queue_sender(QUEUE) as sender:
             sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(CALLS)])
@@ -138,16 +139,16 @@ def test_blocking_settlements_hop_once_and_create_no_task(broker: BrokerThread) 
                 for message in got:
                     receiver.complete_message(message)
             assert watch.tasks == []
-            assert watch.hops == CALLS
+            assert watch.hops == 0
             assert receiver.receive_messages(max_wait_time=0.2) == []  # the broker removed them all
 
 
-def test_a_blocking_call_that_needs_a_coroutine_still_hops_once(broker: BrokerThread) -> None:
-    """A batch (not the single-message path) runs as one Task, still one hop."""
+def test_a_blocking_call_that_needs_a_coroutine_runs_one_task_on_the_calling_thread(broker: BrokerThread) -> None:
+    """A batch (not the single-message path) runs as one Task, on the calling thread too."""
     with attached_sender(broker) as sender:
         with LoopWatch(sync_loop()).watching() as watch:
             sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-        assert watch.hops == 1
+        assert watch.hops == 0
         assert len(watch.tasks) == 1  # the call's coroutine (the attached link is not checked in a Task)
 
 

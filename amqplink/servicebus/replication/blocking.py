@@ -1,5 +1,5 @@
 """The blocking replication API: the asyncio objects of this package run on
-:mod:`amqplink.sync`'s event-loop thread, and each call waits for its result.
+:mod:`amqplink.sync`'s event loop, and each call waits for its result.
 
 Same names and behaviour as :mod:`amqplink.servicebus.replication.senders` and
 :mod:`amqplink.servicebus.replication.receiver`; they take the blocking senders and
