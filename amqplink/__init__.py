@@ -13,6 +13,8 @@ loads the codec alone, not the asyncio client.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -37,19 +39,28 @@ class AMQPLinkError(Exception):
     every layer can derive from it (docs/architecture.md#errors).
     """
 
+
+def _lazy_names(package: str, modules: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The module-level ``__getattr__`` and ``__dir__`` of ``package`` (PEP 562), where
+    ``modules`` maps each deferred name to the module that defines it: a name's module is
+    imported when the name is first asked for, and the value kept in the package, so later
+    reads are plain. Defined here, which any import of a submodule runs anyway, for each
+    package that defers its imports (this one, ``broker.namespace``, ``broker.http``)."""
+
+    def __getattr__(name: str) -> Any:
+        module = modules.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(modules))
+
+    return __getattr__, __dir__
+
+
 # name -> the module that defines it; imported on first access.
 _LAZY = {"connect": "amqplink.aio", "Message": "amqplink.message"}
-
-
-def __getattr__(name: str) -> Any:
-    """Import ``connect`` / ``Message`` when first asked for (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'amqplink' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)

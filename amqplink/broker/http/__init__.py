@@ -7,8 +7,9 @@ it, before anything imports aiohttp (whose default TLS context is made at import
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from amqplink import _lazy_names
 
 if TYPE_CHECKING:
     from amqplink.broker.http.server import MAX_BODY, MAX_PAGE, ManagementApi, NamespaceApi
@@ -35,17 +36,4 @@ _LAZY = {
     "self_signed": _TLS,
     "server_context": _TLS,
 }
-
-
-def __getattr__(name: str) -> Any:
-    """Import a name's module when the name is first asked for (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'amqplink.broker.http' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)

@@ -10,8 +10,9 @@ rules: correlation and SQL filters, rule actions),
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from amqplink import _lazy_names
 
 if TYPE_CHECKING:
     from amqplink.broker.namespace.entity import Entity
@@ -39,19 +40,7 @@ _LAZY = {
 """Loaded on first use (PEP 562), so that importing one module of this package (the SQL
 filters, which :mod:`amqplink.broker.config` compiles) does not load the entities, which
 import the configuration: no import cycle, no import deferred into a function."""
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, {name: f"{__name__}.{module}" for name, module in _LAZY.items()})
 
 
 __all__ = [
