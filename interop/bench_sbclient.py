@@ -34,7 +34,9 @@ one sender (the SDK's behind a ``threading.Lock``, as its README's "Thread safet
 for its senders, which are not thread-safe; amqplink's blocking sender is, and takes none).
 
 Prints msg/s per client, the ratio, the goal, and CPU time per message of the client
-process (``time.process_time``) and of the broker process (``/proc``). amqplink runs
+process (``time.process_time``) and of the broker process (``/proc``); for the
+round-trip-bound rows (a and d in turn) also ``bound``, the ratio a client costing no CPU
+at all would reach against this broker (:func:`round_trip_bound`). amqplink runs
 ``--scale`` times the messages, so that its short runs are not all start-up and noise.
 ``--profile DIR`` writes a cProfile of every amqplink scenario's timed part there (the calling
 thread's and the blocking client's keeper thread's calls); ``--calls`` prints the
@@ -56,6 +58,7 @@ import inspect
 import os
 import pstats
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -493,7 +496,7 @@ def print_table(args: argparse.Namespace, results: dict[tuple[str, str, str], Re
             print(f"\n{HEADINGS[api]}")
             print(
                 f"{'scenario':<31}{'azure-servicebus':>17}{'amqplink':>10}{'ratio':>7}{'goal':>7}"
-                f"{'SDK CPU':>9}{'ours':>6}{'goal':>6}{'broker (SDK/ours)':>19}"
+                f"{'SDK CPU':>9}{'ours':>6}{'goal':>6}{'broker (SDK/ours)':>19}{'bound':>7}"
                 + (f"{'calls (SDK/ours)':>18}" if args.calls else "")
             )
         if row.theirs is not None:
@@ -504,9 +507,104 @@ def print_table(args: argparse.Namespace, results: dict[tuple[str, str, str], Re
         cpu_goal = "-" if row.cpu_goal is None else f"<={row.cpu_goal:g}"
         broker = f"{_cell(theirs, 'broker_cpu')} / {_cell(ours, 'broker_cpu')}"
         calls = f"{_cell(theirs, 'calls')} / {_cell(ours, 'calls')}" if args.calls else ""
+        bounded = row.cpu_goal is not None and ours is not None and theirs is not None
+        bound = f"{round_trip_bound(theirs, ours):.1f}x" if bounded else "-"  # type: ignore[arg-type]
         print(
             f"{row.name:<31}{_cell(theirs, 'rate'):>15}/s{_cell(ours, 'rate'):>8}/s{ratio:>6}x{goal:>7}"
-            f"{_cell(theirs, 'cpu'):>9}{_cell(ours, 'cpu'):>6}{cpu_goal:>6}{broker:>19}{calls:>18}"
+            f"{_cell(theirs, 'cpu'):>9}{_cell(ours, 'cpu'):>6}{cpu_goal:>6}{broker:>19}{bound:>7}{calls:>18}"
+        )
+
+
+def round_trip_bound(theirs: Result, ours: Result) -> float:
+    """The most a client costing no CPU at all could reach in a round-trip-bound row: the SDK's
+    time per message over the broker's own CPU per message of amqplink's run. Each message
+    waits for the broker's answer, so no client's message takes less than the broker's work
+    on it (the wake-ups between the processes come on top: the true bound is lower)."""
+    return (1e6 / theirs.rate) / ours.broker_cpu
+
+
+ECHO_SERVER = """
+import asyncio, sys
+class Echo(asyncio.Protocol):
+    def connection_made(self, transport): self.transport = transport
+    def data_received(self, data): self.transport.write(data[:8])
+async def main():
+    server = await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+"""The floor's server: a bare asyncio protocol answering every read with 8 bytes, no AMQP."""
+
+
+class _Answer(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.waiter: asyncio.Future[None] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+
+async def _asyncio_round_trips(port: int, count: int, body: bytes) -> None:
+    loop = asyncio.get_running_loop()
+    transport, answer = await loop.create_connection(_Answer, "127.0.0.1", port)
+    clock = start_clock()
+    for _ in range(count):
+        answer.waiter = loop.create_future()
+        transport.write(body)
+        await answer.waiter
+    clock.stop()
+    transport.close()
+
+
+def _socket_round_trips(port: int, count: int, body: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        clock = start_clock()
+        for _ in range(count):
+            sock.sendall(body)
+            sock.recv(65536)
+        clock.stop()
+
+
+def floor(count: int, size: int) -> dict[str, Result]:
+    """The cost of a round trip with no protocol at all, on this machine now: a bare asyncio
+    client (write, await the answer), and a blocking socket (``sendall``, ``recv``), against a
+    bare asyncio echo server in a subprocess. What any Python client and broker pay per
+    sequential message before doing any work on it."""
+    process = subprocess.Popen([sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE, text=True)
+    results: dict[str, Result] = {}
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        Clock.broker_pid = process.pid
+        for name in ("asyncio", "socket"):
+            Clock.current = None
+            if name == "asyncio":
+                asyncio.run(_asyncio_round_trips(port, count, bytes(size)))
+            else:
+                _socket_round_trips(port, count, bytes(size))
+            clock = Clock.current
+            assert clock is not None
+            results[name] = Result(
+                count / clock.elapsed, clock.cpu_elapsed * 1e6 / count, clock.broker_elapsed * 1e6 / count, 0.0
+            )
+    finally:
+        Clock.broker_pid = 0
+        process.kill()
+        process.wait(10)
+    return results
+
+
+def print_floor(results: dict[str, Result]) -> None:
+    print("\nfloor: a round trip with no protocol (a bare asyncio echo server in a subprocess)")
+    labels = {"asyncio": "asyncio client (write, await the answer)", "socket": "blocking socket (sendall, recv)"}
+    for name, label in labels.items():
+        r = results[name]
+        print(
+            f"  {label:<42}{1e6 / r.rate:6.0f} µs a round trip, client CPU {r.cpu:4.0f} µs, server CPU"
+            f" {r.broker_cpu:4.0f} µs"
         )
 
 
@@ -527,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     print_table(args, run(args))
+    if set(args.rows) & set("ad"):
+        print_floor(floor(args.single_count, args.size))
     return 0
 
 
