@@ -129,6 +129,17 @@ class ServerProtocol(EngineProtocol):
         self.on_writable: Callable[[], None] | None = None
         """Called when the socket's write buffer has drained below its mark."""
 
+    def data_received(self, data: bytes) -> None:
+        # What the handlers write for a read's events leaves with the read's own flush: on
+        # the server no task wakes in between to write more (a client's woken task joins the
+        # deferred flush instead), and a flush scheduled meanwhile would only turn the loop
+        # once more, finding nothing to write.
+        pending, self._flush_pending = self._flush_pending, True
+        try:
+            super().data_received(data)
+        finally:
+            self._flush_pending = pending
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         timeout = self._limits.handshake_timeout

@@ -64,15 +64,9 @@ class EngineProtocol(asyncio.Protocol):
         self.reschedule_tick()
 
     def data_received(self, data: bytes) -> None:
-        # What the events' handling writes leaves with the flush below, in this loop
-        # iteration: a flush scheduled meanwhile would only turn the loop once more.
-        pending, self._flush_pending = self._flush_pending, True
-        try:
-            events = self.engine.receive_data(data)
-            if events:
-                self._on_events(events)
-        finally:
-            self._flush_pending = pending
+        events = self.engine.receive_data(data)
+        if events:
+            self._on_events(events)
         self.flush()
         if self._timer is None:
             self.reschedule_tick()  # the peer's open may have set an idle time-out
