@@ -136,6 +136,8 @@ class Grant:
     rights: Right
     rule: str
     expires_at: float
+    source: AccessRule | None = field(default=None, compare=False, repr=False)
+    """The rule that signed the token (whose removal or change revokes the grant)."""
 
 
 def _refused(detail: str) -> SasTokenError:
@@ -198,5 +200,5 @@ class AccessRules:
                     raise _refused(f"the token is for host {split[0][:80]!r}, not this namespace ({names.describe()})")
                 if not path_covers(rule.entity, path):
                     raise _refused(f"rule {rule.name!r} belongs to {rule.entity!r}; the token names {path!r}")
-                return Grant(path, rule.rights, rule.name, float(parsed.expires_at))
+                return Grant(path, rule.rights, rule.name, float(parsed.expires_at), rule)
         raise SasTokenError(SasFailure.BAD_SIGNATURE, f"signature does not match rule {parsed.key_name[:64]!r}")

@@ -169,6 +169,7 @@ class ServiceBusHost:
             given.insert(0, AccessRule(EMULATOR_KEY_NAME, (EMULATOR_KEY,)))
         self._given = given
         self._rules: tuple[int, AccessRules] | None = None
+        namespace.on_access_rules_changed = self._access_rules_changed
         self.names = NamespaceNames.of(host_names)
         """The host names a token's audience may name (the listen address is added at start)."""
         self.require_auth = require_auth
@@ -217,6 +218,15 @@ class ServiceBusHost:
         if self._rules is None or self._rules[0] != version:
             self._rules = (version, AccessRules([*self._given, *self.namespace.entity_access_rules()]))
         return self._rules[1]
+
+    def _access_rules_changed(self) -> None:
+        """A queue's or topic's rules changed: each connection forgets the tokens a rule that
+        no longer holds signed, so new links there are refused (links attached keep going)."""
+        live = frozenset(self.rules.rules)
+        for connection in self.connections:
+            gone = connection.auth.revoke(live)
+            if gone:
+                log.info("revoked tokens for %s: their rule was removed or changed", ", ".join(sorted(gone))[:200])
 
     @property
     def keys(self) -> dict[str, str]:

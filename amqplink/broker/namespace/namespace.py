@@ -320,6 +320,8 @@ class Namespace:
         configuration's and those set over the management API; :meth:`set_access_rules`)."""
         self.access_version = 0
         """Counts changes of :attr:`access_rules` (whoever verifies tokens rebuilds its rules then)."""
+        self.on_access_rules_changed: Callable[[], None] | None = None
+        """Told after :attr:`access_rules` changed (the host revokes what a removed or changed rule granted)."""
         if config is not None:
             for q in config.queues:
                 self.add_queue(q)
@@ -552,12 +554,17 @@ class Namespace:
             self.access_rules[key] = tuple(dataclasses.replace(rule, entity=key) for rule in rules)
         else:
             self.access_rules.pop(key, None)
-        self.access_version += 1
+        self._access_changed()
         self._changed()
 
     def _drop_access_rules(self, name: str) -> None:
         if self.access_rules.pop(name.lower(), None) is not None:
-            self.access_version += 1
+            self._access_changed()
+
+    def _access_changed(self) -> None:
+        self.access_version += 1
+        if self.on_access_rules_changed is not None:
+            self.on_access_rules_changed()
 
     def entity_access_rules(self) -> list[AccessRule]:
         """Every queue's and topic's own authorization rules."""

@@ -47,6 +47,7 @@ from amqplink.atom.xmlsafe import parse_xml
 from amqplink.broker import Broker
 from amqplink.broker.config import BrokerConfig, parse_config
 from amqplink.broker.rights import MAX_ENTITY_RULES, Right
+from amqplink.message import Message
 from amqplink.servicebus import ServiceBusMessage
 from amqplink.servicebus import management as ours
 from amqplink.servicebus.aio import ServiceBusClient
@@ -258,6 +259,26 @@ async def test_an_update_replaces_the_rules(broker: Broker, http: requests.Sessi
         await refused(conn.create_receiver("rest-upd"))
 
 
+async def test_a_token_put_before_its_rule_changed_authorizes_no_new_link(
+    broker: Broker, http: requests.Session
+) -> None:
+    secret = key()
+    create(http, broker, "rest-revoke", [rule_xml("before", ["Send", "Listen"], secret)])
+    async with connected(broker) as conn:
+        assert (await put_token(conn, broker, "before", secret, "rest-revoke"))[0] == 202
+        sender = await conn.create_sender("rest-revoke")  # attached while the rule holds
+        # the rule changed (Listen only): the token it signed no longer opens links
+        response = update(http, broker, "rest-revoke", [rule_xml("before", ["Listen"], secret)])
+        assert response.status_code == 200, response.text
+        text = await refused(conn.create_receiver("rest-revoke"))
+        assert "rest-revoke" in text
+        await sender.send(Message(b"the link attached before keeps going"))
+        # a token signed with the rule as it is now: Listen, not Send
+        assert (await put_token(conn, broker, "before", secret, "rest-revoke"))[0] == 202
+        await (await conn.create_receiver("rest-revoke")).close()
+        await refused(conn.create_sender("rest-revoke"))
+
+
 async def test_deleting_the_entity_removes_its_rules(broker: Broker, http: requests.Session) -> None:
     (rule,) = create(http, broker, "rest-del", [rule_xml("gone", ["Send", "Listen"])], kind="TopicDescription")
     assert http.delete(f"{base(broker)}/rest-del", timeout=10).status_code == 200
@@ -265,6 +286,22 @@ async def test_deleting_the_entity_removes_its_rules(broker: Broker, http: reque
     create(http, broker, "rest-del", [], kind="TopicDescription")
     async with connected(broker) as conn:
         assert (await put_token(conn, broker, "gone", rule.primary_key or "", "rest-del"))[0] == 401
+
+
+def test_a_manage_rule_made_over_rest_manages_its_entity_only(broker: Broker, http: requests.Session) -> None:
+    (rule,) = create(http, broker, "rest-manage", [rule_xml("owner", ["Manage", "Listen", "Send"])])
+    create(http, broker, "rest-manage-other", [])
+    assert rule.rights == ("Listen", "Send", "Manage")
+
+    def get(path: str) -> requests.Response:
+        audience = f"{base(broker)}/{path}"
+        header = token(broker, key_name="owner", key=rule.primary_key or "", audience=audience)
+        return requests.get(audience, headers={"Authorization": header}, verify=broker.http_ca, timeout=10)
+
+    assert get("rest-manage").status_code == 200
+    for elsewhere in ("rest-manage-other", "$Resources/queues"):
+        response = get(elsewhere)
+        assert response.status_code == 401 and "'rest-manage'" in error_of(response)[1]
 
 
 def test_a_topic_rule_covers_its_subscriptions_and_subscriptions_have_none(
