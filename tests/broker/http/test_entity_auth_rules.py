@@ -45,8 +45,9 @@ from amqplink.atom.authorization import SharedAccessRule, authorization_rules_xm
 from amqplink.atom.document import SB_NS, XSI_NS
 from amqplink.atom.xmlsafe import parse_xml
 from amqplink.broker import Broker
-from amqplink.broker.config import BrokerConfig, parse_config
-from amqplink.broker.rights import MAX_ENTITY_RULES, Right
+from amqplink.broker.config import BrokerConfig, ConfigError, parse_config
+from amqplink.broker.namespace.cbs import Authorizations
+from amqplink.broker.rights import MAX_ENTITY_RULES, AccessRule, Right
 from amqplink.message import Message
 from amqplink.servicebus import ServiceBusMessage
 from amqplink.servicebus import management as ours
@@ -279,6 +280,17 @@ async def test_a_token_put_before_its_rule_changed_authorizes_no_new_link(
         await refused(conn.create_sender("rest-revoke"))
 
 
+def test_revoke_forgets_only_what_a_rule_no_longer_holding_signed() -> None:
+    auth = Authorizations()
+    holding, changed = AccessRule("a", ("k",), Right.SEND, "q"), AccessRule("b", ("k",), Right.SEND, "q2")
+    auth.grant("sb://h/q", 100.0, Right.SEND, holding)
+    auth.grant("sb://h/q2", 100.0, Right.SEND, changed)
+    auth.grant("sb://h/q3", 100.0, Right.SEND)  # (no rule known: a key map's)
+    assert auth.revoke({holding, AccessRule("b", ("k",), Right.LISTEN, "q2")}) == ["q2"]
+    assert auth.covers("q", 0.0, Right.SEND) and auth.covers("q3", 0.0) and not auth.covers("q2", 0.0)
+    assert sorted(auth.expire(200.0)) == ["q", "q3"] and not auth.sources
+
+
 async def test_deleting_the_entity_removes_its_rules(broker: Broker, http: requests.Session) -> None:
     (rule,) = create(http, broker, "rest-del", [rule_xml("gone", ["Send", "Listen"])], kind="TopicDescription")
     assert http.delete(f"{base(broker)}/rest-del", timeout=10).status_code == 200
@@ -365,6 +377,16 @@ def test_a_bad_rule_is_a_400_naming_it(broker: Broker, http: requests.Session, r
     response = update(http, broker, "rest-bad", rules)
     assert response.status_code == 400 and message in error_of(response)[1]
     assert [r.name for r in broker.namespace.access_rules["rest-bad"]] == ["kept"]
+
+
+def test_config_holds_12_rules_per_entity_at_most() -> None:
+    rules = [{"Name": f"r{i}", "PrimaryKey": "k", "Rights": ["Send"]} for i in range(MAX_ENTITY_RULES + 1)]
+    with pytest.raises(ConfigError, match=r"Queues\[0\]\.AuthorizationRules: 13 rules, above 12 per queue or topic"):
+        parse_config({"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "AuthorizationRules": rules}]}]}})
+    twelve = parse_config(
+        {"UserConfig": {"Namespaces": [{"Queues": [{"Name": "q", "AuthorizationRules": rules[:-1]}]}]}}
+    )
+    assert len(twelve.namespaces[0].authorization_rules) == MAX_ENTITY_RULES
 
 
 # -- durable ------------------------------------------------------------------------------------------
