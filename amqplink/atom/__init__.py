@@ -2,6 +2,7 @@
 
 :mod:`.document` writes Atom entries, feeds and error documents and formats times and
 durations; :mod:`.xmlsafe` parses bodies without DTDs; :mod:`.values` reads and writes
-the typed key-values of rules (``KeyValueOfstringanyType``). Neither side imports the other:
+the typed key-values of rules (``KeyValueOfstringanyType``); :mod:`.authorization` an entity's
+shared access rules (``<AuthorizationRules>``). Neither side imports the other:
 the broker serves these documents, :mod:`amqplink.servicebus.management` sends and reads them.
 """

@@ -16,7 +16,8 @@ An extension of the emulator's format (the emulator has one fixed key): a namesp
 queue or a topic may carry ``"AuthorizationRules": [{"Name": "sender", "PrimaryKey": "...",
 "SecondaryKey": "...", "Rights": ["Send"]}]``, Service Bus's shared access rules
 (``Listen``, ``Send``, ``Manage``; Manage brings the other two). A namespace's rules cover
-every entity, a queue's or topic's only that entity (and a topic's subscriptions).
+every entity, a queue's or topic's only that entity (and a topic's subscriptions), 12 rules at
+most on one queue or topic.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import json
 import logging
 import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,7 +35,7 @@ from amqplink import AMQPLinkError
 from amqplink.atom.document import duration_seconds
 from amqplink.broker.namespace.sql.filter import SqlFilter, SqlRuleAction
 from amqplink.broker.namespace.sql.parser import parameter_values
-from amqplink.broker.rights import AccessRule, parse_rights
+from amqplink.broker.rights import MAX_ENTITY_RULES, RULE_NAME, AccessRule, parse_rights
 
 __all__ = [
     "DEFAULT_DUPLICATE_WINDOW",
@@ -382,9 +382,6 @@ def _rule(value: Any, where: str) -> RuleConfig:
         raise ConfigError(f"{at}.Action.SqlExpression: {exc}") from None
 
 
-_RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,255}", re.ASCII)
-
-
 def _access_rules(container: dict[str, Any], where: str, entity: str = "") -> list[AccessRule]:
     """A namespace's, queue's or topic's ``AuthorizationRules`` (see the module)."""
     rules: list[AccessRule] = []
@@ -392,7 +389,7 @@ def _access_rules(container: dict[str, Any], where: str, entity: str = "") -> li
         at = f"{where}.AuthorizationRules[{i}]"
         obj = _obj(item, at)
         name = obj.get("Name")
-        if not isinstance(name, str) or not _RULE_NAME.fullmatch(name):
+        if not isinstance(name, str) or not RULE_NAME.fullmatch(name):
             raise ConfigError(f"{at}.Name: expected a rule name (letters, digits, '.', '-', '_'), not {name!r}")
         if any(rule.name == name for rule in rules):
             raise ConfigError(f"{at}.Name: {name!r} appears twice")
@@ -412,6 +409,10 @@ def _access_rules(container: dict[str, Any], where: str, entity: str = "") -> li
         if unknown:
             raise ConfigError(f"{at}.{unknown[0]}: not a field of an authorization rule")
         rules.append(AccessRule(name, tuple(keys), rights, entity.lower()))
+    if entity and len(rules) > MAX_ENTITY_RULES:
+        raise ConfigError(
+            f"{where}.AuthorizationRules: {len(rules)} rules, above {MAX_ENTITY_RULES} per queue or topic"
+        )
     return rules
 
 

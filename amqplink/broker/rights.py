@@ -15,7 +15,11 @@ What needs which right (as Service Bus): a sender link Send, a receiver link Lis
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
+import re
+import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -23,14 +27,28 @@ from amqplink.broker.audience import NamespaceNames, split_audience
 from amqplink.sbwire.sas import SasFailure, SasTokenError, parse_sas_token, verify_sas_token
 
 __all__ = [
+    "MAX_ENTITY_RULES",
+    "MAX_KEY_LENGTH",
+    "RULE_NAME",
     "AccessRule",
     "AccessRules",
     "Grant",
     "Right",
+    "check_key",
     "describe_rights",
+    "new_key",
     "parse_rights",
     "path_covers",
+    "right_names",
 ]
+
+RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,255}", re.ASCII)
+"""A rule's name (``KeyName``): letters, digits, periods, hyphens and underscores, 256 at most."""
+MAX_ENTITY_RULES = 12
+"""Shared access rules one queue or topic holds at most (Service Bus's quota: "Number of SAS
+authorization rules per namespace, queue, or topic: 12")."""
+MAX_KEY_LENGTH = 256
+"""Characters of a key given over the management API at most (a generated one has 44)."""
 
 
 class Right(enum.Flag):
@@ -45,23 +63,52 @@ _BY_NAME = {"listen": Right.LISTEN, "send": Right.SEND, "manage": Right.MANAGE}
 _EVERY = Right.LISTEN | Right.SEND | Right.MANAGE
 
 
-def parse_rights(names: Iterable[object], where: str = "rights") -> Right:
+def parse_rights(names: Iterable[object], where: str = "rights", *, strict: bool = False) -> Right:
     """The rights named (``["Listen", "Send"]``, any case); Manage brings Listen and Send.
-    ``ValueError`` naming ``where`` for an empty list or an unknown name."""
+    ``ValueError`` naming ``where`` for an empty list or an unknown name; ``strict`` (a rule
+    sent over the management API, as Service Bus checks it): also for a right named twice, and
+    for Manage without both Listen and Send ("Manage permission should also include Send and
+    Listen")."""
     rights = Right(0)
     for name in names:
         right = _BY_NAME.get(name.lower()) if isinstance(name, str) else None
         if right is None:
             raise ValueError(f"{where}: {name!r} is not a right (Listen, Send or Manage)")
+        if strict and right in rights:
+            raise ValueError(f"{where}: {name!r} is named twice (each right once)")
         rights |= right
     if not rights:
         raise ValueError(f"{where}: a rule needs at least one right (Listen, Send or Manage)")
+    if strict and Right.MANAGE in rights and rights != _EVERY:
+        raise ValueError(f"{where}: Manage must come with Listen and Send (Manage, Listen, Send)")
     return _EVERY if Right.MANAGE in rights else rights
+
+
+def right_names(rights: Right) -> tuple[str, ...]:
+    """``("Listen", "Send")``: the rights as Service Bus names them, in its order."""
+    return tuple(name.title() for name, right in _BY_NAME.items() if right in rights)
 
 
 def describe_rights(rights: Right) -> str:
     """``"Listen, Send"``: the rights as Service Bus names them."""
-    return ", ".join(name.title() for name, right in _BY_NAME.items() if right in rights) or "none"
+    return ", ".join(right_names(rights)) or "none"
+
+
+def new_key() -> str:
+    """A key as Service Bus makes one when none is given: 256 random bits in Base64 (44 characters)."""
+    return base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def check_key(key: str, where: str) -> str:
+    """``key`` if it is Base64 text of at most :data:`MAX_KEY_LENGTH` characters ("SharedAccessAuthorizationRule
+    only supports base64 keys"); ``ValueError`` naming ``where`` (never the key) otherwise."""
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise ValueError(f"{where}: a key is 1 to {MAX_KEY_LENGTH} characters of Base64 (this one has {len(key)})")
+    try:
+        base64.b64decode(key.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error):
+        raise ValueError(f"{where}: a key must be Base64 text (such as 32 random bytes encoded)") from None
+    return key
 
 
 def path_covers(granted: str, path: str) -> bool:
@@ -89,6 +136,8 @@ class Grant:
     rights: Right
     rule: str
     expires_at: float
+    source: AccessRule | None = field(default=None, compare=False, repr=False)
+    """The rule that signed the token (whose removal or change revokes the grant)."""
 
 
 def _refused(detail: str) -> SasTokenError:
@@ -151,5 +200,5 @@ class AccessRules:
                     raise _refused(f"the token is for host {split[0][:80]!r}, not this namespace ({names.describe()})")
                 if not path_covers(rule.entity, path):
                     raise _refused(f"rule {rule.name!r} belongs to {rule.entity!r}; the token names {path!r}")
-                return Grant(path, rule.rights, rule.name, float(parsed.expires_at))
+                return Grant(path, rule.rights, rule.name, float(parsed.expires_at), rule)
         raise SasTokenError(SasFailure.BAD_SIGNATURE, f"signature does not match rule {parsed.key_name[:64]!r}")

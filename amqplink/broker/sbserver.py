@@ -167,9 +167,9 @@ class ServiceBusHost:
         rule was given: fine on loopback only)."""
         if self.emulator_key:
             given.insert(0, AccessRule(EMULATOR_KEY_NAME, (EMULATOR_KEY,)))
-        self.rules = AccessRules(given)
-        """The authorization rules (:mod:`amqplink.broker.rights`): ``keys`` as namespace Manage
-        rules, ``rules`` (a configuration's, per namespace or entity) as given."""
+        self._given = given
+        self._rules: tuple[int, AccessRules] | None = None
+        namespace.on_access_rules_changed = self._access_rules_changed
         self.names = NamespaceNames.of(host_names)
         """The host names a token's audience may name (the listen address is added at start)."""
         self.require_auth = require_auth
@@ -209,6 +209,26 @@ class ServiceBusHost:
         return self
 
     @property
+    def rules(self) -> AccessRules:
+        """The authorization rules (:mod:`amqplink.broker.rights`): ``keys`` as namespace Manage
+        rules, ``rules`` as given, and the namespace's queues' and topics' own
+        (:attr:`Namespace.access_rules`, the configuration's and the management API's), as they
+        are now."""
+        version = self.namespace.access_version
+        if self._rules is None or self._rules[0] != version:
+            self._rules = (version, AccessRules([*self._given, *self.namespace.entity_access_rules()]))
+        return self._rules[1]
+
+    def _access_rules_changed(self) -> None:
+        """A queue's or topic's rules changed: each connection forgets the tokens a rule that
+        no longer holds signed, so new links there are refused (links attached keep going)."""
+        live = frozenset(self.rules.rules)
+        for connection in self.connections:
+            gone = connection.auth.revoke(live)
+            if gone:
+                log.info("revoked tokens for %s: their rule was removed or changed", ", ".join(sorted(gone))[:200])
+
+    @property
     def keys(self) -> dict[str, str]:
         """The namespace-level rules' primary keys by name (the first: the connection string's)."""
         return self.rules.keys
@@ -220,8 +240,9 @@ class ServiceBusHost:
         if self.require_auth is None:
             self.require_auth = not loopback
         if (self.require_auth or not loopback) and self.emulator_key:
-            kept = [rule for rule in self.rules.rules if rule.keys != (EMULATOR_KEY,)]
-            self.rules = AccessRules([AccessRule(EMULATOR_KEY_NAME, (secrets.token_urlsafe(32),)), *kept])
+            kept = [rule for rule in self._given if rule.keys != (EMULATOR_KEY,)]
+            self._given = [AccessRule(EMULATOR_KEY_NAME, (secrets.token_urlsafe(32),)), *kept]
+            self._rules = None
             self.emulator_key = False
             why = "strict mode" if loopback else "listening beyond loopback"
             log.warning("%s without a key: made a random SAS key (see the connection string)", why)

@@ -82,7 +82,8 @@ def _servicebus_host(
             directory = Path(data_dir) if index == 0 else Path(data_dir) / "namespaces" / namespace.name.lower()
             persistence = Persistence(directory)
             persistence.attach(namespace)
-        configured = () if ns_config is None else ns_config.authorization_rules
+        # the namespace keeps its queues' and topics' own rules (Namespace.access_rules)
+        configured = () if ns_config is None else [r for r in ns_config.authorization_rules if not r.entity]
         hosts.append(
             ServiceBusHost(
                 namespace,

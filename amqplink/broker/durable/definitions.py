@@ -1,10 +1,12 @@
 """The namespace's entity definitions as a JSON document, so that queues, topics,
 subscriptions and rules made at run time (management REST API) come back on start.
 
-The document holds every queue and topic with its properties, and each topic's
-subscriptions with their properties and rules (SQL parameters too). On start, :func:`restore` makes the
-entities the configuration does not already define; one the configuration defines is
-made from the configuration (it is the operator's statement of what must exist).
+The document holds every queue and topic with its properties and its own authorization
+rules (names, rights and keys: the journal holding it is the owner's alone, mode 0600, as
+every file of the data directory), and each topic's subscriptions with their properties and
+rules (SQL parameters too). On start, :func:`restore` makes the entities the configuration
+does not already define, with their authorization rules; one the configuration defines is
+made from the configuration, rules included (it is the operator's statement of what must exist).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from amqplink.broker.config import (
     TopicConfig,
 )
 from amqplink.broker.namespace.namespace import Namespace
+from amqplink.broker.rights import AccessRule, parse_rights, right_names
 
 __all__ = ["dump", "restore"]
 
@@ -38,11 +41,15 @@ _CORRELATION_FIELDS = frozenset(f.name for f in dataclasses.fields(CorrelationFi
 def dump(namespace: Namespace) -> bytes:
     """The definitions of every entity of ``namespace`` (deterministic: equal namespaces, equal bytes)."""
     document = {
-        "queues": [{"name": q.name, "properties": _properties(q.properties)} for q in namespace.queues.values()],
+        "queues": [
+            {"name": q.name, "properties": _properties(q.properties), **_access(namespace, q.name)}
+            for q in namespace.queues.values()
+        ],
         "topics": [
             {
                 "name": t.name,
                 "properties": _properties(t.properties),
+                **_access(namespace, t.name),
                 "subscriptions": [
                     {"name": s.name, "properties": _properties(s.properties), "rules": [_rule(r) for r in s.rules]}
                     for s in t.subscriptions.values()
@@ -59,6 +66,11 @@ def restore(namespace: Namespace, document: bytes) -> None:
     try:
         data = json.loads(document)
         queues = [QueueConfig(q["name"], _read_properties(q["properties"])) for q in data["queues"]]
+        access = {
+            entity["name"].lower(): [_read_access_rule(r) for r in entity["authorization_rules"]]
+            for entity in (*data["queues"], *data["topics"])
+            if entity.get("authorization_rules")
+        }
         topics = [
             TopicConfig(
                 t["name"],
@@ -79,6 +91,7 @@ def restore(namespace: Namespace, document: bytes) -> None:
         key = queue.name.lower()
         if key not in namespace.queues and key not in namespace.topics:
             namespace.add_queue(queue)
+            _restore_access(namespace, queue.name, access.get(key))
     for topic in topics:
         key = topic.name.lower()
         if key in namespace.queues:
@@ -86,6 +99,7 @@ def restore(namespace: Namespace, document: bytes) -> None:
         existing = namespace.topics.get(key)
         if existing is None:
             namespace.add_topic(topic)
+            _restore_access(namespace, topic.name, access.get(key))
             continue
         for sub in topic.subscriptions:
             if sub.name.lower() not in existing.subscriptions:
@@ -140,3 +154,30 @@ def _read_rule(raw: dict[str, Any]) -> RuleConfig:
         parameters=dict(_untyped(raw.get("parameters", ()))),
         action_parameters=dict(_untyped(raw.get("action_parameters", ()))),
     )
+
+
+def _access(namespace: Namespace, name: str) -> dict[str, Any]:
+    """The entity's own authorization rules, if it has any (an entity without writes no key)."""
+    rules = namespace.access_rules.get(name.lower(), ())
+    if not rules:
+        return {}
+    return {
+        "authorization_rules": [
+            {"name": rule.name, "keys": list(rule.keys), "rights": list(right_names(rule.rights))} for rule in rules
+        ]
+    }
+
+
+def _read_access_rule(raw: dict[str, Any]) -> AccessRule:
+    keys = tuple(raw["keys"])
+    if not raw["name"] or not keys or not all(isinstance(key, str) and key for key in keys):
+        raise ValueError("an authorization rule without a name or keys")
+    return AccessRule(raw["name"], keys, parse_rights(raw["rights"], "authorization rule"))
+
+
+def _restore_access(namespace: Namespace, name: str, rules: list[AccessRule] | None) -> None:
+    if rules:
+        try:
+            namespace.set_access_rules(name, rules)
+        except ValueError as exc:
+            log.error("the stored authorization rules of %r are not restored (%s)", name, exc)

@@ -9,11 +9,18 @@ element. Writing emits elements in the order of the service's data contracts.
 
 from __future__ import annotations
 
+import datetime as dt
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from amqplink.atom.authorization import (
+    SHARED_ACCESS_RULE,
+    SharedAccessRule,
+    authorization_rules_xml,
+    read_authorization_rules,
+)
 from amqplink.atom.document import (
     COUNTS_NS,
     MAX_TIMESPAN,
@@ -34,10 +41,21 @@ from amqplink.broker.config import (
     parse_duration,
 )
 from amqplink.broker.namespace.counts import MessageCounts
+from amqplink.broker.rights import (
+    MAX_ENTITY_RULES,
+    RULE_NAME,
+    AccessRule,
+    check_key,
+    new_key,
+    parse_rights,
+    right_names,
+)
 
 __all__ = [
     "Counts",
     "EntityMeta",
+    "described_access_rules",
+    "read_access_rules",
     "MAX_DUPLICATE_WINDOW",
     "MAX_USER_METADATA",
     "MIN_DUPLICATE_WINDOW",
@@ -232,6 +250,72 @@ def read_meta(desc: ET.Element, base: EntityMeta, now: float) -> EntityMeta:
     return replace(base, **changed)
 
 
+def read_access_rules(desc: ET.Element) -> tuple[AccessRule, ...]:
+    """The queue's or topic's own shared access rules its ``AuthorizationRules`` gives (none when
+    it is left out: a description replaces the entity's); :class:`ConfigError` naming the element.
+
+    As Service Bus checks them (``SharedAccessAuthorizationRule``, Azure.Messaging.ServiceBus;
+    "Authenticate access to Azure Service Bus with Shared Access Signatures"): the only type
+    is ``SharedAccessAuthorizationRule``; ``KeyName`` letters, digits, periods, hyphens and
+    underscores (256 at most), once per entity; ``Rights`` each right once, Manage only with
+    Listen and Send; keys Base64, each made (256 random bits) when not given; 12 rules at most.
+    """
+    kind = local_name(desc.tag)
+    node = _fields(desc).get("AuthorizationRules")
+    if node is None:
+        return ()
+    where = f"{kind}.AuthorizationRules"
+    try:
+        found = read_authorization_rules(node, where)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if len(found) > MAX_ENTITY_RULES:
+        raise ConfigError(f"{where}: {len(found)} rules, above the limit of {MAX_ENTITY_RULES} per queue or topic")
+    rules: list[AccessRule] = []
+    for i, rule in enumerate(found):
+        at = f"{where}[{i}]"
+        if rule.type not in ("", SHARED_ACCESS_RULE):
+            raise ConfigError(f"{at}: type {rule.type[:60]!r} is not kept; the only rule type is {SHARED_ACCESS_RULE}")
+        if not RULE_NAME.fullmatch(rule.key_name):
+            raise ConfigError(
+                f"{at}.KeyName: {rule.key_name[:80]!r} is not a rule name"
+                " (1 to 256 letters, digits, '.', '-', '_', starting with a letter or digit)"
+            )
+        if any(other.name == rule.key_name for other in rules):
+            raise ConfigError(f"{at}.KeyName: {rule.key_name!r} appears twice")
+        try:
+            rights = parse_rights(rule.rights, f"{at}.Rights", strict=True)
+            keys = tuple(
+                new_key() if key is None else check_key(key, f"{at}.{name}")
+                for name, key in (("PrimaryKey", rule.primary_key), ("SecondaryKey", rule.secondary_key))
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        rules.append(AccessRule(rule.key_name, keys, rights))
+    return tuple(rules)
+
+
+def described_access_rules(
+    rules: Iterable[AccessRule], times: Callable[[AccessRule], tuple[float, float]]
+) -> list[SharedAccessRule]:
+    """``rules`` as a description writes them, keys included (the API answers only Manage
+    callers), with their creation and change times (``times``)."""
+    out = []
+    for rule in rules:
+        created_at, modified_at = times(rule)
+        out.append(
+            SharedAccessRule(
+                rule.name,
+                right_names(rule.rights),
+                rule.keys[0],
+                rule.keys[1] if len(rule.keys) > 1 else None,
+                dt.datetime.fromtimestamp(created_at, dt.UTC),
+                dt.datetime.fromtimestamp(modified_at, dt.UTC),
+            )
+        )
+    return out
+
+
 def _xsi_type(node: ET.Element) -> str:
     return node.attrib.get(_XSI_TYPE, "").rsplit(":", 1)[-1]
 
@@ -299,8 +383,10 @@ def _forward_dead_letters(value: str | None) -> str:
     return element("ForwardDeadLetteredMessagesTo", value) if value else ""
 
 
-def queue_description(p: EntityProperties, meta: EntityMeta, counts: Counts) -> str:
-    """A ``QueueDescription``, elements in the service's order."""
+def queue_description(
+    p: EntityProperties, meta: EntityMeta, counts: Counts, authorization: Sequence[SharedAccessRule] = ()
+) -> str:
+    """A ``QueueDescription``, elements in the service's order; ``authorization``: its own rules."""
     return (
         _open("QueueDescription")
         + element("LockDuration", format_duration(p.lock_duration))
@@ -315,7 +401,7 @@ def queue_description(p: EntityProperties, meta: EntityMeta, counts: Counts) -> 
         + element("SizeInBytes", counts.size)
         + element("MessageCount", counts.total)
         + element("IsAnonymousAccessible", False)
-        + "<AuthorizationRules/>"
+        + authorization_rules_xml(authorization)
         + element("Status", "Active")
         + _forward(p.forward_to)
         + element("UserMetadata", meta.user_metadata)
@@ -333,9 +419,15 @@ def queue_description(p: EntityProperties, meta: EntityMeta, counts: Counts) -> 
 
 
 def topic_description(
-    p: EntityProperties, meta: EntityMeta, counts: Counts, subscriptions: int, filters: Mapping[str, int]
+    p: EntityProperties,
+    meta: EntityMeta,
+    counts: Counts,
+    subscriptions: int,
+    filters: Mapping[str, int],
+    authorization: Sequence[SharedAccessRule] = (),
 ) -> str:
-    """A ``TopicDescription``; ``filters`` counts rules by filter type (``Sql``, ``Correlation``)."""
+    """A ``TopicDescription``; ``filters`` counts rules by filter type (``Sql``, ``Correlation``);
+    ``authorization``: its own rules."""
     return (
         _open("TopicDescription")
         + element("DefaultMessageTimeToLive", format_duration(p.default_message_ttl))
@@ -346,7 +438,7 @@ def topic_description(
         + element("SizeInBytes", counts.size)
         + element("FilteringMessagesBeforePublishing", False)
         + element("IsAnonymousAccessible", False)
-        + "<AuthorizationRules/>"
+        + authorization_rules_xml(authorization)
         + element("Status", "Active")
         + _times(meta)
         + element("SupportOrdering", meta.support_ordering)

@@ -34,6 +34,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from amqplink import AMQPLinkError
 from amqplink.atom import document as atom
+from amqplink.atom.authorization import SharedAccessRule
 from amqplink.atom.xmlsafe import local_name, parse_xml
 from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.config import EntityProperties, QueueConfig, RuleConfig, SubscriptionConfig, TopicConfig
@@ -41,8 +42,10 @@ from amqplink.broker.http.descriptions import (
     Counts,
     EntityMeta,
     created,
+    described_access_rules,
     description_of,
     queue_description,
+    read_access_rules,
     read_meta,
     read_properties,
     read_rule,
@@ -55,7 +58,7 @@ from amqplink.broker.namespace.counts import entity_counts, topic_counts
 from amqplink.broker.namespace.errors import EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.namespace import DEFAULT_RULE, AnySubscription, Namespace, Topic
-from amqplink.broker.rights import AccessRules, Right, describe_rights, path_covers
+from amqplink.broker.rights import AccessRule, AccessRules, Right, describe_rights, path_covers
 from amqplink.sbwire.sas import SasTokenError
 
 __all__ = ["MAX_BODY", "MAX_PAGE", "ApiError", "NamespaceApi", "error_response"]
@@ -331,8 +334,47 @@ class NamespaceApi:
     def _queue_xml(self, name: str) -> str:
         queue = self.namespace.queue(name)
         return queue_description(
-            queue.properties, self._get_meta(queue.name), _entity_counts(queue, queue.dead_letter_queue)
+            queue.properties,
+            self._get_meta(queue.name),
+            _entity_counts(queue, queue.dead_letter_queue),
+            self._access_described(queue.name),
         )
+
+    # -- a queue's or topic's own authorization rules --------------------------------
+    @staticmethod
+    def _access_path(entity: str, rule: str) -> str:
+        return f"{entity}/$authorizationrules/{rule}".lower()
+
+    def _access_described(self, entity: str) -> list[SharedAccessRule]:
+        def times(rule: AccessRule) -> tuple[float, float]:
+            meta = self._get_meta(self._access_path(entity, rule.name))
+            return meta.created, meta.updated
+
+        return described_access_rules(self.namespace.access_rules.get(entity.lower(), ()), times)
+
+    @staticmethod
+    def _read_access(desc: ET.Element) -> tuple[AccessRule, ...]:
+        try:
+            return read_access_rules(desc)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+
+    def _set_access(self, entity: str, rules: tuple[AccessRule, ...], now: float) -> None:
+        """Replace the entity's own rules: a rule kept as it was keeps its times, a changed one
+        is modified now, a new one created now; a rule left out no longer authorizes anything."""
+        before = {rule.name: rule for rule in self.namespace.access_rules.get(entity.lower(), ())}
+        metas = {}
+        for rule in rules:
+            old = before.get(rule.name)
+            meta = self._get_meta(self._access_path(entity, rule.name))
+            if old is None:
+                meta = EntityMeta(now, now)
+            elif (old.keys, old.rights) != (rule.keys, rule.rights):
+                meta = EntityMeta(meta.created, now)
+            metas[self._access_path(entity, rule.name)] = meta
+        _apply(lambda: self.namespace.set_access_rules(entity, rules))
+        self._forget(f"{entity}/$authorizationrules")
+        self._meta.update(metas)
 
     def _topic_xml(self, name: str) -> str:
         topic = self.namespace.topic(name)
@@ -344,7 +386,12 @@ class NamespaceApi:
                 kind = "Correlation" if rule.filter_type == "Correlation" else "Sql"
                 filters[kind] = filters.get(kind, 0) + 1
         return topic_description(
-            topic.properties, self._get_meta(topic.name), _topic_counts(topic), len(topic.subscriptions), filters
+            topic.properties,
+            self._get_meta(topic.name),
+            _topic_counts(topic),
+            len(topic.subscriptions),
+            filters,
+            self._access_described(topic.name),
         )
 
     def _queue_entry(self, request: web.Request, name: str) -> str:
@@ -375,17 +422,22 @@ class NamespaceApi:
         desc = self._parse(body, "QueueDescription", "TopicDescription")
         kind = local_name(desc.tag)
         now = self.clock()
+        access = self._read_access(desc)
         if self._updating(request):
             if kind == "QueueDescription":
                 queue = ns.queue(name)
                 properties = self._read_properties(desc, replacing(queue.properties))
-                self._meta[key] = self._replaced_meta(desc, name, now)
+                meta = self._replaced_meta(desc, name, now)
                 _apply(lambda: ns.update_queue(queue, properties))
+                self._meta[key] = meta
+                self._set_access(queue.name, access, now)
                 return self._entry(request, queue.name, queue.name, self._queue_xml(name))
             topic = ns.topic(name)
             properties = self._read_properties(desc, replacing(topic.properties))
-            self._meta[key] = self._replaced_meta(desc, name, now)
+            meta = self._replaced_meta(desc, name, now)
             _apply(lambda: ns.update_topic(topic, properties))
+            self._meta[key] = meta
+            self._set_access(topic.name, access, now)
             return self._entry(request, topic.name, topic.name, self._topic_xml(name))
         if key in ns.queues or key in ns.topics:
             raise ApiError(409, f"an entity called {name!r} exists already in namespace {ns.name!r}")
@@ -394,13 +446,15 @@ class NamespaceApi:
         ns.check_room()
         if kind == "QueueDescription":
             ns.add_queue(QueueConfig(name, properties))
-            log.info("management API: queue %r created", name)
-            self._meta[key] = meta
-            return self._entry(request, name, name, self._queue_xml(name), status=201)
-        ns.add_topic(TopicConfig(name, properties))
-        log.info("management API: topic %r created", name)
+        else:
+            ns.add_topic(TopicConfig(name, properties))
         self._meta[key] = meta
-        return self._entry(request, name, name, self._topic_xml(name), status=201)
+        if access:
+            self._set_access(name, access, now)
+        what = "queue" if kind == "QueueDescription" else "topic"
+        log.info("management API: %s %r created (%d authorization rules)", what, name, len(access))
+        xml = self._queue_xml(name) if kind == "QueueDescription" else self._topic_xml(name)
+        return self._entry(request, name, name, xml, status=201)
 
     # -- subscriptions ------------------------------------------------------------
     def _sub_path(self, topic: Topic, name: str) -> str:

@@ -13,14 +13,14 @@ receiver under it is then refused for want of Listen, as Service Bus does).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.namespace.envelope import as_text
 from amqplink.broker.namespace.namespace import entity_path
-from amqplink.broker.rights import AccessRules, Right, path_covers
+from amqplink.broker.rights import AccessRule, AccessRules, Right, path_covers
 from amqplink.message import Message
 from amqplink.sbwire.nodes import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from amqplink.sbwire.sas import SasFailure, SasTokenError
@@ -56,16 +56,39 @@ class Authorizations:
     granted: dict[str, tuple[float, Right]] = field(default_factory=dict)
     ever_granted: bool = False
     """Whether any token was accepted on this connection (strict mode's 20 s rule)."""
+    sources: dict[str, AccessRule] = field(default_factory=dict)
+    """The rule that signed each granted path's token, where known (:meth:`revoke`)."""
 
-    def grant(self, audience: str, expires_at: float, rights: Right = Right.LISTEN | Right.SEND | Right.MANAGE) -> None:
-        """Remember a token for ``audience`` (a URI or an entity path); a later one for the
-        same audience replaces it."""
+    def grant(
+        self,
+        audience: str,
+        expires_at: float,
+        rights: Right = Right.LISTEN | Right.SEND | Right.MANAGE,
+        source: AccessRule | None = None,
+    ) -> None:
+        """Remember a token for ``audience`` (a URI or an entity path), signed with rule
+        ``source`` if known; a later one for the same audience replaces it."""
         self.ever_granted = True
         path = entity_path(audience).lower()
         self.granted.pop(path, None)
+        self.sources.pop(path, None)
         self.granted[path] = (expires_at, rights)
+        if source is not None:
+            self.sources[path] = source
         while len(self.granted) > MAX_TOKENS_PER_CONNECTION:
-            self.granted.pop(next(iter(self.granted)))
+            self._forget(next(iter(self.granted)))
+
+    def _forget(self, path: str) -> None:
+        del self.granted[path]
+        self.sources.pop(path, None)
+
+    def revoke(self, live: Container[AccessRule]) -> list[str]:
+        """Forget and return the paths whose token's rule is no longer one of ``live`` (removed,
+        or changed over the management API): new links there need a token of a rule that holds."""
+        gone = [path for path, rule in self.sources.items() if rule not in live]
+        for path in gone:
+            self._forget(path)
+        return gone
 
     def rights(self, path: str, now: float) -> Right | None:
         """The rights live tokens grant on the entity ``path`` (lower case); None: no live token covers it."""
@@ -84,7 +107,7 @@ class Authorizations:
         """Forget and return the entity paths whose tokens ran out."""
         gone = [aud for aud, (until, _) in self.granted.items() if until <= now]
         for aud in gone:
-            del self.granted[aud]
+            self._forget(aud)
         return gone
 
 
@@ -145,5 +168,5 @@ def handle_put_token(
     except SasTokenError as exc:
         log.info("$cbs: token for %s refused: %s", audience[:200], exc)
         return status_response(request, 401, f"InvalidSignature: {exc}")
-    authorizations.grant(audience, grant.expires_at, grant.rights)
+    authorizations.grant(audience, grant.expires_at, grant.rights, grant.source)
     return status_response(request, 202, "Accepted")

@@ -52,6 +52,7 @@ from amqplink.broker.namespace.partitioned import (
     partitions_for,
 )
 from amqplink.broker.namespace.sql.rules import subscription_copies
+from amqplink.broker.rights import MAX_ENTITY_RULES, AccessRule
 from amqplink.codec.errors import DecodeError
 from amqplink.sbwire.annotations import DEADLETTER_SOURCE
 from amqplink.sbwire.formats import BATCH_FORMAT
@@ -314,11 +315,24 @@ class Namespace:
         self.on_definitions_changed: Callable[[], None] | None = None
         """Told after an entity is made, changed or deleted, or a subscription's rules are set
         (a durable store keeps the definitions)."""
+        self.access_rules: dict[str, tuple[AccessRule, ...]] = {}
+        """Each queue's or topic's own authorization rules, by its lower-cased name (the
+        configuration's and those set over the management API; :meth:`set_access_rules`)."""
+        self.access_version = 0
+        """Counts changes of :attr:`access_rules` (whoever verifies tokens rebuilds its rules then)."""
+        self.on_access_rules_changed: Callable[[], None] | None = None
+        """Told after :attr:`access_rules` changed (the host revokes what a removed or changed rule granted)."""
         if config is not None:
             for q in config.queues:
                 self.add_queue(q)
             for t in config.topics:
                 self.add_topic(t)
+            by_entity: dict[str, list[AccessRule]] = {}
+            for rule in config.authorization_rules:
+                if rule.entity:
+                    by_entity.setdefault(rule.entity, []).append(rule)
+            for entity, rules in by_entity.items():
+                self.set_access_rules(entity, rules)
 
     # -- building -----------------------------------------------------------------
     def _new_name(self, name: str) -> str:
@@ -450,6 +464,7 @@ class Namespace:
         queue = self.queue(name)
         del self.queues[name.lower()]
         self._forget(queue, queue.dead_letter_queue)
+        self._drop_access_rules(name)
         self._changed()
         log.info("queue %r deleted", queue.name)
         return queue
@@ -461,6 +476,7 @@ class Namespace:
         for sub in topic.subscriptions.values():
             self._forget(sub, sub.dead_letter_queue)
         topic.cancel_scheduled(list(topic.scheduled_sequence_numbers))
+        self._drop_access_rules(name)
         self._changed()
         log.info("topic %r deleted", topic.name)
         return topic
@@ -519,6 +535,40 @@ class Namespace:
             )
         sub.rules = rules
         self._changed()
+
+    def set_access_rules(self, name: str, rules: Sequence[AccessRule]) -> None:
+        """Replace queue or topic ``name``'s own authorization rules (none: it has none): tokens
+        verified from now on see only these. ``amqp:not-found`` for no such entity,
+        ``ValueError`` above :data:`~amqplink.broker.rights.MAX_ENTITY_RULES` or for a name
+        given twice."""
+        key = name.lower()
+        if key not in self.queues and key not in self.topics:
+            raise EntityError(NOT_FOUND, f"no queue or topic {name!r} in namespace {self.name!r}")
+        if len(rules) > MAX_ENTITY_RULES:
+            raise ValueError(f"{name!r} would hold {len(rules)} authorization rules, above {MAX_ENTITY_RULES}")
+        names = [rule.name for rule in rules]
+        if len(set(names)) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ValueError(f"{name!r}: authorization rule {twice!r} is given twice")
+        if rules:
+            self.access_rules[key] = tuple(dataclasses.replace(rule, entity=key) for rule in rules)
+        else:
+            self.access_rules.pop(key, None)
+        self._access_changed()
+        self._changed()
+
+    def _drop_access_rules(self, name: str) -> None:
+        if self.access_rules.pop(name.lower(), None) is not None:
+            self._access_changed()
+
+    def _access_changed(self) -> None:
+        self.access_version += 1
+        if self.on_access_rules_changed is not None:
+            self.on_access_rules_changed()
+
+    def entity_access_rules(self) -> list[AccessRule]:
+        """Every queue's and topic's own authorization rules."""
+        return [rule for rules in self.access_rules.values() for rule in rules]
 
     # -- addresses ----------------------------------------------------------------
     def resolve(self, address: str) -> Node:

@@ -126,7 +126,9 @@ class ApiVersion(enum.StrEnum):
 
 @dataclass
 class AuthorizationRule(DictMixin):
-    """An entity's own SAS rule (read only here: this client does not send keys it did not get)."""
+    """A queue's or topic's own shared access (SAS) rule, sent and read back in its description:
+    ``key_name``, ``rights`` (Listen, Send; Manage only with both), the keys (the service makes
+    those not given: 256 random bits in Base64). Keys never appear in a repr."""
 
     _: KW_ONLY
     type: str | None = None

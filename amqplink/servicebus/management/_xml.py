@@ -14,6 +14,12 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, TypeVar
 
+from amqplink.atom.authorization import (
+    SHARED_ACCESS_RULE,
+    SharedAccessRule,
+    authorization_rules_xml,
+    read_authorization_rules,
+)
 from amqplink.atom.document import (
     ATOM_NS,
     SB_NS,
@@ -26,6 +32,8 @@ from amqplink.atom.document import (
 from amqplink.atom.values import CORRELATION_FIELDS, key_values_xml, parse_time, read_key_values
 from amqplink.atom.xmlsafe import local_name, parse_xml
 from amqplink.servicebus.management._models import (
+    AccessRights,
+    AuthorizationRule,
     CorrelationRuleFilter,
     FalseRuleFilter,
     NamespaceProperties,
@@ -55,7 +63,7 @@ __all__ = [
 M = TypeVar("M")
 _XSI_TYPE = f"{{{XSI_NS}}}type"
 
-# (element, attribute, kind); kinds: bool, int, str, duration
+# (element, attribute, kind); kinds: bool, int, str, duration, rules (a list of AuthorizationRule)
 _QUEUE = (
     ("LockDuration", "lock_duration", "duration"),
     ("MaxSizeInMegabytes", "max_size_in_megabytes", "int"),
@@ -66,6 +74,7 @@ _QUEUE = (
     ("DuplicateDetectionHistoryTimeWindow", "duplicate_detection_history_time_window", "duration"),
     ("MaxDeliveryCount", "max_delivery_count", "int"),
     ("EnableBatchedOperations", "enable_batched_operations", "bool"),
+    ("AuthorizationRules", "authorization_rules", "rules"),
     ("Status", "status", "str"),
     ("AutoDeleteOnIdle", "auto_delete_on_idle", "duration"),
     ("EnablePartitioning", "enable_partitioning", "bool"),
@@ -82,6 +91,7 @@ _TOPIC = (
     ("DuplicateDetectionHistoryTimeWindow", "duplicate_detection_history_time_window", "duration"),
     ("EnableBatchedOperations", "enable_batched_operations", "bool"),
     ("FilteringMessagesBeforePublishing", "filtering_messages_before_publishing", "bool"),
+    ("AuthorizationRules", "authorization_rules", "rules"),
     ("Status", "status", "str"),
     ("SupportOrdering", "support_ordering", "bool"),
     ("AutoDeleteOnIdle", "auto_delete_on_idle", "duration"),
@@ -165,9 +175,49 @@ def _description(model: Any, extra: str = "") -> str:
     inner = ""
     for name, attr, kind in table:
         value = getattr(model, attr)
-        if value is not None:
+        if value is not None and kind == "rules":
+            inner += authorization_rules_xml(_shared_access_rule(rule) for rule in value)
+        elif value is not None:
             inner += element(name, _text(kind, value, f"{type(model).__name__}.{attr}"))
     return f'<{tag} xmlns="{SB_NS}" xmlns:i="{XSI_NS}">{inner}{extra}</{tag}>'
+
+
+def _shared_access_rule(rule: AuthorizationRule) -> SharedAccessRule:
+    if not isinstance(rule, AuthorizationRule):
+        raise TypeError(f"authorization_rules: expected AuthorizationRule items, not {type(rule).__name__}")
+    return SharedAccessRule(
+        rule.key_name or "",
+        tuple(str(right) for right in rule.rights or ()),
+        rule.primary_key,
+        rule.secondary_key,
+        rule.created_at_utc,
+        rule.modified_at_utc,
+        type=rule.type or SHARED_ACCESS_RULE,
+        claim_type=rule.claim_type or "SharedAccessKey",
+        claim_value=rule.claim_value or "None",
+    )
+
+
+def _authorization_rule(rule: SharedAccessRule) -> AuthorizationRule:
+    rights: list[AccessRights | str] = [_right(right) for right in rule.rights]
+    return AuthorizationRule(
+        type=rule.type or None,
+        claim_type=rule.claim_type or None,
+        claim_value=rule.claim_value or None,
+        rights=rights,
+        created_at_utc=rule.created,
+        modified_at_utc=rule.modified,
+        key_name=rule.key_name,
+        primary_key=rule.primary_key,
+        secondary_key=rule.secondary_key,
+    )
+
+
+def _right(name: str) -> AccessRights | str:
+    try:
+        return AccessRights(name)
+    except ValueError:
+        return name
 
 
 def properties_entry(model: QueueProperties | TopicProperties | SubscriptionProperties) -> bytes:
@@ -262,7 +312,10 @@ def _read(desc: ET.Element, table: tuple[tuple[str, str, str], ...]) -> dict[str
     out: dict[str, Any] = {}
     for name, attr, kind in table:
         node = parts.get(name)
-        if node is not None and (node.text is not None or kind == "str"):
+        if node is not None and kind == "rules":
+            # none reads back None, as the SDK's models give it
+            out[attr] = [_authorization_rule(rule) for rule in read_authorization_rules(node)] or None
+        elif node is not None and (node.text is not None or kind == "str"):
             out[attr] = _value(kind, node.text or "")
     return out
 
