@@ -251,6 +251,8 @@ class ServiceBusHost:
         """Start the clock task (call from the event loop)."""
         if self._task is None:
             self.faults.loop = asyncio.get_running_loop()
+            if self.persistence is not None:
+                self.persistence.commits.bind()
             self._task = self.faults.loop.create_task(self._run_clock())
 
     async def stop(self) -> None:

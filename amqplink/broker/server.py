@@ -81,6 +81,7 @@ def _servicebus_host(
         if data_dir is not None:
             directory = Path(data_dir) if index == 0 else Path(data_dir) / "namespaces" / namespace.name.lower()
             persistence = Persistence(directory)
+            persistence.commits.wait_for_bind()  # bound when served (ServiceBusHost.start)
             persistence.attach(namespace)
         # the namespace keeps its queues' and topics' own rules (Namespace.access_rules)
         configured = () if ns_config is None else [r for r in ns_config.authorization_rules if not r.entity]

@@ -143,6 +143,7 @@ class GroupCommit:
         self._lazy: asyncio.TimerHandle | None = None
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._wait_for_bind = False
         self._idle: asyncio.Event | None = None
         self._queue: queue.SimpleQueue[_Batch | str | None] = queue.SimpleQueue()
         self._refusing: BaseException | None = None
@@ -213,11 +214,28 @@ class GroupCommit:
         if not self._scheduled:
             self.kick()
 
+    def wait_for_bind(self) -> None:
+        """Hand nothing to the writer until :meth:`bind` names the loop that runs the store:
+        an owner made in one event loop and run in another (a broker built in a coroutine and
+        served from its own thread) must not have its first batch scheduled on the loop that
+        happened to be running when it was built. What is recorded meanwhile goes with the
+        first batch after :meth:`bind`."""
+        self._wait_for_bind = True
+
+    def bind(self) -> None:
+        """(On the loop that runs the store.) Schedule batches on this loop from now on."""
+        self._wait_for_bind = False
+        self._loop = asyncio.get_running_loop()
+        if self._pending:
+            self.kick()
+
     def kick(self) -> None:
         """Have the pending batch handed to the writer at the end of this loop turn."""
         if self._scheduled:
             return
         if self._loop is None:
+            if self._wait_for_bind:
+                return
             try:
                 self._loop = asyncio.get_running_loop()
             except RuntimeError:  # before the broker runs: written with the first batch in it

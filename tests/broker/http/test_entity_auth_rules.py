@@ -391,8 +391,6 @@ def test_config_holds_12_rules_per_entity_at_most() -> None:
 
 # -- durable ------------------------------------------------------------------------------------------
 def test_rules_made_over_rest_survive_a_restart(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # (not a coroutine test: a durable broker made while another thread's event loop runs
-    # hands its commits to that loop; the broker's thread must make it)
     caplog.set_level(logging.DEBUG)
     secret = key()
     with running_broker(BrokerConfig(), http_port=0, data_dir=tmp_path) as first, session_for(first) as session:
