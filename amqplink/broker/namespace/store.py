@@ -113,6 +113,11 @@ class MemoryStore:
             for message in messages:
                 self.append(message)
             return
+        self._append_after(messages)
+
+    def _append_after(self, messages: list[StoredMessage]) -> None:
+        """:meth:`append_run` of ``messages``, which all come after the last one here (for a
+        subclass that has checked it)."""
         stored = self._messages
         for message in messages:
             stored[message.sequence_number] = message
