@@ -37,7 +37,7 @@ import math
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, groupby
 from operator import add, attrgetter
 
 from amqplink import AMQPLinkError
@@ -157,7 +157,26 @@ def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMes
     """:func:`message_records` of each of ``messages`` (None: skipped) in turn, in one call; a
     run of messages with consecutive sequence numbers and the same fields (as many sent
     together are) as one ``B`` record (:data:`RUN`). Each message's bytes are written as the
-    envelope holds them (head, properties, body), not copied into one."""
+    envelope holds them (head, properties, body), not copied into one.
+
+    The messages are taken a stretch of equal fields at a time (those of one batch transfer,
+    or of one loop turn's sends, mostly), and a stretch that is one run (:func:`_one_run`)
+    is written with no Python code per message; any other one message by message."""
+    listed = list(messages)
+    if None in listed:  # (a message gone since it was stored: rare)
+        _runs_records(out, entity, listed)
+        return
+    at = 0
+    for _, same in groupby(map(_SHARED, listed)):
+        n = len(list(same))
+        stretch = listed[at : at + n]
+        at += n
+        if n == 1 or not _one_run(out, entity, stretch):
+            _runs_records(out, entity, stretch)
+
+
+def _runs_records(out: list[bytes], entity: int, messages: list[StoredMessage | None]) -> None:
+    """:func:`messages_records`, message by message: each run found as it goes."""
     heads: list[bytes] = []
     props: list[bytes] = []
     bodies: list[bytes] = []
@@ -200,6 +219,36 @@ def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMes
         _run_records(out, entity, first, heads, props, bodies)
 
 
+def _one_run(out: list[bytes], entity: int, messages: list[StoredMessage | None]) -> bool:
+    """The records of ``messages``, none None and all with the same fields, as one run when
+    they are one (consecutive sequence numbers, one head for all: the same header and
+    annotations objects, or none), checked and gathered a list at a time with no Python code
+    per message; False (nothing written) when they are not."""
+    first = messages[0]
+    assert first is not None
+    start = first.sequence_number
+    if list(map(_SEQUENCE, messages)) != list(range(start, start + len(messages))):
+        return False
+    envelopes = list(map(_ENVELOPE, messages))
+    headers = list(map(_HEADER, envelopes))
+    annotations = list(map(_ANNOTATIONS, envelopes))
+    if headers.count(None) == len(headers) and not any(annotations):
+        head = b""
+    else:  # (the same objects: an envelope's annotations are never changed in place)
+        ids = [*map(id, headers), *map(id, annotations)]
+        if ids.count(ids[0]) + ids.count(ids[-1]) != len(ids):
+            return False
+        head = envelopes[0].head()
+    _run_records(out, entity, first, [head] * len(envelopes), list(map(_PROPS, envelopes)), list(map(_BODY, envelopes)))
+    return True
+
+
+_SEQUENCE = attrgetter("sequence_number")
+_ENVELOPE = attrgetter("envelope")
+_HEADER = attrgetter("header")
+_ANNOTATIONS = attrgetter("annotations")
+_PROPS = attrgetter("props_raw")
+_BODY = attrgetter("body")
 _SHARED = attrgetter("state", "delivery_count", "deferred", "enqueued_at", "expires_at", "scheduled_at")
 """The fields :func:`_stored_fields` writes, as the message holds them: equal for the messages
 of one ``B`` record (compared as one tuple)."""
@@ -210,18 +259,19 @@ def _run_records(
     bodies: list[bytes],
 ) -> None:  # fmt: skip
     """The records of a run: ``first`` and those after it, whose fields it shares, their bytes
-    in pieces (one: an ``M`` record)."""
+    in pieces (one: an ``M`` record); an empty head or properties is an empty piece, which
+    writes nothing."""
     assert first is not None
     fields = _stored_fields(first)
     if len(bodies) == 1:
         head, prop, body = heads[0], props[0], bodies[0]
-        out += (_MESSAGE(K_MESSAGE, entity, first.sequence_number, *fields, len(head) + len(prop) + len(body)),
-                head, prop, body)  # fmt: skip  (an empty head or properties: an empty piece, nothing written)
+        size = len(head) + len(prop) + len(body)
+        out += (_MESSAGE(K_MESSAGE, entity, first.sequence_number, *fields, size), head, prop, body)
         return
     lengths = map(add, map(add, map(len, heads), map(len, props)), map(len, bodies))
     out.append(_RUN(K_RUN, entity, first.sequence_number, len(bodies), *fields))
     out.append(struct.pack(f">{len(bodies)}I", *lengths))
-    out += chain.from_iterable(zip(heads, props, bodies))
+    out += chain.from_iterable(zip(heads, props, bodies, strict=True))
 
 
 def sequence_record(entity: int, next_sequence: int) -> bytes:
