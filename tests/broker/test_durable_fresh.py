@@ -1,8 +1,9 @@
 """What the store writes for the messages stored since the last batch: each entity's store
 hands the batch the messages it took since then as they are (nothing recorded per message,
-nothing at all for one gone before the batch), those that are only a body and share their
-fields as one ``B`` record; the changes of older messages with consecutive sequence numbers
-go as runs too (``V``: their states, ``G``: gone). Whatever sends, locks, completions,
+nothing at all for one gone before the batch), those with consecutive sequence numbers that
+share their fields as one ``B`` record (a batch transfer's: their head encoded once); the
+changes of older messages with consecutive sequence numbers go as runs too (``V``: their
+states, ``G``: gone). Whatever sends, locks, completions,
 abandons, deferrals and commits come in whatever order, a restart finds exactly what the
 namespace held; and a run record replays as the records of its messages one at a time would."""
 

@@ -13,7 +13,7 @@ fields packed big-endian with :mod:`struct`, and for some a variable tail:
 * ``B`` messages stored together, their sequence numbers consecutive (as a run of ``M``
   records): entity, the first's sequence number, how many, the fields they share (state,
   delivery count, deferred, enqueued/expiry/scheduled time), each one's length (u32),
-  then their bytes one after another;
+  then their bytes one after another (each message's as an ``M`` record holds them);
 * ``U`` a message's state changed: the same as ``M`` without the bytes;
 * ``V`` state changes of messages with consecutive sequence numbers whose fields are now
   the same (as a run of ``U`` records): entity, the first's sequence number, how many,
