@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from amqplink.aio.transport import EngineProtocol
@@ -91,6 +92,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_SETTLED = attrgetter("settled")
+"""Whether a delivery is settled (a run of them checked with no Python code per delivery)."""
 
 EMULATOR_KEY_NAME = "RootManageSharedAccessKey"
 EMULATOR_KEY = "SAS_KEY_VALUE"
@@ -840,7 +844,7 @@ class _ServiceBusConnection:
             if stored:
                 # settle_all passes over those the sender settled (nothing to answer) ...
                 accepted = deliveries if stored == len(deliveries) else deliveries[:stored]
-                if self.host.persistence is not None and any(delivery.settled for delivery in accepted):
+                if self.host.persistence is not None and any(map(_SETTLED, accepted)):
                     top_up = True  # ... and those top the credit up at once (_settle_received)
                 deliveries = deliveries[stored:]  # the rest one at a time, after those
         store = namespace.sender(target)  # the target's kind looked at once for the run

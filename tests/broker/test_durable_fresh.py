@@ -1,8 +1,9 @@
 """What the store writes for the messages stored since the last batch: each entity's store
 hands the batch the messages it took since then as they are (nothing recorded per message,
-nothing at all for one gone before the batch), those that are only a body and share their
-fields as one ``B`` record; the changes of older messages with consecutive sequence numbers
-go as runs too (``V``: their states, ``G``: gone). Whatever sends, locks, completions,
+nothing at all for one gone before the batch), those with consecutive sequence numbers that
+share their fields as one ``B`` record (a batch transfer's: their head encoded once); the
+changes of older messages with consecutive sequence numbers go as runs too (``V``: their
+states, ``G``: gone). Whatever sends, locks, completions,
 abandons, deferrals and commits come in whatever order, a restart finds exactly what the
 namespace held; and a run record replays as the records of its messages one at a time would."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import tempfile
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +35,18 @@ from amqplink.broker.durable.records import (
     RUN,
     STATE,
     State,
+    _one_run,
+    _runs_records,
     delete_record,
     sequence_record,
 )
 from amqplink.broker.namespace import MessageState, Namespace
+from amqplink.broker.namespace.batches import read_batch
 from amqplink.broker.namespace.entity import Entity
-from amqplink.broker.namespace.envelope import body_only, split_message
+from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.store import StoredMessage
 from amqplink.message import Message
+from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
 from tests import profiles
 from tests.broker.nsutil import send
 
@@ -51,11 +57,27 @@ NOW = 1_700_000_000.0
 
 # -- records ---------------------------------------------------------------------------------
 
+
+def _batch_envelopes(keys: str) -> list[Envelope]:
+    """The messages of a Service Bus batch transfer, a partition key each from ``keys``: those
+    with the same key as the one before share its annotations (the same dict, as the broker's
+    batch reader makes them)."""
+    batch = ServiceBusMessageBatch(1 << 20)
+    for i, key in enumerate(keys):
+        batch.add_message(ServiceBusMessage(b"x%d" % i, message_id=f"b{i}", partition_key=key))
+    envelopes = read_batch(batch._payload())
+    assert envelopes is not None
+    return envelopes
+
+
+BATCHED = _batch_envelopes("kkj")
 ENVELOPES = [
     body_only(Message(b"a").encode()),
     body_only(Message(bytes(300)).encode()),
     split_message(Message(b"b", message_id="m", application_properties={"k": 1}).encode()),
     split_message(Message(b"c", ttl=5000, durable=True).encode()),
+    *BATCHED,  # (the first two share their annotations, the third's differ)
+    _batch_envelopes("k")[0],  # the same annotations as the first two, another dict
 ]
 STATES = list(MessageState)
 
@@ -114,13 +136,48 @@ def _replayed(records: list[bytes]) -> State:
     return state
 
 
+runs = st.lists(
+    st.one_of(
+        st.none(),
+        st.tuples(
+            st.sampled_from([0, 0, 0, 1]),  # mostly consecutive
+            st.one_of(st.sampled_from(range(len(ENVELOPES))), st.sampled_from([4, 5])),  # (4, 5: one head)
+            st.just(MessageState.AVAILABLE),
+            st.just(0),
+            st.just(False),
+            st.sampled_from([10.0, 10.0, 11.5]),
+            st.just(math.inf),
+            st.just(None),
+        ),
+    ),
+    max_size=30,
+)
+"""Mostly runs (what a batch transfer stores): stretches that :func:`_one_run` writes at once."""
+
+
 @settings(deadline=None)
-@given(plan=messages)
+@given(plan=st.one_of(messages, runs))
 def test_messages_records_replay_as_one_message_record_each(plan: list[Any]) -> None:
     msgs = _built(plan)
     records: list[bytes] = []
     messages_records(records, 7, msgs)
     assert _replayed(records) == _replayed(_one_at_a_time(7, msgs))
+    one_by_one: list[bytes] = []
+    _runs_records(one_by_one, 7, msgs)  # (the stretches written at once: exactly the same records)
+    assert b"".join(records) == b"".join(one_by_one)
+
+
+def test_a_stretch_of_a_batch_transfers_messages_is_written_at_once() -> None:
+    shared = _batch_envelopes("k" * 5)
+    msgs: list[StoredMessage | None] = [StoredMessage(seq, e, 10.0, math.inf) for seq, e in enumerate(shared, 5)]
+    records: list[bytes] = []
+    assert _one_run(records, 3, msgs)
+    assert not _one_run([], 3, [*msgs[:2], StoredMessage(7, BATCHED[2], 10.0, math.inf)])  # (another head)
+    assert not _one_run([], 3, msgs[:2] + msgs[3:])  # (not consecutive)
+    assert [r[0] for r in records if len(r) == RUN.size] == [K_RUN]
+    assert _replayed(records).messages[3] == {
+        seq: (0, 0, 0, 10.0, math.inf, None, e.encode()) for seq, e in enumerate(shared, 5)
+    }
 
 
 def test_a_run_of_messages_that_are_only_a_body_is_one_record() -> None:
@@ -144,6 +201,31 @@ def test_a_run_of_messages_that_are_only_a_body_is_one_record() -> None:
     )
     assert _replayed(records).messages == {
         3: {seq: (0, 0, 0, 10.0, math.inf, None, envelope.encode()) for seq in (5, 6, 7, 9)}
+    }
+
+
+def test_the_messages_of_a_batch_transfer_are_one_record_their_shared_head_encoded_once() -> None:
+    msgs: list[StoredMessage | None] = [
+        StoredMessage(seq, envelope, 10.0, math.inf) for seq, envelope in enumerate(BATCHED, 5)
+    ]
+    heads = []
+    original = Envelope.head
+
+    def head(self: Envelope) -> bytes:
+        heads.append(self)
+        return original(self)
+
+    records: list[bytes] = []
+    Envelope.head = head  # type: ignore[method-assign]
+    try:
+        messages_records(records, 3, msgs)
+    finally:
+        Envelope.head = original  # type: ignore[method-assign]
+    assert heads == [BATCHED[0], BATCHED[2]]  # once per distinct annotations
+    assert [r[0] for r in records if len(r) == RUN.size] == [K_RUN]
+    assert RUN.unpack_from(records[0])[:4] == (K_RUN, 3, 5, 3)
+    assert _replayed(records).messages == {
+        3: {seq: (0, 0, 0, 10.0, math.inf, None, envelope.encode()) for seq, envelope in enumerate(BATCHED, 5)}
     }
 
 
@@ -225,6 +307,34 @@ def _journal_with_a_run(directory: Path) -> tuple[Journal, int]:
     messages_records(run, 1, [StoredMessage(seq, envelope, 10.0, math.inf) for seq in (2, 3, 4)])
     journal.append([*run, sequence_record(1, 5)])
     return journal, whole
+
+
+def test_a_run_with_heads_torn_at_any_byte_is_dropped_with_its_batch(tmp_path: Path) -> None:
+    """A batch transfer's messages (annotations, properties and body each) written as one run:
+    a write of it cut at any byte reads back as the batch before it alone, and is cut off."""
+    envelope = ENVELOPES[0]
+    assert envelope is not None
+    with closing(Journal(tmp_path / "whole", fsync=False)) as journal:
+        journal.append(_one_at_a_time(1, [StoredMessage(1, envelope, 10.0, math.inf)]))
+        whole = journal.size
+        run: list[bytes] = []
+        messages_records(run, 1, [StoredMessage(seq, e, 10.0, math.inf) for seq, e in enumerate(BATCHED, 2)])
+        assert sum(1 for r in run if len(r) == RUN.size and r[0] == K_RUN) == 1
+        journal.append([*run, sequence_record(1, 5)])
+        ((_, path),) = journal_files(journal.directory)
+    data = Path(path).read_bytes()
+    with closing(Journal(tmp_path / "whole", fsync=False)) as again:
+        assert {seq: fields[6] for seq, fields in again.state.messages[1].items()} == {
+            1: envelope.encode(),
+            **{seq: e.encode() for seq, e in enumerate(BATCHED, 2)},
+        }
+    for cut in range(whole, len(data)):
+        directory = tmp_path / f"cut{cut}"
+        directory.mkdir()
+        (directory / Path(path).name).write_bytes(data[:cut])
+        with closing(Journal(directory, fsync=False)) as torn:
+            assert list(torn.state.messages[1]) == [1]
+        assert (directory / Path(path).name).stat().st_size == whole
 
 
 def test_old_message_records_and_runs_are_read_back_together(tmp_path: Path) -> None:

@@ -67,7 +67,8 @@ def _payload(shape: str, n: int) -> tuple[bytes, int]:
         return Message(bytes(3000)).encode(), 0  # above plain's maximum
     if shape == "garbage":
         return b"\x00\x53\x73\xc0\x05\x02\xff", 0  # properties that cannot be decoded
-    parts = [Message(body + bytes([i]), message_id=f"b{n}-{i}").encode() for i in range(2)]
+    key = {Symbol("x-opt-partition-key"): f"k{n % 2}"}  # (one for the batch: read once, its messages share it)
+    parts = [Message(body + bytes([i]), message_id=f"b{n}-{i}", message_annotations=key).encode() for i in range(2)]
     return Message(parts, body_type="data").encode(), BATCH_FORMAT
 
 

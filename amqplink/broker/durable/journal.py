@@ -30,7 +30,8 @@ batch only.
 Why not SQLite (what the store used before; ``interop/bench_store.py``): each
 message cost a B-tree insert and delete, 10 bound parameters and WAL page writes on
 the writer thread with the GIL held, about 6 us of CPU per message on top of the
-event loop's work; a record here is one ``struct.pack`` on the loop.
+event loop's work; a record here is one ``struct.pack`` on the loop (a run of messages
+stored together, as a batch transfer's are, one for the run: :func:`.records.messages_records`).
 """
 
 from __future__ import annotations

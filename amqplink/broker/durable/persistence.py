@@ -111,6 +111,20 @@ class DurableStore(MemoryStore):
         elif seq <= self.written:  # (a message put back: above, the next batch writes it anyway)
             self._commits.insert(self._key | seq, message)
 
+    def append_run(self, messages: list[StoredMessage]) -> None:
+        """:meth:`append` each of ``messages`` (in increasing sequence order), in one go when they
+        are all new (the usual case: a run sent together): the next batch writes them all."""
+        first = messages[0].sequence_number
+        if first <= self.high:  # (a message put back among them: one by one)
+            for message in messages:
+                self.append(message)
+            return
+        self._append_after(messages)
+        self.high = messages[-1].sequence_number
+        if not self._first:
+            self._first = first
+            self._commits.fresh(self._write)
+
     def _write_fresh(self, out: list[bytes] | None) -> None:
         """:data:`~.commit.FreshWriter`: the messages stored since the batch before (those
         still here, as they are now) and the next sequence number; then they count as written."""

@@ -13,7 +13,7 @@ fields packed big-endian with :mod:`struct`, and for some a variable tail:
 * ``B`` messages stored together, their sequence numbers consecutive (as a run of ``M``
   records): entity, the first's sequence number, how many, the fields they share (state,
   delivery count, deferred, enqueued/expiry/scheduled time), each one's length (u32),
-  then their bytes one after another;
+  then their bytes one after another (each message's as an ``M`` record holds them);
 * ``U`` a message's state changed: the same as ``M`` without the bytes;
 * ``V`` state changes of messages with consecutive sequence numbers whose fields are now
   the same (as a run of ``U`` records): entity, the first's sequence number, how many,
@@ -37,6 +37,8 @@ import math
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain, groupby
+from operator import add, attrgetter
 
 from amqplink import AMQPLinkError
 from amqplink.broker.namespace.envelope import split_message
@@ -153,67 +155,123 @@ def message_records(out: list[bytes], entity: int, msg: StoredMessage) -> None:
 
 def messages_records(out: list[bytes], entity: int, messages: Iterable[StoredMessage | None]) -> None:
     """:func:`message_records` of each of ``messages`` (None: skipped) in turn, in one call; a
-    run of messages that are only a body, with consecutive sequence numbers and the same
-    fields (as many sent together are), as one ``B`` record (:data:`RUN`)."""
-    append, pack = out.append, _MESSAGE
+    run of messages with consecutive sequence numbers and the same fields (as many sent
+    together are) as one ``B`` record (:data:`RUN`). Each message's bytes are written as the
+    envelope holds them (head, properties, body), not copied into one.
+
+    The messages are taken a stretch of equal fields at a time (those of one batch transfer,
+    or of one loop turn's sends, mostly), and a stretch that is one run (:func:`_one_run`)
+    is written with no Python code per message; any other one message by message."""
+    listed = list(messages)
+    if None in listed:  # (a message gone since it was stored: rare)
+        _runs_records(out, entity, listed)
+        return
+    at = 0
+    for _, same in groupby(map(_SHARED, listed)):
+        n = len(list(same))
+        stretch = listed[at : at + n]
+        at += n
+        if n == 1 or not _one_run(out, entity, stretch):
+            _runs_records(out, entity, stretch)
+
+
+def _runs_records(out: list[bytes], entity: int, messages: list[StoredMessage | None]) -> None:
+    """:func:`messages_records`, message by message: each run found as it goes."""
+    heads: list[bytes] = []
+    props: list[bytes] = []
     bodies: list[bytes] = []
-    """The bodies of the run under way (empty: none), whose first message is ``first``."""
+    """The pieces of the messages of the run under way (empty: none), whose first is ``first``."""
+    add_head, add_props, add_body = heads.append, props.append, bodies.append
     first: StoredMessage | None = None
-    # ``first``'s fields (the sequence number: the next one's), which the run's others have too:
-    seq, enqueued, expires, delivery_count, deferred = 0, 0.0, 0.0, 0, False
-    state, scheduled = MessageState.AVAILABLE, None
+    shared: tuple[object, ...] = ()
+    """``first``'s fields (:data:`_SHARED`), which the run's others have too."""
+    seq = 0
+    """The sequence number the run's next message has."""
+    # The head (header and message-annotations sections) of the message before, and the header
+    # and annotations it was encoded from: the messages of a batch transfer mostly share them
+    # (the same objects: an envelope's annotations are never changed in place, ``Envelope.with_*``
+    # copy them), so a distinct head is encoded once per run of them.
+    header_of: object = None
+    annotations_of: object = None
+    head = b""
     for msg in messages:
         if msg is None:
             if bodies:
-                _run_records(out, entity, first, bodies)
-                bodies = []
+                _run_records(out, entity, first, heads, props, bodies)
+                heads, props, bodies = [], [], []
+                add_head, add_props, add_body = heads.append, props.append, bodies.append
             continue
         envelope = msg.envelope
-        if envelope.header is None and not envelope.annotations and not envelope.props_raw:  # only a body
-            if (
-                bodies
-                and msg.sequence_number == seq
-                and msg.enqueued_at == enqueued
-                and msg.expires_at == expires
-                and msg.state is state
-                and msg.delivery_count == delivery_count
-                and msg.deferred == deferred
-                and msg.scheduled_at == scheduled
-            ):
-                bodies.append(envelope.body)
-                seq += 1
-                continue
+        annotations = envelope.annotations
+        if annotations is not annotations_of or envelope.header is not header_of:
+            header_of, annotations_of, head = envelope.header, annotations, envelope.head()
+        if not bodies or msg.sequence_number != seq or _SHARED(msg) != shared:
             if bodies:
-                _run_records(out, entity, first, bodies)
-            first, bodies = msg, [envelope.body]
-            seq, enqueued, expires = msg.sequence_number + 1, msg.enqueued_at, msg.expires_at
-            state, delivery_count, deferred, scheduled = msg.state, msg.delivery_count, msg.deferred, msg.scheduled_at
-            continue
-        if bodies:
-            _run_records(out, entity, first, bodies)
-            bodies = []
-        head, props, body = envelope.head(), envelope.props_raw, envelope.body
-        append(pack(K_MESSAGE, entity, msg.sequence_number, *_stored_fields(msg), len(head) + len(props) + len(body)))
-        if head:
-            append(head)
-        if props:
-            append(props)
-        append(body)
+                _run_records(out, entity, first, heads, props, bodies)
+                heads, props, bodies = [], [], []
+                add_head, add_props, add_body = heads.append, props.append, bodies.append
+            first, shared, seq = msg, _SHARED(msg), msg.sequence_number
+        add_head(head)
+        add_props(envelope.props_raw)
+        add_body(envelope.body)
+        seq += 1
     if bodies:
-        _run_records(out, entity, first, bodies)
+        _run_records(out, entity, first, heads, props, bodies)
 
 
-def _run_records(out: list[bytes], entity: int, first: StoredMessage | None, bodies: list[bytes]) -> None:
-    """The records of a run of messages that are only a body: ``first`` and those after it,
-    whose fields it shares (one: an ``M`` record)."""
+def _one_run(out: list[bytes], entity: int, messages: list[StoredMessage | None]) -> bool:
+    """The records of ``messages``, none None and all with the same fields, as one run when
+    they are one (consecutive sequence numbers, one head for all: the same header and
+    annotations objects, or none), checked and gathered a list at a time with no Python code
+    per message; False (nothing written) when they are not."""
+    first = messages[0]
+    assert first is not None
+    start = first.sequence_number
+    if list(map(_SEQUENCE, messages)) != list(range(start, start + len(messages))):
+        return False
+    envelopes = list(map(_ENVELOPE, messages))
+    headers = list(map(_HEADER, envelopes))
+    annotations = list(map(_ANNOTATIONS, envelopes))
+    if headers.count(None) == len(headers) and not any(annotations):
+        head = b""
+    else:  # (the same objects: an envelope's annotations are never changed in place)
+        ids = [*map(id, headers), *map(id, annotations)]
+        if ids.count(ids[0]) + ids.count(ids[-1]) != len(ids):
+            return False
+        head = envelopes[0].head()
+    _run_records(out, entity, first, [head] * len(envelopes), list(map(_PROPS, envelopes)), list(map(_BODY, envelopes)))
+    return True
+
+
+_SEQUENCE = attrgetter("sequence_number")
+_ENVELOPE = attrgetter("envelope")
+_HEADER = attrgetter("header")
+_ANNOTATIONS = attrgetter("annotations")
+_PROPS = attrgetter("props_raw")
+_BODY = attrgetter("body")
+_SHARED = attrgetter("state", "delivery_count", "deferred", "enqueued_at", "expires_at", "scheduled_at")
+"""The fields :func:`_stored_fields` writes, as the message holds them: equal for the messages
+of one ``B`` record (compared as one tuple)."""
+
+
+def _run_records(
+    out: list[bytes], entity: int, first: StoredMessage | None, heads: list[bytes], props: list[bytes],
+    bodies: list[bytes],
+) -> None:  # fmt: skip
+    """The records of a run: ``first`` and those after it, whose fields it shares, their bytes
+    in pieces (one: an ``M`` record); an empty head or properties is an empty piece, which
+    writes nothing."""
     assert first is not None
     fields = _stored_fields(first)
     if len(bodies) == 1:
-        out.append(_MESSAGE(K_MESSAGE, entity, first.sequence_number, *fields, len(bodies[0])))
-    else:
-        out.append(_RUN(K_RUN, entity, first.sequence_number, len(bodies), *fields))
-        out.append(struct.pack(f">{len(bodies)}I", *map(len, bodies)))
-    out += bodies
+        head, prop, body = heads[0], props[0], bodies[0]
+        size = len(head) + len(prop) + len(body)
+        out += (_MESSAGE(K_MESSAGE, entity, first.sequence_number, *fields, size), head, prop, body)
+        return
+    lengths = map(add, map(add, map(len, heads), map(len, props)), map(len, bodies))
+    out.append(_RUN(K_RUN, entity, first.sequence_number, len(bodies), *fields))
+    out.append(struct.pack(f">{len(bodies)}I", *lengths))
+    out += chain.from_iterable(zip(heads, props, bodies, strict=True))
 
 
 def sequence_record(entity: int, next_sequence: int) -> bytes:

@@ -11,6 +11,7 @@ import enum
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Protocol
 
 from amqplink.broker.namespace.envelope import Envelope
@@ -72,6 +73,9 @@ class StoredMessage:
         return self.envelope.session_id
 
 
+_SEQUENCE_NUMBER = attrgetter("sequence_number")
+
+
 class MessageStore(Protocol):
     """Messages of one entity by sequence number, iterated in sequence order."""
 
@@ -113,9 +117,12 @@ class MemoryStore:
             for message in messages:
                 self.append(message)
             return
-        stored = self._messages
-        for message in messages:
-            stored[message.sequence_number] = message
+        self._append_after(messages)
+
+    def _append_after(self, messages: list[StoredMessage]) -> None:
+        """:meth:`append_run` of ``messages``, which all come after the last one here (for a
+        subclass that has checked it)."""
+        self._messages.update(zip(map(_SEQUENCE_NUMBER, messages), messages, strict=True))  # (no Python per message)
         self._last = messages[-1].sequence_number
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
