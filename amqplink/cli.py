@@ -316,6 +316,7 @@ def _main(argv: Sequence[str] | None) -> int:
         # Ctrl-C: what was done so far, then the shell's convention for SIGINT (128 + 2).
         if summary:
             print(json.dumps({**summary, "interrupted": True}), flush=True)
+        print(f"amqplink {args.command}: interrupted", file=sys.stderr, flush=True)
         return 130
     except Exception as exc:
         code = _failure(exc)

@@ -23,6 +23,8 @@ from tests.spark.conftest import ROOT, drain, new_queue
 
 pytestmark = pytest.mark.spark
 
+CONN = "Endpoint=sb://ns.example/;SharedAccessKeyName=k;SharedAccessKey=SeCrEtKeY123="
+
 
 def test_batch_write_sends_every_row_once_with_position_ids(spark: Any, sb_broker: Broker) -> None:
     queue = new_queue(sb_broker)
@@ -341,8 +343,7 @@ def test_commit_logs_one_summary_line_with_the_counts_and_no_key(caplog: pytest.
     from amqplink.spark.datasource import ServiceBusArrowWriter, ServiceBusStreamWriter, SinkCommitMessage
     from amqplink.spark.writer import PartitionStats
 
-    conn = "Endpoint=sb://ns.example/;SharedAccessKeyName=k;SharedAccessKey=SeCrEtKeY123="
-    config = ServiceBusDataSource({"connectionString": conn, "entity": "orders"}).config
+    config = ServiceBusDataSource({"connectionString": CONN, "entity": "orders"}).config
     messages: list[Any] = [
         SinkCommitMessage(0, 0, PartitionStats(rows=600, bytes=6000, batches=3, failed_over=100)),
         SinkCommitMessage(1, 1, PartitionStats(rows=400, bytes=4000, batches=2, busy=1, retried=2)),
@@ -357,3 +358,23 @@ def test_commit_logs_one_summary_line_with_the_counts_and_no_key(caplog: pytest.
     assert "100 failed over, 2 batches sent again, 1 server-busy waits, 0 failed" in lines[0]
     assert lines[1].startswith("servicebus sink: micro-batch 7 to orders")
     assert "SeCrEtKeY123" not in caplog.text
+
+
+def test_abort_says_which_tasks_finished_not_that_no_row_was_sent(caplog: pytest.LogCaptureFixture) -> None:
+    """Ctrl-C of the demo midway: its tasks were cancelled after sending 12,307 rows, and the
+    line said "aborted after 0 rows were sent" (only finished tasks report their rows)."""
+    from amqplink.spark.datasource import ServiceBusArrowWriter, ServiceBusStreamWriter, SinkCommitMessage
+    from amqplink.spark.writer import PartitionStats
+
+    config = ServiceBusDataSource({"connectionString": CONN, "entity": "orders"}).config
+    finished = SinkCommitMessage(2, 0, PartitionStats(rows=250, bytes=2500, batches=1))
+    with caplog.at_level(logging.INFO, logger="amqplink.spark"):
+        ServiceBusArrowWriter(config, "w1").abort([None, None, None, None])
+        ServiceBusStreamWriter(config).abort([None, finished], 7)
+    lines = [r.getMessage() for r in caplog.records if r.name == "amqplink.spark"]
+    assert lines == [
+        "servicebus sink: write w1 aborted; 0 of its 4 tasks finished, sending 0 rows "
+        "(an unfinished task may have sent rows too)",
+        "servicebus sink: micro-batch 7 aborted; 1 of its 2 tasks finished, sending 250 rows "
+        "(an unfinished task may have sent rows too)",
+    ]
