@@ -15,8 +15,10 @@ import contextlib
 import datetime as dt
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -220,6 +222,7 @@ async def run_demo(
     base = tempfile.mkdtemp(prefix="amqplink-demo-")
     names: DemoNamespaces | None = None
     spark = _Spark()
+    held: Any = None  # the SIGINT handler to put back once an interrupted demo has stopped
     try:
         if embedded:
             names = await DemoNamespaces(options.entity, new_data_dir(base)).start()
@@ -273,12 +276,33 @@ async def run_demo(
         return result
     except asyncio.CancelledError:
         board.interrupted()
+        held = _hold_off_interrupts()
         raise
     finally:
-        await spark.stop()
-        if names is not None:
-            await names.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        try:
+            await spark.stop()
+            if names is not None:
+                await names.stop()
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+            if held is not None:
+                signal.signal(signal.SIGINT, held)
+
+
+def _hold_off_interrupts() -> Any:
+    """Once interrupted, the next Ctrl-C only says the demo is stopping (seconds); the one
+    after quits at once (exit status 130, its temporary files left). A second Ctrl-C used
+    to cut the stop short, leave the data directory and the secondary's TLS key behind, and
+    wait for Spark's write to finish (the interpreter joins the thread that runs it). The
+    SIGINT handler it replaced (None off the main thread, where signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def again(signum: int, frame: object) -> None:
+        print("still stopping (seconds); Ctrl-C once more quits at once", file=sys.stderr, flush=True)
+        signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130))
+
+    return signal.signal(signal.SIGINT, again)
 
 
 def _check_extras(*, embedded: bool) -> None:
