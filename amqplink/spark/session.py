@@ -20,11 +20,16 @@ from typing import Any
 
 from amqplink import AMQPLinkError
 
-__all__ = ["ExecutorImportError", "activate", "check_executors", "local_session"]
+__all__ = ["ExecutorImportError", "JavaStartError", "activate", "check_executors", "local_session"]
 
 
 class ExecutorImportError(AMQPLinkError, RuntimeError):
     """Spark's Python workers cannot import amqplink."""
+
+
+class JavaStartError(AMQPLinkError, RuntimeError):
+    """Spark's JVM did not start (no ``java``, or one too old): PySpark says only
+    ``[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number``."""
 
 
 def activate(spark: Any) -> None:
@@ -86,7 +91,16 @@ def _launch_jvm_apart(settings: Mapping[str, str]) -> None:
     if os.name != "posix" or SparkContext._gateway is not None:
         return
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
+    except RuntimeError as exc:
+        if "JAVA_GATEWAY_EXITED" not in str(exc):
+            raise
+        where = f"JAVA_HOME={os.environ['JAVA_HOME']}" if os.environ.get("JAVA_HOME") else "java on PATH"
+        raise JavaStartError(
+            f"Spark's JVM did not start ({where}; Spark's own lines above say why): Spark needs Java 17 or "
+            "later, as java on PATH or in JAVA_HOME (Debian: apt-get install -y default-jre-headless)"
+        ) from None
     SparkContext._ensure_initialized(gateway=gateway)
 
 

@@ -295,6 +295,21 @@ def test_executors_without_the_package_give_one_clear_error(tmp_path: Path) -> N
     assert all("cannot import amqplink.spark" in json.loads(line)["stopped"] for line in lines)
 
 
+def test_the_demo_without_java_says_what_to_install(tmp_path: Path) -> None:
+    """It printed PySpark's traceback ending in "[JAVA_GATEWAY_EXITED] Java gateway process
+    exited before sending its port number"."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "JAVA_HOME": str(tmp_path / "no-java")}
+    done = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "demo", "--rows", "100", "--json"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    ours = [line for line in done.stderr.splitlines() if line.startswith("amqplink demo:")]
+    assert len(ours) == 1 and f"Spark's JVM did not start (JAVA_HOME={tmp_path / 'no-java'};" in ours[0]
+    assert "Spark needs Java 17 or later, as java on PATH or in JAVA_HOME" in ours[0]
+
+
 def test_the_demo_passes_end_to_end() -> None:
     env = {**os.environ, "PYTHONPATH": ROOT}
     env.pop("PYSPARK_PYTHON", None)  # the demo sets it itself
