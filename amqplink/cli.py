@@ -280,6 +280,7 @@ def _failure(exc: BaseException) -> int | None:
         ("amqplink.servicebus.management._errors", "HttpResponseError", 1),
         ("amqplink.servicebus.management._errors", "ServiceRequestError", 1),
         ("amqplink.spark.session", "ExecutorImportError", 2),  # Spark's workers cannot import amqplink
+        ("amqplink.spark.session", "JavaStartError", 2),  # no java (or too old) for Spark
     ):
         kind = getattr(sys.modules.get(module), name, None)
         if isinstance(kind, type) and isinstance(exc, kind):
@@ -316,6 +317,7 @@ def _main(argv: Sequence[str] | None) -> int:
         # Ctrl-C: what was done so far, then the shell's convention for SIGINT (128 + 2).
         if summary:
             print(json.dumps({**summary, "interrupted": True}), flush=True)
+        print(f"amqplink {args.command}: interrupted", file=sys.stderr, flush=True)
         return 130
     except Exception as exc:
         code = _failure(exc)

@@ -158,6 +158,20 @@ def test_help_shows_each_meaningful_default_once(command: str) -> None:
         assert "(default: None)" not in text and "(default: False)" not in text, (command, action.dest)
 
 
+def test_help_fits_an_80_column_terminal_but_for_example_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`amqplink demo --help` printed its 206-character description as one line."""
+    monkeypatch.setenv("COLUMNS", "80")
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name, sub in [("amqplink", parser), *commands.items()]:
+        text = sub.format_help()
+        long = [line for line in text.splitlines() if len(line) > 80 and not line.startswith("  amqplink ")]
+        assert long == [], name
+        assert sub.description is None or " ".join(sub.description.split()) in " ".join(text.split()), name
+    examples = commands["broker"].format_help()
+    assert "  amqplink broker --port 0 --data-dir ./data  (any free port; messages kept across restarts)\n" in examples
+
+
 def _interrupt_when(argv: list[str], ready: re.Pattern[str]) -> tuple[int, dict[str, Any], int]:
     """Run the CLI with stderr on a pseudo-terminal (so it draws its progress bar),
     wait until the bar matches ``ready``, press Ctrl-C (SIGINT); return the exit

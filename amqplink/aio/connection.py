@@ -79,6 +79,18 @@ def _sasl_for(endpoint: Endpoint, sasl: SaslOption, hostname: str) -> SaslClient
     return SaslClient(mechanism=mechanism, username=endpoint.username, password=endpoint.password, hostname=hostname)
 
 
+def _connect_hint(exc: BaseException) -> str:
+    """What to check after a failed connect. An ``SSLError`` ``WRONG_VERSION_NUMBER`` is a
+    peer that answered a TLS hello without TLS, e.g. the embedded broker (or the Service Bus
+    emulator) given a connection string without ``UseDevelopmentEmulator=true``."""
+    if isinstance(exc, ssl.SSLError) and exc.reason == "WRONG_VERSION_NUMBER":
+        return (
+            "the peer does not speak TLS on this port: use an amqp:// URL, or for a local broker or the "
+            "emulator put UseDevelopmentEmulator=true in the connection string"
+        )
+    return "is the broker running and the port right?"
+
+
 class Connection:
     """An open AMQP connection; create it with :func:`connect`.
 
@@ -156,9 +168,7 @@ class Connection:
             await asyncio.wait_for(opening, self.timeout)
         except (OSError, TimeoutError) as exc:
             reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
-            raise ConnectionClosedError(
-                f"cannot connect to {ep.url}: {reason} (is the broker running and the port right?)"
-            ) from exc
+            raise ConnectionClosedError(f"cannot connect to {ep.url}: {reason} ({_connect_hint(exc)})") from exc
         try:
             await asyncio.wait_for(asyncio.shield(self._opened), self.timeout)
         except TimeoutError:

@@ -5,6 +5,7 @@ help formatter, the parser class, and the ``TARGET``/``ADDRESS`` arguments."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import NoReturn
 
 __all__ = [
@@ -72,7 +73,17 @@ class Parser(argparse.ArgumentParser):
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Shows an option's default once: added as ``(default: X)`` unless the help already
     says what the default is, and never for a flag or an option that is off by default
-    (a default of None or False says nothing). Descriptions and examples keep their lines."""
+    (a default of None or False says nothing). Descriptions and examples keep their lines;
+    a description line longer than the terminal is wrapped, an indented line (an example
+    command, to be copied whole) never is."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        def fill(line: str) -> str:
+            if line[:1].isspace() or len(indent + line) <= width:
+                return indent + line
+            return textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+
+        return "\n".join(fill(line) for line in text.splitlines())
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""

@@ -11,14 +11,18 @@ every row arrived, none twice. Spark's start-up is timed apart from the transfer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from amqplink.commands.demo_brokers import DemoNamespaces, new_data_dir
 from amqplink.commands.demo_consume import Consumed, consume
@@ -29,6 +33,8 @@ __all__ = ["DemoOptions", "format_table", "run_demo"]
 OUTAGE_AT = 0.3
 """The primary goes down once this fraction of the rows reached the namespaces."""
 SYPHON_DEADLINE = 300.0
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,61 @@ class _Board:
             self.stream.write("\n")
             self.stream.flush()
 
+    def interrupted(self) -> None:
+        """End the progress line and say what the wait that follows is (a terminal only)."""
+        if self.enabled:
+            self.done()
+            self.stream.write("interrupted: stopping Spark and the namespaces\n")
+            self.stream.flush()
+
+
+class _Spark:
+    """The demo's SparkSession and its blocking calls, one at a time in a thread.
+
+    Interrupted (Ctrl-C cancels the demo's task), a call is not left running behind the
+    demo's back: :meth:`stop` cancels Spark's jobs, waits for the call (its failure is
+    the cancellation's: Spark's logging is turned off first, as is the error), then stops
+    the session. Stopping it under a running write instead failed the write with a
+    ``NullPointerException`` no one retrieved.
+    """
+
+    def __init__(self) -> None:
+        self.session: Any = None
+        self._running: asyncio.Future[Any] | None = None
+
+    def begin(self, func: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+        """Start ``func(*args)`` in a thread; its future (cancelling it leaves the thread running)."""
+        running = asyncio.ensure_future(asyncio.to_thread(func, *args))
+        self._running = running
+        return running
+
+    async def call(self, func: Callable[..., _T], *args: Any) -> _T:
+        """``func(*args)`` in a thread; cancelled, the thread goes on until :meth:`stop`."""
+        return await asyncio.shield(self.begin(func, *args))
+
+    async def start(self, **settings: Any) -> float:
+        """Start the local session; the seconds it took."""
+        from amqplink.spark.session import local_session
+
+        def start() -> float:
+            self.session, startup = local_session("local[2]", **settings)
+            return startup
+
+        return await self.call(start)
+
+    async def stop(self) -> None:
+        """Stop the session (if any) once no call runs; again, nothing."""
+        running, self._running = self._running, None
+        if running is not None and not running.done():
+            if self.session is not None:
+                self.session.sparkContext.setLogLevel("OFF")
+                await asyncio.to_thread(self.session.sparkContext.cancelAllJobs)
+            with contextlib.suppress(Exception):
+                await running
+        session, self.session = self.session, None
+        if session is not None:
+            await asyncio.to_thread(session.stop)
+
 
 def _sink_options(options: DemoOptions, names: DemoNamespaces | None) -> dict[str, str]:
     sink = {
@@ -98,7 +159,7 @@ def _sink_options(options: DemoOptions, names: DemoNamespaces | None) -> dict[st
 
 
 async def _watch(
-    names: DemoNamespaces | None, options: DemoOptions, board: _Board, writing: asyncio.Task[Any], total: int
+    names: DemoNamespaces | None, options: DemoOptions, board: _Board, writing: asyncio.Future[Any], total: int
 ) -> None:
     """Draw progress while the write runs; take the primary down once, in the middle."""
     outage: asyncio.Task[None] | None = None
@@ -149,8 +210,6 @@ async def run_demo(
 ) -> dict[str, Any]:
     """Run the demo; the result (also kept up to date in ``summary`` while it runs)."""
     _check_extras(embedded=options.connection_string is None)
-    from amqplink.spark.session import local_session
-
     result = summary if summary is not None else {}
     embedded = options.connection_string is None
     result.update(
@@ -162,38 +221,34 @@ async def run_demo(
     board = _Board(progress)
     base = tempfile.mkdtemp(prefix="amqplink-demo-")
     names: DemoNamespaces | None = None
+    spark = _Spark()
+    held: Any = None  # the SIGINT handler to put back once an interrupted demo has stopped
     try:
         if embedded:
             names = await DemoNamespaces(options.entity, new_data_dir(base)).start()
         board.show(force=True, phase="spark")
-        spark, startup = await asyncio.to_thread(
-            local_session, "local[2]", app_name="amqplink-demo", conf={"spark.sql.shuffle.partitions": "2"}
-        )
-        try:
-            df, expected = await asyncio.to_thread(build_input, spark, options.rows, options.size, options.input)
-            sink = _sink_options(options, names)
-            if not options.streaming:
-                warming = time.monotonic()
-                await asyncio.to_thread(warm_up, df, sink)
-                startup += time.monotonic() - warming
-            result["spark_startup_seconds"] = round(startup, 2)
-            board.show(force=True, phase="writing")
-            started = time.monotonic()
-            job: asyncio.Task[int | None]
-            if options.streaming:
-                checkpoint = os.path.join(base, "checkpoint")
-                job = asyncio.create_task(
-                    asyncio.to_thread(write_stream, spark, sink, options.rows, options.duration, checkpoint)
-                )
-            else:
-                job = asyncio.create_task(asyncio.to_thread(write_batch, df, sink))
-            await _watch(names, options, board, job, options.rows if options.streaming else len(expected))
-            written = await job
-            if written is not None:
-                expected = set(range(written))
-            send_seconds = time.monotonic() - started
-        finally:
-            await asyncio.to_thread(spark.stop)
+        startup = await spark.start(app_name="amqplink-demo", conf={"spark.sql.shuffle.partitions": "2"})
+        df, expected = await spark.call(build_input, spark.session, options.rows, options.size, options.input)
+        sink = _sink_options(options, names)
+        if not options.streaming:
+            warming = time.monotonic()
+            await spark.call(warm_up, df, sink)
+            startup += time.monotonic() - warming
+        result["spark_startup_seconds"] = round(startup, 2)
+        board.show(force=True, phase="writing")
+        started = time.monotonic()
+        job: asyncio.Future[int | None]
+        if options.streaming:
+            checkpoint = os.path.join(base, "checkpoint")
+            job = spark.begin(write_stream, spark.session, sink, options.rows, options.duration, checkpoint)
+        else:
+            job = spark.begin(write_batch, df, sink)
+        await _watch(names, options, board, job, options.rows if options.streaming else len(expected))
+        written = await asyncio.shield(job)
+        if written is not None:
+            expected = set(range(written))
+        send_seconds = time.monotonic() - started
+        await spark.stop()
         parked = names.parked() if names else 0
         board.show(force=True, phase="syphon", parked=parked)
         syphoned = await _syphon(names, options, board) if names is not None and parked else 0
@@ -219,10 +274,35 @@ async def run_demo(
             ok=lost == 0 and seen.twice == 0,
         )
         return result
+    except asyncio.CancelledError:
+        board.interrupted()
+        held = _hold_off_interrupts()
+        raise
     finally:
-        if names is not None:
-            await names.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        try:
+            await spark.stop()
+            if names is not None:
+                await names.stop()
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+            if held is not None:
+                signal.signal(signal.SIGINT, held)
+
+
+def _hold_off_interrupts() -> Any:
+    """Once interrupted, the next Ctrl-C only says the demo is stopping (seconds); the one
+    after quits at once (exit status 130, its temporary files left). A second Ctrl-C used
+    to cut the stop short, leave the data directory and the secondary's TLS key behind, and
+    wait for Spark's write to finish (the interpreter joins the thread that runs it). The
+    SIGINT handler it replaced (None off the main thread, where signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def again(signum: int, frame: object) -> None:
+        print("still stopping (seconds); Ctrl-C once more quits at once", file=sys.stderr, flush=True)
+        signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130))
+
+    return signal.signal(signal.SIGINT, again)
 
 
 def _check_extras(*, embedded: bool) -> None:

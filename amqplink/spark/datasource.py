@@ -131,6 +131,21 @@ def _log_summary(what: str, config: SinkConfig, messages: Sequence[WriterCommitM
     )
 
 
+def _log_abort(what: str, messages: list[WriterCommitMessage | None]) -> None:
+    """One WARNING line for an aborted write: only the tasks that finished report their
+    rows (a task failed or cancelled midway may have sent some too: they are not lost, and
+    a retry sends them again with the same ids)."""
+    counts = summary(messages)
+    log.warning(
+        "servicebus sink: %s aborted; %d of its %d tasks finished, sending %d rows (an unfinished task may "
+        "have sent rows too)",
+        what,
+        counts["tasks"],
+        len(messages),
+        counts["rows"],
+    )
+
+
 class ServiceBusArrowWriter(DataSourceArrowWriter):
     """Batch writer: ids ``<write id>:<partition>:<row>`` (or by content, see :mod:`.columns`)."""
 
@@ -151,9 +166,7 @@ class ServiceBusArrowWriter(DataSourceArrowWriter):
         _log_summary(f"write {self.write_id}", self.config, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        log.warning(
-            "servicebus sink: write %s aborted after %d rows were sent", self.write_id, summary(messages)["rows"]
-        )
+        _log_abort(f"write {self.write_id}", messages)
 
 
 class ServiceBusStreamWriter(DataSourceStreamArrowWriter):
@@ -179,9 +192,7 @@ class ServiceBusStreamWriter(DataSourceStreamArrowWriter):
         _log_summary(f"micro-batch {batchId}", self.config, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning(
-            "servicebus sink: micro-batch %d aborted after %d rows were sent", batchId, summary(messages)["rows"]
-        )
+        _log_abort(f"micro-batch {batchId}", messages)
 
 
 class ServiceBusDataSource(DataSource):

@@ -20,11 +20,16 @@ from typing import Any
 
 from amqplink import AMQPLinkError
 
-__all__ = ["ExecutorImportError", "activate", "check_executors", "local_session"]
+__all__ = ["ExecutorImportError", "JavaStartError", "activate", "check_executors", "local_session"]
 
 
 class ExecutorImportError(AMQPLinkError, RuntimeError):
     """Spark's Python workers cannot import amqplink."""
+
+
+class JavaStartError(AMQPLinkError, RuntimeError):
+    """Spark's JVM did not start (no ``java``, or one too old): PySpark says only
+    ``[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number``."""
 
 
 def activate(spark: Any) -> None:
@@ -70,13 +75,43 @@ def check_executors(spark: Any, *, arrow: bool = True) -> None:
         ) from None
 
 
+def _launch_jvm_apart(settings: Mapping[str, str]) -> None:
+    """Start Spark's JVM in a session of its own, unless this process has one already.
+
+    Ctrl-C on a terminal signals its whole foreground process group. PySpark starts the
+    JVM ignoring SIGINT, but its daemon gives each Python worker the default SIGINT
+    handler back, so the workers of the running tasks died mid-write and Spark printed
+    their stack traces (about 190 lines for one Ctrl-C of ``amqplink demo``). Apart, only
+    this process is interrupted and cancels Spark's jobs itself; the JVM still ends
+    with it (it exits when its standard input, a pipe from this process, closes).
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if os.name != "posix" or SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
+    except RuntimeError as exc:
+        if "JAVA_GATEWAY_EXITED" not in str(exc):
+            raise
+        where = f"JAVA_HOME={os.environ['JAVA_HOME']}" if os.environ.get("JAVA_HOME") else "java on PATH"
+        raise JavaStartError(
+            f"Spark's JVM did not start ({where}; Spark's own lines above say why): Spark needs Java 17 or "
+            "later, as java on PATH or in JAVA_HOME (Debian: apt-get install -y default-jre-headless)"
+        ) from None
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
 def local_session(
     master: str = "local[2]", *, app_name: str = "amqplink", arrow: bool = True, conf: Mapping[str, str] | None = None
 ) -> tuple[Any, float]:
     """``(SparkSession, seconds its start-up took)`` on ``master``, UI off, warnings only.
 
-    Sets ``PYSPARK_PYTHON`` to this interpreter when unset, then :func:`check_executors`
-    (its Python workers' start counts in the start-up).
+    Sets ``PYSPARK_PYTHON`` to this interpreter when unset, starts the JVM apart from the
+    terminal's Ctrl-C (:func:`_launch_jvm_apart`), then :func:`check_executors` (its Python
+    workers' start counts in the start-up).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -84,9 +119,16 @@ def local_session(
     from amqplink.spark.datasource import register
 
     started = time.monotonic()
-    builder = SparkSession.builder.master(master).appName(app_name).config("spark.ui.enabled", "false")
-    builder = builder.config("spark.ui.showConsoleProgress", "false")  # the caller shows its own progress
-    for key, value in (conf or {}).items():
+    settings = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",  # the caller shows its own progress
+        **(conf or {}),
+    }
+    _launch_jvm_apart(settings)
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -86,3 +86,17 @@ async def test_amqps_with_an_untrusted_certificate_fails_clearly(certificate: tu
         assert isinstance(info.value.__cause__, ssl.SSLCertVerificationError)
     finally:
         await broker.stop()
+
+
+async def test_amqps_to_a_plain_port_says_the_peer_does_not_speak_tls() -> None:
+    """A connection string without UseDevelopmentEmulator=true goes over TLS: against the
+    embedded broker it failed with only "[SSL: WRONG_VERSION_NUMBER] wrong version number"."""
+    broker = await Broker().start()
+    try:
+        with pytest.raises(ConnectionClosedError) as info:
+            await amqplink.connect(broker.url.replace("amqp://", "amqps://"), timeout=10)
+        text = str(info.value)
+        assert "WRONG_VERSION_NUMBER" in text and "does not speak TLS on this port" in text
+        assert "UseDevelopmentEmulator=true" in text and "is the broker running" not in text
+    finally:
+        await broker.stop()

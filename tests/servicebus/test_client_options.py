@@ -260,3 +260,18 @@ def test_uamqp_transport_cannot_apply() -> None:
         ServiceBusClient.from_connection_string(
             "Endpoint=sb://127.0.0.1/;SharedAccessKeyName=k;SharedAccessKey=s", uamqp_transport=True
         )
+
+
+def test_a_connection_string_without_the_emulator_flag_to_a_plain_broker_says_what_to_add(
+    broker: BrokerThread,
+) -> None:
+    """The broker prints its string with UseDevelopmentEmulator=true; one typed without it
+    (say for a second --key rule) goes over TLS to a port that has none."""
+    conn = broker.connection_string.replace(";UseDevelopmentEmulator=true", "")
+    assert conn != broker.connection_string
+    with (
+        pytest.raises(ServiceBusConnectionError, match="put UseDevelopmentEmulator=true in the connection string"),
+        ServiceBusClient.from_connection_string(conn, retry_total=0) as client,
+        client.get_queue_sender("plain") as sender,
+    ):
+        sender.send_messages(ServiceBusMessage("over TLS?"))

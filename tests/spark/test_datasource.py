@@ -23,6 +23,8 @@ from tests.spark.conftest import ROOT, drain, new_queue
 
 pytestmark = pytest.mark.spark
 
+CONN = "Endpoint=sb://ns.example/;SharedAccessKeyName=k;SharedAccessKey=SeCrEtKeY123="
+
 
 def test_batch_write_sends_every_row_once_with_position_ids(spark: Any, sb_broker: Broker) -> None:
     queue = new_queue(sb_broker)
@@ -293,6 +295,21 @@ def test_executors_without_the_package_give_one_clear_error(tmp_path: Path) -> N
     assert all("cannot import amqplink.spark" in json.loads(line)["stopped"] for line in lines)
 
 
+def test_the_demo_without_java_says_what_to_install(tmp_path: Path) -> None:
+    """It printed PySpark's traceback ending in "[JAVA_GATEWAY_EXITED] Java gateway process
+    exited before sending its port number"."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "JAVA_HOME": str(tmp_path / "no-java")}
+    done = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "demo", "--rows", "100", "--json"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    ours = [line for line in done.stderr.splitlines() if line.startswith("amqplink demo:")]
+    assert len(ours) == 1 and f"Spark's JVM did not start (JAVA_HOME={tmp_path / 'no-java'};" in ours[0]
+    assert "Spark needs Java 17 or later, as java on PATH or in JAVA_HOME" in ours[0]
+
+
 def test_the_demo_passes_end_to_end() -> None:
     env = {**os.environ, "PYTHONPATH": ROOT}
     env.pop("PYSPARK_PYTHON", None)  # the demo sets it itself
@@ -341,8 +358,7 @@ def test_commit_logs_one_summary_line_with_the_counts_and_no_key(caplog: pytest.
     from amqplink.spark.datasource import ServiceBusArrowWriter, ServiceBusStreamWriter, SinkCommitMessage
     from amqplink.spark.writer import PartitionStats
 
-    conn = "Endpoint=sb://ns.example/;SharedAccessKeyName=k;SharedAccessKey=SeCrEtKeY123="
-    config = ServiceBusDataSource({"connectionString": conn, "entity": "orders"}).config
+    config = ServiceBusDataSource({"connectionString": CONN, "entity": "orders"}).config
     messages: list[Any] = [
         SinkCommitMessage(0, 0, PartitionStats(rows=600, bytes=6000, batches=3, failed_over=100)),
         SinkCommitMessage(1, 1, PartitionStats(rows=400, bytes=4000, batches=2, busy=1, retried=2)),
@@ -357,3 +373,23 @@ def test_commit_logs_one_summary_line_with_the_counts_and_no_key(caplog: pytest.
     assert "100 failed over, 2 batches sent again, 1 server-busy waits, 0 failed" in lines[0]
     assert lines[1].startswith("servicebus sink: micro-batch 7 to orders")
     assert "SeCrEtKeY123" not in caplog.text
+
+
+def test_abort_says_which_tasks_finished_not_that_no_row_was_sent(caplog: pytest.LogCaptureFixture) -> None:
+    """Ctrl-C of the demo midway: its tasks were cancelled after sending 12,307 rows, and the
+    line said "aborted after 0 rows were sent" (only finished tasks report their rows)."""
+    from amqplink.spark.datasource import ServiceBusArrowWriter, ServiceBusStreamWriter, SinkCommitMessage
+    from amqplink.spark.writer import PartitionStats
+
+    config = ServiceBusDataSource({"connectionString": CONN, "entity": "orders"}).config
+    finished = SinkCommitMessage(2, 0, PartitionStats(rows=250, bytes=2500, batches=1))
+    with caplog.at_level(logging.INFO, logger="amqplink.spark"):
+        ServiceBusArrowWriter(config, "w1").abort([None, None, None, None])
+        ServiceBusStreamWriter(config).abort([None, finished], 7)
+    lines = [r.getMessage() for r in caplog.records if r.name == "amqplink.spark"]
+    assert lines == [
+        "servicebus sink: write w1 aborted; 0 of its 4 tasks finished, sending 0 rows "
+        "(an unfinished task may have sent rows too)",
+        "servicebus sink: micro-batch 7 aborted; 1 of its 2 tasks finished, sending 250 rows "
+        "(an unfinished task may have sent rows too)",
+    ]
