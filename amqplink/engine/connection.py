@@ -627,6 +627,8 @@ class Connection:
                             continue
                     performative, offset = decode_body(body)
                     self._dispatch(channel, performative, body[offset:])
+                if reader.drained:
+                    return  # the read held whole frames only: nothing left to join or reject
             elif expect == _EXPECT_SASL_FRAMES:
                 frame = reader.read_frame()
                 if frame is None:
