@@ -346,11 +346,13 @@ class Connection:
         or while a SASL client waits for its outcome, the frames held back behind it."""
         return self._deferred if self._deferred is not None else self._out
 
-    def frames_writable(self) -> bool:
-        """True if a session may append a hand-assembled frame to :meth:`frame_buffer`: the
-        fast paths are on and no close was sent ("It is illegal to write anything more onto
-        the connection", 2.4.6)."""
-        return self.transfer_writer.fast and self.state < _CLOSE_SENT
+    def writable_buffer(self) -> bytearray | None:
+        """:meth:`frame_buffer` if a session may append a hand-assembled frame to it, else
+        None: the fast paths are off, or a close was sent ("It is illegal to write anything
+        more onto the connection", 2.4.6)."""
+        if self.transfer_writer.fast and self.state < _CLOSE_SENT:
+            return self._deferred if self._deferred is not None else self._out
+        return None
 
     def schedule_flush(self, session: Session) -> None:
         """Call ``session.flush_pending`` at the next :meth:`data_to_send` (the session
@@ -626,6 +628,14 @@ class Connection:
                                 self._session_failed(session, channel, exc)
                             continue
                     performative, offset = decode_body(body)
+                    if type(performative) is Disposition:
+                        session = self._remote_sessions.get(channel)
+                        if session is not None and session.state < _SESSION_END_SENT:
+                            try:  # what _dispatch does for it (a settlement in turn: one per read)
+                                session.on_disposition(performative)
+                            except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
+                                self._session_failed(session, channel, exc)
+                            continue
                     self._dispatch(channel, performative, body[offset:])
                 if reader.drained:
                     return  # the read held whole frames only: nothing left to join or reject

@@ -329,7 +329,11 @@ def decode_disposition(body: bytes | memoryview) -> Disposition | None:
             else:
                 last, pos = _uint(buf, pos)
         if count > 3:
-            settled = _bool(buf, pos)
+            c = buf[pos]
+            if c == 0x41:
+                settled = True
+            elif c != 0x42 and c != 0x40:
+                return None  # (false and null: settled stays false)
             pos += 1
         if count > 4:
             if buf[pos] == 0x40:
