@@ -1005,7 +1005,7 @@ class Session:
         one ``data_to_send`` already leaves as few frames.
         """
         pending = self._dispositions
-        if not pending or self.end_sent:
+        if not pending or self.state >= _END_SENT:  # (end_sent, inline: once per flush)
             pending.clear()
             return
         self._dispositions = []
