@@ -10,9 +10,12 @@ shared machine compare the minimum of several rounds, or ``--calls``: the broker
 function calls per message (cProfile's count), which other processes do not disturb, or
 ``--opcodes``: the Python bytecodes it runs per message (a trace, slow). ``--durable``: as
 ``bench_ingest``'s (the queue is filled and written before the clock starts).
+``--settle-each``: the consumer settles each delivery in turn and the bytes move after
+each one, so each read of the broker holds one disposition (the pattern of a receiver
+completing each message before the next; ``bench_ingest --read 1100`` is its send side).
 
     python3 interop/bench_dispatch.py [--count 20000] [--partitioned] [--durable] [--rounds 5] [--profile FILE]
-        [--calls|--opcodes]
+        [--settle-each] [--calls|--opcodes]
 """
 
 from __future__ import annotations
@@ -37,21 +40,25 @@ from interop import inprocess  # noqa: E402
 from interop.bench_ingest import OpcodeCounter, data_dir  # noqa: E402
 
 
-async def run(count: int, partitioned: bool, prefetch: int, calls: Any = None, durable: bool = False) -> float:
+async def run(
+    count: int, partitioned: bool, prefetch: int, calls: Any = None, durable: bool = False, settle_each: bool = False
+) -> float:
     """Broker CPU seconds to deliver and settle ``count`` messages (with ``calls``, a
     ``cProfile.Profile`` or an ``OpcodeCounter``: it counts the broker's function calls or
     bytecodes, and the time is not meant; ``durable``: the broker keeps the namespace in a
-    temporary directory)."""
+    temporary directory; ``settle_each``: one disposition per read of the broker)."""
     with data_dir(durable) as directory:
         persistence = None if directory is None else Persistence(directory)
         try:
-            return await _run(count, partitioned, prefetch, calls, persistence)
+            return await _run(count, partitioned, prefetch, calls, persistence, settle_each)
         finally:
             if persistence is not None:
                 await persistence.close()
 
 
-async def _run(count: int, partitioned: bool, prefetch: int, calls: Any, persistence: Persistence | None) -> float:
+async def _run(
+    count: int, partitioned: bool, prefetch: int, calls: Any, persistence: Persistence | None, settle_each: bool
+) -> float:
     namespace, server, handler = inprocess.broker(partitioned, persistence)
     client = Connection(ConnectionConfig(container_id="consumer"))
     body = Message(bytes(1024)).encode()
@@ -84,6 +91,8 @@ async def _run(count: int, partitioned: bool, prefetch: int, calls: Any, persist
             raise RuntimeError(f"stalled at {received}/{count}")
         for delivery in deliveries:
             receiver.settle(delivery, accepted)
+            if settle_each:
+                await pump()  # this disposition alone in the broker's read
         received += len(deliveries)
         await pump()  # the broker completes and settles (and, with credit left, sends more)
     left = len(namespace.receiver_source("q").store)
@@ -100,12 +109,14 @@ def main() -> None:
     parser.add_argument("--partitioned", action="store_true")
     parser.add_argument("--durable", action="store_true", help="keep the namespace in a temporary data directory")
     parser.add_argument("--profile", default=None, help="cProfile stats of the last round to this file")
+    parser.add_argument("--settle-each", action="store_true", help="one disposition per read of the broker")
     parser.add_argument("--calls", action="store_true", help="count the broker's function calls per message")
     parser.add_argument("--opcodes", action="store_true", help="count the broker's Python opcodes per message")
     args = parser.parse_args()
+    more = {"durable": args.durable, "settle_each": args.settle_each}
     if args.opcodes:
         opcodes = OpcodeCounter()
-        asyncio.run(run(args.count, args.partitioned, args.prefetch, opcodes, args.durable))
+        asyncio.run(run(args.count, args.partitioned, args.prefetch, opcodes, **more))
         print(f"broker: {opcodes.opcodes / args.count:.1f} Python opcodes per message")
         return
     if args.calls:  # deterministic, unlike the CPU time on a shared machine
@@ -113,7 +124,7 @@ def main() -> None:
         import pstats
 
         counter = cProfile.Profile()
-        asyncio.run(run(args.count, args.partitioned, args.prefetch, counter, args.durable))
+        asyncio.run(run(args.count, args.partitioned, args.prefetch, counter, **more))
         total = pstats.Stats(counter).total_calls  # type: ignore[attr-defined]
         print(f"broker: {total / args.count:.2f} function calls per message")
         return
@@ -124,11 +135,11 @@ def main() -> None:
 
             profiler = cProfile.Profile()
             profiler.enable()
-            asyncio.run(run(args.count, args.partitioned, args.prefetch, durable=args.durable))
+            asyncio.run(run(args.count, args.partitioned, args.prefetch, **more))
             profiler.disable()
             profiler.dump_stats(args.profile)
             break
-        cpu = asyncio.run(run(args.count, args.partitioned, args.prefetch, durable=args.durable))
+        cpu = asyncio.run(run(args.count, args.partitioned, args.prefetch, **more))
         figures.append(cpu / args.count * 1e6)
     if figures:
         kind = ("partitioned" if args.partitioned else "plain") + (", durable" if args.durable else "")

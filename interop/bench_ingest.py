@@ -11,10 +11,13 @@ processes do not disturb: ``--calls``, the broker's function calls per message (
 count), or ``--opcodes``, the Python bytecodes it runs per message (a trace, slow).
 ``--batch N``: the messages go as Service Bus batch transfers of N (message-format
 ``0x80013700``), each as the PySpark sink sends it (a message-id, a partition key per 256
-rows): the path ``bench_spark``'s broker takes.
+rows): the path ``bench_spark``'s broker takes. ``--in-flight 1``: each message waits for its
+settlement before the next is sent, so each read of the broker holds one transfer and each
+of its writes one disposition (the pattern of a send awaited before the next;
+``bench_dispatch --settle-each`` is its receive side).
 
     python3 interop/bench_ingest.py [--count 20000] [--partitioned] [--rounds 5] [--batch N] [--profile FILE]
-        [--calls|--opcodes]
+        [--in-flight N] [--read BYTES] [--calls|--opcodes]
 """
 
 from __future__ import annotations

@@ -847,30 +847,31 @@ class _ServiceBusConnection:
                 if self.host.persistence is not None and any(map(_SETTLED, accepted)):
                     top_up = True  # ... and those top the credit up at once (_settle_received)
                 deliveries = deliveries[stored:]  # the rest one at a time, after those
-        store = namespace.sender(target)  # the target's kind looked at once for the run
-        for delivery in deliveries:
-            outcome: Any = _ACCEPTED
-            payload = delivery.payload
-            try:
-                if unavailable:
-                    faults.check_send(path)
-                store(payload if type(payload) is bytes else bytes(payload), now, delivery.message_format)
-            except EntityError as exc:
-                log.info("%s: message refused: %s", path, exc.description)
-                outcome = Rejected(error=_error(exc.condition, exc.description))
-            else:
-                if not delays and not delivery.settled:
-                    accepted.append(delivery)  # the common case: settled below, with the others
+        if deliveries:  # (none left when the entity stored them all)
+            store = namespace.sender(target)  # the target's kind looked at once for the run
+            for delivery in deliveries:
+                outcome: Any = _ACCEPTED
+                payload = delivery.payload
+                try:
+                    if unavailable:
+                        faults.check_send(path)
+                    store(payload if type(payload) is bytes else bytes(payload), now, delivery.message_format)
+                except EntityError as exc:
+                    log.info("%s: message refused: %s", path, exc.description)
+                    outcome = Rejected(error=_error(exc.condition, exc.description))
+                else:
+                    if not delays and not delivery.settled:
+                        accepted.append(delivery)  # the common case: settled below, with the others
+                        continue
+                delay = faults.delay_for(path) if delays else 0.0
+                if outcome is _ACCEPTED and not delay and not delivery.settled:
+                    accepted.append(delivery)
                     continue
-            delay = faults.delay_for(path) if delays else 0.0
-            if outcome is _ACCEPTED and not delay and not delivery.settled:
-                accepted.append(delivery)
-                continue
-            if accepted:  # settle in arrival order
-                top_up = self._settle_accepted(link, accepted) or top_up
-                accepted = []
-            if self._settle_received(link, delivery, outcome, delay):
-                top_up = True
+                if accepted:  # settle in arrival order
+                    top_up = self._settle_accepted(link, accepted) or top_up
+                    accepted = []
+                if self._settle_received(link, delivery, outcome, delay):
+                    top_up = True
         if accepted:
             top_up = self._settle_accepted(link, accepted) or top_up
         if top_up:

@@ -346,11 +346,13 @@ class Connection:
         or while a SASL client waits for its outcome, the frames held back behind it."""
         return self._deferred if self._deferred is not None else self._out
 
-    def frames_writable(self) -> bool:
-        """True if a session may append a hand-assembled frame to :meth:`frame_buffer`: the
-        fast paths are on and no close was sent ("It is illegal to write anything more onto
-        the connection", 2.4.6)."""
-        return self.transfer_writer.fast and self.state < _CLOSE_SENT
+    def writable_buffer(self) -> bytearray | None:
+        """:meth:`frame_buffer` if a session may append a hand-assembled frame to it, else
+        None: the fast paths are off, or a close was sent ("It is illegal to write anything
+        more onto the connection", 2.4.6)."""
+        if self.transfer_writer.fast and self.state < _CLOSE_SENT:
+            return self._deferred if self._deferred is not None else self._out
+        return None
 
     def schedule_flush(self, session: Session) -> None:
         """Call ``session.flush_pending`` at the next :meth:`data_to_send` (the session
@@ -494,7 +496,7 @@ class Connection:
                 self.event_queue.append(
                     ConnectionClosed(Error(condition=errors.CONNECTION_FORCED, description=reason), True)
                 )
-        return self._take_events()
+        return self.take_events()
 
     def _release_partial_deliveries(self) -> None:
         """Free half-received deliveries and buffered bytes as soon as the transport ends:
@@ -514,7 +516,7 @@ class Connection:
             self._last_tx = now
             self._tx = False
         if self.closed:
-            return self._take_events()
+            return self.take_events()
         threshold = self.config.idle_timeout
         if threshold and now - self._last_rx >= threshold:
             # Also before the peer's open: a peer that never gets that far is silent too.
@@ -522,16 +524,16 @@ class Connection:
                 errors.RESOURCE_LIMIT_EXCEEDED,
                 f"no frame received from the peer for {now - self._last_rx:.1f} s (idle time-out {threshold} s)",
             )
-            return self._take_events()
+            return self.take_events()
         if self.remote_open is None:
-            return self._take_events()
+            return self.take_events()
         remote_idle = self.remote_open.idle_time_out
         # "idle-time-out ... A value of zero is the same as if it was not set" (2.7.1);
         # empty frames "MUST NOT be sent after the close frame has been sent" (2.4.5).
         if remote_idle and self.state <= _OPENED and now - self._last_tx >= int(remote_idle) / 2000:
             self._out += heartbeat()
             self._last_tx = now
-        return self._take_events()
+        return self.take_events()
 
     def tick_interval(self) -> float | None:
         """How often to call :meth:`tick`, in seconds (``None``: no time-outs in force)."""
@@ -546,7 +548,7 @@ class Connection:
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[Event]:
         """Feed bytes read from the transport; return the events they caused."""
         if self._expect == _EXPECT_NOTHING:
-            return self._take_events()
+            return self.take_events()
         self._rx = True
         try:
             self._reader.feed(data)
@@ -568,15 +570,13 @@ class Connection:
         except Exception as exc:  # a bug here must not escape into the I/O loop
             log.exception("amqplink engine failure on %r", self)
             self._fail(errors.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-        return self._take_events()
+        return self.take_events()
 
     def take_events(self) -> list[Event]:
         """Events caused by application calls (a local detach, a drain that completed
         at once...) since the last ``receive_data``/``tick``; an I/O adapter calls this
-        after it has made calls on the engine."""
-        return self._take_events()
-
-    def _take_events(self) -> list[Event]:
+        after it has made calls on the engine (once per read: the queue taken here, not
+        through another call)."""
         events = self.event_queue
         self.event_queue = []
         return events
@@ -626,7 +626,17 @@ class Connection:
                                 self._session_failed(session, channel, exc)
                             continue
                     performative, offset = decode_body(body)
+                    if type(performative) is Disposition:
+                        session = self._remote_sessions.get(channel)
+                        if session is not None and session.state < _SESSION_END_SENT:
+                            try:  # what _dispatch does for it (a settlement in turn: one per read)
+                                session.on_disposition(performative)
+                            except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
+                                self._session_failed(session, channel, exc)
+                            continue
                     self._dispatch(channel, performative, body[offset:])
+                if reader.drained:
+                    return  # the read held whole frames only: nothing left to join or reject
             elif expect == _EXPECT_SASL_FRAMES:
                 frame = reader.read_frame()
                 if frame is None:

@@ -232,7 +232,7 @@ class FrameReader:
     partner can handle").
     """
 
-    __slots__ = ("_buf", "_pos", "_tail", "_tail_len", "max_frame_size")
+    __slots__ = ("_buf", "_pos", "_tail", "_tail_len", "drained", "max_frame_size")
 
     def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE) -> None:
         self._buf: bytes = b""
@@ -240,6 +240,10 @@ class FrameReader:
         self._tail: list[bytes] = []
         self._tail_len = 0
         self.max_frame_size = max_frame_size
+        self.drained = True
+        """True when the last :meth:`read_frames` returned every byte fed so far (no frame
+        split across reads, none to reject): :meth:`read_frame` would find nothing, so a
+        read that held whole frames only needs no second look (the sequential hot path)."""
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Add bytes read from the transport."""
@@ -293,6 +297,7 @@ class FrameReader:
         unpack = _HEADER.unpack_from
         frames: list[tuple[int, int, memoryview]] = []
         if pos > last:
+            self.drained = pos == end and not self._tail
             return frames
         append = frames.append
         view = memoryview(buf)
@@ -306,6 +311,7 @@ class FrameReader:
             append((frame_type, channel, view[start:after]))
             pos = after
         self._pos = pos
+        self.drained = pos == end and not self._tail
         return frames
 
     def read_frame(self) -> tuple[int, int, memoryview] | None:

@@ -41,10 +41,11 @@ __all__ = [
 _MAX_HEAD = 5 + 255
 _SMALL_UINTS = tuple(UInt(i) for i in range(256))
 _UINT0 = _SMALL_UINTS[0]
-# An outcome with no fields, as a 4-byte described list0: 00 53 <code> 45.
-_EMPTY_OUTCOMES = {0x24: Accepted, 0x26: Released}
+# An outcome with no fields, as a 4-byte described list0: 00 53 <code> 45 (one instance each).
+_EMPTY_OUTCOMES = {0x24: Accepted(), 0x26: Released()}
 _U32 = struct.Struct(">I").unpack_from
 _TRANSFER_LIST8 = b"\x00\x53\x14\xc0"  # a transfer (0x14) as a described list8
+_DISPOSITION_LIST8 = b"\x00\x53\x15\xc0"  # a disposition (0x15) as a described list8
 
 
 def _transfer_tails() -> list[dict[bytes, tuple[int | None, bool | None, bool]]]:
@@ -82,10 +83,6 @@ def decode_performative(body: bytes | memoryview) -> tuple[Any, int]:
     return decode(body)
 
 
-def _head(body: bytes | memoryview) -> bytes:
-    return body if type(body) is bytes else bytes(body[:_MAX_HEAD])
-
-
 class _Decline(Exception):
     """A field in an encoding these decoders leave to the generic one."""
 
@@ -114,16 +111,6 @@ def _bool(buf: bytes, pos: int) -> bool | None:
     if c == 0x40:
         return None
     raise _Decline
-
-
-def _list8(buf: bytes, code: int) -> tuple[int, int]:
-    """Count and end offset of the described list8 performative ``code``."""
-    if buf[0] or buf[1] != 0x53 or buf[2] != code or buf[3] != 0xC0:
-        raise _Decline
-    end = 5 + buf[4]
-    if end > len(buf):
-        raise _Decline
-    return buf[5], end
 
 
 TransferFields = tuple[int, int | None, bytes | None, int | None, bool | None, bool, int]
@@ -300,21 +287,53 @@ def decode_transfer(body: bytes | memoryview) -> tuple[Transfer, int] | None:
 
 
 def decode_disposition(body: bytes | memoryview) -> Disposition | None:
-    """A disposition frame body's performative (nothing may follow it), or None."""
+    """A disposition frame body's performative (nothing may follow it), or None.
+
+    Straight-line on purpose, as :func:`scan_transfer`: this runs once per settlement
+    read (a receiver completing each message in turn sends one per message). An outcome
+    with no fields (accepted, released) is the one shared instance of its class: they
+    have no fields and no attributes to set (``__slots__ = ()``)."""
+    buf = body if type(body) is bytes else bytes(body[:_MAX_HEAD])
     last = state = None
     settled: bool | None = False
     batchable: bool | None = False
     try:
-        buf = _head(body)
-        count, end = _list8(buf, 0x15)
+        if buf[:4] != _DISPOSITION_LIST8:
+            return None
+        end = 5 + buf[4]
+        count = buf[5]
         if not 2 <= count <= 6 or end != len(body):
             return None
-        role = _bool(buf, 6)
-        first, pos = _uint(buf, 7)
+        c = buf[6]
+        if c == 0x41:
+            role = True
+        elif c == 0x42:
+            role = False
+        else:
+            return None  # a null role too: the generic decoder names the error
+        c = buf[7]
+        if c == 0x52:
+            first = _SMALL_UINTS[buf[8]]
+            pos = 9
+        elif c == 0x70:
+            first = UInt(_U32(buf, 8)[0])
+            pos = 12
+        elif c == 0x43:
+            first = _UINT0
+            pos = 8
+        else:
+            return None
         if count > 2:
-            last, pos = _uint(buf, pos)
+            if buf[pos] == 0x40:
+                pos += 1
+            else:
+                last, pos = _uint(buf, pos)
         if count > 3:
-            settled = _bool(buf, pos)
+            c = buf[pos]
+            if c == 0x41:
+                settled = True
+            elif c != 0x42 and c != 0x40:
+                return None  # (false and null: settled stays false)
             pos += 1
         if count > 4:
             if buf[pos] == 0x40:
@@ -322,16 +341,16 @@ def decode_disposition(body: bytes | memoryview) -> Disposition | None:
             else:
                 outcome = _EMPTY_OUTCOMES.get(buf[pos + 2]) if buf[pos + 1] == 0x53 else None
                 if outcome is not None and buf[pos] == 0 and buf[pos + 3] == 0x45:
-                    state = outcome()
+                    state = outcome
                     pos += 4
                 else:
                     state, pos = decode(buf, pos)
         if count > 5:
             batchable = _bool(buf, pos)
             pos += 1
-    except (IndexError, _Decline, DecodeError):
+    except (IndexError, struct.error, _Decline, DecodeError):
         return None
-    if pos != end or role is None or first is None:
+    if pos != end:
         return None
     d = Disposition.__new__(Disposition)
     d.role = role

@@ -639,8 +639,8 @@ class Session:
 
     def on_disposition(self, disposition: Disposition) -> None:
         first = int(disposition.first)
-        last = first if disposition.last is None else int(disposition.last)
-        count = serial_diff(last, first) + 1
+        last = disposition.last  # None: one delivery (the usual, a settlement in turn)
+        count = 1 if last is None else serial_diff(int(last), first) + 1
         if count <= 0:
             raise errors.SessionProtocolError(
                 self.channel, errors.NOT_ALLOWED, f"disposition range {first}..{last} is empty"
@@ -662,7 +662,7 @@ class Session:
         if not named:
             return
         only: Any = named[0].link
-        if not [d for d in named if d.link is not only]:
+        if len(named) == 1 or not [d for d in named if d.link is not only]:
             only.on_dispositions(named, settled, state, batchable)  # the usual: one run of one link
             return
         link: Any = only
@@ -1005,7 +1005,7 @@ class Session:
         one ``data_to_send`` already leaves as few frames.
         """
         pending = self._dispositions
-        if not pending or self.end_sent:
+        if not pending or self.state >= _END_SENT:  # (end_sent, inline: once per flush)
             pending.clear()
             return
         self._dispositions = []
@@ -1026,8 +1026,8 @@ class Session:
         released: the usual settlement), else encoded."""
         conn = self.connection
         encoded = None if batchable else _FIELDLESS_STATES.get(type(state))
-        if encoded is not None and conn.frames_writable():
-            write_disposition(conn.frame_buffer(), self.channel, role, first, last, settled, encoded)
+        if encoded is not None and (out := conn.writable_buffer()) is not None:
+            write_disposition(out, self.channel, role, first, last, settled, encoded)
         else:
             conn.send_frame(self.channel, _disposition(role, first, last, settled, state, batchable))
 

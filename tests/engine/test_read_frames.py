@@ -44,17 +44,21 @@ def _by_frame(reader: FrameReader) -> list[Any]:
 
 
 def _by_runs(reader: FrameReader) -> list[Any]:
-    """As the connection reads: the whole frames at once, else one frame (joined or refused)."""
+    """As the connection reads: the whole frames at once, else one frame (joined or refused);
+    done once whole frames left nothing behind (``drained``, which says so exactly)."""
     read: list[Any] = []
     try:
         while True:
             got = reader.read_frames()
+            assert reader.drained == (reader.buffered == 0)
             if not got:
                 frame = reader.read_frame()
                 if frame is None:
                     return read
                 got = [frame]
             read += [(t, c, bytes(b)) for t, c, b in got]
+            if reader.drained:
+                return read
     except FramingError as exc:
         read.append(str(exc))
     return read
