@@ -36,7 +36,9 @@ for its senders, which are not thread-safe; amqplink's blocking sender is, and t
 Prints msg/s per client, the ratio, the goal, and CPU time per message of the client
 process (``time.process_time``) and of the broker process (``/proc``); for the
 round-trip-bound rows (a and d in turn) also ``bound``, the ratio a client costing no CPU
-at all would reach against this broker (:func:`round_trip_bound`). amqplink runs
+at all would reach against this broker (:func:`round_trip_bound`). With rows a or d it then
+prints the floor: a round trip with no protocol at all (:func:`floor`), what any Python client
+and server pay per sequential message before doing any work on it. amqplink runs
 ``--scale`` times the messages, so that its short runs are not all start-up and noise.
 ``--profile DIR`` writes a cProfile of every amqplink scenario's timed part there (the calling
 thread's and the blocking client's keeper thread's calls); ``--calls`` prints the
