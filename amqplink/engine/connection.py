@@ -118,6 +118,9 @@ _DISCARDING = ConnectionState.DISCARDING
 _END = ConnectionState.END
 _SESSION_BEGIN_SENT = SessionState.BEGIN_SENT
 _SESSION_END_SENT = SessionState.END_SENT
+_SESSION_ERRORS = (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition)
+"""What a session's handling of a transfer, disposition or flow may raise: the session ends
+with it (:meth:`Connection._session_failed`), the connection goes on."""
 _SESSION_ENDED = SessionState.ENDED
 
 
@@ -622,7 +625,7 @@ class Connection:
                                 continue
                             try:  # what _dispatch does for it and the transfers after it (the hot path)
                                 at = session.on_transfer_run(fields, body[fields[6] :], frames, at, channel)
-                            except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
+                            except _SESSION_ERRORS as exc:
                                 self._session_failed(session, channel, exc)
                             continue
                     performative, offset = decode_body(body)
@@ -631,7 +634,7 @@ class Connection:
                         if session is not None and session.state < _SESSION_END_SENT:
                             try:  # what _dispatch does for it (a settlement in turn: one per read)
                                 session.on_disposition(performative)
-                            except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
+                            except _SESSION_ERRORS as exc:
                                 self._session_failed(session, channel, exc)
                             continue
                     self._dispatch(channel, performative, body[offset:])
@@ -786,7 +789,7 @@ class Connection:
                     session.on_disposition(frame)
                 else:
                     session.on_flow(frame)
-            except (errors.LinkProtocolError, errors.SessionProtocolError, IllegalTransition) as exc:
+            except _SESSION_ERRORS as exc:
                 self._session_failed(session, channel, exc)
             return
         if self.remote_open is None and kind is not Open:
