@@ -21,6 +21,7 @@ expression's position too). Every error carries ``<Error><Code/><Detail/></Error
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -57,7 +58,7 @@ from amqplink.broker.http.descriptions import (
 from amqplink.broker.namespace.counts import entity_counts, topic_counts
 from amqplink.broker.namespace.errors import EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
-from amqplink.broker.namespace.namespace import DEFAULT_RULE, AnySubscription, Namespace, Topic
+from amqplink.broker.namespace.namespace import DEFAULT_RULE, AnyQueue, AnySubscription, Namespace, Topic
 from amqplink.broker.rights import AccessRule, AccessRules, Right, describe_rights, path_covers
 from amqplink.sbwire.sas import SasTokenError
 
@@ -424,21 +425,19 @@ class NamespaceApi:
         now = self.clock()
         access = self._read_access(desc)
         if self._updating(request):
+            current: AnyQueue | Topic
             if kind == "QueueDescription":
-                queue = ns.queue(name)
-                properties = self._read_properties(desc, replacing(queue.properties))
-                meta = self._replaced_meta(desc, name, now)
-                _apply(lambda: ns.update_queue(queue, properties))
-                self._meta[key] = meta
-                self._set_access(queue.name, access, now)
-                return self._entry(request, queue.name, queue.name, self._queue_xml(name))
-            topic = ns.topic(name)
-            properties = self._read_properties(desc, replacing(topic.properties))
+                current = queue = ns.queue(name)
+                update, describe = functools.partial(ns.update_queue, queue), self._queue_xml
+            else:
+                current = topic = ns.topic(name)
+                update, describe = functools.partial(ns.update_topic, topic), self._topic_xml
+            properties = self._read_properties(desc, replacing(current.properties))
             meta = self._replaced_meta(desc, name, now)
-            _apply(lambda: ns.update_topic(topic, properties))
+            _apply(lambda: update(properties))
             self._meta[key] = meta
-            self._set_access(topic.name, access, now)
-            return self._entry(request, topic.name, topic.name, self._topic_xml(name))
+            self._set_access(current.name, access, now)
+            return self._entry(request, current.name, current.name, describe(name))
         if key in ns.queues or key in ns.topics:
             raise ApiError(409, f"an entity called {name!r} exists already in namespace {ns.name!r}")
         properties = self._read_properties(desc, created(self.namespace.partition_all))
