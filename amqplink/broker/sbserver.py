@@ -651,11 +651,11 @@ class _ServiceBusConnection:
                     if not batch:
                         break
                     sent = True
-                    payloads = encode_all(batch)
+                    tokens: list[bytes] | None = [msg.lock for msg in batch] if lock else None  # type: ignore[misc]
+                    payloads = encode_all(batch, tokens)
                     i = 0
                     try:
-                        if lock:
-                            tokens: list[bytes] = [msg.lock for msg in batch]  # type: ignore[misc]
+                        if tokens is not None:
                             made = send_all(payloads, tokens)
                             held.update(zip(tokens, made, strict=False))  # made: a prefix; each tag is its token
                             i = len(made)
@@ -1130,8 +1130,8 @@ class _ServiceBusConnection:
             if consumer.session_id is not None:  # the session's lock ends: its messages come back, uncounted
                 consumer.entity.release(list(consumer.held), now, counted=False)
                 consumer.entity.close_session(consumer.session_id, link, now)
-            else:  # as Service Bus: the message locks are held until they expire
-                consumer.entity.orphan(list(consumer.held))
+            # else, as Service Bus: the message locks are held until they expire (then counted as
+            # any expired lock), and their tokens still settle or renew them over $management
             consumer.held.clear()
         self.producers.pop(link, None)  # type: ignore[call-overload]
         self.requests.pop(link, None)  # type: ignore[call-overload]
