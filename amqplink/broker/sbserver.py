@@ -75,7 +75,7 @@ from amqplink.engine.events import (
 from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
-from amqplink.sbwire.conditions import DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
+from amqplink.sbwire.conditions import ARGUMENT_ERROR, DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
 from amqplink.sbwire.formats import dotnet_ticks
 from amqplink.sbwire.nodes import CBS_NODE as _CBS
 from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
@@ -530,9 +530,7 @@ class _ServiceBusConnection:
             return
         if SESSION_FILTER not in filters:
             raise EntityError(NOT_ALLOWED, f"{path!r} requires sessions: receive with a session receiver")
-        wanted = filters[SESSION_FILTER]
-        wanted = wanted.decode() if isinstance(wanted, bytes) else wanted
-        taken = entity.accept_session(None if wanted is None else str(wanted), link, now)
+        taken = entity.accept_session(_session_wanted(filters[SESSION_FILTER], path), link, now)
         if taken is not None:
             self._start_consumer(link, entity, path, taken)
             return
@@ -1137,6 +1135,24 @@ class _ServiceBusConnection:
         self.requests.pop(link, None)  # type: ignore[call-overload]
         for key in [k for k, v in self.replies.items() if v is link]:
             del self.replies[key]
+
+
+def _session_wanted(value: Any, path: str) -> str | None:
+    """The session a receiver's ``com.microsoft:session-filter`` names (None: the next available);
+    a session id is a string (binary taken as UTF-8), so any other value is refused with
+    ``com.microsoft:argument-error`` rather than read as its text (an int 1 opened "1")."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            pass
+    elif value is None or isinstance(value, str):
+        return value
+    raise EntityError(
+        ARGUMENT_ERROR,
+        f"the session filter of a receiver on {path!r} must be a session id (a string) or null "
+        f"for the next available session, not {type(value).__name__} {repr(value)[:40]}",
+    )
 
 
 def _refused(path: str, exc: EntityError) -> Rejected:

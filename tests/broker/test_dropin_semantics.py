@@ -145,6 +145,24 @@ def test_the_sdk_settles_through_management_when_its_link_is_broken(broker: Brok
             assert receiver.peek_messages(5) == []
 
 
+@pytest.mark.parametrize("name", CLIENTS)
+async def test_a_session_id_that_is_not_a_string_is_refused(broker: BrokerThread, name: str) -> None:
+    """``session_id=1`` (an int): Service Bus refuses the receiver (the SDK's test_sessions.py
+    expects ``ServiceBusError``); the broker used to open a session named "1"."""
+    api: Api = load_api(name)
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("short-sessions") as sender:
+            await sender.send_messages(api.sb.ServiceBusMessage("in session 1", session_id="1"))
+        with pytest.raises(api.exceptions.ServiceBusError) as refused:
+            async with client.get_queue_receiver("short-sessions", session_id=1) as receiver:
+                await receiver.receive_messages(max_wait_time=1)
+        assert "session" in str(refused.value)
+        async with client.get_queue_receiver("short-sessions", session_id="1") as receiver:  # the string is one
+            got = await receive_one(receiver)
+            assert str(got) == "in session 1"
+            await receiver.complete_message(got)
+
+
 async def test_a_session_receiver_closed_unsettled_counts_no_attempt(broker: BrokerThread) -> None:
     """A session receiver's close frees its session and brings the session's messages back
     (the next receiver of the session gets them at once), without counting an attempt: the
