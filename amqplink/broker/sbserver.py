@@ -926,6 +926,7 @@ class _ServiceBusConnection:
                 names=host.names,
                 local=local,
                 strict=bool(host.require_auth),
+                names_entity=host.namespace.names_entity,
             )
             status = (response.application_properties or {}).get("status-code")
             audience = (request.application_properties or {}).get("name")

@@ -163,6 +163,41 @@ async def test_a_session_id_that_is_not_a_string_is_refused(broker: BrokerThread
             await receiver.complete_message(got)
 
 
+@pytest.mark.parametrize("name", CLIENTS)
+async def test_a_token_for_an_entity_that_does_not_exist_is_answered_404(broker: BrokerThread, name: str) -> None:
+    """Service Bus answers a put-token for an entity that does not exist with 404, which the SDK
+    raises as ``ServiceBusAuthenticationError`` (its test_sb_client.py ``test_sb_client_bad_entity``);
+    the broker (here with its entities configured: nothing made on first use) used to accept the
+    token and fail the link not-found."""
+    api: Api = load_api(name)
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        with pytest.raises(api.exceptions.ServiceBusAuthenticationError) as refused:
+            async with client.get_queue_sender("no-such-queue") as sender:
+                await sender.send_messages(api.sb.ServiceBusMessage("nowhere"))
+        if name == "amqplink":  # (the SDK's message gives the condition only)
+            assert "'no-such-queue' could not be found" in str(refused.value)
+        with pytest.raises(api.exceptions.ServiceBusAuthenticationError):
+            async with client.get_subscription_receiver("events", "no-such-subscription") as receiver:
+                await receiver.receive_messages(max_wait_time=1)
+        async with client.get_queue_sender("other") as sender:  # one that exists is as before
+            await sender.send_messages(api.sb.ServiceBusMessage("somewhere"))
+
+
+def test_an_audience_names_an_entity_or_a_queue_first_use_makes() -> None:
+    """The put-token's check creates nothing: with ``auto_create`` a plain queue name counts
+    (its first link makes it), a subscription of a topic that is not there does not."""
+    from amqplink.broker.namespace import Namespace
+
+    namespace = Namespace()  # no configuration: queues are made on first use
+    assert namespace.auto_create
+    for address in ("sb://h/", "sb://h/$cbs", "sb://h/fresh", "sb://h/fresh/$DeadLetterQueue"):
+        assert namespace.names_entity(address), address
+    assert not namespace.names_entity("sb://h/topic/Subscriptions/sub")
+    assert namespace.queues == {}  # nothing made
+    namespace.auto_create = False
+    assert not namespace.names_entity("sb://h/fresh")
+
+
 async def test_a_session_receiver_closed_unsettled_counts_no_attempt(broker: BrokerThread) -> None:
     """A session receiver's close frees its session and brings the session's messages back
     (the next receiver of the session gets them at once), without counting an attempt: the

@@ -268,6 +268,8 @@ def pytest_configure(config: pytest.Config) -> None:
         keys={KEY_NAME: KEY},
         rules=[AccessRule(name, (key,), parse_rights(rights)) for rights, (name, key) in RULES.items()],
     )
+    assert broker.servicebus is not None
+    broker.servicebus.namespace.auto_create = False  # as a namespace on Azure (--strict-entities)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(CERTIFICATE.cert_path, CERTIFICATE.key_path)
     running = broker_thread(broker, ssl_context=tls)
