@@ -1057,7 +1057,9 @@ class _ServiceBusConnection:
         for link, deliveries, outcome in zip(items, items, items, strict=True):
             if link.is_detached:
                 continue
-            if refused is not None and not isinstance(outcome, Rejected):
+            # (a rejected with an error is a refusal already; the dead-letter echo, a rejected
+            # without one, was applied and is refused like any other outcome)
+            if refused is not None and (type(outcome) is not Rejected or outcome.error is None):
                 outcome = refused
             if link is not run_link or outcome is not run_outcome:
                 if all(delivery.settled for delivery in deliveries):
