@@ -75,7 +75,8 @@ def test_deliver_matches_encode(
     lock_token = None if locked is None else token
     annotations = DA_EMPTY if lock_token is None else DA_LOCKED + lock_token
     expected = Message.decode(envelope.encode(delivery_stamps(seq, enqueued, locked), count, None, annotations))
-    assert expected.delivery_annotations == ({} if locked is None else {Symbol("x-opt-lock-token"): uuid.UUID(bytes=token)})
+    lock = {Symbol("x-opt-lock-token"): uuid.UUID(bytes=token)}
+    assert expected.delivery_annotations == ({} if locked is None else lock)
     for _ in range(2):  # the second time from the cached annotations and header
         got = Message.decode(envelope.deliver(seq, enqueued, locked, count, None, lock_token))
         assert got.header == expected.header

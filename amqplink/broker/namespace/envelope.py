@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -275,8 +275,9 @@ class Envelope:
         if template is None:
             template = self.template = _template(self.annotations)
         if not template[0]:  # the message carries a stamp itself: the general path merges it
-            stamps = delivery_stamps(sequence_number, enqueued_at, locked_until)
-            return self.encode(stamps, delivery_count, ttl, annotations)
+            return self.encode(
+                delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count, ttl, annotations
+            )
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         if locked_until is None:
             prefix = template[0]

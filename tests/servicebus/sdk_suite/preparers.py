@@ -16,6 +16,7 @@ test and deletes it after; each preparer hands the test ``parameter_name`` (an o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import functools
 import inspect
@@ -39,7 +40,7 @@ VALUES: dict[str, Any] = {}
 the SDK's administration client)."""
 
 
-class AccessRights(str, enum.Enum):
+class AccessRights(enum.StrEnum):
     """``azure.mgmt.servicebus.models.AccessRights``, the only name the tests take from it."""
 
     manage = "Manage"
@@ -172,11 +173,8 @@ class SubscriptionPreparer(_Preparer):
 
     def remove(self, created: dict[str, Any], given: dict[str, Any]) -> None:
         # deleted with its topic when that is not cached; otherwise on its own
-        with VALUES["admin"]() as admin:
-            try:
-                admin.delete_subscription(created["__topic"], created[self.parameter_name].name)
-            except Exception:  # noqa: BLE001  (the topic went first)
-                pass
+        with VALUES["admin"]() as admin, contextlib.suppress(Exception):  # (the topic went first)
+            admin.delete_subscription(created["__topic"], created[self.parameter_name].name)
 
 
 def _rights(access_rights: Any) -> frozenset[str]:
@@ -224,7 +222,8 @@ class QueueRulePreparer(_Preparer):
             )
             queue.authorization_rules = [*(queue.authorization_rules or []), rule]
             admin.update_queue(queue)
-            key = next(r.primary_key for r in admin.get_queue(queue_name).authorization_rules if r.key_name == rule_name)
+            rules = admin.get_queue(queue_name).authorization_rules
+            key = next(r.primary_key for r in rules if r.key_name == rule_name)
         host = f"{NAMESPACE_NAME}{ENDPOINT_SUFFIX}"
         return {
             self.parameter_name: _resource(rule_name),

@@ -221,8 +221,11 @@ def _trust_bundle() -> str:
     """A CA bundle: certifi's roots and the broker's certificate."""
     import certifi
 
-    bundle = tempfile.NamedTemporaryFile("w", suffix=".pem", prefix="sdk-trust-", delete=False)
-    with bundle, open(certifi.where()) as roots, open(CERTIFICATE.cert_path) as ours:
+    with (
+        tempfile.NamedTemporaryFile("w", suffix=".pem", prefix="sdk-trust-", delete=False) as bundle,
+        open(certifi.where()) as roots,
+        open(CERTIFICATE.cert_path) as ours,
+    ):
         bundle.write(roots.read() + "\n" + ours.read())
     return bundle.name
 
