@@ -220,7 +220,7 @@ async def test_drop_a_consumer_mid_transfer_after_n_bytes() -> None:
             await until(lambda: len(broker.servicebus.connections) == 1)  # type: ignore[union-attr]
             (msg,) = list(entity.store)
             # the socket died with the delivery: its lock is held to expiry, its token still settles it (as Service Bus)
-            assert msg.delivery_count == 1 and msg.state.value == "locked" and entity.holds_lock(msg.lock_token)  # held to expiry
+            assert msg.delivery_count == 1 and msg.state.value == "locked" and entity.holds_lock(msg.lock_token)
         finally:
             await producer.close()
 

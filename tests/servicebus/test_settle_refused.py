@@ -84,7 +84,7 @@ async def test_aio_a_settlement_refused_for_a_full_disk_leaves_the_message_unset
 async def test_a_refusal_that_keeps_the_lock_lets_a_retry_settle() -> None:
     """Dead-lettering from a dead-letter queue is refused (amqp:not-allowed) and the lock kept:
     the complete that follows settles the message (over $management), asyncio and blocking."""
-    async with Broker(servicebus=True) as broker:
+    async with Broker(servicebus=True) as broker:  # noqa: SIM117  (the client needs the running broker)
         async with sbaio.ServiceBusClient.from_connection_string(_connection_string(broker)) as client:
             async with client.get_queue_sender("q") as sender:
                 await sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
@@ -106,7 +106,7 @@ async def test_a_refusal_that_keeps_the_lock_lets_a_retry_settle() -> None:
 
 
 def test_blocking_a_refusal_that_keeps_the_lock_lets_a_retry_settle() -> None:
-    with broker_thread(Broker(servicebus=True)) as broker:
+    with broker_thread(Broker(servicebus=True)) as broker:  # noqa: SIM117  (the client needs the running broker)
         with ServiceBusClient.from_connection_string(_connection_string(broker)) as client:
             with client.get_queue_sender("q") as sender:
                 sender.send_messages(ServiceBusMessage("a"))
