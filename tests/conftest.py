@@ -21,6 +21,7 @@ import asyncio
 import functools
 import inspect
 import os
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -201,12 +202,13 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 @contextmanager
-def broker_thread(broker: Broker) -> Iterator[Broker]:
-    """Run ``broker`` on an event loop of its own, in a thread (for blocking clients)."""
+def broker_thread(broker: Broker, ssl_context: ssl.SSLContext | None = None) -> Iterator[Broker]:
+    """Run ``broker`` on an event loop of its own, in a thread (for blocking clients); TLS on its
+    AMQP port with ``ssl_context``."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="embedded-broker", daemon=True)
     thread.start()
-    asyncio.run_coroutine_threadsafe(broker.start(), loop).result(10)
+    asyncio.run_coroutine_threadsafe(broker.start(ssl_context=ssl_context), loop).result(10)
     try:
         yield broker
     finally:

@@ -75,7 +75,7 @@ from amqplink.engine.events import (
 from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
-from amqplink.sbwire.conditions import DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
+from amqplink.sbwire.conditions import ARGUMENT_ERROR, DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
 from amqplink.sbwire.formats import dotnet_ticks
 from amqplink.sbwire.nodes import CBS_NODE as _CBS
 from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
@@ -530,9 +530,7 @@ class _ServiceBusConnection:
             return
         if SESSION_FILTER not in filters:
             raise EntityError(NOT_ALLOWED, f"{path!r} requires sessions: receive with a session receiver")
-        wanted = filters[SESSION_FILTER]
-        wanted = wanted.decode() if isinstance(wanted, bytes) else wanted
-        taken = entity.accept_session(None if wanted is None else str(wanted), link, now)
+        taken = entity.accept_session(_session_wanted(filters[SESSION_FILTER], path), link, now)
         if taken is not None:
             self._start_consumer(link, entity, path, taken)
             return
@@ -651,11 +649,11 @@ class _ServiceBusConnection:
                     if not batch:
                         break
                     sent = True
-                    payloads = encode_all(batch)
+                    tokens: list[bytes] | None = [msg.lock for msg in batch] if lock else None  # type: ignore[misc]
+                    payloads = encode_all(batch, tokens)
                     i = 0
                     try:
-                        if lock:
-                            tokens: list[bytes] = [msg.lock for msg in batch]  # type: ignore[misc]
+                        if tokens is not None:
                             made = send_all(payloads, tokens)
                             held.update(zip(tokens, made, strict=False))  # made: a prefix; each tag is its token
                             i = len(made)
@@ -928,6 +926,7 @@ class _ServiceBusConnection:
                 names=host.names,
                 local=local,
                 strict=bool(host.require_auth),
+                names_entity=host.namespace.names_entity,
             )
             status = (response.application_properties or {}).get("status-code")
             audience = (request.application_properties or {}).get("name")
@@ -1058,7 +1057,9 @@ class _ServiceBusConnection:
         for link, deliveries, outcome in zip(items, items, items, strict=True):
             if link.is_detached:
                 continue
-            if refused is not None and not isinstance(outcome, Rejected):
+            # (a rejected with an error is a refusal already; the dead-letter echo, a rejected
+            # without one, was applied and is refused like any other outcome)
+            if refused is not None and (type(outcome) is not Rejected or outcome.error is None):
                 outcome = refused
             if link is not run_link or outcome is not run_outcome:
                 if all(delivery.settled for delivery in deliveries):
@@ -1130,13 +1131,31 @@ class _ServiceBusConnection:
             if consumer.session_id is not None:  # the session's lock ends: its messages come back, uncounted
                 consumer.entity.release(list(consumer.held), now, counted=False)
                 consumer.entity.close_session(consumer.session_id, link, now)
-            else:  # as Service Bus: the message locks are held until they expire
-                consumer.entity.orphan(list(consumer.held))
+            # else, as Service Bus: the message locks are held until they expire (then counted as
+            # any expired lock), and their tokens still settle or renew them over $management
             consumer.held.clear()
         self.producers.pop(link, None)  # type: ignore[call-overload]
         self.requests.pop(link, None)  # type: ignore[call-overload]
         for key in [k for k, v in self.replies.items() if v is link]:
             del self.replies[key]
+
+
+def _session_wanted(value: Any, path: str) -> str | None:
+    """The session a receiver's ``com.microsoft:session-filter`` names (None: the next available);
+    a session id is a string (binary taken as UTF-8), so any other value is refused with
+    ``com.microsoft:argument-error`` rather than read as its text (an int 1 opened "1")."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            pass
+    elif value is None or isinstance(value, str):
+        return value
+    raise EntityError(
+        ARGUMENT_ERROR,
+        f"the session filter of a receiver on {path!r} must be a session id (a string) or null "
+        f"for the next available session, not {type(value).__name__} {repr(value)[:40]}",
+    )
 
 
 def _refused(path: str, exc: EntityError) -> Rejected:

@@ -100,6 +100,19 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
+def _id_value(value: Any) -> Any:
+    """A message id as the SDK's ``message_id`` gives it: binary decoded when it is UTF-8
+    (else the bytes), a ulong a plain ``int``, anything else (str, ``uuid.UUID``) as it is."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    if isinstance(value, int) and type(value) is not int:
+        return int(value)  # (the codec's ULong)
+    return value
+
+
 class _MessageIds:
     """Unique message ids in UUID form: a random prefix per process ("xxxxxxxx-xxxx-4xxx-yxxx-",
     74 random bits, drawn again in a forked child) and a 48-bit counter; a fraction of
@@ -278,9 +291,17 @@ class ServiceBusMessage:
         }
 
     session_id = _text_field("session_id", "The session (properties.group-id).", limit=True)
-    message_id = _text_field(
-        "message_id", "The application's id of the message (duplicate detection uses it).", limit=True
-    )
+    @property
+    def message_id(self) -> Any:
+        """The application's id of the message (duplicate detection uses it): as the SDK reads
+        it, a string for a string or UTF-8 binary id, and any other id as its type (a
+        ``uuid.UUID``, an ``int`` for a ulong, ``bytes`` that are not UTF-8)."""
+        return _id_value(self._message.message_id)
+
+    @message_id.setter
+    def message_id(self, value: Any) -> None:
+        _check_length("message_id", value)
+        self._message.message_id = value
 
     @property
     def partition_key(self) -> str | None:

@@ -448,6 +448,7 @@ class ServiceBusReceiver(Handler):
             and isinstance(message, ServiceBusReceivedMessage)
             and message._delivery is not None
             and not message._is_deferred_message
+            and not _answered_on_link(message)
         ):
             return self._start_settlement(
                 link._loop, message, action, status, dead_letter_reason, dead_letter_error_description
@@ -466,7 +467,7 @@ class ServiceBusReceiver(Handler):
         lost = self._lock_lost(message, action)
         if lost is not None:
             raise lost
-        if message._delivery is None or message._is_deferred_message:
+        if message._delivery is None or message._is_deferred_message or _answered_on_link(message):
             await self._settle_by_management(message, status, reason, description)
             self._mark_settled(message)
         else:
@@ -653,3 +654,14 @@ async def _release_buffered(link: Receiver, timeout: float) -> None:
             await link.release(*await link.receive(link.buffered, timeout=0))
     except (AMQPError, OSError) as exc:
         log.debug("releasing buffered messages before closing: %s", exc)
+
+
+def _answered_on_link(message: ServiceBusReceivedMessage) -> bool:
+    """Whether the broker already settled the message's delivery without it being settled: it
+    refused a settlement (a rejected outcome with an error, e.g. its store could not write),
+    so the link can carry no other outcome for it, and a retry goes over ``$management`` by
+    the lock token, as the SDK settles a message its link cannot (it works while the lock is
+    held, and is lock-lost once it is gone)."""
+    raw = message._delivery
+    delivery = None if raw is None else raw._delivery
+    return delivery is not None and delivery.settled and not message._settled

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from amqplink.aio import connect
+from amqplink.servicebus.exceptions import MessageLockLostError
+from amqplink.servicebus.management_node import DispositionStatus, ManagementClient
 from tests.servicebus.scenario import LOCK, MAX_DELIVERY, Api, BrokerThread, load_api
 
 CLIENTS = ["amqplink", pytest.param("azure", marks=pytest.mark.sdk)]
@@ -73,6 +75,127 @@ async def test_a_receiver_closed_unsettled_leaves_its_locks_until_they_expire(br
             assert dt.datetime.now(dt.UTC) >= locked_until
             assert (str(again), again.delivery_count) == ("held", 1)
             await second.complete_message(again)
+
+
+@pytest.mark.parametrize("name", CLIENTS)
+async def test_deliveries_carry_service_bus_delivery_annotations(broker: BrokerThread, name: str) -> None:
+    """As Service Bus: a peek-lock delivery's delivery-annotations hold ``x-opt-lock-token``, the
+    lock token as a uuid (the SDK's own tests compare it with ``lock_token``: test_queues.py,
+    test_message.py), a receive-and-delete one's are an empty map (``== {}`` there)."""
+    api: Api = load_api(name)
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("other") as sender:
+            await sender.send_messages([api.sb.ServiceBusMessage("locked"), api.sb.ServiceBusMessage("deleted")])
+        async with client.get_queue_receiver("other", prefetch_count=0) as receiver:
+            locked = await receive_one(receiver)
+            assert locked.raw_amqp_message.delivery_annotations == {b"x-opt-lock-token": locked.lock_token}
+            await receiver.complete_message(locked)
+        mode = api.sb.ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        async with client.get_queue_receiver("other", receive_mode=mode) as receiver:
+            deleted = await receive_one(receiver)
+            assert str(deleted) == "deleted"
+            assert deleted.raw_amqp_message.delivery_annotations == {}
+
+
+async def test_a_lock_held_after_its_receiver_closed_settles_by_token_over_management(broker: BrokerThread) -> None:
+    """Service Bus settles a message by its lock token over ``$management`` (update-disposition)
+    while the lock is held, also after the receive link that took it detached (the SDK settles
+    through that node when its link is broken: its own test
+    ``test_queue_message_settle_through_mgmt_link_due_to_broken_receiver_link``); once the lock
+    has run out the token is lost (410, message-lock-lost)."""
+    api = load_api("amqplink")
+    async with (
+        await connect(f"amqp://127.0.0.1:{broker.broker.port}") as conn,
+        api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client,
+    ):
+        async with client.get_queue_sender("locks") as sender:
+            await sender.send_messages([api.sb.ServiceBusMessage("completed"), api.sb.ServiceBusMessage("late")])
+        async with client.get_queue_receiver("locks", prefetch_count=0) as receiver:
+            first = await receive_one(receiver)
+            second = await receive_one(receiver)
+        node = await ManagementClient.open(conn, "locks")
+        try:
+            await node.update_disposition(DispositionStatus.COMPLETED, [first.lock_token])
+            await node.renew_lock([second.lock_token])  # held: renewable too
+            with pytest.raises(MessageLockLostError):  # settled: its token is spent
+                await node.update_disposition(DispositionStatus.COMPLETED, [first.lock_token])
+        finally:
+            await node.close()
+        async with client.get_queue_receiver("locks") as receiver:
+            again = await receive_one(receiver, wait=LOCK * 4)  # the renewed lock ran out: back, counted
+            assert (str(again), again.delivery_count) == ("late", 1)
+            await receiver.complete_message(again)
+            assert await receiver.peek_messages(5) == []
+
+
+@pytest.mark.sdk
+def test_the_sdk_settles_through_management_when_its_link_is_broken(broker: BrokerThread) -> None:
+    """The SDK's own test (test_queues.py, ``..._due_to_broken_receiver_link``): its receive link
+    detached under it, ``complete_message`` goes over ``$management`` and the message is gone."""
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+    with ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        with client.get_queue_sender("locks") as sender:
+            sender.send_messages(ServiceBusMessage("Test"))
+        with client.get_queue_receiver("locks") as receiver:
+            (message,) = receiver.receive_messages(max_wait_time=5)
+            receiver._handler._link.detach()
+            receiver.complete_message(message)
+        with client.get_queue_receiver("locks") as receiver:
+            assert receiver.peek_messages(5) == []
+
+
+@pytest.mark.parametrize("name", CLIENTS)
+async def test_a_session_id_that_is_not_a_string_is_refused(broker: BrokerThread, name: str) -> None:
+    """``session_id=1`` (an int): Service Bus refuses the receiver (the SDK's test_sessions.py
+    expects ``ServiceBusError``); the broker used to open a session named "1"."""
+    api: Api = load_api(name)
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        async with client.get_queue_sender("short-sessions") as sender:
+            await sender.send_messages(api.sb.ServiceBusMessage("in session 1", session_id="1"))
+        with pytest.raises(api.exceptions.ServiceBusError) as refused:
+            async with client.get_queue_receiver("short-sessions", session_id=1) as receiver:
+                await receiver.receive_messages(max_wait_time=1)
+        assert "session" in str(refused.value)
+        async with client.get_queue_receiver("short-sessions", session_id="1") as receiver:  # the string is one
+            got = await receive_one(receiver)
+            assert str(got) == "in session 1"
+            await receiver.complete_message(got)
+
+
+@pytest.mark.parametrize("name", CLIENTS)
+async def test_a_token_for_an_entity_that_does_not_exist_is_answered_404(broker: BrokerThread, name: str) -> None:
+    """Service Bus answers a put-token for an entity that does not exist with 404, which the SDK
+    raises as ``ServiceBusAuthenticationError`` (its test_sb_client.py ``test_sb_client_bad_entity``);
+    the broker (here with its entities configured: nothing made on first use) used to accept the
+    token and fail the link not-found."""
+    api: Api = load_api(name)
+    async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:
+        with pytest.raises(api.exceptions.ServiceBusAuthenticationError) as refused:
+            async with client.get_queue_sender("no-such-queue") as sender:
+                await sender.send_messages(api.sb.ServiceBusMessage("nowhere"))
+        if name == "amqplink":  # (the SDK's message gives the condition only)
+            assert "'no-such-queue' could not be found" in str(refused.value)
+        with pytest.raises(api.exceptions.ServiceBusAuthenticationError):
+            async with client.get_subscription_receiver("events", "no-such-subscription") as receiver:
+                await receiver.receive_messages(max_wait_time=1)
+        async with client.get_queue_sender("other") as sender:  # one that exists is as before
+            await sender.send_messages(api.sb.ServiceBusMessage("somewhere"))
+
+
+def test_an_audience_names_an_entity_or_a_queue_first_use_makes() -> None:
+    """The put-token's check creates nothing: with ``auto_create`` a plain queue name counts
+    (its first link makes it), a subscription of a topic that is not there does not."""
+    from amqplink.broker.namespace import Namespace
+
+    namespace = Namespace()  # no configuration: queues are made on first use
+    assert namespace.auto_create
+    for address in ("sb://h/", "sb://h/$cbs", "sb://h/fresh", "sb://h/fresh/$DeadLetterQueue"):
+        assert namespace.names_entity(address), address
+    assert not namespace.names_entity("sb://h/topic/Subscriptions/sub")
+    assert namespace.queues == {}  # nothing made
+    namespace.auto_create = False
+    assert not namespace.names_entity("sb://h/fresh")
 
 
 async def test_a_session_receiver_closed_unsettled_counts_no_attempt(broker: BrokerThread) -> None:

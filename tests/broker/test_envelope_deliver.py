@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from hypothesis import given, settings
@@ -9,6 +10,8 @@ from hypothesis import strategies as st
 
 from amqplink.broker.namespace import envelope as envelope_module
 from amqplink.broker.namespace.envelope import (
+    DA_EMPTY,
+    DA_LOCKED,
     ENQUEUED_TIME,
     LOCKED_UNTIL,
     SEQUENCE_NUMBER,
@@ -56,13 +59,28 @@ def messages(draw: Any) -> Message:
 
 
 @settings(deadline=None)
-@given(messages(), st.integers(1, 2**63 - 1), _times, st.one_of(st.none(), _times), st.integers(0, 2**32 - 1))
-def test_deliver_matches_encode(message: Message, seq: int, enqueued: float, locked: float | None, count: int) -> None:
+@given(
+    messages(),
+    st.integers(1, 2**63 - 1),
+    _times,
+    st.one_of(st.none(), _times),
+    st.integers(0, 2**32 - 1),
+    st.binary(min_size=16, max_size=16),
+)
+def test_deliver_matches_encode(
+    message: Message, seq: int, enqueued: float, locked: float | None, count: int, token: bytes
+) -> None:
+    """Service Bus's delivery-annotations: the lock token when locked, an empty map otherwise."""
     envelope = split_message(message.encode())
-    expected = Message.decode(envelope.encode(delivery_stamps(seq, enqueued, locked), count))
+    lock_token = None if locked is None else token
+    annotations = DA_EMPTY if lock_token is None else DA_LOCKED + lock_token
+    expected = Message.decode(envelope.encode(delivery_stamps(seq, enqueued, locked), count, None, annotations))
+    lock = {Symbol("x-opt-lock-token"): uuid.UUID(bytes=token)}
+    assert expected.delivery_annotations == ({} if locked is None else lock)
     for _ in range(2):  # the second time from the cached annotations and header
-        got = Message.decode(envelope.deliver(seq, enqueued, locked, count))
+        got = Message.decode(envelope.deliver(seq, enqueued, locked, count, None, lock_token))
         assert got.header == expected.header
+        assert got.delivery_annotations == expected.delivery_annotations
         assert got.message_annotations == expected.message_annotations
         assert got.properties == expected.properties
         assert got.application_properties == expected.application_properties
@@ -76,30 +94,39 @@ def test_deliver_matches_encode(message: Message, seq: int, enqueued: float, loc
             st.one_of(messages(), st.binary(max_size=64).map(Message)),  # most have no header nor annotations
             st.integers(1, 2**63 - 1),
             _times,
-            st.sampled_from(list(MessageState)),
             _times,
             st.one_of(st.just(1), st.integers(0, 5)),
+            st.binary(min_size=16, max_size=16),
         ),
         max_size=6,
-    )
+    ),
+    st.booleans(),
 )
-def test_deliver_all_is_deliver_of_each(batch: list[Any]) -> None:
+def test_deliver_all_is_deliver_of_each(batch: list[Any], peek_lock: bool) -> None:
     """The batch's deliveries (the locked first ones assembled at once) are exactly
-    :meth:`Envelope.deliver`'s, locked-until stamped on the locked ones only."""
+    :meth:`Envelope.deliver`'s: a peek-lock batch's locked-until stamped and its lock tokens
+    (the delivery-tags, in .NET GUID order) in the delivery-annotations as uuids."""
+    state = MessageState.LOCKED if peek_lock else MessageState.AVAILABLE
     stored = [
-        StoredMessage(seq, split_message(message.encode()), enqueued, 0.0, state, count, locked_until=until)
-        for message, seq, enqueued, state, until, count in batch
+        StoredMessage(seq, split_message(message.encode()), enqueued, 0.0, state, count, locked_until=until, lock=tag)
+        for message, seq, enqueued, until, count, tag in batch
     ]
     expected = [
         m.envelope.deliver(
             m.sequence_number,
             m.enqueued_at,
-            m.locked_until if m.state is MessageState.LOCKED else None,
+            m.locked_until if peek_lock else None,
             max(m.delivery_count - 1, 0),
+            None,
+            uuid.UUID(bytes_le=m.lock).bytes if peek_lock else None,
         )
         for m in stored
     ]
-    assert deliver_all(stored, MessageState.LOCKED) == expected
+    got = deliver_all(stored, [m.lock for m in stored] if peek_lock else None)
+    assert got == expected
+    for payload, m in zip(got, stored, strict=True):
+        annotations = Message.decode(payload).delivery_annotations
+        assert annotations == ({Symbol("x-opt-lock-token"): uuid.UUID(bytes_le=m.lock)} if peek_lock else {})
 
 
 def test_header_cache_is_bounded() -> None:

@@ -17,7 +17,7 @@ from amqplink.broker.namespace import EntityError, MessageState, Namespace
 from amqplink.broker.namespace.store import lock_key
 from tests.broker.nsutil import T0, payload
 
-SETTLEMENTS = ["complete", "abandon", "released", "defer", "dead_letter", "renew", "release", "orphan"]
+SETTLEMENTS = ["complete", "abandon", "released", "defer", "dead_letter", "renew", "release"]
 
 
 class LockMachine(RuleBasedStateMachine):
@@ -34,15 +34,12 @@ class LockMachine(RuleBasedStateMachine):
         self.until: dict[uuid.UUID, float] = {}
         """The model's own view of when each lock runs out."""
         self.deferred: dict[int, str] = {}
-        self.orphans: dict[uuid.UUID, str] = {}
-        """Locks whose link went away: held to expiry, settleable by no one."""
         self.attempts: dict[str, int] = {}
         """The model's delivery count: locked deliveries, less the releases (not attempts)."""
         self.n = 0
 
     def _live(self) -> set[str]:
-        tokens = {**self.held, **self.orphans}
-        return {mid for token, mid in tokens.items() if self.until[token] > self.now}
+        return {mid for token, mid in self.held.items() if self.until[token] > self.now}
 
     @rule()
     def send(self) -> None:
@@ -87,9 +84,6 @@ class LockMachine(RuleBasedStateMachine):
             elif action == "released":  # a released outcome: no attempt counted
                 self.q.abandon(token, self.now, counted=False)
                 self.attempts[mid] -= 1
-            elif action == "orphan":  # its link went away: held to expiry
-                self.q.orphan([token])
-                self.orphans[token] = mid
             elif action == "defer":
                 self.q.defer(token, self.now)
                 assert seq is not None
@@ -106,20 +100,8 @@ class LockMachine(RuleBasedStateMachine):
             assert not live, f"a live lock was refused: {exc}"
             assert exc.condition == "com.microsoft:message-lock-lost"
         else:
-            assert live or action in ("release", "orphan"), "a stale lock token was honoured"
+            assert live or action == "release", "a stale lock token was honoured"
         del self.held[token]
-
-    @precondition(lambda self: bool(self.orphans))
-    @rule(data=st.data())
-    def settle_orphan(self, data: st.DataObject) -> None:
-        token = data.draw(st.sampled_from(list(self.orphans)))
-        try:
-            self.q.complete(token, self.now)
-        except EntityError as exc:
-            assert exc.condition == "com.microsoft:message-lock-lost"
-        else:
-            raise AssertionError("a lock whose link went away was settled")
-        del self.orphans[token]
 
     @precondition(lambda self: bool(self.deferred))
     @rule(data=st.data())

@@ -13,7 +13,7 @@ receiver under it is then refused for want of Listen, as Service Bus does).
 from __future__ import annotations
 
 import logging
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,12 +130,16 @@ def handle_put_token(
     names: NamespaceNames | None = None,
     local: object = None,
     strict: bool = True,
+    names_entity: Callable[[str], bool] | None = None,
 ) -> Message:
     """Answer a CBS request: 202 and a grant for a valid SAS token, 401 (or 400) otherwise.
 
     ``keys``: the namespace's rules (a key map: each a namespace Manage rule); ``names``
     and ``local`` (the socket address the connection reached): the audience's host must
-    name this namespace (None: not checked).
+    name this namespace (None: not checked). ``names_entity``: whether the audience names
+    something of the namespace (:meth:`~.namespace.Namespace.names_entity`); a valid token
+    for an entity that does not exist is answered 404, as Service Bus answers it (the SDK
+    raises ``ServiceBusAuthenticationError``), not accepted for a link that would then fail.
 
     A ``jwt`` token that is not a SAS token (a Microsoft Entra ID token from a token
     credential) cannot be verified here (no tenant to check its signature against): with
@@ -168,5 +172,11 @@ def handle_put_token(
     except SasTokenError as exc:
         log.info("$cbs: token for %s refused: %s", audience[:200], exc)
         return status_response(request, 401, f"InvalidSignature: {exc}")
+    if names_entity is not None and not names_entity(audience):
+        path = entity_path(audience)
+        log.info("$cbs: token for %s refused: no such entity", audience[:200])
+        return status_response(
+            request, 404, f"The messaging entity {path[:200]!r} could not be found: create it first (or check its name)"
+        )
     authorizations.grant(audience, grant.expires_at, grant.rights, grant.source)
     return status_response(request, 202, "Accepted")

@@ -826,14 +826,6 @@ class Entity:
         if changed:
             self._notify()
 
-    def orphan(self, tokens: Iterable[LockToken]) -> None:
-        """Locks whose receive link went away unsettled: held until they expire, as Service Bus
-        holds them (the SDK releases what it prefetched before closing "so they are not left
-        locked at the broker until lock expiry"), and then counted as any expired lock; no
-        token settles or renews them meanwhile (message-lock-lost)."""
-        for token in tokens:
-            self._locks.pop(lock_key(token), None)
-
     def expire_locks(self, now: float) -> int:
         """End every message and session lock now, as if each had run out (fault
         injection): the messages come back (or go to the DLQ) as after expiry. How many."""
@@ -924,7 +916,7 @@ class Entity:
     def encode(self, msg: StoredMessage, *, peek: bool = False) -> bytes:
         """The message as delivered: Service Bus's annotations stamped, the body bytes untouched."""
         if not peek and not msg.deferred:
-            return self.encode_all((msg,))[0]
+            return self.encode_all((msg,), None if msg.state is not _LOCKED else [msg.lock])[0]  # type: ignore[list-item]
         locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
         # A deferred message stays deferred while a receive_deferred_messages lock holds it
@@ -933,9 +925,10 @@ class Entity:
         count = msg.delivery_count if peek else (msg.delivery_count - 1 if msg.delivery_count > 0 else 0)
         return msg.envelope.encode(stamps, count, ttl_ms(msg.enqueued_at, msg.expires_at))
 
-    def encode_all(self, messages: Iterable[StoredMessage]) -> list[bytes]:
-        """:meth:`encode` (not ``peek``) of each message (a receiver's batch), in order."""
-        return deliver_all(messages, _LOCKED)
+    def encode_all(self, messages: Sequence[StoredMessage], tags: Sequence[bytes] | None = None) -> list[bytes]:
+        """:meth:`encode` (not ``peek``) of each message (a receiver's batch), in order;
+        ``tags``: their lock tokens, for a peek-lock batch (the delivery-annotations carry them)."""
+        return deliver_all(messages, tags)
 
 
 def _uncount(msg: StoredMessage) -> None:

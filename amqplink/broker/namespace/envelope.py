@@ -10,7 +10,11 @@ application-properties sections as they arrived and the body bytes.
 bytes come from a small cache, the message's own annotations are encoded once, and
 the stamps are packed straight into the annotations map.
 
-Delivery annotations are dropped: they are "for the next hop only" (3.2.2).
+Delivery annotations a sender puts on a message are dropped: they are "for the next hop
+only" (3.2.2). Each delivery carries the broker's own, as Service Bus's: ``x-opt-lock-token``
+(the lock token, a uuid) on a peek-lock delivery, an empty map on a receive-and-delete one
+(docs/protocol.md#annotations-and-properties). Both are constants but for the token's 16
+bytes, which a batch has converted in one go (:func:`~amqplink.sbwire.lock_token.rfc_order`).
 
 A message sent is checked whole before it is stored: "the body consists of one of:
 one or more data sections, one or more amqp-sequence sections, or a single amqp-value
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,13 +52,17 @@ from amqplink.protocol.definitions import (
 from amqplink.sbwire.annotations import (
     ENQUEUE_SEQUENCE_NUMBER,
     ENQUEUED_TIME,
+    LOCK_TOKEN,
     LOCKED_UNTIL,
     SCHEDULED_ENQUEUE_TIME,
     SEQUENCE_NUMBER,
 )
 from amqplink.sbwire.formats import PING_CONTENT_TYPE
+from amqplink.sbwire.lock_token import rfc_order
 
 __all__ = [
+    "DA_EMPTY",
+    "DA_LOCKED",
     "ENQUEUED_TIME",
     "ENQUEUE_SEQUENCE_NUMBER",
     "HEADER_CACHE_MAX",
@@ -104,6 +112,12 @@ _STAMP_KEYS = frozenset((SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER
 _MAP8 = struct.Struct(">BBB")
 _MAP32 = struct.Struct(">BII")
 _ANNOTATIONS_DESCRIPTOR = b"\x00\x53\x72"
+_DELIVERY_ANNOTATIONS_DESCRIPTOR = b"\x00\x53\x71"
+_K_LOCK_TOKEN = _symbol_bytes(LOCK_TOKEN) + b"\x98"  # then the uuid's 16 bytes
+DA_LOCKED = _DELIVERY_ANNOTATIONS_DESCRIPTOR + _MAP8.pack(0xC1, 1 + len(_K_LOCK_TOKEN) + 16, 2) + _K_LOCK_TOKEN
+"""A peek-lock delivery's delivery-annotations, ``{x-opt-lock-token: uuid}``, up to the uuid's 16 bytes."""
+DA_EMPTY = _DELIVERY_ANNOTATIONS_DESCRIPTOR + _MAP8.pack(0xC1, 1, 0)
+"""A receive-and-delete delivery's delivery-annotations: an empty map, as Service Bus sends."""
 _MAX_SECONDS = 253402300799  # _MAX_TIMESTAMP_MS in seconds: later times are clamped
 _headers: dict[tuple[Any, ...], bytes] = {}
 _INF = math.inf
@@ -196,10 +210,15 @@ class Envelope:
         )
 
     def encode(
-        self, stamps: dict[Symbol, Any] | None = None, delivery_count: int | None = None, ttl: int | None = None
+        self,
+        stamps: dict[Symbol, Any] | None = None,
+        delivery_count: int | None = None,
+        ttl: int | None = None,
+        delivery_annotations: bytes = b"",
     ) -> bytes:
         """The transfer payload: header (with ``delivery_count``, and ``ttl`` in ms when given:
-        the time to live in force, :func:`ttl_ms`), annotations plus ``stamps``, the rest."""
+        the time to live in force, :func:`ttl_ms`), ``delivery_annotations`` (a section's
+        bytes), annotations plus ``stamps``, the rest."""
         out = bytearray()
         h = self.header
         if delivery_count is not None or h is not None or ttl is not None:
@@ -212,6 +231,7 @@ class Envelope:
                 if delivery_count is not None
                 else (None if h is None else h.delivery_count),
             )._amqp_encode(out)
+        out += delivery_annotations
         if stamps:
             annotations = dict(self.annotations)
             annotations.update(stamps)
@@ -243,15 +263,21 @@ class Envelope:
         locked_until: float | None,
         delivery_count: int,
         ttl: int | None = None,
+        token: bytes | None = None,
     ) -> bytes:
         """The transfer payload of a delivery: as :meth:`encode` with the sequence number,
         enqueued time and (when locked) locked-until stamps, spliced into a template; ``ttl``
-        (ms): the time to live in force, written in the header (:func:`ttl_ms`)."""
+        (ms): the time to live in force, written in the header (:func:`ttl_ms`); ``token``:
+        the lock token's uuid bytes (RFC order) for the delivery-annotations of a locked
+        delivery, None for a receive-and-delete one (:data:`DA_LOCKED`, :data:`DA_EMPTY`)."""
+        annotations = DA_EMPTY if token is None else DA_LOCKED + token
         template = _BARE if not self.annotations else self.template
         if template is None:
             template = self.template = _template(self.annotations)
         if not template[0]:  # the message carries a stamp itself: the general path merges it
-            return self.encode(delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count, ttl)
+            return self.encode(
+                delivery_stamps(sequence_number, enqueued_at, locked_until), delivery_count, ttl, annotations
+            )
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         if locked_until is None:
             prefix = template[0]
@@ -266,7 +292,7 @@ class Envelope:
             header = _FIRST_HEADER
         else:
             header = self._header(delivery_count, ttl)
-        return b"".join((header, prefix, stamps, self.props_raw, self.body))
+        return b"".join((header, annotations, prefix, stamps, self.props_raw, self.body))
 
     def _header(self, delivery_count: int, ttl: int | None = None) -> bytes:
         h = self.header
@@ -338,9 +364,12 @@ _BARE = _template({})
 _EMPTY = Envelope(None, {}, None, None, b"", b"")
 _FIRST_HEADER = _EMPTY._header(0)
 """The header of a first delivery of a message sent without one."""
-_FIRST_LOCKED_HEAD = _FIRST_HEADER + _BARE[1]
+_FIRST_LOCKED_HEAD = _FIRST_HEADER + DA_LOCKED
 """What a locked first delivery of a message with no header or annotations of its own
-starts with, up to the stamps (the usual delivery: :func:`deliver_all`)."""
+starts with, up to the lock token (the usual delivery: :func:`deliver_all`)."""
+_LOCKED_DELIVERY = struct.Struct(f">16s{len(_BARE[1])}s{_LOCKED_STAMPS.format[1:]}")
+"""The rest of that delivery's head: the lock token's 16 bytes (ending the delivery-annotations),
+the message-annotations up to the stamps (:data:`_BARE`), then the stamps."""
 
 
 def ttl_ms(enqueued_at: float, expires_at: float) -> int | None:
@@ -365,36 +394,52 @@ def _first_locked_head(span: float) -> bytes:
     if head is None:
         if len(_locked_heads) >= HEADER_CACHE_MAX:
             _locked_heads.clear()
-        head = _locked_heads[ttl] = _FIRST_LOCKED_HEAD if ttl is None else _EMPTY._header(0, ttl) + _BARE[1]
+        head = _locked_heads[ttl] = _FIRST_LOCKED_HEAD if ttl is None else _EMPTY._header(0, ttl) + DA_LOCKED
     return head
 
 
-def deliver_all(messages: Iterable[Any], locked: Any) -> list[bytes]:
+def deliver_all(messages: Sequence[Any], tags: Sequence[bytes] | None = None) -> list[bytes]:
     """:meth:`Envelope.deliver` of each stored message (a receiver's batch: objects with
-    ``envelope``, ``sequence_number``, ``enqueued_at``, ``expires_at``, ``delivery_count``,
-    ``state`` and ``locked_until``), locked-until stamped when ``state`` is ``locked``; the
-    header carries prior attempts: the count of deliveries before this one, and the time to
-    live in force (:func:`ttl_ms`). A locked first delivery of a message with no header or
-    annotations of its own (most) is assembled here, its common head made once per time to
-    live."""
+    ``envelope``, ``sequence_number``, ``enqueued_at``, ``expires_at``, ``delivery_count``
+    and ``locked_until``). ``tags``: the batch's lock tokens (their delivery-tags) when it
+    is a peek-lock batch, each message locked (locked-until stamped, the token in the
+    delivery-annotations); None: a receive-and-delete one. The header carries prior
+    attempts: the count of deliveries before this one, and the time to live in force
+    (:func:`ttl_ms`). A locked first
+    delivery of a message with no header or annotations of its own (most) is assembled here,
+    its common head made once per time to live."""
     out: list[bytes] = []
-    append, join, pack = out.append, b"".join, _LOCKED_STAMPS.pack
+    if tags is None:
+        for msg in messages:
+            count = msg.delivery_count
+            out.append(
+                msg.envelope.deliver(
+                    msg.sequence_number,
+                    msg.enqueued_at,
+                    None,
+                    count - 1 if count > 0 else 0,
+                    ttl_ms(msg.enqueued_at, msg.expires_at),
+                )
+            )
+        return out
+    append, join, pack, bare = out.append, b"".join, _LOCKED_DELIVERY.pack, _BARE[1]
     last_until: float | None = None
     until = 0
     last_span = _INF
     head = _FIRST_LOCKED_HEAD
-    for msg in messages:
+    for msg, token in zip(messages, rfc_order(tags), strict=True):
         envelope = msg.envelope
         count = msg.delivery_count
         enqueued_at = msg.enqueued_at
-        if count != 1 or msg.state is not locked or envelope.annotations or envelope.header is not None:
+        if count != 1 or envelope.annotations or envelope.header is not None:
             append(
                 envelope.deliver(
                     msg.sequence_number,
                     enqueued_at,
-                    msg.locked_until if msg.state is locked else None,
+                    msg.locked_until,
                     count - 1 if count > 0 else 0,
                     ttl_ms(enqueued_at, msg.expires_at),
+                    token,
                 )
             )
             continue
@@ -408,7 +453,7 @@ def deliver_all(messages: Iterable[Any], locked: Any) -> list[bytes]:
             until = int(locked_until * 1000) if locked_until < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         seq = msg.sequence_number
-        stamps = pack(seq, _ENQ_KEY, enqueued, _ESEQ_KEY, seq, _LOCK_KEY, until)
+        stamps = pack(token, bare, seq, _ENQ_KEY, enqueued, _ESEQ_KEY, seq, _LOCK_KEY, until)
         append(join((head, stamps, envelope.props_raw, envelope.body)))
     return out
 

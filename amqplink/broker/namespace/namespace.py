@@ -571,6 +571,25 @@ class Namespace:
         return [rule for rules in self.access_rules.values() for rule in rules]
 
     # -- addresses ----------------------------------------------------------------
+    def names_entity(self, address: str) -> bool:
+        """Whether ``address`` names this namespace, one of its nodes (``$cbs``, ``$control``),
+        an entity it holds, or a queue its first use would make (:attr:`auto_create`): what a
+        CBS token's audience must name, Service Bus answering a put-token for an entity that
+        does not exist with 404. Creates nothing."""
+        path = entity_path(address)
+        if not path or path.startswith("$"):
+            return True
+        parts = path.lower().split("/")
+        while len(parts) > 1 and parts[-1] in ("$management", DEAD_LETTER_SUFFIX.lower()):
+            parts.pop()  # (a queue's own nodes: made with it)
+        if self.auto_create and len(parts) == 1 and parts[0] not in self.topics:
+            return True  # a plain queue name: its first link makes it
+        try:
+            self.resolve(address)  # (creates nothing: a name auto_create would make is answered above)
+        except EntityError as exc:
+            return exc.condition != NOT_FOUND
+        return True
+
     def resolve(self, address: str) -> Node:
         """The node an address names; ``amqp:not-found`` if it names nothing."""
         path = entity_path(address)

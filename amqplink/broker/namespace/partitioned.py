@@ -813,11 +813,6 @@ class PartitionedEntity:
         for index, group in self._holders(tokens).items():
             self.fragments[index].release(group, now, counted=counted)
 
-    def orphan(self, tokens: Iterable[LockToken]) -> None:
-        """Locks whose link went away: held to expiry in whichever fragment holds them."""
-        for index, group in self._holders(tokens).items():
-            self.fragments[index].orphan(group)
-
     def expire_locks(self, now: float) -> int:
         """Every fragment's message and session locks ended now, up or down (fault
         injection, as the broker's own expiry reaches a down fragment); how many."""
@@ -851,10 +846,12 @@ class PartitionedEntity:
         """The message as its fragment delivers it."""
         return self.fragments[fragment_of(msg.sequence_number)].encode(msg, peek=peek)
 
-    def encode_all(self, messages: Iterable[StoredMessage]) -> list[builtins.bytes]:
+    def encode_all(
+        self, messages: Sequence[StoredMessage], tags: Sequence[builtins.bytes] | None = None
+    ) -> list[builtins.bytes]:
         """:meth:`encode` of each message (a receiver's batch, from any fragments), in order:
         the wire form depends on the message alone, so one fragment encodes them all."""
-        return self.fragments[0].encode_all(messages)
+        return self.fragments[0].encode_all(messages, tags)
 
 
 def partitioned_dead_letter_queue(path: str, properties: EntityProperties, partitions: Partitions) -> PartitionedEntity:

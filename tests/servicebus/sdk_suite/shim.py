@@ -1,4 +1,4 @@
-"""A pytest plugin that runs azure-servicebus's own management tests against the embedded broker.
+"""A pytest plugin that runs azure-servicebus's own tests against the embedded broker.
 
 The SDK's tests import ``devtools_testutils`` (the Azure SDK's test tooling, from the
 azure-sdk-for-python repository's ``eng/tools/azure-sdk-tools``; not on PyPI) and, through
@@ -24,6 +24,17 @@ the tooling is used by the management tests), with the values of a broker it sta
   default TLS context is made at import) and named by ``SSL_CERT_FILE`` and ``REQUESTS_CA_BUNDLE``,
   which the SDK's two transports (aiohttp, requests) read.
 
+For the data-plane tests (``tests/*.py``, ``tests/async_tests``), beside that:
+
+* ``servicebus_preparer``: :mod:`.preparers`, entities made on the broker instead of through ARM;
+* the AMQP port: the SDK connects to ``NAMESPACE:5671`` with TLS. The broker listens with TLS (the
+  same certificate) and the name and port resolve to it: ``socket.getaddrinfo`` answers for that
+  one name and port with the broker's address (what DNS and a port forward would do; every other
+  name is resolved as usual);
+* trust: the SDK's AMQP transports trust ``certifi.where()`` unless given ``connection_verify``,
+  so that names a bundle of certifi's roots and the broker's certificate (as a machine whose
+  trust store holds the broker's CA).
+
 ``async def`` tests run with ``asyncio.run`` (the repository's own hook; no pytest-asyncio).
 """
 
@@ -33,7 +44,10 @@ import asyncio
 import functools
 import inspect
 import os
+import socket
+import ssl
 import sys
+import tempfile
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -45,6 +59,7 @@ import pytest
 from amqplink.broker.http.tls import self_signed  # before aiohttp is imported: see the module
 from tests.broker.connect_proxy import ConnectProxy
 from tests.conftest import broker_thread, pytest_pyfunc_call  # noqa: F401  (the hook runs async tests)
+from tests.servicebus.sdk_suite import preparers
 
 KEY_NAME, KEY = "RootManageSharedAccessKey", "SAS_KEY_VALUE"
 NAMESPACE = "sbemulatorns.servicebus.windows.net"
@@ -129,7 +144,17 @@ def get_credential(is_async: bool = False, **kwargs: Any) -> Any:
 
 
 class AzureMgmtRecordedTestCase:
-    """The tests' base class; live, it adds nothing they use."""
+    """The tests' base class; live, it adds nothing they use but ``await_prepared_test``."""
+
+    @staticmethod
+    def await_prepared_test(func: Callable[..., Any]) -> Callable[..., Any]:
+        """An ``async def`` test run to its end by a plain function (for tests without preparers)."""
+
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return asyncio.run(func(*args, **_accepted(func, kwargs)))
+
+        return run
 
 
 def _nothing(*args: Any, **kwargs: Any) -> None:
@@ -146,7 +171,9 @@ def _module(name: str, **names: Any) -> types.ModuleType:
 _module(
     "devtools_testutils",
     AzureMgmtRecordedTestCase=AzureMgmtRecordedTestCase,
+    AzureRecordedTestCase=AzureMgmtRecordedTestCase,
     CachedResourceGroupPreparer=lambda *args, **kwargs: lambda func: func,
+    RandomNameResourceGroupPreparer=preparers.ResourceGroupPreparer,
     PowerShellPreparer=lambda name_prefix, **defaults: power_shell_preparer(name_prefix, **defaults)(),
     get_credential=get_credential,
     recorded_by_proxy=recorded_by_proxy,
@@ -159,8 +186,48 @@ _module(
         add_remove_header_sanitizer=_nothing,
     ),
 )
-# the management tests take only this from it (the rest drives the ARM clients, for live resources)
-_module("servicebus_preparer", SERVICEBUS_ENDPOINT_SUFFIX=".servicebus.windows.net")
+# azure-common (a package of the old SDKs): test_sb_client imports two error classes it never raises
+_module("azure.common", AzureHttpError=type("AzureHttpError", (Exception,), {}),
+        AzureConflictHttpError=type("AzureConflictHttpError", (Exception,), {}))  # fmt: skip
+# the management tests take only SERVICEBUS_ENDPOINT_SUFFIX from it, the data-plane tests the preparers
+preparers.install()
+
+AMQPS_PORT = 5671
+"""Where the SDK's AMQP transports connect (``TransportType.Amqp`` with TLS, the only way it has)."""
+
+RULES = {
+    frozenset({"Listen"}): ("listenonly", "bGlzdGVuIG9ubHkga2V5IGZvciB0ZXN0cw=="),
+    frozenset({"Send"}): ("sendonly", "c2VuZCBvbmx5IGtleSBmb3IgdGhlIHRlc3Rz"),
+    frozenset({"Manage", "Send", "Listen"}): ("managesendlisten", "bWFuYWdlIHNlbmQgbGlzdGVuIGtleSB0ZXN0"),
+}
+"""The namespace rules the SDK's tests ask for (``ServiceBusNamespaceAuthorizationRulePreparer``)."""
+
+_REDIRECT: dict[tuple[str, int], tuple[str, int]] = {}
+_resolve = socket.getaddrinfo
+
+
+def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    """``socket.getaddrinfo``, but the namespace's AMQP port is the broker's (see the module)."""
+    try:
+        target = _REDIRECT.get((str(host).lower(), int(port)))
+    except (TypeError, ValueError):
+        target = None
+    if target is not None:
+        host, port = target
+    return _resolve(host, port, *args, **kwargs)
+
+
+def _trust_bundle() -> str:
+    """A CA bundle: certifi's roots and the broker's certificate."""
+    import certifi
+
+    with (
+        tempfile.NamedTemporaryFile("w", suffix=".pem", prefix="sdk-trust-", delete=False) as bundle,
+        open(certifi.where()) as roots,
+        open(CERTIFICATE.cert_path) as ours,
+    ):
+        bundle.write(roots.read() + "\n" + ours.read())
+    return bundle.name
 
 
 @pytest.fixture(scope="session")
@@ -190,7 +257,10 @@ def _proxy_thread(redirect: dict[tuple[str, int], tuple[str, int]]) -> Iterator[
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    import certifi
+
     from amqplink.broker import Broker
+    from amqplink.broker.rights import AccessRule, parse_rights
 
     broker = Broker(
         None,
@@ -198,8 +268,14 @@ def pytest_configure(config: pytest.Config) -> None:
         http_port=0,
         http_cert=(CERTIFICATE.cert_path, CERTIFICATE.key_path),
         host_names=[NAMESPACE],
+        keys={KEY_NAME: KEY},
+        rules=[AccessRule(name, (key,), parse_rights(rights)) for rights, (name, key) in RULES.items()],
     )
-    running = broker_thread(broker)
+    assert broker.servicebus is not None
+    broker.servicebus.namespace.auto_create = False  # as a namespace on Azure (--strict-entities)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(CERTIFICATE.cert_path, CERTIFICATE.key_path)
+    running = broker_thread(broker, ssl_context=tls)
     running.__enter__()
     _running.append(running)
     tunnel = _proxy_thread({(NAMESPACE, 443): ("127.0.0.1", broker.http_port)})
@@ -208,12 +284,30 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["HTTPS_PROXY"] = os.environ["https_proxy"] = f"http://127.0.0.1:{proxy.port}"
     for name in ("NO_PROXY", "no_proxy"):
         os.environ.pop(name, None)
+    _REDIRECT[(NAMESPACE, AMQPS_PORT)] = ("127.0.0.1", broker.port)
+    socket.getaddrinfo = _getaddrinfo
+    trust = _trust_bundle()
+    certifi.where = lambda: trust
     VALUES.update(
         servicebus_connection_str=f"Endpoint=sb://{NAMESPACE}/;SharedAccessKeyName={KEY_NAME};SharedAccessKey={KEY}",
         servicebus_fully_qualified_namespace=NAMESPACE,
         servicebus_sas_policy=KEY_NAME,
         servicebus_sas_key=KEY,
     )
+    preparers.VALUES.update(
+        connection_str=VALUES["servicebus_connection_str"],
+        key_name=KEY_NAME,
+        key=KEY,
+        rules=RULES,
+        admin=_admin_client,
+    )
+
+
+def _admin_client() -> Any:
+    """The SDK's administration client on the broker's REST API (through the proxy), as ARM stands in."""
+    from azure.servicebus.management import ServiceBusAdministrationClient
+
+    return ServiceBusAdministrationClient.from_connection_string(VALUES["servicebus_connection_str"])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
