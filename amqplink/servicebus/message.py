@@ -187,12 +187,13 @@ class ServiceBusMessage:
             body = body.encode("utf-8")
         elif body is not None and not isinstance(body, bytes):
             raise TypeError(f"ServiceBusMessage body must be a string, bytes, or None.  Got instead: {type(body)}")
-        # As the SDK (its scheduled_enqueue_time_utc setter runs in __init__): every message has an id.
-        if message_id is None and type(body) is bytes:
+        # As the SDK (its scheduled_enqueue_time_utc setter runs in __init__): every message has an id,
+        # a new one where the id given is empty (None, "", b"", 0).
+        if not message_id and type(body) is bytes:
             message = self._message = Message.of_data(body, Properties(message_id=new_message_id()))
         else:
             message = self._message = Message(body)
-            if message_id is None:
+            if not message_id:
                 message.properties = Properties(message_id=new_message_id())
             else:
                 self.message_id = message_id
