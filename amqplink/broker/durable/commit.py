@@ -319,6 +319,8 @@ class GroupCommit:
 
     def _compaction_due(self) -> bool:
         journal = self.journal
+        if journal.upgrade_due:  # (a file of an earlier format: rewritten in the current one)
+            return True
         if journal.size < self._check_at or not journal.compaction_due(self.compact_min_bytes):
             return False
         if self.live_bytes is not None:
@@ -342,8 +344,14 @@ class GroupCommit:
     def _write(self) -> None:
         """The writer thread: everything queued meanwhile as one append and one flush, in order."""
         get, get_nowait = self._queue.get, self._queue.get_nowait
+        wait_for = self.journal.checkpoint_wait
         while True:
-            item = get()
+            wait = wait_for()
+            try:
+                item = get() if wait is None else get(timeout=wait)
+            except queue.Empty:  # idle since the last batch: its recovery point is due
+                self._checkpoint()
+                continue
             batches: list[_Batch | str] = []
             while item is not None:  # take what else is queued (without giving up the GIL)
                 batches.append(item)
@@ -427,6 +435,13 @@ class GroupCommit:
             self._write_failed(exc)
             return exc
         return None
+
+    def _checkpoint(self) -> None:
+        """(writer thread) Write the journal's recovery point (its failures are the journal's to log)."""
+        try:
+            self.journal.checkpoint()
+        except Exception:
+            log.exception("the broker's store %r could not write its recovery point", self.journal.directory)
 
     def _write_failed(self, exc: BaseException) -> None:
         log.error(
