@@ -12,25 +12,13 @@ import math
 import os
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from amqplink.broker.durable import records
 from amqplink.broker.durable.journal import Journal, StoreError, journal_files
-from amqplink.broker.durable.records import (
-    GONE,
-    K_GONE,
-    K_MESSAGE,
-    K_RUN,
-    K_STATE,
-    K_STATE_RUN,
-    KINDS,
-    MESSAGE,
-    RESET_RECORD,
-    RUN,
-    STATE,
-    delete_record,
-    entity_record,
-)
+from amqplink.broker.durable.records import RUN, delete_record, entity_record
 from amqplink.broker.durable.recovery import CorruptJournal, OutOfPlace
 from amqplink.cli import main
 from tests.broker.test_durable_journal import as_if_crashed, message, only_file, reopened
@@ -148,6 +136,21 @@ def test_a_compaction_tmp_and_superseded_files_stay_until_the_newest_was_read_ba
     assert snapshot(tmp_path) == before
 
 
+def refused_then_salvaged(
+    directory: Path, refusal: type[StoreError], match: str, capsys: pytest.CaptureFixture[str]
+) -> dict[str, Any]:
+    """Starting on ``directory`` is refused (``refusal``, its text matching ``match``) with
+    every file as it was; ``broker-store --salvage`` then repairs it: its report."""
+    before = snapshot(directory)
+    with pytest.raises(refusal, match=match):
+        Journal(directory, fsync=False)
+    assert snapshot(directory) == before
+    capsys.readouterr()
+    assert main(["broker-store", str(directory), "--salvage"]) == 0
+    salvaged: dict[str, Any] = json.loads(capsys.readouterr().out)["salvaged"]
+    return salvaged
+
+
 def acknowledged_then_completed(directory: Path) -> tuple[list[int], list[int]]:
     """A journal where batch 1 stores messages 1-3, batch 2 completes 1 and 2, batch 3 stores
     4: the offset each batch starts at, and their lengths with their heads."""
@@ -176,14 +179,8 @@ def test_a_batch_copied_elsewhere_is_refused_and_salvage_drops_the_copy(
     at = len(data) if where == "at the end" else starts[1]
     data[at:at] = copy
     path.write_bytes(bytes(data))
-    before = snapshot(tmp_path)
-    with pytest.raises(OutOfPlace) as refused:
-        Journal(tmp_path, fsync=False)
-    assert refused.value.offset == at and refused.value.number == 1
-    assert path.name in str(refused.value) and "--salvage" in str(refused.value)
-    assert snapshot(tmp_path) == before
-    assert main(["broker-store", str(tmp_path), "--salvage"]) == 0
-    salvaged = json.loads(capsys.readouterr().out)["salvaged"]
+    match = rf"{path.name}.*the batch at offset {at} checks but is batch #1 where #\d+ was expected.*--salvage"
+    salvaged = refused_then_salvaged(tmp_path, OutOfPlace, match, capsys)
     assert salvaged["copies_dropped"] == [at] and salvaged["lost"] == "nothing"
     assert sorted(reopened(tmp_path).state.messages[1]) == [3, 4]  # the completions stay
 
@@ -197,10 +194,7 @@ def test_two_batches_swapped_are_refused_and_salvage_puts_them_back_in_order(
     data = path.read_bytes()
     first, second = data[starts[0] : starts[1]], data[starts[1] : starts[2]]
     path.write_bytes(data[: starts[0]] + second + first + data[starts[2] :])
-    with pytest.raises(OutOfPlace, match=r"batch #2 where #1 was expected"):
-        Journal(tmp_path, fsync=False)
-    assert main(["broker-store", str(tmp_path), "--salvage"]) == 0
-    salvaged = json.loads(capsys.readouterr().out)["salvaged"]
+    salvaged = refused_then_salvaged(tmp_path, OutOfPlace, r"batch #2 where #1 was expected", capsys)
     assert salvaged["put_back_in_order"] == 1 and salvaged["lost"] == "nothing"
     assert sorted(reopened(tmp_path).state.messages[1]) == [3, 4]
 
@@ -215,12 +209,8 @@ def test_a_bit_flipped_in_the_magic_header_is_refused_and_salvage_keeps_every_ba
     flip_bit = bytearray(path.read_bytes())
     flip_bit[bit // 8] ^= 1 << (bit % 8)
     path.write_bytes(bytes(flip_bit))
-    before = snapshot(tmp_path)
-    with pytest.raises(StoreError, match=r"journal-00000001\.log.*header is damaged.*--salvage"):
-        Journal(tmp_path, fsync=False)
-    assert snapshot(tmp_path) == before
-    assert main(["broker-store", str(tmp_path), "--salvage"]) == 0
-    salvaged = json.loads(capsys.readouterr().out)["salvaged"]
+    match = r"journal-00000001\.log.*header is damaged.*--salvage"
+    salvaged = refused_then_salvaged(tmp_path, StoreError, match, capsys)
     assert salvaged["header"] == "damaged, written again" and salvaged["lost"] == "nothing"
     assert salvaged["batches_kept"] == 10
     assert sorted(reopened(tmp_path).state.messages[1]) == list(range(1, 11))
@@ -236,7 +226,7 @@ def forged(directory: Path, record: bytes) -> int:
     return start
 
 
-@pytest.mark.parametrize("kind", [chr(k) for k in KINDS if k != RESET_RECORD[0]])
+@pytest.mark.parametrize("kind", [chr(k) for k in records.KINDS if k != records.K_RESET])
 def test_a_record_of_all_0xff_fields_is_refused(tmp_path: Path, kind: str) -> None:
     """Every kind, its fixed fields all 0xff (the tail a run or message needs included): the
     batch checks, the record does not: refused naming the file and the batch's offset."""
@@ -265,10 +255,10 @@ def test_a_message_record_with_one_field_out_of_range_is_refused(
     fields[field] = value
     e, q, st, dc, d, en, ex, sc = fields.values()
     packed = {
-        "M": MESSAGE.pack(K_MESSAGE, e, q, st, dc, d, en, ex, sc, 3) + b"abc",
-        "U": STATE.pack(K_STATE, e, q, st, dc, d, en, ex, sc),
-        "B": RUN.pack(K_RUN, e, q, 1, st, dc, d, en, ex, sc) + struct.pack(">I", 3) + b"abc",
-        "V": RUN.pack(K_STATE_RUN, e, q, 1, st, dc, d, en, ex, sc),
+        "M": records.MESSAGE.pack(records.K_MESSAGE, e, q, st, dc, d, en, ex, sc, 3) + b"abc",
+        "U": records.STATE.pack(records.K_STATE, e, q, st, dc, d, en, ex, sc),
+        "B": RUN.pack(records.K_RUN, e, q, 1, st, dc, d, en, ex, sc) + struct.pack(">I", 3) + b"abc",
+        "V": RUN.pack(records.K_STATE_RUN, e, q, 1, st, dc, d, en, ex, sc),
     }[record]
     forged(tmp_path, packed)
     with pytest.raises(StoreError, match=r"out of range"):
@@ -281,9 +271,9 @@ def test_a_run_of_four_billion_messages_replays_in_the_time_of_what_is_stored(tm
     messages stored, not 2**32 sequence numbers (it would not end)."""
     first, count = 1, 0xFFFFFFFF
     packed = (
-        RUN.pack(K_STATE_RUN, 1, first, count, 0, 2, 0, 10.0, math.inf, math.nan)
+        RUN.pack(records.K_STATE_RUN, 1, first, count, 0, 2, 0, 10.0, math.inf, math.nan)
         if record == "V"
-        else GONE.pack(K_GONE, 1, first, count)
+        else records.GONE.pack(records.K_GONE, 1, first, count)
     )
     forged(tmp_path, packed)
     state = reopened(tmp_path).state

@@ -27,7 +27,7 @@ from amqplink.cli import main
 from amqplink.message import Message
 from tests.broker.nsutil import send
 from tests.broker.test_durable import CONFIG, committed
-from tests.broker.test_durable_damage import snapshot
+from tests.broker.test_durable_damage import refused_then_salvaged, snapshot
 from tests.broker.test_durable_journal import message, only_file, reopened
 
 
@@ -211,12 +211,8 @@ def test_a_damaged_recovery_point_is_refused_naming_it_and_salvage_writes_it_aga
         raw[raw.index(b"length ") + 8] ^= 0x01  # a digit of the length: still a number
     original = bytes(raw) if damage == "flipped" else b"" if damage == "empty" else b"\x00" * 40
     point.write_bytes(original)
-    before = snapshot(tmp_path)
-    with pytest.raises(StoreError, match=rf"recovery point .*{checkpoint.NAME}.* is damaged.*--salvage"):
-        Journal(tmp_path, fsync=False)
-    assert snapshot(tmp_path) == before
-    assert main(["broker-store", str(tmp_path), "--salvage"]) == 0
-    report = json.loads(capsys.readouterr().out)["salvaged"]
+    match = rf"recovery point .*{checkpoint.NAME}.* is damaged.*--salvage"
+    report = refused_then_salvaged(tmp_path, StoreError, match, capsys)
     assert report["recovery_point"].startswith("damaged (kept as") and report["lost"] == "nothing"
     assert (tmp_path / (checkpoint.NAME + ".damaged")).read_bytes() == original
     assert sorted(reopened(tmp_path).state.messages[1]) == [1]

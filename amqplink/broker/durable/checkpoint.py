@@ -8,7 +8,7 @@ The file is text, five lines, the last a CRC-32 of the four before::
     journal 00000003
     length 1048576
     batch 812
-    crc32 5f1c02aa
+    crc32 e7273731
 
 It is written whole to ``recovery-point.tmp``, flushed (``fsync``), renamed over the old
 one and the directory flushed, so it is always either the old point or the new one. The

@@ -23,6 +23,11 @@ ids they touched what the journal holds), refuses their callbacks, and lets the 
 on. So a refused send, settlement or request leaves nothing behind, in memory or on disk,
 and the next batch that fits is written (no room for anything more is needed).
 
+The writer thread also keeps the journal's recovery point (:mod:`.checkpoint`): the journal
+writes it after a batch once a second has passed since the last, and the writer, idle
+after a batch, wakes within that second to write it (:meth:`.journal.Journal.checkpoint_wait`),
+so the loop never waits for it.
+
 Records are packed on the loop, by :mod:`.records`' writers (one ``struct.pack`` per
 change, the message's bytes as the envelope holds them); the writer thread only joins them, appends and
 flushes, all of which let go of the GIL, so the two threads hardly contend for it.

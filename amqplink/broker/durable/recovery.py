@@ -70,7 +70,8 @@ MAGIC = b"amqplink-jrnl-2\n"
 """The first 16 bytes of a journal file written now (format 2: numbered batches)."""
 MAGIC_V1 = b"amqplink-jrnl-1\n"
 """The first 16 bytes of a journal file of format 1 (unnumbered batches), read still."""
-_NUMBER = struct.Struct(">Q")
+_NUMBER = struct.Struct(">Q").pack
+_crc32 = binascii.crc32
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,14 @@ class Layout:
     magic: bytes
     head: struct.Struct
     """The frame's head: length, CRC-32 (format 2: then the batch's number)."""
-
-    @property
-    def numbered(self) -> bool:
-        """Whether each frame carries its batch's number (and its CRC covers it)."""
-        return self.head.size > 8
+    numbered: bool
+    """Whether each frame carries its batch's number (and its CRC covers it)."""
 
     def frame(self, body: bytes, number: int) -> bytes:
         """The head of the frame of batch ``number`` (the file's first is 1) holding ``body``."""
         if self.numbered:
-            raw = _NUMBER.pack(number)
-            return self.head.pack(len(body), binascii.crc32(body, binascii.crc32(raw)), number)
-        return self.head.pack(len(body), binascii.crc32(body))
+            return self.head.pack(len(body), _crc32(body, _crc32(_NUMBER(number))), number)
+        return self.head.pack(len(body), _crc32(body))
 
     def at(self, view: memoryview, pos: int) -> tuple[int, int] | None:
         """(body length, batch number: 0 in format 1) of the valid frame at ``pos``, None if
@@ -103,17 +100,17 @@ class Layout:
             return None
         if self.numbered:
             length, crc, number = head.unpack_from(view, pos)
-            if not 0 < length <= len(view) - start or binascii.crc32(view[pos + 8 : start + length]) != crc:
+            if not 0 < length <= len(view) - start or _crc32(view[pos + 8 : start + length]) != crc:
                 return None
             return length, number
         length, crc = head.unpack_from(view, pos)
-        if length > len(view) - start or binascii.crc32(view[start : start + length]) != crc:
+        if length > len(view) - start or _crc32(view[start : start + length]) != crc:
             return None
         return length, 0
 
 
-V1 = Layout(1, MAGIC_V1, struct.Struct(">II"))
-CURRENT = Layout(2, MAGIC, struct.Struct(">IIQ"))
+V1 = Layout(1, MAGIC_V1, struct.Struct(">II"), numbered=False)
+CURRENT = Layout(2, MAGIC, struct.Struct(">IIQ"), numbered=True)
 LAYOUTS = (CURRENT, V1)
 """Every format read, the current one first."""
 
