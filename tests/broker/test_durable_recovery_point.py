@@ -272,3 +272,39 @@ async def _upgraded(directory: Path) -> None:
     await committed(store)
     assert store.commits.journal.layout is CURRENT
     await store.close()
+
+
+def test_a_damaged_journal_of_the_earlier_format_is_salvaged_into_the_current_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = v1_journal(tmp_path, [message(1, seq, b"payload %d" % seq * 10) for seq in range(1, 6)])
+    data = bytearray(path.read_bytes())
+    data[len(MAGIC_V1) + 40] ^= 0x04  # in the first batch: valid ones follow
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="damaged at offset 16"):
+        Journal(tmp_path, fsync=False)
+    assert main(["broker-store", str(tmp_path), "--salvage"]) == 0
+    report = json.loads(capsys.readouterr().out)["salvaged"]
+    assert report["format"] == "1 (written as 2)" and report["batches_kept"] == 4
+    assert report["batches_missing"] == []  # (format 1 numbers no batch: the bytes lost say it)
+    assert report["lost_bytes"][0]["offset"] == 16
+    assert path.read_bytes().startswith(CURRENT.magic)
+    assert checkpoint.read(str(tmp_path)) == RecoveryPoint(1, path.stat().st_size, 4)
+    assert sorted(reopened(tmp_path).state.messages[1]) == [2, 3, 4, 5]
+
+
+def test_salvage_of_a_directory_whose_newest_journal_is_missing_reads_the_older_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal = Journal(tmp_path, fsync=False)
+    journal.append(message(1, 1, b"one"))
+    journal.compact([*message(1, 1, b"one"), *message(1, 2, b"two")])
+    journal.close()
+    older = tmp_path / "journal-00000001.log"
+    older.write_bytes(CURRENT.magic)  # (left by the compaction, as a crash leaves it)
+    (tmp_path / "journal-00000002.log").unlink()
+    assert main(["broker-store", str(tmp_path), "--salvage"]) == 0
+    report = json.loads(capsys.readouterr().out)["salvaged"]
+    assert report["missing_journal"].startswith("journal-00000002.log") and report["lost"] != "nothing"
+    assert checkpoint.read(str(tmp_path)) == RecoveryPoint(1, len(CURRENT.magic), 0)
+    assert reopened(tmp_path).state.messages == {}
