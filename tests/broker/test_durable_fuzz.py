@@ -226,12 +226,16 @@ def check(recorded: Recorded, how: str, seed: int, kind: str = "none") -> None:
 def salvaged(recorded: Recorded, directory: Path, what: str, case: str) -> None:
     """After a refusal: salvage makes a store that starts, holding nothing never sent and no
     message twice; all that was acknowledged where no batch was lost."""
-    salvage_directory(str(directory))
+    report = salvage_directory(str(directory))
     got = read_back(directory)
     assert not isinstance(got, StoreError), f"the salvaged store does not start ({case}): {got}"
     assert set(got) <= recorded.sent and max(got.values(), default=1) == 1, case
     if any(kind in what for kind in KEEPS_EVERY_BATCH):
         assert got == recorded.acknowledged, f"salvage lost what it could keep ({case})"
+    if any(kind in what for kind in ("(header)", "copied into", "swapped")):
+        assert report["lost"] == "nothing", f"salvage reports a loss where there is none ({case}): {report}"
+    elif got != recorded.acknowledged:
+        assert report["lost"] != "nothing", f"salvage lost batches and says nothing ({case})"
 
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -170,6 +170,9 @@ def salvage(path: str, generation: int, layout: Layout, point: RecoveryPoint | N
     check = State()
     scan(path, check)  # (what the broker reads next: it must read back whole)
     lost = _lost_ranges(data, layout, kept, unparsed)
+    torn = None
+    if lost and point is not None and sum(lost[-1]) == len(data) and lost[-1][0] >= point.length:
+        torn = lost.pop()  # (after what the recovery point says was committed: a torn write, nothing lost)
     last = max(order[-1] if order else 0, point.batch if point is not None else 0)
     missing = [n for n in range(1, last + 1) if n not in kept.bodies] if layout.numbered else []
     cut = None
@@ -186,6 +189,7 @@ def salvage(path: str, generation: int, layout: Layout, point: RecoveryPoint | N
         "copies_dropped": kept.copies,
         "put_back_in_order": moved,
         "cut_short": cut,
+        "torn_tail": None if torn is None else {"offset": torn[0], "length": torn[1]},
         "lost": _LOST if lost or missing or cut or kept.conflicting or unparsed else "nothing",
         "messages": sum(len(m) for m in check.messages.values()),
     }
