@@ -308,3 +308,20 @@ def test_salvage_of_a_directory_whose_newest_journal_is_missing_reads_the_older_
     assert report["missing_journal"].startswith("journal-00000002.log") and report["lost"] != "nothing"
     assert checkpoint.read(str(tmp_path)) == RecoveryPoint(1, len(CURRENT.magic), 0)
     assert reopened(tmp_path).state.messages == {}
+
+
+def test_a_journal_of_the_earlier_format_whose_upgrade_is_put_off_is_appended_to_in_its_own(tmp_path: Path) -> None:
+    """No room for the copy the upgrade writes: the batch is appended as format 1 has it, and
+    read back with the rest (and its recovery point checked from then on)."""
+    path = v1_journal(tmp_path, [message(1, 1, b"old")])
+    journal = Journal(tmp_path, fsync=False)
+    assert journal.upgrade_due and journal.layout is V1
+    journal.space = 10
+    assert not journal.compact([*message(1, 1, b"old"), *message(1, 2, b"new")])
+    assert not journal.upgrade_due  # (tried once: then by size, as any compaction)
+    journal.space = None
+    journal.append(message(1, 2, b"new"))
+    journal.close()
+    assert path.read_bytes().startswith(MAGIC_V1)
+    assert checkpoint.read(str(tmp_path)) == RecoveryPoint(1, path.stat().st_size, 2)
+    assert {seq: f[6] for seq, f in reopened(tmp_path).state.messages[1].items()} == {1: b"old", 2: b"new"}

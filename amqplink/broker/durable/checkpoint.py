@@ -35,7 +35,7 @@ import os
 
 from amqplink.broker.durable.recovery import CURRENT, RecoveryPoint, Scan, StoreError, salvage_hint, sync_directory
 
-__all__ = ["INTERVAL", "NAME", "RecoveryPoint", "applies", "decode", "encode", "missing", "read", "write"]
+__all__ = ["INTERVAL", "NAME", "RecoveryPoint", "applies", "decode", "encode", "missing", "older", "read", "write"]
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,8 @@ def write(directory: str, point: RecoveryPoint, *, sync: bool = True) -> None:
 def applies(directory: str, point: RecoveryPoint | None, generation: int, path: str) -> RecoveryPoint | None:
     """The recovery point the newest journal (``journal-<generation>.log`` at ``path``; 0 and
     its would-be name: there is none) must reach when it is read back (None: none is
-    checked); :class:`StoreError` if the journal the point names is missing."""
+    checked: there is no point, or it names an older file, :func:`older`);
+    :class:`StoreError` if the journal the point names is missing."""
     if point is None:
         return None
     where = os.path.join(directory, NAME)
@@ -120,13 +121,16 @@ def applies(directory: str, point: RecoveryPoint | None, generation: int, path: 
             f"the recovery point {where!r} names journal-{point.generation:08d}.log ({point.length} bytes"
             f" committed), which is missing: {newest}. {salvage_hint(path, 'what the missing journal held is lost')}"
         )
-    if point.generation < generation:
-        log.warning(
-            "%s: the recovery point names journal-%08d.log, older (a compaction stopped before it wrote its"
-            " recovery point): this journal's length is not checked this once", path, point.generation,
-        )  # fmt: skip
-        return None
-    return point
+    return None if point.generation < generation else point
+
+
+def older(point: RecoveryPoint, path: str) -> None:
+    """The journal ``path`` was read back whole, its recovery point naming an older file (a
+    compaction stopped between its rename and its recovery point): logged, once."""
+    log.warning(
+        "%s: the recovery point names journal-%08d.log, older (a compaction stopped before it wrote its"
+        " recovery point): this journal's length was not checked this once", path, point.generation,
+    )  # fmt: skip
 
 
 def missing(directory: str, found: Scan) -> None:

@@ -146,6 +146,8 @@ def recover(directory: str, state: State) -> Recovered | None:
     found = scan(path, state, point=expected, point_file=os.path.join(directory, checkpoint.NAME))
     if point is None:
         checkpoint.missing(directory, found)
+    elif expected is None:
+        checkpoint.older(point, path)
     return Recovered(number, found, files[:-1])
 
 
