@@ -115,8 +115,8 @@ async def test_the_recovery_point_is_written_by_the_writer_thread_within_a_secon
     writes: list[tuple[str, RecoveryPoint]] = []
     written = threading.Event()
 
-    def recorded_write(directory: str, point: RecoveryPoint, *, sync: bool = True) -> None:
-        real(directory, point, sync=sync)
+    def recorded_write(directory: str, point: RecoveryPoint, **how: bool) -> None:
+        real(directory, point, **how)
         writes.append((threading.current_thread().name, point))
         written.set()
 
@@ -152,7 +152,7 @@ def test_the_recovery_point_is_written_at_most_once_an_interval_while_batches_ar
     journal.checkpoint()  # (as at the start: the clock starts here)
     real = checkpoint.write
     points: list[RecoveryPoint] = []
-    monkeypatch.setattr(checkpoint, "write", lambda d, p, sync=True: (points.append(p), real(d, p, sync=sync)))
+    monkeypatch.setattr(checkpoint, "write", lambda d, p, **how: (points.append(p), real(d, p, **how)))
     for seq in range(1, 81):  # 80 batches over 10 seconds
         now[0] += 0.125
         journal.append(message(1, seq, b"x"))
@@ -325,3 +325,29 @@ def test_a_journal_of_the_earlier_format_whose_upgrade_is_put_off_is_appended_to
     assert path.read_bytes().startswith(MAGIC_V1)
     assert checkpoint.read(str(tmp_path)) == RecoveryPoint(1, path.stat().st_size, 2)
     assert {seq: f[6] for seq, f in reopened(tmp_path).state.messages[1].items()} == {1: b"old", 2: b"new"}
+
+
+def test_the_directory_is_flushed_for_a_first_point_and_a_new_journal_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A point renamed over one naming the same journal needs no directory flush (undone by
+    a power cut, the point before claims less); a first one, or one naming a new file, does."""
+    flushed: list[RecoveryPoint | None] = []
+    real = checkpoint.write
+
+    def write(directory: str, point: RecoveryPoint, *, sync: bool = True, rename_lasts: bool = True) -> None:
+        flushed.append(point if rename_lasts else None)
+        real(directory, point, sync=False, rename_lasts=rename_lasts)
+
+    monkeypatch.setattr(checkpoint, "write", write)
+    journal = Journal(tmp_path, fsync=False)
+    now = [0.0]
+    journal.clock = lambda: now[0]
+    journal.checkpoint()  # (the same point: nothing written; the clock starts here)
+    for seq in range(1, 4):
+        now[0] += 1.0
+        journal.append(message(1, seq, b"x"))
+    journal.compact(message(1, 3, b"x"))
+    journal.close()  # (the same point as after the compaction: nothing written)
+    assert [p is not None for p in flushed] == [True, False, False, False, True]
+    assert flushed[0] == RecoveryPoint(1, len(CURRENT.magic), 0) and flushed[4] == RecoveryPoint(2, journal.size, 1)

@@ -11,7 +11,9 @@ The file is text, five lines, the last a CRC-32 of the four before::
     crc32 e7273731
 
 It is written whole to ``recovery-point.tmp``, flushed (``fsync``), renamed over the old
-one and the directory flushed, so it is always either the old point or the new one. The
+one, so it is always either the old point or the new one; the directory is flushed too
+when the point names a new journal (or is the process's first), else not: a power cut
+then leaves the point before, which claims less and stays true (:func:`write`). The
 journal's writer thread writes it (:meth:`.journal.Journal.checkpoint`) after a batch's
 ``fdatasync``, at most once every :data:`INTERVAL` seconds while batches are written and
 within that time of the last one; after a compaction (naming the new file); when the
@@ -90,9 +92,12 @@ def decode(data: bytes) -> RecoveryPoint | None:
     return RecoveryPoint(generation, length, batch)
 
 
-def write(directory: str, point: RecoveryPoint, *, sync: bool = True) -> None:
-    """Replace the recovery point of ``directory`` by ``point`` (``sync``: flushed to disk,
-    the file and the directory's entry)."""
+def write(directory: str, point: RecoveryPoint, *, sync: bool = True, rename_lasts: bool = True) -> None:
+    """Replace the recovery point of ``directory`` by ``point``. ``sync``: the file is flushed
+    to disk before it is renamed into place, and, with ``rename_lasts``, the directory's
+    entry after. (Without it, a power cut may leave the point before: it claims less, which
+    is safe, as long as it names the same journal; so a new generation, or a first point,
+    needs it.)"""
     path = os.path.join(directory, NAME)
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -103,7 +108,7 @@ def write(directory: str, point: RecoveryPoint, *, sync: bool = True) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    if sync:
+    if sync and rename_lasts:
         sync_directory(directory)
 
 

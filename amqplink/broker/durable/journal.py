@@ -260,8 +260,10 @@ class Journal:
         self._point_at = self.clock()
         if point == self._point:
             return
+        last = self._point
+        lasts = last is None or last.generation != point.generation
         try:
-            checkpoint.write(self.directory, point, sync=self._fsync)
+            checkpoint.write(self.directory, point, sync=self._fsync, rename_lasts=lasts)
         except OSError as exc:
             if not self._point_failed:
                 self._point_failed = True
