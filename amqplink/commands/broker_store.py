@@ -1,9 +1,10 @@
 """``amqplink broker-store DIR``: what a broker's data directory holds, read without
 disturbing a broker that may be running on it (entities, message counts by state,
 session states, duplicate-detection ids, the entity definitions kept); a damaged journal
-is reported as an error (exit status 2) naming the file and the offset.
+(or one cut short of its recovery point, or a damaged recovery point) is reported as an
+error (exit status 2) naming the file and the offset or the lengths, as the broker refuses it.
 ``--salvage`` repairs a damaged directory (no broker running), keeping a copy of each
-file it changes and saying what is lost."""
+file it changes and saying what is lost (:mod:`amqplink.broker.durable.salvage`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import os
 from collections import Counter
 from typing import Any
 
-from amqplink.broker.durable.journal import read_only, salvage_directory
+from amqplink.broker.durable.journal import read_only
 from amqplink.broker.durable.records import STATE_CODES
+from amqplink.broker.durable.salvage import salvage_directory
 
 __all__ = ["run_broker_store"]
 
@@ -22,7 +24,7 @@ _STATE_NAMES = {code: state.value for state, code in STATE_CODES.items()}
 
 def run_broker_store(directory: str, *, salvage: bool = False) -> dict[str, Any]:
     """The summary of ``directory`` (``StoreError`` if it holds no journal or a damaged one);
-    ``salvage``: repair it first (:func:`~amqplink.broker.durable.journal.salvage_directory`),
+    ``salvage``: repair it first (:func:`~amqplink.broker.durable.salvage.salvage_directory`),
     the report under ``"salvaged"``."""
     salvaged = salvage_directory(directory) if salvage else None
     path, state = read_only(directory)

@@ -5,8 +5,9 @@ while an amqplink client works with it, then restarted from the same directory.
   over several kill points;
 * a completion the broker confirmed is never redelivered; a message that was locked
   comes back with delivery-count + 1;
-* a torn or corrupted tail of the store file is dropped, never a crash on start;
-* corruption before the tail is refused with nothing changed on disk;
+* a torn tail of the store file (after its recovery point) is dropped, never a crash on start;
+* corruption before the tail, or of batches the recovery point covers, and a journal cut
+  short of its recovery point are refused with nothing changed on disk;
 * on a full disk (a tmpfs, or the journal's seam) a refused send stays refused after a kill.
 """
 
@@ -20,6 +21,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -30,8 +32,8 @@ import pytest
 from amqplink.aio import connect
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import MessageRejected
-from amqplink.broker.durable import journal_files
-from amqplink.broker.durable.recovery import MAGIC
+from amqplink.broker.durable import checkpoint, journal_files
+from amqplink.broker.durable.recovery import CURRENT, MAGIC
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
 
@@ -205,31 +207,115 @@ async def test_confirmed_completions_stay_completed_and_locks_come_back_counted(
         await receiver.accept(*back)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "corrupt"])
+async def send_groups(conn: Connection) -> tuple[list[str], list[str]]:
+    """Two groups of 500 acknowledged sends (each awaited): their ids."""
+    sender = await conn.create_sender(QUEUE)
+    first = [f"a{i}" for i in range(500)]
+    await asyncio.gather(*[sender.send(Message(BODY, message_id=mid)) for mid in first])
+    second = [f"b{i}" for i in range(500)]
+    await asyncio.gather(*[sender.send(Message(BODY, message_id=mid)) for mid in second])
+    return first, second
+
+
+@pytest.mark.parametrize("damage", ["torn", "garbage"])
 async def test_a_torn_tail_of_the_store_is_dropped(tmp_path: Path, damage: str) -> None:
+    """What a crash in the middle of a write leaves after the last batch written (part of
+    a frame, or bytes a file system never wrote): dropped, every acknowledged send there."""
     async with broker(tmp_path) as (proc, conn):
-        sender = await conn.create_sender(QUEUE)
-        first = [f"a{i}" for i in range(500)]
-        await asyncio.gather(*[sender.send(Message(BODY, message_id=mid)) for mid in first])
-        second = [f"b{i}" for i in range(500)]
-        await asyncio.gather(*[sender.send(Message(BODY, message_id=mid)) for mid in second])
+        first, second = await send_groups(conn)
         proc.kill()
     ((_, journal),) = journal_files(str(tmp_path))
     size = os.path.getsize(journal)
     assert size > 1000 * len(BODY), "both groups of sends should be in the journal"
+    with open(journal, "ab") as f:
+        if damage == "torn":  # the head and part of the body of a batch copied from the one before
+            body = (b"M" + BODY) * 20
+            f.write((CURRENT.frame(body, 10**6) + body)[: len(body) // 2])
+        else:
+            f.write(random.Random(7).randbytes(700))
+    async with broker(tmp_path) as (_, conn):
+        seen = await drain(conn, set(first) | set(second))
+    assert set(first) | set(second) <= set(seen), "an acknowledged send was lost"
+    assert max(seen.values()) == 1
+
+
+def wait_for_recovery_point(directory: Path, timeout: float = 30.0) -> int:
+    """The journal's length once its recovery point covers it (the writer writes it within a
+    second of the last batch): polled, the condition stated, with a deadline."""
+    ((_, journal),) = journal_files(str(directory))
+    deadline = time.monotonic() + timeout
+    while True:
+        point = checkpoint.read(str(directory))
+        size = os.path.getsize(journal)
+        if point is not None and point.length == size:
+            return size
+        assert time.monotonic() < deadline, f"the recovery point {point} never covered the journal ({size} bytes)"
+        time.sleep(0.05)
+
+
+def refused_start(directory: Path) -> subprocess.CompletedProcess[str]:
+    """``amqplink broker --data-dir`` on ``directory``: refused with one line, nothing changed on disk."""
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in directory.iterdir()}
+    done = subprocess.run(
+        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--data-dir", str(directory)],
+        capture_output=True, text=True, env=ENV, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "--salvage" in done.stderr
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in directory.iterdir()} == before
+    return done
+
+
+async def salvaged_and_drained(directory: Path) -> Counter[str]:
+    """``broker-store DIR --salvage``, then every message of the queue the broker reads back."""
+    salvage = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "amqplink.cli", "broker-store", str(directory), "--salvage"],
+        capture_output=True, text=True, env=ENV, timeout=60,
+    )  # fmt: skip
+    assert salvage.returncode == 0, salvage.stderr
+    async with broker(directory) as (_, conn):
+        return await drain(conn, set())
+
+
+@pytest.mark.parametrize("damage", ["truncate", "corrupt"])
+async def test_damage_to_batches_the_recovery_point_covers_is_refused_after_sigkill(
+    tmp_path: Path, damage: str
+) -> None:
+    """Killed once the recovery point covered every batch: the last batch cut or overwritten
+    is not a torn write (it was committed), and the broker refuses to start on it."""
+    async with broker(tmp_path) as (proc, conn):
+        await send_groups(conn)
+        size = await asyncio.to_thread(wait_for_recovery_point, tmp_path)
+        proc.kill()
+    ((_, journal),) = journal_files(str(tmp_path))
     with open(journal, "r+b") as f:
         if damage == "truncate":
-            f.truncate(size - 3000)  # the last write half done
+            f.truncate(size - 3000)
         else:
             f.seek(size - 700)
             f.write(random.Random(7).randbytes(700))
+    done = await asyncio.to_thread(refused_start, tmp_path)
+    assert os.path.basename(journal) in done.stderr
+    if damage == "truncate":
+        assert f"is {size - 3000} bytes long" in done.stderr and f"says {size} bytes were committed" in done.stderr
+    else:
+        assert "damaged at offset" in done.stderr
+
+
+@pytest.mark.slow  # (the same in one process: test_durable_recovery_point.py)
+async def test_a_journal_cut_at_a_quarter_after_a_clean_stop_is_refused_and_salvaged(tmp_path: Path) -> None:
     async with broker(tmp_path) as (_, conn):
-        seen = await drain(conn, set(first))
-    assert set(first) <= set(seen), "the intact prefix was lost"
-    assert max(seen.values()) == 1
-    # The damaged transaction is dropped whole: of the second group, some batches may
-    # survive, each complete.
-    assert set(seen) - set(first) <= set(second)
+        first, _ = await send_groups(conn)
+    # (left by SIGTERM: a clean stop, the recovery point the whole journal)
+    ((_, journal),) = journal_files(str(tmp_path))
+    size = os.path.getsize(journal)
+    os.truncate(journal, size // 4)
+    done = await asyncio.to_thread(refused_start, tmp_path)
+    assert f"is {size // 4} bytes long" in done.stderr and f"says {size} bytes were committed" in done.stderr
+    seen = await salvaged_and_drained(tmp_path)
+    assert 0 < len(seen) < 500 and set(seen) <= set(first) and max(seen.values()) == 1
 
 
 def test_the_command_refuses_a_damaged_store_with_one_line(tmp_path: Path) -> None:
@@ -264,25 +350,9 @@ async def test_corruption_at_a_random_offset_is_refused_and_nothing_changes_on_d
         byte = f.read(1)[0]
         f.seek(offset)
         f.write(bytes([byte ^ 0x10]))
-    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--data-dir", str(tmp_path)],
-        capture_output=True, text=True, env=ENV, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 2
-    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    done = await asyncio.to_thread(refused_start, tmp_path)
     assert os.path.basename(journal) in done.stderr and "damaged at offset" in done.stderr
-    assert "--salvage" in done.stderr
-    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()} == before
-    salvage = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "amqplink.cli", "broker-store", str(tmp_path), "--salvage"],
-        capture_output=True, text=True, env=ENV, timeout=60,
-    )  # fmt: skip
-    assert salvage.returncode == 0, salvage.stderr
-    async with broker(tmp_path) as (_, conn):
-        seen = await drain(conn, set())
+    seen = await salvaged_and_drained(tmp_path)
     assert max(seen.values()) == 1
     assert len(set(acked) - set(seen)) <= 30, "salvage lost more than the damaged batch"
 

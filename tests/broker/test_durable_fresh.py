@@ -49,6 +49,7 @@ from amqplink.message import Message
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
 from tests import profiles
 from tests.broker.nsutil import send
+from tests.broker.test_durable_journal import as_if_crashed
 
 CONFIG = NamespaceConfig(
     queues=(QueueConfig("q"), QueueConfig("p", EntityProperties(enable_partitioning=True, partition_count=2)))
@@ -332,6 +333,7 @@ def test_a_run_with_heads_torn_at_any_byte_is_dropped_with_its_batch(tmp_path: P
         directory = tmp_path / f"cut{cut}"
         directory.mkdir()
         (directory / Path(path).name).write_bytes(data[:cut])
+        as_if_crashed(directory, whole, 1)  # (the run's batch written within the second before a crash)
         with closing(Journal(directory, fsync=False)) as torn:
             assert list(torn.state.messages[1]) == [1]
         assert (directory / Path(path).name).stat().st_size == whole
@@ -350,6 +352,7 @@ def test_old_message_records_and_runs_are_read_back_together(tmp_path: Path) -> 
 def test_a_torn_run_is_dropped_with_its_batch(tmp_path: Path, cut: int) -> None:
     journal, whole = _journal_with_a_run(tmp_path)
     journal.close()
+    as_if_crashed(tmp_path, whole, 1)
     ((_, path),) = journal_files(str(tmp_path))
     with open(path, "r+b") as f:
         f.truncate(Path(path).stat().st_size - cut)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from amqplink.broker.durable import checkpoint
 from amqplink.broker.durable.journal import MAGIC, Journal, StoreError, journal_files
 from amqplink.broker.durable.records import (
     K_MESSAGE,
@@ -25,6 +26,7 @@ from amqplink.broker.durable.records import (
     sequence_record,
     session_record,
 )
+from amqplink.broker.durable.recovery import CorruptJournal, CutShort, RecoveryPoint
 
 
 def message(entity: int, seq: int, payload: bytes, count: int = 0, scheduled: float = math.nan) -> list[bytes]:
@@ -40,6 +42,14 @@ def reopened(directory: Path) -> Journal:
 def only_file(directory: Path) -> Path:
     ((_, path),) = journal_files(str(directory))
     return Path(path)
+
+
+def as_if_crashed(directory: Path, length: int, batches: int) -> None:
+    """Make the recovery point what a crash within a second of the batches after ``length``
+    leaves: only the first ``batches`` (ending at ``length``) known committed, so that damage
+    after them is a torn write, as far as anyone can tell."""
+    ((number, _),) = journal_files(str(directory))
+    checkpoint.write(str(directory), RecoveryPoint(number, length, batches), sync=False)
 
 
 def test_every_kind_of_record_is_replayed(tmp_path: Path) -> None:
@@ -91,13 +101,9 @@ def test_a_damaged_last_batch_is_dropped_and_cut_so_that_later_batches_follow_va
     whole = journal.size
     journal.append(message(1, 2, b"second" * 100))
     journal.close()
+    as_if_crashed(tmp_path, whole, 1)
     path = only_file(tmp_path)
-    with open(path, "r+b") as f:
-        if damage == "truncated":
-            f.truncate(path.stat().st_size - 10)
-        else:
-            f.seek(whole + 20)
-            f.write(b"\xff\xff\xff")
+    damaged(path, damage, whole)
     journal = Journal(tmp_path, fsync=False)
     assert list(journal.state.messages[1]) == [1]
     assert path.stat().st_size == whole  # the torn batch is cut off
@@ -107,11 +113,45 @@ def test_a_damaged_last_batch_is_dropped_and_cut_so_that_later_batches_follow_va
     assert list(reopened(tmp_path).state.messages[1]) == [1, 3]
 
 
+def damaged(path: Path, damage: str, whole: int) -> None:
+    """The last batch (from offset ``whole``) cut by 10 bytes or 3 of its bytes overwritten."""
+    with open(path, "r+b") as f:
+        if damage == "truncated":
+            f.truncate(path.stat().st_size - 10)
+        else:
+            f.seek(whole + 20)
+            f.write(b"\xff\xff\xff")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_the_same_damage_to_a_last_batch_committed_before_a_clean_stop_is_refused(tmp_path: Path, damage: str) -> None:
+    """After a clean stop the recovery point covers every batch: the last one cut or changed
+    is damage (it was committed), not a torn write."""
+    journal = Journal(tmp_path, fsync=False)
+    journal.append(message(1, 1, b"first"))
+    whole = journal.size
+    journal.append(message(1, 2, b"second" * 100))
+    journal.close()
+    path = only_file(tmp_path)
+    size = path.stat().st_size
+    damaged(path, damage, whole)
+    before = path.read_bytes()
+    with pytest.raises(CutShort if damage == "truncated" else CorruptJournal) as refused:
+        Journal(tmp_path, fsync=False)
+    text = str(refused.value)
+    assert path.name in text and "--salvage" in text
+    if damage == "truncated":
+        assert f"is {size - 10} bytes long" in text and f"says {size} bytes were committed" in text
+    else:
+        assert f"damaged at offset {whole}" in text and f"says {size} bytes were committed" in text
+    assert path.read_bytes() == before
+
+
 def test_a_batch_that_passes_its_checksum_but_does_not_parse_is_refused(tmp_path: Path) -> None:
     journal = Journal(tmp_path, fsync=False)
     journal.append([b"Z" + bytes(10)])
     journal.close()
-    with pytest.raises(StoreError, match=r"unknown record kind.*move the directory away"):
+    with pytest.raises(StoreError, match=r"unknown record kind.*--salvage"):
         Journal(tmp_path, fsync=False)
 
 

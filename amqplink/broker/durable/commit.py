@@ -23,6 +23,11 @@ ids they touched what the journal holds), refuses their callbacks, and lets the 
 on. So a refused send, settlement or request leaves nothing behind, in memory or on disk,
 and the next batch that fits is written (no room for anything more is needed).
 
+The writer thread also keeps the journal's recovery point (:mod:`.checkpoint`): the journal
+writes it after a batch once a second has passed since the last, and the writer, idle
+after a batch, wakes within that second to write it (:meth:`.journal.Journal.checkpoint_wait`),
+so the loop never waits for it.
+
 Records are packed on the loop, by :mod:`.records`' writers (one ``struct.pack`` per
 change, the message's bytes as the envelope holds them); the writer thread only joins them, appends and
 flushes, all of which let go of the GIL, so the two threads hardly contend for it.
@@ -319,6 +324,8 @@ class GroupCommit:
 
     def _compaction_due(self) -> bool:
         journal = self.journal
+        if journal.upgrade_due:  # (a file of an earlier format: rewritten in the current one)
+            return True
         if journal.size < self._check_at or not journal.compaction_due(self.compact_min_bytes):
             return False
         if self.live_bytes is not None:
@@ -342,8 +349,14 @@ class GroupCommit:
     def _write(self) -> None:
         """The writer thread: everything queued meanwhile as one append and one flush, in order."""
         get, get_nowait = self._queue.get, self._queue.get_nowait
+        wait_for = self.journal.checkpoint_wait
         while True:
-            item = get()
+            wait = wait_for()
+            try:
+                item = get() if wait is None else get(timeout=wait)
+            except queue.Empty:  # idle since the last batch: its recovery point is due
+                self._checkpoint()
+                continue
             batches: list[_Batch | str] = []
             while item is not None:  # take what else is queued (without giving up the GIL)
                 batches.append(item)
@@ -427,6 +440,13 @@ class GroupCommit:
             self._write_failed(exc)
             return exc
         return None
+
+    def _checkpoint(self) -> None:
+        """(writer thread) Write the journal's recovery point (its failures are the journal's to log)."""
+        try:
+            self.journal.checkpoint()
+        except Exception:
+            log.exception("the broker's store %r could not write its recovery point", self.journal.directory)
 
     def _write_failed(self, exc: BaseException) -> None:
         log.error(

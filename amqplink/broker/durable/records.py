@@ -359,6 +359,7 @@ class State:
         if kind in (K_MESSAGE, K_STATE):
             fixed = MESSAGE if kind == K_MESSAGE else STATE
             _, entity, seq, state, count, deferred, enqueued, expires, scheduled, *rest = fixed.unpack_from(buf, pos)
+            _check_message(entity, seq, 1, state, count, deferred, enqueued, expires, scheduled)
             pos += fixed.size
             if self.touched is not None:
                 self.touched.messages.add((entity, seq))
@@ -376,7 +377,10 @@ class State:
             self.messages.setdefault(entity, {})[seq] = (state, count, deferred, enqueued, expires, at, payload)
         elif kind == K_RUN:
             _, entity, first, count, state, dc, deferred, enqueued, expires, scheduled = RUN.unpack_from(buf, pos)
+            _check_message(entity, first, count, state, dc, deferred, enqueued, expires, scheduled)
             pos += RUN.size
+            if 4 * count > len(buf) - pos:
+                raise RecordError(f"a run of {count} messages at offset {pos} runs past the batch's end")
             lengths = struct.unpack_from(f">{count}I", buf, pos)
             pos += 4 * count
             at = _scheduled_at(scheduled)
@@ -392,25 +396,27 @@ class State:
                 pos += n
         elif kind == K_STATE_RUN:
             _, entity, first, count, state, dc, deferred, enqueued, expires, scheduled = RUN.unpack_from(buf, pos)
+            _check_message(entity, first, count, state, dc, deferred, enqueued, expires, scheduled)
             pos += RUN.size
             at = _scheduled_at(scheduled)
             messages = self.messages.get(entity, {})
             if self.touched is not None:
                 self.touched.messages.update((entity, seq) for seq in range(first, first + count))
-            for seq in range(first, first + count):
-                old = messages.get(seq)
-                if old is not None:  # (else its message was never stored, or is gone: nothing to change)
-                    messages[seq] = (state, dc, deferred, enqueued, expires, at, old[6])
+            for seq in _stored_in(messages, first, count):
+                old = messages[seq]  # (a message never stored, or gone: nothing to change)
+                messages[seq] = (state, dc, deferred, enqueued, expires, at, old[6])
         elif kind == K_GONE:
             _, entity, first, count = GONE.unpack_from(buf, pos)
+            _check_key(entity, first, count)
             pos += GONE.size
             if self.touched is not None:
                 self.touched.messages.update((entity, seq) for seq in range(first, first + count))
             messages = self.messages.get(entity, {})
-            for seq in range(first, first + count):
-                messages.pop(seq, None)
+            for seq in _stored_in(messages, first, count):
+                del messages[seq]
         elif kind in (K_DELETE, K_SEQUENCE):
             _, entity, value = KEYED.unpack_from(buf, pos)
+            _check_key(entity, value, 1)
             pos += KEYED.size
             if kind == K_DELETE:
                 self.messages.get(entity, {}).pop(value, None)
@@ -420,6 +426,7 @@ class State:
                 self.next_sequence[entity] = value
         elif kind == K_ENTITY:
             _, entity, n = _ENTITY.unpack_from(buf, pos)
+            _check(entity >= 1 and n >= 1, "an entity record", f"entity id {entity}, path of {n} bytes")
             pos += _ENTITY.size
             self.entities[entity] = _text(buf, pos, n)
             if self.touched is not None:
@@ -427,6 +434,7 @@ class State:
             pos += n
         elif kind == K_SESSION:
             _, entity, n, size = _SESSION.unpack_from(buf, pos)
+            _check(entity >= 1, "a session state record", f"entity id {entity}")
             pos += _SESSION.size
             sid = _text(buf, pos, n)
             pos += n
@@ -439,6 +447,11 @@ class State:
                 pos += size
         elif kind == K_DUPLICATE:
             _, entity, seen, expires, n = _DUPLICATE.unpack_from(buf, pos)
+            _check(
+                entity >= 1 and n >= 1 and math.isfinite(seen) and expires >= seen,
+                "a duplicate-detection record",
+                f"entity id {entity}, seen at {seen}, expires at {expires}, id of {n} bytes",
+            )  # fmt: skip
             pos += _DUPLICATE.size
             self.duplicates[(entity, bytes(buf[pos : pos + n]))] = (seen, expires)
             if self.touched is not None:
@@ -446,6 +459,7 @@ class State:
             pos += n
         elif kind == K_PURGE:
             (_, before) = _PURGE.unpack_from(buf, pos)
+            _check(math.isfinite(before), "a purge record", f"before {before}")
             pos += _PURGE.size
             self.duplicates = {k: v for k, v in self.duplicates.items() if v[1] > before}
         elif kind == K_RESET:
@@ -464,6 +478,55 @@ class State:
         if pos > len(buf):
             raise RecordError(f"a record at offset {pos} runs past the batch's end")
         return pos
+
+
+_MAX_SEQUENCE = (1 << 63) - 1
+_MAX_DELIVERY_COUNT = (1 << 31) - 1
+"""Service Bus counts deliveries in a 32-bit signed int (its MaxDeliveryCount's range)."""
+
+
+def _check(ok: bool, record: str, fields: str) -> None:
+    """:class:`RecordError` unless ``ok``: a record whose fields no writer writes (it checks,
+    so it was written so, but not by this broker: replayed, it would make a phantom)."""
+    if not ok:
+        raise RecordError(f"{record} with fields out of range ({fields})")
+
+
+def _check_key(entity: int, first: int, count: int) -> None:
+    """The key fields of a record of ``count`` messages from sequence number ``first``."""
+    if not (entity >= 1 and count >= 1 and 1 <= first <= _MAX_SEQUENCE - count + 1):
+        _check(False, "a message record", f"entity id {entity}, sequence number {first}, count {count}")
+
+
+def _check_message(
+    entity: int, first: int, count: int, state: int, delivery_count: int, deferred: int, enqueued: float,
+    expires: float, scheduled: float,
+) -> None:  # fmt: skip
+    """The fields of a message or state record (or a run of ``count``): a state among
+    :data:`STATE_CODES`, a delivery count Service Bus can count, times that are times (the
+    scheduled one NaN for none, the expiry infinite for none)."""
+    _check_key(entity, first, count)
+    if not (
+        state in _STATES
+        and 0 <= delivery_count <= _MAX_DELIVERY_COUNT
+        and deferred in (0, 1)
+        and math.isfinite(enqueued)
+        and expires >= 0
+        and not math.isinf(scheduled)
+    ):
+        _check(
+            False, "a message record",
+            f"entity id {entity}, sequence number {first}: state code {state}, delivery count {delivery_count},"
+            f" deferred {deferred}, enqueued at {enqueued}, expires at {expires}, scheduled at {scheduled}",
+        )  # fmt: skip
+
+
+def _stored_in(messages: dict[int, MessageFields], first: int, count: int) -> list[int]:
+    """The sequence numbers from ``first`` (``count`` of them) that ``messages`` holds, found
+    by walking whichever is shorter (a count is bounded by its field, not by what is stored)."""
+    if count <= len(messages):
+        return [seq for seq in range(first, first + count) if seq in messages]
+    return [seq for seq in messages if first <= seq < first + count]
 
 
 def stored_message(seq: int, fields: MessageFields) -> StoredMessage | None:
