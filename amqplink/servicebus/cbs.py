@@ -25,6 +25,7 @@ from amqplink.aio.errors import AMQPError
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.codec.types import Timestamp
 from amqplink.message import Message
+from amqplink.sbwire.conditions import NOT_FOUND
 from amqplink.sbwire.nodes import CBS_NODE
 from amqplink.servicebus.errors import from_amqp_error
 from amqplink.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusError
@@ -76,12 +77,14 @@ def check_put_token_response(response: Message, audience: str) -> None:
         description = "the $cbs response carries no status-code"
     else:
         description = status.description or f"put-token refused with status {status.code}"
+    missing = status.code == 404  # the token names an entity the namespace does not have
     raise ServiceBusAuthenticationError(
         description=description,
-        condition=status.condition,
+        condition=status.condition or (NOT_FOUND if missing else None),
         entity=audience,
         status_code=status.code,
         retryable=status.code is not None and status.code >= 500,
+        hint="Create the entity first, or check its name." if missing else None,
     )
 
 

@@ -78,6 +78,7 @@ class _Details(AMQPLinkError):
         status_code: int | None = None,
         retryable: bool | None = None,
         error: BaseException | None = None,
+        hint: str | None = None,
         **kwargs: Any,
     ) -> None:
         if isinstance(condition, bytes):
@@ -95,6 +96,8 @@ class _Details(AMQPLinkError):
             text += f" [{condition}]"
         if status_code is not None:
             text += f" (status {status_code})"
+        if hint is not None:
+            self.hint = hint  # this error's own remedy, in place of its class's
         if self.hint:
             text += f" {self.hint}"
         # azure-core's AzureError fields, set here (its __init__ is not called: the same
