@@ -15,12 +15,14 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from amqplink import AMQPLinkError
 from amqplink.aio import AMQPError, Connection, connect
 from amqplink.aio.receiver import ReceiverMode
 from amqplink.aio.sender import SettleMode
 from amqplink.commands.target import Target, split_subscription
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected, Released
+from amqplink.sbwire.conditions import MESSAGE_SIZE_EXCEEDED
 
 __all__ = ["Client", "ReceiveLink", "SendLink", "open_client"]
 
@@ -73,6 +75,27 @@ def _reason(outcome: Any) -> str | None:
     return f"{type(outcome).__name__.lower()} by the broker (not delivered)"
 
 
+async def _handed(send: Any, message: Message) -> asyncio.Future[Any] | str:
+    """``send(message)``'s outcome future, or why it was refused before it was sent: a
+    message larger than the peer takes is refused by either client before it leaves
+    (``amqp:link:message-size-exceeded``), and is a refusal as the broker's are (one text,
+    one exit status, whichever client, where it used to be an error of each client's own)."""
+    try:
+        future: asyncio.Future[Any] = await send(message)
+    except AMQPLinkError as exc:
+        if getattr(exc, "condition", None) != MESSAGE_SIZE_EXCEEDED:
+            raise
+        description = getattr(exc, "description", None) or str(exc)
+        return f"{description} [{MESSAGE_SIZE_EXCEEDED}] {getattr(exc, 'hint', '')}".rstrip()
+    return future
+
+
+def _refused(reason: str) -> asyncio.Future[str | None]:
+    refused: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    refused.set_result(reason)
+    return refused
+
+
 def _relay(inner: asyncio.Future[Any], reason: Any) -> asyncio.Future[str | None]:
     """A future of ``reason(inner's result)``, or of the text of inner's error."""
     outer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
@@ -95,7 +118,8 @@ class _AmqpSender:
         self._link = link
 
     async def send(self, message: Message) -> asyncio.Future[str | None]:
-        return _relay(await self._link.send_nowait(message), _reason)
+        handed = await _handed(self._link.send_nowait, message)
+        return _refused(handed) if isinstance(handed, str) else _relay(handed, _reason)
 
     async def close(self) -> None:
         await self._link.wait_settled()
@@ -150,7 +174,8 @@ class _ServiceBusSender:
         self._sender = sender
 
     async def send(self, message: Message) -> asyncio.Future[str | None]:
-        return _relay(await self._sender.send_nowait(message), lambda _: None)
+        handed = await _handed(self._sender.send_nowait, message)
+        return _refused(handed) if isinstance(handed, str) else _relay(handed, lambda _: None)
 
     async def close(self) -> None:
         await self._sender.close()

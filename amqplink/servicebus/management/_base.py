@@ -15,7 +15,8 @@ DEFAULT_TIMEOUT = 60.0
 class AdminClientBase:
     """``(fully_qualified_namespace, credential)`` or :meth:`from_connection_string`;
     ``connection_verify`` is a CA bundle path, ``False`` to skip the check (never in
-    production) or ``None`` for the system's CAs; ``timeout`` bounds each request."""
+    production) or ``None`` for the system's CAs; ``timeout`` bounds each request;
+    ``use_tls=False`` speaks plain HTTP (refused with ``connection_verify``, a TLS setting)."""
 
     def __init__(
         self,
@@ -28,6 +29,10 @@ class AdminClientBase:
         use_tls: bool = True,
         **kwargs: Any,
     ) -> None:
+        if not use_tls and connection_verify is not None:
+            raise ValueError(
+                "connection_verify is a TLS setting and use_tls=False asks for plain HTTP: drop one of them"
+            )
         self._core = ops.AdminCore(fully_qualified_namespace, credential, api_version=api_version, use_tls=use_tls)
         self.fully_qualified_namespace = self._core.fully_qualified_namespace
         self._context = ops.ssl_context(connection_verify) if use_tls else None
@@ -35,8 +40,17 @@ class AdminClientBase:
 
     @classmethod
     def from_connection_string(cls, conn_str: str, **kwargs: Any) -> Self:
-        """A client for the namespace of ``conn_str`` (its key or signature; ``Endpoint``'s port is kept)."""
+        """A client for the namespace of ``conn_str`` (its key or signature; ``Endpoint``'s port is kept).
+
+        HTTPS, but plain HTTP when the string says ``UseDevelopmentEmulator=true`` and no
+        ``connection_verify`` is given: a CA bundle (or ``False``) asks for TLS, so the
+        string ``amqplink broker`` prints, its port changed to the management port
+        (``--http-port``), works with ``connection_verify=`` the CA file it printed, as it
+        does with the SDK's admin client (which speaks HTTPS whatever the string says).
+        """
         netloc, use_tls, credential = ops.endpoint_from_connection_string(conn_str)
+        if kwargs.get("connection_verify") is not None:
+            use_tls = True
         kwargs.setdefault("use_tls", use_tls)
         return cls(netloc, credential, **kwargs)
 

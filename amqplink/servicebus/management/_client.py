@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
 from amqplink.servicebus.management._base import AdminClientBase
-from amqplink.servicebus.management._errors import ServiceRequestError
 from amqplink.servicebus.management._models import (
     NamespaceProperties,
     QueueProperties,
@@ -90,9 +89,7 @@ class ServiceBusAdministrationClient(AdminClientBase):
                     status, reason, body = self._exchange(call)
             except (OSError, http.client.HTTPException) as exc:
                 self._drop()
-                raise ServiceRequestError(
-                    f"{call.what}: no answer from {self._core.endpoint} ({type(exc).__name__}: {exc})", error=exc
-                ) from exc
+                raise self._core.no_answer(call, exc) from exc
         return self._core.result(call, status, reason, body)
 
     def _drop(self) -> None:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
 from amqplink.servicebus.management._base import AdminClientBase
-from amqplink.servicebus.management._errors import ServiceRequestError
 from amqplink.servicebus.management._models import (
     NamespaceProperties,
     QueueProperties,
@@ -78,9 +77,7 @@ class ServiceBusAdministrationClient(AdminClientBase):
                 body = await response.read()
                 status, reason = response.status, response.reason or ""
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise ServiceRequestError(
-                f"{call.what}: no answer from {self._core.endpoint} ({type(exc).__name__}: {exc})", error=exc
-            ) from exc
+            raise self._core.no_answer(call, exc) from exc
         return self._core.result(call, status, reason, body)
 
     def _list(self, listing: ops.Listing[T], options: dict[str, Any]) -> AsyncItemPaged[T]:
