@@ -43,7 +43,7 @@ def test_the_readmes_snippet_runs_as_written(
     (snippet,) = code_blocks("PySpark sink", "python")
     started = set(q.id for q in spark.streams.active)
     try:
-        exec(compile(snippet, "README.md#pyspark-sink", "exec"), names)  # noqa: S102 (the README's own text)
+        exec(compile(snippet, "README.md#pyspark-sink", "exec"), names)
     finally:
         queries = [q for q in spark.streams.active if q.id not in started]
         for query in queries:

@@ -434,7 +434,7 @@ def test_foreach_sender_checks_a_given_schema_when_made() -> None:
         def __init__(self, name: str) -> None:
             self.name = name
 
-        def simpleString(self) -> str:  # noqa: N802 (pyspark's name)
+        def simpleString(self) -> str:
             return self.name
 
     class Field:
