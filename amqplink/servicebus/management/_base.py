@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Self
+import inspect
+from collections.abc import Callable
+from typing import Any, Self, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
 
-__all__ = ["AdminClientBase", "DEFAULT_TIMEOUT"]
+__all__ = ["AdminClientBase", "DEFAULT_TIMEOUT", "docstrings_of"]
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds one request may take (connecting, sending and reading the answer)."""
@@ -56,3 +58,19 @@ class AdminClientBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.fully_qualified_namespace!r})"
+
+
+_Class = TypeVar("_Class", bound=type)
+
+
+def docstrings_of(twin: type) -> Callable[[_Class], _Class]:
+    """A class decorator: each public method of the class without a docstring takes its
+    ``twin``'s (the asyncio client's methods say what the blocking ones do, written once)."""
+
+    def decorate(cls: _Class) -> _Class:
+        for name, value in vars(cls).items():
+            if not name.startswith("_") and inspect.isfunction(value) and value.__doc__ is None:
+                value.__doc__ = getattr(twin, name).__doc__
+        return cls
+
+    return decorate

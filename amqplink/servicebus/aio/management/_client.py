@@ -11,7 +11,8 @@ import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
-from amqplink.servicebus.management._base import AdminClientBase
+from amqplink.servicebus.management._base import AdminClientBase, docstrings_of
+from amqplink.servicebus.management._client import ServiceBusAdministrationClient as _Blocking
 from amqplink.servicebus.management._models import (
     NamespaceProperties,
     QueueProperties,
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+@docstrings_of(_Blocking)
 class ServiceBusAdministrationClient(AdminClientBase):
     """The asyncio twin of :class:`amqplink.servicebus.management.ServiceBusAdministrationClient`:
     the same methods, awaited; ``list_*`` give async iterators."""
