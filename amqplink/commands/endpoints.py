@@ -32,33 +32,42 @@ UNAUTHORIZED = "amqp:unauthorized-access"
 class SendLink(Protocol):
     """A sending link; ``send`` waits only for room under the in-flight bound."""
 
-    async def send(self, message: Message) -> asyncio.Future[str | None]: ...
+    async def send(self, message: Message) -> asyncio.Future[str | None]:
+        """Hand ``message`` over; a future of why it was not accepted (None: accepted)."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Wait for every outcome, then detach the link."""
 
 
 class ReceiveLink(Protocol):
     """A receiving link; items are the backend's own messages, read with :meth:`message`."""
 
-    async def receive(self, count: int, timeout: float) -> list[Any]: ...
+    async def receive(self, count: int, timeout: float) -> list[Any]:
+        """Up to ``count`` messages, waiting at most ``timeout`` seconds for the first."""
 
-    async def settle(self, items: list[Any]) -> None: ...
+    async def settle(self, items: list[Any]) -> None:
+        """Settle ``items`` as processed (peek-lock: complete; receive-and-delete: nothing to do)."""
 
-    def message(self, item: Any) -> Message: ...
+    def message(self, item: Any) -> Message:
+        """The AMQP message an item carries (what ``--show`` prints)."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Detach the link."""
 
 
 class Client(Protocol):
     """Makes the links of one command run."""
 
-    async def sender(self, address: str, *, settled: bool, in_flight: int) -> SendLink: ...
+    async def sender(self, address: str, *, settled: bool, in_flight: int) -> SendLink:
+        """A sending link to ``address`` (``settled``: pre-settled; ``in_flight``: outcomes awaited at most)."""
 
     async def receiver(
         self, address: str, *, mode: ReceiverMode, prefetch: int, session_id: str | None
-    ) -> ReceiveLink: ...
+    ) -> ReceiveLink:
+        """A receiving link from ``address`` (a queue or ``TOPIC/Subscriptions/NAME``; ``session_id``: that session)."""
 
-    async def peek(self, address: str, count: int, *, from_sequence: int, session_id: str | None) -> list[Message]: ...
+    async def peek(self, address: str, count: int, *, from_sequence: int, session_id: str | None) -> list[Message]:
+        """Up to ``count`` messages from sequence number ``from_sequence`` on, not locked ($management)."""
 
 
 def _reason(outcome: Any) -> str | None:

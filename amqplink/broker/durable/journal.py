@@ -333,6 +333,7 @@ class Journal:
         _write_all(fd, head, body)
 
     def close(self) -> None:
+        """Close the file and give up the directory's lock (another broker may then open it)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
