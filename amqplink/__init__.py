@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 """The package's version: the only place it is written (pyproject.toml reads it from here)."""
-__all__ = ["AMQPLinkError", "Message", "__version__", "connect"]
+__all__ = ["AMQPLinkError", "Message", "MissingExtraError", "__version__", "connect"]
 
 
 class AMQPLinkError(Exception):
@@ -38,6 +38,12 @@ class AMQPLinkError(Exception):
     does. Defined in the package itself, which every module's import runs anyway, so that
     every layer can derive from it (docs/architecture.md#errors).
     """
+
+
+class MissingExtraError(AMQPLinkError, RuntimeError):
+    """A feature needs an optional package that is not installed; the message names the
+    package and the extra that brings it (``pip install 'amqplink[broker]'``), in one line
+    the ``amqplink`` command prints as it is."""
 
 
 def _lazy_names(package: str, modules: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:

@@ -268,7 +268,12 @@ async def _dispatch(args: argparse.Namespace, summary: dict[str, Any]) -> dict[s
 
 def _failure(exc: BaseException) -> int | None:
     """The exit status for an error a user can act on (its message is shown), else None."""
-    if isinstance(exc, ValueError | OSError | TimeoutError):
+    from amqplink import MissingExtraError
+
+    too_large = getattr(sys.modules.get("amqplink.engine.errors"), "MessageSizeExceededError", None)
+    if isinstance(too_large, type) and isinstance(exc, too_large):  # refused, as by the broker (either client)
+        return 1
+    if isinstance(exc, ValueError | OSError | TimeoutError | MissingExtraError):
         return 2
     from amqplink.aio.errors import AMQPError
 

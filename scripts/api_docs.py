@@ -34,7 +34,11 @@ def main(argv: list[str]) -> int:
     names = modules()
     for name in names:
         importlib.import_module(name)  # an import error stops the build here, with its traceback
-    import pdoc  # the `test` extra has it
+    try:
+        import pdoc  # the `test` extra has it
+    except ModuleNotFoundError:
+        print("scripts/api_docs.py needs pdoc, in the test extra: python3 -m pip install -e '.[test]'", file=sys.stderr)
+        return 2
 
     # pdoc also walks the submodules of some packages it is given; naming them again only
     # repeats a page, which it warns about.

@@ -199,3 +199,28 @@ def test_entity_lines_name_each_namespace_of_a_config() -> None:
     assert entity_lines(Broker(BrokerConfig((NamespaceConfig("empty"),))).namespace) == [
         "no entities: links are refused (amqp:not-found) until some are defined (--config, REST API)"
     ]
+
+
+_BLOCK_AIOHTTP = """
+import sys
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name == "aiohttp" or name.startswith("aiohttp."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Blocker())
+from amqplink.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_http_port_without_the_broker_extra_says_which_to_install_in_one_line() -> None:
+    """Issue 34 item 2: a full traceback ending in ``RuntimeError: ...needs aiohttp`` (exit 1)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _BLOCK_AIOHTTP, "broker", "--port", "0", "--http-port", "0"],
+        capture_output=True, text=True, timeout=60, env=ENV, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "amqplink broker: the management API (--http-port) needs aiohttp, in the broker extra:"
+        " python3 -m pip install 'amqplink[broker]'\n"
+    )

@@ -188,3 +188,43 @@ def test_a_receive_cut_short_by_the_broker_reports_what_it_got(
     assert summary["count"] == 3 and summary["requested"] == 10
     assert "detach-forced" in summary["stopped"] and "'plain'" in summary["stopped"]
     assert "detach-forced" in err and not UUID.search(err)
+
+
+def test_a_message_too_large_is_one_refusal_whichever_client(
+    namespace: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34 item 6: with the connection string it was exit status 2 (a ValueError), with the URL
+    1, and the URL's message had neither the condition nor the hint. Now both stop at the first
+    message, as at a broker's refusal, with one text and exit status 1."""
+    seen = []
+    for target in (namespace.connection_string, namespace.url):
+        code, out, err = run(capsys, "send", target, "plain", "--size", "300000", "--count", "1000")
+        summary = json.loads(out[-1])
+        assert code == 1, err
+        assert summary["sent"] == 1 and summary["outcomes"] == {"refused": 1}  # nothing more handed over
+        assert err.count("\n") == 1 and "Traceback" not in err
+        seen.append(summary["stopped"])
+    assert seen[0] == seen[1]
+    assert seen[0].startswith("plain: message 0 (counting from 0) was not accepted: ")
+    assert "exceeds the peer's max-message-size 262144 [amqp:link:message-size-exceeded]" in seen[0]
+    assert seen[0].endswith("Send a smaller message, or split the batch.")
+
+
+def test_body_file_dash_reads_standard_input(
+    namespace: Broker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 34 item 5: ``--body-file -`` said ``[Errno 2] No such file or directory: '-'``."""
+    import io
+
+    class Stdin:
+        buffer = io.BytesIO(b'{"id": 7}')
+
+    monkeypatch.setattr("sys.stdin", Stdin())
+    conn = namespace.connection_string
+    code, out, err = run(capsys, "send", conn, "other", "--body-file", "-")
+    assert code == 0 and json.loads(out[-1])["outcomes"] == {"accepted": 1}, err
+    code, out, err = run(capsys, "receive", conn, "other", "--count", "1", "--show")
+    assert code == 0 and out[0] == '{"id": 7}', err
+    missing = tmp_path / "order.json"
+    code, out, err = run(capsys, "send", conn, "other", "--body-file", str(missing))
+    assert code == 2 and err == f"amqplink send: --body-file {missing}: No such file or directory\n"

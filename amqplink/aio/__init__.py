@@ -14,6 +14,7 @@ from amqplink.aio.errors import (
     ConnectionClosedError,
     LinkDetachedError,
     MessageRejected,
+    MessageSizeExceededError,
     SessionEndedError,
     SettlementError,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "Endpoint",
     "LinkDetachedError",
     "MessageRejected",
+    "MessageSizeExceededError",
     "Outcome",
     "ReceivedMessage",
     "Receiver",

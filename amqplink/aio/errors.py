@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from amqplink import AMQPLinkError
+from amqplink.engine import errors as engine_errors
 from amqplink.protocol.definitions import Error
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "ConnectionClosedError",
     "LinkDetachedError",
     "MessageRejected",
+    "MessageSizeExceededError",
     "SessionEndedError",
     "SettlementError",
 ]
@@ -82,3 +84,19 @@ class MessageRejected(AMQPError):
 
 class SettlementError(AMQPError):
     """A received message could not be settled (its link is gone, or it is already settled)."""
+
+
+class MessageSizeExceededError(AMQPError, engine_errors.MessageSizeExceededError):  # type: ignore[misc]
+    """A message larger than the peer's max-message-size (its attach, 2.7.3), refused before
+    anything is sent. The asyncio client's form of
+    :class:`amqplink.engine.errors.MessageSizeExceededError`, which it derives from (as the
+    Service Bus client's does): its message names the link, the sizes, the condition
+    (``amqp:link:message-size-exceeded``, the one the peer would detach with) and the hint;
+    ``description`` has the sizes alone."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        description = f"{what}: message of {size} bytes exceeds the peer's max-message-size {limit}"
+        condition = str(engine_errors.MESSAGE_SIZE_EXCEEDED)
+        super().__init__(f"{description} [{condition}] {self.hint}", condition=condition, description=description)
+        self.size = size
+        self.limit = limit

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from amqplink.aio.errors import AMQPError, MessageRejected
+from amqplink.aio.errors import AMQPError, MessageRejected, MessageSizeExceededError
 from amqplink.aio.link import LinkBase
 from amqplink.codec.types import Described
 from amqplink.engine.events import DeliveriesUpdated, Event, LinkCreditChanged
@@ -223,10 +223,7 @@ class Sender(LinkBase):
         link = self.link
         limit = link.peer_max_message_size  # the peer's attach's max-message-size (0: none)
         if limit and len(payload) > limit:
-            raise AMQPError(
-                f"{self._what()}: message of {len(payload)} bytes exceeds the peer's max-message-size {limit}",
-                condition="amqp:link:message-size-exceeded",
-            )
+            raise MessageSizeExceededError(self._what(), len(payload), limit)
         if self._presettled:
             link.send(payload, message_format=message_format)
             self._protocol.schedule_flush()

@@ -257,6 +257,7 @@ class HttpProxy:
 
     @property
     def url(self) -> str:
+        """``http://HOST:PORT`` of the proxy (an IPv6 host in brackets); no credentials."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 

@@ -39,10 +39,12 @@ FLUSH_EVERY = 256 << 10
 
 
 def _always() -> bool:
+    """A consumer's ``writable`` when its socket is not watched: always room."""
     return True
 
 
 def _nothing() -> None:
+    """A consumer's ``flush_now`` when there is nothing to flush."""
     return None
 
 
@@ -109,6 +111,7 @@ class PlainQueue:
         self._starved[producer] = resume
 
     def forget_producer(self, producer: object) -> None:
+        """Forget a producer waiting for room (its link is gone)."""
         self._starved.pop(producer, None)
 
     def _release(self, size: int) -> None:
@@ -121,6 +124,7 @@ class PlainQueue:
                     resume()
 
     def add_consumer(self, consumer: Consumer) -> None:
+        """Add a consumer and deliver to it what it has credit for."""
         self.consumers.append(consumer)
         self.dispatch()
 

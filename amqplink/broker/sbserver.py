@@ -260,6 +260,7 @@ class ServiceBusHost:
             self._task = self.faults.loop.create_task(self._run_clock())
 
     async def stop(self) -> None:
+        """Stop the namespace's clock (timed locks, schedules, expiries)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

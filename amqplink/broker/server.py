@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from amqplink import MissingExtraError
 from amqplink.aio.server import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Acceptor, ServerLimits, serve
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.config import BrokerConfig, ConfigError, NamespaceConfig, load_config
@@ -123,7 +124,8 @@ class Broker:
     ``http_cert=(cert.pem, key.pem)`` or a self-signed certificate made at start
     (:attr:`http_ca` is its file), and AMQP over WebSockets at ``/$servicebus/websocket``
     there (the AMQP port's connection cap, handshake and idle time-outs apply to those
-    connections too); needs aiohttp (the ``broker`` extra). ``keys`` (name ->
+    connections too); needs aiohttp (the ``broker`` extra; :meth:`start` raises
+    :class:`~amqplink.MissingExtraError` without it). ``keys`` (name ->
     key: namespace Manage rules) and ``rules`` (:class:`~amqplink.broker.rights.AccessRule`,
     with rights and scope; a configuration's ``AuthorizationRules`` come too) authorize
     clients; ``host_names`` (``host`` or ``host:port``) are names a token's audience may
@@ -259,7 +261,10 @@ class Broker:
         try:
             from amqplink.broker.http import Certificate, ManagementApi, NamespaceApi, self_signed, server_context
         except ImportError as exc:
-            raise RuntimeError(f"the management API needs aiohttp: pip install 'amqplink[broker]' ({exc})") from None
+            raise MissingExtraError(
+                f"the management API (--http-port) needs {exc.name or 'aiohttp'}, in the broker extra:"
+                " python3 -m pip install 'amqplink[broker]'"
+            ) from None
         if self.http_cert is not None:
             self.http_certificate = Certificate(*self.http_cert)
         else:

@@ -26,6 +26,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from amqplink import MissingExtraError
 from amqplink.aio.server import SERVER_GC_THRESHOLD, raise_gc_threshold
 from amqplink.broker import Broker
 from amqplink.broker.config import ConfigError, load_config
@@ -168,6 +169,9 @@ async def _serve(
     """Start ``broker``, say where it listens, and stop it once ``stopping`` is set (or on cancel)."""
     try:
         await broker.start(host, port)
+    except MissingExtraError:  # --http-port without the broker extra: the command says so in one line
+        await broker.stop()
+        raise
     except OSError as exc:
         await broker.stop()
         if exc.errno == errno.EADDRINUSE:

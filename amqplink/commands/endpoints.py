@@ -15,12 +15,14 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from amqplink import AMQPLinkError
 from amqplink.aio import AMQPError, Connection, connect
 from amqplink.aio.receiver import ReceiverMode
 from amqplink.aio.sender import SettleMode
 from amqplink.commands.target import Target, split_subscription
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected, Released
+from amqplink.sbwire.conditions import MESSAGE_SIZE_EXCEEDED
 
 __all__ = ["Client", "ReceiveLink", "SendLink", "open_client"]
 
@@ -30,33 +32,42 @@ UNAUTHORIZED = "amqp:unauthorized-access"
 class SendLink(Protocol):
     """A sending link; ``send`` waits only for room under the in-flight bound."""
 
-    async def send(self, message: Message) -> asyncio.Future[str | None]: ...
+    async def send(self, message: Message) -> asyncio.Future[str | None]:
+        """Hand ``message`` over; a future of why it was not accepted (None: accepted)."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Wait for every outcome, then detach the link."""
 
 
 class ReceiveLink(Protocol):
     """A receiving link; items are the backend's own messages, read with :meth:`message`."""
 
-    async def receive(self, count: int, timeout: float) -> list[Any]: ...
+    async def receive(self, count: int, timeout: float) -> list[Any]:
+        """Up to ``count`` messages, waiting at most ``timeout`` seconds for the first."""
 
-    async def settle(self, items: list[Any]) -> None: ...
+    async def settle(self, items: list[Any]) -> None:
+        """Settle ``items`` as processed (peek-lock: complete; receive-and-delete: nothing to do)."""
 
-    def message(self, item: Any) -> Message: ...
+    def message(self, item: Any) -> Message:
+        """The AMQP message an item carries (what ``--show`` prints)."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Detach the link."""
 
 
 class Client(Protocol):
     """Makes the links of one command run."""
 
-    async def sender(self, address: str, *, settled: bool, in_flight: int) -> SendLink: ...
+    async def sender(self, address: str, *, settled: bool, in_flight: int) -> SendLink:
+        """A sending link to ``address`` (``settled``: pre-settled; ``in_flight``: outcomes awaited at most)."""
 
     async def receiver(
         self, address: str, *, mode: ReceiverMode, prefetch: int, session_id: str | None
-    ) -> ReceiveLink: ...
+    ) -> ReceiveLink:
+        """A receiving link from ``address`` (a queue or ``TOPIC/Subscriptions/NAME``; ``session_id``: that session)."""
 
-    async def peek(self, address: str, count: int, *, from_sequence: int, session_id: str | None) -> list[Message]: ...
+    async def peek(self, address: str, count: int, *, from_sequence: int, session_id: str | None) -> list[Message]:
+        """Up to ``count`` messages from sequence number ``from_sequence`` on, not locked ($management)."""
 
 
 def _reason(outcome: Any) -> str | None:
@@ -71,6 +82,27 @@ def _reason(outcome: Any) -> str | None:
     if isinstance(outcome, Released):
         return "released by the broker (not delivered; it may be sent again)"
     return f"{type(outcome).__name__.lower()} by the broker (not delivered)"
+
+
+async def _handed(send: Any, message: Message) -> asyncio.Future[Any] | str:
+    """``send(message)``'s outcome future, or why it was refused before it was sent: a
+    message larger than the peer takes is refused by either client before it leaves
+    (``amqp:link:message-size-exceeded``), and is a refusal as the broker's are (one text,
+    one exit status, whichever client, where it used to be an error of each client's own)."""
+    try:
+        future: asyncio.Future[Any] = await send(message)
+    except AMQPLinkError as exc:
+        if getattr(exc, "condition", None) != MESSAGE_SIZE_EXCEEDED:
+            raise
+        description = getattr(exc, "description", None) or str(exc)
+        return f"{description} [{MESSAGE_SIZE_EXCEEDED}] {getattr(exc, 'hint', '')}".rstrip()
+    return future
+
+
+def _refused(reason: str) -> asyncio.Future[str | None]:
+    refused: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    refused.set_result(reason)
+    return refused
 
 
 def _relay(inner: asyncio.Future[Any], reason: Any) -> asyncio.Future[str | None]:
@@ -95,7 +127,8 @@ class _AmqpSender:
         self._link = link
 
     async def send(self, message: Message) -> asyncio.Future[str | None]:
-        return _relay(await self._link.send_nowait(message), _reason)
+        handed = await _handed(self._link.send_nowait, message)
+        return _refused(handed) if isinstance(handed, str) else _relay(handed, _reason)
 
     async def close(self) -> None:
         await self._link.wait_settled()
@@ -150,7 +183,8 @@ class _ServiceBusSender:
         self._sender = sender
 
     async def send(self, message: Message) -> asyncio.Future[str | None]:
-        return _relay(await self._sender.send_nowait(message), lambda _: None)
+        handed = await _handed(self._sender.send_nowait, message)
+        return _refused(handed) if isinstance(handed, str) else _relay(handed, lambda _: None)
 
     async def close(self) -> None:
         await self._sender.close()

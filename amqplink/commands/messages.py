@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from amqplink.message import Message
 
-__all__ = ["Outgoing", "describe", "parse_properties", "show_line"]
+__all__ = ["Outgoing", "describe", "parse_properties", "read_body_file", "show_line"]
 
 SEQUENCE_NUMBER = "x-opt-sequence-number"
 ENQUEUED_TIME = "x-opt-enqueued-time"
@@ -40,6 +42,17 @@ def parse_properties(values: Sequence[str]) -> dict[str, Any]:
         else:
             properties[key] = text
     return properties
+
+
+def read_body_file(path: str) -> bytes:
+    """``--body-file``'s bytes: the file's, or standard input's for ``-`` (as other commands
+    read it). ``ValueError`` naming ``--body-file`` for a file that cannot be read."""
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"--body-file {path}: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``amqplink send``: send messages (pipelined, up to ``--in-flight`` awaiting an outcome).
 
-The body is ``--body TEXT``, ``--body-file PATH`` or ``--size`` zero bytes; ``--property``
+The body is ``--body TEXT``, ``--body-file PATH`` (``-``: standard input) or ``--size`` zero bytes; ``--property``
 and ``--session-id`` go on every message. The first message the broker does not accept
 stops the send: nothing more is handed over, the ones in flight get their outcomes, and the
 summary says how many were accepted and why the first was refused (the exit status is 1).
@@ -13,12 +13,11 @@ import asyncio
 import functools
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from amqplink.commands.arguments import add_json, add_target, non_negative, positive
 from amqplink.commands.endpoints import open_client
-from amqplink.commands.messages import Outgoing, parse_properties
+from amqplink.commands.messages import Outgoing, parse_properties, read_body_file
 from amqplink.commands.progress import Progress
 from amqplink.commands.target import Target, parse_target
 
@@ -31,6 +30,7 @@ EPILOG = """\
 examples:
   amqplink send "$CONN" orders --body '{"id": 1}' --property kind=order --property priority:=5
   amqplink send "$CONN" orders --body-file order.json --session-id customer-7
+  echo '{"id": 2}' | amqplink send "$CONN" orders --body-file -
   amqplink send amqp://127.0.0.1:5672 bench --count 100000 --size 1024
 ($CONN: the connection string `amqplink broker` prints)"""
 
@@ -40,7 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_target(parser)
     body = parser.add_mutually_exclusive_group()
     body.add_argument("--body", default=None, help="the body of each message (UTF-8 text)")
-    body.add_argument("--body-file", default=None, metavar="PATH", help="the body of each message: this file's bytes")
+    body.add_argument(
+        "--body-file", default=None, metavar="PATH", help="the body of each message: this file's bytes (-: stdin)"
+    )
     parser.add_argument(
         "--count", type=positive, default=None, help=f"messages to send (default: 1 with a body, else {DEFAULT_COUNT})"
     )
@@ -62,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace, summary: dict[str, Any], progress: bool | None) -> dict[str, Any]:
     """Run ``send`` for parsed ``args``."""
     if args.body_file is not None:
-        body = Path(args.body_file).read_bytes()
+        body = read_body_file(args.body_file)
     elif args.body is not None:
         body = args.body.encode("utf-8")
     else:
@@ -137,6 +139,8 @@ async def run_send(
             pending.add(future)
             future.add_done_callback(functools.partial(record, i))
             future.add_done_callback(pending.discard)
+            if future.done():  # refused before it was sent (too large): its callbacks run now, and stop the loop
+                await asyncio.sleep(0)
         if pending:
             await asyncio.wait(pending)  # every outcome before the link closes
         seconds = time.perf_counter() - started

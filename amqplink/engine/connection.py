@@ -480,6 +480,7 @@ class Connection:
         return session
 
     def forget_session(self, session: Session) -> None:
+        """Drop an ended session from the channel tables (the session calls it once it has ended both ways)."""
         if session.state is not _SESSION_ENDED:
             return
         if self.sessions.get(session.channel) is session:

@@ -86,6 +86,8 @@ class MessageSizeExceededError(EngineStateError):
     """
 
     condition = MESSAGE_SIZE_EXCEEDED
+    hint = "Send a smaller message, or split the batch."
+    """What the sender can do; the Service Bus client's and the asyncio client's messages end with it."""
 
 
 class RunOfManyError(AMQPLinkError, LookupError):

@@ -638,6 +638,8 @@ class Session:
             self._mark_pending()
 
     def on_disposition(self, disposition: Disposition) -> None:
+        """The peer's disposition (2.7.6): apply its range ``first..last`` to this session's
+        deliveries of that role, a run per link."""
         first = int(disposition.first)
         last = disposition.last  # None: one delivery (the usual, a settlement in turn)
         count = 1 if last is None else serial_diff(int(last), first) + 1

@@ -73,10 +73,12 @@ def write_transfer_frame(
 
 
 def _no_run_parts(channel: int, handle: int, tag_size: int) -> RunParts | None:
+    """The reference writer's ``run_parts``: no precompiled parts, so each transfer is written alone."""
     return None
 
 
 def _decode_generic(body: memoryview) -> tuple[Any, int]:
+    """The reference reader's ``decode``: the codec's generic decoder for every performative."""
     performative, offset = decode(body)
     return performative, offset
 

@@ -185,21 +185,27 @@ class _SectionView:
 
     # the SDK's DictMixin
     def keys(self) -> list[str]:
+        """The section's field names (the SDK's mapping view of it)."""
         return list(self._FIELDS)
 
     def values(self) -> list[Any]:
+        """The section's field values, in field order."""
         return [self._get(name) for name in self._FIELDS]
 
     def items(self) -> list[tuple[str, Any]]:
+        """``(name, value)`` of each of the section's fields."""
         return [(name, self._get(name)) for name in self._FIELDS]
 
     def get(self, key: str, default: Any = None) -> Any:
+        """A field's value, or ``default`` for a name that is not a field of the section."""
         return self._get(key) if key in self._FIELDS else default
 
     def has_key(self, key: str) -> bool:
+        """Whether ``key`` is a field of the section."""
         return key in self._FIELDS
 
     def update(self, *args: Any, **kwargs: Any) -> None:
+        """Set fields from a mapping or keywords, as ``dict.update`` does (an unknown name is a ``KeyError``)."""
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 

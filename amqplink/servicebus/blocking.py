@@ -325,6 +325,7 @@ class ServiceBusReceiver(_Named):
         return self
 
     def __next__(self) -> ServiceBusReceivedMessage:
+        """The next message; the iteration ends after ``max_wait_time`` seconds without one, when given."""
         message = _run(_next(self._aio))
         if message is None:
             raise StopIteration

@@ -9,7 +9,8 @@ only two ways in.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from amqplink.aio.errors import AMQPError, ConnectionClosedError, SettlementError
 from amqplink.sbwire import conditions as C
@@ -36,8 +37,13 @@ from amqplink.servicebus.exceptions import (
 __all__ = ["ERROR_TABLE", "ErrorKind", "from_amqp_error", "from_management_status"]
 
 
-class ErrorKind(NamedTuple):
-    """One row of :data:`ERROR_TABLE`."""
+@dataclass(frozen=True, slots=True)
+class ErrorKind:
+    """One row of :data:`ERROR_TABLE`: the exception class and whether the error is retryable.
+
+    A frozen dataclass (it was a ``NamedTuple``, whose generated ``__new__`` reads its
+    annotations in another module's namespace: the API reference could not resolve
+    ``type[ServiceBusError]``)."""
 
     cls: type[ServiceBusError]
     retryable: bool

@@ -186,7 +186,7 @@ class MessageSizeExceededError(  # type: ignore[misc]  # condition: str | None h
 
     default_message = "Message content is larger than the service bus frame size."
     shutdown_handler = False
-    hint = "Send a smaller message, or split the batch."
+    hint = engine_errors.MessageSizeExceededError.hint
 
 
 class MessageLockLostError(ServiceBusError):

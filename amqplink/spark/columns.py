@@ -33,7 +33,16 @@ from typing import Any
 from amqplink import AMQPLinkError
 from amqplink.servicebus.message import ServiceBusMessage
 
-__all__ = ["COLUMNS", "Columns", "IdScheme", "SinkSchemaError", "check_schema", "columns_of_rows", "messages"]
+__all__ = [
+    "COLUMNS",
+    "Columns",
+    "IdScheme",
+    "SinkSchemaError",
+    "check_schema",
+    "check_struct",
+    "columns_of_rows",
+    "messages",
+]
 
 _STRING = ("string",)
 _NUMBER = ("tinyint", "smallint", "int", "bigint", "float", "double")
@@ -91,6 +100,14 @@ def check_schema(fields: Iterable[tuple[str, str]], *, entity_option: bool) -> N
             "no queue or topic to send to: give the 'entity' option (or EntityPath in the connection string) "
             "or an 'entity' column"
         )
+
+
+def check_struct(schema: Any, *, entity_option: bool) -> None:
+    """:func:`check_schema` of a Spark ``StructType`` (a DataFrame's ``schema``), on the driver."""
+    fields = getattr(schema, "fields", None)
+    if fields is None:
+        raise TypeError(f"schema: give the DataFrame's schema (df.schema), not {type(schema).__name__}")
+    check_schema([(f.name, f.dataType.simpleString()) for f in fields], entity_option=entity_option)
 
 
 KEY_ROWS = 256

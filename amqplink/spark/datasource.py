@@ -32,7 +32,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from amqplink.spark.columns import Columns, IdScheme, check_schema
+from amqplink.spark.columns import Columns, IdScheme, check_struct
 from amqplink.spark.foreach import CHUNK_ROWS
 from amqplink.spark.options import SinkConfig, parse_options
 from amqplink.spark.writer import PartitionStats, send_partition
@@ -215,7 +215,7 @@ class ServiceBusDataSource(DataSource):
         from amqplink.servicebus.connection_string import parse_connection_string
 
         entity = self.config.entity or parse_connection_string(self.config.connection_string).entity_path
-        check_schema([(f.name, f.dataType.simpleString()) for f in schema.fields], entity_option=entity is not None)
+        check_struct(schema, entity_option=entity is not None)
 
     def writer(self, schema: StructType, overwrite: bool) -> ServiceBusArrowWriter:
         self._check(schema, overwrite)

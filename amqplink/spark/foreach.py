@@ -2,7 +2,13 @@
 
 ::
 
-    df.foreachPartition(amqplink.spark.foreach_partition_sender({"connectionString": conn, "entity": "orders"}))
+    messages = df.selectExpr("to_json(struct(*)) as body", "order_id as message_id")
+    messages.foreachPartition(amqplink.spark.foreach_partition_sender(
+        {"connectionString": conn, "entity": "orders"}, schema=messages.schema))
+
+``schema`` (the DataFrame's) is checked when the sender is made, on the driver, as the data
+source checks its own: an unknown column or a wrong type fails there, naming it, before any
+task runs (not in every worker, under Spark's stack traces).
 
 The same send loop as the data source (:func:`amqplink.spark.writer.send_partition`); rows
 are taken in chunks of :data:`CHUNK_ROWS`. Message ids without a ``message_id`` column are
@@ -18,7 +24,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from amqplink.spark.columns import Columns, IdScheme, columns_of_rows
+from amqplink.spark.columns import Columns, IdScheme, check_struct, columns_of_rows
 from amqplink.spark.options import SinkConfig, parse_options
 from amqplink.spark.writer import PartitionStats, send_partition
 
@@ -62,8 +68,13 @@ def _chunks(rows: Iterator[Any]) -> Iterator[Columns]:
         yield columns_of_rows(chunk)
 
 
-def foreach_partition_sender(options: Mapping[str, Any]) -> ForeachPartitionSender:
-    """A ``foreachPartition`` function sending rows with the data source's ``options`` (same names)."""
+def foreach_partition_sender(options: Mapping[str, Any], *, schema: Any = None) -> ForeachPartitionSender:
+    """A ``foreachPartition`` function sending rows with the data source's ``options`` (same names).
+
+    ``schema``: the schema of the DataFrame it will send (``df.schema``, a ``StructType``),
+    checked here as the data source checks its own (:class:`~amqplink.spark.columns.SinkSchemaError`
+    naming the first unknown column or wrong type); without it the columns are checked in the
+    tasks, by the first rows of each."""
     config = parse_options(options)
     if config.entity is None:
         from dataclasses import replace
@@ -71,4 +82,6 @@ def foreach_partition_sender(options: Mapping[str, Any]) -> ForeachPartitionSend
         from amqplink.servicebus.connection_string import parse_connection_string
 
         config = replace(config, entity=parse_connection_string(config.connection_string).entity_path)
+    if schema is not None:
+        check_struct(schema, entity_option=config.entity is not None)
     return ForeachPartitionSender(config)

@@ -75,7 +75,7 @@ def check_executors(spark: Any, *, arrow: bool = True) -> None:
         ) from None
 
 
-def _launch_jvm_apart(settings: Mapping[str, str]) -> None:
+def _launch_jvm_apart(settings: Mapping[str, str], log: str | None = None) -> None:
     """Start Spark's JVM in a session of its own, unless this process has one already.
 
     Ctrl-C on a terminal signals its whole foreground process group. PySpark starts the
@@ -84,6 +84,10 @@ def _launch_jvm_apart(settings: Mapping[str, str]) -> None:
     their stack traces (about 190 lines for one Ctrl-C of ``amqplink demo``). Apart, only
     this process is interrupted and cancels Spark's jobs itself; the JVM still ends
     with it (it exits when its standard input, a pipe from this process, closes).
+
+    ``log``: a file that takes the JVM's standard output and error, and so its Python
+    workers' (Spark's own lines, the workers' log lines), instead of this process's
+    terminal, where they would break into a progress line.
     """
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
@@ -91,27 +95,37 @@ def _launch_jvm_apart(settings: Mapping[str, str]) -> None:
     if os.name != "posix" or SparkContext._gateway is not None:
         return
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    try:
-        gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
-    except RuntimeError as exc:
-        if "JAVA_GATEWAY_EXITED" not in str(exc):
-            raise
-        where = f"JAVA_HOME={os.environ['JAVA_HOME']}" if os.environ.get("JAVA_HOME") else "java on PATH"
-        raise JavaStartError(
-            f"Spark's JVM did not start ({where}; Spark's own lines above say why): Spark needs Java 17 or "
-            "later, as java on PATH or in JAVA_HOME (Debian: apt-get install -y default-jre-headless)"
-        ) from None
+    popen: dict[str, Any] = {"start_new_session": True}
+    with contextlib.ExitStack() as files:
+        if log is not None:
+            popen["stdout"] = popen["stderr"] = files.enter_context(open(log, "ab"))  # the JVM keeps its own copy
+        try:
+            gateway = launch_gateway(conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]
+        except RuntimeError as exc:
+            if "JAVA_GATEWAY_EXITED" not in str(exc):
+                raise
+            where = f"JAVA_HOME={os.environ['JAVA_HOME']}" if os.environ.get("JAVA_HOME") else "java on PATH"
+            said = "Spark's own lines above" if log is None else f"Spark's own lines in {log}"
+            raise JavaStartError(
+                f"Spark's JVM did not start ({where}; {said} say why): Spark needs Java 17 or "
+                "later, as java on PATH or in JAVA_HOME (Debian: apt-get install -y default-jre-headless)"
+            ) from None
     SparkContext._ensure_initialized(gateway=gateway)
 
 
 def local_session(
-    master: str = "local[2]", *, app_name: str = "amqplink", arrow: bool = True, conf: Mapping[str, str] | None = None
+    master: str = "local[2]",
+    *,
+    app_name: str = "amqplink",
+    arrow: bool = True,
+    conf: Mapping[str, str] | None = None,
+    log: str | None = None,
 ) -> tuple[Any, float]:
     """``(SparkSession, seconds its start-up took)`` on ``master``, UI off, warnings only.
 
     Sets ``PYSPARK_PYTHON`` to this interpreter when unset, starts the JVM apart from the
-    terminal's Ctrl-C (:func:`_launch_jvm_apart`), then :func:`check_executors` (its Python
-    workers' start counts in the start-up).
+    terminal's Ctrl-C (:func:`_launch_jvm_apart`; ``log``: the file its output goes to),
+    then :func:`check_executors` (its Python workers' start counts in the start-up).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -126,7 +140,7 @@ def local_session(
         "spark.ui.showConsoleProgress": "false",  # the caller shows its own progress
         **(conf or {}),
     }
-    _launch_jvm_apart(settings)
+    _launch_jvm_apart(settings, log)
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -53,7 +53,10 @@ def _parameters_of(model: Callable[P, Any]) -> Callable[[Callable[..., R]], Call
     """
 
     def apply(function: Callable[..., R]) -> Callable[P, R]:
-        signature = inspect.signature(model)
+        try:  # the model's annotations read in its own module (this one has not its names)
+            signature = inspect.signature(model, eval_str=True)
+        except NameError:  # a name its module imports only for type checkers: left as text
+            signature = inspect.signature(model)
         function.__signature__ = signature.replace(  # type: ignore[attr-defined]
             return_annotation=inspect.signature(function).return_annotation
         )

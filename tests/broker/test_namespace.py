@@ -199,6 +199,7 @@ def test_duplicate_detection_within_window() -> None:
     assert len(q.store) == 2
     send(ns, "q", T0 + 61, message_id="m")  # window passed
     assert len(q.store) == 3
+    assert ns.queues["q"].duplicates is not None and ns.queues["q"].duplicates.dropped == 1  # what the demo reads
 
 
 def test_scheduled_message_appears_on_time_and_cancel() -> None:

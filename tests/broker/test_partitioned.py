@@ -212,6 +212,8 @@ def test_duplicate_detection_is_per_fragment() -> None:
     send(ns, "pq", message_id="m2", partition_key=b)
     send(ns, "pq", message_id="m2", partition_key=a)
     assert len(queue.store) == 3
+    assert queue.partitions.duplicates is not None
+    assert sum(d.dropped for d in queue.partitions.duplicates) == 2  # the copies each fragment dropped
 
 
 def test_a_batch_goes_to_one_fragment_and_needs_one_key() -> None:

@@ -207,3 +207,42 @@ def test_support_ordering_is_kept(broker: Broker) -> None:
             assert client.get_topic("unordered").support_ordering is True
         finally:
             client.delete_topic("unordered")
+
+
+def test_the_printed_connection_string_on_the_management_port(broker: Broker) -> None:
+    """Issue 34 item 1: the string ``amqplink broker`` prints (``UseDevelopmentEmulator=true``), its
+    port changed to the management port, went to ``http://`` and ignored ``connection_verify``:
+    a traceback saying "no answer ... (RemoteDisconnected)". A CA bundle asks for TLS, so it
+    works (as with the SDK's admin client, which speaks HTTPS whatever the string says); without
+    one the plain HTTP request still fails, now saying what to pass; ``use_tls=False`` with a CA
+    bundle is refused, as the Service Bus client refuses it."""
+    printed = broker.connection_string
+    assert printed.endswith(";UseDevelopmentEmulator=true")
+    on_management_port = printed.replace(f":{broker.port};", f":{broker.http_port};")
+    with ServiceBusAdministrationClient.from_connection_string(
+        on_management_port, connection_verify=broker.http_ca
+    ) as client:
+        assert client.create_queue("printed-string").name == "printed-string"
+
+    async def asyncio_client() -> int:
+        async with AsyncAdmin.from_connection_string(on_management_port, connection_verify=broker.http_ca) as client:
+            return (await client.get_queue_runtime_properties("printed-string")).active_message_count
+
+    assert asyncio.run(asyncio_client()) == 0
+    with (
+        ServiceBusAdministrationClient.from_connection_string(on_management_port) as client,
+        pytest.raises(ServiceRequestError) as info,
+    ):
+        client.get_queue("printed-string")
+    assert str(info.value).startswith(f"queue 'printed-string': no answer from http://127.0.0.1:{broker.http_port} (")
+    assert "pass connection_verify=CA_FILE" in str(info.value)
+    without_flag = on_management_port.replace(";UseDevelopmentEmulator=true", "")
+    with (
+        ServiceBusAdministrationClient.from_connection_string(without_flag) as client,  # the system's CAs
+        pytest.raises(ServiceRequestError, match=r"CERTIFICATE_VERIFY_FAILED.*pass connection_verify=CA_FILE"),
+    ):
+        client.get_queue("printed-string")
+    with pytest.raises(ValueError, match="connection_verify is a TLS setting and use_tls=False"):
+        ServiceBusAdministrationClient.from_connection_string(
+            on_management_port, connection_verify=broker.http_ca, use_tls=False
+        )

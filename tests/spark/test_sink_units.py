@@ -425,3 +425,31 @@ def test_a_row_larger_than_the_entity_takes_fails_the_partition_naming_it(sb: Br
     chunk = {"body": [b"small", b"x" * 4096]}
     with pytest.raises(SinkWriteError, match=f"a row of 4.* encoded bytes is larger than {queue} takes"):
         send_partition(config, [chunk], IdScheme("position", "w", 0))
+
+
+def test_foreach_sender_checks_a_given_schema_when_made() -> None:
+    """``schema=``: the data source's check, on the driver (a StructType's ``fields``)."""
+
+    class Type:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def simpleString(self) -> str:
+            return self.name
+
+    class Field:
+        def __init__(self, name: str, kind: str) -> None:
+            self.name, self.dataType = name, Type(kind)
+
+    class Schema:
+        def __init__(self, *fields: tuple[str, str]) -> None:
+            self.fields = [Field(*f) for f in fields]
+
+    options = {"connectionString": CONN, "entity": "q"}
+    assert foreach_partition_sender(options, schema=Schema(("body", "string"), ("message_id", "string")))
+    with pytest.raises(SinkSchemaError, match="column 'order_id' is not a message property"):
+        foreach_partition_sender(options, schema=Schema(("body", "string"), ("order_id", "string")))
+    with pytest.raises(SinkSchemaError, match="column 'body' has type int"):
+        foreach_partition_sender(options, schema=Schema(("body", "int"),))
+    with pytest.raises(TypeError, match=r"give the DataFrame's schema \(df.schema\)"):
+        foreach_partition_sender(options, schema=["body"])

@@ -398,7 +398,8 @@ class Journal:
         _write_all(fd, head, body)
 
     def close(self) -> None:
-        """Write the recovery point (a clean stop: everything written is committed) and close the file."""
+        """Write the recovery point (a clean stop: everything written is committed), close the file and
+        give up the directory's lock (another broker may then open it)."""
         if self._fd >= 0:
             self.checkpoint()
             os.close(self._fd)

@@ -101,6 +101,8 @@ class DurableStore(MemoryStore):
         self.high = self.written = next_sequence - 1
 
     def append(self, message: StoredMessage) -> None:
+        """Store a message in memory and have the next batch write it (a message put back that
+        was written already is written again)."""
         _memory_append(self, message)  # (not super(): no proxy object per message)
         seq = message.sequence_number
         if seq > self.high:
@@ -135,6 +137,7 @@ class DurableStore(MemoryStore):
         self._first = 0
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
+        """Remove a message; one already written gets a ``D`` record in the next batch."""
         message = _memory_remove(self, sequence_number)
         if message is not None and sequence_number <= self.written:  # (above: never written)
             self._commits.delete(self._key | sequence_number)

@@ -275,15 +275,18 @@ def _run_records(
 
 
 def sequence_record(entity: int, next_sequence: int) -> bytes:
+    """An ``S`` record: ``entity``'s next sequence number."""
     return KEYED.pack(K_SEQUENCE, entity, next_sequence)
 
 
 def entity_record(entity: int, path: str) -> bytes:
+    """An ``E`` record: entity id ``entity`` given to ``path``."""
     raw = path.encode()
     return _ENTITY.pack(K_ENTITY, entity, len(raw)) + raw
 
 
 def session_record(entity: int, session_id: str, state: bytes | None) -> bytes:
+    """A ``T`` record: a session's state (None: removed)."""
     sid = session_id.encode()
     if state is None:
         return _SESSION.pack(K_SESSION, entity, len(sid), _REMOVED) + sid
@@ -291,14 +294,17 @@ def session_record(entity: int, session_id: str, state: bytes | None) -> bytes:
 
 
 def duplicate_record(entity: int, message_id: bytes, seen_at: float, expires_at: float) -> bytes:
+    """A ``P`` record: a duplicate-detection id seen at ``seen_at``, kept until ``expires_at``."""
     return _DUPLICATE.pack(K_DUPLICATE, entity, seen_at, expires_at, len(message_id)) + message_id
 
 
 def purge_record(before: float) -> bytes:
+    """An ``X`` record: the duplicate-detection ids whose window ended before ``before`` are forgotten."""
     return _PURGE.pack(K_PURGE, before)
 
 
 def definitions_record(document: bytes) -> bytes:
+    """An ``N`` record: the namespace's entity definitions (the JSON document)."""
     return _BLOB.pack(K_DEFINITIONS, len(document)) + document
 
 

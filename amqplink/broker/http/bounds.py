@@ -105,6 +105,7 @@ class BoundedHandler(web_protocol.RequestHandler):
 
     def log_access(self, request: Any, response: Any, time: float | None) -> None:
         # aiohttp calls this once a response is written: the request is over.
+        """aiohttp's end of a request (the response is written): its deadline is disarmed."""
         self._disarm()
         super().log_access(request, response, time)
 
@@ -257,15 +258,18 @@ class BoundedListener:
 
     @property
     def port(self) -> int:
+        """The port listened on (``RuntimeError`` before :meth:`start`)."""
         if self._server is None:
             raise RuntimeError("the management API is not started")
         port: int = self._server.sockets[0].getsockname()[1]
         return port
 
     async def start(self, host: str, port: int) -> None:
+        """Listen on ``host:port`` (0: any free port)."""
         self._server = await self.loop.create_server(lambda: _Gate(self), host, port)
 
     def admit(self, gate: _Gate) -> bool:
+        """Whether a new connection may stay: False past ``capacity`` (logged once per episode of refusals)."""
         if len(self._live) >= self.capacity:
             # One report per episode of refusals, not one per refused client.
             level = logging.DEBUG if self._refusing else logging.WARNING
@@ -277,9 +281,11 @@ class BoundedListener:
         return True
 
     def release(self, gate: _Gate) -> None:
+        """Forget a connection that closed (its place is free again)."""
         self._live.discard(gate)
 
     def handler(self, first_deadline: float, on_lost: Callable[[], None]) -> BoundedHandler:
+        """An HTTP handler for one connection, with the time-outs and header bounds of this listener."""
         return BoundedHandler(
             self.manager,
             loop=self.loop,

@@ -115,6 +115,7 @@ class Counts(MessageCounts):
     """Runtime counts of a queue, topic or subscription (``CountDetails``, ``MessageCount``, ``SizeInBytes``)."""
 
     def xml(self) -> str:
+        """The ``CountDetails`` element of an entity's description (active, dead-letter, scheduled; transfers 0)."""
         items = (
             ("ActiveMessageCount", self.active),
             ("DeadLetterMessageCount", self.dead_letter),

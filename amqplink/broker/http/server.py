@@ -100,6 +100,7 @@ class ManagementApi:
         return self.listener.port
 
     async def stop(self) -> None:
+        """Close the WebSocket connections and the listener, then the web application."""
         if self.websockets is not None:
             self.websockets.close_all()
         if self.listener is not None:

@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from amqplink import MissingExtraError
+
 __all__ = ["CERT_LIFETIME", "Certificate", "self_signed", "server_context"]
 
 CERT_LIFETIME = datetime.timedelta(days=365)
@@ -42,8 +44,9 @@ def self_signed(common_name: str = "localhost", names: Iterable[str] = ()) -> Ce
     """A new key and self-signed CA certificate for localhost/127.0.0.1/::1 (and the DNS ``names``,
     e.g. ``second.localhost`` for another namespace) in a private temporary directory.
 
-    Needs ``cryptography`` (the ``broker`` extra); without it, raises ``RuntimeError`` saying so
-    (a certificate given with ``--http-cert``/``--http-key`` needs nothing more).
+    Needs ``cryptography`` (the ``broker`` extra); without it, raises
+    :class:`~amqplink.MissingExtraError` (a ``RuntimeError``) saying so (a certificate given
+    with ``--http-cert``/``--http-key`` needs nothing more).
     """
     try:
         from cryptography import x509
@@ -51,9 +54,9 @@ def self_signed(common_name: str = "localhost", names: Iterable[str] = ()) -> Ce
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
     except ImportError as exc:
-        raise RuntimeError(
-            "a self-signed certificate for the management API needs the 'cryptography' package: "
-            "pip install 'amqplink[broker]', or give your own with --http-cert/--http-key"
+        raise MissingExtraError(
+            "a self-signed certificate for the management API needs cryptography, in the broker extra: "
+            "python3 -m pip install 'amqplink[broker]', or give your own with --http-cert/--http-key"
         ) from exc
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])

@@ -27,7 +27,7 @@ def _key(message_id: Any) -> Any:
 class DuplicateDetector:
     """Message ids seen in the last ``window`` seconds, oldest first."""
 
-    __slots__ = ("_seen", "limit", "on_seen", "window")
+    __slots__ = ("_seen", "dropped", "limit", "on_seen", "window")
 
     def __init__(self, window: float, limit: int = MAX_REMEMBERED_IDS) -> None:
         self.window = window
@@ -35,6 +35,9 @@ class DuplicateDetector:
         self._seen: OrderedDict[Any, float] = OrderedDict()
         self.on_seen: Callable[[Any, float], None] | None = None
         """Told of every id recorded (a durable store keeps them for the window)."""
+        self.dropped = 0
+        """Messages found duplicates (accepted and dropped) since this detector was made; a
+        count for observers (``amqplink demo`` shows it), not kept across a restart."""
 
     def _prune(self, now: float) -> None:
         seen = self._seen
@@ -52,6 +55,7 @@ class DuplicateDetector:
         self._prune(now)
         key = _key(message_id)
         if key in self._seen:
+            self.dropped += 1
             return True
         self._seen[key] = now
         if self.on_seen is not None:

@@ -767,6 +767,7 @@ class Entity:
         self._notify()
 
     def defer(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
+        """Set the locked message aside (DEFERRED): it is received again only by its sequence number; its lock ends."""
         msg = self.locked(token, now)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)

@@ -131,10 +131,12 @@ class Sent(Protocol):
     """A message as a producer's transfer brought it (an engine ``Delivery`` is one)."""
 
     @property
-    def payload(self) -> bytes | memoryview: ...
+    def payload(self) -> bytes | memoryview:
+        """The transfer's bytes: the encoded message."""
 
     @property
-    def message_format(self) -> int: ...
+    def message_format(self) -> int:
+        """The transfer's message-format (0, or Service Bus's batch format)."""
 
 
 @dataclass(slots=True)
@@ -162,15 +164,18 @@ class Envelope:
 
     @property
     def message_id(self) -> Any:
+        """The message-id of its properties (None without one)."""
         return None if self.properties is None else self.properties.message_id
 
     @property
     def session_id(self) -> str | None:
+        """Its group-id as text: the Service Bus session (None without one)."""
         group = None if self.properties is None else self.properties.group_id
         return None if group is None else str(group)
 
     @property
     def is_ping(self) -> bool:
+        """Whether it is a paired client's ping (Service Bus's ping content type): accepted and not stored."""
         p = self.properties
         return p is not None and p.content_type == PING_CONTENT_TYPE
 

@@ -35,8 +35,12 @@ class StoredMessages(Protocol):
     """An entity's messages by sequence number, iterated in sequence order (its store, or
     its fragments' stores seen as one)."""
 
-    def get(self, sequence_number: int) -> StoredMessage | None: ...
-    def remove(self, sequence_number: int) -> StoredMessage | None: ...
+    def get(self, sequence_number: int) -> StoredMessage | None:
+        """The message with this sequence number, or None."""
+
+    def remove(self, sequence_number: int) -> StoredMessage | None:
+        """Take the message with this sequence number out (None if there is none)."""
+
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[StoredMessage]: ...
 
@@ -46,13 +50,24 @@ class SessionView(Protocol):
     session's fragment on a partitioned entity)."""
 
     @property
-    def state(self) -> MutableMapping[str, bytes]: ...
+    def state(self) -> MutableMapping[str, bytes]:
+        """Each session's state (the bytes ``$management`` set), by session id."""
+
     @property
-    def updated(self) -> Mapping[str, float]: ...
-    def set_state(self, session_id: str, state: bytes | None, now: float | None = None) -> None: ...
-    def is_locked(self, session_id: str, now: float) -> bool: ...
-    def held(self, session_id: str, now: float, owner: object | None = None) -> SessionLock: ...
-    def renew(self, session_id: str, now: float, owner: object | None = None) -> float: ...
+    def updated(self) -> Mapping[str, float]:
+        """When each session's state was last set, by session id."""
+
+    def set_state(self, session_id: str, state: bytes | None, now: float | None = None) -> None:
+        """Set (``None``: clear) the state of ``session_id``."""
+
+    def is_locked(self, session_id: str, now: float) -> bool:
+        """Whether a live lock holds ``session_id``."""
+
+    def held(self, session_id: str, now: float, owner: object | None = None) -> SessionLock:
+        """The live lock on ``session_id`` (of ``owner`` if given); session-lock-lost otherwise."""
+
+    def renew(self, session_id: str, now: float, owner: object | None = None) -> float:
+        """Extend the lock on ``session_id`` by the lock duration from now; the new locked-until."""
 
 
 class MessagingEntity(Protocol):
@@ -82,11 +97,17 @@ class MessagingEntity(Protocol):
         ...
 
     @property
-    def store(self) -> StoredMessages: ...
+    def store(self) -> StoredMessages:
+        """The entity's messages by sequence number."""
+
     @property
-    def bytes(self) -> int: ...
+    def bytes(self) -> int:
+        """The size of the messages held (what ``MaxSizeInMegabytes`` bounds)."""
+
     @property
-    def sessions(self) -> SessionView: ...
+    def sessions(self) -> SessionView:
+        """The entity's sessions, as ``$management`` reads and changes them."""
+
     @property
     def fragments(self) -> Sequence[Entity]:
         """The entities holding the messages: the entity itself, or a partitioned entity's
@@ -94,28 +115,50 @@ class MessagingEntity(Protocol):
         ...
 
     # -- adding -------------------------------------------------------------------
-    def check_accept(self, envelopes: list[Envelope]) -> None: ...
-    def accept(self, envelope: Envelope, now: float) -> int: ...
-    def accept_all(self, envelopes: list[Envelope], now: float, key: Any = ...) -> None: ...
-    def accept_bodies(self, sent: Sequence[Sent], now: float) -> int: ...
-    def schedule(self, envelope: Envelope, at: float, now: float) -> int: ...
-    def cancel_scheduled(self, sequence_numbers: Iterable[int]) -> None: ...
+    def check_accept(self, envelopes: list[Envelope]) -> None:
+        """Raise what storing these messages would raise, changing nothing."""
+
+    def accept(self, envelope: Envelope, now: float) -> int:
+        """Store a sent message (or schedule it); its sequence number."""
+
+    def accept_all(self, envelopes: list[Envelope], now: float, key: Any = ...) -> None:
+        """Store several sent messages, all or none (``key``: their partition key, when known)."""
+
+    def accept_bodies(self, sent: Sequence[Sent], now: float) -> int:
+        """Store the messages of ``sent`` that are a body alone, as one run; how many it took."""
+
+    def schedule(self, envelope: Envelope, at: float, now: float) -> int:
+        """Hold a message until ``at``; its sequence number."""
+
+    def cancel_scheduled(self, sequence_numbers: Iterable[int]) -> None:
+        """Drop scheduled messages (none if any is not scheduled here)."""
 
     # -- time ---------------------------------------------------------------------
-    def tick(self, now: float) -> None: ...
-    def next_deadline(self) -> float: ...
+    def tick(self, now: float) -> None:
+        """Apply what time decides: lock expiry, scheduled messages, TTL."""
+
+    def next_deadline(self) -> float:
+        """The earliest time :meth:`tick` has something to do."""
 
     # -- receiving ----------------------------------------------------------------
     def receive(
         self, now: float, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
-    ) -> StoredMessage | None: ...
+    ) -> StoredMessage | None:
+        """The next available message, locked (``lock``) or removed."""
+
     def receive_many(
         self, now: float, count: int, *, lock: bool = True, session_id: str | None = None, owner: object | None = None
-    ) -> list[StoredMessage]: ...
-    def restore(self, msg: StoredMessage) -> None: ...
+    ) -> list[StoredMessage]:
+        """Up to ``count`` next available messages, as :meth:`receive` in turn would give them."""
+
+    def restore(self, msg: StoredMessage) -> None:
+        """Undo :meth:`receive` for a message that could not be handed over."""
+
     def peek(
         self, from_sequence: int, count: int, now: float, *, session_id: str | None = None
-    ) -> list[StoredMessage]: ...
+    ) -> list[StoredMessage]:
+        """Up to ``count`` messages from ``from_sequence`` on, without locking them."""
+
     def receive_deferred(
         self,
         sequence_numbers: Iterable[int],
@@ -124,17 +167,30 @@ class MessagingEntity(Protocol):
         lock: bool = True,
         session_id: str | None = None,
         owner: object | None = None,
-    ) -> list[StoredMessage]: ...
+    ) -> list[StoredMessage]:
+        """Deferred messages by sequence number."""
 
     # -- settling -----------------------------------------------------------------
-    def holds_lock(self, token: LockToken) -> bool: ...
-    def locked(self, token: LockToken, now: float) -> StoredMessage: ...
-    def complete(self, token: LockToken, now: float) -> None: ...
-    def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]: ...
+    def holds_lock(self, token: LockToken) -> bool:
+        """Whether ``token`` names a lock this entity handed out."""
+
+    def locked(self, token: LockToken, now: float) -> StoredMessage:
+        """The message ``token`` locks (``com.microsoft:message-lock-lost`` if the lock is gone)."""
+
+    def complete(self, token: LockToken, now: float) -> None:
+        """Settle the message ``token`` locks: it leaves the entity."""
+
+    def complete_all(self, tokens: Sequence[LockToken], now: float) -> dict[int, EntityError]:
+        """:meth:`complete` each of ``tokens``; the refusals by index."""
+
     def abandon(
         self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None, *, counted: bool = True
-    ) -> None: ...
-    def defer(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None: ...
+    ) -> None:
+        """Give the locked message back (to the DLQ past MaxDeliveryCount)."""
+
+    def defer(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
+        """Set the locked message aside: it is received again only by its sequence number."""
+
     def dead_letter(
         self,
         token: LockToken,
@@ -143,19 +199,35 @@ class MessagingEntity(Protocol):
         description: str | None = None,
         annotations: dict[Any, Any] | None = None,
         properties: dict[str, Any] | None = None,
-    ) -> None: ...
-    def renew_lock(self, token: LockToken, now: float) -> float: ...
-    def release(self, tokens: Iterable[LockToken], now: float, *, counted: bool = True) -> None: ...
-    def expire_locks(self, now: float) -> int: ...
+    ) -> None:
+        """Move the locked message to the dead-letter queue, with a reason and description."""
+
+    def renew_lock(self, token: LockToken, now: float) -> float:
+        """Extend a message lock by the lock duration from now; the new locked-until."""
+
+    def release(self, tokens: Iterable[LockToken], now: float, *, counted: bool = True) -> None:
+        """End these locks now: the messages come back as after expiry."""
+
+    def expire_locks(self, now: float) -> int:
+        """End every message and session lock now (fault injection); how many."""
 
     # -- sessions -----------------------------------------------------------------
-    def available_sessions(self, now: float) -> list[str]: ...
-    def accept_session(self, session_id: str | None, owner: object, now: float) -> tuple[str, float] | None: ...
-    def close_session(self, session_id: str, owner: object, now: float) -> None: ...
+    def available_sessions(self, now: float) -> list[str]:
+        """Sessions with available messages and no live lock."""
+
+    def accept_session(self, session_id: str | None, owner: object, now: float) -> tuple[str, float] | None:
+        """Lock ``session_id`` (or the next available session) for ``owner``: (id, locked-until) or None."""
+
+    def close_session(self, session_id: str, owner: object, now: float) -> None:
+        """The session receiver went away: its lock ends."""
 
     # -- wire form ----------------------------------------------------------------
     # (``builtins.bytes``: in this class ``bytes`` is the property above)
-    def encode(self, msg: StoredMessage, *, peek: bool = False) -> builtins.bytes: ...
+    def encode(self, msg: StoredMessage, *, peek: bool = False) -> builtins.bytes:
+        """The message as delivered (Service Bus's annotations stamped; ``peek``: as a peek shows it)."""
+
     def encode_all(
         self, messages: Sequence[StoredMessage], tags: Sequence[builtins.bytes] | None = None
-    ) -> list[builtins.bytes]: ...
+    ) -> list[builtins.bytes]:
+        """:meth:`encode` of each message (a receiver's batch), in order; ``tags``: the deliveries' tags
+        (their lock tokens go into the delivery-annotations)."""

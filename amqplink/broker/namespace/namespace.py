@@ -206,6 +206,8 @@ class Topic:
         return list(self._scheduled)
 
     def schedule(self, envelope: Envelope, at: float) -> int:
+        """Hold a message for the topic's subscriptions until ``at``; its sequence number
+        (``amqp:resource-limit-exceeded`` past the topic's limits)."""
         full = len(self._scheduled) >= self.properties.max_messages
         if full or self.scheduled_bytes + envelope.size > self.properties.max_bytes:
             raise EntityError(
@@ -254,6 +256,7 @@ class Topic:
             self.load_scheduled(seq, *kept)
 
     def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
+        """Drop scheduled messages; ``message-not-found`` if any is not scheduled here (none dropped)."""
         for seq in sequence_numbers:
             if seq not in self._scheduled:
                 raise EntityError(
@@ -263,6 +266,7 @@ class Topic:
             self._unscheduled(seq)
 
     def due(self, now: float) -> list[Envelope]:
+        """The scheduled messages whose time has come by ``now``, taken off the schedule in time order."""
         out = []
         heap = self._schedule_heap
         while heap and heap[0][0] <= now:
@@ -273,6 +277,7 @@ class Topic:
         return out
 
     def next_deadline(self) -> float:
+        """When the next scheduled message is due (infinity: none)."""
         return self._schedule_heap[0][0] if self._schedule_heap else math.inf
 
 
@@ -347,6 +352,7 @@ class Namespace:
         return partitions_for(name, properties, self.partition_count)
 
     def add_queue(self, config: QueueConfig) -> AnyQueue:
+        """Make a queue (partitioned when its properties say so) with its dead-letter queue."""
         key = self._new_name(config.name)
         partitions = self._partitions(config.name, config.properties)
         queue: AnyQueue
@@ -369,6 +375,7 @@ class Namespace:
             self.on_definitions_changed()
 
     def add_topic(self, config: TopicConfig) -> Topic:
+        """Make a topic and the subscriptions its configuration lists."""
         key = self._new_name(config.name)
         topic = Topic(config.name, config.properties)
         topic.partitions = self._partitions(config.name, config.properties)
@@ -382,6 +389,7 @@ class Namespace:
 
     def add_subscription(self, topic: Topic, config: SubscriptionConfig) -> AnySubscription:
         # A message lives no longer than its topic's default time to live either.
+        """Make a subscription of ``topic`` (its TTL at most the topic's; the ``$Default`` rule when none is given)."""
         ttl = min(config.properties.default_message_ttl, topic.properties.default_message_ttl)
         properties = dataclasses.replace(config.properties, default_message_ttl=ttl)
         rules = config.rules or (DEFAULT_RULE,)
@@ -843,6 +851,7 @@ class Namespace:
 
     # -- time ---------------------------------------------------------------------
     def entities(self) -> list[MessagingEntity]:
+        """Every queue and subscription, each with its dead-letter queue."""
         out: list[MessagingEntity] = []
         for q in self.queues.values():
             out += (q, q.dead_letter_queue)
@@ -881,6 +890,7 @@ class Namespace:
             _dead_letter_all(entity, envelopes, now, FORWARD_REFUSED, exc.description)
 
     def next_deadline(self) -> float:
+        """When the clock next has something to do: the earliest deadline of an entity or a topic's schedule."""
         heads = [e.next_deadline() for e in self._timed] + [t.next_deadline() for t in self.topics.values()]
         return min(heads, default=math.inf)
 

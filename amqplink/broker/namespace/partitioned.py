@@ -142,6 +142,7 @@ class Partitions:
             log.warning("%s: fragment %d is %s", self.path, index, "down" if down else "up again")
 
     def is_down(self, index: int) -> bool:
+        """Whether fragment ``index`` is down (fault injection)."""
         return self.down[index]
 
     def require_up(self, index: int, what: str) -> None:
@@ -549,6 +550,7 @@ class PartitionedEntity:
             self._accept(envelope, key, now)
 
     def schedule(self, envelope: Envelope, at: float, now: float) -> int:
+        """Schedule in the fragment the message's key pins (round robin without a key)."""
         partitions = self.partitions
         key = partitions.key(envelope)
         if key is None:
@@ -557,6 +559,7 @@ class PartitionedEntity:
         return self.fragments[index].schedule(partitions.stamp(envelope), at, now)
 
     def cancel_scheduled(self, sequence_numbers: Iterable[int]) -> None:
+        """Cancel in each message's fragment (the top bits of its sequence number); all checked first."""
         groups = self._groups(sequence_numbers, MessageState.SCHEDULED, "cancelling scheduled messages")
         for index, seqs in groups.items():
             self.fragments[index].cancel_scheduled(seqs)
@@ -576,10 +579,12 @@ class PartitionedEntity:
 
     # -- time -------------------------------------------------------------------------
     def tick(self, now: float) -> None:
+        """:meth:`Entity.tick` of every fragment."""
         for fragment in self.fragments:
             fragment.tick(now)
 
     def next_deadline(self) -> float:
+        """The earliest deadline of the fragments."""
         return min(f.next_deadline() for f in self.fragments)
 
     # -- receiving --------------------------------------------------------------------
@@ -655,6 +660,7 @@ class PartitionedEntity:
         return out
 
     def restore(self, msg: StoredMessage) -> None:
+        """:meth:`Entity.restore` in the message's fragment."""
         self.fragments[fragment_of(msg.sequence_number)].restore(msg)
 
     def peek(self, from_sequence: int, count: int, now: float, *, session_id: str | None = None) -> list[StoredMessage]:
@@ -685,6 +691,7 @@ class PartitionedEntity:
         session_id: str | None = None,
         owner: object | None = None,
     ) -> list[StoredMessage]:
+        """Deferred messages from their fragments, in the order asked for; all checked first."""
         seqs = list(sequence_numbers)
         groups = self._groups(seqs, MessageState.DEFERRED, "receiving deferred messages")
         found: dict[int, StoredMessage] = {}
@@ -697,9 +704,11 @@ class PartitionedEntity:
 
     # -- settling ---------------------------------------------------------------------
     def holds_lock(self, token: LockToken) -> bool:
+        """Whether any fragment handed out the lock ``token``."""
         return any(f.holds_lock(token) for f in self.fragments)
 
     def locked(self, token: LockToken, now: float) -> StoredMessage:
+        """The message ``token`` locks, from the fragment holding it."""
         return self._by_token(token, "reading a locked message").locked(token, now)
 
     def complete(self, token: LockToken, now: float) -> None:
@@ -777,9 +786,11 @@ class PartitionedEntity:
     def abandon(
         self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None, *, counted: bool = True
     ) -> None:
+        """:meth:`Entity.abandon` in the fragment holding the lock (``amqp:internal-error`` if it is down)."""
         self._by_token(token, "abandoning a message").abandon(token, now, annotations, counted=counted)
 
     def defer(self, token: LockToken, now: float, annotations: dict[Any, Any] | None = None) -> None:
+        """:meth:`Entity.defer` in the fragment holding the lock."""
         self._by_token(token, "deferring a message").defer(token, now, annotations)
 
     def dead_letter(
@@ -791,11 +802,13 @@ class PartitionedEntity:
         annotations: dict[Any, Any] | None = None,
         properties: dict[str, Any] | None = None,
     ) -> None:
+        """:meth:`Entity.dead_letter` in the fragment holding the lock."""
         self._by_token(token, "dead-lettering a message").dead_letter(
             token, now, reason, description, annotations, properties
         )
 
     def renew_lock(self, token: LockToken, now: float) -> float:
+        """:meth:`Entity.renew_lock` in the fragment holding the lock."""
         return self._by_token(token, "renewing a lock").renew_lock(token, now)
 
     def _holders(self, tokens: Iterable[LockToken]) -> dict[int, list[LockToken]]:
@@ -820,12 +833,14 @@ class PartitionedEntity:
 
     # -- sessions ---------------------------------------------------------------------
     def available_sessions(self, now: float) -> list[str]:
+        """The available sessions of the fragments that are up, fragment by fragment."""
         out: list[str] = []
         for index in self.partitions.up_from(0):
             out += self.fragments[index].available_sessions(now)
         return out
 
     def accept_session(self, session_id: str | None, owner: object, now: float) -> tuple[str, float] | None:
+        """Lock ``session_id`` in its fragment, or the next available session of the fragments that are up, in turn."""
         if session_id is not None:
             return self.session_fragment(session_id, "locking a session").accept_session(session_id, owner, now)
         if not self.requires_session:
@@ -838,6 +853,7 @@ class PartitionedEntity:
         return None
 
     def close_session(self, session_id: str, owner: object, now: float) -> None:
+        """:meth:`Entity.close_session` in the session's fragment."""
         self.session_fragment(session_id).close_session(session_id, owner, now)
 
     # -- wire form --------------------------------------------------------------------

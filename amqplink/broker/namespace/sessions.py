@@ -57,6 +57,7 @@ class SessionTable:
             self.on_state(session_id, state)
 
     def is_locked(self, session_id: str, now: float) -> bool:
+        """Whether an unexpired lock holds ``session_id``."""
         lock = self._locks.get(session_id)
         return lock is not None and lock.locked_until > now
 
@@ -83,11 +84,14 @@ class SessionTable:
         return lock
 
     def renew(self, session_id: str, now: float, owner: object | None = None) -> float:
+        """Extend the lock on ``session_id`` (of ``owner`` if given) by the lock duration from
+        ``now``; the new locked-until."""
         lock = self.held(session_id, now, owner)
         lock.locked_until = now + self.lock_duration
         return lock.locked_until
 
     def release(self, session_id: str, owner: object | None = None) -> bool:
+        """Drop the lock on ``session_id`` (only ``owner``'s, if given); whether there was one to drop."""
         lock = self._locks.get(session_id)
         if lock is None or (owner is not None and lock.owner is not owner):
             return False

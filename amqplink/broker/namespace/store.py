@@ -40,6 +40,8 @@ def lock_text(token: object) -> str:
 
 
 class MessageState(enum.Enum):
+    """Where a stored message is: available, locked by a receiver, deferred or scheduled."""
+
     AVAILABLE = "available"
     LOCKED = "locked"
     DEFERRED = "deferred"
@@ -70,6 +72,7 @@ class StoredMessage:
 
     @property
     def session_id(self) -> str | None:
+        """The message's session id (its envelope's)."""
         return self.envelope.session_id
 
 
@@ -79,11 +82,16 @@ _SEQUENCE_NUMBER = attrgetter("sequence_number")
 class MessageStore(Protocol):
     """Messages of one entity by sequence number, iterated in sequence order."""
 
-    def append(self, message: StoredMessage) -> None: ...
-    def append_run(self, messages: list[StoredMessage]) -> None: ...
-    def remove(self, sequence_number: int) -> StoredMessage | None: ...
-    def get(self, sequence_number: int) -> StoredMessage | None: ...
-    def update(self, message: StoredMessage, *, envelope: bool = False) -> None: ...
+    def append(self, message: StoredMessage) -> None:
+        """Store a message (its sequence number the key)."""
+    def append_run(self, messages: list[StoredMessage]) -> None:
+        """Store a run of messages in increasing sequence order."""
+    def remove(self, sequence_number: int) -> StoredMessage | None:
+        """Take a message out (None if there is none)."""
+    def get(self, sequence_number: int) -> StoredMessage | None:
+        """The message with this sequence number, or None."""
+    def update(self, message: StoredMessage, *, envelope: bool = False) -> None:
+        """A stored message changed (``envelope``: its bytes too): a durable store writes it again."""
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[StoredMessage]: ...
 
@@ -103,6 +111,7 @@ class MemoryStore:
         """The message with this sequence number, or None."""
 
     def append(self, message: StoredMessage) -> None:
+        """Store a message; one out of order (put back) makes the next iteration sort once."""
         seq = message.sequence_number
         if seq > self._last:
             self._last = seq
@@ -126,6 +135,7 @@ class MemoryStore:
         self._last = messages[-1].sequence_number
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
+        """Take a message out (None if there is none)."""
         return self._messages.pop(sequence_number, None)
 
     def update(self, message: StoredMessage, *, envelope: bool = False) -> None:

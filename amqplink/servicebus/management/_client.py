@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
 from amqplink.servicebus.management._base import AdminClientBase
-from amqplink.servicebus.management._errors import ServiceRequestError
 from amqplink.servicebus.management._models import (
     NamespaceProperties,
     QueueProperties,
@@ -90,9 +89,7 @@ class ServiceBusAdministrationClient(AdminClientBase):
                     status, reason, body = self._exchange(call)
             except (OSError, http.client.HTTPException) as exc:
                 self._drop()
-                raise ServiceRequestError(
-                    f"{call.what}: no answer from {self._core.endpoint} ({type(exc).__name__}: {exc})", error=exc
-                ) from exc
+                raise self._core.no_answer(call, exc) from exc
         return self._core.result(call, status, reason, body)
 
     def _drop(self) -> None:
@@ -105,85 +102,111 @@ class ServiceBusAdministrationClient(AdminClientBase):
 
     # -- queues ----------------------------------------------------------------------
     def get_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
+        """A queue's settings (``ResourceNotFoundError`` if there is none)."""
         return self._run(self._core.get("queue", queue_name, ops.queue))
 
     def get_queue_runtime_properties(self, queue_name: str, **kwargs: Any) -> QueueRuntimeProperties:
+        """A queue's message counts now (total, active, dead-lettered, scheduled, transfer) and size."""
         return self._run(self._core.get("queue", queue_name, ops.queue_runtime))
 
     def create_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
+        """Create a queue with the settings given as keywords (``QueueProperties``' names);
+        ``ResourceExistsError`` if it exists."""
         model = ops.model_kwargs(QueueProperties, queue_name, kwargs, "create_queue")
         result: QueueProperties = self._run(self._core.create_entity(model))
         return result
 
     def update_queue(self, queue: QueueProperties | dict[str, Any], **kwargs: Any) -> None:
+        """Replace a queue's settings with ``queue`` (a ``QueueProperties`` or its mapping) and
+        the keywords. As on Service Bus, the whole description is sent: a setting left out takes
+        its default."""
         self._run(self._core.update_entity(queue, QueueProperties, kwargs))
 
     def delete_queue(self, queue_name: str, **kwargs: Any) -> None:
+        """Delete a queue and its messages."""
         self._run(self._core.delete(f"queue {queue_name!r}", queue_name))
 
     def list_queues(self, **kwargs: Any) -> ItemPaged[QueueProperties]:
+        """Every queue's settings, fetched a page (100) at a time as the iteration reaches it."""
         return self._list(self._core.list_entities("queues", ops.queue), kwargs)
 
     def list_queues_runtime_properties(self, **kwargs: Any) -> ItemPaged[QueueRuntimeProperties]:
+        """Every queue's message counts, a page at a time."""
         return self._list(self._core.list_entities("queues", ops.queue_runtime), kwargs)
 
     # -- topics ----------------------------------------------------------------------
     def get_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
+        """A topic's settings (``ResourceNotFoundError`` if there is none)."""
         return self._run(self._core.get("topic", topic_name, ops.topic))
 
     def get_topic_runtime_properties(self, topic_name: str, **kwargs: Any) -> TopicRuntimeProperties:
+        """A topic's counts now (subscriptions, SQL and correlation filters, scheduled messages) and size."""
         return self._run(self._core.get("topic", topic_name, ops.topic_runtime))
 
     def create_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
+        """Create a topic with the settings given as keywords (``TopicProperties``' names)."""
         model = ops.model_kwargs(TopicProperties, topic_name, kwargs, "create_topic")
         result: TopicProperties = self._run(self._core.create_entity(model))
         return result
 
     def update_topic(self, topic: TopicProperties | dict[str, Any], **kwargs: Any) -> None:
+        """Replace a topic's settings with ``topic`` and the keywords (the whole description, as for a queue)."""
         self._run(self._core.update_entity(topic, TopicProperties, kwargs))
 
     def delete_topic(self, topic_name: str, **kwargs: Any) -> None:
+        """Delete a topic with its subscriptions and their messages."""
         self._run(self._core.delete(f"topic {topic_name!r}", topic_name))
 
     def list_topics(self, **kwargs: Any) -> ItemPaged[TopicProperties]:
+        """Every topic's settings, a page at a time."""
         return self._list(self._core.list_entities("topics", ops.topic), kwargs)
 
     def list_topics_runtime_properties(self, **kwargs: Any) -> ItemPaged[TopicRuntimeProperties]:
+        """Every topic's counts, a page at a time."""
         return self._list(self._core.list_entities("topics", ops.topic_runtime), kwargs)
 
     # -- subscriptions ---------------------------------------------------------------
     def get_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> SubscriptionProperties:
+        """A subscription's settings."""
         return self._run(self._core.get_subscription(topic_name, subscription_name, ops.subscription))
 
     def get_subscription_runtime_properties(
         self, topic_name: str, subscription_name: str, **kwargs: Any
     ) -> SubscriptionRuntimeProperties:
+        """A subscription's message counts now."""
         return self._run(self._core.get_subscription(topic_name, subscription_name, ops.subscription_runtime))
 
     def create_subscription(
         self, topic_name: str, subscription_name: str, *, default_rule: RuleProperties | None = None, **kwargs: Any
     ) -> SubscriptionProperties:
+        """Create a subscription of ``topic_name`` with the keywords' settings; ``default_rule`` replaces
+        the ``$Default`` rule (a true filter) it gets otherwise."""
         model = ops.model_kwargs(SubscriptionProperties, subscription_name, kwargs, "create_subscription")
         return self._run(self._core.create_subscription(topic_name, model, default_rule))
 
     def update_subscription(
         self, topic_name: str, subscription: SubscriptionProperties | dict[str, Any], **kwargs: Any
     ) -> None:
+        """Replace a subscription's settings with ``subscription`` and the keywords (the whole description)."""
         self._run(self._core.update_subscription(topic_name, subscription, kwargs))
 
     def delete_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any) -> None:
+        """Delete a subscription and its messages."""
         self._run(self._core.delete_subscription(topic_name, subscription_name))
 
     def list_subscriptions(self, topic_name: str, **kwargs: Any) -> ItemPaged[SubscriptionProperties]:
+        """Every subscription of ``topic_name``, a page at a time."""
         return self._list(self._core.list_subscriptions(topic_name, ops.subscription), kwargs)
 
     def list_subscriptions_runtime_properties(
         self, topic_name: str, **kwargs: Any
     ) -> ItemPaged[SubscriptionRuntimeProperties]:
+        """Every subscription's message counts, a page at a time."""
         return self._list(self._core.list_subscriptions(topic_name, ops.subscription_runtime), kwargs)
 
     # -- rules -----------------------------------------------------------------------
     def get_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> RuleProperties:
+        """A subscription's rule: its filter and action."""
         return self._run(self._core.get_rule(topic_name, subscription_name, rule_name))
 
     def create_rule(
@@ -196,6 +219,8 @@ class ServiceBusAdministrationClient(AdminClientBase):
         action: SqlRuleAction | None = None,
         **kwargs: Any,
     ) -> RuleProperties:
+        """Add a rule to a subscription: ``filter`` (SQL, correlation, true or false; true when None)
+        and an optional ``SqlRuleAction``."""
         result: RuleProperties = self._run(
             self._core.create_rule(topic_name, subscription_name, rule_name, filter, action)
         )
@@ -204,14 +229,18 @@ class ServiceBusAdministrationClient(AdminClientBase):
     def update_rule(
         self, topic_name: str, subscription_name: str, rule: RuleProperties | dict[str, Any], **kwargs: Any
     ) -> None:
+        """Replace a rule's filter and action with ``rule``'s and the keywords'."""
         self._run(self._core.update_rule(topic_name, subscription_name, rule, kwargs))
 
     def delete_rule(self, topic_name: str, subscription_name: str, rule_name: str, **kwargs: Any) -> None:
+        """Delete a subscription's rule."""
         self._run(self._core.delete_rule(topic_name, subscription_name, rule_name))
 
     def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any) -> ItemPaged[RuleProperties]:
+        """A subscription's rules, a page at a time."""
         return self._list(self._core.list_rules(topic_name, subscription_name), kwargs)
 
     # -- namespace -------------------------------------------------------------------
     def get_namespace_properties(self, **kwargs: Any) -> NamespaceProperties:
+        """The namespace's name, SKU, type, creation and modification times and messaging units."""
         return self._run(self._core.namespace())

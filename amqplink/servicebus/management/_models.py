@@ -46,15 +46,19 @@ class DictMixin:
     """Mapping access to a model's fields (``dict(props)``, ``props["name"]``), as the SDK's models have."""
 
     def keys(self) -> list[str]:
+        """The field names, in the model's order (as a mapping's keys)."""
         return [f.name for f in fields(self)]  # type: ignore[arg-type]
 
     def values(self) -> list[Any]:
+        """The fields' values, in the model's order."""
         return [getattr(self, k) for k in self.keys()]
 
     def items(self) -> list[tuple[str, Any]]:
+        """``(name, value)`` of each field, in the model's order."""
         return [(k, getattr(self, k)) for k in self.keys()]
 
     def get(self, key: str, default: Any = None) -> Any:
+        """A field's value, or ``default`` for a name that is not a field."""
         return getattr(self, key, default) if key in self.keys() else default
 
     def __getitem__(self, key: str) -> Any:
@@ -79,6 +83,8 @@ Duration = dt.timedelta | str
 
 
 class EntityStatus(enum.StrEnum):
+    """An entity's status (``Status``): active, disabled, or disabled for sends or receives only."""
+
     ACTIVE = "Active"
     CREATING = "Creating"
     DELETING = "Deleting"
@@ -91,6 +97,8 @@ class EntityStatus(enum.StrEnum):
 
 
 class EntityAvailabilityStatus(enum.StrEnum):
+    """A subscription's or entity's availability (``EntityAvailabilityStatus``), read only."""
+
     AVAILABLE = "Available"
     LIMITED = "Limited"
     RENAMING = "Renaming"
@@ -99,12 +107,16 @@ class EntityAvailabilityStatus(enum.StrEnum):
 
 
 class MessagingSku(enum.StrEnum):
+    """The namespace's tier (``MessagingSKU`` of ``$namespaceinfo``)."""
+
     BASIC = "Basic"
     STANDARD = "Standard"
     PREMIUM = "Premium"
 
 
 class NamespaceType(enum.StrEnum):
+    """The kind of namespace (``NamespaceType`` of ``$namespaceinfo``): ``Messaging`` for Service Bus."""
+
     MESSAGING = "Messaging"
     NOTIFICATION_HUB = "NotificationHub"
     MIXED = "Mixed"
@@ -113,12 +125,16 @@ class NamespaceType(enum.StrEnum):
 
 
 class AccessRights(enum.StrEnum):
+    """A shared access rule's rights: ``Listen`` (receive), ``Send``, ``Manage`` (with the other two)."""
+
     MANAGE = "Manage"
     SEND = "Send"
     LISTEN = "Listen"
 
 
 class ApiVersion(enum.StrEnum):
+    """The management API versions (``api-version``); the SDK's default, and ours, is ``2024-05``."""
+
     V2024_05 = "2024-05"
     V2021_05 = "2021-05"
     V2017_04 = "2017-04"

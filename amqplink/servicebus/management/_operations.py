@@ -28,6 +28,7 @@ from amqplink.servicebus.management._errors import (
     HttpResponseError,
     InvalidNameError,
     InvalidNameTypeError,
+    ServiceRequestError,
     error_for_status,
 )
 from amqplink.servicebus.management._models import (
@@ -191,7 +192,26 @@ class AdminCore:
 
     @property
     def endpoint(self) -> str:
+        """``https://HOST[:PORT]`` (``http://`` without TLS)."""
         return f"{self.scheme}://{self.fully_qualified_namespace}"
+
+    def no_answer(self, call: Call[Any], exc: BaseException) -> ServiceRequestError:
+        """The error for a request that got no answer; over plain HTTP it says how to ask
+        for HTTPS, which a server that speaks only HTTPS (the embedded broker's
+        ``--http-port``) needs: it closes a plain request without a word."""
+        text = f"{call.what}: no answer from {self.endpoint} ({type(exc).__name__}: {exc})"
+        if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+            text += (
+                "; the server's certificate is not one the system trusts: pass connection_verify=CA_FILE (for"
+                " the embedded broker, the certificate file it printed)"
+            )
+        elif self.scheme == "http":
+            text += (
+                "; this client speaks plain HTTP (UseDevelopmentEmulator=true in the connection string, or"
+                " use_tls=False): for an HTTPS port, such as the embedded broker's --http-port, pass"
+                " connection_verify=CA_FILE (the certificate file the broker printed)"
+            )
+        return ServiceRequestError(text, error=exc)
 
     def _token_for(self, audience: str) -> str:
         credential = self._credential

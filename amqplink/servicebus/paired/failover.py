@@ -30,6 +30,8 @@ __all__ = ["EntityFailover", "FailoverState", "counts_for_failover"]
 
 
 class FailoverState(enum.Enum):
+    """Where an entity's sends go: the primary (healthy or suspect) or a backlog queue (failed over)."""
+
     HEALTHY = "healthy"
     """Sends go to the primary entity."""
     SUSPECT = "suspect"

@@ -85,14 +85,17 @@ class PairedNamespaceOptions:
 
     @property
     def failover_seconds(self) -> float:
+        """``failover_interval`` in seconds (a ``timedelta`` or a number was given)."""
         return _seconds(self.failover_interval, "failover_interval")
 
     @property
     def ping_seconds(self) -> float:
+        """``ping_primary_interval`` in seconds."""
         return _seconds(self.ping_primary_interval, "ping_primary_interval")
 
     @property
     def syphon_wait_seconds(self) -> float:
+        """``syphon_wait`` in seconds."""
         return _seconds(self.syphon_wait, "syphon_wait")
 
     @property

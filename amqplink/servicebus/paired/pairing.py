@@ -208,6 +208,8 @@ class Pairing:
             sender.reroute()
 
     def state(self) -> PairedState:
+        """What the pairing looks like now (``client.paired_state``): each entity's state, the
+        backlog queues, the counters."""
         entities = self.entities.values()
         return PairedState(
             entities={f.entity: f.state.value for f in entities},
@@ -338,6 +340,7 @@ class Pairing:
 
     # -- pings --------------------------------------------------------------------------
     def ping_message(self) -> ServiceBusMessage:
+        """The message that probes the primary entity: empty, Service Bus's ping content type, a short TTL."""
         return ServiceBusMessage(b"", content_type=PING_CONTENT_TYPE, time_to_live=PING_TTL_SECONDS)
 
     async def _ping(self, failover: EntityFailover) -> None:

@@ -78,15 +78,18 @@ class Syphon:
 
     @property
     def running(self) -> bool:
+        """Whether a drain or the coordination task still runs."""
         return any(not task.done() for task in self._tasks)
 
     def start(self) -> None:
+        """Start a drain task per backlog queue and the coordination task, on the running loop."""
         loop = asyncio.get_running_loop()
         for name in self.pairing.names:
             self._tasks.append(loop.create_task(self._drain(name), name=f"syphon {name}"))
         self._tasks.append(loop.create_task(self._coordinate(), name="syphon coordination"))
 
     async def close(self) -> None:
+        """Stop the tasks, wait for them and for the senders being closed, then close the links."""
         self._stopping = True  # (a cancellation that asyncio.wait_for swallowed still ends the loops)
         for task in self._tasks:
             task.cancel()

@@ -82,6 +82,7 @@ def _lookup(app: dict[Any, Any] | None, name: str, folded: str) -> Any:
 
 
 def user_property(name: str) -> Value:
+    """The reader of an application property (names case-insensitive); None when the message has none."""
     folded = name.casefold()
 
     def get(env: Envelope) -> Any:
@@ -92,6 +93,7 @@ def user_property(name: str) -> Value:
 
 
 def user_present(name: str) -> Pred:
+    """``EXISTS(name)``: whether the message has the application property (names case-insensitive)."""
     folded = name.casefold()
     return lambda env: _lookup(env.application_properties, name, folded) is not _MISSING
 
@@ -145,10 +147,12 @@ UNAVAILABLE_SYSTEM_PROPERTIES = frozenset(
 
 
 def system_property(name: str) -> Value | None:
+    """The reader of a system property (``sys.MessageId``, ...) by name, case-insensitively; None for an unknown one."""
     return SYSTEM_PROPERTIES.get(name.lower())
 
 
 def constant(value: Any) -> Value:
+    """A literal's value, the same for every message."""
     return lambda env: value
 
 
@@ -209,6 +213,7 @@ def member_of(value: Value, items: Sequence[Value], negated: bool) -> Pred:
 
 
 def is_null(value: Value, negated: bool) -> Pred:
+    """``IS NULL`` (``negated``: ``IS NOT NULL``): never unknown."""
     return lambda env: (value(env) is None) is not negated
 
 
@@ -241,6 +246,7 @@ def any_of(preds: Sequence[Pred]) -> Pred:
 
 
 def negate(pred: Pred) -> Pred:
+    """``NOT``: unknown stays unknown (three-valued logic)."""
     def run(env: Envelope) -> bool | None:
         v = pred(env)
         return None if v is None else not v

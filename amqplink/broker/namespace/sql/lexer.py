@@ -50,6 +50,7 @@ class Token:
     pos: int
 
     def describe(self) -> str:
+        """How an error message names this token: ``end of expression``, ``a string`` or the token's text."""
         if self.kind == "end":
             return "end of expression"
         if self.kind == "string":

@@ -75,13 +75,16 @@ class LikeBudget:
         self.warned = False
 
     def reset(self) -> None:
+        """Start a new evaluation: the whole limit left, nothing spent."""
         self.left = self.limit
         self.spent = 0
 
     def grant(self, steps: int) -> None:
+        """Add steps a LIKE may spend (an allowance per character of the value and the pattern)."""
         self.left += steps
 
     def charge(self, steps: int) -> None:
+        """Spend ``steps``; :class:`LikeBudgetExceeded` (the condition is unknown) once past the budget."""
         self.spent += steps
         self.left -= steps
         if self.left < 0:

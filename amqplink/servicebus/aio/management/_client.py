@@ -11,8 +11,8 @@ import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqplink.servicebus.management import _operations as ops
-from amqplink.servicebus.management._base import AdminClientBase
-from amqplink.servicebus.management._errors import ServiceRequestError
+from amqplink.servicebus.management._base import AdminClientBase, docstrings_of
+from amqplink.servicebus.management._client import ServiceBusAdministrationClient as _Blocking
 from amqplink.servicebus.management._models import (
     NamespaceProperties,
     QueueProperties,
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+@docstrings_of(_Blocking)
 class ServiceBusAdministrationClient(AdminClientBase):
     """The asyncio twin of :class:`amqplink.servicebus.management.ServiceBusAdministrationClient`:
     the same methods, awaited; ``list_*`` give async iterators."""
@@ -78,9 +79,7 @@ class ServiceBusAdministrationClient(AdminClientBase):
                 body = await response.read()
                 status, reason = response.status, response.reason or ""
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise ServiceRequestError(
-                f"{call.what}: no answer from {self._core.endpoint} ({type(exc).__name__}: {exc})", error=exc
-            ) from exc
+            raise self._core.no_answer(call, exc) from exc
         return self._core.result(call, status, reason, body)
 
     def _list(self, listing: ops.Listing[T], options: dict[str, Any]) -> AsyncItemPaged[T]:
