@@ -390,11 +390,13 @@ class GroupCommit:
         waiting: list[list[Committed]],
         results: list[tuple[list[Committed], BaseException | None]],
     ) -> None:
-        """Append ``merged`` (nothing to write: nothing done) and note its outcome for each of
-        the batches ``waiting``; both are emptied."""
+        """Append ``merged`` and note its outcome for each of the batches ``waiting``; both are
+        emptied. Nothing to write: nothing done, and no error unless a write before failed and
+        is not taken back yet (what these batches answer may rest on what it held: a duplicate
+        accepted for a message that write was to store)."""
         if not waiting:
             return
-        error = self._append(merged) if merged else None
+        error = self._append(merged) if merged else self._refusing
         results += [(done, error) for done in waiting]
         merged.clear()
         waiting.clear()
