@@ -25,7 +25,7 @@ from amqplink.broker.namespace.envelope import Envelope, split_message
 from amqplink.codec.types import Timestamp
 from amqplink.message import Message
 from amqplink.sbwire.annotations import SCHEDULED_ENQUEUE_TIME
-from tests.broker.nsutil import T0, payload, send
+from tests.broker.nsutil import T0, send
 
 DEDUP = {"requires_duplicate_detection": True, "duplicate_detection_window": 600.0}
 
@@ -235,7 +235,9 @@ def test_schedule_then_send_keeps_one(path: str) -> None:
 def test_a_send_scheduled_by_annotation_then_scheduled_again_keeps_one(path: str) -> None:
     ns = Namespace(CONFIG)
     target = ns.sender_target(path)
-    stamp = Message(b"x", message_id="X", message_annotations={SCHEDULED_ENQUEUE_TIME: Timestamp(int((T0 + 60) * 1000))}).encode()
+    stamp = Message(
+        b"x", message_id="X", message_annotations={SCHEDULED_ENQUEUE_TIME: Timestamp(int((T0 + 60) * 1000))}
+    ).encode()
     ns.send(target, stamp, T0)
     ns.schedule(target, scheduled("X"), T0 + 60, T0 + 1)
     send(ns, path, T0 + 2, message_id="X")
