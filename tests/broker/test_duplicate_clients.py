@@ -22,6 +22,7 @@ from tests.broker.sdkutil import running_broker
 from tests.servicebus.scenario import CLIENTS, Api, load_api
 
 KIB = 1024
+LISTEN_ONLY = ("listen-only", "listen-only-key")
 CONFIG = {
     "UserConfig": {
         "Namespaces": [
@@ -32,7 +33,25 @@ CONFIG = {
                     for kind in ("repro", "batches", "scheduled", "stamped")
                     for name in [f"{kind}-{client}" for client in CLIENTS]  # a queue of each kind per client
                 ]
-                + [{"Name": "spark", "Properties": {"RequiresDuplicateDetection": True, "MaxSizeInMegabytes": 1}}],
+                + [
+                    {"Name": "spark", "Properties": {"RequiresDuplicateDetection": True, "MaxSizeInMegabytes": 1}},
+                    {"Name": "faults", "Properties": {"RequiresDuplicateDetection": True}},
+                    {
+                        "Name": "fragments",
+                        "Properties": {
+                            "RequiresDuplicateDetection": True,
+                            "EnablePartitioning": True,
+                            "PartitionCount": 2,
+                        },
+                    },
+                    {
+                        "Name": "rights",
+                        "Properties": {"RequiresDuplicateDetection": True},
+                        "AuthorizationRules": [
+                            {"Name": LISTEN_ONLY[0], "PrimaryKey": LISTEN_ONLY[1], "Rights": ["Listen"]}
+                        ],
+                    },
+                ],
             }
         ]
     }
@@ -152,3 +171,62 @@ def test_the_spark_sink_retrying_a_partition_refused_for_quota_loses_no_row(brok
         second = drain(api, sb, queue)
     assert len(first) + len(second) == rows
     assert len(set(first) | set(second)) == rows
+
+
+def ours() -> tuple[Api, Any]:
+    """amqplink's own client API and its blocking client class (the faults below are the
+    broker's, whoever sends: these run in the fast tier only)."""
+    api = load_api("amqplink")
+    return api, api.sb.ServiceBusClient
+
+
+def peeked_ids(client: Any, queue: str) -> list[str]:
+    with client.get_queue_receiver(queue) as receiver:
+        return [str(m.message_id) for m in receiver.peek_messages(max_message_count=50)]
+
+
+def test_sends_refused_by_injected_faults_are_stored_when_retried(broker: Broker) -> None:
+    """``entity-unavailable`` refuses before the namespace; ``fragment-unavailable`` takes the
+    id's fragment down (the message id is the key of a partitioned queue with duplicate
+    detection). Neither refusal is remembered: the retry is stored, the one after it dropped."""
+    api, client_class = ours()
+    faults = broker.faults
+    with client_class.from_connection_string(broker.connection_string, retry_total=0) as client:
+        with client.get_queue_sender("faults") as sender:
+            fault = faults.run(faults.entity_unavailable, "faults", condition="amqp:internal-error")
+            with pytest.raises(api.exceptions.ServiceBusError):
+                sender.send_messages(api.sb.ServiceBusMessage(b"x", message_id="X"))
+            faults.run(faults.clear, fault)
+            sender.send_messages(api.sb.ServiceBusMessage(b"x", message_id="X"))
+            sender.send_messages(api.sb.ServiceBusMessage(b"x", message_id="X"))
+        partitions = broker.namespace.queue("fragments").partitions
+        assert partitions is not None
+        fault = faults.run(
+            faults.fragment_unavailable, "fragments", partitions.index("Y"), condition="amqp:internal-error"
+        )
+        with client.get_queue_sender("fragments") as sender:
+            with pytest.raises(api.exceptions.ServiceBusError):
+                sender.send_messages(api.sb.ServiceBusMessage(b"y", message_id="Y"))
+            faults.run(faults.clear, fault)
+            sender.send_messages(api.sb.ServiceBusMessage(b"y", message_id="Y"))
+            sender.send_messages(api.sb.ServiceBusMessage(b"y", message_id="Y"))
+        assert peeked_ids(client, "faults") == ["X"]
+        assert peeked_ids(client, "fragments") == ["Y"]
+
+
+def test_a_send_refused_for_missing_rights_is_stored_when_sent_with_them(broker: Broker) -> None:
+    api, client_class = ours()
+    listen_only = (
+        f"Endpoint=sb://127.0.0.1:{broker.port};SharedAccessKeyName={LISTEN_ONLY[0]};"
+        f"SharedAccessKey={LISTEN_ONLY[1]};UseDevelopmentEmulator=true"
+    )
+    refused = api.exceptions.ServiceBusAuthorizationError
+    with client_class.from_connection_string(listen_only, retry_total=0) as client:
+        sender = client.get_queue_sender("rights")
+        with pytest.raises(refused), sender:  # (the attach is refused: no Send right)
+            sender.send_messages(api.sb.ServiceBusMessage(b"x", message_id="X"))
+    with client_class.from_connection_string(broker.connection_string, retry_total=0) as client:
+        with client.get_queue_sender("rights") as sender:
+            sender.send_messages(api.sb.ServiceBusMessage(b"x", message_id="X"))
+            sender.send_messages(api.sb.ServiceBusMessage(b"x", message_id="X"))
+        assert peeked_ids(client, "rights") == ["X"]
