@@ -133,29 +133,41 @@ def test_a_full_queue_refuses_then_takes_the_retry_once_there_is_room() -> None:
     assert ids(ns, "few") == ["c"]
 
 
-def test_a_pinned_fragment_down_refuses_and_the_retry_is_stored() -> None:
-    ns = Namespace(CONFIG)
-    index = fragment_of_key(ns, "parted", "X")  # with duplicate detection the message id is the key
-    ns.set_fragment_down("parted", index)
-    refuse("amqp:internal-error", lambda: send(ns, "parted", T0, message_id="X"))
-    ns.set_fragment_down("parted", index, down=False)
-    send(ns, "parted", T0, message_id="X")
-    send(ns, "parted", T0, message_id="X")
-    assert ids(ns, "parted") == ["X"]
-
-
-def test_a_forward_that_fails_records_no_id_in_the_forwarding_queue() -> None:
-    """``forwards`` detects duplicates and forwards to ``parted``, whose fragment for X is down:
-    the send fails (not a quota refusal: docs/broker-semantics.md#forwarding-c4), so X is not
-    remembered by ``forwards`` (nor by ``parted``)."""
+@pytest.mark.parametrize("sent_to", ["parted", "forwards"])
+def test_a_fragment_down_refuses_and_the_retry_is_stored(sent_to: str) -> None:
+    """Sent to ``parted`` (with duplicate detection the message id is the key, pinned to a
+    fragment that is down), or to ``forwards``, which detects duplicates and forwards there:
+    the send fails (a forward refused for anything but quota fails the send:
+    docs/broker-semantics.md#forwarding-c4), so neither queue remembers X."""
     ns = Namespace(CONFIG)
     index = fragment_of_key(ns, "parted", "X")
     ns.set_fragment_down("parted", index)
-    refuse("amqp:internal-error", lambda: send(ns, "forwards", T0, message_id="X"))
+    refuse("amqp:internal-error", lambda: send(ns, sent_to, T0, message_id="X"))
     ns.set_fragment_down("parted", index, down=False)
-    send(ns, "forwards", T0, message_id="X")
-    send(ns, "forwards", T0, message_id="X")
+    send(ns, sent_to, T0, message_id="X")
+    send(ns, sent_to, T0, message_id="X")
     assert ids(ns, "parted") == ["X"]
+
+
+def test_a_failed_forward_holds_none_of_the_batchs_scheduled_messages_either() -> None:
+    """A batch to ``forwards`` of one message due now (D, forwarded to ``parted``, whose fragment
+    for D is down) and one scheduled for later (L, held in ``forwards`` until due): the send
+    fails, and L is not held (before, it was, and the retry held a second copy)."""
+    ns = Namespace(CONFIG)
+    later = Message(
+        b"x", message_id="L", message_annotations={SCHEDULED_ENQUEUE_TIME: Timestamp(int((T0 + 60) * 1000))}
+    )
+    payload = Message([later.encode(), Message(b"x", message_id="D").encode()], body_type="data").encode()
+    index = fragment_of_key(ns, "parted", "D")
+    ns.set_fragment_down("parted", index)
+    forwards = ns.sender_target("forwards")
+    refuse("amqp:internal-error", lambda: ns.send(forwards, payload, T0, BATCH_FORMAT))
+    assert len(ns.queue("forwards").store) == 0
+    ns.set_fragment_down("parted", index, down=False)
+    ns.send(forwards, payload, T0, BATCH_FORMAT)
+    ns.send(forwards, payload, T0, BATCH_FORMAT)  # both duplicates now
+    assert [m.envelope.message_id for m in ns.queue("forwards").store] == ["L"]
+    assert ids(ns, "parted") == ["D"]
 
 
 def test_a_forward_refused_for_quota_is_dead_lettered_stored_and_remembered() -> None:

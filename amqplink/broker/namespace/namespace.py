@@ -781,13 +781,13 @@ class Namespace:
             return
         later = [e for e in envelopes if (e.scheduled_enqueue_time() or 0) > now]
         if later:
-            source.accept_all(later, now)  # held scheduled in the source
+            source.check_accept(later)  # (held in the source after the forward: a refusal first)
             envelopes = [e for e in envelopes if (e.scheduled_enqueue_time() or 0) <= now]
         try:
             self._route(self._send_target(source.properties.forward_to or ""), envelopes, now, hops + 1)
         except EntityError as exc:
             if exc.condition != RESOURCE_LIMIT_EXCEEDED:
-                raise
+                raise  # nothing stored anywhere: the sender retries all of them
             log.warning(
                 "%s: its forward destination refused %d message(s): dead-lettered (%s)",
                 source.path,
@@ -795,6 +795,8 @@ class Namespace:
                 exc.description,
             )
             _dead_letter_all(source, envelopes, now, FORWARD_REFUSED, exc.description)
+        if later:
+            source.accept_all(later, now)  # held scheduled in the source, forwarded when due
 
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         plan: list[tuple[AnySubscription, list[Envelope], list[Envelope]]] = []
