@@ -37,6 +37,15 @@ class Identified(Protocol):
 M = TypeVar("M", bound=Identified)
 
 
+class _Id:
+    """A message id alone, as :meth:`DuplicateDetector.record_all` reads a message."""
+
+    __slots__ = ("message_id",)
+
+    def __init__(self, message_id: Any) -> None:
+        self.message_id = message_id
+
+
 def _key(message_id: Any) -> Any:
     """Ids of different types never match (the int 1 is not the string "1")."""
     return message_id if isinstance(message_id, str) else (type(message_id).__name__, message_id)
@@ -82,7 +91,9 @@ class DuplicateDetector:
         seen = self._seen
         if len(messages) == 1:  # the usual: one message per transfer, no set to build
             message_id = messages[0].message_id
-            return [] if message_id is not None and _key(message_id) in seen else messages
+            if message_id is None:
+                return messages
+            return [] if (message_id if type(message_id) is str else _key(message_id)) in seen else messages
         kept: list[M] = []
         earlier: set[Any] = set()
         for message in messages:
@@ -97,23 +108,25 @@ class DuplicateDetector:
 
     def record(self, message_id: Any, now: float) -> None:
         """Log ``message_id``: its message was stored at ``now`` (a duplicate until the window ends)."""
-        if message_id is None:
-            return
-        key = _key(message_id)
-        seen = self._seen
-        if key in seen:  # (stored again after its window ended and before a prune: now the newest)
-            del seen[key]
-        seen[key] = now
-        if len(seen) > self.limit:
-            self._prune(now)
-        if self.on_seen is not None:
-            self.on_seen(message_id, now)
+        self.record_all((_Id(message_id),), now)
 
     def record_all(self, messages: Iterable[Identified], now: float) -> None:
-        """:meth:`record` the id of each of ``messages`` (all stored at ``now``)."""
+        """:meth:`record` the id of each of ``messages`` (all stored at ``now``); one call for a
+        send, whatever its size (the send path's cost)."""
+        seen = self._seen
+        on_seen = self.on_seen
         for message in messages:
-            if message.message_id is not None:
-                self.record(message.message_id, now)
+            message_id = message.message_id
+            if message_id is None:
+                continue
+            key = message_id if type(message_id) is str else _key(message_id)
+            if key in seen:  # (stored again after its window ended and before a prune: now the newest)
+                del seen[key]
+            seen[key] = now
+            if on_seen is not None:
+                on_seen(message_id, now)
+        if len(seen) > self.limit:
+            self._prune(now)
 
     def remember(self, message_id: Any, seen_at: float) -> None:
         """Take back an id recorded at ``seen_at`` (ids must come oldest first), telling no one

@@ -743,8 +743,7 @@ class Namespace:
         key = None
         detector: DuplicateDetector | None = getattr(target, "duplicates", None)
         if partitions is not None:
-            key, envelopes = partitions.admit(envelopes)  # key rules, a pinned fragment down
-            detector = partitions.detector(key)
+            key, detector, envelopes = partitions.admit(envelopes)  # key rules, a pinned fragment down
         if detector is None:
             self._place(target, envelopes, now, hops, key)
             return

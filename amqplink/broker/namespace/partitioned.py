@@ -203,10 +203,10 @@ class Partitions:
         return start
 
     # -- a send arriving --------------------------------------------------------------
-    def admit(self, envelopes: list[Envelope]) -> tuple[Any, list[Envelope]]:
-        """Check a send against the partition rules; their key and the messages to store,
-        stamped. (Duplicates are the namespace's to drop, with the key's :meth:`detector`,
-        and its to record once the messages are stored.)
+    def admit(self, envelopes: list[Envelope]) -> tuple[Any, DuplicateDetector | None, list[Envelope]]:
+        """Check a send against the partition rules; their key, the duplicate detector of the
+        key's fragment (:meth:`detector`) and the messages to store, stamped. (Duplicates are
+        the namespace's to drop with that detector, and its to record once they are stored.)
 
         Refused: a PartitionKey that differs from the SessionId, a batch with distinct keys
         (``com.microsoft:argument-error``), a key whose fragment is down (``amqp:internal-error``).
@@ -220,9 +220,10 @@ class Partitions:
                     " is not supported for a partitioned entity; send them separately or give them one key",
                 )
         if first is None:
-            return None, envelopes
-        self.pinned(first)
-        return first, [self.stamp(e) for e in envelopes]
+            return None, None, envelopes
+        index = self.pinned(first)
+        detector = None if self.duplicates is None else self.duplicates[index]
+        return first, detector, [self.stamp(e) for e in envelopes]
 
     def detector(self, key: Any) -> DuplicateDetector | None:
         """The duplicate detector of the fragment ``key`` pins to (duplicates are detected per
