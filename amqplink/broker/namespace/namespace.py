@@ -693,9 +693,10 @@ class Namespace:
         retry is stored. A durable store writes the ids with the messages, and forgets them if
         that write fails (:meth:`~amqplink.broker.durable.persistence.Persistence.roll_back`).
 
-        The hook for transactions: a transactional send is unpacked and checked when it arrives
-        and handed here only when its transaction commits; one rolled back never comes here, so
-        leaves no id behind."""
+        The hook for transactions: a transactional send is unpacked (:meth:`unpack`) when it
+        arrives, staged, and handed here only when its transaction commits (the sends of one
+        transaction to one entity as one list: stored all or none, an id repeated among them
+        stored once); one rolled back never comes here, so leaves no id behind."""
         self._route(target, envelopes, now, 0)
 
     def sender(self, target: MessagingEntity | Topic) -> Callable[[bytes, float, int], None]:
