@@ -12,7 +12,7 @@ way, so neither side waits for the other: the writer takes everything queued at 
 and the loop never waits for a commit to hand over the next one. Batches are written
 in order, so a callback runs only after every change recorded before it is on disk; a
 batch that records nothing is not written at all (its callbacks only wait for the ones
-before it).
+before it, and are refused with one that failed).
 
 A write that fails (a full disk) leaves the journal as it was before it (it is cut back)
 and takes back everything not yet on disk: the writer refuses every batch queued behind
