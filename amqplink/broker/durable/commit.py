@@ -12,7 +12,7 @@ way, so neither side waits for the other: the writer takes everything queued at 
 and the loop never waits for a commit to hand over the next one. Batches are written
 in order, so a callback runs only after every change recorded before it is on disk; a
 batch that records nothing is not written at all (its callbacks only wait for the ones
-before it).
+before it, and are refused with one that failed).
 
 A write that fails (a full disk) leaves the journal as it was before it (it is cut back)
 and takes back everything not yet on disk: the writer refuses every batch queued behind
@@ -403,11 +403,13 @@ class GroupCommit:
         waiting: list[list[Committed]],
         results: list[tuple[list[Committed], BaseException | None]],
     ) -> None:
-        """Append ``merged`` (nothing to write: nothing done) and note its outcome for each of
-        the batches ``waiting``; both are emptied."""
+        """Append ``merged`` and note its outcome for each of the batches ``waiting``; both are
+        emptied. Nothing to write: nothing done, and no error unless a write before failed and
+        is not taken back yet (what these batches answer may rest on what it held: a duplicate
+        accepted for a message that write was to store)."""
         if not waiting:
             return
-        error = self._append(merged) if merged else None
+        error = self._append(merged) if merged else self._refusing
         results += [(done, error) for done in waiting]
         merged.clear()
         waiting.clear()

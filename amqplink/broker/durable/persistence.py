@@ -425,7 +425,9 @@ class Persistence:
         )  # fmt: skip
 
     def _roll_back_duplicates(self, touched: Touched, disk: State) -> None:
-        """Forget the duplicate-detection ids recorded by refused sends (a retry is no duplicate)."""
+        """Forget the duplicate-detection ids recorded by refused sends (a retry is no duplicate).
+        An id is recorded only when it is not within its window, so the detector forgets it
+        even when the journal holds an older sighting (one whose window has ended)."""
         for eid, raw in touched.duplicates:
             kept = disk.duplicates.get((eid, raw))
             seen = self._seen.get(eid)
@@ -433,8 +435,8 @@ class Persistence:
                 continue
             if kept is not None:
                 seen[raw] = kept
-                continue
-            seen.pop(raw, None)
+            else:
+                seen.pop(raw, None)
             detector = self._detectors.get(eid)
             if detector is not None:
                 detector.forget(decode(raw)[0])

@@ -282,6 +282,12 @@ class Entity:
             return self._enqueue(envelope, now)
         return self._schedule(envelope, at)
 
+    def skip_sequence(self) -> int:
+        """A sequence number no message gets (Service Bus answers a duplicate's schedule-message
+        with one). A durable store does not write it: after a restart with no message stored
+        since, the number may be given again."""
+        return self._new_sequence()
+
     def _new_sequence(self) -> int:
         seq = self._next_sequence
         self._next_sequence += 1

@@ -127,12 +127,8 @@ def _schedule(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
             envelopes.append(split_message(raw, check=True))
         except DecodeError as exc:
             raise EntityError(DECODE_ERROR, f"a scheduled message is not valid AMQP: {exc}") from None
-    if not isinstance(target, Topic):
-        target.check_accept(envelopes)
-    seqs = []
-    for envelope in envelopes:
-        at = envelope.scheduled_enqueue_time()
-        seqs.append(namespace.schedule(target, envelope, now if at is None else at, now))
+    items = [(envelope, now if (at := envelope.scheduled_enqueue_time()) is None else at) for envelope in envelopes]
+    seqs = namespace.schedule_all(target, items, now)
     return 200, {"sequence-numbers": Array([Long(s) for s in seqs], AMQPType.LONG)}
 
 

@@ -20,6 +20,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from amqplink.broker.config import (
     DEFAULT_PARTITION_COUNT,
@@ -704,9 +705,26 @@ class Namespace:
             ):
                 target.accept_keyless(envelope, now)  # round robin: nothing to admit
             else:
-                self._route(target, envelopes, now, 0)
+                self.store(target, envelopes, now)
             return
-        self._route(target, [e for e in envelopes if not e.is_ping], now, 0)
+        self.store(target, [e for e in envelopes if not e.is_ping], now)
+
+    def store(self, target: MessagingEntity | Topic, envelopes: list[Envelope], now: float) -> None:
+        """Store the messages of one send (:meth:`unpack`'s) in a queue or topic, all or none,
+        and then, only then, log their ids for duplicate detection: the one place both happen.
+
+        Those whose id was stored within the window (or that repeat an earlier id of the same
+        batch) are dropped, the send still accepted ("the send operation succeeds, but the
+        newly sent message is instantly ignored and dropped"). A refusal of any kind raised
+        here (quota, sessions, a fragment down, a forward that failed) records no id, so a
+        retry is stored. A durable store writes the ids with the messages, and forgets them if
+        that write fails (:meth:`~amqplink.broker.durable.persistence.Persistence.roll_back`).
+
+        The hook for transactions: a transactional send is unpacked (:meth:`unpack`) when it
+        arrives, staged, and handed here only when its transaction commits (the sends of one
+        transaction to one entity as one list: stored all or none, an id repeated among them
+        stored once); one rolled back never comes here, so leaves no id behind."""
+        self._route(target, envelopes, now, 0)
 
     def sender(self, target: MessagingEntity | Topic) -> Callable[[bytes, float, int], None]:
         """What does :meth:`send` for the transfers of one run to ``target`` (the same
@@ -745,16 +763,28 @@ class Namespace:
         return None if shortcut is None else shortcut.accept_bodies
 
     def _route(self, target: MessagingEntity | Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
-        """Store ``envelopes`` in ``target``, reached after ``hops`` forwards (0: sent to it)."""
+        """Store ``envelopes`` in ``target``, reached after ``hops`` forwards (0: sent to it),
+        without the duplicates of its detector; their ids recorded once they are stored."""
         if not envelopes:
             return
         partitions = target.partitions
         key = None
+        detector: DuplicateDetector | None = getattr(target, "duplicates", None)
         if partitions is not None:
-            key, envelopes = partitions.admit(envelopes, now)  # key rules, a pinned fragment down, duplicates
-        duplicates = getattr(target, "duplicates", None)
-        if duplicates is not None:
-            envelopes = [e for e in envelopes if not duplicates.is_duplicate(e.message_id, now)]
+            key, detector, envelopes = partitions.admit(envelopes)  # key rules, a pinned fragment down
+        if detector is None:
+            self._place(target, envelopes, now, hops, key)
+            return
+        fresh = detector.fresh(envelopes, now)
+        if fresh:
+            self._place(target, fresh, now, hops, key)  # a refusal raises: no id recorded
+            detector.record_all(fresh, now)
+        detector.dropped += len(envelopes) - len(fresh)
+
+    def _place(
+        self, target: MessagingEntity | Topic, envelopes: list[Envelope], now: float, hops: int, key: Any
+    ) -> None:
+        """:meth:`_route`'s store, once duplicates are dropped: fanned out, forwarded or kept."""
         if isinstance(target, Topic):
             self._fan_out(target, envelopes, now, hops)
             return
@@ -779,13 +809,13 @@ class Namespace:
             return
         later = [e for e in envelopes if (e.scheduled_enqueue_time() or 0) > now]
         if later:
-            source.accept_all(later, now)  # held scheduled in the source
+            source.check_accept(later)  # (held in the source after the forward: a refusal first)
             envelopes = [e for e in envelopes if (e.scheduled_enqueue_time() or 0) <= now]
         try:
             self._route(self._send_target(source.properties.forward_to or ""), envelopes, now, hops + 1)
         except EntityError as exc:
             if exc.condition != RESOURCE_LIMIT_EXCEEDED:
-                raise
+                raise  # nothing stored anywhere: the sender retries all of them
             log.warning(
                 "%s: its forward destination refused %d message(s): dead-lettered (%s)",
                 source.path,
@@ -793,6 +823,8 @@ class Namespace:
                 exc.description,
             )
             _dead_letter_all(source, envelopes, now, FORWARD_REFUSED, exc.description)
+        if later:
+            source.accept_all(later, now)  # held scheduled in the source, forwarded when due
 
     def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         plan: list[tuple[AnySubscription, list[Envelope], list[Envelope]]] = []
@@ -824,15 +856,54 @@ class Namespace:
                 sub.accept_all(due, now)
 
     def schedule(self, target: MessagingEntity | Topic, envelope: Envelope, at: float, now: float) -> int:
-        """Schedule a message on a queue or topic (``schedule-message``); its sequence number."""
-        if isinstance(target, Topic):
-            if target.partitions is not None:
-                key = target.partitions.key(envelope)  # the key rules hold for a scheduled send too
-                if key is not None:
-                    target.partitions.pinned(key)
-                    envelope = target.partitions.stamp(envelope)
-            return target.schedule(envelope, at)
-        return target.schedule(envelope, at, now)
+        """Schedule one message on a queue or topic: :meth:`schedule_all` of one."""
+        return self.schedule_all(target, [(envelope, at)], now)[0]
+
+    def schedule_all(
+        self, target: MessagingEntity | Topic, items: Sequence[tuple[Envelope, float]], now: float
+    ) -> list[int]:
+        """Schedule messages on a queue or topic (one ``schedule-message`` request: each message
+        at its time); their sequence numbers. A queue's limits are checked for them all first.
+
+        For duplicate detection a scheduled message is a send, counted when it is scheduled
+        (not when it comes due): one whose id was stored within the window, or that repeats an
+        earlier id of the request, is dropped and answered with a sequence number that names
+        no message, as Service Bus answers ("I received two sequence numbers. The second
+        message is ignored, the first message survives", Azure/azure-service-bus#265); the
+        others' ids are recorded once each is scheduled (so a refusal records none)."""
+        plan = [(envelope, at, *self._detection(target, envelope)) for envelope, at in items]
+        groups: dict[int, tuple[DuplicateDetector, list[Envelope]]] = {}
+        for envelope, _, _, detector in plan:
+            if detector is not None:
+                groups.setdefault(id(detector), (detector, []))[1].append(envelope)
+        kept = {id(e) for detector, group in groups.values() for e in detector.fresh(group, now)}
+        if not isinstance(target, Topic):
+            stored = [envelope for envelope, _, _, detector in plan if detector is None or id(envelope) in kept]
+            if stored:
+                target.check_accept(stored)
+        seqs = []
+        for envelope, at, key, detector in plan:
+            if detector is None:
+                seqs.append(_scheduled(target, envelope, at, now, key))
+            elif id(envelope) not in kept:
+                seqs.append(_unused_sequence(target, key))
+                detector.dropped += 1
+            else:
+                seqs.append(_scheduled(target, envelope, at, now, key))
+                detector.record(envelope.message_id, now)
+        return seqs
+
+    def _detection(self, target: MessagingEntity | Topic, envelope: Envelope) -> tuple[Any, DuplicateDetector | None]:
+        """The partition key of a message sent to ``target`` (None: none, or not partitioned)
+        and the duplicate detector it is checked against (None: no duplicate detection); a
+        key pinned to a fragment that is down is refused (``amqp:internal-error``)."""
+        partitions = target.partitions
+        if partitions is None:
+            return None, getattr(target, "duplicates", None)
+        key = partitions.key(envelope)  # the key rules hold for a scheduled send too
+        if key is not None:
+            partitions.pinned(key)
+        return key, partitions.detector(key)
 
     # -- faults -------------------------------------------------------------------
     def set_fragment_down(self, path: str, index: int, down: bool = True, *, condition: str = INTERNAL_ERROR) -> None:
@@ -893,6 +964,27 @@ class Namespace:
         """When the clock next has something to do: the earliest deadline of an entity or a topic's schedule."""
         heads = [e.next_deadline() for e in self._timed] + [t.next_deadline() for t in self.topics.values()]
         return min(heads, default=math.inf)
+
+
+def _scheduled(target: MessagingEntity | Topic, envelope: Envelope, at: float, now: float, key: Any) -> int:
+    """Schedule ``envelope`` on ``target`` (``key``: its partition key, pinned already); its sequence number."""
+    if isinstance(target, Topic):
+        if key is not None and target.partitions is not None:
+            envelope = target.partitions.stamp(envelope)
+        return target.schedule(envelope, at)
+    return target.schedule(envelope, at, now)
+
+
+def _unused_sequence(target: MessagingEntity | Topic, key: Any) -> int:
+    """A sequence number of ``target`` that no message gets (the answer to a duplicate's
+    schedule-message), from the fragment ``key`` pins to when it is partitioned."""
+    if isinstance(target, Topic):
+        seq = target.next_sequence
+        target.next_sequence = seq + 1
+        return seq
+    partitions = target.partitions
+    fragment = target.fragments[0 if partitions is None else partitions.index(key)]
+    return fragment.skip_sequence()
 
 
 def _check_unchanged(path: str, old: EntityProperties, new: EntityProperties) -> None:

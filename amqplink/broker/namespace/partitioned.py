@@ -204,9 +204,10 @@ class Partitions:
         return start
 
     # -- a send arriving --------------------------------------------------------------
-    def admit(self, envelopes: list[Envelope], now: float) -> tuple[Any, list[Envelope]]:
-        """Check a send against the partition rules; their key and the messages to store,
-        deduplicated and stamped.
+    def admit(self, envelopes: list[Envelope]) -> tuple[Any, DuplicateDetector | None, list[Envelope]]:
+        """Check a send against the partition rules; their key, the duplicate detector of the
+        key's fragment (:meth:`detector`) and the messages to store, stamped. (Duplicates are
+        the namespace's to drop with that detector, and its to record once they are stored.)
 
         Refused: a PartitionKey that differs from the SessionId, a batch with distinct keys
         (``com.microsoft:argument-error``), a key whose fragment is down (``amqp:internal-error``).
@@ -220,12 +221,18 @@ class Partitions:
                     " is not supported for a partitioned entity; send them separately or give them one key",
                 )
         if first is None:
-            return None, envelopes
+            return None, None, envelopes
         index = self.pinned(first)
-        if self.duplicates is not None:
-            detector = self.duplicates[index]
-            envelopes = [e for e in envelopes if not detector.is_duplicate(e.message_id, now)]
-        return first, [self.stamp(e) for e in envelopes]
+        detector = None if self.duplicates is None else self.duplicates[index]
+        return first, detector, [self.stamp(e) for e in envelopes]
+
+    def detector(self, key: Any) -> DuplicateDetector | None:
+        """The duplicate detector of the fragment ``key`` pins to (duplicates are detected per
+        fragment); None without duplicate detection, or for no key (a message with no key has
+        no message id either, when the entity detects duplicates)."""
+        if self.duplicates is None or key is None:
+            return None
+        return self.duplicates[self.index(key)]
 
     def pinned(self, key: Any) -> int:
         """The fragment ``key`` pins to; ``amqp:internal-error`` (retryable) if it is down."""
