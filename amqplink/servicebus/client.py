@@ -155,7 +155,9 @@ class ServiceBusClient:
 
     async def __aenter__(self) -> ServiceBusClient:
         if self._pairing is not None:
-            await self._pairing.start()  # the backlog queues: a clear error now, not at failover
+            # the backlog queues checked (created if missing) before the first send; a secondary
+            # that fails the check is logged and shown in paired_state, never raised here
+            await self._pairing.backlog_checked()
         return self
 
     @property

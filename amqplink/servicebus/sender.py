@@ -71,7 +71,12 @@ SendInput = (
 
 class SendFailureHooks(Protocol):
     """What a sender of a paired client does when a send fails (:mod:`.paired.sender`):
-    park the message in a backlog queue, or raise."""
+    park the message in a backlog queue, or raise; and what it learns from each attempt
+    that the retry policy makes after a failure (its failover timer starts at the first)."""
+
+    def attempt_failed(self, error: SendError) -> None: ...
+
+    def retried_send_succeeded(self) -> None: ...
 
     async def send_failed(self, message: SendInput, error: ServiceBusError, timeout: float | None) -> None: ...
 
@@ -222,7 +227,7 @@ class ServiceBusSender(Handler):
                     raise error from exc
             await self._send_again(payload, message_format, error, timeout)
             return
-        await self._retry(self._attempt(payload, message_format), timeout=timeout)
+        await self._retry_send(self._attempt(payload, message_format), timeout)
 
     # -- single sends from concurrent tasks, gathered into batches ------------------------
     def _gather(self, message: ServiceBusMessage) -> asyncio.Future[Any]:
@@ -344,6 +349,18 @@ class ServiceBusSender(Handler):
         """True if a send that failed with ``error`` is tried again (never with ``retry_total=0``)."""
         return error.retryable and self._policy.retry_total > 0
 
+    async def _retry_send(
+        self, operation: Callable[[float], Awaitable[None]], timeout: float | None, tried: int = 0
+    ) -> None:
+        """:meth:`_retry` for a send (not the fast path's first attempt): a paired sender's hooks
+        are told of each failed attempt, and of the success that ends them."""
+        hooks = self._paired
+        if hooks is None:
+            await self._retry(operation, timeout=timeout, tried=tried)
+            return
+        await self._retry(operation, timeout=timeout, tried=tried, on_failure=hooks.attempt_failed)
+        hooks.retried_send_succeeded()
+
     def _attempt(self, payload: bytes, message_format: int) -> Callable[[float], Awaitable[None]]:
         async def attempt(_remaining: float) -> None:
             _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)
@@ -353,10 +370,12 @@ class ServiceBusSender(Handler):
     async def _send_again(self, payload: bytes, message_format: int, error: SendError, timeout: float | None) -> None:
         """The retries of a transfer whose first, pipelined attempt failed with ``error``
         (retryable); that attempt counts against ``retry_total``. Server-busy waits >= 4 s."""
+        if self._paired is not None:
+            self._paired.attempt_failed(error)
         delay = backoff_delay(self._policy, 1, error)
         log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
         await asyncio.sleep(delay)
-        await self._retry(self._attempt(payload, message_format), timeout=timeout, tried=1)
+        await self._retry_send(self._attempt(payload, message_format), timeout, tried=1)
 
     async def _transfer_outcome(self, payload: bytes, message_format: int) -> Any:
         # shielded: the retry's deadline cancels this wait, never the link's outcome future
@@ -549,7 +568,7 @@ class ServiceBusSender(Handler):
     async def _attached(self, timeout: float | None) -> None:
         """Attach the link under the retry policy, unless it is attached already (no Task then)."""
         if not self._ready():
-            await self._retry(lambda _remaining: _noop(), timeout=timeout)
+            await self._retry_send(lambda _remaining: _noop(), timeout)
 
     async def _pipeline(self, batch: ServiceBusMessageBatch) -> tuple[bytes, asyncio.Future[Any]]:
         payload = batch._payload()

@@ -23,7 +23,7 @@ from amqplink.aio.errors import AMQPError
 from amqplink.message import Message
 from amqplink.sbwire.formats import PING_CONTENT_TYPE
 from amqplink.servicebus._base import ConnectionHolder
-from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
+from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusConnectionError, ServiceBusError
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, iter_outgoing
 from amqplink.servicebus.paired.backlog import BacklogQueueError, BacklogRotation, ensure_backlog_queues_sync
 from amqplink.servicebus.paired.failover import FAILED_OVER, SUSPECT, EntityFailover
@@ -65,6 +65,15 @@ class PairedState:
     failovers: int
     failbacks: int
     syphon_running: bool
+    backlog_checked: bool = False
+    """True once the backlog queues were checked (and the missing ones created)."""
+    backlog_error: str | None = None
+    """Why the last check of the backlog queues failed (it is tried again every ping interval)."""
+    last_error: str | None = None
+    """The last error a send to a backlog queue met."""
+    last_failover_at: float | None = None
+    """Wall-clock time (``time.time()``) of the last failover engaged."""
+    last_failback_at: float | None = None
 
 
 def outgoing_list(message: Any) -> list[ServiceBusMessage]:
@@ -106,7 +115,17 @@ class Pairing:
         self.syphoned = 0
         self.pings_sent = 0
         self.pings_accepted = 0
-        self._start_lock: asyncio.Lock | None = None
+        self.last_failover_at: float | None = None
+        """Wall-clock time (``time.time()``) of the last failover engaged, of any entity."""
+        self.last_failback_at: float | None = None
+        self.last_error: str | None = None
+        """The last error a send to the primary or to a backlog queue met (for an operator)."""
+        self.backlog_ready = False
+        """True once the backlog queues were checked (and the missing ones created)."""
+        self.backlog_error: BacklogQueueError | None = None
+        """Why the last check of the backlog queues failed (None: it did not, or none ended yet)."""
+        self._checking: asyncio.Task[None] | None = None
+        self._first_check = asyncio.Event()
         self._backlog_senders: dict[str, ServiceBusSender] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._pings: dict[str, asyncio.Task[None]] = {}
@@ -118,38 +137,62 @@ class Pairing:
 
     # -- start and close ----------------------------------------------------------------
     async def start(self) -> None:
-        """Check the backlog queues and create the missing ones (once); start the syphon if
-        enabled. A missing or failing management endpoint raises :class:`BacklogQueueError`
-        (bounded by ``management_timeout`` per call); the next send tries again."""
+        """Make the secondary's client, start the syphon if enabled, and start checking the
+        backlog queues (creating the missing ones) in the background: an unreachable
+        secondary never stops sends to a healthy primary (issue 32). A failed check is
+        logged, shown in :meth:`state` and tried again every ``ping_primary_interval``."""
         if self.started:
             return
-        if self._start_lock is None:
-            self._start_lock = asyncio.Lock()
-        async with self._start_lock:
-            if self.started:
-                return
-            if self.closed:
-                raise ServiceBusError("the paired client is closed")
-            o = self.options
-            await asyncio.to_thread(
-                ensure_backlog_queues_sync,
-                self.names,
-                o.management_url,
-                o.secondary,
-                o.connection_verify,
-                o.management_timeout,
-            )
-            self.secondary = self._secondary_client()
-            if o.enable_syphon:
-                from amqplink.servicebus.paired.syphon import Syphon
+        if self.closed:
+            raise ServiceBusError("the paired client is closed")
+        self.secondary = self._secondary_client()
+        if self.options.enable_syphon:
+            from amqplink.servicebus.paired.syphon import Syphon
 
-                self.syphon = Syphon(self)
-                self.syphon.start()
-            self.started = True
-            for senders in self._senders.values():
-                for sender in senders:
-                    sender.reroute()
-            log.info("paired namespace: %d backlog queue(s) ready in %s", len(self.names), o.secondary.amqp_url)
+            self.syphon = Syphon(self)
+            self.syphon.start()
+        self.started = True
+        self._checking = self.keep(asyncio.get_running_loop().create_task(self._check_backlog()))
+        for senders in self._senders.values():
+            for sender in senders:
+                sender.reroute()
+
+    async def backlog_checked(self) -> None:
+        """Wait for the first check of the backlog queues to end, however it ends (never raises:
+        its failure is in :attr:`backlog_error`)."""
+        await self.start()
+        await self._first_check.wait()  # the check's own calls are bounded by management_timeout
+
+    async def _check_backlog(self) -> None:
+        """Check the backlog queues (``GET``, ``PUT`` if missing) until it succeeds once: every
+        ``ping_primary_interval`` after a failure, logged when it first fails and when it works."""
+        o = self.options
+        try:
+            while not self.closed:
+                try:
+                    await asyncio.to_thread(
+                        ensure_backlog_queues_sync, self.names, o.management_url, o.secondary, o.connection_verify,
+                        o.management_timeout,
+                    )  # fmt: skip
+                except BacklogQueueError as exc:
+                    self._first_check.set()
+                    if self.backlog_error is None:
+                        log.warning(
+                            "paired namespace: the backlog queues could not be checked (%s); sends to the primary"
+                            " go on, parking will try them as they are; checking again every %g s",
+                            exc, self.ping_seconds,
+                        )  # fmt: skip
+                    self.backlog_error = exc
+                    await asyncio.sleep(self.ping_seconds)
+                    continue
+                if self.backlog_error is not None:
+                    log.warning("paired namespace: the backlog queues are checked now (the management API answers)")
+                self.backlog_error = None
+                self.backlog_ready = True
+                log.info("paired namespace: %d backlog queue(s) ready in %s", len(self.names), o.secondary.amqp_url)
+                return
+        finally:
+            self._first_check.set()  # however the check ends (closed, cancelled), nobody waits on it
 
     def _secondary_client(self) -> ServiceBusClient:
         from amqplink.servicebus.client import ServiceBusClient
@@ -167,6 +210,7 @@ class Pairing:
     async def close(self) -> None:
         """Stop timers, pings and the syphon; close the backlog senders and the secondary client."""
         self.closed = True
+        self._first_check.set()  # (nobody waits for a check that will not end)
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
@@ -222,22 +266,33 @@ class Pairing:
             failovers=sum(f.failovers for f in entities),
             failbacks=sum(f.failbacks for f in entities),
             syphon_running=self.syphon is not None and self.syphon.running,
+            backlog_checked=self.backlog_ready,
+            backlog_error=None if self.backlog_error is None else str(self.backlog_error),
+            last_error=self.last_error,
+            last_failover_at=self.last_failover_at,
+            last_failback_at=self.last_failback_at,
         )
 
     def primary_failed(self, failover: EntityFailover, error: BaseException) -> bool:
         """A send to the primary failed; True if the message is to be parked instead."""
         was = failover.state
-        now_failed_over = failover.failed(error)
-        if now_failed_over:
+        if failover.failed(error):
             if was is not FAILED_OVER:
                 self._engaged(failover, error)
-        elif failover.state is SUSPECT and failover.entity not in self._timers:
+            return True
+        if failover.state is SUSPECT and failover.entity not in self._timers:
             remaining = failover.remaining() or 0.0
             loop = asyncio.get_running_loop()
             self._timers[failover.entity] = loop.call_later(remaining, self._timer_fired, failover, error)
             log.info("%s: send failed (%s); failover in %.1f s unless a send succeeds", failover.entity, error,
                      remaining)  # fmt: skip
-        return now_failed_over
+        return False
+
+    def attempt_failed(self, failover: EntityFailover, error: BaseException) -> None:
+        """One attempt of a send to the primary failed and the retry policy may try again: the
+        failover timer starts now, at the first failure (seed 001: "upon receiving a
+        non-transient failure, a timer starts"), not once the retries ran out."""
+        self.primary_failed(failover, error)
 
     def _timer_fired(self, failover: EntityFailover, error: BaseException) -> None:
         self._timers.pop(failover.entity, None)
@@ -251,9 +306,11 @@ class Pairing:
         timer = self._timers.pop(failover.entity, None)
         if timer is not None:
             timer.cancel()
+        self.last_failover_at = time.time()
         log.warning(
-            "%s: failover engaged after %.1f s without a successful send (%s); parking in the secondary namespace",
-            failover.entity, failover.interval, error,
+            "%s: failover engaged: no send succeeded for %.1f s since the first failed attempt (failover_interval"
+            " %.1f s; last error: %s); parking in the secondary namespace",
+            failover.entity, failover.engaged_after or 0.0, failover.interval, error,
         )  # fmt: skip
         if failover.entity not in self._pings and not self.closed:
             task = asyncio.get_running_loop().create_task(self._ping(failover))
@@ -261,13 +318,18 @@ class Pairing:
 
     # -- parking ------------------------------------------------------------------------
     async def _backlog_sender(self, name: str) -> ServiceBusSender:
+        """The sender to backlog queue ``name``, attached. One attempt, no retries: a queue that
+        fails leaves the rotation at once (issue 32: a retry budget per queue kept senders
+        waiting 98 s while ten queues failed in turn). A failed queue's sender is kept (it
+        attaches again when the queue is back in rotation): closing it under parks that still
+        hold it made them fail with a ValueError."""
         sender = self._backlog_senders.get(name)
         if sender is None or sender._closed:
             await self.start()
             assert self.secondary is not None
-            sender = self._backlog_senders[name] = ServiceBusSender(
-                self.secondary._holder, name, policy=self.secondary._policy
-            )
+            policy = dataclasses.replace(self.secondary._policy, retry_total=0)
+            sender = self._backlog_senders[name] = ServiceBusSender(self.secondary._holder, name, policy=policy)
+        if not sender._ready():
             await sender._retry(_attached)  # learn the queue's max message size
         return sender
 
@@ -279,23 +341,25 @@ class Pairing:
         return (await self._backlog_sender(name)).max_message_size
 
     async def park(self, entity: str, messages: Iterable[ServiceBusMessage], timeout: float | None = None) -> None:
-        """Send ``messages`` (bound for ``entity``) to the current backlog queue; a queue that
-        fails is pulled from rotation and the next one tried; none left: raise."""
+        """Send ``messages`` (bound for ``entity``) to the current backlog queue; a queue whose
+        attempt fails is pulled from rotation and the next one tried (every queue at once when
+        the secondary namespace cannot be reached: they share its connection); none left:
+        :class:`BacklogQueueError`, naming ``entity``. Every error is a ``ServiceBusError``."""
         originals = list(messages)
         last: BaseException | None = None
         rotation = self.rotation
         if rotation.emptied_at is not None and self.clock() - rotation.emptied_at >= self.ping_seconds:
             log.info("paired namespace: trying every backlog queue again")
             rotation.restore_all()
+        await self.start()
+        if not self._first_check.is_set():
+            await self._first_check.wait()  # a fresh client: the queues are being created
         while True:
             name = rotation.current
             if name is None:
-                raise BacklogQueueError(
-                    f"the primary entity is failed over and every backlog queue of {self.options.secondary.amqp_url}"
-                    f" failed (last: {last}); {len(originals)} message(s) not sent: retry later",
-                    entity=entity,
-                    error=last,
-                )
+                raise self._none_left(entity, len(originals), last)
+            if self.closed:
+                raise ServiceBusError(f"the client is closed: {len(originals)} message(s) not parked", entity=entity)
             try:
                 sender = await self._backlog_sender(name)
                 parked = [park(m, entity, sender.max_message_size) for m in originals]
@@ -303,18 +367,31 @@ class Pairing:
                 await sender.send_messages(parked[0] if len(parked) == 1 else parked, timeout=timeout)
             except MessageSizeExceededError:
                 raise
-            except BacklogQueueError:  # the management endpoint failed at start
-                raise
             except (ServiceBusError, AMQPError, OSError) as exc:
                 last = exc
-                log.warning("%s: backlog queue %r failed (%s)", entity, name, exc)
-                rotation.pull(name, self.clock())
-                failed = self._backlog_senders.pop(name, None)
-                if failed is not None:
-                    self.keep(asyncio.get_running_loop().create_task(failed.close()))
+                self.last_error = f"{name}: {exc}"
+                if name in rotation.in_rotation:  # (other parks may have pulled it meanwhile)
+                    log.warning("%s: backlog queue %r failed (%s)", entity, name, exc)
+                if isinstance(exc, ServiceBusConnectionError):
+                    rotation.pull_all(self.clock(), f"the secondary namespace could not be reached ({exc})")
+                else:
+                    rotation.pull(name, self.clock())
                 continue
             self.parked += len(parked)
             return
+
+    def _none_left(self, entity: str, count: int, last: BaseException | None) -> BacklogQueueError:
+        where = self.options.secondary.amqp_url
+        checked = (
+            "" if self.backlog_error is None else f"; the backlog queues could not be checked: {self.backlog_error}"
+        )
+        return BacklogQueueError(
+            f"the primary entity is failed over and every backlog queue of {where} failed (last: {last}{checked});"
+            f" {count} message(s) not sent: retry later (or give the client a local_queue)",
+            entity=entity,
+            error=last,
+            retryable=True,
+        )
 
     async def park_nowait(self, entity: str, message: ServiceBusMessage) -> asyncio.Future[None]:
         """:meth:`park` for ``send_nowait``: a future for the parked message's outcome."""
@@ -357,6 +434,7 @@ class Pairing:
                     continue
                 self.pings_accepted += 1
                 if failover.ping_accepted():
+                    self.last_failback_at = time.time()
                     log.warning("%s: the primary accepted a ping; sending to it again (failback)", entity)
                     if not any(f.state is FAILED_OVER for f in self.entities.values()):
                         self.rotation.restore_all()

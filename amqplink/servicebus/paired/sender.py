@@ -145,6 +145,14 @@ class PairedSender(ServiceBusSender):
             self._failover.succeeded()
 
     # -- SendFailureHooks: a send to the primary failed -------------------------------------
+    def attempt_failed(self, error: SendError) -> None:
+        """One attempt on the primary failed (more may follow): the failover timer starts."""
+        self._pairing.attempt_failed(self._failover, error)
+
+    def retried_send_succeeded(self) -> None:
+        """A send whose attempts had failed went through: the timer stops (while SUSPECT)."""
+        self._failover.succeeded()
+
     async def send_failed(self, message: SendInput, error: ServiceBusError, timeout: float | None) -> None:
         """Park ``message`` if failover is (now) engaged for the entity; raise ``error`` otherwise."""
         if not self._pairing.primary_failed(self._failover, error):
