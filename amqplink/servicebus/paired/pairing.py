@@ -15,7 +15,7 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from amqplink.aio.errors import AMQPError
 from amqplink.message import Message
 from amqplink.sbwire.formats import PING_CONTENT_TYPE
 from amqplink.servicebus._base import ConnectionHolder
+from amqplink.servicebus.amqp import AmqpAnnotatedMessage
 from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusConnectionError, ServiceBusError
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, iter_outgoing
 from amqplink.servicebus.paired.backlog import BacklogQueueError, BacklogRotation, ensure_backlog_queues_sync
@@ -30,14 +31,14 @@ from amqplink.servicebus.paired.failover import FAILED_OVER, SUSPECT, EntityFail
 from amqplink.servicebus.paired.options import PairedNamespaceOptions, backlog_queue_name, namespace_label
 from amqplink.servicebus.paired.parking import park
 from amqplink.servicebus.retry import RetryPolicy
-from amqplink.servicebus.sender import ServiceBusSender
+from amqplink.servicebus.sender import ServiceBusSender, _materialize
 
 if TYPE_CHECKING:
     from amqplink.servicebus.client import ServiceBusClient
     from amqplink.servicebus.paired.sender import PairedSender
     from amqplink.servicebus.paired.syphon import Syphon
 
-__all__ = ["PING_CONTENT_TYPE", "PairedState", "Pairing", "outgoing_list"]
+__all__ = ["PING_CONTENT_TYPE", "REPEATABLE", "PairedState", "Pairing", "listed", "outgoing_list"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,18 @@ def outgoing_list(message: Any) -> list[ServiceBusMessage]:
     if isinstance(message, ServiceBusMessageBatch):
         return [ServiceBusMessage._wrap(Message.decode(encoded)) for encoded in message._encoded]
     return list(iter_outgoing(message))
+
+
+REPEATABLE = (ServiceBusMessage, AmqpAnnotatedMessage, ServiceBusMessageBatch, Mapping, Message, list, tuple)
+"""What can be read again after a failed attempt (anything else, an iterable or an async
+iterable, is read into a list first)."""
+
+
+async def listed(message: Any) -> list[ServiceBusMessage]:
+    """:func:`outgoing_list` of what ``send_messages`` takes, an iterable or async iterable read first."""
+    if not isinstance(message, REPEATABLE):
+        message = await _materialize(message)
+    return outgoing_list(message)
 
 
 class Pairing:
@@ -393,13 +406,23 @@ class Pairing:
             retryable=True,
         )
 
-    async def park_nowait(self, entity: str, message: ServiceBusMessage) -> asyncio.Future[None]:
-        """:meth:`park` for ``send_nowait``: a future for the parked message's outcome."""
+    async def park_nowait(
+        self,
+        entity: str,
+        message: ServiceBusMessage,
+        *,
+        park: Callable[[list[ServiceBusMessage], float | None], Awaitable[None]] | None = None,
+    ) -> asyncio.Future[None]:
+        """:meth:`park` for ``send_nowait``: a future for the parked message's outcome
+        (``park``: what parks it instead, e.g. a sender's, with its local queue behind)."""
         result: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         async def parking() -> None:
             try:
-                await self.park(entity, [message])
+                if park is None:
+                    await self.park(entity, [message])
+                else:
+                    await park([message], None)
             except asyncio.CancelledError:  # the client is closing: the caller's future says so
                 result.cancel()
                 raise
