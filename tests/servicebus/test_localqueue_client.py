@@ -89,15 +89,15 @@ async def test_sends_made_while_it_forwards_wait_behind_the_stored_ones(tmp_path
         client = local_client(primary, tmp_path / "lq", local={"forward_batch": 7})
         async with client, client.get_queue_sender("orders") as sender, client.get_queue_sender("sessions") as ss:
             async with down(primary):
-                for i in range(100):
+                for i in range(60):
                     await sender.send_messages(ServiceBusMessage(f"{i}", message_id=f"m{i}"))
                     await ss.send_messages(ServiceBusMessage(f"{i}", session_id=f"s{i % 3}", message_id=f"s{i}"))
-            for i in range(100, 300):  # while the stored ones are being forwarded
+            for i in range(60, 150):  # while the stored ones are being forwarded
                 await sender.send_messages(ServiceBusMessage(f"{i}", message_id=f"m{i}"))
                 await ss.send_messages(ServiceBusMessage(f"{i}", session_id=f"s{i % 3}", message_id=f"s{i}"))
             await depth_zero(client)
-        got = await drain(primary.connection_string, "orders", 300)
-        assert [str(m.message_id) for m in got] == [f"m{i}" for i in range(300)]
+        got = await drain(primary.connection_string, "orders", 150)
+        assert [str(m.message_id) for m in got] == [f"m{i}" for i in range(150)]
         async with ServiceBusClient.from_connection_string(primary.connection_string) as reader:
             for session in range(3):
                 receiver = reader.get_queue_receiver("sessions", session_id=f"s{session}", max_wait_time=2)
@@ -107,7 +107,7 @@ async def test_sends_made_while_it_forwards_wait_behind_the_stored_ones(tmp_path
                         ids += [str(m.message_id) for m in batch]
                         for m in batch:
                             await receiver.complete_message(m)
-                assert ids == [f"s{i}" for i in range(300) if i % 3 == session]  # each session in order
+                assert ids == [f"s{i}" for i in range(150) if i % 3 == session]  # each session in order
 
 
 async def test_a_full_queue_raises_a_typed_error_and_stores_nothing_of_the_send(tmp_path: Path) -> None:

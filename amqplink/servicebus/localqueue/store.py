@@ -111,13 +111,13 @@ class LocalQueueFile:
         max_bytes: int,
         *,
         io: FileIO | None = None,
-        compact_min_bytes: int = COMPACT_MIN_BYTES,
+        compact_min_bytes: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
         self.io = io or FileIO()
-        self.compact_min_bytes = compact_min_bytes
+        self.compact_min_bytes = COMPACT_MIN_BYTES if compact_min_bytes is None else compact_min_bytes
         self.clock = clock
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self._lock_fd = _lock(directory)
