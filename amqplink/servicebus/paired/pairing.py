@@ -16,7 +16,7 @@ import random
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.errors import AMQPError
@@ -75,6 +75,12 @@ class PairedState:
     last_failover_at: float | None = None
     """Wall-clock time (``time.time()``) of the last failover engaged."""
     last_failback_at: float | None = None
+    primary_label: str = ""
+    """The primary's name in the backlog queues' paths (``contoso``, ``127-0-0-1-5672``)."""
+    syphon_moved: Mapping[str, int] = field(default_factory=dict)
+    """Messages this process's syphon moved, per backlog queue."""
+    syphon_faulted: int = 0
+    """Partner connections the syphon's close/fault coordination faulted."""
 
 
 def outgoing_list(message: Any) -> list[ServiceBusMessage]:
@@ -284,6 +290,9 @@ class Pairing:
             last_error=self.last_error,
             last_failover_at=self.last_failover_at,
             last_failback_at=self.last_failback_at,
+            primary_label=self.label,
+            syphon_moved={} if self.syphon is None else dict(self.syphon.moved),
+            syphon_faulted=0 if self.syphon is None else self.syphon.faulted,
         )
 
     def primary_failed(self, failover: EntityFailover, error: BaseException) -> bool:
