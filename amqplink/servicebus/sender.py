@@ -93,6 +93,9 @@ class ServiceBusSender(Handler):
     _paired: SendFailureHooks | None = None
     """Set on the senders of a paired client; consulted only once a send has failed (the
     healthy path is the plain sender's)."""
+    attempt_watcher: Callable[[SendError], None] | None = None
+    """Told of the error of each failed attempt of a send, while the retry policy may still
+    try again (an active replication sender's circuit breaker opens at the first)."""
 
     def __init__(
         self,
@@ -355,11 +358,25 @@ class ServiceBusSender(Handler):
         """:meth:`_retry` for a send (not the fast path's first attempt): a paired sender's hooks
         are told of each failed attempt, and of the success that ends them."""
         hooks = self._paired
-        if hooks is None:
+        on_failure = self._attempt_failed()
+        if on_failure is None:
             await self._retry(operation, timeout=timeout, tried=tried)
             return
-        await self._retry(operation, timeout=timeout, tried=tried, on_failure=hooks.attempt_failed)
-        hooks.retried_send_succeeded()
+        await self._retry(operation, timeout=timeout, tried=tried, on_failure=on_failure)
+        if hooks is not None:
+            hooks.retried_send_succeeded()
+
+    def _attempt_failed(self) -> Callable[[SendError], None] | None:
+        """Who hears of a failed attempt: the paired hooks, the :attr:`attempt_watcher`, or both."""
+        hooks, watcher = self._paired, self.attempt_watcher
+        if hooks is None or watcher is None:
+            return watcher if hooks is None else hooks.attempt_failed
+
+        def both(error: SendError) -> None:
+            hooks.attempt_failed(error)
+            watcher(error)
+
+        return both
 
     def _attempt(self, payload: bytes, message_format: int) -> Callable[[float], Awaitable[None]]:
         async def attempt(_remaining: float) -> None:
@@ -370,8 +387,9 @@ class ServiceBusSender(Handler):
     async def _send_again(self, payload: bytes, message_format: int, error: SendError, timeout: float | None) -> None:
         """The retries of a transfer whose first, pipelined attempt failed with ``error``
         (retryable); that attempt counts against ``retry_total``. Server-busy waits >= 4 s."""
-        if self._paired is not None:
-            self._paired.attempt_failed(error)
+        on_failure = self._attempt_failed()
+        if on_failure is not None:
+            on_failure(error)
         delay = backoff_delay(self._policy, 1, error)
         log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
         await asyncio.sleep(delay)
