@@ -60,6 +60,9 @@ async def test_the_syphon_service_moves_reports_warns_and_stops_on_sigterm(tmp_p
             await wait_until(lambda: len(status(status_file)["stranded"]) == 2, timeout=10)
             shown = status(status_file)
             assert shown["running"] is True and sum(q["moved"] for q in shown["queues"].values()) == 30
+            metrics = shown["metrics"]  # the same readings an OpenTelemetry reader collects
+            assert sum(p["value"] for p in metrics["amqplink.paired.syphon.moved"]) == 30
+            assert {p["queue"] for p in metrics["amqplink.paired.backlog.depth"]} == set(shown["queues"])
             whys = {s["queue"].lower(): s["why"] for s in shown["stranded"]}
             assert "beyond backlog_queue_count=3" in whys[beyond.lower()]
             assert "the same host by another name" in whys[other.lower()]

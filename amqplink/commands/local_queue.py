@@ -42,8 +42,11 @@ async def run(args: argparse.Namespace, summary: dict[str, Any], progress: bool 
     if not os.path.isdir(args.directory):
         raise ValueError(f"{args.directory!r} is not a directory (LocalQueueOptions.directory of a client)")
     if args.forward is None:
+        from amqplink.servicebus.metrics import Sources, readings
+
         state = directory_state(args.directory)
-        return {"command": "local-queue", **as_json(state), "writer_pid": writer(state.directory)}
+        shown = {"command": "local-queue", **as_json(state), "writer_pid": writer(state.directory)}
+        return {**shown, "metrics": readings(Sources(local_queue=lambda: state))}
     return await forward(args.directory, args.forward, args.timeout, summary)
 
 

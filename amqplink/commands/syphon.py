@@ -8,7 +8,8 @@ crash repeats what was in flight; duplicate detection on the destination removes
 repeats). Every ``--report-every`` seconds it logs what it moved per queue and what is
 left, warns (once per queue, and again when the count changes) about backlog queues it
 does not move (an index beyond ``--backlog-queues``, a queue parked for a primary of
-another name), and writes the same as JSON to ``--status-file``. SIGTERM (or SIGINT) stops
+another name), and writes the same as JSON to ``--status-file`` (with the metrics of :mod:`amqplink.servicebus.metrics`,
+the same an OpenTelemetry reader collects). SIGTERM (or SIGINT) stops
 it cleanly: receivers closed, the final status printed as one JSON line.
 """
 
@@ -109,6 +110,7 @@ class SyphonService:
         self._reported: dict[str, tuple[int, int | None]] = {}
 
     async def report(self, *, inventory: bool = True) -> dict[str, Any]:
+        from amqplink.servicebus.metrics import readings, sources_of
         from amqplink.servicebus.paired.inventory import take_inventory
 
         stranded: list[dict[str, Any]] = []
@@ -148,6 +150,7 @@ class SyphonService:
             "faulted": state.syphon_faulted,
             "backlog_error": state.backlog_error,
             "inventory_error": self.inventory_error,
+            "metrics": readings(sources_of(self.client, backlog_depths=lambda: self.depths)),
         }
         if self.status_file is not None:
             _write_atomically(self.status_file, json.dumps(status))

@@ -81,6 +81,8 @@ class PairedState:
     """Messages this process's syphon moved, per backlog queue."""
     syphon_faulted: int = 0
     """Partner connections the syphon's close/fault coordination faulted."""
+    syphon_oldest: Mapping[str, float] = field(default_factory=dict)
+    """Per backlog queue, when the oldest message the syphon last received was parked (Unix s)."""
 
 
 def outgoing_list(message: Any) -> list[ServiceBusMessage]:
@@ -293,6 +295,7 @@ class Pairing:
             primary_label=self.label,
             syphon_moved={} if self.syphon is None else dict(self.syphon.moved),
             syphon_faulted=0 if self.syphon is None else self.syphon.faulted,
+            syphon_oldest={} if self.syphon is None else dict(self.syphon.oldest),
         )
 
     def primary_failed(self, failover: EntityFailover, error: BaseException) -> bool:

@@ -69,6 +69,9 @@ class Syphon:
         self.forwarded = 0
         self.moved: Counter[str] = Counter()
         """Messages moved to their destination, per backlog queue."""
+        self.oldest: dict[str, float] = {}
+        """Per backlog queue, when the oldest message of the last batch received was parked (Unix
+        seconds): a batch the destination keeps refusing is received again, so its age grows."""
         self.faulted = 0
         """Times a partner connection was faulted by the close/fault coordination."""
         self._senders: OrderedDict[str, ServiceBusSender] = OrderedDict()
@@ -111,6 +114,11 @@ class Syphon:
                 log.info("syphon: receiving from %r failed (%s); again in %.1f s", name, exc, self.backoff)
                 await asyncio.sleep(self.backoff)
                 continue
+            times = [m.enqueued_time_utc for m in batch if m.enqueued_time_utc is not None]
+            if times:
+                self.oldest[name] = min(times).timestamp()
+            elif not batch:
+                self.oldest.pop(name, None)  # (nothing came within the wait: the queue is empty)
             if batch and not await self._forward(receiver, batch):
                 await asyncio.sleep(self.backoff)  # the destination refused: give it time
 
