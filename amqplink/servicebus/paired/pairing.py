@@ -410,9 +410,10 @@ class Pairing:
         checked = (
             "" if self.backlog_error is None else f"; the backlog queues could not be checked: {self.backlog_error}"
         )
+        hint = "" if self.client.local_queue_state is not None else " (or give the client a local_queue)"
         return BacklogQueueError(
-            f"the primary entity is failed over and every backlog queue of {where} failed (last: {last}{checked});"
-            f" {count} message(s) not sent: retry later (or give the client a local_queue)",
+            f"the primary entity is failed over and every backlog queue of {where} failed (last:"
+            f" {last or self.last_error}{checked}); {count} message(s) not sent: retry later{hint}",
             entity=entity,
             error=last,
             retryable=True,
