@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,27 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from amqplink.servicebus import ServiceBusMessage  # noqa: E402
 from amqplink.servicebus.aio import ActiveReplicationSender, ServiceBusClient  # noqa: E402
-
-
-@contextmanager
-def broker() -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """A broker subprocess and its connection string."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--key", "bench"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={"PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        found = re.search(r"amqp://127\.0\.0\.1:(\d+)", proc.stdout.readline())
-        assert found is not None, "the broker did not start"
-        yield proc, (
-            f"Endpoint=sb://127.0.0.1:{found.group(1)};SharedAccessKeyName=RootManageSharedAccessKey;"
-            "SharedAccessKey=bench;UseDevelopmentEmulator=true"
-        )
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait(10)
+from interop.bench_replication import broker_process  # noqa: E402
 
 
 async def rate(first: str, second: str, *, break_for: float, seconds: float, tasks: int, queue: str) -> float:
@@ -75,7 +51,7 @@ async def rate(first: str, second: str, *, break_for: float, seconds: float, tas
 
 
 async def main(seconds: float, tasks: int) -> None:
-    with broker() as (first_proc, first), broker() as (_, second):
+    with broker_process() as (first_proc, first), broker_process() as (_, second):
         both = await rate(first, second, break_for=10.0, seconds=seconds, tasks=tasks, queue="both")
         first_proc.send_signal(signal.SIGKILL)
         first_proc.wait(10)

@@ -226,40 +226,15 @@ class ServiceBusClient:
         self._check_entity(entity)
         ignore_unknown("get_queue_sender" if queue_name else "get_topic_sender", options, HANDLER_OPTIONS)
         chosen = {name: options[name] for name in HANDLER_OPTIONS if name in options}
+        common: dict[str, Any] = {"policy": self._policy, "max_in_flight": max_in_flight, "queue_name": queue_name,
+                                  "topic_name": topic_name, **chosen}  # fmt: skip
+        sender: ServiceBusSender
         if self._pairing is not None:
-            paired = PairedSender(
-                self._holder,
-                entity,
-                pairing=self._pairing,
-                policy=self._policy,
-                max_in_flight=max_in_flight,
-                queue_name=queue_name,
-                topic_name=topic_name,
-                local=self._local,
-                **chosen,
-            )
-            return self._track(paired)
-        if self._local is not None:
-            local = LocalQueueSender(
-                self._holder,
-                entity,
-                local=self._local,
-                policy=self._policy,
-                max_in_flight=max_in_flight,
-                queue_name=queue_name,
-                topic_name=topic_name,
-                **chosen,
-            )
-            return self._track(local)
-        sender = ServiceBusSender(
-            self._holder,
-            entity,
-            policy=self._policy,
-            max_in_flight=max_in_flight,
-            queue_name=queue_name,
-            topic_name=topic_name,
-            **chosen,
-        )
+            sender = PairedSender(self._holder, entity, pairing=self._pairing, local=self._local, **common)
+        elif self._local is not None:
+            sender = LocalQueueSender(self._holder, entity, local=self._local, **common)
+        else:
+            sender = ServiceBusSender(self._holder, entity, **common)
         return self._track(sender)
 
     # -- the local queue's forwarding ------------------------------------------------------

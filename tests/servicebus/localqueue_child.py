@@ -3,7 +3,7 @@
 
 ``send``: sends ``m<START>`` ... one at a time from 8 tasks and prints ``ok <id>`` once each
 send returned (stored or accepted). ``forward``: opens the client (its local queue forwards
-what it holds) and prints ``done`` once nothing is left. The local queue is compacted from
+what it holds), prints ``depth N`` while it does and ``done`` once nothing is left. The local queue is compacted from
 4 KiB on, so that kills land in compactions too."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ async def main(mode: str, conn_str: str, directory: str, start: int, count: int)
     async with client:
         if mode == "forward":
             while (state := client.local_queue_state) is not None and state.depth:
+                print(f"depth {state.depth}", flush=True)
                 await asyncio.sleep(0.01)
             print("done", flush=True)
             return

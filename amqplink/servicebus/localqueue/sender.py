@@ -25,9 +25,8 @@ from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.localqueue.queue import LocalQueue, shields
 from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessage, ServiceBusMessageBatch
 from amqplink.servicebus.message import to_outgoing as outgoing
-from amqplink.servicebus.paired.pairing import listed
-from amqplink.servicebus.retry import RetryPolicy
-from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, SendError, SendInput, ServiceBusSender
+from amqplink.servicebus.paired.pairing import listed, settle
+from amqplink.servicebus.sender import SendError, SendInput, ServiceBusSender
 
 __all__ = ["LocalQueueSender", "done_future", "store_failed_nowait", "store_or_raise", "stored_first"]
 
@@ -68,20 +67,7 @@ def store_failed_nowait(
             result.set_exception(error)
         return
 
-    async def store() -> None:
-        try:
-            await local.take(entity, [message], error)
-        except asyncio.CancelledError:
-            result.cancel()
-            raise
-        except Exception as exc:
-            if not result.done():
-                result.set_exception(exc)
-            return
-        if not result.done():
-            result.set_result(None)
-
-    local.keep(asyncio.get_running_loop().create_task(store()))
+    local.keep(asyncio.get_running_loop().create_task(settle(result, local.take(entity, [message], error))))
 
 
 class LocalQueueSender(ServiceBusSender):
@@ -89,23 +75,9 @@ class LocalQueueSender(ServiceBusSender):
     sender's code while its entity has nothing in the local queue; a send that fails with
     an error the queue shields from is stored there instead of raised."""
 
-    def __init__(
-        self,
-        holder: ConnectionHolder,
-        entity_name: str,
-        *,
-        local: LocalQueue,
-        policy: RetryPolicy,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-        queue_name: str | None = None,
-        topic_name: str | None = None,
-        client_identifier: str | None = None,
-        socket_timeout: float | None = None,
-    ) -> None:
-        super().__init__(
-            holder, entity_name, policy=policy, max_in_flight=max_in_flight, queue_name=queue_name,
-            topic_name=topic_name, client_identifier=client_identifier, socket_timeout=socket_timeout,
-        )  # fmt: skip
+    def __init__(self, holder: ConnectionHolder, entity_name: str, *, local: LocalQueue, **options: Any) -> None:
+        """As :class:`ServiceBusSender` (from a client), with the client's local queue."""
+        super().__init__(holder, entity_name, **options)
         self._local = local
         self._paired = self
         local.register(self)

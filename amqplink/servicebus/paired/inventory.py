@@ -16,7 +16,6 @@ import re
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from amqplink.servicebus.paired.options import BACKLOG_SEGMENT, PairedNamespaceOptions
 
@@ -75,16 +74,10 @@ def take_inventory(options: PairedNamespaceOptions, names: Sequence[str], label:
     """List the secondary's queues (blocking: run it in a thread; each request bounded by
     ``management_timeout``) and :func:`classify` them. Errors are the admin client's
     (``HttpResponseError``, ``ServiceRequestError``)."""
-    from amqplink.servicebus.credentials import AzureNamedKeyCredential, AzureSasCredential
+    from amqplink.servicebus.connection_args import connection_arguments
     from amqplink.servicebus.management import ServiceBusAdministrationClient
 
-    secondary = options.secondary
-    credential: Any
-    if secondary.shared_access_signature is not None:
-        credential = AzureSasCredential(secondary.shared_access_signature)
-    else:
-        assert secondary.shared_access_key_name is not None and secondary.shared_access_key is not None
-        credential = AzureNamedKeyCredential(secondary.shared_access_key_name, secondary.shared_access_key)
+    credential = connection_arguments(options.secondary_connection_string).credential
     netloc = urllib.parse.urlsplit(options.management_url).netloc
     with ServiceBusAdministrationClient(
         netloc, credential, connection_verify=options.connection_verify, timeout=options.management_timeout

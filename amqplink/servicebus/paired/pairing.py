@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from amqplink.servicebus.paired.sender import PairedSender
     from amqplink.servicebus.paired.syphon import Syphon
 
-__all__ = ["PING_CONTENT_TYPE", "REPEATABLE", "PairedState", "Pairing", "listed", "outgoing_list"]
+__all__ = ["PING_CONTENT_TYPE", "REPEATABLE", "PairedState", "Pairing", "listed", "outgoing_list", "settle"]
 
 log = logging.getLogger(__name__)
 
@@ -429,24 +429,8 @@ class Pairing:
         """:meth:`park` for ``send_nowait``: a future for the parked message's outcome
         (``park``: what parks it instead, e.g. a sender's, with its local queue behind)."""
         result: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        async def parking() -> None:
-            try:
-                if park is None:
-                    await self.park(entity, [message])
-                else:
-                    await park([message], None)
-            except asyncio.CancelledError:  # the client is closing: the caller's future says so
-                result.cancel()
-                raise
-            except Exception as exc:
-                if not result.done():
-                    result.set_exception(exc)
-                return
-            if not result.done():
-                result.set_result(None)
-
-        self.keep(asyncio.get_running_loop().create_task(parking()))
+        parking = self.park(entity, [message]) if park is None else park([message], None)
+        self.keep(asyncio.get_running_loop().create_task(settle(result, parking)))
         return result
 
     # -- pings --------------------------------------------------------------------------
@@ -477,6 +461,22 @@ class Pairing:
         finally:
             self._pings.pop(entity, None)
             await sender.close()
+
+
+async def settle(result: asyncio.Future[None], work: Awaitable[None]) -> None:
+    """Await ``work`` and hand its outcome to ``result`` (the future a ``send_nowait`` returned):
+    None, its exception, or its cancellation (the client closing)."""
+    try:
+        await work
+    except asyncio.CancelledError:
+        result.cancel()
+        raise
+    except Exception as exc:
+        if not result.done():
+            result.set_exception(exc)
+        return
+    if not result.done():
+        result.set_result(None)
 
 
 async def _attached(_remaining: float) -> None:
