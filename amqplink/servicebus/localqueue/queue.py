@@ -219,6 +219,11 @@ class LocalQueue:
         for sender in list(self._senders.get(entity, ())):
             sender.reroute()
 
+    def lets_through(self, entity: str) -> bool:
+        """True when a send to ``entity`` may take the plain path: the queue is open and holds
+        nothing of it."""
+        return self.started and not self.has(entity)
+
     def has(self, entity: str) -> bool:
         """True while ``entity`` has messages here (stored, or being stored): a new send to it
         is stored behind them instead of overtaking them."""

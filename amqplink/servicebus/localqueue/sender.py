@@ -28,7 +28,7 @@ from amqplink.servicebus.message import to_outgoing as outgoing
 from amqplink.servicebus.paired.pairing import listed, settle
 from amqplink.servicebus.sender import SendError, SendInput, ServiceBusSender
 
-__all__ = ["LocalQueueSender", "done_future", "store_failed_nowait", "store_or_raise", "stored_first"]
+__all__ = ["LocalQueueSender", "done_future", "route", "store_failed_nowait", "store_or_raise", "stored_first"]
 
 
 async def stored_first(local: LocalQueue, sender: ServiceBusSender, message: Any) -> bool:
@@ -48,6 +48,18 @@ async def store_or_raise(local: LocalQueue, entity: str, message: Any, error: Se
     if not shields(error):
         raise error
     await local.take(entity, await listed(message), error)
+
+
+def route(sender: Any, *, plain: bool) -> None:
+    """Switch ``sender`` to the plain sender's ``send_messages``/``send_nowait`` (no check per
+    message) or to its ``_routed_*`` methods (instance attributes, so every caller sees it)."""
+    attributes = vars(sender)
+    if plain:
+        attributes.pop("send_messages", None)
+        attributes.pop("send_nowait", None)
+    else:
+        attributes["send_messages"] = sender._routed_send_messages
+        attributes["send_nowait"] = sender._routed_send_nowait
 
 
 def done_future() -> asyncio.Future[None]:
@@ -84,13 +96,7 @@ class LocalQueueSender(ServiceBusSender):
 
     def reroute(self) -> None:
         """The plain methods while the local queue is open and holds nothing of the entity."""
-        attributes = vars(self)
-        if self._local.started and not self._local.has(self.entity_name):
-            attributes.pop("send_messages", None)
-            attributes.pop("send_nowait", None)
-        else:
-            attributes["send_messages"] = self._routed_send_messages
-            attributes["send_nowait"] = self._routed_send_nowait
+        route(self, plain=self._local.lets_through(self.entity_name))
 
     async def _open_for_context(self) -> None:
         """``async with``: the local queue is opened (a damaged one raises here); a primary

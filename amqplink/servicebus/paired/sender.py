@@ -28,7 +28,7 @@ from amqplink.message import Message
 from amqplink.servicebus._base import ConnectionHolder
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.localqueue.queue import LocalQueue
-from amqplink.servicebus.localqueue.sender import done_future, store_failed_nowait, store_or_raise, stored_first
+from amqplink.servicebus.localqueue.sender import done_future, route, store_failed_nowait, store_or_raise, stored_first
 from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessage, ServiceBusMessageBatch, to_outgoing
 from amqplink.servicebus.paired.failover import FAILED_OVER, HEALTHY, SUSPECT, counts_for_failover
 from amqplink.servicebus.paired.pairing import Pairing, listed, outgoing_list
@@ -71,18 +71,9 @@ class PairedSender(ServiceBusSender):
     def reroute(self) -> None:
         """The plain methods while the entity is healthy (and the backlog queues were
         checked); the routed ones otherwise."""
-        attributes = vars(self)
         local = self._local
-        if (
-            self._pairing.started
-            and self._failover.state is HEALTHY
-            and (local is None or (local.started and not local.has(self.entity_name)))
-        ):
-            attributes.pop("send_messages", None)
-            attributes.pop("send_nowait", None)
-        else:
-            attributes["send_messages"] = self._routed_send_messages
-            attributes["send_nowait"] = self._routed_send_nowait
+        healthy = self._pairing.started and self._failover.state is HEALTHY
+        route(self, plain=healthy and (local is None or local.lets_through(self.entity_name)))
 
     async def _open_for_context(self) -> None:
         """``async with``: the backlog queues are checked (a clear error if the management
