@@ -26,6 +26,8 @@ _MODULES = {
     "receive": "amqplink.commands.receive",
     "peek": "amqplink.commands.peek",
     "list": "amqplink.commands.listing",
+    "local-queue": "amqplink.commands.local_queue",
+    "syphon": "amqplink.commands.syphon",
 }
 """Sub-commands whose arguments (``add_arguments``), examples (``EPILOG``) and run (``run``)
 live in their own module."""
@@ -34,6 +36,8 @@ _HELP = {
     "receive": "receive messages (--show prints them) and settle them",
     "peek": "show messages without locking or removing them (a connection string's $management)",
     "list": "list queues, topics and subscriptions with their message counts (the management API)",
+    "local-queue": "show what a client's local queue (LocalQueueOptions) holds, or --forward it by hand",
+    "syphon": "move the messages parked in a secondary namespace's backlog queues back to the primary (a service)",
 }
 
 EPILOG = """\

@@ -49,8 +49,8 @@ TASKS = 100
 
 
 @contextmanager
-def broker() -> Iterator[str]:
-    """A broker subprocess; its connection string."""
+def broker_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A broker subprocess and its connection string (the process: to kill it midway)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0", "--key", "bench"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={"PYTHONPATH": str(ROOT)},
@@ -59,13 +59,21 @@ def broker() -> Iterator[str]:
         assert proc.stdout is not None
         found = re.search(r"amqp://127\.0\.0\.1:(\d+)", proc.stdout.readline())
         assert found is not None, "the broker did not start"
-        yield (
+        yield proc, (
             f"Endpoint=sb://127.0.0.1:{found.group(1)};SharedAccessKeyName=RootManageSharedAccessKey;"
             "SharedAccessKey=bench;UseDevelopmentEmulator=true"
         )
     finally:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         proc.wait(10)
+
+
+@contextmanager
+def broker() -> Iterator[str]:
+    """A broker subprocess; its connection string."""
+    with broker_process() as (_, conn_str):
+        yield conn_str
 
 
 async def _timed(count: int, work: Callable[[], Awaitable[Any]]) -> float:

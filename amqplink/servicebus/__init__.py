@@ -33,6 +33,13 @@ from amqplink.servicebus.constants import (
     TransportType,
 )
 from amqplink.servicebus.credentials import AzureNamedKey, AzureNamedKeyCredential, AzureSasCredential
+from amqplink.servicebus.localqueue import (
+    LocalQueueCorruptError,
+    LocalQueueError,
+    LocalQueueFullError,
+    LocalQueueOptions,
+    LocalQueueState,
+)
 from amqplink.servicebus.message import (
     AmqpMessageBodyType,
     ServiceBusMessage,
@@ -60,6 +67,11 @@ __all__ = [
     "AzureNamedKeyCredential",
     "AzureSasCredential",
     "BacklogQueueError",
+    "LocalQueueCorruptError",
+    "LocalQueueError",
+    "LocalQueueFullError",
+    "LocalQueueOptions",
+    "LocalQueueState",
     "ConnectionStringError",
     "DedupCounters",
     "DeduplicatingReceiver",

@@ -27,7 +27,7 @@ from amqplink.servicebus.client_options import check_socket_timeout
 from amqplink.servicebus.client_options import client_identifier as identifier
 from amqplink.servicebus.connection_args import connection_arguments, entity_of
 from amqplink.servicebus.connection_string import TLS_PORT
-from amqplink.servicebus.exceptions import ServiceBusError
+from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError
 from amqplink.servicebus.management_node import ManagementClient
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
 from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
@@ -305,12 +305,18 @@ class Handler:
             self._running = True
 
     async def _retry(
-        self, operation: Callable[[float], Awaitable[T]], *, timeout: float | None = None, tried: int = 0
+        self,
+        operation: Callable[[float], Awaitable[T]],
+        *,
+        timeout: float | None = None,
+        tried: int = 0,
+        on_failure: Callable[[ServiceBusError | MessageAlreadySettled], None] | None = None,
     ) -> T:
         """Run ``operation(remaining)`` under the retry policy; each attempt reattaches if needed.
 
         ``timeout`` replaces the policy's overall timeout; ``tried`` attempts already made
-        (a fast path's) count against ``retry_total``."""
+        (a fast path's) count against ``retry_total``; ``on_failure`` is told of each failed
+        attempt (:func:`~amqplink.servicebus.retry.run_with_retry`)."""
         policy = self._policy
         if (timeout is not None and timeout > 0 and timeout != policy.timeout) or tried:
             policy = dataclasses.replace(
@@ -323,7 +329,7 @@ class Handler:
             await self._open()
             return await operation(remaining)
 
-        return await run_with_retry(attempt, policy, entity=self.entity_name)
+        return await run_with_retry(attempt, policy, entity=self.entity_name, on_failure=on_failure)
 
     async def _mgmt(self) -> ManagementClient:
         """The handler's ``$management`` link pair (opened on first use, again after a loss)."""

@@ -23,6 +23,7 @@ from amqplink.servicebus import lock_renewer as aio_renewer
 from amqplink.servicebus import receiver as aio_receiver
 from amqplink.servicebus import sender as aio_sender
 from amqplink.servicebus import session as aio_session
+from amqplink.servicebus.localqueue.queue import LocalQueueState
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
 from amqplink.servicebus.paging import ItemPaged
 from amqplink.servicebus.paired.pairing import PairedState
@@ -100,6 +101,11 @@ class ServiceBusClient(_Named):
         """A snapshot of the paired-namespace failover (None without ``paired_namespace``)."""
         return _run(_paired_state(self._aio))
 
+    @property
+    def local_queue_state(self) -> LocalQueueState | None:
+        """A snapshot of the local queue (None without ``local_queue``)."""
+        return _run(_local_queue_state(self._aio))
+
     def get_queue_sender(self, queue_name: str, **kwargs: Any) -> ServiceBusSender:
         """A sender to ``queue_name``."""
         return ServiceBusSender(self._aio.get_queue_sender(queue_name, **kwargs))
@@ -139,6 +145,10 @@ def _sessions(lister: SessionLister) -> ItemPaged[str]:
 
 async def _paired_state(client: aio_client.ServiceBusClient) -> PairedState | None:
     return client.paired_state  # read on the loop thread, where it changes
+
+
+async def _local_queue_state(client: aio_client.ServiceBusClient) -> LocalQueueState | None:
+    return client.local_queue_state
 
 
 def _inner_renewer(renewer: AutoLockRenewer | None) -> aio_renewer.AutoLockRenewer | None:

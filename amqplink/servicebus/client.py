@@ -9,6 +9,7 @@ token credential (anything with ``get_token``: :mod:`amqplink.servicebus.tokens`
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,6 +22,10 @@ from amqplink.servicebus.client_options import (
     ignore_unknown,
 )
 from amqplink.servicebus.connection_args import check_entity_path, connection_arguments
+from amqplink.servicebus.localqueue.options import LocalQueueOptions
+from amqplink.servicebus.localqueue.queue import LocalQueue, LocalQueueState
+from amqplink.servicebus.localqueue.sender import LocalQueueSender
+from amqplink.servicebus.message import ServiceBusMessage
 from amqplink.servicebus.paging import AsyncItemPaged
 from amqplink.servicebus.paired.options import PairedNamespaceOptions
 from amqplink.servicebus.paired.pairing import PairedState, Pairing
@@ -41,6 +46,7 @@ HANDLER_OPTIONS = ("client_identifier", "socket_timeout")
 """The SDK's keywords of ``get_queue_sender``/``get_queue_receiver``... that a handler takes."""
 CLIENT_OPTIONS = (
     "use_tls", "timeout", "operation_timeout", "idle_timeout", "token_ttl", "entity_name", "paired_namespace",
+    "local_queue",
     "transport_type", "http_proxy", "custom_endpoint_address", "connection_verify", "ssl_context", "user_agent",
     "logging_enable", "socket_timeout", "container_id", "uamqp_transport",
 )  # fmt: skip
@@ -67,9 +73,11 @@ class ServiceBusClient:
 
     Beyond the SDK's keyword arguments: ``token_ttl`` (seconds a minted SAS token lives,
     default 3600; tokens are refreshed before expiry), ``timeout`` (the overall operation
-    timeout, default 60 s), ``idle_timeout``, ``ssl_context`` and ``paired_namespace``
+    timeout, default 60 s), ``idle_timeout``, ``ssl_context``, ``paired_namespace``
     (a :class:`PairedNamespaceOptions`: failover of sends to backlog queues in a secondary
-    namespace, see :mod:`amqplink.servicebus.paired`). The SDK's ``transport_type``,
+    namespace, see :mod:`amqplink.servicebus.paired`) and ``local_queue`` (a
+    :class:`LocalQueueOptions`: a durable client-side queue for what no namespace takes,
+    see :mod:`amqplink.servicebus.localqueue`). The SDK's ``transport_type``,
     ``http_proxy``, ``custom_endpoint_address`` and ``connection_verify`` are
     :mod:`amqplink.servicebus.transport`'s.
     """
@@ -124,6 +132,13 @@ class ServiceBusClient:
             raise TypeError(f"paired_namespace must be a PairedNamespaceOptions, not {type(paired).__name__}")
         network: dict[str, Any] = {name: kwargs[name] for name in ("transport_type", "http_proxy") if name in kwargs}
         self._pairing: Pairing | None = None if paired is None else Pairing(self, paired, network=network)
+        local = kwargs.get("local_queue")
+        if local is not None and not isinstance(local, LocalQueueOptions):
+            raise TypeError(f"local_queue must be a LocalQueueOptions, not {type(local).__name__}")
+        self._forwarders: dict[str, ServiceBusSender] = {}
+        self._local: LocalQueue | None = None
+        if local is not None:
+            self._local = LocalQueue(local, self._forward, close_forwarding=self._close_forwarders)
 
     def __repr__(self) -> str:
         return f"<ServiceBusClient {self.fully_qualified_namespace}>"
@@ -154,8 +169,12 @@ class ServiceBusClient:
         )
 
     async def __aenter__(self) -> ServiceBusClient:
+        if self._local is not None:
+            await self._local.start()  # a damaged or busy directory: an error now, not at the first send
         if self._pairing is not None:
-            await self._pairing.start()  # the backlog queues: a clear error now, not at failover
+            # the backlog queues checked (created if missing) before the first send; a secondary
+            # that fails the check is logged and shown in paired_state, never raised here
+            await self._pairing.backlog_checked()
         return self
 
     @property
@@ -163,6 +182,12 @@ class ServiceBusClient:
         """A snapshot of the paired-namespace failover (None for a client without
         ``paired_namespace``): entities failed over, backlog queues in rotation, counters."""
         return None if self._pairing is None else self._pairing.state()
+
+    @property
+    def local_queue_state(self) -> LocalQueueState | None:
+        """A snapshot of the local queue (None for a client without ``local_queue``): messages
+        stored and not yet forwarded, the oldest one's age, forwarding per entity, counters."""
+        return None if self._local is None else self._local.state()
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -174,6 +199,8 @@ class ServiceBusClient:
         handlers, self._handlers = self._handlers, []
         for handler in handlers:
             await handler.close()
+        if self._local is not None:  # (what it holds stays on disk for the next client)
+            await self._local.close()
         if self._pairing is not None:
             await self._pairing.close()
         await self._holder.close()
@@ -199,28 +226,36 @@ class ServiceBusClient:
         self._check_entity(entity)
         ignore_unknown("get_queue_sender" if queue_name else "get_topic_sender", options, HANDLER_OPTIONS)
         chosen = {name: options[name] for name in HANDLER_OPTIONS if name in options}
+        common: dict[str, Any] = {"policy": self._policy, "max_in_flight": max_in_flight, "queue_name": queue_name,
+                                  "topic_name": topic_name, **chosen}  # fmt: skip
+        sender: ServiceBusSender
         if self._pairing is not None:
-            paired = PairedSender(
-                self._holder,
-                entity,
-                pairing=self._pairing,
-                policy=self._policy,
-                max_in_flight=max_in_flight,
-                queue_name=queue_name,
-                topic_name=topic_name,
-                **chosen,
-            )
-            return self._track(paired)
-        sender = ServiceBusSender(
-            self._holder,
-            entity,
-            policy=self._policy,
-            max_in_flight=max_in_flight,
-            queue_name=queue_name,
-            topic_name=topic_name,
-            **chosen,
-        )
+            sender = PairedSender(self._holder, entity, pairing=self._pairing, local=self._local, **common)
+        elif self._local is not None:
+            sender = LocalQueueSender(self._holder, entity, local=self._local, **common)
+        else:
+            sender = ServiceBusSender(self._holder, entity, **common)
         return self._track(sender)
+
+    # -- the local queue's forwarding ------------------------------------------------------
+    async def _forward(self, entity: str, messages: list[ServiceBusMessage]) -> None:
+        """Send what the local queue holds for ``entity`` by the client's route without it (the
+        primary, or a backlog queue when paired), one attempt: the local queue waits and tries
+        again itself."""
+        sender = self._forwarders.get(entity)
+        if sender is None or sender._closed:
+            policy = dataclasses.replace(self._policy, retry_total=0)
+            if self._pairing is not None:
+                sender = PairedSender(self._holder, entity, pairing=self._pairing, policy=policy)
+            else:
+                sender = ServiceBusSender(self._holder, entity, policy=policy)
+            self._forwarders[entity] = sender
+        await sender.send_messages(messages)
+
+    async def _close_forwarders(self) -> None:
+        senders, self._forwarders = self._forwarders, {}
+        for sender in senders.values():
+            await sender.close()
 
     def get_queue_sender(
         self, queue_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any

@@ -122,6 +122,7 @@ async def run_with_retry(
     entity: str | None = None,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
+    on_failure: Callable[[ServiceBusError | MessageAlreadySettled], None] | None = None,
 ) -> T:
     """Await ``operation(remaining_seconds)`` until it succeeds or the policy gives up.
 
@@ -129,6 +130,8 @@ async def run_with_retry(
     runs past it. Errors from the AMQP layer, sockets and timeouts are turned into
     Service Bus exceptions (:func:`~amqplink.servicebus.errors.from_amqp_error`); the
     last one is raised. Any other exception is a bug in the caller and propagates as is.
+    ``on_failure`` is told of each failed attempt's error, the last one included (a paired
+    sender's failover timer starts at the first failure, not once the retries ran out).
     """
     deadline = clock() + policy.timeout
     retried_times = 0
@@ -138,6 +141,8 @@ async def run_with_retry(
             return await asyncio.wait_for(operation(remaining), max(remaining, 0.0))
         except _CONVERTIBLE as exc:
             error = from_amqp_error(exc, entity=entity)
+            if on_failure is not None:
+                on_failure(error)
             retried_times += 1
             delay = next_delay(policy, retried_times, error, now=clock(), deadline=deadline)
             if delay is None:

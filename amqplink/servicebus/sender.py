@@ -71,7 +71,12 @@ SendInput = (
 
 class SendFailureHooks(Protocol):
     """What a sender of a paired client does when a send fails (:mod:`.paired.sender`):
-    park the message in a backlog queue, or raise."""
+    park the message in a backlog queue, or raise; and what it learns from each attempt
+    that the retry policy makes after a failure (its failover timer starts at the first)."""
+
+    def attempt_failed(self, error: SendError) -> None: ...
+
+    def retried_send_succeeded(self) -> None: ...
 
     async def send_failed(self, message: SendInput, error: ServiceBusError, timeout: float | None) -> None: ...
 
@@ -88,6 +93,9 @@ class ServiceBusSender(Handler):
     _paired: SendFailureHooks | None = None
     """Set on the senders of a paired client; consulted only once a send has failed (the
     healthy path is the plain sender's)."""
+    attempt_watcher: Callable[[SendError], None] | None = None
+    """Told of the error of each failed attempt of a send, while the retry policy may still
+    try again (an active replication sender's circuit breaker opens at the first)."""
 
     def __init__(
         self,
@@ -222,7 +230,7 @@ class ServiceBusSender(Handler):
                     raise error from exc
             await self._send_again(payload, message_format, error, timeout)
             return
-        await self._retry(self._attempt(payload, message_format), timeout=timeout)
+        await self._retry_send(self._attempt(payload, message_format), timeout)
 
     # -- single sends from concurrent tasks, gathered into batches ------------------------
     def _gather(self, message: ServiceBusMessage) -> asyncio.Future[Any]:
@@ -344,6 +352,32 @@ class ServiceBusSender(Handler):
         """True if a send that failed with ``error`` is tried again (never with ``retry_total=0``)."""
         return error.retryable and self._policy.retry_total > 0
 
+    async def _retry_send(
+        self, operation: Callable[[float], Awaitable[None]], timeout: float | None, tried: int = 0
+    ) -> None:
+        """:meth:`_retry` for a send (not the fast path's first attempt): a paired sender's hooks
+        are told of each failed attempt, and of the success that ends them."""
+        hooks = self._paired
+        on_failure = self._attempt_failed()
+        if on_failure is None:
+            await self._retry(operation, timeout=timeout, tried=tried)
+            return
+        await self._retry(operation, timeout=timeout, tried=tried, on_failure=on_failure)
+        if hooks is not None:
+            hooks.retried_send_succeeded()
+
+    def _attempt_failed(self) -> Callable[[SendError], None] | None:
+        """Who hears of a failed attempt: the paired hooks, the :attr:`attempt_watcher`, or both."""
+        hooks, watcher = self._paired, self.attempt_watcher
+        if hooks is None or watcher is None:
+            return watcher if hooks is None else hooks.attempt_failed
+
+        def both(error: SendError) -> None:
+            hooks.attempt_failed(error)
+            watcher(error)
+
+        return both
+
     def _attempt(self, payload: bytes, message_format: int) -> Callable[[float], Awaitable[None]]:
         async def attempt(_remaining: float) -> None:
             _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)
@@ -353,10 +387,13 @@ class ServiceBusSender(Handler):
     async def _send_again(self, payload: bytes, message_format: int, error: SendError, timeout: float | None) -> None:
         """The retries of a transfer whose first, pipelined attempt failed with ``error``
         (retryable); that attempt counts against ``retry_total``. Server-busy waits >= 4 s."""
+        on_failure = self._attempt_failed()
+        if on_failure is not None:
+            on_failure(error)
         delay = backoff_delay(self._policy, 1, error)
         log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
         await asyncio.sleep(delay)
-        await self._retry(self._attempt(payload, message_format), timeout=timeout, tried=1)
+        await self._retry_send(self._attempt(payload, message_format), timeout, tried=1)
 
     async def _transfer_outcome(self, payload: bytes, message_format: int) -> Any:
         # shielded: the retry's deadline cancels this wait, never the link's outcome future
@@ -549,7 +586,7 @@ class ServiceBusSender(Handler):
     async def _attached(self, timeout: float | None) -> None:
         """Attach the link under the retry policy, unless it is attached already (no Task then)."""
         if not self._ready():
-            await self._retry(lambda _remaining: _noop(), timeout=timeout)
+            await self._retry_send(lambda _remaining: _noop(), timeout)
 
     async def _pipeline(self, batch: ServiceBusMessageBatch) -> tuple[bytes, asyncio.Future[Any]]:
         payload = batch._payload()

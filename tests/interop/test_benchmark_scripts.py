@@ -54,3 +54,11 @@ def test_codec_benchmark_compares_with_proton() -> None:
     out = _run("interop/bench_codec.py", "--count", "200", "--rounds", "1")
     assert re.search(r"^amqplink\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+", out, re.MULTILINE), out
     assert re.search(r"^proton \(C\)\s+\d+.*x (faster|slower)", out, re.MULTILINE), out
+
+
+def test_replication_outage_benchmark_prints_the_three_rows() -> None:
+    out = _run("interop/bench_replication_outage.py", "--seconds", "1", "--tasks", "2")
+    for row in ("both namespaces up", "no breaker (break_for=0)", "circuit breaker"):
+        match = re.search(rf"{re.escape(row)}\s+([\d,.]+)\s+[\d.]+x", out)
+        assert match is not None, out
+    assert "breaker / no breaker" in out

@@ -102,7 +102,7 @@ async def test_active_assigns_one_id_to_both_copies_and_keeps_given_ones() -> No
 async def test_active_succeeds_with_one_namespace_and_raises_with_none() -> None:
     down = _error("amqp:connection:forced")
     a, b = FakeSender("a", down, down), FakeSender("b", None, _error("com.microsoft:server-busy"))
-    sender = ActiveReplicationSender(_s(a), _s(b))
+    sender = ActiveReplicationSender(_s(a), _s(b), break_for=0)  # (no breaker: each send tries both)
     await sender.send_messages(ServiceBusMessage("one copy", message_id="m1"))
     assert b.got == [["m1"]] and sender.degraded == (0,) and sender.counters.sent_to_one == 1
     with pytest.raises(ReplicationError) as raised:

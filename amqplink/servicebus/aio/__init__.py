@@ -11,6 +11,13 @@ async with ServiceBusClient.from_connection_string(conn_str) as client:
 from __future__ import annotations
 
 from amqplink.servicebus.client import ServiceBusClient
+from amqplink.servicebus.localqueue import (
+    LocalQueueCorruptError,
+    LocalQueueError,
+    LocalQueueFullError,
+    LocalQueueOptions,
+    LocalQueueState,
+)
 from amqplink.servicebus.lock_renewer import AutoLockRenewer
 from amqplink.servicebus.paired import BacklogQueueError, PairedNamespaceOptions, PairedState
 from amqplink.servicebus.receiver import ServiceBusReceiver
@@ -24,6 +31,11 @@ __all__ = [
     "ActiveReplicationSender",
     "AutoLockRenewer",
     "BacklogQueueError",
+    "LocalQueueCorruptError",
+    "LocalQueueError",
+    "LocalQueueFullError",
+    "LocalQueueOptions",
+    "LocalQueueState",
     "DedupCounters",
     "DeduplicatingReceiver",
     "Deduplicator",

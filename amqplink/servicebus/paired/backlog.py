@@ -34,6 +34,7 @@ __all__ = [
     "BacklogRotation",
     "ensure_backlog_queues_sync",
     "management_ssl_context",
+    "unreachable",
 ]
 
 log = logging.getLogger(__name__)
@@ -110,22 +111,38 @@ class _Management:
         headers = {"Authorization": self._token()}
         if body is not None:
             headers["Content-Type"] = "application/atom+xml;type=entry;charset=utf-8"
+        started = time.monotonic()
         try:
             self.conn.request(method, path, body=body.encode() if body is not None else None, headers=headers)
             response = self.conn.getresponse()
             text = response.read(64 * 1024).decode("utf-8", "replace")
         except (OSError, http.client.HTTPException) as exc:
             self.conn.close()
+            what = unreachable(exc, self.timeout, time.monotonic() - started)
             raise BacklogQueueError(
-                f"the secondary namespace's management endpoint {self.url} did not answer {method} {name!r}"
-                f" within {self.timeout:.0f} s ({type(exc).__name__}: {exc}); check"
-                " PairedNamespaceOptions.management_endpoint and connection_verify",
+                f"the secondary namespace's management endpoint {self.url} {what} ({method} {name!r};"
+                f" {type(exc).__name__}: {exc}); check PairedNamespaceOptions.management_endpoint and"
+                " connection_verify",
                 error=exc,
             ) from None
         return response.status, text
 
     def close(self) -> None:
         self.conn.close()
+
+
+def unreachable(exc: BaseException, timeout: float, elapsed: float) -> str:
+    """What happened, in words that match the cause: a refused connection is not a silence
+    (issue 32: "a refused connection in 0.1 s is not 'did not answer within 5 s'")."""
+    if isinstance(exc, ConnectionRefusedError):
+        return f"refused the connection (after {elapsed:.1f} s: nothing listens there)"
+    if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError
+        return f"did not answer within {timeout:g} s"
+    if isinstance(exc, ssl.SSLError):
+        return f"failed the TLS handshake after {elapsed:.1f} s (its certificate?)"
+    if isinstance(exc, ConnectionError | http.client.HTTPException):
+        return f"dropped the connection after {elapsed:.1f} s"
+    return f"could not be reached (after {elapsed:.1f} s)"
 
 
 def _failure(status: int, text: str, what: str, url: str) -> BacklogQueueError:
@@ -143,7 +160,14 @@ def ensure_backlog_queues_sync(
 ) -> list[str]:
     """Check each of ``names`` and create those missing; the names created. Idempotent:
     a queue made meanwhile by another client (409) counts as there."""
-    api = _Management(url, secondary, verify, timeout)
+    try:
+        api = _Management(url, secondary, verify, timeout)
+    except (OSError, ssl.SSLError) as exc:  # the CA bundle (connection_verify) cannot be read
+        raise BacklogQueueError(
+            f"the TLS settings for the secondary's management endpoint {url} cannot be used ({type(exc).__name__}:"
+            f" {exc}); check PairedNamespaceOptions.connection_verify",
+            error=exc,
+        ) from None
     created: list[str] = []
     try:
         for name in names:
@@ -196,6 +220,16 @@ class BacklogRotation:
         if self.current is None and self.emptied_at is None:
             self.emptied_at = now
         return self.current
+
+    def pull_all(self, now: float, why: str) -> None:
+        """Every queue out of the rotation at once (they share the secondary's connection, and
+        it failed): the next tier is tried now, not after a failure per queue."""
+        if self.in_rotation:
+            log.warning("paired namespace: %s; every backlog queue pulled from rotation", why)
+        self.in_rotation = []
+        self.current = None
+        if self.emptied_at is None:
+            self.emptied_at = now
 
     def restore_all(self) -> None:
         """Every queue back in rotation: after a failback (a fresh start for the next outage),

@@ -61,7 +61,9 @@ class EntityFailover:
     """One entity's state for one client; every sender of the entity shares it, so that
     "all senders [...] learn of the failure" at once."""
 
-    __slots__ = ("clock", "entity", "failbacks", "failovers", "interval", "on_change", "since", "state")
+    __slots__ = (
+        "clock", "engaged_after", "entity", "failbacks", "failovers", "interval", "on_change", "since", "state",
+    )  # fmt: skip
 
     def __init__(self, entity: str, interval: float, clock: Callable[[], float]) -> None:
         if interval <= 0:
@@ -74,6 +76,8 @@ class EntityFailover:
         """When the timer started (SUSPECT) or the failover engaged (FAILED_OVER)."""
         self.failovers = 0
         self.failbacks = 0
+        self.engaged_after: float | None = None
+        """Seconds from the first failed attempt to the last failover's engagement (measured)."""
         self.on_change: Callable[[EntityFailover], None] | None = None
         """Called after each change of :attr:`state`."""
 
@@ -112,6 +116,7 @@ class EntityFailover:
             now = self.clock() if now is None else now
             if now - self.since >= self.interval:
                 self.failovers += 1
+                self.engaged_after = now - self.since
                 self._set(FAILED_OVER, now)
         return self.state is FAILED_OVER
 

@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import ipaddress
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 
 from amqplink.servicebus.connection_string import ServiceBusConnectionString, parse_connection_string
@@ -71,6 +72,10 @@ class PairedNamespaceOptions:
             raise ValueError(f"backlog_queue_count must be a positive int, not {self.backlog_queue_count!r}")
         for name in ("failover_interval", "ping_primary_interval", "syphon_wait"):
             _seconds(getattr(self, name), name)
+        if self.management_endpoint:
+            parts = urllib.parse.urlsplit(self.management_endpoint)
+            if parts.scheme not in ("https", "http") or not parts.hostname:
+                raise ValueError(f"management_endpoint must be an https:// URL, not {self.management_endpoint!r}")
         if not self.management_timeout > 0:
             raise ValueError(f"management_timeout must be positive, not {self.management_timeout!r}")
 

@@ -15,29 +15,30 @@ import logging
 import random
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.errors import AMQPError
 from amqplink.message import Message
 from amqplink.sbwire.formats import PING_CONTENT_TYPE
 from amqplink.servicebus._base import ConnectionHolder
-from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
+from amqplink.servicebus.amqp import AmqpAnnotatedMessage
+from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusConnectionError, ServiceBusError
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, iter_outgoing
 from amqplink.servicebus.paired.backlog import BacklogQueueError, BacklogRotation, ensure_backlog_queues_sync
 from amqplink.servicebus.paired.failover import FAILED_OVER, SUSPECT, EntityFailover
 from amqplink.servicebus.paired.options import PairedNamespaceOptions, backlog_queue_name, namespace_label
 from amqplink.servicebus.paired.parking import park
 from amqplink.servicebus.retry import RetryPolicy
-from amqplink.servicebus.sender import ServiceBusSender
+from amqplink.servicebus.sender import ServiceBusSender, _materialize
 
 if TYPE_CHECKING:
     from amqplink.servicebus.client import ServiceBusClient
     from amqplink.servicebus.paired.sender import PairedSender
     from amqplink.servicebus.paired.syphon import Syphon
 
-__all__ = ["PING_CONTENT_TYPE", "PairedState", "Pairing", "outgoing_list"]
+__all__ = ["PING_CONTENT_TYPE", "REPEATABLE", "PairedState", "Pairing", "listed", "outgoing_list", "settle"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,23 @@ class PairedState:
     failovers: int
     failbacks: int
     syphon_running: bool
+    backlog_checked: bool = False
+    """True once the backlog queues were checked (and the missing ones created)."""
+    backlog_error: str | None = None
+    """Why the last check of the backlog queues failed (it is tried again every ping interval)."""
+    last_error: str | None = None
+    """The last error a send to a backlog queue met."""
+    last_failover_at: float | None = None
+    """Wall-clock time (``time.time()``) of the last failover engaged."""
+    last_failback_at: float | None = None
+    primary_label: str = ""
+    """The primary's name in the backlog queues' paths (``contoso``, ``127-0-0-1-5672``)."""
+    syphon_moved: Mapping[str, int] = field(default_factory=dict)
+    """Messages this process's syphon moved, per backlog queue."""
+    syphon_faulted: int = 0
+    """Partner connections the syphon's close/fault coordination faulted."""
+    syphon_oldest: Mapping[str, float] = field(default_factory=dict)
+    """Per backlog queue, when the oldest message the syphon last received was parked (Unix s)."""
 
 
 def outgoing_list(message: Any) -> list[ServiceBusMessage]:
@@ -72,6 +90,18 @@ def outgoing_list(message: Any) -> list[ServiceBusMessage]:
     if isinstance(message, ServiceBusMessageBatch):
         return [ServiceBusMessage._wrap(Message.decode(encoded)) for encoded in message._encoded]
     return list(iter_outgoing(message))
+
+
+REPEATABLE = (ServiceBusMessage, AmqpAnnotatedMessage, ServiceBusMessageBatch, Mapping, Message, list, tuple)
+"""What can be read again after a failed attempt (anything else, an iterable or an async
+iterable, is read into a list first)."""
+
+
+async def listed(message: Any) -> list[ServiceBusMessage]:
+    """:func:`outgoing_list` of what ``send_messages`` takes, an iterable or async iterable read first."""
+    if not isinstance(message, REPEATABLE):
+        message = await _materialize(message)
+    return outgoing_list(message)
 
 
 class Pairing:
@@ -106,7 +136,17 @@ class Pairing:
         self.syphoned = 0
         self.pings_sent = 0
         self.pings_accepted = 0
-        self._start_lock: asyncio.Lock | None = None
+        self.last_failover_at: float | None = None
+        """Wall-clock time (``time.time()``) of the last failover engaged, of any entity."""
+        self.last_failback_at: float | None = None
+        self.last_error: str | None = None
+        """The last error a send to the primary or to a backlog queue met (for an operator)."""
+        self.backlog_ready = False
+        """True once the backlog queues were checked (and the missing ones created)."""
+        self.backlog_error: BacklogQueueError | None = None
+        """Why the last check of the backlog queues failed (None: it did not, or none ended yet)."""
+        self._checking: asyncio.Task[None] | None = None
+        self._first_check = asyncio.Event()
         self._backlog_senders: dict[str, ServiceBusSender] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._pings: dict[str, asyncio.Task[None]] = {}
@@ -118,38 +158,62 @@ class Pairing:
 
     # -- start and close ----------------------------------------------------------------
     async def start(self) -> None:
-        """Check the backlog queues and create the missing ones (once); start the syphon if
-        enabled. A missing or failing management endpoint raises :class:`BacklogQueueError`
-        (bounded by ``management_timeout`` per call); the next send tries again."""
+        """Make the secondary's client, start the syphon if enabled, and start checking the
+        backlog queues (creating the missing ones) in the background: an unreachable
+        secondary never stops sends to a healthy primary (issue 32). A failed check is
+        logged, shown in :meth:`state` and tried again every ``ping_primary_interval``."""
         if self.started:
             return
-        if self._start_lock is None:
-            self._start_lock = asyncio.Lock()
-        async with self._start_lock:
-            if self.started:
-                return
-            if self.closed:
-                raise ServiceBusError("the paired client is closed")
-            o = self.options
-            await asyncio.to_thread(
-                ensure_backlog_queues_sync,
-                self.names,
-                o.management_url,
-                o.secondary,
-                o.connection_verify,
-                o.management_timeout,
-            )
-            self.secondary = self._secondary_client()
-            if o.enable_syphon:
-                from amqplink.servicebus.paired.syphon import Syphon
+        if self.closed:
+            raise ServiceBusError("the paired client is closed")
+        self.secondary = self._secondary_client()
+        if self.options.enable_syphon:
+            from amqplink.servicebus.paired.syphon import Syphon
 
-                self.syphon = Syphon(self)
-                self.syphon.start()
-            self.started = True
-            for senders in self._senders.values():
-                for sender in senders:
-                    sender.reroute()
-            log.info("paired namespace: %d backlog queue(s) ready in %s", len(self.names), o.secondary.amqp_url)
+            self.syphon = Syphon(self)
+            self.syphon.start()
+        self.started = True
+        self._checking = self.keep(asyncio.get_running_loop().create_task(self._check_backlog()))
+        for senders in self._senders.values():
+            for sender in senders:
+                sender.reroute()
+
+    async def backlog_checked(self) -> None:
+        """Wait for the first check of the backlog queues to end, however it ends (never raises:
+        its failure is in :attr:`backlog_error`)."""
+        await self.start()
+        await self._first_check.wait()  # the check's own calls are bounded by management_timeout
+
+    async def _check_backlog(self) -> None:
+        """Check the backlog queues (``GET``, ``PUT`` if missing) until it succeeds once: every
+        ``ping_primary_interval`` after a failure, logged when it first fails and when it works."""
+        o = self.options
+        try:
+            while not self.closed:
+                try:
+                    await asyncio.to_thread(
+                        ensure_backlog_queues_sync, self.names, o.management_url, o.secondary, o.connection_verify,
+                        o.management_timeout,
+                    )  # fmt: skip
+                except BacklogQueueError as exc:
+                    self._first_check.set()
+                    if self.backlog_error is None:
+                        log.warning(
+                            "paired namespace: the backlog queues could not be checked (%s); sends to the primary"
+                            " go on, parking will try them as they are; checking again every %g s",
+                            exc, self.ping_seconds,
+                        )  # fmt: skip
+                    self.backlog_error = exc
+                    await asyncio.sleep(self.ping_seconds)
+                    continue
+                if self.backlog_error is not None:
+                    log.warning("paired namespace: the backlog queues are checked now (the management API answers)")
+                self.backlog_error = None
+                self.backlog_ready = True
+                log.info("paired namespace: %d backlog queue(s) ready in %s", len(self.names), o.secondary.amqp_url)
+                return
+        finally:
+            self._first_check.set()  # however the check ends (closed, cancelled), nobody waits on it
 
     def _secondary_client(self) -> ServiceBusClient:
         from amqplink.servicebus.client import ServiceBusClient
@@ -167,6 +231,7 @@ class Pairing:
     async def close(self) -> None:
         """Stop timers, pings and the syphon; close the backlog senders and the secondary client."""
         self.closed = True
+        self._first_check.set()  # (nobody waits for a check that will not end)
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
@@ -224,22 +289,37 @@ class Pairing:
             failovers=sum(f.failovers for f in entities),
             failbacks=sum(f.failbacks for f in entities),
             syphon_running=self.syphon is not None and self.syphon.running,
+            backlog_checked=self.backlog_ready,
+            backlog_error=None if self.backlog_error is None else str(self.backlog_error),
+            last_error=self.last_error,
+            last_failover_at=self.last_failover_at,
+            last_failback_at=self.last_failback_at,
+            primary_label=self.label,
+            syphon_moved={} if self.syphon is None else dict(self.syphon.moved),
+            syphon_faulted=0 if self.syphon is None else self.syphon.faulted,
+            syphon_oldest={} if self.syphon is None else dict(self.syphon.oldest),
         )
 
     def primary_failed(self, failover: EntityFailover, error: BaseException) -> bool:
         """A send to the primary failed; True if the message is to be parked instead."""
         was = failover.state
-        now_failed_over = failover.failed(error)
-        if now_failed_over:
+        if failover.failed(error):
             if was is not FAILED_OVER:
                 self._engaged(failover, error)
-        elif failover.state is SUSPECT and failover.entity not in self._timers:
+            return True
+        if failover.state is SUSPECT and failover.entity not in self._timers:
             remaining = failover.remaining() or 0.0
             loop = asyncio.get_running_loop()
             self._timers[failover.entity] = loop.call_later(remaining, self._timer_fired, failover, error)
             log.info("%s: send failed (%s); failover in %.1f s unless a send succeeds", failover.entity, error,
                      remaining)  # fmt: skip
-        return now_failed_over
+        return False
+
+    def attempt_failed(self, failover: EntityFailover, error: BaseException) -> None:
+        """One attempt of a send to the primary failed and the retry policy may try again: the
+        failover timer starts now, at the first failure (seed 001: "upon receiving a
+        non-transient failure, a timer starts"), not once the retries ran out."""
+        self.primary_failed(failover, error)
 
     def _timer_fired(self, failover: EntityFailover, error: BaseException) -> None:
         self._timers.pop(failover.entity, None)
@@ -253,9 +333,11 @@ class Pairing:
         timer = self._timers.pop(failover.entity, None)
         if timer is not None:
             timer.cancel()
+        self.last_failover_at = time.time()
         log.warning(
-            "%s: failover engaged after %.1f s without a successful send (%s); parking in the secondary namespace",
-            failover.entity, failover.interval, error,
+            "%s: failover engaged: no send succeeded for %.1f s since the first failed attempt (failover_interval"
+            " %.1f s; last error: %s); parking in the secondary namespace",
+            failover.entity, failover.engaged_after or 0.0, failover.interval, error,
         )  # fmt: skip
         if failover.entity not in self._pings and not self.closed:
             task = asyncio.get_running_loop().create_task(self._ping(failover))
@@ -263,13 +345,18 @@ class Pairing:
 
     # -- parking ------------------------------------------------------------------------
     async def _backlog_sender(self, name: str) -> ServiceBusSender:
+        """The sender to backlog queue ``name``, attached. One attempt, no retries: a queue that
+        fails leaves the rotation at once (issue 32: a retry budget per queue kept senders
+        waiting 98 s while ten queues failed in turn). A failed queue's sender is kept (it
+        attaches again when the queue is back in rotation): closing it under parks that still
+        hold it made them fail with a ValueError."""
         sender = self._backlog_senders.get(name)
         if sender is None or sender._closed:
             await self.start()
             assert self.secondary is not None
-            sender = self._backlog_senders[name] = ServiceBusSender(
-                self.secondary._holder, name, policy=self.secondary._policy
-            )
+            policy = dataclasses.replace(self.secondary._policy, retry_total=0)
+            sender = self._backlog_senders[name] = ServiceBusSender(self.secondary._holder, name, policy=policy)
+        if not sender._ready():
             await sender._retry(_attached)  # learn the queue's max message size
         return sender
 
@@ -281,23 +368,25 @@ class Pairing:
         return (await self._backlog_sender(name)).max_message_size
 
     async def park(self, entity: str, messages: Iterable[ServiceBusMessage], timeout: float | None = None) -> None:
-        """Send ``messages`` (bound for ``entity``) to the current backlog queue; a queue that
-        fails is pulled from rotation and the next one tried; none left: raise."""
+        """Send ``messages`` (bound for ``entity``) to the current backlog queue; a queue whose
+        attempt fails is pulled from rotation and the next one tried (every queue at once when
+        the secondary namespace cannot be reached: they share its connection); none left:
+        :class:`BacklogQueueError`, naming ``entity``. Every error is a ``ServiceBusError``."""
         originals = list(messages)
         last: BaseException | None = None
         rotation = self.rotation
         if rotation.emptied_at is not None and self.clock() - rotation.emptied_at >= self.ping_seconds:
             log.info("paired namespace: trying every backlog queue again")
             rotation.restore_all()
+        await self.start()
+        if not self._first_check.is_set():
+            await self._first_check.wait()  # a fresh client: the queues are being created
         while True:
             name = rotation.current
             if name is None:
-                raise BacklogQueueError(
-                    f"the primary entity is failed over and every backlog queue of {self.options.secondary.amqp_url}"
-                    f" failed (last: {last}); {len(originals)} message(s) not sent: retry later",
-                    entity=entity,
-                    error=last,
-                )
+                raise self._none_left(entity, len(originals), last)
+            if self.closed:
+                raise ServiceBusError(f"the client is closed: {len(originals)} message(s) not parked", entity=entity)
             try:
                 sender = await self._backlog_sender(name)
                 parked = [park(m, entity, sender.max_message_size) for m in originals]
@@ -305,37 +394,45 @@ class Pairing:
                 await sender.send_messages(parked[0] if len(parked) == 1 else parked, timeout=timeout)
             except MessageSizeExceededError:
                 raise
-            except BacklogQueueError:  # the management endpoint failed at start
-                raise
             except (ServiceBusError, AMQPError, OSError) as exc:
                 last = exc
-                log.warning("%s: backlog queue %r failed (%s)", entity, name, exc)
-                rotation.pull(name, self.clock())
-                failed = self._backlog_senders.pop(name, None)
-                if failed is not None:
-                    self.keep(asyncio.get_running_loop().create_task(failed.close()))
+                self.last_error = f"{name}: {exc}"
+                if name in rotation.in_rotation:  # (other parks may have pulled it meanwhile)
+                    log.warning("%s: backlog queue %r failed (%s)", entity, name, exc)
+                if isinstance(exc, ServiceBusConnectionError):
+                    rotation.pull_all(self.clock(), f"the secondary namespace could not be reached ({exc})")
+                else:
+                    rotation.pull(name, self.clock())
                 continue
             self.parked += len(parked)
             return
 
-    async def park_nowait(self, entity: str, message: ServiceBusMessage) -> asyncio.Future[None]:
-        """:meth:`park` for ``send_nowait``: a future for the parked message's outcome."""
+    def _none_left(self, entity: str, count: int, last: BaseException | None) -> BacklogQueueError:
+        where = self.options.secondary.amqp_url
+        checked = (
+            "" if self.backlog_error is None else f"; the backlog queues could not be checked: {self.backlog_error}"
+        )
+        hint = "" if self.client.local_queue_state is not None else " (or give the client a local_queue)"
+        return BacklogQueueError(
+            f"the primary entity is failed over and every backlog queue of {where} failed (last:"
+            f" {last or self.last_error}{checked}); {count} message(s) not sent: retry later{hint}",
+            entity=entity,
+            error=last,
+            retryable=True,
+        )
+
+    async def park_nowait(
+        self,
+        entity: str,
+        message: ServiceBusMessage,
+        *,
+        park: Callable[[list[ServiceBusMessage], float | None], Awaitable[None]] | None = None,
+    ) -> asyncio.Future[None]:
+        """:meth:`park` for ``send_nowait``: a future for the parked message's outcome
+        (``park``: what parks it instead, e.g. a sender's, with its local queue behind)."""
         result: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        async def parking() -> None:
-            try:
-                await self.park(entity, [message])
-            except asyncio.CancelledError:  # the client is closing: the caller's future says so
-                result.cancel()
-                raise
-            except Exception as exc:
-                if not result.done():
-                    result.set_exception(exc)
-                return
-            if not result.done():
-                result.set_result(None)
-
-        self.keep(asyncio.get_running_loop().create_task(parking()))
+        parking = self.park(entity, [message]) if park is None else park([message], None)
+        self.keep(asyncio.get_running_loop().create_task(settle(result, parking)))
         return result
 
     # -- pings --------------------------------------------------------------------------
@@ -360,12 +457,29 @@ class Pairing:
                     continue
                 self.pings_accepted += 1
                 if failover.ping_accepted():
+                    self.last_failback_at = time.time()
                     log.warning("%s: the primary accepted a ping; sending to it again (failback)", entity)
                     if not any(f.state is FAILED_OVER for f in self.entities.values()):
                         self.rotation.restore_all()
         finally:
             self._pings.pop(entity, None)
             await sender.close()
+
+
+async def settle(result: asyncio.Future[None], work: Awaitable[None]) -> None:
+    """Await ``work`` and hand its outcome to ``result`` (the future a ``send_nowait`` returned):
+    None, its exception, or its cancellation (the client closing)."""
+    try:
+        await work
+    except asyncio.CancelledError:
+        result.cancel()
+        raise
+    except Exception as exc:
+        if not result.done():
+            result.set_exception(exc)
+        return
+    if not result.done():
+        result.set_result(None)
 
 
 async def _attached(_remaining: float) -> None:

@@ -26,22 +26,16 @@ from typing import Any
 
 from amqplink.message import Message
 from amqplink.servicebus._base import ConnectionHolder
-from amqplink.servicebus.amqp import AmqpAnnotatedMessage
 from amqplink.servicebus.exceptions import ServiceBusError
-from amqplink.servicebus.message import (
-    ServiceBusMessage,
-    ServiceBusMessageBatch,
-    to_outgoing,
-)
+from amqplink.servicebus.localqueue.queue import LocalQueue
+from amqplink.servicebus.localqueue.sender import done_future, route, store_failed_nowait, store_or_raise, stored_first
+from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessage, ServiceBusMessageBatch, to_outgoing
 from amqplink.servicebus.paired.failover import FAILED_OVER, HEALTHY, SUSPECT, counts_for_failover
-from amqplink.servicebus.paired.pairing import Pairing, outgoing_list
+from amqplink.servicebus.paired.pairing import Pairing, listed, outgoing_list
 from amqplink.servicebus.retry import RetryPolicy
-from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, SendError, SendInput, ServiceBusSender, _materialize
+from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, SendError, SendInput, ServiceBusSender
 
 __all__ = ["PairedSender"]
-
-_REPEATABLE = (ServiceBusMessage, AmqpAnnotatedMessage, ServiceBusMessageBatch, Mapping, Message, list, tuple)
-"""What can be parked as is after a failed attempt (anything else is read into a list first)."""
 
 
 class PairedSender(ServiceBusSender):
@@ -59,6 +53,7 @@ class PairedSender(ServiceBusSender):
         topic_name: str | None = None,
         client_identifier: str | None = None,
         socket_timeout: float | None = None,
+        local: LocalQueue | None = None,
     ) -> None:
         super().__init__(
             holder, entity_name, policy=policy, max_in_flight=max_in_flight, queue_name=queue_name,
@@ -67,18 +62,18 @@ class PairedSender(ServiceBusSender):
         self._pairing = pairing
         self._failover = pairing.entity(entity_name)
         self._paired = self
+        self._local = local
+        """The client's local queue: the tier after the backlog queues (None: none)."""
         pairing.register(self)
+        if local is not None:
+            local.register(self)
 
     def reroute(self) -> None:
         """The plain methods while the entity is healthy (and the backlog queues were
         checked); the routed ones otherwise."""
-        attributes = vars(self)
-        if self._pairing.started and self._failover.state is HEALTHY:
-            attributes.pop("send_messages", None)
-            attributes.pop("send_nowait", None)
-        else:
-            attributes["send_messages"] = self._routed_send_messages
-            attributes["send_nowait"] = self._routed_send_nowait
+        local = self._local
+        healthy = self._pairing.started and self._failover.state is HEALTHY
+        route(self, plain=healthy and (local is None or local.lets_through(self.entity_name)))
 
     async def _open_for_context(self) -> None:
         """``async with``: the backlog queues are checked (a clear error if the management
@@ -86,6 +81,8 @@ class PairedSender(ServiceBusSender):
         pairing = self._pairing
         if not pairing.started:
             await pairing.start()
+        if self._local is not None:
+            await self._local.start()  # a damaged local queue raises here
         if self._failover.state is FAILED_OVER:
             return
         try:
@@ -108,19 +105,26 @@ class PairedSender(ServiceBusSender):
                 if not counts_for_failover(exc):
                     raise
         self._check_not_closed()
-        return ServiceBusMessageBatch(max_size_in_bytes or await self._pairing.backlog_max_size())
+        if max_size_in_bytes:
+            return ServiceBusMessageBatch(max_size_in_bytes)
+        try:
+            return ServiceBusMessageBatch(await self._pairing.backlog_max_size())
+        except ServiceBusError:
+            if self._local is None:
+                raise
+            return ServiceBusMessageBatch(MAX_MESSAGE_LENGTH_BYTES)  # (it may be stored locally)
 
     # -- the routed methods (not healthy, or not started) ------------------------------------
     async def _routed_send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
         pairing = self._pairing
         if not pairing.started:
             await pairing.start()
+        if self._local is not None and await stored_first(self._local, self, message):
+            return
         failover = self._failover
         if failover.state is FAILED_OVER:
             self._check_not_closed()
-            if not isinstance(message, _REPEATABLE):
-                message = await _materialize(message)
-            await pairing.park(self.entity_name, outgoing_list(message), timeout)
+            await self._park(await listed(message), timeout)
             return
         await ServiceBusSender.send_messages(self, message, timeout=timeout)  # a failure: send_failed
         if failover.state is SUSPECT:
@@ -132,9 +136,11 @@ class PairedSender(ServiceBusSender):
         pairing = self._pairing
         if not pairing.started:
             await pairing.start()
+        if self._local is not None and await stored_first(self._local, self, to_outgoing(message)):
+            return done_future()
         if self._failover.state is FAILED_OVER:
             self._check_not_closed()
-            return await pairing.park_nowait(self.entity_name, to_outgoing(message))
+            return await self._park_nowait(to_outgoing(message))
         result = await ServiceBusSender.send_nowait(self, message)
         if self._failover.state is SUSPECT:
             result.add_done_callback(self._note_outcome)
@@ -145,24 +151,54 @@ class PairedSender(ServiceBusSender):
             self._failover.succeeded()
 
     # -- SendFailureHooks: a send to the primary failed -------------------------------------
+    def attempt_failed(self, error: SendError) -> None:
+        """One attempt on the primary failed (more may follow): the failover timer starts."""
+        self._pairing.attempt_failed(self._failover, error)
+
+    def retried_send_succeeded(self) -> None:
+        """A send whose attempts had failed went through: the timer stops (while SUSPECT)."""
+        self._failover.succeeded()
+
     async def send_failed(self, message: SendInput, error: ServiceBusError, timeout: float | None) -> None:
-        """Park ``message`` if failover is (now) engaged for the entity; raise ``error`` otherwise."""
+        """Park ``message`` if failover is (now) engaged for the entity; raise ``error`` otherwise
+        (with a local queue: store it there, if it shields from the error)."""
         if not self._pairing.primary_failed(self._failover, error):
-            raise error
+            if self._local is None:
+                raise error
+            await store_or_raise(self._local, self.entity_name, message, error)
+            return
         self._check_not_closed()
-        await self._pairing.park(self.entity_name, outgoing_list(message), timeout)
+        await self._park(outgoing_list(message), timeout)
+
+    async def _park(self, messages: list[ServiceBusMessage], timeout: float | None) -> None:
+        """Park ``messages``; when no backlog queue takes them, into the local queue (if any)."""
+        try:
+            await self._pairing.park(self.entity_name, messages, timeout)
+        except ServiceBusError as exc:
+            if self._local is None:
+                raise
+            await store_or_raise(self._local, self.entity_name, messages, exc)
+
+    async def _park_nowait(self, message: ServiceBusMessage) -> asyncio.Future[None]:
+        return await self._pairing.park_nowait(self.entity_name, message, park=self._park)
 
     async def nowait_refused(self, message: ServiceBusMessage, error: SendError) -> asyncio.Future[None]:
         """``send_nowait`` could not hand ``message`` to the primary: park it, or raise."""
         if not self._pairing.primary_failed(self._failover, error):
-            raise error
-        return await self._pairing.park_nowait(self.entity_name, message)
+            if self._local is None or not isinstance(error, ServiceBusError):
+                raise error
+            await store_or_raise(self._local, self.entity_name, [message], error)
+            return done_future()
+        return await self._park_nowait(message)
 
     def nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None:
         """The primary's outcome for a ``send_nowait`` failed: park it (``result`` gets the
         parking's outcome), or hand ``result`` the error."""
         if not self._pairing.primary_failed(self._failover, error):
-            result.set_exception(error)
+            if self._local is None:
+                result.set_exception(error)
+            else:
+                store_failed_nowait(self._local, result, error, message, self.entity_name)
             return
 
         def parked(done: asyncio.Future[None]) -> None:
@@ -177,6 +213,6 @@ class PairedSender(ServiceBusSender):
                 result.set_result(None)
 
         async def park() -> None:
-            (await self._pairing.park_nowait(self.entity_name, message)).add_done_callback(parked)
+            (await self._park_nowait(message)).add_done_callback(parked)
 
         self._pairing.keep(asyncio.get_running_loop().create_task(park()))

@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.connection import Connection
@@ -67,10 +67,17 @@ class Syphon:
         self.wait = pairing.options.syphon_wait_seconds
         self.backoff = min(MAX_BACKOFF, pairing.ping_seconds)
         self.forwarded = 0
+        self.moved: Counter[str] = Counter()
+        """Messages moved to their destination, per backlog queue."""
+        self.oldest: dict[str, float] = {}
+        """Per backlog queue, when the oldest message of the last batch received was parked (Unix
+        seconds): a batch the destination keeps refusing is received again, so its age grows."""
         self.faulted = 0
         """Times a partner connection was faulted by the close/fault coordination."""
         self._senders: OrderedDict[str, ServiceBusSender] = OrderedDict()
         """Senders to the destinations, least recently used first (at most :data:`MAX_DESTINATIONS`)."""
+        self._in_use: Counter[str] = Counter()
+        """Forwards in flight per destination (their senders are not closed under them)."""
         self._closing: set[asyncio.Task[None]] = set()
         self._receivers: list[ServiceBusReceiver] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -110,11 +117,18 @@ class Syphon:
                 log.info("syphon: receiving from %r failed (%s); again in %.1f s", name, exc, self.backoff)
                 await asyncio.sleep(self.backoff)
                 continue
+            times = [m.enqueued_time_utc for m in batch if m.enqueued_time_utc is not None]
+            if times:
+                self.oldest[name] = min(times).timestamp()
+            elif not batch:
+                self.oldest.pop(name, None)  # (nothing came within the wait: the queue is empty)
             if batch and not await self._forward(receiver, batch):
                 await asyncio.sleep(self.backoff)  # the destination refused: give it time
 
     async def _forward(self, receiver: ServiceBusReceiver, batch: list[ServiceBusReceivedMessage]) -> bool:
-        """Forward ``batch``; complete what the primary accepted, abandon the rest. True if all went."""
+        """Forward ``batch``, each message completed as soon as the primary accepted its forward
+        (so a crash repeats at most the forwards in flight, not the batch), abandoned if the
+        forward failed. True if all went."""
         renewing = asyncio.get_running_loop().create_task(self._renew(receiver, batch))
         try:
             moves: list[tuple[ServiceBusReceivedMessage, str, ServiceBusMessage]] = []
@@ -126,37 +140,55 @@ class Syphon:
                     await _settle(receiver.dead_letter_message(message, "NotParked", str(exc)))
                     continue
                 moves.append((message, destination, restored))
-            outcomes = await asyncio.gather(*(self._send(d, m) for _, d, m in moves), return_exceptions=True)
-            completions: list[Any] = []
-            abandons: list[Any] = []
-            for (message, destination, _), outcome in zip(moves, outcomes, strict=True):
-                if isinstance(outcome, BaseException):
-                    log.info("syphon: forwarding to %r failed (%s); abandoned", destination, outcome)
-                    abandons.append(receiver.abandon_message(message))
-                else:
-                    completions.append(receiver.complete_message(message))
-            completed = await asyncio.gather(*(_settle(c) for c in completions))
-            await asyncio.gather(*(_settle(a) for a in abandons))
-            done = sum(completed)  # a forward whose completion failed comes again (at least once)
-            self.forwarded += done
-            self.pairing.syphoned += done
-            return not abandons
+            moved = await asyncio.gather(*(self._move(receiver, *move) for move in moves))
+            return all(ok is not None for ok in moved)
         finally:
             renewing.cancel()
+
+    async def _move(
+        self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage, destination: str,
+        restored: ServiceBusMessage,
+    ) -> bool | None:  # fmt: skip
+        """One parked message: forwarded, then completed at once. True: moved; False: forwarded,
+        its completion failed (it comes again); None: the forward failed (abandoned)."""
+        try:
+            await self._send(destination, restored)
+        except (*_Errors, ValueError) as exc:  # (ValueError: a sender closed by the client's close)
+            log.info("syphon: forwarding to %r failed (%s); abandoned", destination, exc)
+            await _settle(receiver.abandon_message(message))
+            return None
+        if not await _settle(receiver.complete_message(message)):
+            return False  # forwarded, not completed: it comes again (at least once)
+        self.forwarded += 1
+        self.moved[receiver.entity_name] += 1
+        self.pairing.syphoned += 1
+        return True
 
     async def _send(self, destination: str, message: ServiceBusMessage) -> None:
         sender = self._senders.get(destination)
         if sender is None or sender._closed:
             policy = dataclasses.replace(self.policy, retry_total=0)
             sender = self._senders[destination] = ServiceBusSender(self.primary, destination, policy=policy)
-            if len(self._senders) > MAX_DESTINATIONS:  # the least recently used one goes
-                _, oldest = self._senders.popitem(last=False)
-                closing = asyncio.get_running_loop().create_task(oldest.close())
-                self._closing.add(closing)
-                closing.add_done_callback(self._closing.discard)
         else:
             self._senders.move_to_end(destination)
-        await sender.send_messages(message)
+        self._in_use[destination] += 1
+        try:
+            self._evict()
+            await sender.send_messages(message)
+        finally:
+            self._in_use[destination] -= 1
+            if not self._in_use[destination]:
+                del self._in_use[destination]
+                self._evict()  # (the ones kept while in use beyond the bound go once idle)
+
+    def _evict(self) -> None:
+        """Close the least recently used senders beyond :data:`MAX_DESTINATIONS`, never one that
+        a forward still uses (closing it under a send made it fail)."""
+        idle = [name for name in self._senders if name not in self._in_use]
+        for name in idle[: max(0, len(self._senders) - MAX_DESTINATIONS)]:
+            closing = asyncio.get_running_loop().create_task(self._senders.pop(name).close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
 
     async def _renew(self, receiver: ServiceBusReceiver, batch: list[ServiceBusReceivedMessage]) -> None:
         """Keep the batch's locks while it is being forwarded (one task per batch)."""

@@ -17,6 +17,7 @@ from amqplink.servicebus import blocking
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.servicebus.replication import receiver as aio_receiver
 from amqplink.servicebus.replication import senders as aio_senders
+from amqplink.servicebus.replication.breaker import DEFAULT_BREAK_FOR, BreakerState
 from amqplink.servicebus.replication.dedup import Deduplicator
 from amqplink.sync import _run
 
@@ -47,8 +48,14 @@ class ActiveReplicationSender(_Blocking):
 
     _aio: aio_senders.ActiveReplicationSender
 
-    def __init__(self, primary: blocking.ServiceBusSender, secondary: blocking.ServiceBusSender) -> None:
-        self._aio = aio_senders.ActiveReplicationSender(primary._aio, secondary._aio)
+    def __init__(
+        self,
+        primary: blocking.ServiceBusSender,
+        secondary: blocking.ServiceBusSender,
+        *,
+        break_for: float = DEFAULT_BREAK_FOR,
+    ) -> None:
+        self._aio = aio_senders.ActiveReplicationSender(primary._aio, secondary._aio, break_for=break_for)
         self.senders = (primary, secondary)
 
     def __enter__(self) -> ActiveReplicationSender:
@@ -63,6 +70,11 @@ class ActiveReplicationSender(_Blocking):
     def degraded(self) -> tuple[int, ...]:
         """Indexes of the namespaces whose last send failed."""
         return self._aio.degraded
+
+    @property
+    def breakers(self) -> tuple[BreakerState, BreakerState]:
+        """Each namespace's circuit breaker (``open``: skipped after an outage error)."""
+        return _run(_breakers(self._aio))
 
     def send_messages(self, message: aio_senders.SendInput, *, timeout: float | None = None) -> None:
         """Send to both namespaces; raises ``ReplicationError`` when neither accepted."""
@@ -179,3 +191,7 @@ class DeduplicatingReceiver(_Blocking):
     def renew_message_lock(self, message: ServiceBusReceivedMessage, *, timeout: float | None = None) -> dt.datetime:
         """Renew its lock in the namespace it came from."""
         return _run(self._aio.renew_message_lock(message, timeout=timeout))
+
+
+async def _breakers(sender: aio_senders.ActiveReplicationSender) -> tuple[BreakerState, BreakerState]:
+    return sender.breakers  # read on the loop thread, where they change

@@ -14,6 +14,7 @@ client's retries to run out before the other namespace's answer counts.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Self
 from amqplink.message import Message
 from amqplink.servicebus.exceptions import ServiceBusError
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, iter_outgoing, new_message_id
+from amqplink.servicebus.replication.breaker import DEFAULT_BREAK_FOR, BreakerState, Circuit, CircuitBreaker
 from amqplink.servicebus.replication.outage import ReplicationError, suggests_outage
 from amqplink.servicebus.sender import ServiceBusSender
 
@@ -75,6 +77,15 @@ def prepare_messages(message: SendInput) -> list[ServiceBusMessage]:
         if outgoing.message_id is None:
             outgoing.message_id = new_message_id()
     return messages
+
+
+def _release(waiter: asyncio.Future[None], *_: object) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _accepted(copy: asyncio.Future[None]) -> bool:
+    return copy.done() and not copy.cancelled() and copy.exception() is None
 
 
 def _payload(messages: list[ServiceBusMessage]) -> ServiceBusMessage | list[ServiceBusMessage]:
@@ -140,14 +151,27 @@ class ActiveReplicationSender(_TwoSenders):
     only in part raises: some of its messages may be in neither).
 
     Both copies are sent at once (latency: the slower namespace's, cost: twice the
-    operations, as the seed notes). The two senders are used, not owned:
-    :meth:`close` closes both.
+    operations, as the seed notes). A namespace whose send failed with an outage error is
+    skipped for ``break_for`` seconds (:mod:`.breaker`; 0: never skipped), then probed in
+    the background; while one is skipped every send waits on the other only. The two
+    senders are used, not owned: :meth:`close` closes both.
     """
 
-    def __init__(self, primary: ServiceBusSender, secondary: ServiceBusSender) -> None:
+    def __init__(
+        self, primary: ServiceBusSender, secondary: ServiceBusSender, *, break_for: float = DEFAULT_BREAK_FOR
+    ) -> None:
         super().__init__(primary, secondary, "active")
         self.senders = (primary, secondary)
         self._log = _Logged()
+        self._breakers = (CircuitBreaker(break_for), CircuitBreaker(break_for))
+        self._probes: dict[int, asyncio.Task[None]] = {}
+        self._waiters: tuple[set[asyncio.Future[None]], set[asyncio.Future[None]]] = (set(), set())
+        """Sends waiting for a copy to the namespace, released when its breaker opens."""
+        self._background: set[asyncio.Future[None]] = set()
+        """Copies no send waits for any more (their namespace's breaker opened while they ran)."""
+        if break_for:
+            for index, sender in enumerate(self.senders):
+                sender.attempt_watcher = functools.partial(self._attempt_failed, index)
 
     def _pair(self) -> tuple[ServiceBusSender, ServiceBusSender]:
         return self.senders
@@ -157,40 +181,128 @@ class ActiveReplicationSender(_TwoSenders):
         """Indexes (0 = primary, 1 = secondary) of the namespaces whose last send failed."""
         return tuple(sorted(self._log.failing))
 
+    @property
+    def breakers(self) -> tuple[BreakerState, BreakerState]:
+        """Each namespace's circuit breaker: ``closed`` (sent to) or ``open`` (skipped)."""
+        first, second = self._breakers
+        return first.snapshot(), second.snapshot()
+
     async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
-        """Send to both namespaces at once; return when both answered and at least one accepted."""
+        """Send to both namespaces at once (only to the one whose breaker is closed while the
+        other's is open); return once one accepted and the other answered, or its breaker
+        opened (its copy goes on in the background); :class:`ReplicationError` if none did."""
         payload = _payload(prepare_messages(message))
-        primary, secondary = self.senders
-        second = asyncio.ensure_future(secondary.send_messages(payload, timeout=timeout))  # one task, not two
-        results: list[Exception | None] = [None, None]
+        chosen = [i for i, breaker in enumerate(self._breakers) if breaker.allows] or [0, 1]  # all open: try all
+        for index in {0, 1} - set(chosen):
+            self._breakers[index].skipped += 1
+        copies = {i: asyncio.ensure_future(self.senders[i].send_messages(payload, timeout=timeout)) for i in chosen}
         try:
-            await primary.send_messages(payload, timeout=timeout)
-        except Exception as exc:  # sorted below, once the second copy's answer is in
-            results[0] = exc
-        except BaseException:  # cancelled: the second copy too
-            second.cancel()
+            for index, copy in copies.items():
+                await self._answer_or_open(index, copy)
+            running = [copy for copy in copies.values() if not copy.done()]
+            if running and not any(_accepted(copy) for copy in copies.values()):  # nothing accepted yet: wait
+                await asyncio.wait(running)
+        except BaseException:  # cancelled: the copies too
+            for copy in copies.values():
+                copy.cancel()
             raise
-        try:
-            await second
-        except Exception as exc:
-            results[1] = exc
         errors: list[BaseException] = []
-        for index, (sender, result) in enumerate(zip(self.senders, results, strict=True)):
-            if isinstance(result, BaseException):
-                if not isinstance(result, ServiceBusError):
-                    raise result  # bad input or a bug: not a namespace's answer
+        for index, copy in copies.items():
+            if not copy.done():
+                self._in_background(index, copy)
+                continue
+            result = copy.exception() if not copy.cancelled() else asyncio.CancelledError()
+            if result is not None and not isinstance(result, ServiceBusError):
+                raise result  # bad input or a bug: not a namespace's answer
+            self._answered(index, result)
+            if result is not None:
                 errors.append(result)
-                self._log.failed(index, sender, result)
-            else:
-                self._log.succeeded(index, sender)
-        if len(errors) == len(self.senders):
+        if len(errors) == len(copies):
             self.counters.failed += 1
             raise ReplicationError(
                 "neither namespace accepted the send", errors, entity=self.senders[0].entity_name
             ) from errors[-1]
         self.counters.sends += 1
-        if errors:
+        if len(copies) - len(errors) == 1:
             self.counters.sent_to_one += 1
+
+    async def _answer_or_open(self, index: int, copy: asyncio.Future[None]) -> None:
+        """Wait for ``copy``'s answer, or until namespace ``index``'s breaker opens."""
+        if copy.done() or not self._breakers[index].allows:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        copy.add_done_callback(functools.partial(_release, waiter))
+        waiters = self._waiters[index]
+        waiters.add(waiter)
+        try:
+            await waiter
+        finally:
+            waiters.discard(waiter)
+
+    def _answered(self, index: int, result: BaseException | None) -> None:
+        sender = self.senders[index]
+        if isinstance(result, ServiceBusError):
+            self._log.failed(index, sender, result)
+            self._attempt_failed(index, result)
+        elif result is None:
+            self._log.succeeded(index, sender)
+            self._breakers[index].reset()
+
+    def _attempt_failed(self, index: int, error: BaseException) -> None:
+        """An attempt (or a send) to namespace ``index`` failed: an outage error opens its
+        breaker at once, and the sends waiting on it stop waiting."""
+        breaker = self._breakers[index]
+        if not suggests_outage(error) or not breaker.trip(error):
+            return
+        self._probe_later(index)
+        for waiter in list(self._waiters[index]):
+            _release(waiter)
+
+    def _in_background(self, index: int, copy: asyncio.Future[None]) -> None:
+        """A copy no send waits for: its answer, when it comes, is noted (never lost)."""
+        self._background.add(copy)
+
+        def late(done: asyncio.Future[None]) -> None:
+            self._background.discard(done)
+            result = asyncio.CancelledError() if done.cancelled() else done.exception()
+            if result is None or isinstance(result, ServiceBusError):
+                self._answered(index, result)
+
+        copy.add_done_callback(late)
+
+    def _probe_later(self, index: int) -> None:
+        """After ``break_for``, attach to the namespace (no message: a probe must not reach a
+        receiver) until that works; then its breaker closes."""
+        breaker = self._breakers[index]
+        sender = self.senders[index]
+
+        async def probe() -> None:
+            try:
+                while breaker.state is Circuit.OPEN:
+                    await asyncio.sleep(breaker.break_for)
+                    try:
+                        await sender.create_message_batch()  # attaches the link (again) if need be
+                    except (ServiceBusError, OSError, ValueError) as exc:
+                        breaker.last_error = f"{type(exc).__name__}: {exc}"
+                        continue
+                    if breaker.reset():
+                        log.warning("replication: namespace %d (%s) answers again; sending to it again", index,
+                                    _where(sender))  # fmt: skip
+            finally:
+                self._probes.pop(index, None)
+
+        if index not in self._probes:
+            log.warning("replication: namespace %d (%s) skipped for %.1f s after: %s", index, _where(sender),
+                        breaker.break_for, breaker.last_error)  # fmt: skip
+            self._probes[index] = asyncio.get_running_loop().create_task(probe())
+
+    async def close(self) -> None:
+        """Stop the probes and the copies still trying in the background; close both senders."""
+        pending = [*self._probes.values(), *self._background]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await super().close()
 
     def __repr__(self) -> str:
         return f"ActiveReplicationSender({_where(self.senders[0])!r}, {_where(self.senders[1])!r})"
