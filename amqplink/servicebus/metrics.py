@@ -33,12 +33,18 @@ Reading = tuple[float, dict[str, str]]
 """One observation: its value and attributes."""
 
 
+def _nothing() -> None:
+    """Nothing to read (a source that is not there)."""
+
+
 @dataclass(frozen=True)
 class Sources:
     """Where the metrics are read from (each a callable: read at collection time)."""
 
-    paired: Callable[[], PairedState | None] = lambda: None
-    local_queue: Callable[[], LocalQueueState | None] = lambda: None
+    paired: Callable[[], PairedState | None] = _nothing
+    """The paired client's state (None: not paired)."""
+    local_queue: Callable[[], LocalQueueState | None] = _nothing
+    """The local queue's state (None: none)."""
     replication: Mapping[str, Any] = field(default_factory=dict)
     """Name -> an ``ActiveReplicationSender`` or ``PassiveReplicationSender``."""
     backlog_depths: Callable[[], Mapping[str, int | None]] = dict

@@ -31,7 +31,8 @@ class Identified(Protocol):
     """What the detector reads of a message: its id (None: no id, never a duplicate)."""
 
     @property
-    def message_id(self) -> Any: ...
+    def message_id(self) -> Any:
+        """The message's id (None: it has none)."""
 
 
 M = TypeVar("M", bound=Identified)

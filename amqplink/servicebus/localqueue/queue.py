@@ -362,6 +362,7 @@ class LocalQueue:
 
     # -- state --------------------------------------------------------------------------
     def state(self) -> LocalQueueState:
+        """What the queue holds and does now: depth, oldest age, forwarding state per entity, counters."""
         f = self.file
         now = self.clock()
         if f is None:

@@ -92,6 +92,7 @@ def frame(body: bytes) -> bytes:
 
 
 def pack_header(segment: int, next_id: int, replaces: int) -> bytes:
+    """A segment's header record: its number, the next record id, the segment it replaces (compaction)."""
     return _HEADER.pack(b"H", segment, next_id, replaces)
 
 
@@ -103,6 +104,7 @@ def _name(text: str, what: str) -> bytes:
 
 
 def pack_stored(record_id: int, stored_at: float, entity: str, key: str, message: bytes) -> bytes:
+    """A stored-message record: its id, when it was stored, its entity, its ordering key and the encoded message."""
     e, k = _name(entity, "entity path"), _name(key, "ordering key")
     return _STORED.pack(b"S", record_id, stored_at, len(e), len(k), len(message)) + e + k + message
 
@@ -113,6 +115,7 @@ def stored_size(entity: str, key: str, message_length: int) -> int:
 
 
 def pack_ack(entity: str, up_to: int) -> bytes:
+    """An acknowledgement record: ``entity``'s messages up to record id ``up_to`` were forwarded."""
     e = _name(entity, "entity path")
     return _ACK.pack(b"A", up_to, len(e)) + e
 

@@ -35,6 +35,7 @@ _KINDS = frozenset(b"SAH")
 
 
 def segment_name(number: int) -> str:
+    """The file name of segment ``number`` in the queue's directory."""
     return f"lq-{number:08d}.log"
 
 
@@ -86,6 +87,7 @@ class Recovered:
 
     @property
     def file_bytes(self) -> int:
+        """The bytes of every segment read, valid or not."""
         return sum(s.size for s in self.segments)
 
 

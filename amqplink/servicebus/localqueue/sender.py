@@ -138,13 +138,17 @@ class LocalQueueSender(ServiceBusSender):
         """(No failover timer without a paired namespace.)"""
 
     async def send_failed(self, message: SendInput, error: ServiceBusError, timeout: float | None) -> None:
+        """A send no namespace took: store it locally, or raise ``error`` where the local queue does not shield it."""
         await store_or_raise(self._local, self.entity_name, message, error)
 
     async def nowait_refused(self, message: ServiceBusMessage, error: SendError) -> asyncio.Future[None]:
+        """A ``send_nowait`` refused before it was sent: stored locally (a done future), or ``error`` raised."""
         if not isinstance(error, ServiceBusError) or not shields(error):
             raise error
         await self._local.take(self.entity_name, [message], error)
         return done_future()
 
     def nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None:
+        """A ``send_nowait`` whose outcome failed: ``result`` completes once the message is stored
+        locally (or with ``error``)."""
         store_failed_nowait(self._local, result, error, message, self.entity_name)

@@ -45,6 +45,7 @@ class Stored:
 
     @property
     def size(self) -> int:
+        """The bytes its record takes (what counts against ``max_bytes``)."""
         return stored_size(self.entity, self.key, len(self.message))
 
 
@@ -52,23 +53,29 @@ class FileIO:
     """Every change the local queue makes to its files, one method each (the tests' seam)."""
 
     def write(self, fd: int, data: bytes) -> None:
+        """Write all of ``data`` at the file position."""
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
 
     def sync(self, fd: int) -> None:
+        """Flush the file's data to the disk (``fdatasync``)."""
         os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
 
     def truncate(self, fd: int, size: int) -> None:
+        """Cut the file to ``size`` bytes."""
         os.ftruncate(fd, size)
 
     def replace(self, source: str, target: str) -> None:
+        """Rename ``source`` over ``target`` (atomic)."""
         os.replace(source, target)
 
     def unlink(self, path: str) -> None:
+        """Remove a file."""
         os.unlink(path)
 
     def sync_directory(self, directory: str) -> None:
+        """Flush the directory's entries (after a rename or a new file)."""
         fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -182,6 +189,7 @@ class LocalQueueFile:
     # -- state --------------------------------------------------------------------------
     @property
     def depth(self) -> int:
+        """Messages stored and not yet forwarded."""
         return sum(len(queue) for queue in self.pending.values())
 
     def oldest(self) -> float | None:
@@ -190,6 +198,7 @@ class LocalQueueFile:
 
     @property
     def segments(self) -> int:
+        """Segment files open."""
         return len(self._fds)
 
     # -- appending ----------------------------------------------------------------------

@@ -22,6 +22,7 @@ DEFAULT_BREAK_FOR = 10.0
 
 
 class Circuit(enum.Enum):
+    """A circuit breaker's state."""
     CLOSED = "closed"
     """Sends go to the namespace."""
     OPEN = "open"
@@ -83,6 +84,7 @@ class CircuitBreaker:
         return True
 
     def snapshot(self) -> BreakerState:
+        """The breaker's state, trips and skipped sends now (for ``sender.breakers`` and the metrics)."""
         opened = self.opened_at
         return BreakerState(
             state=self.state.value,
