@@ -1,0 +1,215 @@
+"""The plan of one send that makes several copies: each checked before any is stored.
+
+A send to a topic stores a copy in every subscription whose rules pass it; a queue or
+subscription that forwards hands it on, up to four times, and what a destination has no
+room for is dead-lettered in the forwarding entity. So one send can touch many entities,
+and a refusal met at the last of them (a fragment down, a full dead-letter queue, a
+destination deleted) must leave the others untouched: otherwise the sender, told its send
+failed, retries it and the subscriptions handled first hold two copies (issue 30, item 1:
+"a refusal of any kind leaves no trace").
+
+The namespace therefore routes such a send into a :class:`SendPlan` first. Each copy is
+checked against its entity's limits counting what the plan put there already (two
+subscriptions forwarding into one queue, a subscription and its dead-letter queue), and a
+message id against its duplicate detector counting the ids the plan logs there already;
+a refusal raises, nothing stored. A forward is planned in a :meth:`SendPlan.child`, which
+is merged when the destination takes it and dropped when it is dead-lettered instead.
+Only once the whole send is planned does :meth:`SendPlan.apply` store every copy and then
+log the ids: nothing there can refuse, each step being one the plan checked, and it runs
+in one go on the event loop, so a durable store writes the send in one batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from amqplink.broker.namespace.duplicates import DuplicateDetector
+from amqplink.broker.namespace.entity import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, KEY_UNKNOWN, Entity
+from amqplink.broker.namespace.envelope import Envelope
+from amqplink.broker.namespace.interface import MessagingEntity
+from amqplink.broker.namespace.partitioned import PartitionedEntity, Partitions
+
+if TYPE_CHECKING:
+    from amqplink.broker.namespace.namespace import Topic
+
+__all__ = ["SendPlan"]
+
+log = logging.getLogger(__name__)
+
+
+class SendPlan:
+    """What one send will store, where, and which ids it will log; :meth:`apply` does it.
+
+    ``now``: the time of the send. A plan made by :meth:`child` sees what its parent
+    reserved, and reserves for itself until :meth:`merge` hands its steps to the parent."""
+
+    def __init__(self, now: float, parent: SendPlan | None = None) -> None:
+        self.now = now
+        self._parent = parent
+        self._held: dict[int, list[Envelope]] = {}
+        """Per entity that stores messages itself (a plain entity or a fragment): what the plan puts there."""
+        self._scheduled: dict[int, list[Envelope]] = {}
+        """Per topic: what the plan puts on its schedule."""
+        self._logged: dict[int, list[Envelope]] = {}
+        """Per duplicate detector: the messages whose ids the plan logs there."""
+        self._next: dict[int, int] = {}
+        """Per :class:`Partitions`: where its round robin stands once the plan's keyless copies are placed."""
+        self._steps: list[Callable[[], None]] = []
+        self._records: list[Callable[[], None]] = []
+
+    # -- what the plan holds so far (a child: its parent's too) ----------------------------
+    def _planned(self, table: str, key: int) -> list[Envelope]:
+        own: list[Envelope] = getattr(self, table).get(key, [])
+        if self._parent is None:
+            return own
+        above = self._parent._planned(table, key)
+        return above + own if own else above
+
+    def _round_robin(self, partitions: Partitions) -> int:
+        key = id(partitions)
+        plan: SendPlan | None = self
+        while plan is not None:
+            if key in plan._next:
+                return plan._next[key]
+            plan = plan._parent
+        return partitions.round_robin_start
+
+    # -- planning ---------------------------------------------------------------------
+    def check(self, entity: MessagingEntity, envelopes: list[Envelope], key: Any = KEY_UNKNOWN) -> None:
+        """Raise what storing ``envelopes`` in ``entity`` would raise after the plan's copies
+        (sessions, count, bytes; for a partitioned entity, no fragment to take them), reserving nothing."""
+        if envelopes:
+            self._leaf(entity, envelopes, key)
+
+    def store(self, entity: MessagingEntity, envelopes: list[Envelope], key: Any = KEY_UNKNOWN) -> None:
+        """Plan storing ``envelopes`` in ``entity`` (as its ``accept_all`` would, ``key``: their
+        partition key when known), checked against its limits after the plan's other copies."""
+        if not envelopes:
+            return
+        leaf, partitions, index = self._leaf(entity, envelopes, key)
+        self._held.setdefault(id(leaf), []).extend(envelopes)
+        now = self.now
+        if partitions is None:
+            self._steps.append(lambda: leaf.accept_all(envelopes, now))
+            return
+        self._next[id(partitions)] = (index + 1) % partitions.count
+
+        def stored() -> None:
+            partitions.round_robin_start = index + 1  # (the round robin goes on after it, as for accept)
+            leaf.accept_all(envelopes, now)
+
+        self._steps.append(stored)
+
+    def _leaf(
+        self, entity: MessagingEntity, envelopes: list[Envelope], key: Any
+    ) -> tuple[Entity, Partitions | None, int]:
+        """The entity that will hold ``envelopes`` (``entity``, or the fragment of it chosen
+        now), checked; with the partitions whose round robin chose it (None: no choice made)."""
+        if not isinstance(entity, PartitionedEntity):
+            assert isinstance(entity, Entity)
+            entity.check_accept(self._planned("_held", id(entity)) + envelopes)
+            return entity, None, 0
+        partitions = entity.partitions
+        if key is KEY_UNKNOWN:
+            key = partitions.key(envelopes[0])
+
+        def check(fragment: Entity, envelopes: list[Envelope]) -> None:
+            fragment.check_accept(self._planned("_held", id(fragment)) + envelopes)
+
+        start = self._round_robin(partitions)
+        index = entity.fragment_for(envelopes, key, start=start, check=check)
+        return entity.fragments[index], None if key is not None else partitions, index
+
+    def dead_letter(self, entity: MessagingEntity, envelopes: list[Envelope], reason: str, description: str) -> None:
+        """Plan putting ``envelopes`` (not stored in ``entity``) in ``entity``'s own dead-letter
+        queue with a dead-letter reason and description (a full one refuses: nothing is
+        dropped). A fragment of a partitioned entity (a scheduled message come due, on the
+        clock) has none: its entity's dead-letter sink takes them, unchecked."""
+        if not envelopes:
+            return
+        updates = {DEAD_LETTER_REASON: reason, DEAD_LETTER_DESCRIPTION: description}
+        dead = [envelope.with_application_properties(updates) for envelope in envelopes]
+        dlq: MessagingEntity | None = getattr(entity, "dead_letter_queue", None)
+        if dlq is not None:
+            self.store(dlq, dead)
+            return
+        sink, now = entity.dead_letter_sink, self.now
+
+        def sunk() -> None:
+            for envelope in dead:
+                if sink is None:
+                    log.warning("%s: no dead-letter queue wired; a dead-lettered message was dropped", entity.path)
+                else:
+                    sink(envelope, now)
+
+        self._steps.append(sunk)
+
+    def schedule(self, topic: Topic, envelope: Envelope, at: float) -> None:
+        """Plan holding ``envelope`` on ``topic``'s schedule until ``at``, checked against the
+        schedule's limits after the plan's other scheduled messages there."""
+        topic.check_schedule([*self._planned("_scheduled", id(topic)), envelope])
+        self._scheduled.setdefault(id(topic), []).append(envelope)
+
+        def scheduled() -> None:
+            topic.schedule(envelope, at)
+
+        self._steps.append(scheduled)
+
+    def fresh(self, detector: DuplicateDetector, envelopes: list[Envelope]) -> list[Envelope]:
+        """Those of ``envelopes`` that are no duplicates for ``detector``: their id neither
+        stored within the window nor logged there by the plan already, nor given by an earlier
+        one of them (:meth:`DuplicateDetector.fresh`). Nothing is recorded."""
+        logged = self._planned("_logged", id(detector))
+        if not logged:
+            return detector.fresh(envelopes, self.now)
+        # The plan's own come first and are all fresh (each was, and their ids are distinct):
+        # what follows them is what is fresh of ``envelopes``.
+        return detector.fresh(logged + envelopes, self.now)[len(logged) :]
+
+    def log_ids(self, detector: DuplicateDetector, envelopes: list[Envelope], dropped: int) -> None:
+        """Plan logging the ids of ``envelopes`` in ``detector`` once every copy is stored, and
+        counting ``dropped`` duplicates (the send accepted)."""
+        if envelopes:
+            self._logged.setdefault(id(detector), []).extend(envelopes)
+        now = self.now
+
+        def logged() -> None:
+            if envelopes:
+                detector.record_all(envelopes, now)
+            detector.dropped += dropped
+
+        self._records.append(logged)
+
+    def then(self, step: Callable[[], None]) -> None:
+        """Run ``step`` when the plan is applied, after the copies planned before it (a log line
+        about what the send did: written only if it is done)."""
+        self._steps.append(step)
+
+    # -- children ---------------------------------------------------------------------
+    def child(self) -> SendPlan:
+        """A plan for part of this send (a forward) that this one takes (:meth:`merge`) or drops."""
+        return SendPlan(self.now, self)
+
+    def merge(self) -> None:
+        """Hand this child's copies, ids and steps to its parent."""
+        parent = self._parent
+        assert parent is not None, "only a child plan merges"
+        for table in ("_held", "_scheduled", "_logged"):
+            mine: dict[int, list[Envelope]] = getattr(self, table)
+            theirs: dict[int, list[Envelope]] = getattr(parent, table)
+            for key, envelopes in mine.items():
+                theirs.setdefault(key, []).extend(envelopes)
+        parent._next.update(self._next)
+        parent._steps += self._steps
+        parent._records += self._records
+
+    # -- doing it ---------------------------------------------------------------------
+    def apply(self) -> None:
+        """Store every copy planned, then log the ids (nothing here refuses: each step was checked)."""
+        assert self._parent is None, "a child plan is merged, not applied"
+        for step in self._steps:
+            step()
+        for record in self._records:
+            record()
