@@ -112,9 +112,9 @@ def test_a_refused_fan_out_stores_nothing_and_its_retry_leaves_one_copy_in_each_
 
 
 def test_two_forwards_into_one_queue_are_checked_together() -> None:
-    """Subscriptions ``a`` and ``b`` both forward to ``dest`` (room for one, a partitioned
-    queue whose fragments are all up): the first copy takes the room, the second is
-    dead-lettered in ``b`` (its destination over quota), one send, nothing refused."""
+    """Subscriptions ``a`` and ``b`` both forward to ``dest`` (room for one): the first copy
+    takes the room, the second is dead-lettered in ``b`` (its destination over quota), one
+    send, nothing refused."""
     ns = Namespace(
         NamespaceConfig(
             queues=(QueueConfig("dest", EntityProperties(max_messages=1)),),
@@ -152,3 +152,55 @@ def test_a_batch_of_scheduled_messages_beyond_the_topics_room_schedules_none() -
         ns.send(target, batch, T0, 0x80013700)
     assert refused.value.condition == "amqp:resource-limit-exceeded"
     assert ns.topic("t").scheduled_count == 0
+
+
+def test_keyless_copies_into_a_partitioned_queue_take_one_fragment_each() -> None:
+    """Two subscriptions forward a message with no partition key into ``dest`` (two
+    fragments, room for one message each): the plan places the first copy where the round
+    robin stands and the second in the other fragment, as two sends one after the other
+    would; neither is dead-lettered."""
+    ns = Namespace(
+        NamespaceConfig(
+            queues=(QueueConfig("dest", EntityProperties(max_messages=1, enable_partitioning=True, partition_count=2)),),
+            topics=(
+                TopicConfig(
+                    "t",
+                    subscriptions=(
+                        SubscriptionConfig("a", EntityProperties(forward_to="dest")),
+                        SubscriptionConfig("b", EntityProperties(forward_to="dest")),
+                    ),
+                ),
+            ),
+        )
+    )
+    send(ns, "t", message_id="X")
+    dest = ns.queue("dest")
+    assert [len(fragment.store) for fragment in dest.fragments] == [1, 1]
+    assert ids(ns, "t/Subscriptions/a/$DeadLetterQueue") + ids(ns, "t/Subscriptions/b/$DeadLetterQueue") == []
+    send(ns, "t", message_id="Y")  # no room left in either fragment: both copies dead-lettered
+    assert ids(ns, "t/Subscriptions/a/$DeadLetterQueue") == ids(ns, "t/Subscriptions/b/$DeadLetterQueue") == ["Y"]
+
+
+def test_a_scheduled_message_come_due_reaches_every_subscription_that_has_room() -> None:
+    """A message scheduled on topic ``t`` comes due while subscription ``a`` is full: ``b``
+    gets its copy and ``a``'s is dead-lettered there. Before, the clock's fan-out raised
+    at ``a`` and the message, already taken off the schedule, was in no subscription."""
+    ns = Namespace(
+        NamespaceConfig(
+            topics=(
+                TopicConfig(
+                    "t",
+                    subscriptions=(SubscriptionConfig("a", EntityProperties(max_messages=1)), SubscriptionConfig("b")),
+                ),
+            )
+        )
+    )
+    at = Timestamp(int((T0 + 60) * 1000))
+    send(ns, "t", message_id="S", message_annotations={"x-opt-scheduled-enqueue-time": at})
+    send(ns, "t", T0 + 1, message_id="A")  # a is full now
+    ns.tick(T0 + 61)
+    assert ids(ns, "t/Subscriptions/a") == ["A"]
+    assert ids(ns, "t/Subscriptions/b") == ["A", "S"]
+    (dead,) = ns.subscription("t", "a").dead_letter_queue.store
+    assert dead.envelope.message_id == "S"
+    assert (dead.envelope.application_properties or {}).get("DeadLetterReason") == "QuotaExceeded"

@@ -211,11 +211,12 @@ class Topic:
         """Sequence numbers of the messages scheduled on the topic."""
         return list(self._scheduled)
 
-    def check_schedule(self, envelopes: list[Envelope]) -> None:
+    def check_schedule(self, envelopes: list[Envelope], coming: int = 0, coming_bytes: int = 0) -> None:
         """``amqp:resource-limit-exceeded`` if holding ``envelopes`` as well would take the
-        topic's schedule past its limits (its message count, its bytes); changes nothing."""
-        count = len(self._scheduled) + len(envelopes)
-        size = self.scheduled_bytes + sum(e.size for e in envelopes)
+        topic's schedule past its limits (its message count, its bytes); changes nothing.
+        ``coming``, ``coming_bytes``: scheduled messages on their way besides these (a send's plan)."""
+        count = len(self._scheduled) + coming + len(envelopes)
+        size = self.scheduled_bytes + coming_bytes + sum(e.size for e in envelopes)
         if count > self.properties.max_messages or size > self.properties.max_bytes:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
@@ -805,30 +806,21 @@ class Namespace:
             return
         if hops:
             _check_size(target, envelopes)
-            partitions = target.partitions
-            if partitions is not None and len(envelopes) > 1:
-                # Forwarded one by one, as Service Bus forwards: a batch is no unit any more,
-                # so messages with distinct keys go each to their own fragment.
-                groups: dict[Any, list[Envelope]] = {}
-                for envelope in envelopes:
-                    groups.setdefault(partitions.key(envelope), []).append(envelope)
-                if len(groups) > 1:
-                    for group in groups.values():
-                        self._plan(plan, target, group, hops)
-                    return
         key, detector, envelopes = _admitted(target, envelopes)
         if detector is None:
             self._plan_place(plan, target, envelopes, hops, key)
             return
         fresh = plan.fresh(detector, envelopes)
-        if fresh:
-            self._plan_place(plan, target, fresh, hops, key)
+        # (logged before the copies are planned: one forwarded back here later in the plan is a duplicate)
         plan.log_ids(detector, fresh, len(envelopes) - len(fresh))
+        self._plan_place(plan, target, fresh, hops, key)
 
     def _plan_place(
         self, plan: SendPlan, target: MessagingEntity | Topic, envelopes: list[Envelope], hops: int, key: Any
     ) -> None:
         """:meth:`_plan`'s copies, once duplicates are dropped: fanned out, forwarded or kept."""
+        if not envelopes:
+            return
         if isinstance(target, Topic):
             self._plan_fan_out(plan, target, envelopes, hops)
             return
@@ -865,22 +857,24 @@ class Namespace:
             envelopes = [e for e in envelopes if (e.scheduled_enqueue_time() or 0) <= now]
             if not envelopes:
                 return
-        forward = plan.child()
-        try:
-            self._plan(forward, self._send_target(source.properties.forward_to or ""), envelopes, hops + 1)
-        except EntityError as exc:
-            reason = FORWARD_REFUSED.get(exc.condition)
-            if reason is None:
-                raise  # nothing stored anywhere: the sender retries all of them
-            plan.dead_letter(source, envelopes, reason, exc.description)
-            count, why = len(envelopes), exc.description
-            plan.then(
-                lambda: log.warning(
-                    "%s: its forward destination refused %d message(s): dead-lettered (%s)", source.path, count, why
-                )
-            )
-            return
-        forward.merge()
+        destination = self._send_target(source.properties.forward_to or "")  # (deleted: the send is refused)
+        refused: list[str] = []  # (the descriptions of the refusals)
+        for envelope in envelopes:  # one by one, as Service Bus forwards: each fits or not
+            forward = plan.child()
+            try:
+                self._plan(forward, destination, [envelope], hops + 1)
+            except EntityError as exc:
+                reason = FORWARD_REFUSED.get(exc.condition)
+                if reason is None:
+                    raise  # nothing stored anywhere: the sender retries all of them
+                plan.dead_letter(source, [envelope], reason, exc.description)
+                refused.append(exc.description)
+            else:
+                forward.merge()
+        if refused:
+            count, last = len(refused), refused[-1]
+            what = "%s: its forward destination refused %d message(s): dead-lettered (%s)"
+            plan.then(lambda: log.warning(what, source.path, count, last))
 
     def _plan_fan_out(self, plan: SendPlan, topic: Topic, envelopes: list[Envelope], hops: int) -> None:
         """Plan a topic's copies: the messages scheduled for later held on the topic (every

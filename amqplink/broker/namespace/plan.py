@@ -22,6 +22,7 @@ in one go on the event loop, so a durable store writes the send in one batch.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,24 +49,32 @@ class SendPlan:
     def __init__(self, now: float, parent: SendPlan | None = None) -> None:
         self.now = now
         self._parent = parent
-        self._held: dict[int, list[Envelope]] = {}
-        """Per entity that stores messages itself (a plain entity or a fragment): what the plan puts there."""
-        self._scheduled: dict[int, list[Envelope]] = {}
-        """Per topic: what the plan puts on its schedule."""
-        self._logged: dict[int, list[Envelope]] = {}
-        """Per duplicate detector: the messages whose ids the plan logs there."""
+        self._coming: dict[int, list[int]] = {}
+        """Per entity that stores messages itself (a plain entity, a fragment) and per topic
+        schedule: the messages and bytes the plan puts there, ``[count, bytes]``."""
+        self._logged: dict[int, tuple[DuplicateDetector, DuplicateDetector, list[Envelope]]] = {}
+        """Per duplicate detector: it, a detector of the ids the plan logs there (no window), their messages."""
         self._next: dict[int, int] = {}
         """Per :class:`Partitions`: where its round robin stands once the plan's keyless copies are placed."""
         self._steps: list[Callable[[], None]] = []
         self._records: list[Callable[[], None]] = []
 
-    # -- what the plan holds so far (a child: its parent's too) ----------------------------
-    def _planned(self, table: str, key: int) -> list[Envelope]:
-        own: list[Envelope] = getattr(self, table).get(key, [])
-        if self._parent is None:
-            return own
-        above = self._parent._planned(table, key)
-        return above + own if own else above
+    # -- what the plan holds so far (a child: its parents' too) ----------------------------
+    def _reserved(self, key: int) -> tuple[int, int]:
+        count = size = 0
+        plan: SendPlan | None = self
+        while plan is not None:
+            held = plan._coming.get(key)
+            if held is not None:
+                count += held[0]
+                size += held[1]
+            plan = plan._parent
+        return count, size
+
+    def _reserve(self, key: int, envelopes: list[Envelope]) -> None:
+        held = self._coming.setdefault(key, [0, 0])
+        held[0] += len(envelopes)
+        held[1] += sum(e.size for e in envelopes)
 
     def _round_robin(self, partitions: Partitions) -> int:
         key = id(partitions)
@@ -89,7 +98,7 @@ class SendPlan:
         if not envelopes:
             return
         leaf, partitions, index = self._leaf(entity, envelopes, key)
-        self._held.setdefault(id(leaf), []).extend(envelopes)
+        self._reserve(id(leaf), envelopes)
         now = self.now
         if partitions is None:
             self._steps.append(lambda: leaf.accept_all(envelopes, now))
@@ -109,17 +118,16 @@ class SendPlan:
         now), checked; with the partitions whose round robin chose it (None: no choice made)."""
         if not isinstance(entity, PartitionedEntity):
             assert isinstance(entity, Entity)
-            entity.check_accept(self._planned("_held", id(entity)) + envelopes)
+            entity.check_accept(envelopes, *self._reserved(id(entity)))
             return entity, None, 0
         partitions = entity.partitions
         if key is KEY_UNKNOWN:
             key = partitions.key(envelopes[0])
 
         def check(fragment: Entity, envelopes: list[Envelope]) -> None:
-            fragment.check_accept(self._planned("_held", id(fragment)) + envelopes)
+            fragment.check_accept(envelopes, *self._reserved(id(fragment)))
 
-        start = self._round_robin(partitions)
-        index = entity.fragment_for(envelopes, key, start=start, check=check)
+        index = entity.fragment_for(envelopes, key, start=self._round_robin(partitions), check=check)
         return entity.fragments[index], None if key is not None else partitions, index
 
     def dead_letter(self, entity: MessagingEntity, envelopes: list[Envelope], reason: str, description: str) -> None:
@@ -149,8 +157,8 @@ class SendPlan:
     def schedule(self, topic: Topic, envelope: Envelope, at: float) -> None:
         """Plan holding ``envelope`` on ``topic``'s schedule until ``at``, checked against the
         schedule's limits after the plan's other scheduled messages there."""
-        topic.check_schedule([*self._planned("_scheduled", id(topic)), envelope])
-        self._scheduled.setdefault(id(topic), []).append(envelope)
+        topic.check_schedule([envelope], *self._reserved(id(topic)))
+        self._reserve(id(topic), [envelope])
 
         def scheduled() -> None:
             topic.schedule(envelope, at)
@@ -161,18 +169,22 @@ class SendPlan:
         """Those of ``envelopes`` that are no duplicates for ``detector``: their id neither
         stored within the window nor logged there by the plan already, nor given by an earlier
         one of them (:meth:`DuplicateDetector.fresh`). Nothing is recorded."""
-        logged = self._planned("_logged", id(detector))
-        if not logged:
-            return detector.fresh(envelopes, self.now)
-        # The plan's own come first and are all fresh (each was, and their ids are distinct):
-        # what follows them is what is fresh of ``envelopes``.
-        return detector.fresh(logged + envelopes, self.now)[len(logged) :]
+        fresh = detector.fresh(envelopes, self.now)
+        key = id(detector)
+        plan: SendPlan | None = self
+        while plan is not None and fresh:
+            logged = plan._logged.get(key)
+            if logged is not None:
+                fresh = [e for e in fresh if not logged[1].seen(e.message_id, self.now)]
+            plan = plan._parent
+        return fresh
 
     def log_ids(self, detector: DuplicateDetector, envelopes: list[Envelope], dropped: int) -> None:
         """Plan logging the ids of ``envelopes`` in ``detector`` once every copy is stored, and
-        counting ``dropped`` duplicates (the send accepted)."""
+        counting ``dropped`` duplicates (the send accepted). The plan's later copies meet them
+        at once (:meth:`fresh`)."""
         if envelopes:
-            self._logged.setdefault(id(detector), []).extend(envelopes)
+            self._log(detector, envelopes)
         now = self.now
 
         def logged() -> None:
@@ -181,6 +193,13 @@ class SendPlan:
             detector.dropped += dropped
 
         self._records.append(logged)
+
+    def _log(self, detector: DuplicateDetector, envelopes: list[Envelope]) -> None:
+        logged = self._logged.get(id(detector))
+        if logged is None:
+            logged = self._logged[id(detector)] = (detector, DuplicateDetector(math.inf), [])
+        logged[1].record_all(envelopes, self.now)
+        logged[2].extend(envelopes)
 
     def then(self, step: Callable[[], None]) -> None:
         """Run ``step`` when the plan is applied, after the copies planned before it (a log line
@@ -196,11 +215,12 @@ class SendPlan:
         """Hand this child's copies, ids and steps to its parent."""
         parent = self._parent
         assert parent is not None, "only a child plan merges"
-        for table in ("_held", "_scheduled", "_logged"):
-            mine: dict[int, list[Envelope]] = getattr(self, table)
-            theirs: dict[int, list[Envelope]] = getattr(parent, table)
-            for key, envelopes in mine.items():
-                theirs.setdefault(key, []).extend(envelopes)
+        for key, (count, size) in self._coming.items():
+            held = parent._coming.setdefault(key, [0, 0])
+            held[0] += count
+            held[1] += size
+        for detector, _, envelopes in self._logged.values():
+            parent._log(detector, envelopes)
         parent._next.update(self._next)
         parent._steps += self._steps
         parent._records += self._records
