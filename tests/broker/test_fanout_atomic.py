@@ -159,9 +159,10 @@ def test_keyless_copies_into_a_partitioned_queue_take_one_fragment_each() -> Non
     fragments, room for one message each): the plan places the first copy where the round
     robin stands and the second in the other fragment, as two sends one after the other
     would; neither is dead-lettered."""
+    parted = EntityProperties(max_messages=1, enable_partitioning=True, partition_count=2)
     ns = Namespace(
         NamespaceConfig(
-            queues=(QueueConfig("dest", EntityProperties(max_messages=1, enable_partitioning=True, partition_count=2)),),
+            queues=(QueueConfig("dest", parted),),
             topics=(
                 TopicConfig(
                     "t",
