@@ -2,9 +2,10 @@
 refusal of any kind leaves no trace"): every subscription's copy and every forward
 destination is checked before anything is stored, so a refusal anywhere stores nothing
 anywhere and records no id, and the sender's retry leaves each subscription holding
-exactly one copy. What Service Bus does with a copy its forward destination has no room
-for (dead-lettered in the source: docs/broker-semantics.md#forwarding-c4) is a stored
-copy, not a refusal. Namespace objects, no sockets."""
+exactly one copy (docs/broker-semantics.md#a-send-is-all-or-none-topics-and-forwards-issue-30-item-1).
+What Service Bus does with a copy its forward destination has no room for (dead-lettered
+in the source: docs/broker-semantics.md#forwarding-c4) is a stored copy, not a refusal.
+Namespace objects, no sockets."""
 
 from __future__ import annotations
 
@@ -111,24 +112,19 @@ def test_a_refused_fan_out_stores_nothing_and_its_retry_leaves_one_copy_in_each_
     assert held == ["X"]
 
 
+def two_forwards(dest: EntityProperties) -> Namespace:
+    """Topic ``t`` whose subscriptions ``a`` and ``b`` both forward to queue ``dest``."""
+    forward = EntityProperties(forward_to="dest")
+    subs = (SubscriptionConfig("a", forward), SubscriptionConfig("b", forward))
+    topic = TopicConfig("t", subscriptions=subs)
+    return Namespace(NamespaceConfig(queues=(QueueConfig("dest", dest),), topics=(topic,)))
+
+
 def test_two_forwards_into_one_queue_are_checked_together() -> None:
     """Subscriptions ``a`` and ``b`` both forward to ``dest`` (room for one): the first copy
     takes the room, the second is dead-lettered in ``b`` (its destination over quota), one
     send, nothing refused."""
-    ns = Namespace(
-        NamespaceConfig(
-            queues=(QueueConfig("dest", EntityProperties(max_messages=1)),),
-            topics=(
-                TopicConfig(
-                    "t",
-                    subscriptions=(
-                        SubscriptionConfig("a", EntityProperties(forward_to="dest")),
-                        SubscriptionConfig("b", EntityProperties(forward_to="dest")),
-                    ),
-                ),
-            ),
-        )
-    )
+    ns = two_forwards(EntityProperties(max_messages=1))
     send(ns, "t", message_id="X")
     assert ids(ns, "dest") == ["X"]
     assert ids(ns, "t/Subscriptions/a/$DeadLetterQueue") == []
@@ -159,21 +155,7 @@ def test_keyless_copies_into_a_partitioned_queue_take_one_fragment_each() -> Non
     fragments, room for one message each): the plan places the first copy where the round
     robin stands and the second in the other fragment, as two sends one after the other
     would; neither is dead-lettered."""
-    parted = EntityProperties(max_messages=1, enable_partitioning=True, partition_count=2)
-    ns = Namespace(
-        NamespaceConfig(
-            queues=(QueueConfig("dest", parted),),
-            topics=(
-                TopicConfig(
-                    "t",
-                    subscriptions=(
-                        SubscriptionConfig("a", EntityProperties(forward_to="dest")),
-                        SubscriptionConfig("b", EntityProperties(forward_to="dest")),
-                    ),
-                ),
-            ),
-        )
-    )
+    ns = two_forwards(EntityProperties(max_messages=1, enable_partitioning=True, partition_count=2))
     send(ns, "t", message_id="X")
     dest = ns.queue("dest")
     assert [len(fragment.store) for fragment in dest.fragments] == [1, 1]

@@ -7,7 +7,8 @@ Entity names are case-insensitive, as in Service Bus.
 
 Sending (:meth:`Namespace.send`) takes the transfer payload as it arrived:
 a batch (message-format ``0x80013700``, one data section per encoded message) is
-unpacked and stored atomically; a ping (content-type
+unpacked and stored atomically, as is a send to a topic with every copy it makes (its
+subscriptions', their forwards': :mod:`.plan`); a ping (content-type
 ``application/vnd.ms-servicebus-ping``) is accepted and dropped; a message larger
 than the entity's maximum is refused with ``amqp:link:message-size-exceeded``.
 """
@@ -728,9 +729,11 @@ class Namespace:
         Those whose id was stored within the window (or that repeat an earlier id of the same
         batch) are dropped, the send still accepted ("the send operation succeeds, but the
         newly sent message is instantly ignored and dropped"). A refusal of any kind raised
-        here (quota, sessions, a fragment down, a forward that failed) records no id, so a
-        retry is stored. A durable store writes the ids with the messages, and forgets them if
-        that write fails (:meth:`~amqplink.broker.durable.persistence.Persistence.roll_back`).
+        here (quota, sessions, a fragment down, a forward that failed) stores nothing in any
+        entity, a topic's subscriptions and forward destinations included (:meth:`_route`
+        plans such a send whole first), and records no id, so a retry is stored once. A
+        durable store writes the ids with the messages, and forgets them if that write fails
+        (:meth:`~amqplink.broker.durable.persistence.Persistence.roll_back`).
 
         The hook for transactions: a transactional send is unpacked (:meth:`unpack`) when it
         arrives, staged, and handed here only when its transaction commits (the sends of one
@@ -881,24 +884,28 @@ class Namespace:
         subscription gets them when they come due), the others in each subscription whose
         rules pass them (:meth:`_plan_copy`)."""
         now = plan.now
+        later = False
         for envelope in envelopes:
             at = envelope.scheduled_enqueue_time()
             if at is not None and at > now:
                 plan.schedule(topic, envelope, at)
+                later = True
         for sub in topic.subscriptions.values():
-            self._plan_copy(plan, sub, envelopes, hops)
+            self._plan_copy(plan, sub, envelopes, hops, later)
 
-    def _plan_copy(self, plan: SendPlan, sub: AnySubscription, envelopes: list[Envelope], hops: int) -> None:
+    def _plan_copy(
+        self, plan: SendPlan, sub: AnySubscription, envelopes: list[Envelope], hops: int, later: bool = True
+    ) -> None:
         """Plan ``sub``'s copies of what its topic was sent (those its rules pass and that are
         due now): forwarded, or kept (one without a session id in a subscription that requires
         sessions: dead-lettered there, as Service Bus does). A subscription that keeps them
-        must have room for the ones scheduled for later as well."""
+        must have room for the ones scheduled for later as well (``later``: whether any may be)."""
         passed = subscription_copies(sub.rules, envelopes)
         if not passed:
             return
         now = plan.now
-        due = [e for e in passed if (e.scheduled_enqueue_time() or 0) <= now]
-        if _forwards(sub):
+        due = [e for e in passed if (e.scheduled_enqueue_time() or 0) <= now] if later else passed
+        if sub.properties.forward_to:  # (_forwards: a subscription is no dead-letter queue)
             self._plan_forward(plan, sub, due, hops)
             return
         if sub.requires_session and any(e.session_id is None for e in passed):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from amqplink.broker.namespace.duplicates import DuplicateDetector
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["SendPlan"]
 
 log = logging.getLogger(__name__)
+
+_NONE = (0, 0)
+"""Nothing reserved: no message, no byte."""
 
 
 class SendPlan:
@@ -60,7 +64,9 @@ class SendPlan:
         self._records: list[Callable[[], None]] = []
 
     # -- what the plan holds so far (a child: its parents' too) ----------------------------
-    def _reserved(self, key: int) -> tuple[int, int]:
+    def _reserved(self, key: int) -> tuple[int, int] | list[int]:
+        if self._parent is None:  # (the usual: a fan-out with no forward)
+            return self._coming.get(key, _NONE)
         count = size = 0
         plan: SendPlan | None = self
         while plan is not None:
@@ -72,9 +78,13 @@ class SendPlan:
         return count, size
 
     def _reserve(self, key: int, envelopes: list[Envelope]) -> None:
-        held = self._coming.setdefault(key, [0, 0])
-        held[0] += len(envelopes)
-        held[1] += sum(e.size for e in envelopes)
+        size = envelopes[0].size if len(envelopes) == 1 else sum(e.size for e in envelopes)
+        held = self._coming.get(key)
+        if held is None:
+            self._coming[key] = [len(envelopes), size]
+        else:
+            held[0] += len(envelopes)
+            held[1] += size
 
     def _round_robin(self, partitions: Partitions) -> int:
         key = id(partitions)
@@ -97,11 +107,16 @@ class SendPlan:
         partition key when known), checked against its limits after the plan's other copies."""
         if not envelopes:
             return
+        now = self.now
+        if isinstance(entity, Entity):  # (_leaf, inline: a plain entity holds them itself)
+            entity.check_accept(envelopes, *self._reserved(id(entity)))
+            self._reserve(id(entity), envelopes)
+            self._steps.append(partial(entity.accept_all, envelopes, now))
+            return
         leaf, partitions, index = self._leaf(entity, envelopes, key)
         self._reserve(id(leaf), envelopes)
-        now = self.now
         if partitions is None:
-            self._steps.append(lambda: leaf.accept_all(envelopes, now))
+            self._steps.append(partial(leaf.accept_all, envelopes, now))
             return
         self._next[id(partitions)] = (index + 1) % partitions.count
 
