@@ -102,3 +102,28 @@ async def test_a_fan_out_cut_anywhere_in_its_batch_comes_back_whole_or_not_at_al
         finally:
             again.commits.close_now()
         shutil.rmtree(crashed)
+
+
+async def test_a_fan_out_whose_write_fails_is_taken_back_from_every_entity(tmp_path: Path) -> None:
+    """The disk is full when the fan-out's batch is written: the send is refused, and every
+    copy (each subscription's, the forward's, the dead letter) and the topic's id are taken
+    back, so the retry, once there is room, is stored once in each place."""
+    now = time.time()
+    store, ns = opened(tmp_path)
+    send(ns, "full", now, message_id="resident")
+    await committed(store)
+    journal = store.commits.journal
+    journal.space = 0
+    send(ns, "t", now, message_id="X")  # (the namespace took it: the write decides)
+    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    store.after_commit(done.set_result)
+    assert isinstance(await asyncio.wait_for(done, 10), OSError)
+    assert holders(ns, "X") == []
+    journal.space = None
+    send(ns, "t", now, message_id="X")
+    await committed(store)
+    assert holders(ns, "X") == list(PLACES)
+    await store.close()
+    again, ns = opened(tmp_path)
+    assert holders(ns, "X") == list(PLACES)
+    await again.close()
