@@ -175,25 +175,27 @@ class Entity:
         return (self,)
 
     # -- adding -------------------------------------------------------------------
-    def check_accept(self, envelopes: list[Envelope]) -> None:
-        """Raise what storing these messages would raise (sessions, count, bytes), changing nothing."""
+    def check_accept(self, envelopes: list[Envelope], coming: int = 0, coming_bytes: int = 0) -> None:
+        """Raise what storing these messages would raise (sessions, count, bytes), changing
+        nothing. ``coming``, ``coming_bytes``: messages (and their bytes) on their way here
+        besides these, checked already (the other copies of a send's plan)."""
         if self.requires_session and any(e.session_id is None for e in envelopes):
             raise EntityError(
                 NOT_ALLOWED,
                 f"{self.path!r} requires sessions: set a session id on the message (properties.group-id)",
             )
-        if len(self.store) + len(envelopes) > self.properties.max_messages:
+        if len(self.store) + coming + len(envelopes) > self.properties.max_messages:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
-                f"{self.path!r} holds {len(self.store)} messages, its limit of {self.properties.max_messages};"
-                " receive some before sending more",
+                f"{self.path!r} holds {len(self.store)} messages{_besides(coming)}, its limit of"
+                f" {self.properties.max_messages}; receive some before sending more",
             )
         size = envelopes[0].size if len(envelopes) == 1 else sum(map(_SIZE, envelopes))
-        if self.bytes + size > self.properties.max_bytes:
+        if self.bytes + coming_bytes + size > self.properties.max_bytes:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
-                f"{self.path!r} holds {self.bytes} bytes of messages, near its limit of {self.properties.max_bytes};"
-                " receive some before sending more",
+                f"{self.path!r} holds {self.bytes} bytes of messages{_besides(coming_bytes)}, near its limit of"
+                f" {self.properties.max_bytes}; receive some before sending more",
             )
 
     def accept(self, envelope: Envelope, now: float) -> int:
@@ -936,6 +938,11 @@ class Entity:
         """:meth:`encode` (not ``peek``) of each message (a receiver's batch), in order;
         ``tags``: their lock tokens, for a peek-lock batch (the delivery-annotations carry them)."""
         return deliver_all(messages, tags)
+
+
+def _besides(coming: int) -> str:
+    """What a refusal adds about ``coming`` more on their way (the other copies of one send)."""
+    return f" (and {coming} more on their way from the same send)" if coming else ""
 
 
 def _uncount(msg: StoredMessage) -> None:

@@ -7,7 +7,8 @@ Entity names are case-insensitive, as in Service Bus.
 
 Sending (:meth:`Namespace.send`) takes the transfer payload as it arrived:
 a batch (message-format ``0x80013700``, one data section per encoded message) is
-unpacked and stored atomically; a ping (content-type
+unpacked and stored atomically, as is a send to a topic with every copy it makes (its
+subscriptions', their forwards': :mod:`.plan`); a ping (content-type
 ``application/vnd.ms-servicebus-ping``) is accepted and dropped; a message larger
 than the entity's maximum is refused with ``amqp:link:message-size-exceeded``.
 """
@@ -33,7 +34,7 @@ from amqplink.broker.config import (
 )
 from amqplink.broker.namespace.batches import split_batch
 from amqplink.broker.namespace.duplicates import DuplicateDetector
-from amqplink.broker.namespace.entity import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, Entity, Sent
+from amqplink.broker.namespace.entity import Entity, Sent
 from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.errors import (
     DECODE_ERROR,
@@ -52,6 +53,7 @@ from amqplink.broker.namespace.partitioned import (
     partitioned_dead_letter_queue,
     partitions_for,
 )
+from amqplink.broker.namespace.plan import SendPlan
 from amqplink.broker.namespace.sql.rules import subscription_copies
 from amqplink.broker.rights import MAX_ENTITY_RULES, AccessRule
 from amqplink.codec.errors import DecodeError
@@ -99,10 +101,14 @@ SESSION_ID_NULL = (
 )
 """Dead-letter reason and description of a message without a session id that a topic fans
 out (or a queue forwards) into an entity that requires sessions (same table)."""
-FORWARD_REFUSED = "QuotaExceeded"
-"""Dead-letter reason of a message a forwarding entity could not hand to its destination
-(over its quota): "the source entity adds the messages to its dead-letter queue"; Service
-Bus documents no reason text, this is the SDK's failure reason for a quota exceeded."""
+FORWARD_REFUSED = {RESOURCE_LIMIT_EXCEEDED: "QuotaExceeded", MESSAGE_SIZE_EXCEEDED: "MessageSizeExceeded"}
+"""The destination's refusals that dead-letter a forwarded message in the forwarding entity
+(the send succeeds), each with its dead-letter reason. Service Bus: "If the destination
+entity accumulates too many messages and exceeds the quota, or the destination entity is
+disabled, the source entity adds the messages to its dead-letter queue" (auto-forwarding
+considerations); it documents no reason text, these are the SDK's failure reasons for the
+refusal. A message above the destination's maximum size is the broker's choice: it can
+never be forwarded, so it is dead-lettered likewise. Any other refusal refuses the send."""
 DEAD_LETTER_SUFFIX = "$deadletterqueue"
 
 
@@ -206,16 +212,23 @@ class Topic:
         """Sequence numbers of the messages scheduled on the topic."""
         return list(self._scheduled)
 
-    def schedule(self, envelope: Envelope, at: float) -> int:
-        """Hold a message for the topic's subscriptions until ``at``; its sequence number
-        (``amqp:resource-limit-exceeded`` past the topic's limits)."""
-        full = len(self._scheduled) >= self.properties.max_messages
-        if full or self.scheduled_bytes + envelope.size > self.properties.max_bytes:
+    def check_schedule(self, envelopes: list[Envelope], coming: int = 0, coming_bytes: int = 0) -> None:
+        """``amqp:resource-limit-exceeded`` if holding ``envelopes`` as well would take the
+        topic's schedule past its limits (its message count, its bytes); changes nothing.
+        ``coming``, ``coming_bytes``: scheduled messages on their way besides these (a send's plan)."""
+        count = len(self._scheduled) + coming + len(envelopes)
+        size = self.scheduled_bytes + coming_bytes + sum(e.size for e in envelopes)
+        if count > self.properties.max_messages or size > self.properties.max_bytes:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
                 f"topic {self.name!r} holds {len(self._scheduled)} scheduled messages ({self.scheduled_bytes} bytes),"
                 " its limit; cancel some first",
             )
+
+    def schedule(self, envelope: Envelope, at: float) -> int:
+        """Hold a message for the topic's subscriptions until ``at``; its sequence number
+        (``amqp:resource-limit-exceeded`` past the topic's limits)."""
+        self.check_schedule([envelope])
         seq = self._next_sequence
         self._next_sequence += 1
         self.load_scheduled(seq, at, envelope)
@@ -716,9 +729,11 @@ class Namespace:
         Those whose id was stored within the window (or that repeat an earlier id of the same
         batch) are dropped, the send still accepted ("the send operation succeeds, but the
         newly sent message is instantly ignored and dropped"). A refusal of any kind raised
-        here (quota, sessions, a fragment down, a forward that failed) records no id, so a
-        retry is stored. A durable store writes the ids with the messages, and forgets them if
-        that write fails (:meth:`~amqplink.broker.durable.persistence.Persistence.roll_back`).
+        here (quota, sessions, a fragment down, a forward that failed) stores nothing in any
+        entity, a topic's subscriptions and forward destinations included (:meth:`_route`
+        plans such a send whole first), and records no id, so a retry is stored once. A
+        durable store writes the ids with the messages, and forgets them if that write fails
+        (:meth:`~amqplink.broker.durable.persistence.Persistence.roll_back`).
 
         The hook for transactions: a transactional send is unpacked (:meth:`unpack`) when it
         arrives, staged, and handed here only when its transaction commits (the sends of one
@@ -764,96 +779,142 @@ class Namespace:
 
     def _route(self, target: MessagingEntity | Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
         """Store ``envelopes`` in ``target``, reached after ``hops`` forwards (0: sent to it),
-        without the duplicates of its detector; their ids recorded once they are stored."""
+        without the duplicates of its detector; their ids recorded once they are stored.
+
+        A queue sent to directly that does not forward holds them itself: its store checks
+        them and takes them all or none. Anything else (a topic, a forward) may put copies in
+        several entities, so it is planned first, every copy checked (:class:`SendPlan`), and
+        only then stored: a refusal anywhere stores nothing anywhere and logs no id."""
         if not envelopes:
             return
-        partitions = target.partitions
-        key = None
-        detector: DuplicateDetector | None = getattr(target, "duplicates", None)
-        if partitions is not None:
-            key, detector, envelopes = partitions.admit(envelopes)  # key rules, a pinned fragment down
+        if hops or isinstance(target, Topic) or _forwards(target):
+            plan = SendPlan(now)
+            self._plan(plan, target, envelopes, hops)
+            plan.apply()
+            return
+        key, detector, envelopes = _admitted(target, envelopes)
         if detector is None:
-            self._place(target, envelopes, now, hops, key)
+            target.accept_all(envelopes, now, key)
             return
         fresh = detector.fresh(envelopes, now)
         if fresh:
-            self._place(target, fresh, now, hops, key)  # a refusal raises: no id recorded
+            target.accept_all(fresh, now, key)  # a refusal raises: no id recorded
             detector.record_all(fresh, now)
         detector.dropped += len(envelopes) - len(fresh)
 
-    def _place(
-        self, target: MessagingEntity | Topic, envelopes: list[Envelope], now: float, hops: int, key: Any
-    ) -> None:
-        """:meth:`_route`'s store, once duplicates are dropped: fanned out, forwarded or kept."""
-        if isinstance(target, Topic):
-            self._fan_out(target, envelopes, now, hops)
+    def _plan(self, plan: SendPlan, target: MessagingEntity | Topic, envelopes: list[Envelope], hops: int) -> None:
+        """:meth:`_route` into ``plan``: the partition rules, the size (a forward's: the
+        destination's maximum), duplicates, then the copies (:meth:`_plan_place`)."""
+        if not envelopes:
             return
-        if target.properties.forward_to and not target.is_dead_letter_queue:
-            self._forward(target, envelopes, now, hops)
+        if hops:
+            _check_size(target, envelopes)
+        key, detector, envelopes = _admitted(target, envelopes)
+        if detector is None:
+            self._plan_place(plan, target, envelopes, hops, key)
+            return
+        fresh = plan.fresh(detector, envelopes)
+        # (logged before the copies are planned: one forwarded back here later in the plan is a duplicate)
+        plan.log_ids(detector, fresh, len(envelopes) - len(fresh))
+        self._plan_place(plan, target, fresh, hops, key)
+
+    def _plan_place(
+        self, plan: SendPlan, target: MessagingEntity | Topic, envelopes: list[Envelope], hops: int, key: Any
+    ) -> None:
+        """:meth:`_plan`'s copies, once duplicates are dropped: fanned out, forwarded or kept."""
+        if not envelopes:
+            return
+        if isinstance(target, Topic):
+            self._plan_fan_out(plan, target, envelopes, hops)
+            return
+        if _forwards(target):
+            self._plan_forward(plan, target, envelopes, hops)
             return
         if hops and target.requires_session:
             # Forwarded in: one without a session id is dead-lettered here, the sender not told.
-            envelopes = _sessionless_dead_lettered(target, envelopes, now)
-        if envelopes:
-            target.accept_all(envelopes, now, key)
+            sessionless = [e for e in envelopes if e.session_id is None]
+            if sessionless:
+                plan.dead_letter(target, sessionless, *SESSION_ID_NULL)
+                envelopes = [e for e in envelopes if e.session_id is not None]
+        plan.store(target, envelopes, key)
 
-    def _forward(self, source: MessagingEntity, envelopes: list[Envelope], now: float, hops: int) -> None:
-        """Hand what reached ``source`` (a queue or subscription with ``ForwardTo``, after
-        ``hops`` forwards) to its destination. As Service Bus: at the fifth hop a message is
-        dead-lettered in ``source`` (:data:`HOPS_EXCEEDED`); one the destination refuses for
-        its quota likewise (:data:`FORWARD_REFUSED`), the sender not told; one scheduled
-        for later waits in ``source`` and is forwarded when it becomes active (:meth:`tick`)."""
-        if hops >= MAX_FORWARD_HOPS:
-            log.info("%s: %d message(s) forwarded %d times: dead-lettered", source.path, len(envelopes), hops)
-            _dead_letter_all(source, envelopes, now, *HOPS_EXCEEDED)
+    def _plan_forward(self, plan: SendPlan, source: MessagingEntity, envelopes: list[Envelope], hops: int) -> None:
+        """Plan handing what reached ``source`` (a queue or subscription with ``ForwardTo``,
+        after ``hops`` forwards) to its destination. As Service Bus: at the fifth hop a message
+        is dead-lettered in ``source`` (:data:`HOPS_EXCEEDED`); one the destination has no
+        room for (its quota, its maximum message size) likewise (:data:`FORWARD_REFUSED`), the
+        sender not told; one scheduled for later waits in ``source`` and is forwarded when it
+        becomes active (:meth:`tick`). Any other refusal of the destination (a fragment down,
+        a destination deleted) refuses the send: nothing is stored anywhere."""
+        if not envelopes:
             return
-        later = [e for e in envelopes if (e.scheduled_enqueue_time() or 0) > now]
-        if later:
-            source.check_accept(later)  # (held in the source after the forward: a refusal first)
+        now = plan.now
+        if hops >= MAX_FORWARD_HOPS:
+            plan.dead_letter(source, envelopes, *HOPS_EXCEEDED)
+            count = len(envelopes)
+            plan.then(lambda: log.info("%s: %d message(s) forwarded %d times: dead-lettered", source.path, count, hops))
+            return
+        if any((e.scheduled_enqueue_time() or 0) > now for e in envelopes):
+            # held in the source, forwarded when due
+            plan.store(source, [e for e in envelopes if (e.scheduled_enqueue_time() or 0) > now])
             envelopes = [e for e in envelopes if (e.scheduled_enqueue_time() or 0) <= now]
-        try:
-            self._route(self._send_target(source.properties.forward_to or ""), envelopes, now, hops + 1)
-        except EntityError as exc:
-            if exc.condition != RESOURCE_LIMIT_EXCEEDED:
-                raise  # nothing stored anywhere: the sender retries all of them
-            log.warning(
-                "%s: its forward destination refused %d message(s): dead-lettered (%s)",
-                source.path,
-                len(envelopes),
-                exc.description,
-            )
-            _dead_letter_all(source, envelopes, now, FORWARD_REFUSED, exc.description)
-        if later:
-            source.accept_all(later, now)  # held scheduled in the source, forwarded when due
+            if not envelopes:
+                return
+        destination = self._send_target(source.properties.forward_to or "")  # (deleted: the send is refused)
+        refused: list[str] = []  # (the descriptions of the refusals)
+        for envelope in envelopes:  # one by one, as Service Bus forwards: each fits or not
+            forward = plan.child()
+            try:
+                self._plan(forward, destination, [envelope], hops + 1)
+            except EntityError as exc:
+                reason = FORWARD_REFUSED.get(exc.condition)
+                if reason is None:
+                    raise  # nothing stored anywhere: the sender retries all of them
+                plan.dead_letter(source, [envelope], reason, exc.description)
+                refused.append(exc.description)
+            else:
+                forward.merge()
+        if refused:
+            count, last = len(refused), refused[-1]
+            what = "%s: its forward destination refused %d message(s): dead-lettered (%s)"
+            plan.then(lambda: log.warning(what, source.path, count, last))
 
-    def _fan_out(self, topic: Topic, envelopes: list[Envelope], now: float, hops: int) -> None:
-        plan: list[tuple[AnySubscription, list[Envelope], list[Envelope]]] = []
-        for sub in topic.subscriptions.values():
-            passed = subscription_copies(sub.rules, envelopes)
-            if passed:
-                sessionless: list[Envelope] = []
-                if not sub.properties.forward_to:
-                    if sub.requires_session:
-                        sessionless = [e for e in passed if e.session_id is None]
-                        if sessionless:
-                            passed = [e for e in passed if e.session_id is not None]
-                    sub.check_accept(passed)
-                plan.append((sub, passed, sessionless))
+    def _plan_fan_out(self, plan: SendPlan, topic: Topic, envelopes: list[Envelope], hops: int) -> None:
+        """Plan a topic's copies: the messages scheduled for later held on the topic (every
+        subscription gets them when they come due), the others in each subscription whose
+        rules pass them (:meth:`_plan_copy`)."""
+        now = plan.now
+        later = False
         for envelope in envelopes:
             at = envelope.scheduled_enqueue_time()
             if at is not None and at > now:
-                topic.schedule(envelope, at)
-        for sub, passed, sessionless in plan:
-            due = [e for e in passed if (e.scheduled_enqueue_time() or 0) <= now]
-            if sessionless:
-                # Service Bus takes the send and dead-letters the copy in this subscription only.
-                _dead_letter_all(
-                    sub, [e for e in sessionless if (e.scheduled_enqueue_time() or 0) <= now], now, *SESSION_ID_NULL
-                )
-            if sub.properties.forward_to:
-                self._forward(sub, due, now, hops)
-            else:
-                sub.accept_all(due, now)
+                plan.schedule(topic, envelope, at)
+                later = True
+        for sub in topic.subscriptions.values():
+            self._plan_copy(plan, sub, envelopes, hops, later)
+
+    def _plan_copy(
+        self, plan: SendPlan, sub: AnySubscription, envelopes: list[Envelope], hops: int, later: bool = True
+    ) -> None:
+        """Plan ``sub``'s copies of what its topic was sent (those its rules pass and that are
+        due now): forwarded, or kept (one without a session id in a subscription that requires
+        sessions: dead-lettered there, as Service Bus does). A subscription that keeps them
+        must have room for the ones scheduled for later as well (``later``: whether any may be)."""
+        passed = subscription_copies(sub.rules, envelopes)
+        if not passed:
+            return
+        now = plan.now
+        due = [e for e in passed if (e.scheduled_enqueue_time() or 0) <= now] if later else passed
+        if sub.properties.forward_to:  # (_forwards: a subscription is no dead-letter queue)
+            self._plan_forward(plan, sub, due, hops)
+            return
+        if sub.requires_session and any(e.session_id is None for e in passed):
+            plan.dead_letter(sub, [e for e in due if e.session_id is None], *SESSION_ID_NULL)
+            passed = [e for e in passed if e.session_id is not None]
+            due = [e for e in due if e.session_id is not None]
+        if len(due) != len(passed):
+            plan.check(sub, passed)
+        plan.store(sub, due)
 
     def schedule(self, target: MessagingEntity | Topic, envelope: Envelope, at: float, now: float) -> int:
         """Schedule one message on a queue or topic: :meth:`schedule_all` of one."""
@@ -877,9 +938,11 @@ class Namespace:
             if detector is not None:
                 groups.setdefault(id(detector), (detector, []))[1].append(envelope)
         kept = {id(e) for detector, group in groups.values() for e in detector.fresh(group, now)}
-        if not isinstance(target, Topic):
-            stored = [envelope for envelope, _, _, detector in plan if detector is None or id(envelope) in kept]
-            if stored:
+        stored = [envelope for envelope, _, _, detector in plan if detector is None or id(envelope) in kept]
+        if stored:
+            if isinstance(target, Topic):
+                target.check_schedule(stored)
+            else:
                 target.check_accept(stored)
         seqs = []
         for envelope, at, key, detector in plan:
@@ -936,7 +999,7 @@ class Namespace:
         for topic in self.topics.values():
             due = topic.due(now)
             if due:
-                self._fan_out(topic, due, now, 0)
+                self._activate(topic, due, now)
         for entity in list(self._timed):
             deadline = entity.next_deadline()
             if deadline <= now:
@@ -947,6 +1010,22 @@ class Namespace:
             if deadline == math.inf:
                 self._timed.discard(entity)
 
+    def _activate(self, topic: Topic, due: list[Envelope], now: float) -> None:
+        """Fan out the topic's scheduled messages come due. No sender waits for them (their
+        send was acknowledged when they were scheduled), so each copy is placed on its own: one
+        a subscription refuses (full; its forward refused for anything but quota) is
+        dead-lettered there, and the other subscriptions still get theirs."""
+        for envelope in due:
+            for sub in topic.subscriptions.values():
+                plan = SendPlan(now)
+                try:
+                    self._plan_copy(plan, sub, [envelope], 0)
+                    plan.apply()
+                except EntityError as exc:
+                    log.warning("%s: a scheduled message come due was refused: dead-lettered (%s)", sub.path, exc)
+                    copies = subscription_copies(sub.rules, [envelope])
+                    self._dead_letter_refused(sub, copies, now, exc)
+
     def _forward_held(self, entity: Entity, now: float) -> None:
         """Forward what became active in ``entity`` (a scheduled message now due); what its
         destination refuses is dead-lettered in ``entity`` (a tick raises nothing)."""
@@ -954,11 +1033,27 @@ class Namespace:
         if not held:
             return
         envelopes = [msg.envelope for msg in held]
+        plan = SendPlan(now)
         try:
-            self._forward(entity, envelopes, now, 0)
+            self._plan_forward(plan, entity, envelopes, 0)
+            plan.apply()
         except EntityError as exc:
             log.warning("%s: forwarding %d message(s) failed: dead-lettered (%s)", entity.path, len(held), exc)
-            _dead_letter_all(entity, envelopes, now, FORWARD_REFUSED, exc.description)
+            self._dead_letter_refused(entity, envelopes, now, exc)
+
+    def _dead_letter_refused(
+        self, entity: MessagingEntity, envelopes: list[Envelope], now: float, exc: EntityError
+    ) -> None:
+        """The clock's last resort for messages ``entity`` could not place: its dead-letter
+        queue, the refusal as reason (:data:`FORWARD_REFUSED`'s, else its condition) and
+        description; when that refuses too, they are dropped, logged as an error."""
+        try:
+            _dead_letter_all(entity, envelopes, now, FORWARD_REFUSED.get(exc.condition, exc.condition), exc.description)
+        except EntityError as refused:
+            log.error(
+                "%s: %d message(s) could not be placed (%s) nor dead-lettered (%s): dropped",
+                entity.path, len(envelopes), exc.description, refused.description,
+            )  # fmt: skip
 
     def next_deadline(self) -> float:
         """When the clock next has something to do: the earliest deadline of an entity or a topic's schedule."""
@@ -1022,36 +1117,45 @@ def _body_target(target: MessagingEntity | Topic) -> AnyQueue | None:
     return None
 
 
+def _forwards(entity: MessagingEntity) -> bool:
+    """Whether ``entity`` hands what reaches it on (``ForwardTo``; a dead-letter queue's
+    forwarding is its entity's ``ForwardDeadLetteredMessagesTo``, done by its sink)."""
+    return bool(entity.properties.forward_to) and not entity.is_dead_letter_queue
+
+
+def _admitted(
+    target: MessagingEntity | Topic, envelopes: list[Envelope]
+) -> tuple[Any, DuplicateDetector | None, list[Envelope]]:
+    """The partition key of a send to ``target`` (None: none, or not partitioned), the
+    duplicate detector its ids meet (None: no duplicate detection) and the messages to store
+    (stamped: :meth:`Partitions.admit`, which refuses a batch of distinct keys or a key whose
+    fragment is down)."""
+    partitions = target.partitions
+    if partitions is None:
+        return None, getattr(target, "duplicates", None), envelopes
+    return partitions.admit(envelopes)
+
+
+def _check_size(target: MessagingEntity | Topic, envelopes: list[Envelope]) -> None:
+    """``amqp:link:message-size-exceeded`` for a message forwarded to ``target`` above its
+    maximum message size (a send is checked as it arrives: :meth:`Namespace.unpack`)."""
+    limit = target.properties.max_message_size
+    for envelope in envelopes:
+        if envelope.size > limit:
+            raise EntityError(
+                MESSAGE_SIZE_EXCEEDED,
+                f"a forwarded message of {envelope.size} bytes is above {target.path!r}'s maximum of {limit}",
+            )
+
+
 def _dead_letter_all(
     entity: MessagingEntity, envelopes: list[Envelope], now: float, reason: str, description: str
 ) -> None:
     """Put ``envelopes`` (not stored in ``entity``) in ``entity``'s own dead-letter queue with a
-    dead-letter reason and description: not where it forwards its dead letters (what routing
-    dead-letters is not routed again, so that forwarding loops end; Service Bus does not
-    forward the dead letters of a hop count exceeded either). A refusal of the dead-letter
-    queue (full) reaches the sender: nothing is dropped. A fragment of a partitioned entity
-    (a scheduled message come due, on the clock) hands them to its entity's dead letters."""
-    updates = {DEAD_LETTER_REASON: reason, DEAD_LETTER_DESCRIPTION: description}
-    dead = [envelope.with_application_properties(updates) for envelope in envelopes]
-    if not dead:
-        return
-    dlq: MessagingEntity | None = getattr(entity, "dead_letter_queue", None)
-    if dlq is not None:
-        dlq.accept_all(dead, now)
-        return
-    sink = entity.dead_letter_sink
-    for envelope in dead:
-        if sink is None:
-            log.warning("%s: no dead-letter queue wired; a dead-lettered message was dropped", entity.path)
-        else:
-            sink(envelope, now)
-
-
-def _sessionless_dead_lettered(entity: MessagingEntity, envelopes: list[Envelope], now: float) -> list[Envelope]:
-    """Those of ``envelopes`` with a session id; the others dead-lettered in ``entity`` (it
-    requires sessions) with :data:`SESSION_ID_NULL`."""
-    sessionless = [e for e in envelopes if e.session_id is None]
-    if not sessionless:
-        return envelopes
-    _dead_letter_all(entity, sessionless, now, *SESSION_ID_NULL)
-    return [e for e in envelopes if e.session_id is not None]
+    dead-letter reason and description, at once (:meth:`SendPlan.dead_letter`): not where it
+    forwards its dead letters (what routing dead-letters is not routed again, so that
+    forwarding loops end; Service Bus does not forward the dead letters of a hop count
+    exceeded either). A refusal of the dead-letter queue (full) is raised."""
+    plan = SendPlan(now)
+    plan.dead_letter(entity, envelopes, reason, description)
+    plan.apply()

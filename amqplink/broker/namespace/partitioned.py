@@ -203,6 +203,15 @@ class Partitions:
         self._next = start + 1 if start + 1 < count else 0
         return start
 
+    @property
+    def round_robin_start(self) -> int:
+        """The fragment the round robin tries first for the next message with no key."""
+        return self._next
+
+    @round_robin_start.setter
+    def round_robin_start(self, index: int) -> None:
+        self._next = index % self.count
+
     # -- a send arriving --------------------------------------------------------------
     def admit(self, envelopes: list[Envelope]) -> tuple[Any, DuplicateDetector | None, list[Envelope]]:
         """Check a send against the partition rules; their key, the duplicate detector of the
@@ -459,17 +468,34 @@ class PartitionedEntity:
     def check_accept(self, envelopes: list[Envelope], key: Any = KEY_UNKNOWN) -> None:
         """Refuse what storing would: a keyed batch is checked against its fragment; a keyless
         one needs a fragment that is up and can take it all. ``key``: theirs when known."""
+        self.fragment_for(envelopes, key)
+
+    def fragment_for(
+        self,
+        envelopes: list[Envelope],
+        key: Any = KEY_UNKNOWN,
+        *,
+        start: int = 0,
+        check: Callable[[Entity, list[Envelope]], None] = Entity.check_accept,
+    ) -> int:
+        """The fragment that can store ``envelopes`` together, as :meth:`check_accept` finds
+        it: the one their key pins (``key``: theirs when known; whether it is up is the
+        sender's check, :meth:`Partitions.admit`, not the broker's own moves'), else the first
+        fragment from ``start`` that is up and that ``check`` passes. ``check(fragment,
+        envelopes)`` raises the fragment's refusal (:meth:`Entity.check_accept`; a send's plan
+        counts what it has put there already); the last refusal is raised when none takes them."""
         partitions = self.partitions
         if key is KEY_UNKNOWN:
             key = partitions.key(envelopes[0]) if envelopes else None
         if key is not None:
-            self.fragments[partitions.index(key)].check_accept(envelopes)
-            return
+            index = partitions.index(key)
+            check(self.fragments[index], envelopes)
+            return index
         refused: EntityError | None = None
-        for index in partitions.up_from(0):
+        for index in partitions.up_from(start):
             try:
-                self.fragments[index].check_accept(envelopes)
-                return
+                check(self.fragments[index], envelopes)
+                return index
             except EntityError as exc:
                 refused = exc
         if refused is not None:
