@@ -244,7 +244,8 @@ def test_encode_all_stamps_each_message_as_delivered(partitioned: bool) -> None:
         entity.abandon(msg.lock, T0)
     batch = entity.receive_many(T0 + 1, 6)
     assert len(batch) == 5
-    decoded = [Message.decode(p) for p in entity.encode_all(batch)]
+    tags = [msg.lock for msg in batch]  # a peek-lock batch: its lock tokens are its delivery-tags
+    decoded = [Message.decode(p) for p in entity.encode_all(batch, tags)]
     for msg, got in zip(batch, decoded, strict=True):
         prior = int(got.header.delivery_count or 0) if got.header is not None else 0
         assert prior == msg.delivery_count - 1 == (1 if got.body in (b"m0", b"m1") else 0)
@@ -252,7 +253,7 @@ def test_encode_all_stamps_each_message_as_delivered(partitioned: bool) -> None:
         assert annotations[Symbol("x-opt-sequence-number")] == msg.sequence_number
         assert Symbol("x-opt-locked-until") in annotations
     assert sorted(got.body for got in decoded) == [b"m0", b"m1", b"m3", b"m4", b"m5"]  # m2 is still locked
-    assert entity.encode_all(batch) == [entity.encode(m) for m in batch]
+    assert entity.encode_all(batch, tags) == [entity.encode(m) for m in batch]
 
 
 def _completed_seeing_held(count: int, picks: list[int], expired: set[int]) -> tuple[Any, list[Any]]:
