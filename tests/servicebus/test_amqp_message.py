@@ -411,11 +411,10 @@ def test_batch_takes_an_annotated_message() -> None:
 def test_a_paired_sender_parks_an_annotated_message_as_one_message() -> None:
     """Failover parks what ``send_messages`` took: an annotated message is one message (its
     own sections), not an iterable to read."""
-    from amqplink.servicebus.paired.pairing import outgoing_list
-    from amqplink.servicebus.paired.sender import _REPEATABLE
+    from amqplink.servicebus.paired.pairing import REPEATABLE, outgoing_list
 
     annotated = AmqpAnnotatedMessage(sequence_body=[1, 2], application_properties={"k": "v"})
-    assert isinstance(annotated, _REPEATABLE)
+    assert isinstance(annotated, REPEATABLE)
     (parked,) = outgoing_list(annotated)
     assert parked.amqplink_message is annotated._message and parked.raw_amqp_message is annotated
 

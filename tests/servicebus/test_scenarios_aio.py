@@ -321,7 +321,7 @@ async def test_errors_name_the_same_exception(api: Api, broker: BrokerThread) ->
     exceptions = api.exceptions
     cs = broker.connection_string
     async with api.aio.ServiceBusClient.from_connection_string(cs, retry_total=0) as client:
-        with pytest.raises(exceptions.MessagingEntityNotFoundError):
+        with pytest.raises(exceptions.ServiceBusAuthenticationError):  # the token's put answered 404
             async with client.get_queue_sender("no-such-queue") as sender:
                 await sender.send_messages(api.sb.ServiceBusMessage("x"))
         with pytest.raises(exceptions.OperationTimeoutError):  # no session comes within its wait
