@@ -55,6 +55,7 @@ from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.management import OPERATION_RIGHTS, handle_management
 from amqplink.broker.namespace.management import response as status_response
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
+from amqplink.broker.namespace.unwritable import unwritable
 from amqplink.broker.rights import AccessRule, AccessRules, Right, describe_rights, path_covers
 from amqplink.broker.session_wait import NEXT_SESSION_WAIT, SessionWaits, Waiter, requested_wait
 from amqplink.codec.errors import DecodeError
@@ -651,7 +652,13 @@ class _ServiceBusConnection:
                     if not batch:
                         break
                     sent = True
-                    payloads = encode_all(batch)
+                    try:
+                        payloads = encode_all(batch)
+                    except Exception as exc:  # a bug (storable admits what is written back): nothing lost
+                        error = unwritable(entity, batch, exc)
+                        link.detach(_error(error.condition, error.description))
+                        self._drop(link)
+                        break
                     i = 0
                     try:
                         if lock:
