@@ -49,6 +49,7 @@ from amqplink.broker.control import CONTROL_NODE, handle_control
 from amqplink.broker.durable import Persistence
 from amqplink.broker.faults import Fault, Faults, under
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token
+from amqplink.broker.namespace.decimals import in_response, servicebus_decimals
 from amqplink.broker.namespace.envelope import as_text
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
@@ -77,6 +78,7 @@ from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, Receive
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
 from amqplink.sbwire.conditions import DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
+from amqplink.sbwire.decimals import reads_servicebus_decimals
 from amqplink.sbwire.formats import dotnet_ticks
 from amqplink.sbwire.nodes import CBS_NODE as _CBS
 from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
@@ -134,6 +136,9 @@ class _Consumer:
     session_id: str | None
     flush: Callable[[], None]
     writable: Callable[[], bool]
+    encode_all: Callable[[list[Any]], list[bytes]]
+    """The payloads of a batch of the entity's messages for this receiver (the entity's
+    ``encode_all``, or with decimals as Service Bus writes them: :mod:`.namespace.decimals`)."""
     held: dict[bytes, Delivery] = field(default_factory=dict)
     """The unsettled deliveries by lock token (the delivery tag)."""
     busy: bool = False
@@ -572,11 +577,24 @@ class _ServiceBusConnection:
             session_id=session_id,
             flush=protocol.schedule_flush,
             writable=lambda: not protocol.write_paused,
+            encode_all=self._encoder(entity),
         )
         self.consumers[link] = consumer
         wake = self._waker(consumer)
         link.context = wake
         entity.listeners.append(wake)
+
+    def _reads_servicebus_decimals(self) -> bool:
+        """Whether the peer reads decimals only as Service Bus writes them (the Python SDK)."""
+        remote = self.engine.remote_open
+        return reads_servicebus_decimals(None if remote is None else remote.properties)
+
+    def _encoder(self, entity: MessagingEntity) -> Callable[[list[Any]], list[bytes]]:
+        """What writes a batch of ``entity``'s messages for a receiver of this connection."""
+        encode_all = entity.encode_all
+        if not self._reads_servicebus_decimals():
+            return encode_all
+        return lambda batch: list(map(servicebus_decimals, encode_all(batch), [m.envelope for m in batch]))
 
     def _start_waiter(self, waiter: Waiter, session_id: str, locked_until: float) -> None:
         if waiter.link.is_detached or self.engine.close_sent:
@@ -629,7 +647,7 @@ class _ServiceBusConnection:
             link.send,
             link.send_all,
             consumer.held,
-            entity.encode_all,
+            consumer.encode_all,
         )
         sent = False
         try:
@@ -978,7 +996,8 @@ class _ServiceBusConnection:
                 log.info("%s: %s refused: %s", node, operation, denied.description)
                 description, condition = str(denied.description), str(denied.condition)
                 return status_response(request, 401, description=description, condition=condition)
-        return handle_management(self.host.namespace, node, request, now)
+        answer = handle_management(self.host.namespace, node, request, now)
+        return in_response(answer) if self._reads_servicebus_decimals() else answer
 
     # -- faults -----------------------------------------------------------------------
     @property

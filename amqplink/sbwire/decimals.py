@@ -13,18 +13,32 @@ the one the same SDK writes. A .NET reader takes either (its decoder keeps the s
 low byte).
 
 :func:`dotnet_decimal` says which AMQP decimals Service Bus can keep (none that is a NaN,
-an infinity, more than 96 bits of coefficient or more than 28 places), and
-:func:`servicebus_decimal128` writes the layout Service Bus delivers.
+an infinity, more than 96 bits of coefficient or more than 28 places),
+:func:`servicebus_decimal128` writes the layout Service Bus delivers, and
+:func:`reads_servicebus_decimals` tells the receiver that needs it (the Python SDK) by the
+``product`` its connection's open names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from amqplink.codec.types import Decimal32, Decimal64, Decimal128
 
-__all__ = ["DOTNET_MAX_SCALE", "dotnet_decimal", "servicebus_decimal128"]
+__all__ = [
+    "DOTNET_MAX_SCALE",
+    "PYTHON_SDK_PRODUCT",
+    "dotnet_decimal",
+    "reads_servicebus_decimals",
+    "servicebus_decimal128",
+]
 
 DOTNET_MAX_SCALE = 28
 """The most decimal places a .NET ``System.Decimal`` holds."""
+PYTHON_SDK_PRODUCT = "azsdk-python-servicebus"
+"""The ``product`` connection property of azure-servicebus for Python (its
+``USER_AGENT_PREFIX``), sync and asyncio alike."""
 _BIAS = 6176
 _COEFFICIENT_BITS = 96
 
@@ -59,3 +73,13 @@ def servicebus_decimal128(value: Decimal32 | Decimal64 | Decimal128) -> Decimal1
     exponent = _BIAS - scale
     head = bytes(((0x80 if sign else 0) | (exponent >> 9), (exponent & 0x7F) << 1, 0, 0))
     return Decimal128(head + coefficient.to_bytes(12, "big"))
+
+
+def reads_servicebus_decimals(connection_properties: Mapping[Any, Any] | None) -> bool:
+    """Whether the peer whose open carried ``connection_properties`` reads a decimal128 only
+    in Service Bus's layout: the official Python SDK (``product`` is
+    :data:`PYTHON_SDK_PRODUCT`)."""
+    product = (connection_properties or {}).get("product")
+    if isinstance(product, bytes):
+        product = product.decode("utf-8", "replace")
+    return product == PYTHON_SDK_PRODUCT
