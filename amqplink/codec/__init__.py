@@ -89,6 +89,7 @@ from .types import (
     ULong,
     UShort,
     infer_type,
+    same_value,
 )
 
 __all__ = [
@@ -112,6 +113,7 @@ __all__ = [
     "ULong",
     "UShort",
     "infer_type",
+    "same_value",
     # errors
     "DecodeError",
     "EncodeError",

@@ -118,8 +118,8 @@ def check_annotations(annotations: dict[Any, Any], offset: int) -> None:
     when = annotations.get(SCHEDULED_ENQUEUE_TIME)
     if when is not None and (not isinstance(when, _SCHEDULE_TYPES) or type(when) is bool):
         raise NotStorable(
-            f"message annotation {SCHEDULED_ENQUEUE_TIME!r} is a {type(when).__name__} ({when!r}): it must be a"
-            " timestamp",
+            f"message annotation {_name(SCHEDULED_ENQUEUE_TIME)} is a {type(when).__name__} ({when!r}): it must"
+            " be a timestamp",
             offset,
         )
     if _EXACT_SCALARS.issuperset(map(type, annotations.values())):
@@ -129,7 +129,7 @@ def check_annotations(annotations: dict[Any, Any], offset: int) -> None:
             continue
         problem = _rewritten({key: value})
         if problem is not None:
-            raise NotStorable(f"message annotation {key!r} cannot be kept as sent: {problem}", offset)
+            raise NotStorable(f"message annotation {_name(key)} cannot be kept as sent: {problem}", offset)
 
 
 def check_properties(properties: Properties, offset: int) -> None:
@@ -143,6 +143,11 @@ def check_properties(properties: Properties, offset: int) -> None:
                 " ulong, uuid, binary or string (3.2.11-14)",
                 offset,
             )
+
+
+def _name(key: Any) -> str:
+    """An annotation key as an error names it (a symbol as its text, quoted)."""
+    return repr(str(key)) if isinstance(key, str) else repr(key)
 
 
 def _rewritten(entries: dict[Any, Any]) -> str | None:
