@@ -15,30 +15,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from amqplink.codec import AMQPType, Array, Char, Decimal32, Decimal128, Described, Float, Long, Symbol, ULong
-from amqplink.codec.decode import float32_nan
 from tests import profiles
-from tests.broker.typesutil import MODES, Sections, assert_all_kept, messages, round_trip, send_ours
-
-HARD = Sections(
-    message_annotations={
-        Symbol("x-test-accepted"): Described(ULong(0x24), [True]),  # a protocol descriptor, a field it lacks
-        Symbol("x-test-header"): Described(ULong(0x70), [True, 5]),  # a header whose priority is no ubyte
-        Symbol("x-test-nan"): Float(float32_nan(0x7F800001)),  # a signalling NaN with a payload
-        Symbol("x-test-long"): Described(Long(5), "a long descriptor"),
-        Symbol("x-test-symbols"): Array([Symbol("a"), Symbol("b")], AMQPType.SYMBOL),
-    },
-    delivery_annotations={Symbol("x-test-hop"): "for the broker only"},
-    application_properties={
-        "d128": Decimal128.from_decimal("1.5"),
-        "d32": Decimal32.from_decimal("-2.50"),
-        "c": Char("é"),
-    },
-    footer={Symbol("x-test-digest"): Described(Symbol("amqp:accepted:list"), [b"\x00"])},
-    body=Described(ULong(0x77), [Array([1, 2], AMQPType.LONG, ULong(0x24))]),
-    body_type="value",
-)
-"""The shapes that were lost or refused before (issue 30): drawn every run, not by chance."""
+from tests.broker.typesutil import HARD, MODES, Sections, assert_all_kept, messages, round_trip, send_ours
 
 
 @pytest.mark.parametrize("mode", MODES)

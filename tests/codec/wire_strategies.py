@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from amqplink.codec import decode_all
 
-__all__ = ["ARRAY_ELEMENTS", "descriptor_bytes", "scalar_bytes", "wire_maps", "wire_values"]
+__all__ = ["ARRAY_ELEMENTS", "SCALARS", "descriptor_bytes", "scalar_bytes", "typed", "wire_maps", "wire_values"]
 
 
 def _u32(n: int) -> bytes:
@@ -40,30 +40,36 @@ _ascii = st.text(st.characters(max_codepoint=127), max_size=8)
 _small_floats = st.floats(width=32, allow_nan=False).map(lambda f: b"\x72" + struct.pack(">f", f))
 
 
-def _variable(code8: int, code32: int, raw: bytes) -> st.SearchStrategy[bytes]:
-    return st.sampled_from(
-        [bytes((code8, len(raw))) + raw, bytes((code32,)) + _u32(len(raw)) + raw] if len(raw) < 256 else
-        [bytes((code32,)) + _u32(len(raw)) + raw]
-    )  # fmt: skip
+def _sized(code: int, raws: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
+    wide = code & 0x10  # 0xb0, 0xb1, 0xb3: a 32-bit size
+    return raws.filter(lambda raw: wide or len(raw) < 256).map(
+        lambda raw: bytes((code,)) + (_u32(len(raw)) if wide else bytes((len(raw),))) + raw
+    )
 
 
-scalar_bytes = st.one_of(
-    st.sampled_from([b"\x40", b"\x41", b"\x42", b"\x56\x00", b"\x56\x01", b"\x43", b"\x44"]),
-    _fixed(0x50, 1), _fixed(0x60, 2), _fixed(0x70, 4), _fixed(0x52, 1), _fixed(0x80, 8), _fixed(0x53, 1),
-    _fixed(0x51, 1), _fixed(0x61, 2), _fixed(0x71, 4), _fixed(0x54, 1), _fixed(0x81, 8), _fixed(0x55, 1),
-    _fixed(0x72, 4), _small_floats, _fixed(0x82, 8),  # any bits: NaNs of every payload, infinities
-    _fixed(0x74, 4), _fixed(0x84, 8), _fixed(0x94, 16),  # decimals: any bits (non-canonical ones too)
-    _code_points.map(lambda c: b"\x73" + _u32(c)), _fixed(0x83, 8), _fixed(0x98, 16),
-    st.binary(max_size=12).flatmap(lambda raw: _variable(0xA0, 0xB0, raw)),
-    _text.flatmap(lambda text: _variable(0xA1, 0xB1, text.encode())),
-    _ascii.flatmap(lambda text: _variable(0xA3, 0xB3, text.encode())),
-)  # fmt: skip
+SCALARS: dict[int, st.SearchStrategy[bytes]] = {
+    0x40: st.just(b"\x40"), 0x41: st.just(b"\x41"), 0x42: st.just(b"\x42"),
+    0x56: st.sampled_from([b"\x56\x00", b"\x56\x01"]), 0x43: st.just(b"\x43"), 0x44: st.just(b"\x44"),
+    0x50: _fixed(0x50, 1), 0x60: _fixed(0x60, 2), 0x70: _fixed(0x70, 4), 0x52: _fixed(0x52, 1),
+    0x80: _fixed(0x80, 8), 0x53: _fixed(0x53, 1), 0x51: _fixed(0x51, 1), 0x61: _fixed(0x61, 2),
+    0x71: _fixed(0x71, 4), 0x54: _fixed(0x54, 1), 0x81: _fixed(0x81, 8), 0x55: _fixed(0x55, 1),
+    0x72: st.one_of(_fixed(0x72, 4), _small_floats),  # any bits: NaNs of every payload, infinities
+    0x82: _fixed(0x82, 8),
+    0x74: _fixed(0x74, 4), 0x84: _fixed(0x84, 8), 0x94: _fixed(0x94, 16),  # decimals: any bits, non-canonical too
+    0x73: _code_points.map(lambda c: b"\x73" + _u32(c)), 0x83: _fixed(0x83, 8), 0x98: _fixed(0x98, 16),
+    0xA0: _sized(0xA0, st.binary(max_size=12)), 0xB0: _sized(0xB0, st.binary(max_size=12)),
+    0xA1: _sized(0xA1, _text.map(str.encode)), 0xB1: _sized(0xB1, _text.map(str.encode)),
+    0xA3: _sized(0xA3, _ascii.map(str.encode)), 0xB3: _sized(0xB3, _ascii.map(str.encode)),
+}  # fmt: skip
+"""Each scalar constructor and a value behind it (all of one value's bytes)."""
+
+scalar_bytes = st.one_of(*SCALARS.values())
 """One scalar (every primitive but list, map and array), in any of its encodings."""
 
 descriptor_bytes = st.one_of(
     st.integers(0, 255).map(lambda code: bytes((0x53, code))),  # the usual: a smallulong code
     st.integers(0, 2**64 - 1).map(lambda code: b"\x80" + struct.pack(">Q", code)),
-    _ascii.filter(bool).flatmap(lambda name: _variable(0xA3, 0xB3, name.encode())),
+    _sized(0xA3, _ascii.filter(bool).map(str.encode)), _sized(0xB3, _ascii.filter(bool).map(str.encode)),
     _fixed(0x81, 8), _fixed(0x55, 1),  # a long (reserved, 1.2, but read and written back)
     st.sampled_from([bytes.fromhex("0024"), bytes.fromhex("0070"), bytes.fromhex("0077"), bytes.fromhex("0031")])
     .map(lambda code: b"\x53" + code[1:]),  # protocol descriptors: accepted, header, amqp-value, declare
@@ -173,3 +179,8 @@ def wire_maps(
     """A map (map8 or map32) of distinct ``keys`` to ``values``, as bytes."""
     pairs = st.lists(st.tuples(keys, values), max_size=4, unique_by=lambda pair: _key(pair[0]))
     return st.tuples(pairs, st.booleans()).map(lambda t: _map(*t))
+
+
+def typed(*codes: int) -> st.SearchStrategy[bytes]:
+    """A scalar behind one of the constructors ``codes``."""
+    return st.one_of(*(SCALARS[code] for code in codes))
