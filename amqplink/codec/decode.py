@@ -750,7 +750,8 @@ def register_composite(code: int, symbol: str, factory: Callable[[Any], Any], *,
 def unregister_composite(code: int, symbol: str) -> None:
     """Forget a registration made by :func:`register_composite` (mainly for tests)."""
     for factory in (_BY_CODE.pop(code, None), _BY_SYMBOL.pop(symbol, None)):
-        _DATA_VALUED.discard(factory)  # type: ignore[arg-type]
+        if factory is not None:
+            _DATA_VALUED.discard(factory)
     _BY_SYMBOL_RAW.pop(symbol.encode("ascii"), None)
     _NAMES.pop(code, None)
 
@@ -860,7 +861,8 @@ def float32_nan(bits: int) -> float:
     """The float32 NaN of ``bits`` as a Python float (a double) that :func:`float32_bits`
     gives back exactly: sign, payload and the signalling bit kept (C's float-to-double cast
     sets the quiet bit of a signalling NaN)."""
-    return _unpack_d(_pack_Q((bits >> 31) << 63 | 0x7FF << 52 | (bits & 0x7FFFFF) << 29), 0)[0]
+    value: float = _unpack_d(_pack_Q((bits >> 31) << 63 | 0x7FF << 52 | (bits & 0x7FFFFF) << 29), 0)[0]
+    return value
 
 
 # ---------------------------------------------------------------------------

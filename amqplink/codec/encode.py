@@ -247,7 +247,7 @@ def float32_bits(value: float) -> int:
     """The binary32 bits of the NaN ``value`` (a double), the inverse of
     :func:`~amqplink.codec.decode.float32_nan`: its sign and the top 23 bits of its payload
     (a payload that leaves them all 0 is a quiet NaN, as C's cast makes it, not infinity)."""
-    bits = _unpack_Q(_pack_d(value))[0]
+    bits: int = _unpack_Q(_pack_d(value))[0]
     payload = (bits >> 29) & 0x7FFFFF
     return (bits >> 63) << 31 | 0x7F800000 | (payload or 0x400000)
 

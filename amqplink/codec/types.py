@@ -309,13 +309,14 @@ class _DecimalBID(_FixedBytes):
         e = self.EXPONENT_BITS
         c = k - 1 - e
         top = (bits >> (k - 6)) & 0x1F  # the combination field's first five bits
+        minus = "-" if sign else ""
         if top == 0x1E:
-            return _decimal.Decimal((sign, (), "F"))
+            return _decimal.Decimal(f"{minus}Infinity")
         if top == 0x1F:
             payload = bits & ((1 << (c - 3)) - 1)
-            kind = "n" if (bits >> (k - 7)) & 1 == 0 else "N"  # (as_tuple: n quiet, N signalling)
-            digits = () if payload == 0 or payload >= 10 ** (self.DIGITS - 1) else _digits(payload)
-            return _decimal.Decimal((sign, digits, kind))
+            signalling = "s" if (bits >> (k - 7)) & 1 else ""
+            kept = payload if payload < 10 ** (self.DIGITS - 1) else 0  # (a payload past it: not canonical)
+            return _decimal.Decimal(f"{minus}{signalling}NaN{kept or ''}")
         if top >> 3 == 3:  # 11: the exponent after them, an implicit 100 before the coefficient
             exponent = (bits >> (c - 2)) & ((1 << e) - 1)
             coefficient = (4 << (c - 2)) | (bits & ((1 << (c - 2)) - 1))
@@ -336,26 +337,26 @@ class _DecimalBID(_FixedBytes):
         e = cls.EXPONENT_BITS
         c = k - 1 - e
         sign, digits, exponent = number.as_tuple()
-        if exponent == "F":
+        if number.is_infinite():
             bits = 0x1E << (k - 6)
-        elif exponent in ("n", "N"):
+        elif number.is_nan():
             payload = int("".join(map(str, digits))) if digits else 0
             if payload >= 10 ** (cls.DIGITS - 1):
                 raise ValueError(f"the NaN payload of {value!r} does not fit a {cls.__name__}")
-            bits = 0x1F << (k - 6) | (1 << (k - 7) if exponent == "N" else 0) | payload  # N: signalling
+            bits = 0x1F << (k - 6) | (1 << (k - 7) if number.is_snan() else 0) | payload
         else:
-            assert isinstance(exponent, int)
+            place = int(exponent)
             coefficient = int("".join(map(str, digits)))
             largest, low, high = 10**cls.DIGITS - 1, -cls.BIAS, 3 * (1 << (e - 2)) - 1 - cls.BIAS
-            while exponent > high and coefficient * 10 <= largest:
-                coefficient, exponent = coefficient * 10, exponent - 1
-            while (exponent < low or coefficient > largest) and coefficient % 10 == 0 and coefficient:
-                coefficient, exponent = coefficient // 10, exponent + 1
+            while place > high and coefficient * 10 <= largest:
+                coefficient, place = coefficient * 10, place - 1
+            while (place < low or coefficient > largest) and coefficient % 10 == 0 and coefficient:
+                coefficient, place = coefficient // 10, place + 1
             if coefficient == 0:
-                exponent = min(max(exponent, low), high)
-            if coefficient > largest or not low <= exponent <= high:
+                place = min(max(place, low), high)
+            if coefficient > largest or not low <= place <= high:
                 raise ValueError(f"{value!r} has no exact {cls.__name__} (precision {cls.DIGITS})")
-            biased = exponent + cls.BIAS
+            biased = place + cls.BIAS
             if coefficient < 1 << c:
                 bits = biased << c | coefficient
             else:

@@ -68,7 +68,6 @@ _SIMPLE_PLAIN = _EXACT_SCALARS - {Decimal32, Decimal64, Decimal128}
 _DECIMALS = (Decimal32, Decimal64, Decimal128)
 _ID_TYPES = frozenset((type(None), str, ULong, bytes, uuid.UUID))
 """message-id and correlation-id: "ulong, uuid, binary, string" (3.2.11-14), or none."""
-_SCHEDULE_TYPES = (Timestamp, Long, Int, Short, Byte, UInt, UShort, UByte, ULong)
 _READERS = value_decoders()
 _SECTION = section_context()
 
@@ -116,7 +115,7 @@ def check_annotations(annotations: dict[Any, Any], offset: int) -> None:
     """:class:`NotStorable` unless ``annotations`` (a message-annotations section at
     ``offset``) are written again as they came, and a scheduled enqueue time is a time."""
     when = annotations.get(SCHEDULED_ENQUEUE_TIME)
-    if when is not None and (not isinstance(when, _SCHEDULE_TYPES) or type(when) is bool):
+    if when is not None and (not isinstance(when, int) or type(when) is bool):  # a timestamp, or ms
         raise NotStorable(
             f"message annotation {_name(SCHEDULED_ENQUEUE_TIME)} is a {type(when).__name__} ({when!r}): it must"
             " be a timestamp",
