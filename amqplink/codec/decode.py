@@ -65,6 +65,7 @@ __all__ = [
     "decode",
     "decode_all",
     "decode_sequence",
+    "float32_nan",
     "interpret",
     "register_composite",
     "section_context",

@@ -73,6 +73,7 @@ __all__ = [
     "encode_ushort",
     "encode_uuid",
     "encode_value",
+    "float32_bits",
     "multiple",
 ]
 

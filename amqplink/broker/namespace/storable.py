@@ -65,6 +65,7 @@ _EXACT_SCALARS = frozenset((
 """The types of the values the codec reads and writes back exactly (its property tests)."""
 _SIMPLE_PLAIN = _EXACT_SCALARS - {Decimal32, Decimal64, Decimal128}
 """The application property values that need no look: simple, and no decimal."""
+_STRINGS = frozenset((str,))
 _DECIMALS = (Decimal32, Decimal64, Decimal128)
 _ID_TYPES = frozenset((type(None), str, ULong, bytes, uuid.UUID))
 """message-id and correlation-id: "ulong, uuid, binary, string" (3.2.11-14), or none."""
@@ -92,7 +93,7 @@ def refusal(exc: DecodeError, path: str, what: str = "the message") -> EntityErr
 def check_application_properties(app: dict[Any, Any], offset: int) -> None:
     """:class:`NotStorable` unless ``app`` (an application-properties section at
     ``offset``) may be kept: string keys, simple values, decimals Service Bus holds."""
-    if _SIMPLE_PLAIN.issuperset(map(type, app.values())) and all(type(k) is str for k in app):
+    if _SIMPLE_PLAIN.issuperset(map(type, app.values())) and _STRINGS.issuperset(map(type, app)):
         return
     for key, value in app.items():
         problem = application_property_error(key, value)
