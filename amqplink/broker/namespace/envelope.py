@@ -18,7 +18,9 @@ section", then at most a footer (3.2). One that is not valid AMQP is refused
 (:class:`DecodeError`, the sender's outcome ``amqp:decode-error``) rather than stored
 and then failing at every receiver. The usual message, one data section of binary,
 is checked where :func:`body_only` already looks at its first bytes: its length must
-run to the end of the payload; any other body is decoded (:func:`check_body`).
+run to the end of the payload; any other body is decoded (:func:`check_body`). A valid
+message whose head the broker could not write back as it came, or keep as Service Bus
+does, is refused too (:mod:`.storable`, from :func:`split_message`).
 """
 
 from __future__ import annotations
@@ -529,8 +531,8 @@ def split_message(payload: bytes, check: bool = False) -> Envelope:
     if check:  # a message sent: kept only if every delivery can give it back as it came
         if annotations:
             check_annotations(annotations, annotations_at)
-        if properties_at >= 0:
-            check_properties(properties, properties_at)  # type: ignore[arg-type]
+        if properties is not None and properties_at >= 0:
+            check_properties(properties, properties_at)
         if app:
             check_application_properties(app, app_at)
     end = check_body(buf, pos) if check else n
