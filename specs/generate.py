@@ -177,6 +177,12 @@ def call_lines(indent: str, func: str, args: Iterable[str]) -> list[str]:
     return [f"{indent}{func}(", *(f"{indent}    {arg}," for arg in args), f"{indent})"]
 
 
+def _data_flag(t: dict[str, Any]) -> list[str]:
+    """``register_composite``'s keyword for a message section: its value is the application's
+    data, in which the codec interprets no descriptor (``amqplink.codec.decode``)."""
+    return ["data=True"] if "section" in t["provides"] else []
+
+
 def filled(indent: str, items: Iterable[str], sep: str = ", ", limit: int = LINE_LIMIT) -> list[str]:
     """Pack ``items`` greedily into lines of at most ``limit`` characters (each line ends with sep)."""
     lines: list[str] = []
@@ -549,7 +555,8 @@ class Generator:
         else:
             out.append(f'        return "{cls}()"')
         out += ["", ""]
-        out += call_lines("", "register_composite", [f"0x{code:08x}", json.dumps(d["name"]), f"{cls}._amqp_decode"])
+        out += call_lines("", "register_composite", [f"0x{code:08x}", json.dumps(d["name"]), f"{cls}._amqp_decode",
+                                                      *_data_flag(t)])
         return out
 
     def section_class(self, t: dict[str, Any]) -> list[str]:
@@ -618,7 +625,8 @@ class Generator:
             f'        return f"{cls}({{self.value!r}})"',
             "",
             "",
-            f"register_composite(0x{code:08x}, {json.dumps(d['name'])}, {cls}._amqp_decode)",
+            *call_lines("", "register_composite", [f"0x{code:08x}", json.dumps(d["name"]), f"{cls}._amqp_decode",
+                                                    *_data_flag(t)]),
         ]
         return out
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import math
 import uuid
+from decimal import Decimal
 
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqplink.sbwire import formats, lock_token, nodes, sas
+from amqplink.codec import Decimal32, Decimal64, Decimal128, Symbol
+from amqplink.sbwire import decimals, formats, lock_token, nodes, sas
 
 
 @given(st.integers(min_value=0, max_value=253402300799 * 10**6))
@@ -52,3 +55,62 @@ def test_a_minted_token_verifies_against_the_neutral_verifier() -> None:
     minted = mint_token(AzureNamedKeyCredential("send", "k3y"), "sb://ns.example/q", now=1000, ttl=60)
     claims = sas.verify_sas_token(minted.token, keys={"send": "k3y"}, audience="sb://ns.example/q/x", now=1030)
     assert claims.key_name == "send" and claims.expires_at == 1060
+
+
+# -- decimals (sbwire/decimals.py) ----------------------------------------------------
+_decimal_kinds = st.sampled_from([Decimal32, Decimal64, Decimal128])
+
+
+@pytest.mark.parametrize(
+    ("text", "wire"),
+    [
+        ("1.5", "0c3e000000000000000000000000000f"),  # exponent 6175 >> 9 in the first byte (BID: >> 7)
+        ("-0.001", "8c3a0000000000000000000000000001"),
+        ("4294967295", "0c4000000000000000000000ffffffff"),
+        ("1E+5", "0c4000000000000000000000000186a0"),  # a positive exponent multiplied in (scale 0)
+        ("1E-28", "0c080000000000000000000000000001"),
+    ],
+)
+def test_service_bus_writes_a_decimal_as_dotnet_does(text: str, wire: str) -> None:
+    kinds = [kind for kind in (Decimal32, Decimal64, Decimal128) if len(Decimal(text).as_tuple().digits) <= kind.DIGITS]
+    for kind in kinds:  # a decimal32 or decimal64 is delivered as the same decimal128
+        assert decimals.servicebus_decimal128(kind.from_decimal(text)).hex() == wire
+
+
+@pytest.mark.parametrize("text", ["NaN", "-Infinity", "1E-29", str(2**96), "0.00000000000000000000000000001"])
+def test_what_dotnet_decimal_does_not_hold_has_no_service_bus_form(text: str) -> None:
+    value = Decimal128.from_decimal(text)
+    assert decimals.dotnet_decimal(value) is None
+    with pytest.raises(ValueError, match=r"\.NET decimal"):
+        decimals.servicebus_decimal128(value)
+
+
+@settings(deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, decimals.DOTNET_MAX_SCALE), st.booleans(), _decimal_kinds)
+def test_the_python_sdk_reads_service_bus_decimals(coefficient: int, scale: int, negative: bool, kind: type) -> None:
+    # pyamqp reads a coefficient of up to 32 bits right (it prints each word as decimal
+    # digits: a wider one it misreads from Service Bus too)
+    from azure.servicebus._pyamqp._decode import _decode_decimal128
+
+    number = Decimal((int(negative), tuple(map(int, str(coefficient))), -scale))
+    try:
+        value = kind.from_decimal(number)
+    except ValueError:
+        return  # more digits than decimal32/64 hold
+    _, read = _decode_decimal128(memoryview(bytes(decimals.servicebus_decimal128(value))))
+    assert read == number
+
+
+def test_the_python_sdk_cannot_read_a_standard_decimal128() -> None:
+    # why the broker writes Service Bus's layout for it: the standard one fails its decoder
+    from azure.servicebus._pyamqp._decode import _decode_decimal128
+
+    with pytest.raises(ValueError, match="decimal128"):
+        _decode_decimal128(memoryview(bytes(Decimal128.from_decimal("1.5"))))
+
+
+def test_the_python_sdk_is_told_by_its_product() -> None:
+    assert decimals.reads_servicebus_decimals({Symbol("product"): "azsdk-python-servicebus"})
+    assert decimals.reads_servicebus_decimals({"product": b"azsdk-python-servicebus"})
+    assert not decimals.reads_servicebus_decimals({Symbol("product"): "amqplink"})
+    assert not decimals.reads_servicebus_decimals(None)

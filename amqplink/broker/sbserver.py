@@ -49,12 +49,14 @@ from amqplink.broker.control import CONTROL_NODE, handle_control
 from amqplink.broker.durable import Persistence
 from amqplink.broker.faults import Fault, Faults, under
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations, handle_put_token
+from amqplink.broker.namespace.decimals import in_response, servicebus_decimals
 from amqplink.broker.namespace.envelope import as_text
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.management import OPERATION_RIGHTS, handle_management
 from amqplink.broker.namespace.management import response as status_response
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
+from amqplink.broker.namespace.unwritable import unwritable
 from amqplink.broker.rights import AccessRule, AccessRules, Right, describe_rights, path_covers
 from amqplink.broker.session_wait import NEXT_SESSION_WAIT, SessionWaits, Waiter, requested_wait
 from amqplink.codec.errors import DecodeError
@@ -76,6 +78,7 @@ from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, Receive
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
 from amqplink.sbwire.conditions import ARGUMENT_ERROR, DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
+from amqplink.sbwire.decimals import reads_servicebus_decimals
 from amqplink.sbwire.formats import dotnet_ticks
 from amqplink.sbwire.nodes import CBS_NODE as _CBS
 from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
@@ -133,6 +136,9 @@ class _Consumer:
     session_id: str | None
     flush: Callable[[], None]
     writable: Callable[[], bool]
+    encode_all: Callable[[list[Any], list[bytes] | None], list[bytes]]
+    """The payloads of a batch of the entity's messages for this receiver (the entity's
+    ``encode_all``, or with decimals as Service Bus writes them: :mod:`.namespace.decimals`)."""
     held: dict[bytes, Delivery] = field(default_factory=dict)
     """The unsettled deliveries by lock token (the delivery tag)."""
     busy: bool = False
@@ -570,11 +576,27 @@ class _ServiceBusConnection:
             session_id=session_id,
             flush=protocol.schedule_flush,
             writable=lambda: not protocol.write_paused,
+            encode_all=self._encoder(entity),
         )
         self.consumers[link] = consumer
         wake = self._waker(consumer)
         link.context = wake
         entity.listeners.append(wake)
+
+    def _reads_servicebus_decimals(self) -> bool:
+        """Whether the peer reads decimals only as Service Bus writes them (the Python SDK)."""
+        remote = self.engine.remote_open
+        return reads_servicebus_decimals(None if remote is None else remote.properties)
+
+    def _encoder(self, entity: MessagingEntity) -> Callable[[list[Any], list[bytes] | None], list[bytes]]:
+        """What writes a batch of ``entity``'s messages (and their lock tokens, None for
+        receive-and-delete) for a receiver of this connection."""
+        encode_all = entity.encode_all
+        if not self._reads_servicebus_decimals():
+            return encode_all
+        return lambda batch, tags: list(
+            map(servicebus_decimals, encode_all(batch, tags), [m.envelope for m in batch])
+        )
 
     def _start_waiter(self, waiter: Waiter, session_id: str, locked_until: float) -> None:
         if waiter.link.is_detached or self.engine.close_sent:
@@ -627,7 +649,7 @@ class _ServiceBusConnection:
             link.send,
             link.send_all,
             consumer.held,
-            entity.encode_all,
+            consumer.encode_all,
         )
         sent = False
         try:
@@ -651,7 +673,13 @@ class _ServiceBusConnection:
                         break
                     sent = True
                     tokens: list[bytes] | None = [msg.lock for msg in batch] if lock else None  # type: ignore[misc]
-                    payloads = encode_all(batch, tokens)
+                    try:
+                        payloads = encode_all(batch, tokens)
+                    except Exception as exc:  # a bug (storable admits what is written back): nothing lost
+                        error = unwritable(entity, batch, exc)
+                        link.detach(_error(error.condition, error.description))
+                        self._drop(link)
+                        break
                     i = 0
                     try:
                         if tokens is not None:
@@ -971,7 +999,8 @@ class _ServiceBusConnection:
                 log.info("%s: %s refused: %s", node, operation, denied.description)
                 description, condition = str(denied.description), str(denied.condition)
                 return status_response(request, 401, description=description, condition=condition)
-        return handle_management(self.host.namespace, node, request, now)
+        answer = handle_management(self.host.namespace, node, request, now)
+        return in_response(answer) if self._reads_servicebus_decimals() else answer
 
     # -- faults -----------------------------------------------------------------------
     @property

@@ -30,6 +30,7 @@ from .decode import (
     decode,
     decode_all,
     decode_sequence,
+    interpret,
     register_composite,
     registered_composites,
     unregister_composite,
@@ -88,6 +89,7 @@ from .types import (
     ULong,
     UShort,
     infer_type,
+    same_value,
 )
 
 __all__ = [
@@ -111,6 +113,7 @@ __all__ = [
     "ULong",
     "UShort",
     "infer_type",
+    "same_value",
     # errors
     "DecodeError",
     "EncodeError",
@@ -152,6 +155,7 @@ __all__ = [
     "decode",
     "decode_all",
     "decode_sequence",
+    "interpret",
     "register_composite",
     "registered_composites",
     "unregister_composite",

@@ -15,7 +15,14 @@ See :class:`DecodeLimits` for the caps on nesting and collection sizes.
 
 Described values whose descriptor was registered with
 :func:`register_composite` decode to ``factory(value)``; other described values
-decode to :class:`~amqplink.codec.types.Described`.  An array of described
+decode to :class:`~amqplink.codec.types.Described`. Inside the value of a composite
+registered with ``data=True`` (a message section: what it holds is the application's
+data, not the protocol's) no descriptor is interpreted: every described value there
+decodes to :class:`~amqplink.codec.types.Described`, whatever its descriptor, so that
+it encodes back to what was sent (an annotation that happens to use the descriptor of
+``accepted`` stays that described value, its fields and all). A descriptor keeps its
+type: a long one decodes to :class:`~amqplink.codec.types.Long` (a plain ``int``
+descriptor encodes as a ulong code).  An array of described
 values decodes to an :class:`~amqplink.codec.types.Array` whose
 ``descriptor`` is the shared descriptor and whose elements are the plain
 described values (factories are not applied to array elements); element
@@ -42,6 +49,7 @@ from .types import (
     Described,
     Float,
     Int,
+    Long,
     Short,
     Symbol,
     Timestamp,
@@ -57,13 +65,17 @@ __all__ = [
     "decode",
     "decode_all",
     "decode_sequence",
+    "float32_nan",
+    "interpret",
     "register_composite",
+    "section_context",
     "registered_composites",
     "unregister_composite",
 ]
 
 Buffer = bytes | bytearray | memoryview
-# ctx is a per-call list: [max_depth, max_collection, max_size, zero_width_budget]
+# ctx is a per-call list: [max_depth, max_collection, max_size, zero_width_budget, data]
+# (data: 1 inside a message section's value, where no descriptor is interpreted)
 _Ctx = list[int]
 _Decoder = Callable[[Buffer, int, int, _Ctx], tuple[Any, int]]
 
@@ -94,7 +106,7 @@ class DecodeLimits:
         if self.max_size is not None and self.max_size < 0:
             raise ValueError("max_size must not be negative")
         size = _NO_SIZE_LIMIT if self.max_size is None else self.max_size
-        template = [self.max_depth, self.max_collection, size, self.max_collection]
+        template = [self.max_depth, self.max_collection, size, self.max_collection, 0]
         object.__setattr__(self, "_template", template)
 
 
@@ -109,6 +121,7 @@ _unpack_q = struct.Struct(">q").unpack_from
 _unpack_f = struct.Struct(">f").unpack_from
 _unpack_d = struct.Struct(">d").unpack_from
 _unpack_II = struct.Struct(">II").unpack_from
+_pack_Q = struct.Struct(">Q").pack
 _struct_error = struct.error
 
 _new_int = int.__new__
@@ -293,6 +306,8 @@ def _d_float(buf: Buffer, pos: int, depth: int, ctx: _Ctx) -> tuple[Any, int]:
         v = _unpack_f(buf, pos)[0]
     except _struct_error:
         raise _truncated(pos, "float") from None
+    if v != v:  # a NaN: its payload and signalling bit kept (a C cast would set the quiet bit)
+        v = float32_nan(_unpack_I(buf, pos)[0])
     return _new_float(Float, v), pos + 4
 
 
@@ -639,6 +654,7 @@ def _array(buf: Buffer, p: int, end: int, count: int, depth: int, ctx: _Ctx, sta
         if p >= end:
             raise DecodeError("array element descriptor missing", p)
         descriptor, p = table[buf[p]](buf, p + 1, depth, ctx)
+        descriptor = _typed_descriptor(descriptor)
         if p >= end:
             raise DecodeError("array element constructor missing after descriptor", p)
         c = buf[p]
@@ -705,30 +721,38 @@ _BY_CODE: dict[int, Callable[[Any], Any]] = {}
 _BY_SYMBOL: dict[str, Callable[[Any], Any]] = {}
 _BY_SYMBOL_RAW: dict[bytes, Callable[[Any], Any]] = {}
 _NAMES: dict[int, str] = {}
+_DATA_VALUED: set[Callable[[Any], Any]] = set()
+"""The factories of composites whose value is data (message sections): read in data mode."""
 
 
-def register_composite(code: int, symbol: str, factory: Callable[[Any], Any]) -> None:
+def register_composite(code: int, symbol: str, factory: Callable[[Any], Any], *, data: bool = False) -> None:
     """Decode described values with descriptor ``code`` (ulong) or ``symbol`` via ``factory``.
 
     ``factory`` receives the decoded described value (the field list of a
     list-based composite) and returns the object the decoder yields.  A
     :class:`DecodeError` raised by it propagates; any other exception becomes a
     :class:`DecodeError` naming the descriptor.  Registering a code or symbol
-    again replaces the previous factory.
+    again replaces the previous factory. ``data``: the composite's value is data
+    (a message section's): no descriptor inside it is interpreted (the module's
+    docstring).
     """
     if not 0 <= code <= 0xFFFFFFFFFFFFFFFF:
         raise ValueError(f"descriptor code out of ulong range: {code}")
     raw = symbol.encode("ascii")
+    unregister_composite(code, symbol)
     _BY_CODE[code] = factory
     _BY_SYMBOL[symbol] = factory
     _BY_SYMBOL_RAW[raw] = factory
     _NAMES[code] = symbol
+    if data:
+        _DATA_VALUED.add(factory)
 
 
 def unregister_composite(code: int, symbol: str) -> None:
     """Forget a registration made by :func:`register_composite` (mainly for tests)."""
-    _BY_CODE.pop(code, None)
-    _BY_SYMBOL.pop(symbol, None)
+    for factory in (_BY_CODE.pop(code, None), _BY_SYMBOL.pop(symbol, None)):
+        if factory is not None:
+            _DATA_VALUED.discard(factory)
     _BY_SYMBOL_RAW.pop(symbol.encode("ascii"), None)
     _NAMES.pop(code, None)
 
@@ -737,8 +761,18 @@ def value_decoders() -> list[_Decoder]:
     """The constructor table for decoders specialised to one layout (e.g. message sections):
     entry ``c`` reads the value whose constructor byte ``c`` is at ``pos - 1`` as
     ``(buf, pos, depth, ctx)`` -> ``(value, end)`` with every check :func:`decode` makes;
-    ``ctx`` is ``DEFAULT_LIMITS._template.copy()`` (or another ``DecodeLimits``'s)."""
+    ``ctx`` is ``DEFAULT_LIMITS._template.copy()`` (or another ``DecodeLimits``'s), or
+    a copy of :func:`section_context`'s for the value of a message section."""
     return _TABLE
+
+
+def section_context(limits: DecodeLimits = DEFAULT_LIMITS) -> list[int]:
+    """A ``ctx`` (copy it for each read) for :func:`value_decoders`' readers reading the
+    value of a message section directly (without its descriptor): in data mode, where no
+    descriptor is interpreted, as when the section is decoded whole."""
+    ctx = limits._template.copy()
+    ctx[4] = 1
+    return ctx
 
 
 def registered_composites() -> dict[int, str]:
@@ -759,7 +793,7 @@ def _d_described(buf: Buffer, pos: int, depth: int, ctx: _Ctx) -> tuple[Any, int
             code = buf[pos]
             pos += 1
             factory = _BY_CODE.get(code)
-            descriptor: Any = _ULONGS[code] if factory is None else code
+            descriptor: Any = _ULONGS[code]
         elif c == 0xA3:  # sym8
             s, pos = _span8(buf, pos + 1, ctx, "symbol")
             raw = bytes(buf[s:pos])
@@ -774,13 +808,27 @@ def _d_described(buf: Buffer, pos: int, depth: int, ctx: _Ctx) -> tuple[Any, int
                 factory = _BY_SYMBOL.get(descriptor)
             else:
                 factory = None
-        value, pos = table[buf[pos]](buf, pos + 1, depth, ctx)
+                descriptor = _typed_descriptor(descriptor)
+        if factory is None or ctx[4]:  # not registered, or inside a message section's value
+            value, pos = table[buf[pos]](buf, pos + 1, depth, ctx)
+            return Described(descriptor, value), pos
+        if factory in _DATA_VALUED:  # a message section: its value is data
+            ctx[4] = 1
+            try:
+                value, pos = table[buf[pos]](buf, pos + 1, depth, ctx)
+            finally:
+                ctx[4] = 0
+        else:
+            value, pos = table[buf[pos]](buf, pos + 1, depth, ctx)
     except IndexError:
         raise _truncated(pos, "described value") from None
-    if factory is None:
-        return Described(descriptor, value), pos
+    return _make(factory, value, descriptor, start), pos
+
+
+def _make(factory: Callable[[Any], Any], value: Any, descriptor: Any, start: int) -> Any:
+    """``factory(value)``; a failure other than a ``DecodeError`` as one naming the descriptor."""
     try:
-        return factory(value), pos
+        return factory(value)
     except DecodeError:
         raise
     except Exception as exc:
@@ -788,6 +836,34 @@ def _d_described(buf: Buffer, pos: int, depth: int, ctx: _Ctx) -> tuple[Any, int
         raise DecodeError(
             f"invalid {name or descriptor!r} (descriptor {descriptor!r}): {type(exc).__name__}: {exc}", start
         ) from exc
+
+
+def interpret(value: Any) -> Any:
+    """``value`` as the composite its registered descriptor makes of it, when it is a
+    :class:`~amqplink.codec.types.Described` read as data (inside a message section); any
+    other value as it is. For the one place where a message carries the protocol's own
+    composites: the body of a transaction coordinator's control message (4.5: "the declare
+    type defines the message body sent to the coordinator", an amqp-value)."""
+    if type(value) is not Described:
+        return value
+    descriptor = value.descriptor
+    t = type(descriptor)
+    factory = _BY_CODE.get(descriptor) if t is ULong else _BY_SYMBOL.get(descriptor) if t is Symbol else None
+    return value if factory is None else _make(factory, value.value, descriptor, 0)
+
+
+def _typed_descriptor(descriptor: Any) -> Any:
+    """A descriptor as it encodes back: a long (a plain ``int`` from the reader, which the
+    encoder would write as a ulong code) as :class:`Long`."""
+    return _new_int(Long, descriptor) if type(descriptor) is int else descriptor
+
+
+def float32_nan(bits: int) -> float:
+    """The float32 NaN of ``bits`` as a Python float (a double) that :func:`float32_bits`
+    gives back exactly: sign, payload and the signalling bit kept (C's float-to-double cast
+    sets the quiet bit of a signalling NaN)."""
+    value: float = _unpack_d(_pack_Q((bits >> 31) << 63 | 0x7FF << 52 | (bits & 0x7FFFFF) << 29), 0)[0]
+    return value
 
 
 # ---------------------------------------------------------------------------

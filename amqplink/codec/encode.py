@@ -73,6 +73,7 @@ __all__ = [
     "encode_ushort",
     "encode_uuid",
     "encode_value",
+    "float32_bits",
     "multiple",
 ]
 
@@ -95,6 +96,10 @@ _pack_BBB = struct.Struct(">BBB").pack
 _pack_BII = struct.Struct(">BII").pack
 _pack_I = struct.Struct(">I").pack
 _pack_II = struct.Struct(">II").pack
+_pack_d = struct.Struct(">d").pack
+_pack_f = struct.Struct(">f").pack
+_unpack_Q = struct.Struct(">Q").unpack
+_unpack_I = struct.Struct(">I").unpack
 
 # Precomputed encodings of small values (indexed by value, or value + 128 for signed).
 _SMALLUINT = [b"\x43"] + [bytes((0x52, i)) for i in range(1, 256)]
@@ -228,11 +233,24 @@ def _encode_int_value(out: bytearray, value: int) -> None:
 
 
 def encode_float(out: bytearray, value: Any) -> None:
-    """float (IEEE 754 binary32): 0x72."""
+    """float (IEEE 754 binary32): 0x72 (a NaN with its payload and signalling bit, as
+    :func:`~amqplink.codec.decode.float32_nan` read it)."""
     try:
-        out += _pack_Bf(0x72, value)
+        if value != value:
+            out += _pack_BI(0x72, float32_bits(value))
+        else:
+            out += _pack_Bf(0x72, value)
     except _RANGE_ERRORS:
         raise _range_error("float", value) from None
+
+
+def float32_bits(value: float) -> int:
+    """The binary32 bits of the NaN ``value`` (a double), the inverse of
+    :func:`~amqplink.codec.decode.float32_nan`: its sign and the top 23 bits of its payload
+    (a payload that leaves them all 0 is a quiet NaN, as C's cast makes it, not infinity)."""
+    bits: int = _unpack_Q(_pack_d(value))[0]
+    payload = (bits >> 29) & 0x7FFFFF
+    return (bits >> 63) << 31 | 0x7F800000 | (payload or 0x400000)
 
 
 def encode_double(out: bytearray, value: Any) -> None:
@@ -483,9 +501,13 @@ def _frozen(value: Any) -> Any:
 
 
 def _encode_descriptor(out: bytearray, descriptor: Any) -> None:
-    if isinstance(descriptor, str):
+    """A descriptor: a plain ``str`` as a symbol and a plain ``int`` as a ulong code (1.2:
+    "symbolic (symbol) or numeric (ulong)"); a value of an explicit type (``Long``, ``UInt``,
+    a ``Described``...) as that type, so a decoded descriptor encodes back as it came."""
+    t = type(descriptor)
+    if t is str or t is Symbol:
         encode_symbol(out, descriptor)
-    elif isinstance(descriptor, int) and not isinstance(descriptor, bool):
+    elif t is int or t is ULong:
         encode_ulong(out, descriptor)
     else:
         encode_value(out, descriptor)
@@ -632,7 +654,10 @@ def _aw_long(out: bytearray, items: Sequence[Any]) -> None:
 
 def _aw_float(out: bytearray, items: Sequence[Any]) -> None:
     out.append(0x72)
-    out += _pack_all("f", items)
+    if all(v == v for v in items):
+        out += _pack_all("f", items)
+    else:
+        out += _pack_all("I", [float32_bits(v) if v != v else _unpack_I(_pack_f(v))[0] for v in items])
 
 
 def _aw_double(out: bytearray, items: Sequence[Any]) -> None:

@@ -28,7 +28,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from .decode import _ONE_BYTE, DEFAULT_LIMITS, value_decoders
+from .decode import _ONE_BYTE, section_context, value_decoders
 from .types import Int, Short, Timestamp, UInt, ULong, UShort
 
 __all__ = ["LAYOUTS_MAX", "Entry", "MapLayouts", "MapMaker", "StructBuilder", "map_entries", "map_maker"]
@@ -37,7 +37,9 @@ LAYOUTS_MAX = 64
 """Distinct map heads a :class:`MapLayouts` remembers; past this, new heads are read generically."""
 
 _TABLE = value_decoders()
-_CTX_TEMPLATE = DEFAULT_LIMITS._template
+_CTX_TEMPLATE = section_context()
+"""Every map read here is a message section's value: read in data mode (no descriptor
+interpreted, as when the section is decoded whole)."""
 _new_int = int.__new__
 
 # How a value is made from its field, when not as unpacked (long, vbin8): WRAP, an int
@@ -184,7 +186,9 @@ def _learn(buf: bytes, start: int, end: int, value: dict[Any, Any]) -> _Layout |
 
 
 class MapLayouts:
-    """The layouts of the maps met at one place (e.g. message annotations), by their head."""
+    """The layouts of the maps met at one place of a message (e.g. its message annotations),
+    by their head; what is not read by a layout is read as the section's value
+    (:func:`~amqplink.codec.decode.section_context`)."""
 
     __slots__ = ("_layouts",)
 

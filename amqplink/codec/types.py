@@ -32,7 +32,9 @@ to the plain values and cost nothing to read.
 from __future__ import annotations
 
 import datetime as _dt
+import decimal as _decimal
 import enum
+import struct as _struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -55,6 +57,7 @@ __all__ = [
     "UInt",
     "ULong",
     "UShort",
+    "same_value",
 ]
 
 
@@ -280,22 +283,116 @@ class _FixedBytes(bytes):
         return f"{type(self).__name__}({bytes(self)!r})"
 
 
-class Decimal32(_FixedBytes):
-    """AMQP decimal32: IEEE 754-2008 decimal32, kept as its 4 raw bytes."""
+class _DecimalBID(_FixedBytes):
+    """An IEEE 754-2008 decimal in its binary integer decimal (BID) encoding, the one AMQP
+    names (1.6.17-19: "IEEE 754-2008 decimal32 using the Binary Integer Decimal encoding"),
+    kept as its raw bytes: what was sent is what is kept and compared (two encodings of one
+    number, 1.5 and 1.50, are two values), and :meth:`to_decimal` and :meth:`from_decimal`
+    convert to and from :class:`decimal.Decimal`.
+
+    The layout (k bits: sign, then e exponent bits and c = k - 1 - e coefficient bits; or,
+    after the sign, ``11``, the exponent, and c - 2 bits after an implicit ``100``; a
+    combination ``11110`` is an infinity, ``11111`` a NaN, signalling when the next bit is
+    set, with its payload in the last c - 3 bits). A coefficient above the precision's
+    largest (10**p - 1) is not canonical and reads as zero, as IEEE 754 says.
+    """
+
+    EXPONENT_BITS = 0
+    BIAS = 0
+    DIGITS = 0
+
+    def to_decimal(self) -> _decimal.Decimal:
+        """The number (or infinity or NaN) these bytes encode."""
+        k = self.SIZE * 8
+        bits = int.from_bytes(self, "big")
+        sign = bits >> (k - 1)
+        e = self.EXPONENT_BITS
+        c = k - 1 - e
+        top = (bits >> (k - 6)) & 0x1F  # the combination field's first five bits
+        minus = "-" if sign else ""
+        if top == 0x1E:
+            return _decimal.Decimal(f"{minus}Infinity")
+        if top == 0x1F:
+            payload = bits & ((1 << (c - 3)) - 1)
+            signalling = "s" if (bits >> (k - 7)) & 1 else ""
+            kept = payload if payload < 10 ** (self.DIGITS - 1) else 0  # (a payload past it: not canonical)
+            return _decimal.Decimal(f"{minus}{signalling}NaN{kept or ''}")
+        if top >> 3 == 3:  # 11: the exponent after them, an implicit 100 before the coefficient
+            exponent = (bits >> (c - 2)) & ((1 << e) - 1)
+            coefficient = (4 << (c - 2)) | (bits & ((1 << (c - 2)) - 1))
+        else:
+            exponent = (bits >> c) & ((1 << e) - 1)
+            coefficient = bits & ((1 << c) - 1)
+        if coefficient >= 10**self.DIGITS:
+            coefficient = 0
+        return _decimal.Decimal((sign, _digits(coefficient), exponent - self.BIAS))
+
+    @classmethod
+    def from_decimal(cls, value: _decimal.Decimal | int | str) -> Any:
+        """The canonical encoding of ``value`` exactly (its exponent kept where the type's
+        range and precision allow it, else moved by trailing zeros); ``ValueError`` when the
+        type cannot hold it without rounding."""
+        number = _decimal.Decimal(value)
+        k = cls.SIZE * 8
+        e = cls.EXPONENT_BITS
+        c = k - 1 - e
+        sign, digits, exponent = number.as_tuple()
+        if number.is_infinite():
+            bits = 0x1E << (k - 6)
+        elif number.is_nan():
+            payload = int("".join(map(str, digits))) if digits else 0
+            if payload >= 10 ** (cls.DIGITS - 1):
+                raise ValueError(f"the NaN payload of {value!r} does not fit a {cls.__name__}")
+            bits = 0x1F << (k - 6) | (1 << (k - 7) if number.is_snan() else 0) | payload
+        else:
+            place = int(exponent)
+            coefficient = int("".join(map(str, digits)))
+            largest, low, high = 10**cls.DIGITS - 1, -cls.BIAS, 3 * (1 << (e - 2)) - 1 - cls.BIAS
+            while place > high and coefficient * 10 <= largest:
+                coefficient, place = coefficient * 10, place - 1
+            while (place < low or coefficient > largest) and coefficient % 10 == 0 and coefficient:
+                coefficient, place = coefficient // 10, place + 1
+            if coefficient == 0:
+                place = min(max(place, low), high)
+            if coefficient > largest or not low <= place <= high:
+                raise ValueError(f"{value!r} has no exact {cls.__name__} (precision {cls.DIGITS})")
+            biased = place + cls.BIAS
+            if coefficient < 1 << c:
+                bits = biased << c | coefficient
+            else:
+                bits = 3 << (k - 3) | biased << (c - 2) | (coefficient & ((1 << (c - 2)) - 1))
+        return cls((bits | sign << (k - 1)).to_bytes(cls.SIZE, "big"))
+
+
+def _digits(n: int) -> tuple[int, ...]:
+    return tuple(map(int, str(n)))
+
+
+class Decimal32(_DecimalBID):
+    """AMQP decimal32: IEEE 754-2008 decimal32 (BID), kept as its 4 raw bytes."""
 
     SIZE = 4
+    EXPONENT_BITS = 8
+    BIAS = 101
+    DIGITS = 7
 
 
-class Decimal64(_FixedBytes):
-    """AMQP decimal64: IEEE 754-2008 decimal64, kept as its 8 raw bytes."""
+class Decimal64(_DecimalBID):
+    """AMQP decimal64: IEEE 754-2008 decimal64 (BID), kept as its 8 raw bytes."""
 
     SIZE = 8
+    EXPONENT_BITS = 10
+    BIAS = 398
+    DIGITS = 16
 
 
-class Decimal128(_FixedBytes):
-    """AMQP decimal128: IEEE 754-2008 decimal128, kept as its 16 raw bytes."""
+class Decimal128(_DecimalBID):
+    """AMQP decimal128: IEEE 754-2008 decimal128 (BID), kept as its 16 raw bytes."""
 
     SIZE = 16
+    EXPONENT_BITS = 14
+    BIAS = 6176
+    DIGITS = 34
 
 
 class Described:
@@ -417,3 +514,33 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple((_freeze(k), _freeze(v)) for k, v in value.items())
     return value
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same AMQP value, which ``==`` does not say (``UInt(1) ==
+    1``, ``nan != nan``): the same Python types all the way down, floats by their bits (a NaN
+    is the NaN it was), arrays with their element type and descriptor, described values with
+    their descriptors, maps with their entries in the same order."""
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is float or t is Float:
+        return _pack_d(a) == _pack_d(b)
+    if t is Array:
+        return a.element_type is b.element_type and same_value(a.descriptor, b.descriptor) and _same_items(a, b)
+    if t is list or t is tuple:
+        return _same_items(a, b)
+    if t is dict:
+        return len(a) == len(b) and all(
+            same_value(ka, kb) and same_value(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True)
+        )
+    if t is Described:
+        return same_value(a.descriptor, b.descriptor) and same_value(a.value, b.value)
+    return bool(a == b)
+
+
+def _same_items(a: Any, b: Any) -> bool:
+    return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+
+
+_pack_d = _struct.Struct(">d").pack

@@ -36,11 +36,9 @@ from typing import Any, ClassVar, TypeVar
 from amqplink.codec.decode import decode
 from amqplink.codec.errors import DecodeError, EncodeError
 from amqplink.codec.types import (
-    Array,
     Decimal32,
     Decimal64,
     Decimal128,
-    Described,
     Symbol,
     Timestamp,
     UByte,
@@ -49,6 +47,7 @@ from amqplink.codec.types import (
 )
 from amqplink.message._decode import decode_learned, decode_unlearned
 from amqplink.message._id_only import id_only_properties
+from amqplink.message.application import application_property_error
 from amqplink.protocol.definitions import (
     AmqpSequence,
     AmqpValue,
@@ -102,7 +101,6 @@ _RANK: dict[type, int] = {
     AmqpValue: 5,
     Footer: 6,
 }
-_NOT_SIMPLE = (dict, list, tuple, Array, Described)
 # bytes underneath, but AMQP values of their own: an amqp-value body, not a data section.
 _TYPED_BYTES = (Decimal32, Decimal64, Decimal128)
 
@@ -403,13 +401,9 @@ class Message:
         app = self.application_properties
         if app:
             for key, value in app.items():
-                if not isinstance(key, str):
-                    raise EncodeError(f"application property keys must be strings, not {type(key).__name__}")
-                if isinstance(value, _NOT_SIMPLE):
-                    raise EncodeError(
-                        f"application property {key!r} is a {type(value).__name__}: values must be simple types"
-                        " (3.2.5: no map, list or array)"
-                    )
+                problem = application_property_error(key, value)
+                if problem is not None:
+                    raise EncodeError(problem)
             ApplicationProperties(app)._amqp_encode(out)
 
     # -- decoding ---------------------------------------------------------------------

@@ -16,7 +16,7 @@ import struct
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from amqplink.codec.decode import DEFAULT_LIMITS, decode, value_decoders
+from amqplink.codec.decode import decode, section_context, value_decoders
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.layouts import MapLayouts, MapMaker, StructBuilder, map_entries, map_maker
 from amqplink.message._id_only import id_only_properties_at
@@ -30,7 +30,8 @@ __all__ = ["HEADER_CACHE_MAX", "HEAD_KEY", "HEAD_LAYOUTS_MAX", "HEADS_PER_KEY", 
 
 _VALUE_DECODERS = value_decoders()
 _unpack_size = struct.Struct(">I").unpack_from
-_CTX_TEMPLATE = DEFAULT_LIMITS._template
+_CTX_TEMPLATE = section_context()
+"""The single pass reads section values directly: in data mode, as the generic decoder reads them."""
 _HEADER_FIELDS: dict[bytes, tuple[Any, ...]] = {}
 """Header list8 encodings seen -> their checked fields: a broker sends few distinct headers."""
 HEADER_CACHE_MAX = 64

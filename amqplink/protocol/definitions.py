@@ -1759,7 +1759,7 @@ class Header:
         )
 
 
-register_composite(0x00000070, "amqp:header:list", Header._amqp_decode)
+register_composite(0x00000070, "amqp:header:list", Header._amqp_decode, data=True)
 
 
 _DELIVERY_ANNOTATIONS_PREFIX = b"\x00\x53\x71"  # descriptor constructor, smallulong 0x71
@@ -1805,7 +1805,7 @@ class DeliveryAnnotations:
         return f"DeliveryAnnotations({self.value!r})"
 
 
-register_composite(0x00000071, "amqp:delivery-annotations:map", DeliveryAnnotations._amqp_decode)
+register_composite(0x00000071, "amqp:delivery-annotations:map", DeliveryAnnotations._amqp_decode, data=True)
 
 
 _MESSAGE_ANNOTATIONS_PREFIX = b"\x00\x53\x72"  # descriptor constructor, smallulong 0x72
@@ -1851,7 +1851,7 @@ class MessageAnnotations:
         return f"MessageAnnotations({self.value!r})"
 
 
-register_composite(0x00000072, "amqp:message-annotations:map", MessageAnnotations._amqp_decode)
+register_composite(0x00000072, "amqp:message-annotations:map", MessageAnnotations._amqp_decode, data=True)
 
 
 _PROPERTIES_ENCODERS: tuple[_Encoder, ...] = (
@@ -2035,7 +2035,7 @@ class Properties:
         )
 
 
-register_composite(0x00000073, "amqp:properties:list", Properties._amqp_decode)
+register_composite(0x00000073, "amqp:properties:list", Properties._amqp_decode, data=True)
 
 
 _APPLICATION_PROPERTIES_PREFIX = b"\x00\x53\x74"  # descriptor constructor, smallulong 0x74
@@ -2081,7 +2081,9 @@ class ApplicationProperties:
         return f"ApplicationProperties({self.value!r})"
 
 
-register_composite(0x00000074, "amqp:application-properties:map", ApplicationProperties._amqp_decode)
+register_composite(
+    0x00000074, "amqp:application-properties:map", ApplicationProperties._amqp_decode, data=True
+)
 
 
 _DATA_PREFIX = b"\x00\x53\x75"  # descriptor constructor, smallulong 0x75
@@ -2126,7 +2128,7 @@ class Data:
         return f"Data({self.value!r})"
 
 
-register_composite(0x00000075, "amqp:data:binary", Data._amqp_decode)
+register_composite(0x00000075, "amqp:data:binary", Data._amqp_decode, data=True)
 
 
 _AMQP_SEQUENCE_PREFIX = b"\x00\x53\x76"  # descriptor constructor, smallulong 0x76
@@ -2172,7 +2174,7 @@ class AmqpSequence:
         return f"AmqpSequence({self.value!r})"
 
 
-register_composite(0x00000076, "amqp:amqp-sequence:list", AmqpSequence._amqp_decode)
+register_composite(0x00000076, "amqp:amqp-sequence:list", AmqpSequence._amqp_decode, data=True)
 
 
 _AMQP_VALUE_PREFIX = b"\x00\x53\x77"  # descriptor constructor, smallulong 0x77
@@ -2216,7 +2218,7 @@ class AmqpValue:
         return f"AmqpValue({self.value!r})"
 
 
-register_composite(0x00000077, "amqp:amqp-value:*", AmqpValue._amqp_decode)
+register_composite(0x00000077, "amqp:amqp-value:*", AmqpValue._amqp_decode, data=True)
 
 
 _FOOTER_PREFIX = b"\x00\x53\x78"  # descriptor constructor, smallulong 0x78
@@ -2262,7 +2264,7 @@ class Footer:
         return f"Footer({self.value!r})"
 
 
-register_composite(0x00000078, "amqp:footer:map", Footer._amqp_decode)
+register_composite(0x00000078, "amqp:footer:map", Footer._amqp_decode, data=True)
 
 
 _RECEIVED_ENCODERS: tuple[_Encoder, ...] = (

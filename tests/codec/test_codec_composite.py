@@ -10,6 +10,7 @@ import pytest
 from amqplink.codec import (
     DecodeError,
     Described,
+    Long,
     Symbol,
     UInt,
     ULong,
@@ -140,14 +141,14 @@ def test_every_descriptor_encoding_finds_the_factory(registered: None, descripto
 @pytest.mark.parametrize(
     ("descriptor", "expected"),
     [
-        (H("8100000000000000f3"), 0xF3),  # a long, not a ulong: not the composite
+        (H("8100000000000000f3"), Long(0xF3)),  # a long, not a ulong: not the composite
         (H("a1") + bytes([len(SYMBOL)]) + SYMBOL.encode(), SYMBOL),  # a string, not a symbol
     ],
 )
 def test_descriptors_of_other_types_do_not_match(registered: None, descriptor: bytes, expected: Any) -> None:
     obj = decode_all(b"\x00" + descriptor + H("45"))
     assert isinstance(obj, Described)
-    assert obj.descriptor == expected and type(obj.descriptor) in (int, str)
+    assert obj.descriptor == expected and type(obj.descriptor) in (Long, str)
 
 
 def test_unknown_descriptors_give_described(registered: None) -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amqplink.codec.decode import decode_all
+from amqplink.codec.decode import decode_all, interpret
 from amqplink.codec.encode import encode_value
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Array, Described, Int, Long, Symbol, Timestamp, UByte, UInt, ULong, UShort
@@ -329,6 +329,16 @@ def test_mandatory_multiple_field_normalised() -> None:
 # -- message sections ----------------------------------------------------------------------
 
 
+def test_a_protocol_composite_in_a_section_is_data_until_interpreted() -> None:
+    # A coordinator's declare (4.5) is an amqp-value holding a composite: read as a message
+    # section's value it is a Described, which interpret() makes the composite.
+    wire = encode(AmqpValue(Declare(global_id=b"g")))
+    back = decode_all(wire)
+    assert type(back) is AmqpValue and type(back.value) is Described
+    assert back.value.descriptor == Declare.DESCRIPTOR_CODE and encode(back) == wire
+    assert interpret(back.value) == Declare(global_id=b"g")
+
+
 @pytest.mark.parametrize(
     "section",
     [
@@ -339,7 +349,6 @@ def test_mandatory_multiple_field_normalised() -> None:
         AmqpValue({"k": [1, 2]}),
         AmqpValue("text"),
         AmqpValue(None),
-        AmqpValue(Declare()),
         DeliveryAnnotations({Symbol("x-opt-lock-token"): uuid.UUID(int=5)}),
         MessageAnnotations({Symbol("x-opt-sequence-number"): 42, Symbol("x-opt-partition-key"): "p"}),
         ApplicationProperties({"prop": 1, "other": "x"}),

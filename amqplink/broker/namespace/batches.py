@@ -34,6 +34,7 @@ from typing import Any
 
 from amqplink.broker.namespace.envelope import _ORDER, Envelope, _new_envelope, split_message
 from amqplink.broker.namespace.errors import ARGUMENT_ERROR, EntityError
+from amqplink.broker.namespace.storable import NotStorable, check_annotations
 from amqplink.codec.decode import decode
 from amqplink.codec.errors import DecodeError
 from amqplink.message import Message
@@ -95,6 +96,10 @@ def _annotations(
         except DecodeError:  # split_message names it (at its offset in the message)
             return None
         if got != after or type(section) is not MessageAnnotations or type(section.value) is not dict:
+            return None
+        try:
+            check_annotations(section.value, pos)  # (once per distinct section of the batch)
+        except NotStorable:  # split_message refuses it, naming it
             return None
         value = seen[raw] = section.value
     return value, after

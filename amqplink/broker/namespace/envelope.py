@@ -22,7 +22,9 @@ section", then at most a footer (3.2). One that is not valid AMQP is refused
 (:class:`DecodeError`, the sender's outcome ``amqp:decode-error``) rather than stored
 and then failing at every receiver. The usual message, one data section of binary,
 is checked where :func:`body_only` already looks at its first bytes: its length must
-run to the end of the payload; any other body is decoded (:func:`check_body`).
+run to the end of the payload; any other body is decoded (:func:`check_body`). A valid
+message whose head the broker could not write back as it came, or keep as Service Bus
+does, is refused too (:mod:`.storable`, from :func:`split_message`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from amqplink.broker.namespace.storable import check_annotations, check_application_properties, check_properties
 from amqplink.codec.decode import decode
 from amqplink.codec.encode import encode_map, encode_symbol
 from amqplink.codec.errors import DecodeError
@@ -541,6 +544,8 @@ def split_message(payload: bytes, check: bool = False) -> Envelope:
     app: dict[str, Any] | None = None
     props_start: int | None = None
     last = -1
+    annotations_at = app_at = 0
+    properties_at = -1
     while pos < n:
         code = _descriptor_code(buf, pos)
         if code in _BODY_OR_FOOTER:
@@ -564,11 +569,22 @@ def split_message(payload: bytes, check: bool = False) -> Envelope:
             header = section
         elif type(section) is MessageAnnotations:
             annotations = _map(section.value, "message-annotations", start)
+            annotations_at = start
         elif type(section) is Properties:
             properties = section
+            if known is None:  # (an id-only section's id is a string)
+                properties_at = start
         elif type(section) is ApplicationProperties:
             app = _map(section.value, "application-properties", start)
+            app_at = start
     props_raw = b"" if props_start is None else bytes(buf[props_start:pos])
+    if check:  # a message sent: kept only if every delivery can give it back as it came
+        if annotations:
+            check_annotations(annotations, annotations_at)
+        if properties is not None and properties_at >= 0:
+            check_properties(properties, properties_at)
+        if app:
+            check_application_properties(app, app_at)
     end = check_body(buf, pos) if check else n
     return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:end]))
 

@@ -18,11 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from amqplink.broker.namespace.envelope import as_text, split_message, timestamp
-from amqplink.broker.namespace.errors import ARGUMENT_ERROR, DECODE_ERROR, NOT_ALLOWED, EntityError
+from amqplink.broker.namespace.errors import ARGUMENT_ERROR, NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.namespace import Namespace, Topic
 from amqplink.broker.namespace.sessions import MAX_SESSION_STATE
+from amqplink.broker.namespace.storable import refusal
 from amqplink.broker.namespace.store import MessageState
+from amqplink.broker.namespace.unwritable import unwritable
 from amqplink.broker.rights import Right
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import AMQPType, Array, Int, Long, Symbol
@@ -110,7 +112,10 @@ def _peek(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
     found = entity.peek(start, count, ctx[2], session_id=session_id)
     if not found:
         return 204, None
-    return 200, {"messages": [{"message": entity.encode(m, peek=True)} for m in found]}
+    try:
+        return 200, {"messages": [{"message": entity.encode(m, peek=True)} for m in found]}
+    except Exception as exc:  # a bug (storable admits what is written back)
+        raise unwritable(entity, found, exc, taken=False) from None
 
 
 def _schedule(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
@@ -126,7 +131,7 @@ def _schedule(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
         try:
             envelopes.append(split_message(raw, check=True))
         except DecodeError as exc:
-            raise EntityError(DECODE_ERROR, f"a scheduled message is not valid AMQP: {exc}") from None
+            raise refusal(exc, target.path, "a scheduled message") from None
     items = [(envelope, now if (at := envelope.scheduled_enqueue_time()) is None else at) for envelope in envelopes]
     seqs = namespace.schedule_all(target, items, now)
     return 200, {"sequence-numbers": Array([Long(s) for s in seqs], AMQPType.LONG)}
@@ -145,11 +150,14 @@ def _receive_by_sequence(ctx: Context, body: dict[str, Any]) -> tuple[int, Any]:
     session_id = as_text(body.get("session-id"))
     found = entity.receive_deferred(seqs, ctx[2], lock=lock, session_id=session_id)
     out = []
-    for m in found:
-        item: dict[str, Any] = {"message": entity.encode(m)}
-        if m.lock_token is not None:
-            item["lock-token"] = m.lock_token
-        out.append(item)
+    try:
+        for m in found:
+            item: dict[str, Any] = {"message": entity.encode(m)}
+            if m.lock_token is not None:
+                item["lock-token"] = m.lock_token
+            out.append(item)
+    except Exception as exc:  # a bug (storable admits what is written back): the messages given back
+        raise unwritable(entity, found, exc) from None
     return 200, {"messages": out}
 
 

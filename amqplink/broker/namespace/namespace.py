@@ -37,7 +37,6 @@ from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import Entity, Sent
 from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.errors import (
-    DECODE_ERROR,
     INTERNAL_ERROR,
     MESSAGE_NOT_FOUND,
     MESSAGE_SIZE_EXCEEDED,
@@ -55,6 +54,7 @@ from amqplink.broker.namespace.partitioned import (
 )
 from amqplink.broker.namespace.plan import SendPlan
 from amqplink.broker.namespace.sql.rules import subscription_copies
+from amqplink.broker.namespace.storable import refusal
 from amqplink.broker.rights import MAX_ENTITY_RULES, AccessRule
 from amqplink.codec.errors import DecodeError
 from amqplink.sbwire.annotations import DEADLETTER_SOURCE
@@ -684,8 +684,9 @@ class Namespace:
         return entity
 
     # -- sending ------------------------------------------------------------------
-    def unpack(self, payload: bytes, message_format: int, max_size: int) -> list[Envelope]:
-        """The messages in one transfer payload (several for a batch); size and decode checked."""
+    def unpack(self, payload: bytes, message_format: int, max_size: int, path: str = "") -> list[Envelope]:
+        """The messages in one transfer payload (several for a batch) sent to ``path``; size
+        and decode checked, and that the broker can keep them (:mod:`.storable`)."""
         if len(payload) > max_size:
             raise EntityError(
                 MESSAGE_SIZE_EXCEEDED,
@@ -696,11 +697,11 @@ class Namespace:
                 return split_batch(payload)
             return [split_message(payload, check=True)]
         except DecodeError as exc:
-            raise EntityError(DECODE_ERROR, f"the message is not valid AMQP, so it was not stored: {exc}") from None
+            raise refusal(exc, path) from None
 
     def send(self, target: MessagingEntity | Topic, payload: bytes, now: float, message_format: int = 0) -> None:
         """Store one transfer's message(s) in a queue or topic: all of them or none."""
-        envelopes = self.unpack(payload, message_format, target.properties.max_message_size)
+        envelopes = self.unpack(payload, message_format, target.properties.max_message_size, target.path)
         if len(envelopes) == 1:  # the common case: no list to filter
             envelope = envelopes[0]
             if envelope.properties is not None and envelope.is_ping:
