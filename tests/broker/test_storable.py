@@ -169,11 +169,11 @@ def unwritable(monkeypatch: pytest.MonkeyPatch) -> bytes:
     poison = Message(b"poison").encode()
     encode_all, encode = Entity.encode_all, Envelope.encode
 
-    def failing_all(self: Entity, messages: Any) -> list[bytes]:
+    def failing_all(self: Entity, messages: Any, tags: Any = None) -> list[bytes]:
         messages = list(messages)
         if any(msg.envelope.body == poison for msg in messages):
             raise ValueError("injected: this message cannot be written")
-        return encode_all(self, messages)
+        return encode_all(self, messages, tags)
 
     def failing(self: Envelope, *args: Any, **kwargs: Any) -> bytes:
         if self.body == poison:
