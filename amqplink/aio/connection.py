@@ -33,6 +33,7 @@ from amqplink.engine.events import (
     LinkDrained,
     SessionBegun,
     SessionEnded,
+    StatefulDeliveriesReceived,
 )
 from amqplink.engine.link import DEFAULT_MAX_MESSAGE_SIZE, Link
 from amqplink.engine.sasl import SaslClient
@@ -54,6 +55,7 @@ _LINK_EVENTS = frozenset(
     (
         DeliveriesUpdated,
         DeliveriesReceived,
+        StatefulDeliveriesReceived,
         LinkCreditChanged,
         LinkAttached,
         LinkDetached,

@@ -17,6 +17,7 @@ from amqplink.engine.events import (
     DeliveryAborted,
     Event,
     LinkDrained,
+    StatefulDeliveriesReceived,
 )
 from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_SETTLED, SND_UNSETTLED, Delivery, ReceiverLink
 from amqplink.engine.session import Session
@@ -432,7 +433,7 @@ class Receiver(LinkBase):
     # -- engine events ----------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
         t = type(event)
-        if t is DeliveriesReceived:
+        if t is DeliveriesReceived or t is StatefulDeliveriesReceived:
             self._on_deliveries(event.deliveries)  # type: ignore[attr-defined]
         elif t is DeliveriesUpdated:
             if event.settled:  # type: ignore[attr-defined]
