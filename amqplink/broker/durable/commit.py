@@ -41,6 +41,7 @@ from amqplink.broker.durable import journal as _journal
 from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import (
     STATE_CODES,
+    atomic_record,
     changed_record,
     gone_record,
     message_records,
@@ -214,6 +215,18 @@ class GroupCommit:
         if not self._scheduled:
             self.kick()
 
+    def atomic(self, apply: Callable[[], None]) -> None:
+        """Run ``apply`` so that what it records (as any change is recorded) is written as one
+        ``A`` record of its own (:func:`~.records.atomic_record`): all of it, or after a crash
+        none (a transaction's commit). What was recorded before it is handed over first, as
+        the batch before; the callbacks ``apply`` registers, and those registered after it,
+        run once the record is written (or refused: a failed write takes it back whole)."""
+        if self._pending:
+            self._flush()
+        apply()
+        if self._pending:
+            self._flush(atomic=True)
+
     def wait_for_bind(self) -> None:
         """Hand nothing to the writer until :meth:`bind` names the loop that runs the store:
         an owner made in one event loop and run in another (a broker built in a coroutine and
@@ -298,7 +311,7 @@ class GroupCommit:
         self._sequences.clear()
         self._extra = []
 
-    def _flush(self) -> None:
+    def _flush(self, *, atomic: bool = False) -> None:
         self._scheduled = False
         if self._lazy is not None:
             self._lazy.cancel()
@@ -314,6 +327,8 @@ class GroupCommit:
         snapshot = self.snapshot() if self.snapshot is not None and self._compaction_due() else None
         # (A compaction carries the batch's own records too: written instead if it cannot be made.)
         records = self._take()
+        if atomic and records:
+            records = atomic_record(records)
         self._records.append(records)
         self._queue.put((snapshot, records, callbacks))
 
@@ -394,7 +409,9 @@ class GroupCommit:
         the batches ``waiting``; both are emptied."""
         if not waiting:
             return
-        error = self._append(merged) if merged else None
+        # A batch with nothing to write behind a failed one is refused with it: its callbacks
+        # wait for the changes before it, which are not on disk.
+        error = self._append(merged) if merged else self._refusing
         results += [(done, error) for done in waiting]
         merged.clear()
         waiting.clear()
