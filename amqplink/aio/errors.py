@@ -21,6 +21,8 @@ __all__ = [
     "MessageRejected",
     "SessionEndedError",
     "SettlementError",
+    "TransactionError",
+    "TransactionInDoubt",
 ]
 
 
@@ -82,3 +84,14 @@ class MessageRejected(AMQPError):
 
 class SettlementError(AMQPError):
     """A received message could not be settled (its link is gone, or it is already settled)."""
+
+
+class TransactionError(AMQPError):
+    """A transaction could not be declared, or its commit was refused and it was rolled back
+    (``condition``: the coordinator's, e.g. ``amqp:transaction:rollback`` or
+    ``amqp:transaction:timeout``), or work could not join it."""
+
+
+class TransactionInDoubt(TransactionError):
+    """A commit was asked and its answer never came (the control link or the connection
+    ended first): it may or may not have been applied; check before doing it again."""

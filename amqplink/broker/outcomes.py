@@ -20,7 +20,7 @@ from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.protocol.definitions import Accepted, Modified, Rejected, Released
 from amqplink.sbwire.conditions import DEAD_LETTER
 
-__all__ = ["apply_outcome", "check_outcome", "is_outcome"]
+__all__ = ["apply_outcome", "check_outcome", "echo_of", "is_outcome"]
 
 _REJECTED = Rejected()
 _SETTLEMENT_OUTCOMES = (Accepted, Modified, Rejected, Released)
@@ -29,6 +29,13 @@ _SETTLEMENT_OUTCOMES = (Accepted, Modified, Rejected, Released)
 def is_outcome(state: Any) -> bool:
     """Whether ``state`` is one of the outcomes a receiver settles a message with."""
     return isinstance(state, _SETTLEMENT_OUTCOMES)
+
+
+def echo_of(state: Any) -> Any:
+    """The outcome the broker settles a delivery with once ``state`` is applied: the same one,
+    but a dead-letter is echoed as a plain ``rejected`` (a rejected *with* an error means "not
+    applied")."""
+    return _REJECTED if isinstance(state, Rejected) else state
 
 
 def apply_outcome(entity: MessagingEntity, token: bytes, state: Any, now: float) -> Any:
@@ -56,7 +63,7 @@ def apply_outcome(entity: MessagingEntity, token: bytes, state: Any, now: float)
         if error is not None and str(error.condition) != DEAD_LETTER and reason is None:
             reason, description = str(error.condition), error.description
         entity.dead_letter(token, now, _opt_text(reason), _opt_text(description))
-        return _REJECTED
+        return echo_of(state)
     if isinstance(state, Released):
         # not a delivery attempt (AMQP 1.0 3.4.4; the SDK releases what it prefetched)
         entity.abandon(token, now, counted=False)

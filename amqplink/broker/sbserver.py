@@ -537,8 +537,9 @@ class _ServiceBusConnection:
         """A transaction controller's control link (AMQP 1.0 part 4): answered with the
         coordinator's capabilities and credit; its declares and discharges come as events."""
         if self.transactions is None:
+            host, flush = self.host, self.protocol.schedule_flush
             self.transactions = ConnectionTransactions(
-                self.host.namespace, self.engine, self.host.persistence, self._settle_retired
+                host.namespace, self.engine, host.persistence, self._settle_retired, flush
             )
         link.answer_rcv_settle_mode = RCV_FIRST
         link.accept_attach()

@@ -40,7 +40,7 @@ from amqplink.broker.namespace.entity import KEY_UNKNOWN
 from amqplink.broker.namespace.errors import NOT_ALLOWED, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.namespace import DEAD_LETTER_SUFFIX, Namespace, Topic
-from amqplink.broker.outcomes import apply_outcome, check_outcome, is_outcome
+from amqplink.broker.outcomes import apply_outcome, check_outcome, echo_of, is_outcome
 from amqplink.codec.types import Symbol
 from amqplink.engine import transactions as protocol
 from amqplink.engine.link import Delivery, SenderLink
@@ -157,12 +157,19 @@ class ConnectionTransactions:
     """The transactions of one Service Bus connection, declared on its control links."""
 
     def __init__(
-        self, namespace: Namespace, connection: Connection, persistence: Persistence | None, settle: Settle
+        self,
+        namespace: Namespace,
+        connection: Connection,
+        persistence: Persistence | None,
+        settle: Settle,
+        flush: Callable[[], None],
     ) -> None:
         self.namespace = namespace
         self.connection = connection
         self.persistence = persistence
         self.settle = settle
+        self.flush = flush
+        """Have the connection's engine write what it has (an answer given outside its events)."""
         self.open: dict[bytes, _Open] = {}
         """The declared transactions not yet discharged (nor rolled back), by txn-id."""
         self._retired: dict[Delivery, _Open] = {}
@@ -213,9 +220,10 @@ class ConnectionTransactions:
             return
         if error is None:
             request.link.discharged(request)
-            return
-        why = f"the broker could not store the commit ({error}); nothing of it was kept: run it again"
-        request.link.refuse(request, _error(TRANSACTION_ROLLBACK, why))
+        else:
+            why = f"the broker could not store the commit ({error}); nothing of it was kept: run it again"
+            request.link.refuse(request, _error(TRANSACTION_ROLLBACK, why))
+        self.flush()
 
     def ended(self, transaction: Transaction) -> None:
         """Its control link (or the connection) ended: it is rolled back (AMQP 1.0 4.1)."""
@@ -312,7 +320,7 @@ class ConnectionTransactions:
             opened.started = now
         opened.retirements[delivery] = _Retirement(holder, delivery, outcome)
         self._retired[delivery] = opened
-        return TransactionalState(txn_id=state.txn_id, outcome=outcome)
+        return TransactionalState(txn_id=state.txn_id, outcome=echo_of(outcome))
 
     def _live(self, state: TransactionalState) -> tuple[_Open | None, Error | None]:
         """The open transaction ``state`` names, or why work cannot join it."""

@@ -31,6 +31,7 @@ from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
 from amqplink.servicebus.session_list import SessionLister
 from amqplink.servicebus.tokens import credential_kind
+from amqplink.servicebus.transaction import ServiceBusTransaction
 from amqplink.servicebus.transport import transport_from_options
 
 __all__ = ["ServiceBusClient"]
@@ -195,11 +196,17 @@ class ServiceBusClient:
         *,
         queue_name: str | None = None,
         topic_name: str | None = None,
+        via: str | None = None,
     ) -> ServiceBusSender:
         self._check_entity(entity)
         ignore_unknown("get_queue_sender" if queue_name else "get_topic_sender", options, HANDLER_OPTIONS)
         chosen = {name: options[name] for name in HANDLER_OPTIONS if name in options}
         if self._pairing is not None:
+            if via is not None:
+                raise ValueError(
+                    "via= (send-via) is not available on a client with paired_namespace: a message parked in a"
+                    " backlog queue cannot keep its transfer route; use a client without pairing"
+                )
             paired = PairedSender(
                 self._holder,
                 entity,
@@ -218,21 +225,30 @@ class ServiceBusClient:
             max_in_flight=max_in_flight,
             queue_name=queue_name,
             topic_name=topic_name,
+            via=via,
             **chosen,
         )
         return self._track(sender)
 
     def get_queue_sender(
-        self, queue_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
+        self, queue_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, via: str | None = None, **kwargs: Any
     ) -> ServiceBusSender:
-        """A sender to ``queue_name``; ``max_in_flight`` bounds the transfers awaiting an outcome."""
-        return self._sender(queue_name, max_in_flight, kwargs, queue_name=queue_name)
+        """A sender to ``queue_name``; ``max_in_flight`` bounds the transfers awaiting an outcome;
+        ``via``: through that entity (send-via: a transaction working on ``via`` may send here,
+        docs/transactions.md)."""
+        return self._sender(queue_name, max_in_flight, kwargs, queue_name=queue_name, via=via)
 
     def get_topic_sender(
-        self, topic_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
+        self, topic_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, via: str | None = None, **kwargs: Any
     ) -> ServiceBusSender:
-        """A sender to ``topic_name``."""
-        return self._sender(topic_name, max_in_flight, kwargs, topic_name=topic_name)
+        """A sender to ``topic_name`` (``via`` as :meth:`get_queue_sender`'s)."""
+        return self._sender(topic_name, max_in_flight, kwargs, topic_name=topic_name, via=via)
+
+    # -- transactions -------------------------------------------------------------------
+    def transaction(self) -> ServiceBusTransaction:
+        """A transaction on this client's connection, to use as ``async with`` (docs/transactions.md):
+        the sends and settlements given ``transaction=`` take effect together when it commits."""
+        return ServiceBusTransaction(self._holder, self._policy.timeout)
 
     # -- receivers --------------------------------------------------------------------
     def _receiver(

@@ -442,4 +442,5 @@ async def test_a_connection_holds_a_bounded_number_of_open_transactions() -> Non
     got = c.pump()
     (ended,) = [e for e in got if isinstance(e, TransactionEnded)]
     assert ended.transaction is refused and refused.state is TransactionState.REFUSED
-    assert ended.error.condition == "amqp:resource-limit-exceeded" and str(MAX_OPEN_TRANSACTIONS) in ended.error.description
+    assert ended.error.condition == "amqp:resource-limit-exceeded"
+    assert str(MAX_OPEN_TRANSACTIONS) in ended.error.description
