@@ -214,6 +214,7 @@ class Transaction:
         if self.state is TransactionState.ROLLED_BACK:  # (its control link ended: 4.1)
             self._undo()
             raise _failure(f"transaction {self._engine.label} was rolled back before its commit", self._engine.error)
+        await self._posted(timeout)
         try:
             error = await self._discharge(False, timeout)
         except AMQPError as exc:  # the control link or the connection failed under it
@@ -230,6 +231,31 @@ class Transaction:
             what = f"transaction {self._engine.label}: the commit's answer never came"
             raise _failure(what, error, TransactionInDoubt)
         raise _failure(f"transaction {self._engine.label} was rolled back instead of committed", error)
+
+    async def _posted(self, timeout: float | None) -> None:
+        """Wait until each message posted in it has been written: a sender short of credit
+        holds some back, and a commit written before them would not include them (they
+        would come after it). :class:`TransactionError` if they are still held at the
+        time-out (the transaction stays open: roll it back, or commit again)."""
+        link = self.controller.link
+        held = link.unwritten(self._engine)
+        if not held:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.connection.timeout if timeout is None else timeout)
+        while held:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TransactionError(
+                    f"transaction {self._engine.label}: {len(held)} messages posted in it were not sent within the"
+                    " time-out (their links had no credit), so it was not committed: roll it back or commit again"
+                )
+            waiting = [d.context for d in held if isinstance(d.context, asyncio.Future) and not d.context.done()]
+            if waiting:
+                await asyncio.wait(waiting, timeout=remaining)
+            else:  # (pre-settled: nothing answers them)
+                await asyncio.sleep(min(0.01, remaining))
+            held = link.unwritten(self._engine)
 
     async def rollback(self, *, timeout: float | None = None) -> None:
         """Roll back: none of its work takes effect; the messages settled in it are unsettled

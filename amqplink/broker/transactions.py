@@ -144,9 +144,13 @@ class _Open:
     doomed: Error | None = None
     """Why it cannot commit (a message sent settled that it could not take)."""
 
+    sent: int = 0
+    """The messages of its postings (each of a batch)."""
+
     @property
     def operations(self) -> int:
-        return len(self.postings) + len(self.retirements)
+        """Its messages sent (each of a batch) and settled."""
+        return self.sent + len(self.retirements)
 
     @property
     def label(self) -> str:
@@ -267,9 +271,9 @@ class ConnectionTransactions:
         payload = delivery.payload
         payload = payload if type(payload) is bytes else bytes(payload)
         try:
-            self._joins(opened, via_path, now)
             unpacked = self.namespace.unpack(payload, delivery.message_format, target.properties.max_message_size)
             envelopes = [e for e in unpacked if not e.is_ping]
+            self._joins(opened, via_path, now, max(1, len(envelopes)))
             key = self._key(opened, via, envelopes, sending_via=via is not target)
             if envelopes:
                 self.namespace.check_send(target, envelopes)
@@ -285,6 +289,7 @@ class ConnectionTransactions:
         if opened.started is None:
             opened.started = now
         opened.postings.append(_Posting(target, payload, delivery.message_format, envelopes))
+        opened.sent += max(1, len(envelopes))
         return TransactionalState(txn_id=state.txn_id, outcome=_ACCEPTED)
 
     def retire(self, holder: Holder, delivery: Delivery, state: TransactionalState, now: float) -> Any:
@@ -337,8 +342,9 @@ class ConnectionTransactions:
             return None, _error(NOT_ALLOWED, f"transaction {transaction.label} is being discharged: declare another")
         return opened, None
 
-    def _joins(self, opened: _Open, path: str, now: float) -> None:
-        """Raise unless another operation on ``path`` may join ``opened``: the entity rule, the count."""
+    def _joins(self, opened: _Open, path: str, now: float, adding: int = 1) -> None:
+        """Raise unless ``adding`` more operations on ``path`` may join ``opened`` (a batch's
+        messages count one each): the entity rule, the count."""
         entity = transaction_entity(path)
         if opened.entity is not None and opened.entity != entity:
             raise EntityError(
@@ -347,11 +353,12 @@ class ConnectionTransactions:
                 f" send to {entity!r} via {opened.entity!r} (a sender created via={opened.entity!r}), or use another"
                 " transaction",
             )
-        if opened.operations >= MAX_OPERATIONS:
+        held = opened.operations
+        if held + adding > MAX_OPERATIONS:
             raise EntityError(
                 RESOURCE_LIMIT_EXCEEDED,
-                f"transaction {opened.label} holds {MAX_OPERATIONS} operations, Service Bus's limit: commit it and"
-                " start another",
+                f"transaction {opened.label} holds {held} operations and {adding} more would pass {MAX_OPERATIONS},"
+                " Service Bus's limit (each message of a batch counts): commit it and start another",
             )
         opened.entity = entity
 

@@ -98,6 +98,7 @@ __all__ = [
     "control_body",
     "transactional_state",
     "txn_id_of",
+    "write_held_work",
 ]
 
 UNKNOWN_ID = TransactionErrorCondition.UNKNOWN_ID
@@ -260,6 +261,15 @@ class _ControlLink:
         self._end_all(None, reason)
 
 
+def write_held_work(connection: Connection) -> None:
+    """Write what each session of ``connection`` holds back for the next ``data_to_send``
+    (batched transfers, coalesced dispositions): frames on other sessions than a control
+    link's would otherwise follow a discharge written now ("the transactional work ...
+    before the discharge", 4.3, is what the coordinator has read before it)."""
+    for session in connection.sessions.values():
+        session.flush_writes()
+
+
 class ControllerLink(_ControlLink, SenderLink):
     """The controller's end of a control link: :meth:`declare` and :meth:`discharge`, each a
     control message whose outcome ends in :class:`~.events.TransactionDeclared` or
@@ -292,15 +302,37 @@ class ControllerLink(_ControlLink, SenderLink):
         self._requests[delivery] = transaction
         return transaction
 
+    def unwritten(self, transaction: Transaction) -> list[Delivery]:
+        """The messages posted in ``transaction`` that are not written yet (their link short
+        of credit or of session window), once what the sessions hold back for the next
+        ``data_to_send`` is written: a discharge written before them would leave them out of
+        it (they would come after it, naming a transaction no longer open). A controller
+        that wants them in waits for them (their outcome) before it discharges."""
+        write_held_work(self.session.connection)
+        txn_id = transaction.txn_id
+        held = []
+        for session in self.session.connection.sessions.values():
+            for link in session.links.values():
+                if isinstance(link, SenderLink):
+                    for delivery in link.queue:
+                        state = delivery.state
+                        if type(state) is TransactionalState and state.txn_id == txn_id:
+                            held.append(delivery)
+        return held
+
     def discharge(self, transaction: Transaction, *, fail: bool = False) -> None:
         """Commit ``transaction`` (``fail=True``: roll it back, 4.3); it ends with the
-        coordinator's answer (:class:`~.events.TransactionEnded`)."""
+        coordinator's answer (:class:`~.events.TransactionEnded`). What the connection's
+        sessions hold back for the next ``data_to_send`` (batched transfers, coalesced
+        dispositions) is written first, so that work done before the discharge reaches the
+        coordinator before it; messages still waiting for credit are not (:meth:`unwritten`)."""
         if transaction.link is not self:
             raise errors.EngineStateError(f"transaction {transaction.label} was declared on another control link")
         if transaction.state is not TransactionState.ACTIVE or transaction.txn_id is None:
             raise errors.EngineStateError(
                 f"cannot discharge transaction {transaction.label}: it is {transaction.state.name.lower()}"
             )
+        write_held_work(self.session.connection)
         delivery = self.send(encode(AmqpValue(Discharge(txn_id=transaction.txn_id, fail=fail))), settled=False)
         transaction.fail = fail
         transaction.move(Step.DISCHARGE)

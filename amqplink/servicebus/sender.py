@@ -473,8 +473,8 @@ class ServiceBusSender(Handler):
         Raises ``MessageSizeExceededError`` for a single message larger than the entity takes,
         ``ValueError`` for a partition key that differs from the session id, and the Service
         Bus error the broker answered (after the retry policy gave up). ``transaction``: the
-        messages are stored only if it commits (docs/transactions.md; each message or batch one
-        transfer, not retried).
+        messages are stored only if it commits (docs/transactions.md; a message or batch one
+        transfer, a list in batches, not retried).
         """
         if self._closed:
             self._check_not_closed()

@@ -43,9 +43,11 @@ from amqplink.servicebus.exceptions import (
 from amqplink.servicebus.management_node import DispositionStatus
 from amqplink.servicebus.message import (
     BATCH_MESSAGE_FORMAT,
+    SINGLE_MESSAGE_TYPES,
     ServiceBusMessageBatch,
     ServiceBusReceivedMessage,
     iter_outgoing,
+    to_outgoing,
 )
 from amqplink.servicebus.partitioning import check_partition_key
 
@@ -173,7 +175,7 @@ class ServiceBusTransaction:
         message: Any,
         timeout: float | None,
     ) -> None:
-        """``send_messages(message, transaction=self)``: each message or batch one transfer in it."""
+        """``send_messages(message, transaction=self)``: a message or batch one transfer in it, a list in batches."""
         inner = self._joinable(sender, "send")
         if isinstance(message, AsyncIterable):
             message = [m async for m in message]
@@ -186,10 +188,25 @@ class ServiceBusTransaction:
         if isinstance(message, ServiceBusMessageBatch):
             if len(message):
                 transfers.append((message._payload(), BATCH_MESSAGE_FORMAT))
-        else:
+        elif isinstance(message, SINGLE_MESSAGE_TYPES):
+            outgoing = to_outgoing(message)
+            check_partition_key(outgoing)
+            transfers.append((outgoing._message.encode(), 0))
+        else:  # a list: in batches, as outside a transaction (and as .NET sends a list in one)
+            batch = ServiceBusMessageBatch(sender.max_message_size)
             for outgoing in iter_outgoing(message):
                 check_partition_key(outgoing)
-                transfers.append((outgoing._message.encode(), 0))
+                try:
+                    batch.add_message(outgoing)
+                    continue
+                except ServiceBusError:
+                    if len(batch) == 0:
+                        raise  # one message larger than the entity takes
+                transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT))
+                batch = ServiceBusMessageBatch(sender.max_message_size)
+                batch.add_message(outgoing)
+            if len(batch):
+                transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT))
         futures = []
         try:
             for payload, message_format in transfers:

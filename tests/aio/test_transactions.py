@@ -22,8 +22,10 @@ from amqplink.protocol.definitions import Accepted, TransactionalState
 
 
 @asynccontextmanager
-async def _broker(servicebus: bool = True, data_dir: Path | None = None) -> AsyncIterator[tuple[Broker, Connection]]:
-    broker = Broker(servicebus=servicebus, data_dir=data_dir)
+async def _broker(
+    servicebus: bool = True, data_dir: Path | None = None, credit_window: int = 1000
+) -> AsyncIterator[tuple[Broker, Connection]]:
+    broker = Broker(servicebus=servicebus, data_dir=data_dir, credit_window=credit_window)
     await broker.start()
     conn = await connect(broker.url)
     try:
@@ -57,6 +59,20 @@ async def test_a_committed_transaction_stores_what_it_sent() -> None:
             assert _count(broker, "q") == 0
         assert txn.state is TransactionState.COMMITTED
         assert _count(broker, "q") == 3
+
+
+@pytest.mark.parametrize("credit", [4, 1000])
+async def test_a_commit_right_after_pipelined_sends_includes_them_all(credit: int) -> None:
+    """``send_nowait`` then the commit at once: the sends wait in the sender (credit 4: most
+    of them for credit) and the commit waits for them, else its discharge would reach the
+    broker first and they would name a transaction no longer open."""
+    async with _broker(credit_window=credit) as (broker, conn):
+        sender = await conn.create_sender("q", max_in_flight=100)
+        txn = await conn.transaction()
+        futures = [await txn.send_nowait(sender, Message(b"m%d" % i)) for i in range(20)]
+        await txn.commit()
+        assert all(outcome_of(f.result()) == Accepted() for f in futures)
+        assert _count(broker, "q") == 20
 
 
 async def test_an_exception_in_the_block_rolls_it_back() -> None:

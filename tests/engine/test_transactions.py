@@ -19,7 +19,7 @@ from amqplink.engine.events import (
     TransactionDeclared,
     TransactionEnded,
 )
-from amqplink.engine.link import STATE_ON_TRANSFER
+from amqplink.engine.link import RCV_SECOND, SND_UNSETTLED, STATE_ON_TRANSFER, ReceiverLink, SenderLink
 from amqplink.engine.states import (
     TRANSACTION_TRANSITIONS,
     IllegalTransition,
@@ -509,3 +509,56 @@ def test_stateful_deliveries_come_as_runs_of_their_own_kind(fast_paths: bool) ->
         ("DeliveriesReceived", [3, 4]),
     ]
     assert all(isinstance(e, StatefulDeliveriesReceived) == (e.deliveries[0].remote_state is not None) for e in runs)
+
+
+# -- work before the discharge, on other sessions ----------------------------------------------
+def _on_another_session(pair: TxnPair) -> tuple[SenderLink, ReceiverLink]:
+    """A sender and a peek-lock receiver on a client session of their own (not the control link's)."""
+    other = pair.pair.client.begin_session()
+    pair.pump()
+    sender = other.attach_sender("out2", target=Target(address="q"))
+    receiver = other.attach_receiver(
+        "in2", source=Source(address="q"), snd_settle_mode=SND_UNSETTLED, rcv_settle_mode=RCV_SECOND
+    )
+    pair.pump()
+    receiver.flow(10)
+    pair.pump()
+    return sender, receiver
+
+
+def test_work_held_for_the_next_write_on_another_session_goes_before_the_discharge() -> None:
+    """A posted transfer (queued as a batched send) and a retirement (a coalesced disposition)
+    on another session than the control link's, then the discharge at once: the coordinator
+    reads both before the discharge (else they would name a transaction no longer open)."""
+    pair = TxnPair()
+    sender, receiver = _on_another_session(pair)
+    server_sender = pair.server_link("in2", SenderLink)
+    server_sender.auto_settle = False
+    txn = _declared(pair)
+    server_sender.send(b"to be completed")
+    pair.pump()
+    (delivery,) = [d for d in pair.pair.deliveries("client") if d.link is receiver]
+    pair.pair.take("server")
+    sender.send_with_state(b"posted", transactional_state(txn))
+    receiver.settle(delivery, transactional_state(txn, Accepted()))
+    pair.ctl.discharge(txn)  # nothing pumped in between
+    pair.pump()
+    kinds = [type(e).__name__ for e in pair.pair.server_events]
+    assert "StatefulDeliveriesReceived" in kinds and "DeliveriesUpdated" in kinds and "DischargeRequested" in kinds
+    assert kinds.index("DischargeRequested") > max(
+        kinds.index("StatefulDeliveriesReceived"), kinds.index("DeliveriesUpdated")
+    )
+
+
+def test_unwritten_names_the_messages_posted_that_wait_for_credit() -> None:
+    pair = TxnPair(credit=1)
+    txn = _declared(pair)
+    first = pair.out.send_with_state(b"one", transactional_state(txn))
+    second = pair.out.send_with_state(b"two", transactional_state(txn))
+    plain = pair.out.send(b"not in it")
+    assert pair.ctl.unwritten(txn) == [second]  # the first took the only credit
+    assert first not in pair.out.queue and plain in pair.out.queue
+    pair.pump()
+    pair.received.flow(10)
+    pair.pump()
+    assert pair.ctl.unwritten(txn) == []

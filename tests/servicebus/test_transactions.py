@@ -17,6 +17,7 @@ from amqplink.servicebus.aio import ServiceBusClient
 from amqplink.servicebus.exceptions import (
     MessageAlreadySettled,
     ServiceBusError,
+    ServiceBusQuotaExceededError,
     ServiceBusTransactionError,
     TransactionRolledBackError,
     TransactionTimeoutError,
@@ -95,6 +96,18 @@ async def test_a_batch_and_dead_letter_and_defer_in_one_transaction(sb: Broker) 
             await onward.send_messages(batch, transaction=txn)
         assert [b for b in _stored(sb, "in") if b in (b"b1", b"b2")] == [b"b1", b"b2"]
         assert len(_stored(sb, "in/$DeadLetterQueue")) == 1
+
+
+async def test_a_list_goes_as_batches_and_each_message_counts_toward_the_100(sb: Broker) -> None:
+    async with ServiceBusClient.from_connection_string(sb.connection_string) as client:
+        sender = client.get_queue_sender("q")
+        async with client.transaction() as txn:
+            await sender.send_messages([ServiceBusMessage(f"a{i}") for i in range(60)], transaction=txn)
+            with pytest.raises(ServiceBusQuotaExceededError, match="100"):
+                await sender.send_messages([ServiceBusMessage(f"b{i}") for i in range(41)], transaction=txn)
+            await sender.send_messages([ServiceBusMessage(f"c{i}") for i in range(40)], transaction=txn)
+        bodies = _stored(sb, "q")
+        assert len(bodies) == 100 and bodies[:2] == [b"a0", b"a1"] and bodies[-1] == b"c39"
 
 
 async def test_a_commit_that_cannot_be_applied_raises_rolled_back(sb: Broker) -> None:
