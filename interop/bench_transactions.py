@@ -47,10 +47,8 @@ import os
 import re
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -446,41 +444,12 @@ def fill(target: Target, queue: str, count: int) -> None:
 @contextlib.contextmanager
 def broker_process(data_dir: str | None) -> Iterator[Target]:
     """``amqplink broker`` on a free port in a subprocess (its CPU time is read from /proc)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-c", "import sys; from amqplink.cli import main; sys.exit(main())", "broker", "--port", "0"]
-    if data_dir:
-        cmd += ["--data-dir", data_dir]
-    with tempfile.TemporaryFile("w+") as log:  # its log, shown if it fails to start
-        yield from _serve(cmd, env, log)
+    from interop.bench_sbclient import broker_subprocess
 
-
-def _serve(cmd: list[str], env: dict[str, str], log: Any) -> Iterator[Target]:
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True)
-    try:
-        assert process.stdout is not None
-        conn_str = None
-        for _ in range(10):
-            line = process.stdout.readline()
-            if not line:
-                break
-            if re.match(r"Endpoint=sb://", line):
-                conn_str = line.strip()
-                break
-        if conn_str is None:
-            log.seek(0)
-            raise RuntimeError(f"the broker did not print its connection string: {log.read()[-2000:]}")
-        # Keep reading what it prints, so that its stdout never fills up.
-        threading.Thread(target=process.stdout.read, daemon=True).start()
+    with broker_subprocess(*(["--data-dir", data_dir] if data_dir else [])) as (conn_str, pid):
         hostport = re.match(r"Endpoint=sb://([^/;]+)", conn_str)
         assert hostport is not None
-        yield Target(f"amqp://{hostport.group(1)}", conn_str, process.pid)
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        yield Target(f"amqp://{hostport.group(1)}", conn_str, pid)
 
 
 SENDERS: dict[str, Callable[[Target, str, int, int, bool], Run]] = {

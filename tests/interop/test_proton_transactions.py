@@ -55,14 +55,35 @@ def _run(handler: MessagingHandler) -> None:
     assert not errors, errors
 
 
-class _Send(MessagingHandler, TransactionHandler):  # type: ignore[misc]
+class _Outcome(MessagingHandler, TransactionHandler):  # type: ignore[misc]
+    """Notes how its transaction ended (``outcome``) and closes the connection."""
+
+    conn: Any
+    outcome: str | None = None
+
+    def _ended(self, outcome: str) -> None:
+        self.outcome = outcome
+        self.conn.close()
+
+    def on_transaction_committed(self, event: Any) -> None:
+        self._ended("committed")
+
+    def on_transaction_aborted(self, event: Any) -> None:
+        self._ended("aborted")
+
+    def on_transaction_declare_failed(self, event: Any) -> None:
+        self._ended("declare failed")
+
+    def on_transaction_commit_failed(self, event: Any) -> None:
+        self._ended("commit failed")
+
+
+class _Send(_Outcome):
     """Declare, send ``count`` messages in the transaction, then commit (or abort)."""
 
     def __init__(self, url: str, queue: str, count: int, *, commit: bool) -> None:
         super().__init__()
         self.url, self.queue, self.count, self.commit = url, queue, count, commit
-        self.outcome: str | None = None
-        self.sent = 0
 
     def on_start(self, event: Any) -> None:
         self.conn = event.container.connect(self.url, reconnect=False)
@@ -77,22 +98,6 @@ class _Send(MessagingHandler, TransactionHandler):  # type: ignore[misc]
         else:
             event.transaction.abort()
 
-    def on_transaction_committed(self, event: Any) -> None:
-        self.outcome = "committed"
-        self.conn.close()
-
-    def on_transaction_aborted(self, event: Any) -> None:
-        self.outcome = "aborted"
-        self.conn.close()
-
-    def on_transaction_declare_failed(self, event: Any) -> None:
-        self.outcome = "declare failed"
-        self.conn.close()
-
-    def on_transaction_commit_failed(self, event: Any) -> None:
-        self.outcome = "commit failed"
-        self.conn.close()
-
 
 @pytest.mark.parametrize("commit", [True, False])
 def test_proton_sends_in_a_transaction_and_commits_or_aborts(sb: Broker, commit: bool) -> None:
@@ -102,7 +107,7 @@ def test_proton_sends_in_a_transaction_and_commits_or_aborts(sb: Broker, commit:
     assert len(_stored(sb, "q")) == (5 if commit else 0)
 
 
-class _Receive(MessagingHandler, TransactionHandler):  # type: ignore[misc]
+class _Receive(_Outcome):
     """Receive ``count`` messages, accept each in a transaction, then commit (or abort)."""
 
     def __init__(self, url: str, queue: str, count: int, *, commit: bool) -> None:
@@ -110,7 +115,6 @@ class _Receive(MessagingHandler, TransactionHandler):  # type: ignore[misc]
         self.url, self.queue, self.count, self.commit = url, queue, count, commit
         self.transaction: Any = None
         self.accepted = 0
-        self.outcome: str | None = None
 
     def on_start(self, event: Any) -> None:
         self.conn = event.container.connect(self.url, reconnect=False)
@@ -129,18 +133,6 @@ class _Receive(MessagingHandler, TransactionHandler):  # type: ignore[misc]
                 self.transaction.commit()
             else:
                 self.transaction.abort()
-
-    def on_transaction_committed(self, event: Any) -> None:
-        self.outcome = "committed"
-        self.conn.close()
-
-    def on_transaction_aborted(self, event: Any) -> None:
-        self.outcome = "aborted"
-        self.conn.close()
-
-    def on_transaction_commit_failed(self, event: Any) -> None:
-        self.outcome = "commit failed"
-        self.conn.close()
 
 
 @pytest.mark.parametrize("commit", [True, False])
