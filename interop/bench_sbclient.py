@@ -63,6 +63,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -391,27 +392,47 @@ def measure(client: Client, scenario: Scenario, conn_str: str, count: int, size:
 def broker_process() -> Iterator[str]:
     """The connection string of ``amqplink broker`` on a free port, in a subprocess (whose
     CPU time the :class:`Clock` reads)."""
+    with broker_subprocess() as (conn_str, pid):
+        Clock.broker_pid = pid
+        try:
+            yield conn_str
+        finally:
+            Clock.broker_pid = 0
+
+
+@contextlib.contextmanager
+def broker_subprocess(*args: str) -> Iterator[tuple[str, int]]:
+    """``amqplink broker --port 0`` (with ``args``, e.g. ``--data-dir DIR``) in a subprocess
+    of its own session: its connection string and process id; stopped at the end (SIGTERM,
+    then SIGKILL). Its log is shown if it does not start."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-c", "import sys; from amqplink.cli import main; sys.exit(main())", "broker", "--port", "0"]
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    try:
-        assert process.stdout is not None
-        conn_str = None
-        for _ in range(5):
-            line = process.stdout.readline()
-            if not line:
-                break
-            if re.match(r"Endpoint=sb://", line):
-                conn_str = line.strip()
-                break
-        if conn_str is None:
-            raise RuntimeError("the broker did not print its connection string")
-        Clock.broker_pid = process.pid
-        yield conn_str
-    finally:
-        Clock.broker_pid = 0
-        process.kill()  # an in-memory namespace: nothing to save
-        process.wait(10)
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(
+            [*cmd, *args], stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True
+        )
+        try:
+            assert process.stdout is not None
+            conn_str = None
+            for _ in range(10):
+                line = process.stdout.readline()
+                if not line:
+                    break
+                if re.match(r"Endpoint=sb://", line):
+                    conn_str = line.strip()
+                    break
+            if conn_str is None:
+                log.seek(0)
+                raise RuntimeError(f"the broker did not print its connection string: {log.read()[-2000:]}")
+            threading.Thread(target=process.stdout.read, daemon=True).start()  # (its stdout never fills up)
+            yield conn_str, process.pid
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
 
 
 @dataclass

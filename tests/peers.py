@@ -87,6 +87,12 @@ PEERS = {
             apt=("libqpid-proton11-dev", "libqpid-proton11-dev-examples", "gcc"),
         ),
         Peer(
+            "proton-examples",
+            "qpid-proton's Python examples (tx_send.py, tx_recv.py: its transaction API)",
+            _files("/usr/share/proton/examples/python/tx_send.py", "/usr/share/proton/examples/python/tx_recv.py"),
+            apt=("libqpid-proton11-dev-examples",),
+        ),
+        Peer(
             "amqp-specs",
             "the OASIS AMQP 1.0 XML (Debian's amqp-specs)",
             _files("/usr/share/amqp/specs/1-0/types.bare.xml"),

@@ -14,6 +14,7 @@ from amqplink.aio.errors import AMQPError, ConnectionClosedError, SessionEndedEr
 from amqplink.aio.link import LinkBase
 from amqplink.aio.receiver import Receiver, ReceiverMode
 from amqplink.aio.sender import Sender, SettleMode
+from amqplink.aio.transactions import Controller, Transaction
 from amqplink.aio.transport import EngineProtocol
 from amqplink.aio.url import Endpoint, parse_url
 from amqplink.engine import errors as engine_errors
@@ -33,6 +34,9 @@ from amqplink.engine.events import (
     LinkDrained,
     SessionBegun,
     SessionEnded,
+    StatefulDeliveriesReceived,
+    TransactionDeclared,
+    TransactionEnded,
 )
 from amqplink.engine.link import DEFAULT_MAX_MESSAGE_SIZE, Link
 from amqplink.engine.sasl import SaslClient
@@ -54,11 +58,14 @@ _LINK_EVENTS = frozenset(
     (
         DeliveriesUpdated,
         DeliveriesReceived,
+        StatefulDeliveriesReceived,
         LinkCreditChanged,
         LinkAttached,
         LinkDetached,
         LinkDrained,
         DeliveryAborted,
+        TransactionDeclared,
+        TransactionEnded,
     )
 )
 CLOSE_TIMEOUT = 5.0
@@ -109,6 +116,8 @@ class Connection:
         self._closed: asyncio.Future[None] = self._loop.create_future()
         self.error: AMQPError | None = None
         self._sessions: dict[str, Session] = {}
+        self._controller: Controller | None = None
+        """The control link of its transactions, once one was declared."""
         self._session_waiters: dict[Session, asyncio.Future[None]] = {}
         self._links: set[LinkBase] = set()
         self.rcv_second_supported: bool | None = None
@@ -253,6 +262,23 @@ class Connection:
             raise self.error or ConnectionClosedError(f"connection to {self.endpoint.url} is closed")
 
     # -- links ------------------------------------------------------------------------
+    async def transaction(self, *, timeout: float | None = None) -> Transaction:
+        """Declare a transaction (AMQP 1.0 part 4) on this connection: its work may be on any of
+        its links (:mod:`amqplink.aio.transactions`). The first one attaches the connection's
+        control link to the peer's coordinator; a peer without one refuses it
+        (:class:`~amqplink.aio.errors.LinkDetachedError`, usually ``amqp:not-implemented``)."""
+        wait = self.timeout if timeout is None else timeout
+        controller = self._controller
+        if controller is None or controller.closed:
+            session = await self.session("transactions")
+            controller = self._controller = Controller(self, session, _link_name("txn-controller"))
+            try:
+                await controller._attach(wait)
+            except AMQPError:
+                self._controller = None
+                raise
+        return await controller.declare(wait)
+
     async def create_sender(
         self,
         address: str | None,

@@ -23,6 +23,8 @@ __all__ = [
     "MessageSizeExceededError",
     "SessionEndedError",
     "SettlementError",
+    "TransactionError",
+    "TransactionInDoubt",
 ]
 
 
@@ -100,3 +102,14 @@ class MessageSizeExceededError(AMQPError, engine_errors.MessageSizeExceededError
         super().__init__(f"{description} [{condition}] {self.hint}", condition=condition, description=description)
         self.size = size
         self.limit = limit
+
+
+class TransactionError(AMQPError):
+    """A transaction could not be declared, or its commit was refused and it was rolled back
+    (``condition``: the coordinator's, e.g. ``amqp:transaction:rollback`` or
+    ``amqp:transaction:timeout``), or work could not join it."""
+
+
+class TransactionInDoubt(TransactionError):
+    """A commit was asked and its answer never came (the control link or the connection
+    ended first): it may or may not have been applied; check before doing it again."""

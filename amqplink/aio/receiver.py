@@ -17,11 +17,21 @@ from amqplink.engine.events import (
     DeliveryAborted,
     Event,
     LinkDrained,
+    StatefulDeliveriesReceived,
 )
 from amqplink.engine.link import RCV_FIRST, RCV_SECOND, SND_SETTLED, SND_UNSETTLED, Delivery, ReceiverLink
 from amqplink.engine.session import Session
 from amqplink.message import Message
-from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source, Target
+from amqplink.protocol.definitions import (
+    Accepted,
+    Error,
+    Modified,
+    Rejected,
+    Released,
+    Source,
+    Target,
+    TransactionalState,
+)
 
 if TYPE_CHECKING:
     from amqplink.aio.connection import Connection
@@ -91,7 +101,48 @@ class _Confirmations(SettlementWaiter):
         _fail(self.future, error)
 
 
-def _fail(future: asyncio.Future[None], error: SettlementError) -> None:
+class _Provisional(SettlementWaiter):
+    """What waits for the peer's answer to a transactional disposition (a delivery's
+    context): its unsettled provisional outcome, or its settlement."""
+
+    __slots__ = ("delivery", "future", "what")
+
+    def __init__(self, future: asyncio.Future[Any], delivery: Delivery, what: str) -> None:
+        self.future = future
+        self.delivery = delivery
+        self.what = what
+
+    def answered(self) -> None:
+        """The peer answered (``delivery.remote_state``): the provisional outcome, or a refusal,
+        which leaves the delivery to be settled again."""
+        delivery = self.delivery
+        delivery.context = None
+        state = delivery.remote_state
+        outcome = state.outcome if type(state) is TransactionalState else state
+        if type(outcome) is Rejected and outcome.error is not None:
+            if not delivery.settled:
+                delivery.state = None  # not applied: it may be settled again
+            error = outcome.error
+            condition = str(error.condition)
+            _fail(
+                self.future,
+                SettlementError(
+                    f"{self.what}: the peer refused the settlement [{condition}]: {error.description}",
+                    condition=condition,
+                    description=error.description,
+                ),
+            )
+        elif not self.future.done():
+            self.future.set_result(state)
+
+    def confirmed(self) -> None:
+        self.answered()
+
+    def failed(self, error: SettlementError) -> None:
+        _fail(self.future, error)
+
+
+def _fail(future: asyncio.Future[Any], error: SettlementError) -> None:
     if not future.done():
         future.set_exception(error)
         future.exception()  # one failure, one report: the awaiting caller gets it
@@ -313,6 +364,22 @@ class Receiver(LinkBase):
         """Settle with ``rejected`` (3.4.3) and an error; Service Bus dead-letters the message."""
         await self._settle(messages, rejected(condition, description, info), "reject")
 
+    async def settle_with_state(self, message: ReceivedMessage, state: TransactionalState) -> Any:
+        """Settle ``message`` with a transaction's ``transactional-state(txn-id, outcome)``
+        (:mod:`amqplink.aio.transactions`); with a peer that confirms settlements, wait for
+        its answer, the provisional outcome (the delivery stays unsettled until the
+        transaction ends): it is returned, or raised as :class:`SettlementError` when the
+        peer refused it (the outcome was not applied and the message may be settled again).
+        None when no answer comes (this receiver settles first)."""
+        self._check_outcome(state.outcome, "settle in a transaction")
+        delivery = self._settle_delivery(message, state, "settle in a transaction")
+        self._protocol.schedule_flush()
+        if delivery is None:
+            return None
+        answer: asyncio.Future[Any] = self._loop.create_future()
+        delivery.context = _Provisional(answer, delivery, self._what())
+        return await answer
+
     async def _settle(self, messages: tuple[ReceivedMessage, ...], state: Any, verb: str) -> None:
         waits = self._start_settle(messages, state, verb)
         if waits is not None:
@@ -432,11 +499,16 @@ class Receiver(LinkBase):
     # -- engine events ----------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
         t = type(event)
-        if t is DeliveriesReceived:
+        if t is DeliveriesReceived or t is StatefulDeliveriesReceived:
             self._on_deliveries(event.deliveries)  # type: ignore[attr-defined]
         elif t is DeliveriesUpdated:
             if event.settled:  # type: ignore[attr-defined]
                 self._on_peer_settled(event.deliveries)  # type: ignore[attr-defined]
+            elif type(event.state) is TransactionalState:  # type: ignore[attr-defined]
+                for delivery in event.deliveries:  # type: ignore[attr-defined]
+                    waits = delivery.context
+                    if type(waits) is _Provisional:
+                        waits.answered()
         elif t is DeliveryAborted:
             self._consumed(1)  # the credit it used is free again
         elif t is LinkDrained:

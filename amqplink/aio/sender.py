@@ -16,12 +16,12 @@ from amqplink.engine.events import DeliveriesUpdated, Event, LinkCreditChanged
 from amqplink.engine.link import SND_SETTLED, SND_UNSETTLED, TERMINAL_OUTCOMES, Delivery, SenderLink
 from amqplink.engine.session import Session
 from amqplink.message import Message
-from amqplink.protocol.definitions import Accepted, Modified, Rejected, Released, Source, Target
+from amqplink.protocol.definitions import Accepted, Modified, Rejected, Released, Source, Target, TransactionalState
 
 if TYPE_CHECKING:
     from amqplink.aio.connection import Connection
 
-__all__ = ["Outcome", "Sendable", "Sender", "SettleMode", "future_factory"]
+__all__ = ["Outcome", "Sendable", "Sender", "SettleMode", "future_factory", "rejection"]
 
 SettleMode = Literal["unsettled", "settled"]
 
@@ -182,6 +182,30 @@ class Sender(LinkBase):
             assert future is not None  # paused: handed over
         return future
 
+    async def send_payload_with_state(
+        self, payload: bytes, state: Any, *, message_format: int = 0
+    ) -> asyncio.Future[Any]:
+        """:meth:`send_payload_nowait`, the transfer carrying the delivery state ``state`` (a
+        transaction's ``transactional-state``: :mod:`amqplink.aio.transactions`); the future
+        resolves to the peer's answer (its provisional outcome, in the transaction)."""
+        while self._detached.done() or not self._has_room() or self._protocol.write_paused:
+            await self._wait_room()
+        limit = self.link.peer_max_message_size
+        if limit and len(payload) > limit:
+            raise AMQPError(
+                f"{self._what()}: message of {len(payload)} bytes exceeds the peer's max-message-size {limit}",
+                condition="amqp:link:message-size-exceeded",
+            )
+        if self._presettled:
+            self.link.send_with_state(payload, state, message_format=message_format)
+            self._protocol.schedule_flush()
+            return self._sent
+        future: asyncio.Future[Any] = self._new_future()
+        self.link.send_with_state(payload, state, message_format=message_format, context=future)
+        self._in_flight += 1
+        self._protocol.schedule_flush()
+        return future
+
     def try_send_payload(
         self, payload: bytes, *, message_format: int = 0, outcome: asyncio.Future[Any] | None = None
     ) -> asyncio.Future[Any] | None:
@@ -250,7 +274,7 @@ class Sender(LinkBase):
         else:
             outcome = await asyncio.wait_for(asyncio.shield(future), timeout)
         if type(outcome) is Rejected:
-            raise _rejected(self._what(), outcome)
+            raise rejection(self._what(), outcome)
         return outcome  # type: ignore[no-any-return]
 
     async def send_many(self, messages: Iterable[Sendable] | AsyncIterable[Sendable]) -> list[Any]:
@@ -290,8 +314,8 @@ class Sender(LinkBase):
         """The peer's disposition of ``deliveries`` (one state for all): once it settles
         them or gives a terminal outcome (3.4), their futures resolve to it, in
         delivery-id order; a non-terminal state of an unsettled delivery resolves none."""
-        if not settled and not isinstance(state, TERMINAL_OUTCOMES):
-            return
+        if not settled and not isinstance(state, TERMINAL_OUTCOMES) and type(state) is not TransactionalState:
+            return  # an interim state (a transaction's provisional outcome is an answer)
         resolved = 0
         for delivery in deliveries:
             future = delivery.context
@@ -326,7 +350,8 @@ def future_factory(loop: asyncio.AbstractEventLoop) -> Callable[[], asyncio.Futu
     return loop.create_future
 
 
-def _rejected(what: str, outcome: Rejected) -> MessageRejected:
+def rejection(what: str, outcome: Rejected) -> MessageRejected:
+    """The :class:`MessageRejected` for a message ``what`` sent, naming the peer's condition and description."""
     error = outcome.error
     condition = str(error.condition) if error is not None and error.condition is not None else None
     description = error.description if error is not None else None

@@ -24,6 +24,7 @@ from typing import Any
 from amqplink.aio.server import ServerProtocol
 from amqplink.aio.transport import EngineProtocol
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, Consumer, PlainQueue
+from amqplink.codec.types import Symbol
 from amqplink.engine import errors as engine_errors
 from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
@@ -34,9 +35,11 @@ from amqplink.engine.events import (
     LinkAttachRequested,
     LinkCreditChanged,
     LinkDetached,
+    StatefulDeliveriesReceived,
 )
 from amqplink.engine.link import RCV_FIRST, TERMINAL_OUTCOMES, Delivery, Link, ReceiverLink, SenderLink
-from amqplink.protocol.definitions import Accepted, Error, Rejected, Source
+from amqplink.engine.transactions import UNKNOWN_ID, CoordinatorLink
+from amqplink.protocol.definitions import Accepted, Error, Rejected, Source, TransactionalState
 
 __all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "PlainHost"]
 
@@ -109,6 +112,20 @@ class _PlainConnection:
             for delivery in event.deliveries:
                 self._on_message(link, delivery, queue)  # type: ignore[arg-type]
 
+    def _on_stateful(self, event: StatefulDeliveriesReceived) -> None:
+        """Transfers that carried a delivery state: one in a transaction names none open here
+        (no coordinator is offered) and is rejected with ``amqp:transaction:unknown-id``; any
+        other state is taken as a plain transfer."""
+        link = event.link
+        queue = self.producers.get(link)  # type: ignore[call-overload]
+        for delivery in event.deliveries:
+            if type(delivery.remote_state) is TransactionalState:
+                if not delivery.settled:
+                    why = "this broker's plain queues do not support transactions: no transaction is open here"
+                    link.settle(delivery, Rejected(error=Error(condition=UNKNOWN_ID, description=why)))  # type: ignore[attr-defined]
+            elif queue is not None:
+                self._on_message(link, delivery, queue)  # type: ignore[arg-type]
+
     def _on_updated(self, event: DeliveriesUpdated) -> None:
         queue = self.consumers.get(event.link)  # type: ignore[call-overload]
         state = event.state
@@ -168,6 +185,16 @@ class _PlainConnection:
         else:
             assert isinstance(link, ReceiverLink)
             target = remote.target
+            if isinstance(link, CoordinatorLink):
+                # A transaction controller (AMQP 1.0 part 4): plain queues are not a transactional
+                # resource; the Service Bus namespace is (Broker(servicebus=True)).
+                _refuse(
+                    link,
+                    "this broker's plain queues do not support transactions: serve a Service Bus namespace"
+                    " (Broker(servicebus=True)) to use them",
+                    engine_errors.NOT_IMPLEMENTED,
+                )
+                return
             if target is None or not target.address:
                 _refuse(link, "a sending link needs a target address")
                 return
@@ -223,6 +250,7 @@ class _PlainConnection:
 
 _HANDLERS: dict[type[Event], Callable[[_PlainConnection, Any], None]] = {
     DeliveriesReceived: _PlainConnection._on_received,
+    StatefulDeliveriesReceived: _PlainConnection._on_stateful,
     DeliveriesUpdated: _PlainConnection._on_updated,
     LinkCreditChanged: _PlainConnection._on_credit,
     LinkAttachRequested: _PlainConnection._on_attach_requested,
@@ -232,9 +260,9 @@ _HANDLERS: dict[type[Event], Callable[[_PlainConnection, Any], None]] = {
 """What a connection does on each kind of event (the others need nothing of it)."""
 
 
-def _refuse(link: Link, why: str) -> None:
+def _refuse(link: Link, why: str, condition: Symbol = engine_errors.NOT_FOUND) -> None:
     link.attach(None, None, keep=False)
-    link.detach(Error(condition=engine_errors.NOT_FOUND, description=why))
+    link.detach(Error(condition=condition, description=why))
 
 
 def _refuse_message(link: ReceiverLink, delivery: Delivery, queue: PlainQueue, size: int) -> None:

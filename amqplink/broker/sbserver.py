@@ -57,8 +57,10 @@ from amqplink.broker.namespace.management import OPERATION_RIGHTS, handle_manage
 from amqplink.broker.namespace.management import response as status_response
 from amqplink.broker.namespace.namespace import Namespace, Topic, entity_path
 from amqplink.broker.namespace.unwritable import unwritable
+from amqplink.broker.outcomes import apply_outcome
 from amqplink.broker.rights import AccessRule, AccessRules, Right, describe_rights, path_covers
 from amqplink.broker.session_wait import NEXT_SESSION_WAIT, SessionWaits, Waiter, requested_wait
+from amqplink.broker.transactions import ConnectionTransactions
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol
 from amqplink.engine import errors as engine_errors
@@ -66,22 +68,27 @@ from amqplink.engine.connection import Connection as EngineConnection
 from amqplink.engine.events import (
     ConnectionClosed,
     ConnectionOpened,
+    DeclareRequested,
     DeliveriesReceived,
     DeliveriesUpdated,
+    DischargeRequested,
     Event,
     LinkAttachRequested,
     LinkCreditChanged,
     LinkDetached,
     SessionEnded,
+    StatefulDeliveriesReceived,
+    TransactionEnded,
 )
 from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, ReceiverLink, SenderLink
+from amqplink.engine.transactions import UNKNOWN_ID, CoordinatorLink
 from amqplink.message import Message
-from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source
+from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source, TransactionalState
 from amqplink.sbwire.conditions import ARGUMENT_ERROR, DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
 from amqplink.sbwire.decimals import reads_servicebus_decimals
 from amqplink.sbwire.formats import dotnet_ticks
 from amqplink.sbwire.nodes import CBS_NODE as _CBS
-from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER
+from amqplink.sbwire.nodes import LOCKED_UNTIL_UTC, SESSION_FILTER, TRANSFER_DESTINATION_ADDRESS
 
 __all__ = [
     "CBS_DEADLINE",
@@ -314,6 +321,9 @@ class _ServiceBusConnection:
         """Entity paths a put token was refused for (oldest first, bounded)."""
         self.consumers: dict[SenderLink, _Consumer] = {}
         self.producers: dict[ReceiverLink, tuple[MessagingEntity | Topic, str]] = {}
+        self.via: dict[ReceiverLink, tuple[MessagingEntity | Topic, str]] = {}
+        """The producer links that send via their target to another entity (send via): the via
+        entity and its path; the producer's own entry names the destination."""
         self.requests: dict[ReceiverLink, str] = {}
         self.replies: dict[str, SenderLink] = {}
         self.waits = SessionWaits(self._start_waiter, self._refuse_waiter, host.clock)
@@ -326,6 +336,8 @@ class _ServiceBusConnection:
         """Runs of transfers (link, deliveries, outcome, ... flat) settled once the store's batch number
         :attr:`_to_settle_batch` is written."""
         self._to_settle_batch = -1
+        self.transactions: ConnectionTransactions | None = None
+        """Its transactions (:mod:`amqplink.broker.transactions`), once it attached a coordinator."""
         self.on_closed: Callable[[], None] | None = None
         """Called once the connection has closed (the server forgets its protocol)."""
         if hasattr(protocol, "on_writable"):
@@ -388,6 +400,12 @@ class _ServiceBusConnection:
                 for link in self._links():
                     self._drop(link)
                 self._closed()
+            elif t is StatefulDeliveriesReceived:
+                self._on_posted(event.link, event.deliveries, now)  # type: ignore[attr-defined]
+                moved = True
+            elif t is DeclareRequested or t is DischargeRequested or t is TransactionEnded:
+                self._on_transaction_event(event, now)
+                moved = True
         if moved:
             self.protocol.schedule_flush()  # once for the batch: settlements, credit, answers
 
@@ -409,6 +427,8 @@ class _ServiceBusConnection:
     def tick(self, now: float) -> None:
         if self.waits.waiters and self.waits.expire(now):
             self.protocol.schedule_flush()
+        if self.transactions is not None and self.transactions.open:
+            self.transactions.tick(now)
         if self.host.require_auth:
             late = now - self.opened_at >= self.host.cbs_deadline
             if late and not self.auth.ever_granted and not self.engine.close_sent:
@@ -459,6 +479,9 @@ class _ServiceBusConnection:
         if link.is_detached:
             return
         now = self.host.clock()
+        if isinstance(link, CoordinatorLink):
+            self._attach_coordinator(link)
+            return
         if isinstance(link, SenderLink):
             address = None if remote.source is None else remote.source.address
         else:
@@ -496,6 +519,15 @@ class _ServiceBusConnection:
             else:
                 assert isinstance(link, ReceiverLink)
                 target = self.host.namespace.sender_target(path)
+                destination = _transfer_destination(remote.properties)
+                if destination is not None:  # send via ``path`` to ``destination``
+                    denied = self._authorized(destination.lower(), now, Right.SEND)
+                    if denied is not None:
+                        self._refuse(link, denied)
+                        return
+                    self.via[link] = (target, path.lower())
+                    target, path = self.host.namespace.sender_target(destination), destination
+                    link.properties = {TRANSFER_DESTINATION_ADDRESS: destination}  # echoed, as Service Bus does
                 # Advertise the entity's maximum (the SDK sizes its batches by it) ...
                 link.max_message_size = target.properties.max_message_size
                 link.answer_rcv_settle_mode = RCV_FIRST
@@ -507,6 +539,18 @@ class _ServiceBusConnection:
                 link.flow(self.host.credit_window)
         except EntityError as exc:
             self._refuse(link, _error(exc.condition, exc.description))
+
+    def _attach_coordinator(self, link: CoordinatorLink) -> None:
+        """A transaction controller's control link (AMQP 1.0 part 4): answered with the
+        coordinator's capabilities and credit; its declares and discharges come as events."""
+        if self.transactions is None:
+            host, flush = self.host, self.protocol.schedule_flush
+            self.transactions = ConnectionTransactions(
+                host.namespace, self.engine, host.persistence, self._settle_retired, flush
+            )
+        link.answer_rcv_settle_mode = RCV_FIRST
+        link.accept_attach()
+        link.flow(self.host.credit_window)
 
     def _attach_node(self, link: Link, path: str) -> None:
         """``$cbs`` or ``<entity>/$management``: requests come on one link, replies leave on another."""
@@ -772,37 +816,14 @@ class _ServiceBusConnection:
             self._settle_run_after_commit(stored, link, run, state)
 
     def _on_outcome(self, consumer: _Consumer, delivery: Delivery, state: Any, now: float) -> None:
+        if type(state) is TransactionalState:  # a settlement in a transaction: applied at its commit
+            self._retire(consumer, delivery, state, now)
+            return
         token = delivery.tag  # the lock token, while held
         if consumer.held.pop(token, None) is None:
             return
-        entity = consumer.entity
-        answer: Any = state
         try:
-            if isinstance(state, Accepted):
-                entity.complete(token, now)
-            elif isinstance(state, Modified):
-                annotations = state.message_annotations if isinstance(state.message_annotations, dict) else None
-                if state.undeliverable_here:
-                    entity.defer(token, now, annotations)
-                else:
-                    entity.abandon(token, now, annotations)
-            elif isinstance(state, Rejected):
-                error = state.error
-                info = error.info if error is not None and isinstance(error.info, dict) else {}
-                info = {str(k): v for k, v in info.items()}
-                reason = info.get("DeadLetterReason")
-                description = info.get("DeadLetterErrorDescription")
-                if error is not None and str(error.condition) != DEAD_LETTER and reason is None:
-                    reason, description = str(error.condition), error.description
-                entity.dead_letter(token, now, _opt_text(reason), _opt_text(description))
-                # Echo the outcome applied; a rejected *with* an error means "not applied".
-                answer = _REJECTED
-            elif isinstance(state, Released):
-                # not a delivery attempt (AMQP 1.0 3.4.4; the SDK releases what it prefetched)
-                entity.abandon(token, now, counted=False)
-            else:  # settled with no outcome: as Service Bus, the lock is simply released
-                entity.release([token], now)
-                answer = None
+            answer = apply_outcome(consumer.entity, token, state, now)
         except EntityError as exc:
             answer = _refused(consumer.path, exc)
         if delivery.settled:
@@ -817,6 +838,76 @@ class _ServiceBusConnection:
             self._settle_stored(consumer.link, delivery, answer, None, delay)
             return
         consumer.link.settle(delivery, answer)
+
+    # -- transactions (amqplink.broker.transactions) ------------------------------------
+    def _on_transaction_event(self, event: Event, now: float) -> None:
+        transactions = self.transactions
+        if transactions is None:  # (made with the first coordinator, whose events these are)
+            return
+        if type(event) is DeclareRequested:
+            transactions.declare(event.request)
+        elif type(event) is DischargeRequested:
+            transactions.discharge(event.request, now)
+        elif type(event) is TransactionEnded:
+            transactions.ended(event.transaction)
+        self._top_up_link(getattr(event, "link", None))
+
+    def _top_up_link(self, link: object) -> None:
+        if isinstance(link, ReceiverLink) and not link.is_detached:
+            self._top_up(link)
+
+    def _on_posted(self, link: ReceiverLink, deliveries: list[Delivery], now: float) -> None:
+        """Transfers that carried a delivery state: a message sent in a transaction is held
+        by it (:meth:`ConnectionTransactions.post`); a request in one refused (``$management``
+        and ``$cbs`` operations cannot join a transaction); any other state taken as none."""
+        node = self.requests.get(link)
+        producer = self.producers.get(link)
+        for delivery in deliveries:
+            state = delivery.remote_state
+            if type(state) is not TransactionalState:
+                self._on_received(link, [delivery], now)
+            elif node is not None:
+                payload = delivery.payload
+                self._on_request(node, payload if type(payload) is bytes else bytes(payload), now, transactional=True)
+                if self._settle_received(link, delivery, _ACCEPTED, 0.0):
+                    self._top_up(link)
+            elif producer is not None:
+                target = producer[0]
+                via, via_path = self.via.get(link, producer)
+                transactions = self.transactions
+                if transactions is None:
+                    why = f"no transaction {_hex(state.txn_id)} is open on this connection: declare one first"
+                    outcome: Any = Rejected(error=_error(UNKNOWN_ID, why))
+                else:
+                    outcome = transactions.post(state, delivery, target, via, via_path, now)
+                if not delivery.settled:
+                    link.settle(delivery, outcome)
+                self._top_up(link)
+
+    def _retire(self, consumer: _Consumer, delivery: Delivery, state: TransactionalState, now: float) -> None:
+        """A settlement in a transaction: held by it, the delivery left unsettled and the
+        receiver told the provisional outcome (or why it cannot join)."""
+        if consumer.held.get(delivery.tag) is not delivery:
+            return  # settled already
+        transactions = self.transactions
+        if transactions is None:
+            why = f"no transaction {_hex(state.txn_id)} is open on this connection: declare one first"
+            answer: Any = Rejected(error=_error(UNKNOWN_ID, why))
+        else:
+            answer = transactions.retire(consumer, delivery, state, now)
+        if answer is not None:
+            consumer.link.update(delivery, answer)
+
+    def _settle_retired(self, link: SenderLink, delivery: Delivery, answer: Any) -> None:
+        """A transaction's commit applied a settlement: the delivery is settled with it (with a
+        store, once the commit is written)."""
+        if delivery.settled or link.is_detached:
+            return
+        stored = self.host.persistence
+        if stored is not None:
+            self._settle_after_commit(stored, link, delivery, answer, 0.0)
+        else:
+            link.settle(delivery, answer)
 
     # -- receiving from the peer ------------------------------------------------------
     def _on_received(self, link: ReceiverLink, deliveries: list[Delivery], now: float) -> None:
@@ -937,14 +1028,19 @@ class _ServiceBusConnection:
         if link.link_credit < self.host.credit_window // 2:
             link.flow(self.host.credit_window)
 
-    def _on_request(self, node: str, data: bytes, now: float) -> bool:
-        """Answer one request; False when its reply link has too many answers waiting."""
+    def _on_request(self, node: str, data: bytes, now: float, *, transactional: bool = False) -> bool:
+        """Answer one request; False when its reply link has too many answers waiting. One sent
+        in a transaction is refused: "Mixing management and messaging operations in a
+        transaction isn't supported" (Service Bus)."""
         try:
             request = Message.decode(data)
         except DecodeError as exc:
             log.info("%s: undecodable request dropped (%s)", node, exc)
             return True
-        if node == _CBS:
+        if transactional:
+            why = f"{node}: management operations cannot be part of a transaction; make the request outside it"
+            response = status_response(request, 400, description=why, condition=NOT_ALLOWED)
+        elif node == _CBS:
             host = self.host
             local = self.local
             response = handle_put_token(
@@ -1165,6 +1261,7 @@ class _ServiceBusConnection:
             # any expired lock), and their tokens still settle or renew them over $management
             consumer.held.clear()
         self.producers.pop(link, None)  # type: ignore[call-overload]
+        self.via.pop(link, None)  # type: ignore[call-overload]
         self.requests.pop(link, None)  # type: ignore[call-overload]
         for key in [k for k, v in self.replies.items() if v is link]:
             del self.replies[key]
@@ -1199,7 +1296,16 @@ def _store_failed(error: BaseException) -> Rejected:
     return Rejected(error=_error(INTERNAL_ERROR, f"the broker could not store this: {error}"))
 
 
-def _opt_text(value: Any) -> str | None:
-    if value is None:
+def _transfer_destination(properties: object) -> str | None:
+    """The entity a sending link's messages go to via its target (send via): its attach's
+    ``com.microsoft:transfer-destination-address`` property, as an entity path (None: none)."""
+    if not isinstance(properties, dict):
         return None
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    value = properties.get(TRANSFER_DESTINATION_ADDRESS)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return entity_path(value) if isinstance(value, str) and value else None
+
+
+def _hex(txn_id: object) -> str:
+    return txn_id.hex() if isinstance(txn_id, bytes) else repr(txn_id)

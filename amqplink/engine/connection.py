@@ -62,6 +62,7 @@ from amqplink.engine.states import (
     Step,
     advance,
 )
+from amqplink.engine.transactions import TransactionTable
 from amqplink.engine.transfer_paths import (
     FAST_READER,
     FAST_WRITER,
@@ -250,6 +251,9 @@ class Connection:
         """Channels the peer ended a session on and has not begun one on since (at most
         channel-max + 1 of them): frames it still sends there are stragglers."""
         self._pending_sessions: list[Session] = []
+        self.transactions: TransactionTable | None = None
+        """The transactions this side's coordinators declared, by txn-id (made on first use:
+        :meth:`TransactionTable.of <amqplink.engine.transactions.TransactionTable.of>`)."""
         self.batched_bytes = 0
         """Payload bytes that links with ``batch_transfers`` queued for the next
         :meth:`data_to_send` (counted as output by :meth:`output_size`)."""

@@ -11,6 +11,7 @@ from amqplink.engine.errors import RunOfManyError
 if TYPE_CHECKING:
     from amqplink.engine.link import Delivery, Link
     from amqplink.engine.session import Session
+    from amqplink.engine.transactions import Transaction, TransactionRequest
     from amqplink.protocol.definitions import Error, Open
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "DeliveriesReceived",
     "DeliveriesUpdated",
     "DeliveryAborted",
+    "DeclareRequested",
+    "DischargeRequested",
     "Event",
     "LinkAttachRequested",
     "LinkAttached",
@@ -28,6 +31,9 @@ __all__ = [
     "SaslCompleted",
     "SessionBegun",
     "SessionEnded",
+    "StatefulDeliveriesReceived",
+    "TransactionDeclared",
+    "TransactionEnded",
 ]
 
 
@@ -143,6 +149,15 @@ class DeliveriesReceived(Event):
 
 
 @dataclass(slots=True)
+class StatefulDeliveriesReceived(DeliveriesReceived):
+    """Whole messages whose transfers carried a delivery state (``delivery.remote_state``: a
+    ``transactional-state`` posts them in a transaction, part 4, 4.4.1), as a run of their
+    own: they never join a :class:`DeliveriesReceived` run, so a receiver that ignores
+    states meets none among the usual runs (``type(event) is DeliveriesReceived``), and one
+    that takes them handles this event too. The fast reader never makes such a delivery."""
+
+
+@dataclass(slots=True)
 class DeliveryAborted(Event):
     """The sender aborted a multi-frame delivery; its partial payload is dropped."""
 
@@ -169,6 +184,51 @@ class DeliveriesUpdated(Event):
         """The delivery of a run of one (what the former ``DeliveryUpdated`` held);
         :class:`RunOfManyError` for a longer run."""
         return _only(self.deliveries, self)
+
+
+@dataclass(slots=True)
+class TransactionDeclared(Event):
+    """Controller: the coordinator declared ``transaction``; its ``txn_id`` is set and work
+    may name it (part 4, 4.2)."""
+
+    link: Link
+    transaction: Transaction
+
+
+@dataclass(slots=True)
+class TransactionEnded(Event):
+    """A transaction is over: committed, rolled back, refused or (controller) in doubt, as
+    ``transaction.state`` says. ``error`` is the coordinator's reason when it did not do what
+    was asked (a refused declare or discharge, a time-out), or the control link's end; None
+    when the discharge was done as asked.
+
+    Coordinator: reported only for transactions rolled back because their control link
+    ended (4.1: "all such transactions are immediately rolled back"); the application undoes
+    their provisional work."""
+
+    link: Link
+    transaction: Transaction
+    error: Error | None
+
+
+@dataclass(slots=True)
+class DeclareRequested(Event):
+    """Coordinator: a controller asks for a transaction. Answer with
+    ``request.link.declared(request)`` or ``request.link.refuse(request, error)``."""
+
+    link: Link
+    request: TransactionRequest
+
+
+@dataclass(slots=True)
+class DischargeRequested(Event):
+    """Coordinator: a controller asks to commit ``request.transaction`` (or, with
+    ``request.fail``, to roll it back). Answer with ``request.link.discharged(request)`` once
+    its work is applied (or undone), or ``request.link.refuse(request, error)`` when it cannot
+    commit (it is then rolled back)."""
+
+    link: Link
+    request: TransactionRequest
 
 
 def _only(deliveries: list[Delivery], event: Event) -> Delivery:

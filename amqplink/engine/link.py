@@ -34,11 +34,13 @@ from amqplink.engine.events import (
     DeliveryAborted,
     LinkCreditChanged,
     LinkDrained,
+    StatefulDeliveriesReceived,
 )
 from amqplink.engine.states import LINK_TRANSITIONS, LinkState, Step, advance
 from amqplink.protocol.definitions import (
     Accepted,
     Attach,
+    Coordinator,
     Detach,
     Error,
     Flow,
@@ -47,6 +49,7 @@ from amqplink.protocol.definitions import (
     Released,
     Source,
     Target,
+    TransactionalState,
     Transfer,
 )
 
@@ -60,6 +63,7 @@ __all__ = [
     "SND_MIXED",
     "SND_SETTLED",
     "SND_UNSETTLED",
+    "STATE_ON_TRANSFER",
     "Delivery",
     "Link",
     "ReceiverLink",
@@ -88,6 +92,12 @@ _TAG_SPACE = 1 << 64
 _LAST_TAG = _TAG_SPACE - 1  # send's counter tags stop short of it: _new_tag wraps there
 
 TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
+STATE_ON_TRANSFER = -1
+"""A sent delivery's :attr:`Delivery.offset` before its first frame when that frame must
+carry a delivery state (:meth:`SenderLink.send_with_state`): a non-zero offset sends it
+to the session's general writer (``Session._write_frames``), which writes the state; the
+fast writers write none."""
+_TXN_ID = Symbol("txn-id")  # a flow's properties key asking for transactional acquisition (part 4, 4.4.3)
 
 # Module-level aliases: the hot paths compare states by identity.
 _DETACHED = LinkState.DETACHED
@@ -145,7 +155,8 @@ class Delivery:
         self.size = size
         self.offset = 0
         """Sent: how many bytes of the payload are out in transfer frames (the session
-        writes a delivery larger than a frame as the window allows, from here)."""
+        writes a delivery larger than a frame as the window allows, from here);
+        :data:`STATE_ON_TRANSFER` before the first frame of one whose transfers carry its state."""
         self.chunks: list[memoryview] | None = None
         """Received: the payloads of the transfer frames so far of a delivery whose last
         frame is still to come (joined into :attr:`payload` when it comes)."""
@@ -190,7 +201,7 @@ class Link:
         name: str,
         handle: int,
         source: Source | None,
-        target: Target | None,
+        target: Target | Coordinator | None,
         snd_settle_mode: int,
         rcv_settle_mode: int,
         properties: dict[Any, Any] | None = None,
@@ -247,6 +258,9 @@ class Link:
     def _step(self, step: Step) -> None:
         self.state = advance(LINK_TRANSITIONS, self.state, step, f"link {self.name!r}")
 
+    def _link_error(self, condition: Symbol, description: str) -> errors.LinkProtocolError:
+        return errors.LinkProtocolError(self.session.channel, self.handle, condition, description)
+
     def abandon(self, reason: str) -> None:
         """The session ended or the connection closed: a link lives within its session
         (2.5.5, 2.6.1), so it ends with it; nothing more goes out on this link."""
@@ -278,7 +292,7 @@ class Link:
     def attach(
         self,
         source: Source | None = None,
-        target: Target | None = None,
+        target: Target | Coordinator | None = None,
         *,
         keep: bool = True,
     ) -> None:
@@ -299,7 +313,7 @@ class Link:
             raise errors.EngineStateError(f"link {self.name!r} is already attached")
         self._send_attach(source, target, keep=keep)
 
-    def _send_attach(self, source: Source | None, target: Target | None, *, keep: bool) -> None:
+    def _send_attach(self, source: Source | None, target: Target | Coordinator | None, *, keep: bool) -> None:
         remote = self.remote_attach
         if remote is not None and keep:
             if source is None:
@@ -577,6 +591,35 @@ class SenderLink(Link):
             self.session.answer_drain_later(self)  # as send_queued does once the queue is empty
         return delivery
 
+    def send_with_state(
+        self,
+        payload: bytes | bytearray | memoryview,
+        state: Any,
+        *,
+        tag: bytes | None = None,
+        settled: bool | None = None,
+        message_format: int = 0,
+        context: Any = None,
+    ) -> Delivery:
+        """:meth:`send`, each of the delivery's transfers carrying ``state`` ("the state of
+        the delivery at the sender", 2.7.5): a ``transactional-state`` posts the message in a
+        transaction, and "if delivery is split across several transfer frames then all frames
+        MUST be explicitly associated with the same transaction" (part 4, 4.4.1).
+
+        The delivery is queued as a batched send is (:attr:`batch_transfers`: it leaves at
+        the next :meth:`Connection.data_to_send`, in order with the link's other sends) and
+        written by the session's general writer, which writes the state; the fast writers of
+        the usual sends, which write none, are not touched. Raises as :meth:`send` does."""
+        held = self.batch_transfers
+        self.batch_transfers = True  # queued, not written: its state is set first
+        try:
+            delivery = self.send(payload, tag=tag, settled=settled, message_format=message_format, context=context)
+        finally:
+            self.batch_transfers = held
+        delivery.state = state
+        delivery.offset = STATE_ON_TRANSFER
+        return delivery
+
     def send_all(self, payloads: Sequence[bytes | bytearray | memoryview], tags: Sequence[bytes]) -> list[Delivery]:
         """Queue unsettled messages, ``payloads[i]`` with delivery-tag ``tags[i]``: what
         ``send(payload, tag=tag, settled=False)`` does for each in turn, with the link's state
@@ -695,6 +738,14 @@ class SenderLink(Link):
             rcv_count = self.initial_delivery_count
         else:
             rcv_count = self.delivery_count  # our attach (and its initial count) is still to come
+        if flow.properties is not None and _TXN_ID in flow.properties:
+            # "If the link endpoint does not support transactional acquisition, the link MUST
+            # be terminated with a not-implemented error." (part 4, 4.4.3)
+            raise self._link_error(
+                errors.NOT_IMPLEMENTED,
+                f"link {self.name!r} does not support transactional acquisition (a txn-id in a flow's properties);"
+                " receive outside the transaction and settle in it",
+            )
         if flow.link_credit is not None:
             self.link_credit = flow_rules.sender_credit(rcv_count, int(flow.link_credit), self.delivery_count)
         self.drain = bool(flow.drain)
@@ -757,8 +808,9 @@ class SenderLink(Link):
             self._settled_by_peer((delivery,), state)
             return
         delivery.remote_state = state
-        if self.auto_settle and isinstance(state, TERMINAL_OUTCOMES) and not delivery.settled:
-            # Receiver settles second: settle on its terminal outcome (2.6.12).
+        if self.auto_settle and (isinstance(state, TERMINAL_OUTCOMES) or _provisional(state)) and not delivery.settled:
+            # Receiver settles second: settle on its terminal outcome (2.6.12), or on the
+            # provisional one of a transaction (part 4, 4.4.1): the discharge decides the rest.
             delivery.settled = True
             self._forget(delivery)
             assert delivery.delivery_id is not None
@@ -805,6 +857,15 @@ class SenderLink(Link):
         delivery.state = state
         self._forget(delivery)
         self.session.queue_disposition(ROLE_SENDER, delivery.delivery_id, True, state, batchable)
+
+    def update(self, delivery: Delivery, state: Any, *, batchable: bool = False) -> None:
+        """Tell the receiver ``state`` for a delivery without settling it (a disposition with
+        settled false, 2.7.6): a transaction's provisional outcome of a transactional
+        disposition (part 4, 4.4.2), applied or not when the transaction is discharged."""
+        if delivery.settled or delivery.delivery_id is None:
+            return
+        delivery.state = state
+        self.session.queue_disposition(ROLE_SENDER, delivery.delivery_id, False, state, batchable)
 
     def settle_all(self, deliveries: list[Delivery], state: Any = None) -> None:
         """:meth:`settle` each of ``deliveries`` with one ``state``: the same settlements, and
@@ -979,6 +1040,8 @@ class ReceiverLink(Link):
             self._continuation(delivery, transfer)
         if transfer.rcv_settle_mode is not None:
             self._transfer_settle_mode(delivery, int(transfer.rcv_settle_mode))
+        if transfer.state is not None:
+            delivery.remote_state = transfer.state  # "the state of the delivery at the sender" (2.7.5)
         if transfer.aborted:
             self._discard(delivery)
             return
@@ -1002,9 +1065,6 @@ class ReceiverLink(Link):
         link's credit (:meth:`_count_deliveries`) and reported (:meth:`_report`)."""
         self._count_deliveries(len(deliveries), credit_room)
         self._report(deliveries)
-
-    def _link_error(self, condition: Symbol, description: str) -> errors.LinkProtocolError:
-        return errors.LinkProtocolError(self.session.channel, self.handle, condition, description)
 
     def _first_transfer(self, transfer: Transfer) -> Delivery:
         """A new delivery: its id and tag, its credit, and its place among the unsettled."""
@@ -1126,18 +1186,21 @@ class ReceiverLink(Link):
                 self.session.forget_incoming(delivery)
             if self.snd_settle_mode != SND_SETTLED:
                 delivery.settled = True
-        self._report([delivery])
+        if delivery.remote_state is None:
+            self._report([delivery])
+        else:  # its transfers carried a state (a transaction's): a run of their own kind
+            self._report([delivery], StatefulDeliveriesReceived)
         if self.drain:
             self._drained_if_done()
 
-    def _report(self, deliveries: list[Delivery]) -> None:
+    def _report(self, deliveries: list[Delivery], kind: type[DeliveriesReceived] = DeliveriesReceived) -> None:
         """Whole deliveries for the application, as a run: the last event's, when it is this
-        link's run and no other event came since, or a new ``DeliveriesReceived``."""
+        link's run of the same ``kind`` and no other event came since, or a new one."""
         events = self.session.connection.event_queue
-        if events and type(run := events[-1]) is DeliveriesReceived and run.link is self:
+        if events and type(run := events[-1]) is kind and run.link is self:
             run.deliveries.extend(deliveries)  # the run goes on: no other event since
         else:
-            events.append(DeliveriesReceived(self, deliveries))
+            events.append(kind(self, deliveries))
 
     def on_dispositions(self, deliveries: list[Delivery], settled: bool, state: Any, batchable: bool) -> None:
         """One disposition naming deliveries of this link (a run of its range, in
@@ -1171,6 +1234,12 @@ class ReceiverLink(Link):
         if delivery is not None:
             self.partial_delivery = None
             delivery.chunks = None
+
+
+def _provisional(state: Any) -> bool:
+    """A ``transactional-state`` carrying a terminal outcome: the outcome the transaction's
+    discharge will apply (part 4, 4.4.1)."""
+    return type(state) is TransactionalState and isinstance(state.outcome, TERMINAL_OUTCOMES)
 
 
 def error(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Error:

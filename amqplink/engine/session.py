@@ -62,10 +62,12 @@ from amqplink.engine.link import (
 )
 from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
 from amqplink.engine.states import SESSION_TRANSITIONS, LinkState, SessionState, Step, advance
+from amqplink.engine.transactions import CoordinatorLink
 from amqplink.protocol.definitions import (
     Accepted,
     Attach,
     Begin,
+    Coordinator,
     Detach,
     Disposition,
     End,
@@ -294,7 +296,7 @@ class Session:
         cls: type[Link],
         name: str,
         source: Source | None,
-        target: Target | None,
+        target: Target | Coordinator | None,
         snd_settle_mode: int,
         rcv_settle_mode: int,
         properties: dict[Any, Any] | None,
@@ -327,20 +329,23 @@ class Session:
         name: str,
         *,
         source: Source | None = None,
-        target: Target | None = None,
+        target: Target | Coordinator | None = None,
         snd_settle_mode: int = SND_MIXED,
         rcv_settle_mode: int = RCV_FIRST,
         properties: dict[Any, Any] | None = None,
         max_message_size: int | None = None,
         initial_delivery_count: int = 0,
+        link_class: type[SenderLink] = SenderLink,
     ) -> SenderLink:
         """Create a sending link and send its attach (2.6.3).
 
         ``initial_delivery_count`` is "the sender's initial value for delivery-count"
-        (2.7.3), any serial number (RabbitMQ 4 starts at 2**32-5).
+        (2.7.3), any serial number (RabbitMQ 4 starts at 2**32-5). ``link_class``: a
+        :class:`SenderLink` that does more (a transaction controller's link,
+        :func:`~amqplink.engine.transactions.attach_controller`).
         """
         link = self._new_link(
-            SenderLink, name, source, target, snd_settle_mode, rcv_settle_mode, properties, max_message_size
+            link_class, name, source, target, snd_settle_mode, rcv_settle_mode, properties, max_message_size
         )
         assert isinstance(link, SenderLink)
         if not 0 <= initial_delivery_count <= 0xFFFFFFFF:
@@ -354,7 +359,7 @@ class Session:
         name: str,
         *,
         source: Source | None = None,
-        target: Target | None = None,
+        target: Target | Coordinator | None = None,
         snd_settle_mode: int = SND_MIXED,
         rcv_settle_mode: int = RCV_FIRST,
         properties: dict[Any, Any] | None = None,
@@ -447,6 +452,8 @@ class Session:
                 self.channel, errors.NOT_ALLOWED, f"link {attach.name!r} is already attached"
             )
         cls: type[Link] = ReceiverLink if peer_is_sender else SenderLink
+        if peer_is_sender and type(attach.target) is Coordinator:
+            cls = CoordinatorLink  # a control link (part 4, 4.2): the peer is a transaction controller
         try:
             new = self._new_link(
                 cls,
@@ -886,8 +893,11 @@ class Session:
             )
         view = memoryview(delivery.payload)
         total = delivery.size
+        if delivery.offset < 0:  # STATE_ON_TRANSFER: its transfers carry its state, from the first
+            delivery.offset = 0
+        state = delivery.state  # (None unless sent with one: SenderLink.send_with_state)
         frames = 0
-        while delivery.offset < total and frames < self.remote_incoming_window:
+        while (delivery.offset < total or (not total and not frames)) and frames < self.remote_incoming_window:
             start = delivery.offset
             end = min(total, start + room)
             first = start == 0
@@ -898,6 +908,7 @@ class Session:
                 message_format=UInt(delivery.message_format) if first else None,
                 settled=delivery.settled,
                 more=end < total,
+                state=state,
             )
             self.send_frame(transfer, view[start:end])
             delivery.offset = end

@@ -2,7 +2,8 @@
 
 A session's states are the spec's (2.5.5); a link's are named after its attach and
 detach exchange (2.6.3, 2.6.6); a connection's are the open/close part of 2.4.6 (the
-protocol-header and SASL stages before them are the frame reader's business). Each
+protocol-header and SASL stages before them are the frame reader's business); a
+transaction's follow its declare and discharge over a control link (part 4, 4.2-4.3). Each
 scope also has a terminal ``ENDED`` (the spec's diagrams return to UNMAPPED /
 DETACHED / END): it keeps an ended endpoint from looking like a new one.
 
@@ -26,11 +27,13 @@ __all__ = [
     "CONNECTION_TRANSITIONS",
     "LINK_TRANSITIONS",
     "SESSION_TRANSITIONS",
+    "TRANSACTION_TRANSITIONS",
     "ConnectionState",
     "IllegalTransition",
     "LinkState",
     "SessionState",
     "Step",
+    "TransactionState",
     "advance",
 ]
 
@@ -55,7 +58,16 @@ class Step(Enum):
     ABANDON = "end with the enclosing scope"
     """The session ended or the connection closed under this endpoint (2.5.5: ending a
     session detaches its links; 2.4.3: closing a connection ends its sessions), or the
-    transport went away."""
+    transport went away. For a transaction: its control link ended ("If the control link
+    is closed while there exist non-discharged transactions it created, then all such
+    transactions are immediately rolled back", part 4, 4.1)."""
+    DECLARE = "send or receive a declare"
+    DECLARED = "the declared outcome"
+    DECLARE_REFUSED = "the declare refused"
+    DISCHARGE = "send or receive a discharge"
+    COMMIT = "the discharge accepted, committing"
+    ROLL_BACK = "roll back"
+    """A discharge with ``fail``, a refused discharge, or the coordinator's own roll-back."""
 
 
 class LinkState(IntEnum):
@@ -105,6 +117,28 @@ class ConnectionState(IntEnum):
     """Both closes exchanged, or the transport ended."""
 
 
+class TransactionState(IntEnum):
+    """A transaction as one end of its control link sees it (part 4): declared once,
+    discharged once. The last four are ends."""
+
+    UNDECLARED = 0
+    DECLARING = 1
+    """The declare is out (controller) or in (coordinator), not yet answered."""
+    ACTIVE = 2
+    """Declared: transactional work may name its txn-id."""
+    DISCHARGING = 3
+    """The discharge is out (controller) or in (coordinator), not yet answered."""
+    COMMITTED = 4
+    ROLLED_BACK = 5
+    """Discharged with ``fail``, or rolled back by the coordinator (refused discharge, time-out,
+    control link closed): none of its work took effect."""
+    REFUSED = 6
+    """The declare was refused: there never was a transaction."""
+    IN_DOUBT = 7
+    """Controller: the discharge went out and its control link ended before the answer came,
+    so whether it committed is not known here."""
+
+
 _L = LinkState
 LINK_TRANSITIONS: dict[LinkState, dict[Step, LinkState]] = {
     _L.DETACHED: {Step.SEND_ATTACH: _L.ATTACH_SENT, Step.RECV_ATTACH: _L.ATTACH_RCVD, Step.ABANDON: _L.ENDED},
@@ -152,7 +186,21 @@ CONNECTION_TRANSITIONS: dict[ConnectionState, dict[Step, ConnectionState]] = {
     _C.END: {Step.ABANDON: _C.END},
 }
 
-State = TypeVar("State", LinkState, SessionState, ConnectionState)
+_T = TransactionState
+TRANSACTION_TRANSITIONS: dict[TransactionState, dict[Step, TransactionState]] = {
+    _T.UNDECLARED: {Step.DECLARE: _T.DECLARING, Step.ABANDON: _T.ROLLED_BACK},
+    _T.DECLARING: {Step.DECLARED: _T.ACTIVE, Step.DECLARE_REFUSED: _T.REFUSED, Step.ABANDON: _T.ROLLED_BACK},
+    _T.ACTIVE: {Step.DISCHARGE: _T.DISCHARGING, Step.ROLL_BACK: _T.ROLLED_BACK, Step.ABANDON: _T.ROLLED_BACK},
+    _T.DISCHARGING: {Step.COMMIT: _T.COMMITTED, Step.ROLL_BACK: _T.ROLLED_BACK, Step.ABANDON: _T.IN_DOUBT},
+    _T.COMMITTED: {Step.ABANDON: _T.COMMITTED},
+    # A transaction the coordinator rolled back (a time-out) is discharged all the same: the
+    # controller learns of it from the answer.
+    _T.ROLLED_BACK: {Step.DISCHARGE: _T.ROLLED_BACK, Step.ROLL_BACK: _T.ROLLED_BACK, Step.ABANDON: _T.ROLLED_BACK},
+    _T.REFUSED: {Step.ABANDON: _T.REFUSED},
+    _T.IN_DOUBT: {Step.ABANDON: _T.IN_DOUBT},
+}
+
+State = TypeVar("State", LinkState, SessionState, ConnectionState, TransactionState)
 
 
 class IllegalTransition(EngineStateError):

@@ -23,6 +23,7 @@ __all__ = [
     "SAS_TOKEN_TYPE",
     "SERVER_TIMEOUT",
     "SESSION_FILTER",
+    "TRANSFER_DESTINATION_ADDRESS",
     "Operation",
 ]
 
@@ -34,6 +35,9 @@ SERVER_TIMEOUT = "com.microsoft:server-timeout"
 SESSION_FILTER = Symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = Symbol("com.microsoft:locked-until-utc")
 OPERATION_TIMEOUT = Symbol("com.microsoft:timeout")
+TRANSFER_DESTINATION_ADDRESS = Symbol("com.microsoft:transfer-destination-address")
+"""A sending link's attach property naming where its messages go *via* the link's target (send
+via, docs/protocol.md#transactions): the target is the via entity, this the destination."""
 
 
 class Operation(enum.StrEnum):

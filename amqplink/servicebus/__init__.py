@@ -19,6 +19,7 @@ from amqplink.servicebus.blocking import (
     ServiceBusReceiver,
     ServiceBusSender,
     ServiceBusSession,
+    ServiceBusTransaction,
 )
 from amqplink.servicebus.connection_string import (
     ConnectionStringError,
@@ -90,6 +91,7 @@ __all__ = [
     "ServiceBusReceivedMessage",
     "ServiceBusReceiver",
     "ServiceBusSender",
+    "ServiceBusTransaction",
     "ServiceBusSession",
     "ServiceBusSessionFilter",
     "ServiceBusSubQueue",

@@ -23,6 +23,7 @@ from amqplink.servicebus import lock_renewer as aio_renewer
 from amqplink.servicebus import receiver as aio_receiver
 from amqplink.servicebus import sender as aio_sender
 from amqplink.servicebus import session as aio_session
+from amqplink.servicebus import transaction as aio_transaction
 from amqplink.servicebus.localqueue.queue import LocalQueueState
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
 from amqplink.servicebus.paging import ItemPaged
@@ -30,7 +31,14 @@ from amqplink.servicebus.paired.pairing import PairedState
 from amqplink.servicebus.session_list import SessionLister
 from amqplink.sync import _Outcome, _run, _submit, _wait
 
-__all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender", "ServiceBusSession"]
+__all__ = [
+    "AutoLockRenewer",
+    "ServiceBusClient",
+    "ServiceBusReceiver",
+    "ServiceBusSender",
+    "ServiceBusSession",
+    "ServiceBusTransaction",
+]
 
 
 class _Closable:
@@ -128,6 +136,10 @@ class ServiceBusClient(_Named):
         )
         return ServiceBusReceiver(inner, renewer)
 
+    def transaction(self) -> ServiceBusTransaction:
+        """A transaction on this client's connection, to use as ``with`` (docs/transactions.md)."""
+        return ServiceBusTransaction(self._aio.transaction())
+
     def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> ItemPaged[str]:
         """The session ids of a session queue (``state_updated_after``, ``timeout`` as the SDK's);
         iterate, or ``by_page(continuation_token)``."""
@@ -136,6 +148,57 @@ class ServiceBusClient(_Named):
     def list_subscription_sessions(self, topic_name: str, subscription_name: str, **kwargs: Any) -> ItemPaged[str]:
         """The session ids of a session subscription."""
         return _sessions(self._aio.session_lister(topic_name, subscription_name, **kwargs))
+
+
+class ServiceBusTransaction:
+    """Blocking twin of :class:`amqplink.servicebus.aio.ServiceBusTransaction`: as ``with``,
+    committed when the block ends, rolled back when it raises."""
+
+    def __init__(self, inner: aio_transaction.ServiceBusTransaction) -> None:
+        self._aio = inner
+
+    def __repr__(self) -> str:
+        return repr(self._aio)
+
+    @property
+    def state(self) -> Any:
+        """Where it is (a ``TransactionState``)."""
+        return self._aio.state
+
+    @property
+    def is_active(self) -> bool:
+        """Begun and not yet committed or rolled back."""
+        return self._aio.is_active
+
+    @property
+    def transaction_id(self) -> bytes | None:
+        """The id the broker gave it (None until begun)."""
+        return self._aio.transaction_id
+
+    def begin(self) -> ServiceBusTransaction:
+        """Declare it on the client's connection."""
+        _run(self._aio.begin())
+        return self
+
+    def commit(self) -> None:
+        """Apply all of it together (``TransactionRolledBackError`` when Service Bus rolled it back)."""
+        _run(self._aio.commit())
+
+    def rollback(self) -> None:
+        """Undo all of it."""
+        _run(self._aio.rollback())
+
+    def __enter__(self) -> ServiceBusTransaction:
+        return self.begin()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        _run(self._aio.__aexit__(exc_type, exc, tb))
+
+
+def _inner_transaction(transaction: ServiceBusTransaction | None) -> aio_transaction.ServiceBusTransaction | None:
+    return None if transaction is None else transaction._aio
 
 
 def _sessions(lister: SessionLister) -> ItemPaged[str]:
@@ -187,10 +250,20 @@ class ServiceBusSender(_Named):
         """The queue or topic."""
         return self._aio.entity_name
 
-    def send_messages(self, message: Any, *, timeout: float | None = None, **kwargs: Any) -> None:
+    def send_messages(
+        self,
+        message: Any,
+        *,
+        timeout: float | None = None,
+        transaction: ServiceBusTransaction | None = None,
+        **kwargs: Any,
+    ) -> None:
         """Send one message, a list, a batch or an iterable (pipelined in batches); waits for
-        the broker's acceptance (retried under the retry policy)."""
-        if timeout is None:
+        the broker's acceptance (retried under the retry policy). ``transaction``: stored only
+        if it commits."""
+        if transaction is not None:
+            _run(self._aio.send_messages(message, timeout=timeout, transaction=transaction._aio))
+        elif timeout is None:
             _wait(partial(self._aio._send_soon, message))  # one message: no Task on the loop thread
         else:
             _run(self._aio.send_messages(message, timeout=timeout))
@@ -354,29 +427,42 @@ class ServiceBusReceiver(_Named):
         return _run(self._aio.receive_deferred_messages(sequence_numbers, **kwargs))
 
     # The settle methods are called on the loop thread (``_wait``): there, a settlement on the
-    # receive link is a future the caller waits for as it is (no Task per call).
-    def complete_message(self, message: ServiceBusReceivedMessage) -> None:
+    # receive link is a future the caller waits for as it is (no Task per call). ``transaction``:
+    # the settlement takes effect only if it commits (docs/transactions.md).
+    def complete_message(
+        self, message: ServiceBusReceivedMessage, *, transaction: ServiceBusTransaction | None = None
+    ) -> None:
         """Settle as done: the broker removes the message (outcome ``accepted``; a deferred
         message is settled over ``$management``); waits for the broker's confirmation.
         ``MessageLockLostError`` if the lock is gone."""
-        _wait(lambda _: self._aio.complete_message(message))
+        _wait(lambda _: self._aio.complete_message(message, transaction=_inner_transaction(transaction)))
 
-    def abandon_message(self, message: ServiceBusReceivedMessage) -> None:
+    def abandon_message(
+        self, message: ServiceBusReceivedMessage, *, transaction: ServiceBusTransaction | None = None
+    ) -> None:
         """Give the message back for redelivery, its delivery count + 1 (outcome
         ``modified``); waits for the broker's confirmation."""
-        _wait(lambda _: self._aio.abandon_message(message))
+        _wait(lambda _: self._aio.abandon_message(message, transaction=_inner_transaction(transaction)))
 
-    def defer_message(self, message: ServiceBusReceivedMessage) -> None:
+    def defer_message(
+        self, message: ServiceBusReceivedMessage, *, transaction: ServiceBusTransaction | None = None
+    ) -> None:
         """Set the message aside: it is then received only by sequence number
         (:meth:`receive_deferred_messages`); waits for the broker's confirmation."""
-        _wait(lambda _: self._aio.defer_message(message))
+        _wait(lambda _: self._aio.defer_message(message, transaction=_inner_transaction(transaction)))
 
     def dead_letter_message(
-        self, message: ServiceBusReceivedMessage, reason: str | None = None, error_description: str | None = None
+        self,
+        message: ServiceBusReceivedMessage,
+        reason: str | None = None,
+        error_description: str | None = None,
+        *,
+        transaction: ServiceBusTransaction | None = None,
     ) -> None:
         """Move the message to the dead-letter queue with ``reason`` and
         ``error_description`` (outcome ``rejected``); waits for the broker's confirmation."""
-        _wait(lambda _: self._aio.dead_letter_message(message, reason, error_description))
+        inner = _inner_transaction(transaction)
+        _wait(lambda _: self._aio.dead_letter_message(message, reason, error_description, transaction=inner))
 
     def renew_message_lock(
         self, message: ServiceBusReceivedMessage, *, timeout: float | None = None, **kwargs: Any

@@ -36,6 +36,7 @@ from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
 from amqplink.servicebus.session_list import SessionLister
 from amqplink.servicebus.tokens import credential_kind
+from amqplink.servicebus.transaction import ServiceBusTransaction
 from amqplink.servicebus.transport import transport_from_options
 
 __all__ = ["ServiceBusClient"]
@@ -222,6 +223,7 @@ class ServiceBusClient:
         *,
         queue_name: str | None = None,
         topic_name: str | None = None,
+        via: str | None = None,
     ) -> ServiceBusSender:
         self._check_entity(entity)
         ignore_unknown("get_queue_sender" if queue_name else "get_topic_sender", options, HANDLER_OPTIONS)
@@ -229,12 +231,18 @@ class ServiceBusClient:
         common: dict[str, Any] = {"policy": self._policy, "max_in_flight": max_in_flight, "queue_name": queue_name,
                                   "topic_name": topic_name, **chosen}  # fmt: skip
         sender: ServiceBusSender
+        if via is not None and (self._pairing is not None or self._local is not None):
+            raise ValueError(
+                "via= (send-via) is not available on a client with paired_namespace or local_queue: a message"
+                " parked in a backlog queue or stored locally cannot keep its transfer route; use a client"
+                " without them"
+            )
         if self._pairing is not None:
             sender = PairedSender(self._holder, entity, pairing=self._pairing, local=self._local, **common)
         elif self._local is not None:
             sender = LocalQueueSender(self._holder, entity, local=self._local, **common)
         else:
-            sender = ServiceBusSender(self._holder, entity, **common)
+            sender = ServiceBusSender(self._holder, entity, via=via, **common)
         return self._track(sender)
 
     # -- the local queue's forwarding ------------------------------------------------------
@@ -258,16 +266,24 @@ class ServiceBusClient:
             await sender.close()
 
     def get_queue_sender(
-        self, queue_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
+        self, queue_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, via: str | None = None, **kwargs: Any
     ) -> ServiceBusSender:
-        """A sender to ``queue_name``; ``max_in_flight`` bounds the transfers awaiting an outcome."""
-        return self._sender(queue_name, max_in_flight, kwargs, queue_name=queue_name)
+        """A sender to ``queue_name``; ``max_in_flight`` bounds the transfers awaiting an outcome;
+        ``via``: through that entity (send-via: a transaction working on ``via`` may send here,
+        docs/transactions.md)."""
+        return self._sender(queue_name, max_in_flight, kwargs, queue_name=queue_name, via=via)
 
     def get_topic_sender(
-        self, topic_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, **kwargs: Any
+        self, topic_name: str, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, via: str | None = None, **kwargs: Any
     ) -> ServiceBusSender:
-        """A sender to ``topic_name``."""
-        return self._sender(topic_name, max_in_flight, kwargs, topic_name=topic_name)
+        """A sender to ``topic_name`` (``via`` as :meth:`get_queue_sender`'s)."""
+        return self._sender(topic_name, max_in_flight, kwargs, topic_name=topic_name, via=via)
+
+    # -- transactions -------------------------------------------------------------------
+    def transaction(self) -> ServiceBusTransaction:
+        """A transaction on this client's connection, to use as ``async with`` (docs/transactions.md):
+        the sends and settlements given ``transaction=`` take effect together when it commits."""
+        return ServiceBusTransaction(self._holder, self._policy.timeout)
 
     # -- receivers --------------------------------------------------------------------
     def _receiver(

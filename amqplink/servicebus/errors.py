@@ -30,8 +30,11 @@ from amqplink.servicebus.exceptions import (
     ServiceBusError,
     ServiceBusQuotaExceededError,
     ServiceBusServerBusyError,
+    ServiceBusTransactionError,
     SessionCannotBeLockedError,
     SessionLockLostError,
+    TransactionRolledBackError,
+    TransactionTimeoutError,
 )
 
 __all__ = ["ERROR_TABLE", "ErrorKind", "from_amqp_error", "from_management_status"]
@@ -74,6 +77,10 @@ ERROR_TABLE: Mapping[str | int, ErrorKind] = {
     C.ARGUMENT_OUT_OF_RANGE: _T(ServiceBusError, False),
     C.DECODE_ERROR: _T(ServiceBusError, False),
     "amqp:precondition-failed": _T(ServiceBusError, False),
+    # -- transactions (docs/protocol.md#transactions): the work is rolled back, repeat it --
+    "amqp:transaction:rollback": _T(TransactionRolledBackError, False),
+    "amqp:transaction:timeout": _T(TransactionTimeoutError, False),
+    "amqp:transaction:unknown-id": _T(ServiceBusTransactionError, False),
     # -- the SDK's other names, and the spec's other conditions no retry can fix --
     C.MESSAGE_NOT_FOUND: _T(MessageNotFoundError, False),
     C.ENTITY_ALREADY_EXISTS: _T(MessagingEntityAlreadyExistsError, False),

@@ -51,8 +51,12 @@ __all__ = [
     "ServiceBusError",
     "ServiceBusQuotaExceededError",
     "ServiceBusServerBusyError",
+    "ServiceBusTransactionError",
     "SessionCannotBeLockedError",
     "SessionLockLostError",
+    "TransactionInDoubtError",
+    "TransactionRolledBackError",
+    "TransactionTimeoutError",
 ]
 
 AZURE_CORE_BASE = _AzureBase is not Exception
@@ -253,6 +257,37 @@ class ServiceBusServerBusyError(ServiceBusError):
     default_message = "The Service Bus service reports that it is busy."
     shutdown_handler = False
     default_retryable = True
+
+
+class ServiceBusTransactionError(ServiceBusError):
+    """A transaction could not be declared, or an operation could not join it (docs/transactions.md)."""
+
+    default_message = "The transaction could not be used."
+    shutdown_handler = False
+
+
+class TransactionRolledBackError(ServiceBusTransactionError):
+    """The commit was refused and the transaction rolled back: none of its operations took
+    effect (``condition`` ``amqp:transaction:rollback``; the description says why)."""
+
+    default_message = "The transaction was rolled back; none of its operations took effect."
+    hint = "Receive the messages again and repeat the work in a new transaction."
+
+
+class TransactionTimeoutError(TransactionRolledBackError):
+    """The transaction was not committed within two minutes of its first operation, so Service
+    Bus rolled it back (``amqp:transaction:timeout``)."""
+
+    default_message = "The transaction timed out and was rolled back."
+    hint = "Commit within two minutes of a transaction's first operation."
+
+
+class TransactionInDoubtError(ServiceBusTransactionError):
+    """The commit was sent and its answer never came (the connection closed first): it may or
+    may not have been applied."""
+
+    default_message = "Whether the transaction committed is not known."
+    hint = "Check the entities (e.g. by message id) before doing the work again."
 
 
 class AutoLockRenewFailed(ServiceBusError):

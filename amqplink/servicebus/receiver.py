@@ -55,6 +55,9 @@ if TYPE_CHECKING:
     from amqplink.servicebus.lock_renewer import AutoLockRenewer
     from amqplink.servicebus.retry import RetryPolicy
 
+if TYPE_CHECKING:
+    from amqplink.servicebus.transaction import ServiceBusTransaction
+
 __all__ = ["DEAD_LETTER_CONDITION", "GATHER_WINDOW", "ServiceBusReceiver"]
 
 log = logging.getLogger(__name__)
@@ -77,6 +80,21 @@ DRAIN_ANSWER_TIMEOUT = 5.0
 is taken as broken and closed (its credit would otherwise stay open)."""
 
 SessionArg = str | ServiceBusSessionFilter | None
+
+
+def link_outcome(status: DispositionStatus, reason: str | None, description: str | None) -> tuple[Any, str]:
+    """The outcome a settlement is on the receive link (docs/protocol.md#settlement-mapping) and its verb:
+    complete = accepted, abandon = modified, defer = modified undeliverable-here, dead-letter =
+    rejected with ``com.microsoft:dead-letter`` and the reason and description in its info."""
+    outcome = _LINK_OUTCOMES.get(status)
+    if outcome is not None:
+        return outcome
+    info: dict[str, Any] = {}
+    if reason is not None:
+        info["DeadLetterReason"] = reason
+    if description is not None:
+        info["DeadLetterErrorDescription"] = description
+    return rejected(DEAD_LETTER_CONDITION, description, info or None), "reject"
 
 
 class ServiceBusReceiver(Handler):
@@ -436,11 +454,15 @@ class ServiceBusReceiver(Handler):
         *,
         dead_letter_reason: str | None = None,
         dead_letter_error_description: str | None = None,
+        transaction: ServiceBusTransaction | None = None,
     ) -> Coroutine[Any, Any, None]:
         """What a settle method returns: on the link's loop, for a message its link delivered,
         the :class:`LinkSettlement` started at once (gathered, it costs no asyncio Task);
         otherwise (another thread, as the blocking facade calls; a deferred message, settled
-        over ``$management``) the coroutine that settles it once awaited, on the loop."""
+        over ``$management``) the coroutine that settles it once awaited, on the loop. In a
+        ``transaction``: its coroutine (docs/transactions.md)."""
+        if transaction is not None:
+            return transaction._settle(self, message, action, status, dead_letter_reason, dead_letter_error_description)
         link = self._link
         if (
             link is not None
@@ -532,16 +554,7 @@ class ServiceBusReceiver(Handler):
         confirmation will come (else ``waiter`` is told of it)."""
         link = self._link
         assert link is not None
-        outcome = _LINK_OUTCOMES.get(status)
-        if outcome is not None:
-            state, verb = outcome
-        else:
-            info: dict[str, Any] = {}
-            if reason is not None:
-                info["DeadLetterReason"] = reason
-            if description is not None:
-                info["DeadLetterErrorDescription"] = description
-            state, verb = rejected(DEAD_LETTER_CONDITION, description, info or None), "reject"
+        state, verb = link_outcome(status, reason, description)
         return link._start_settle_one(raw, state, verb, waiter)
 
     def _check_answer(self, raw: ReceivedMessage | None, action: str, status: DispositionStatus) -> None:
@@ -583,20 +596,32 @@ class ServiceBusReceiver(Handler):
 
     # The settle methods are ``async def`` in the SDK: each returns what ``_settle`` does,
     # a coroutine or an object that is one (see LinkSettlement for when the disposition leaves).
-    def complete_message(self, message: ServiceBusReceivedMessage) -> Coroutine[Any, Any, None]:
+    # ``transaction``: the settlement takes effect only if it commits (docs/transactions.md).
+    def complete_message(
+        self, message: ServiceBusReceivedMessage, *, transaction: ServiceBusTransaction | None = None
+    ) -> Coroutine[Any, Any, None]:
         """Done with the message: the broker removes it."""
-        return self._settle(message, "complete", DispositionStatus.COMPLETED)
+        return self._settle(message, "complete", DispositionStatus.COMPLETED, transaction=transaction)
 
-    def abandon_message(self, message: ServiceBusReceivedMessage) -> Coroutine[Any, Any, None]:
+    def abandon_message(
+        self, message: ServiceBusReceivedMessage, *, transaction: ServiceBusTransaction | None = None
+    ) -> Coroutine[Any, Any, None]:
         """Give the message back: it is delivered again (delivery count + 1)."""
-        return self._settle(message, "abandon", DispositionStatus.ABANDONED)
+        return self._settle(message, "abandon", DispositionStatus.ABANDONED, transaction=transaction)
 
-    def defer_message(self, message: ServiceBusReceivedMessage) -> Coroutine[Any, Any, None]:
+    def defer_message(
+        self, message: ServiceBusReceivedMessage, *, transaction: ServiceBusTransaction | None = None
+    ) -> Coroutine[Any, Any, None]:
         """Set the message aside: only ``receive_deferred_messages`` with its sequence number gets it."""
-        return self._settle(message, "defer", DispositionStatus.DEFERRED)
+        return self._settle(message, "defer", DispositionStatus.DEFERRED, transaction=transaction)
 
     def dead_letter_message(
-        self, message: ServiceBusReceivedMessage, reason: str | None = None, error_description: str | None = None
+        self,
+        message: ServiceBusReceivedMessage,
+        reason: str | None = None,
+        error_description: str | None = None,
+        *,
+        transaction: ServiceBusTransaction | None = None,
     ) -> Coroutine[Any, Any, None]:
         """Move the message to the dead-letter queue with ``reason`` and ``error_description``."""
         return self._settle(
@@ -605,6 +630,7 @@ class ServiceBusReceiver(Handler):
             DispositionStatus.SUSPENDED,
             dead_letter_reason=reason,
             dead_letter_error_description=error_description,
+            transaction=transaction,
         )
 
     async def renew_message_lock(

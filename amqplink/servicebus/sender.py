@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
@@ -27,6 +27,7 @@ from amqplink.aio.sender import Sender
 from amqplink.codec.errors import EncodeError
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Rejected
+from amqplink.sbwire.nodes import TRANSFER_DESTINATION_ADDRESS
 from amqplink.servicebus._base import ConnectionHolder, Handler
 from amqplink.servicebus.amqp import AmqpAnnotatedMessage
 from amqplink.servicebus.client_options import client_identifier as identifier
@@ -44,6 +45,9 @@ from amqplink.servicebus.message import (
 )
 from amqplink.servicebus.partitioning import check_partition_key
 from amqplink.servicebus.retry import RetryPolicy, backoff_delay
+
+if TYPE_CHECKING:
+    from amqplink.servicebus.transaction import ServiceBusTransaction
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "GATHER_MAX_MESSAGES", "ServiceBusSender"]
 
@@ -108,11 +112,14 @@ class ServiceBusSender(Handler):
         topic_name: str | None = None,
         client_identifier: str | None = None,
         socket_timeout: float | None = None,
+        via: str | None = None,
         **options: Any,
     ) -> None:
         """From a client (``get_queue_sender``), or as the SDK's ``ServiceBusSender(
         fully_qualified_namespace, credential, queue_name=... | topic_name=..., **client_options)``,
-        which opens a connection of its own (closed with the sender)."""
+        which opens a connection of its own (closed with the sender). ``via``: send to the
+        entity *through* this one (send-via, docs/transactions.md): a transaction that works on
+        ``via`` may then send elsewhere."""
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         if not isinstance(holder, ConnectionHolder):  # the SDK's direct construction
@@ -129,6 +136,8 @@ class ServiceBusSender(Handler):
             holder, entity_name, policy=policy, client_identifier=client_identifier, socket_timeout=socket_timeout
         )
         self.max_in_flight = max_in_flight
+        self.via = via
+        """The entity its messages go through (send-via), or None."""
         self.queue_name = queue_name
         self.topic_name = topic_name
         self._link: Sender | None = None
@@ -143,9 +152,19 @@ class ServiceBusSender(Handler):
         return self._link is not None and not self._link.closed
 
     async def _attach(self, connection: Connection) -> None:
-        self._link = await connection.create_sender(
-            self.entity_name, max_in_flight=self.max_in_flight, name=self._next_link_name()
-        )
+        via = self.via
+        if via is None:
+            self._link = await connection.create_sender(
+                self.entity_name, max_in_flight=self.max_in_flight, name=self._next_link_name()
+            )
+        else:  # target: the via entity; the destination in the attach (docs/protocol.md#transactions)
+            await self._holder.authorize(via)  # both audiences, as the .NET via-sender asks
+            self._link = await connection.create_sender(
+                via,
+                max_in_flight=self.max_in_flight,
+                name=self._next_link_name(),
+                properties={TRANSFER_DESTINATION_ADDRESS: self.entity_name},
+            )
         self._link.write_timeout = self._socket_timeout
 
     async def _close_links(self) -> None:
@@ -482,16 +501,23 @@ class ServiceBusSender(Handler):
         else:
             self._paired.nowait_failed(result, error, message)
 
-    async def send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
+    async def send_messages(
+        self, message: SendInput, *, timeout: float | None = None, transaction: ServiceBusTransaction | None = None
+    ) -> None:
         """Send one message, a list, a batch, an iterable or an async iterable (pipelined in
         size-bounded batches).
 
         Raises ``MessageSizeExceededError`` for a single message larger than the entity takes,
         ``ValueError`` for a partition key that differs from the session id, and the Service
-        Bus error the broker answered (after the retry policy gave up).
+        Bus error the broker answered (after the retry policy gave up). ``transaction``: the
+        messages are stored only if it commits (docs/transactions.md; a message or batch one
+        transfer, a list in batches, not retried).
         """
         if self._closed:
             self._check_not_closed()
+        if transaction is not None:
+            await transaction._send(self, message, timeout)
+            return
         if timeout is not None and timeout <= 0:
             raise ValueError("The timeout must be greater than 0.")
         try:

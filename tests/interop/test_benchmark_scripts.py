@@ -62,3 +62,19 @@ def test_replication_outage_benchmark_prints_the_three_rows() -> None:
         match = re.search(rf"{re.escape(row)}\s+([\d,.]+)\s+[\d.]+x", out)
         assert match is not None, out
     assert "breaker / no breaker" in out
+
+
+@pytest.mark.peer("proton")
+def test_transaction_benchmark_prints_both_modes_of_every_client_and_scenario() -> None:
+    out = _run(
+        "interop/bench_transactions.py",
+        *("--count", "200", "--per-transaction", "50", "--move-count", "20", "--repeat", "1"),
+    )
+    for scenario, per in (("send", 50), ("move", 1)):
+        for client in ("servicebus", "amqplink", "proton"):
+            for mode in ("plain", "transacted"):
+                match = re.search(rf"{scenario}\s+{per}/txn\s+{client}\s+{mode}\s+{RATE}", out)
+                assert match is not None, f"no {scenario} {mode} row for {client}:\n{out}"
+                assert int(match.group(1).replace(",", "")) > 0
+            row = rf"^{scenario} {per}/transaction\s+{client}\s+[\d,]+\s+[\d,]+\s+[\d.]+x"
+            assert re.search(row, out, re.MULTILINE), out

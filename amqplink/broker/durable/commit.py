@@ -46,6 +46,7 @@ from amqplink.broker.durable import journal as _journal
 from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import (
     STATE_CODES,
+    atomic_record,
     changed_record,
     gone_record,
     message_records,
@@ -219,6 +220,18 @@ class GroupCommit:
         if not self._scheduled:
             self.kick()
 
+    def atomic(self, apply: Callable[[], None]) -> None:
+        """Run ``apply`` so that what it records (as any change is recorded) is written as one
+        ``A`` record of its own (:func:`~.records.atomic_record`): all of it, or after a crash
+        none (a transaction's commit). What was recorded before it is handed over first, as
+        the batch before; the callbacks ``apply`` registers, and those registered after it,
+        run once the record is written (or refused: a failed write takes it back whole)."""
+        if self._pending:
+            self._flush()
+        apply()
+        if self._pending:
+            self._flush(atomic=True)
+
     def wait_for_bind(self) -> None:
         """Hand nothing to the writer until :meth:`bind` names the loop that runs the store:
         an owner made in one event loop and run in another (a broker built in a coroutine and
@@ -303,7 +316,7 @@ class GroupCommit:
         self._sequences.clear()
         self._extra = []
 
-    def _flush(self) -> None:
+    def _flush(self, *, atomic: bool = False) -> None:
         self._scheduled = False
         if self._lazy is not None:
             self._lazy.cancel()
@@ -319,6 +332,8 @@ class GroupCommit:
         snapshot = self.snapshot() if self.snapshot is not None and self._compaction_due() else None
         # (A compaction carries the batch's own records too: written instead if it cannot be made.)
         records = self._take()
+        if atomic and records:
+            records = atomic_record(records)
         self._records.append(records)
         self._queue.put((snapshot, records, callbacks))
 

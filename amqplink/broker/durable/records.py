@@ -26,7 +26,11 @@ fields packed big-endian with :mod:`struct`, and for some a variable tail:
 * ``T`` a session's state (length ``0xFFFFFFFF``: removed);
 * ``P`` a duplicate-detection id seen, ``X`` ids whose window ended before a time forgotten;
 * ``N`` the namespace's entity definitions (JSON, :mod:`.definitions`), the last one wins;
-* ``R`` forget everything before: the live state follows (what a compaction writes).
+* ``R`` forget everything before: the live state follows (what a compaction writes);
+* ``A`` records that stand or fall together: their length, then the records (a
+  transaction's commit, :meth:`.commit.GroupCommit.atomic`). A batch's frame is checked
+  whole, so a torn write drops all of them; the record keeps them one unit whatever
+  frames a batch is written in.
 
 Later records win over earlier ones; :class:`State` replays them.
 """
@@ -58,6 +62,7 @@ __all__ = [
     "RecordError",
     "State",
     "Touched",
+    "atomic_record",
     "changed_record",
     "definitions_record",
     "delete_record",
@@ -89,10 +94,11 @@ _SESSION = struct.Struct(">BIHI")  # T: entity, session id length, state length
 _DUPLICATE = struct.Struct(">BIddH")  # P: entity, seen at, expires at, id length
 _PURGE = struct.Struct(">Bd")  # X: before
 _BLOB = struct.Struct(">BI")  # N: length
+_ATOMIC = struct.Struct(">BI")  # A: the length of the records inside
 
 K_MESSAGE, K_STATE, K_DELETE, K_SEQUENCE, K_RUN, K_STATE_RUN, K_GONE = b"MUDSBVG"
-K_ENTITY, K_SESSION, K_DUPLICATE, K_PURGE, K_DEFINITIONS, K_RESET = b"ETPXNR"
-KINDS = b"MUDSBVGETPXNR"
+K_ENTITY, K_SESSION, K_DUPLICATE, K_PURGE, K_DEFINITIONS, K_RESET, K_ATOMIC = b"ETPXNRA"
+KINDS = b"MUDSBVGETPXNRA"
 """Every record kind (the first byte of a batch is one of them)."""
 _REMOVED = 0xFFFFFFFF
 
@@ -311,6 +317,12 @@ def definitions_record(document: bytes) -> bytes:
 RESET_RECORD = bytes((K_RESET,))
 
 
+def atomic_record(records: list[bytes]) -> list[bytes]:
+    """``records`` as one ``A`` record (its head, then the records' pieces as they are, not
+    copied): replayed all together or, when its batch is torn, not at all."""
+    return [_ATOMIC.pack(K_ATOMIC, sum(map(len, records))), *records]
+
+
 # -- reading -------------------------------------------------------------------------
 class RecordError(AMQPLinkError, ValueError):
     """A batch that passed its checksum but does not parse (written by something else)."""
@@ -472,6 +484,16 @@ class State:
             pos += 1
             self.entities, self.next_sequence, self.messages = {}, {}, {}
             self.sessions, self.duplicates, self.definitions = {}, {}, None
+        elif kind == K_ATOMIC:
+            _, n = _ATOMIC.unpack_from(buf, pos)
+            pos += _ATOMIC.size
+            end = pos + n
+            if end > len(buf):
+                raise RecordError(f"an atomic record at offset {pos} runs past the batch's end")
+            while pos < end:
+                pos = self._one(buf, pos)
+            if pos != end:
+                raise RecordError(f"the records of an atomic record run past its end ({pos} > {end})")
         elif kind == K_DEFINITIONS:
             _, n = _BLOB.unpack_from(buf, pos)
             pos += _BLOB.size

@@ -61,6 +61,7 @@ __all__ = [
     "DEAD_LETTER_DESCRIPTION",
     "Entity",
     "Sent",
+    "dead_letter_refusal",
 ]
 
 _SIZE = attrgetter("size")
@@ -799,11 +800,7 @@ class Entity:
         (Service Bus's documentation)."""
         msg = self.locked(token, now)
         if self.is_dead_letter_queue:
-            raise EntityError(
-                NOT_ALLOWED,
-                f"{self.path!r} is a dead-letter queue: its messages cannot be dead-lettered again;"
-                " complete the message (or resend a copy to the main entity)",
-            )
+            raise dead_letter_refusal(self.path)
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
         self._release_lock(msg)
@@ -943,6 +940,16 @@ class Entity:
 def _besides(coming: int) -> str:
     """What a refusal adds about ``coming`` more on their way (the other copies of one send)."""
     return f" (and {coming} more on their way from the same send)" if coming else ""
+
+
+def dead_letter_refusal(path: str) -> EntityError:
+    """Why a message of the dead-letter queue ``path`` cannot be dead-lettered: "you can't
+    dead-letter a message from a DLQ" (Service Bus's documentation); the lock is kept."""
+    return EntityError(
+        NOT_ALLOWED,
+        f"{path!r} is a dead-letter queue: its messages cannot be dead-lettered again;"
+        " complete the message (or resend a copy to the main entity)",
+    )
 
 
 def _uncount(msg: StoredMessage) -> None:

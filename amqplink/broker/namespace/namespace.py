@@ -742,6 +742,38 @@ class Namespace:
         stored once); one rolled back never comes here, so leaves no id behind."""
         self._route(target, envelopes, now, 0)
 
+    def check_send(self, target: MessagingEntity | Topic, envelopes: list[Envelope]) -> None:
+        """Raise what :meth:`send` would refuse of ``envelopes`` (messages sent to ``target``),
+        storing nothing: a transaction checks its messages as they come and again, all
+        together, just before its commit stores them (all of them or none). Checked: the
+        partition rules (a PartitionKey differing from the SessionId, a pinned fragment that
+        is down), an entity that requires sessions, the count and byte limits of ``target``
+        or of each subscription that takes a copy. Not followed: forwarding, whose
+        destination's refusals are dead-lettered in the source, never refused to the sender."""
+        groups: dict[Any, list[Envelope]] = {}
+        partitions = target.partitions
+        for envelope in envelopes:
+            key = None if partitions is None else partitions.key(envelope)
+            groups.setdefault(key, []).append(envelope)
+        if partitions is not None:
+            for key in groups:
+                if key is not None:
+                    partitions.pinned(key)
+        if isinstance(target, Topic):
+            for sub in target.subscriptions.values():
+                if sub.properties.forward_to:
+                    continue
+                passed = subscription_copies(sub.rules, envelopes)
+                if sub.requires_session:
+                    passed = [e for e in passed if e.session_id is not None]  # (dead-lettered there instead)
+                if passed:
+                    sub.check_accept(passed)
+            return
+        if target.properties.forward_to and not target.is_dead_letter_queue:
+            return
+        for group in groups.values():  # a partitioned entity checks each key's fragment
+            target.check_accept(group)
+
     def sender(self, target: MessagingEntity | Topic) -> Callable[[bytes, float, int], None]:
         """What does :meth:`send` for the transfers of one run to ``target`` (the same
         checks and outcomes, each message on its own): what depends only on the target (its

@@ -26,6 +26,7 @@ from amqplink.servicebus.replication.receiver import DeduplicatingReceiver
 from amqplink.servicebus.replication.senders import ActiveReplicationSender, PassiveReplicationSender
 from amqplink.servicebus.sender import ServiceBusSender
 from amqplink.servicebus.session import ServiceBusSession
+from amqplink.servicebus.transaction import ServiceBusTransaction
 
 __all__ = [
     "ActiveReplicationSender",
@@ -47,4 +48,5 @@ __all__ = [
     "ServiceBusReceiver",
     "ServiceBusSender",
     "ServiceBusSession",
+    "ServiceBusTransaction",
 ]
