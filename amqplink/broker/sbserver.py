@@ -83,8 +83,8 @@ from amqplink.engine.events import (
 from amqplink.engine.link import RCV_FIRST, SND_SETTLED, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.engine.transactions import UNKNOWN_ID, CoordinatorLink
 from amqplink.message import Message
-from amqplink.protocol.definitions import Accepted, Error, Modified, Rejected, Released, Source, TransactionalState
-from amqplink.sbwire.conditions import ARGUMENT_ERROR, DEAD_LETTER, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
+from amqplink.protocol.definitions import Accepted, Error, Rejected, Source, TransactionalState
+from amqplink.sbwire.conditions import ARGUMENT_ERROR, INTERNAL_ERROR, NOT_FOUND, UNAUTHORIZED
 from amqplink.sbwire.decimals import reads_servicebus_decimals
 from amqplink.sbwire.formats import dotnet_ticks
 from amqplink.sbwire.nodes import CBS_NODE as _CBS

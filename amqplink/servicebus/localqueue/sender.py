@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqplink.message import Message
 from amqplink.servicebus._base import ConnectionHolder
@@ -27,6 +27,9 @@ from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMess
 from amqplink.servicebus.message import to_outgoing as outgoing
 from amqplink.servicebus.paired.pairing import listed, settle
 from amqplink.servicebus.sender import SendError, SendInput, ServiceBusSender
+
+if TYPE_CHECKING:
+    from amqplink.servicebus.transaction import ServiceBusTransaction
 
 __all__ = ["LocalQueueSender", "done_future", "route", "store_failed_nowait", "store_or_raise", "stored_first"]
 
@@ -119,8 +122,12 @@ class LocalQueueSender(ServiceBusSender):
                 raise
         return ServiceBusMessageBatch(max_size_in_bytes or MAX_MESSAGE_LENGTH_BYTES)
 
-    async def _routed_send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
-        if not await stored_first(self._local, self, message):
+    async def _routed_send_messages(
+        self, message: SendInput, *, timeout: float | None = None, transaction: ServiceBusTransaction | None = None
+    ) -> None:
+        if transaction is not None:  # on its connection or not at all: never stored locally
+            await ServiceBusSender.send_messages(self, message, timeout=timeout, transaction=transaction)
+        elif not await stored_first(self._local, self, message):
             await ServiceBusSender.send_messages(self, message, timeout=timeout)  # a failure: send_failed
 
     async def _routed_send_nowait(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqplink.message import Message
 from amqplink.servicebus._base import ConnectionHolder
@@ -34,6 +34,9 @@ from amqplink.servicebus.paired.failover import FAILED_OVER, HEALTHY, SUSPECT, c
 from amqplink.servicebus.paired.pairing import Pairing, listed, outgoing_list
 from amqplink.servicebus.retry import RetryPolicy
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, SendError, SendInput, ServiceBusSender
+
+if TYPE_CHECKING:
+    from amqplink.servicebus.transaction import ServiceBusTransaction
 
 __all__ = ["PairedSender"]
 
@@ -115,7 +118,12 @@ class PairedSender(ServiceBusSender):
             return ServiceBusMessageBatch(MAX_MESSAGE_LENGTH_BYTES)  # (it may be stored locally)
 
     # -- the routed methods (not healthy, or not started) ------------------------------------
-    async def _routed_send_messages(self, message: SendInput, *, timeout: float | None = None) -> None:
+    async def _routed_send_messages(
+        self, message: SendInput, *, timeout: float | None = None, transaction: ServiceBusTransaction | None = None
+    ) -> None:
+        if transaction is not None:  # on its connection or not at all: never parked or stored locally
+            await ServiceBusSender.send_messages(self, message, timeout=timeout, transaction=transaction)
+            return
         pairing = self._pairing
         if not pairing.started:
             await pairing.start()
