@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from amqplink.codec.decode import decode_sequence
+from amqplink.codec.decode import decode_sequence, interpret
 from amqplink.codec.encode import encode
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Symbol
@@ -149,10 +149,12 @@ def txn_id_of(state: Any) -> bytes | None:
 def control_body(payload: bytes | bytearray | memoryview) -> Any:
     """The value of a control message's one ``amqp-value`` section (the ``declare`` or
     ``discharge``); "Other standard message sections such as the header section SHOULD be
-    ignored" (4.2). :class:`~amqplink.codec.errors.DecodeError` when there is none."""
+    ignored" (4.2). :class:`~amqplink.codec.errors.DecodeError` when there is none. A section's
+    value is data to the codec: the one described value here that is a composite is made one
+    (:func:`~amqplink.codec.decode.interpret`)."""
     for section in decode_sequence(payload):
         if type(section) is AmqpValue:
-            return section.value
+            return interpret(section.value)
     raise DecodeError("a control message holds no amqp-value section", 0)
 
 

@@ -9,10 +9,12 @@ import struct
 from contextlib import closing
 from pathlib import Path
 
-from amqplink.broker.durable import Persistence, journal_files
+import pytest
+
+from amqplink.broker.durable import Persistence, checkpoint, journal_files
 from amqplink.broker.durable.journal import Journal
 from amqplink.broker.durable.records import K_ATOMIC, RecordError, State
-from amqplink.broker.durable.recovery import FRAME
+from amqplink.broker.durable.recovery import CURRENT, RecoveryPoint
 from amqplink.broker.namespace import Namespace
 from amqplink.broker.namespace.store import MessageState
 from amqplink.engine.events import TransactionEnded
@@ -81,9 +83,9 @@ def test_a_commit_is_one_atomic_record_and_reads_back_whole(tmp_path: Path) -> N
     before, after = asyncio.run(run())
     ((_, path),) = journal_files(str(tmp_path))
     data = Path(path).read_bytes()
-    length, _crc = FRAME.unpack_from(data, before)
-    body = data[before + FRAME.size : before + FRAME.size + length]
-    assert before + FRAME.size + length == after, "the commit is one batch"
+    length, _crc, _number = CURRENT.head.unpack_from(data, before)
+    body = data[before + CURRENT.head.size : before + CURRENT.head.size + length]
+    assert before + CURRENT.head.size + length == after, "the commit is one batch"
     kind, inner = _ATOMIC_HEAD.unpack_from(body)
     assert kind == K_ATOMIC and inner == len(body) - _ATOMIC_HEAD.size, "the batch is one A record"
     with closing(Journal(tmp_path, fsync=False)) as journal:
@@ -103,11 +105,16 @@ def test_a_write_torn_at_any_byte_of_the_commit_leaves_all_of_it_or_none(tmp_pat
     ((_, path),) = journal_files(str(tmp_path / "data"))
     data = Path(path).read_bytes()
     assert after == len(data)
+    point = checkpoint.read(str(tmp_path / "data"))  # a clean stop's: every batch, the commit's last
+    assert point is not None and point.length == after
+    # What a crash during the commit's write leaves: the batches before it known committed.
+    before_commit = RecoveryPoint(point.generation, before, point.batch - 1)
     seen = set()
     for cut in range(before, after + 1):
         directory = tmp_path / f"cut{cut}"
         directory.mkdir()
         (directory / Path(path).name).write_bytes(data[:cut])
+        checkpoint.write(str(directory), before_commit, sync=False)
         with closing(Journal(directory, fsync=False)) as journal:
             a, b = _ids(journal.state, "a"), _ids(journal.state, "b")
         outcome = (frozenset(a), frozenset(b))
@@ -189,3 +196,13 @@ def test_an_atomic_record_that_runs_past_its_batch_does_not_parse() -> None:
 
 
 
+
+
+def test_an_atomic_record_inside_another_is_refused_not_recursed() -> None:
+    """A damaged (or forged, CRC-valid) batch of atomic records nested deep is a RecordError
+    naming it, not a RecursionError: the writer never nests them."""
+    inner = b""
+    for _ in range(5000):
+        inner = _ATOMIC_HEAD.pack(K_ATOMIC, len(inner)) + inner
+    with pytest.raises(RecordError, match="inside another"):
+        State().apply(inner)

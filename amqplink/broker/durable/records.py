@@ -491,6 +491,8 @@ class State:
             if end > len(buf):
                 raise RecordError(f"an atomic record at offset {pos} runs past the batch's end")
             while pos < end:
+                if buf[pos] == K_ATOMIC:  # (never written: a commit's records are of the other kinds)
+                    raise RecordError(f"an atomic record at offset {pos} inside another")
                 pos = self._one(buf, pos)
             if pos != end:
                 raise RecordError(f"the records of an atomic record run past its end ({pos} > {end})")
