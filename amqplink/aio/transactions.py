@@ -140,11 +140,13 @@ class Transaction:
 
     @property
     def txn_id(self) -> bytes:
+        """The coordinator's id for it (set once it is declared)."""
         assert self._engine.txn_id is not None
         return self._engine.txn_id
 
     @property
     def state(self) -> TransactionState:
+        """Where it is: being declared, declared, being discharged, committed, rolled back..."""
         return self._engine.state
 
     @property

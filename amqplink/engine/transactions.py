@@ -214,6 +214,7 @@ class TransactionTable:
         return table
 
     def new_id(self) -> bytes:
+        """A txn-id no transaction of this connection had (the coordinator's choice, 4.5)."""
         self._count += 1
         return b"txn:%d" % self._count
 
@@ -250,15 +251,18 @@ class _ControlLink:
         raise NotImplementedError
 
     def detach(self, error: Error | None = None, *, closed: bool = True) -> None:
+        """Detach the control link: the transactions still open on it end (a coordinator rolls them back)."""
         super().detach(error, closed=closed)  # type: ignore[misc]
         self._end_all(error, f"{self.here} detached the control link")
 
     def on_detach(self, detach: Any) -> bool:
+        """The peer detached the control link: its open transactions end; whether it was the peer's own detach."""
         by_peer: bool = super().on_detach(detach)  # type: ignore[misc]
         self._end_all(detach.error, f"{self.there} detached the control link")
         return by_peer
 
     def abandon(self, reason: str) -> None:
+        """The link is gone without a detach (its session or connection ended): every transaction on it ends too."""
         super().abandon(reason)  # type: ignore[misc]
         self._end_all(None, reason)
 

@@ -34,6 +34,9 @@ def as_the_sdk_reads_it(value: Any) -> Any:
 @given(IDS)
 def test_a_message_id_set_reads_back_as_the_sdk_reads_it(value: Any) -> None:
     got = ServiceBusMessage("x", message_id=value).message_id
+    if not value:  # an empty id (0, "", b"") is replaced by a new one, as the SDK does
+        assert isinstance(got, str) and uuid.UUID(got)
+        return
     assert got == as_the_sdk_reads_it(value) and type(got) is type(as_the_sdk_reads_it(value))
 
 
