@@ -18,27 +18,14 @@ from hypothesis import strategies as st
 from amqplink.broker import Broker
 from amqplink.codec import Decimal32, Decimal64, Decimal128, Symbol
 from amqplink.message import Message
-from amqplink.sbwire.decimals import DOTNET_MAX_SCALE, PYTHON_SDK_PRODUCT, in_servicebus_layout, servicebus_decimal128
+from amqplink.sbwire.decimals import PYTHON_SDK_PRODUCT, in_servicebus_layout, servicebus_decimal128
 from amqplink.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 from amqplink.servicebus import client as client_module
 from amqplink.servicebus.amqp import AmqpAnnotatedMessage
 from amqplink.servicebus.client_options import connection_properties
 from tests import profiles
 from tests.broker.sdkutil import running_broker
-
-DOTNET_DECIMALS = st.builds(
-    lambda sign, coefficient, scale: Decimal((sign, tuple(map(int, str(coefficient))), -scale)),
-    st.integers(0, 1),
-    st.integers(0, 2**96 - 1),
-    st.integers(0, DOTNET_MAX_SCALE),
-)
-"""Numbers a .NET ``System.Decimal`` (so a Service Bus application property) holds."""
-
-
-def _tuples(props: dict[bytes, object] | None) -> dict[bytes, object]:
-    """Each decimal as its (sign, digits, exponent): ``1.50`` is not ``1.5`` here."""
-    assert props is not None
-    return {k: v.as_tuple() if type(v) is Decimal else v for k, v in props.items()}
+from tests.broker.typesutil import decimal_tuples, dotnet_numbers
 
 
 # -- the client alone --------------------------------------------------------------------------
@@ -56,9 +43,9 @@ def test_a_received_decimal_in_either_layout_is_a_python_decimal_in_every_sectio
     message.footer = {Symbol("f"): standard}
     got = _received(message)
     expected = Decimal("-12.50").as_tuple()
-    assert _tuples(got.application_properties) == {b"standard": expected, b"servicebus": expected}
+    assert decimal_tuples(got.application_properties) == {b"standard": expected, b"servicebus": expected}
     raw = got.raw_amqp_message
-    assert _tuples(raw.application_properties) == {b"standard": expected, b"servicebus": expected}
+    assert decimal_tuples(raw.application_properties) == {b"standard": expected, b"servicebus": expected}
     assert raw.annotations is not None and raw.annotations[b"x-d"].as_tuple() == expected
     assert raw.footer is not None and raw.footer[b"f"].as_tuple() == expected
     assert [v.as_tuple() for v in raw.body] == [expected, expected, Decimal(7).as_tuple(), Decimal("0.5").as_tuple()]
@@ -105,7 +92,7 @@ def client(broker: Broker, layout: str) -> Iterator[ServiceBusClient]:
 
 
 @settings(profiles.HEAVY, deadline=None)
-@given(st.lists(DOTNET_DECIMALS, min_size=1, max_size=6))
+@given(st.lists(dotnet_numbers(), min_size=1, max_size=6))
 @example([Decimal("0"), Decimal("-0.00"), Decimal(2**96 - 1).scaleb(-28), Decimal("1E-28"), Decimal(2**96 - 1)])
 def test_decimals_round_trip_through_the_broker_received_peeked_and_deferred(
     client: ServiceBusClient, layout: str, numbers: list[Decimal]
@@ -123,6 +110,6 @@ def test_decimals_round_trip_through_the_broker_received_peeked_and_deferred(
         (deferred,) = receiver.receive_deferred_messages([got.sequence_number])
         receiver.complete_message(deferred)
     for message in (peeked, got, deferred):
-        assert _tuples(message.application_properties) == expected
+        assert decimal_tuples(message.application_properties) == expected
         wire = message.amqplink_message.application_properties
         assert wire is not None and all(in_servicebus_layout(v) is (layout == "servicebus") for v in wire.values())

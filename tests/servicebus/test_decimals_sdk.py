@@ -21,20 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqplink.broker import Broker
-from amqplink.sbwire.decimals import DOTNET_MAX_SCALE
 from amqplink.servicebus import ServiceBusClient, ServiceBusMessage
 from amqplink.servicebus import ServiceBusReceiveMode as ReceiveMode
 from tests import profiles
 from tests.broker.sdkutil import running_broker
-
-
-def _decimals(coefficient_bits: int) -> st.SearchStrategy[Decimal]:
-    return st.builds(
-        lambda sign, coefficient, scale: Decimal((sign, tuple(map(int, str(coefficient))), -scale)),
-        st.integers(0, 1),
-        st.integers(0, 2**coefficient_bits - 1),
-        st.integers(0, DOTNET_MAX_SCALE),
-    )
+from tests.broker.typesutil import decimal_tuples, dotnet_numbers
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +63,8 @@ def _props(numbers: list[Decimal]) -> dict[str, Decimal]:
     return {f"d{i}": number for i, number in enumerate(numbers)}
 
 
-def _tuples(props: dict[bytes, object] | None) -> dict[bytes, object]:
-    assert props is not None and all(type(v) is Decimal for v in props.values()), props
-    return {k: v.as_tuple() for k, v in props.items() if isinstance(v, Decimal)}
-
-
 @settings(profiles.HEAVY, deadline=None)
-@given(st.lists(_decimals(96), min_size=1, max_size=6))
+@given(st.lists(dotnet_numbers(), min_size=1, max_size=6))
 def test_what_the_sdk_sends_our_client_reads_as_decimals(
     sdk_sender: ServiceBusSender, ours: ServiceBusClient, numbers: list[Decimal]
 ) -> None:
@@ -93,7 +79,7 @@ def test_what_the_sdk_sends_our_client_reads_as_decimals(
             got += receiver.receive_messages(max_message_count=2 - len(got), max_wait_time=10)
     assert len(peeked) == len(got) == 2
     for message in (peeked[0], got[0]):
-        assert _tuples(message.application_properties) == expected
+        assert decimal_tuples(message.application_properties) == expected
     for message in (peeked[1], got[1]):
         raw = message.raw_amqp_message
         assert [v.as_tuple() for v in raw.body] == [number.as_tuple() for number in numbers]
@@ -101,7 +87,7 @@ def test_what_the_sdk_sends_our_client_reads_as_decimals(
 
 
 @settings(profiles.HEAVY, deadline=None)
-@given(st.lists(_decimals(32), min_size=1, max_size=6))
+@given(st.lists(dotnet_numbers(32), min_size=1, max_size=6))
 def test_what_our_client_sends_the_sdk_reads_as_decimals(
     ours: ServiceBusClient, sdk_receiver: ServiceBusReceiver, numbers: list[Decimal]
 ) -> None:
@@ -111,4 +97,4 @@ def test_what_our_client_sends_the_sdk_reads_as_decimals(
     (peeked,) = sdk_receiver.peek_messages(max_message_count=5)  # (from the last one it peeked)
     (got,) = sdk_receiver.receive_messages(max_message_count=1, max_wait_time=10)
     for message in (peeked, got):
-        assert _tuples(message.application_properties) == expected
+        assert decimal_tuples(message.application_properties) == expected
