@@ -8,7 +8,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from amqplink.codec import Decimal32, Decimal64, Decimal128, Symbol
@@ -114,3 +114,88 @@ def test_the_python_sdk_is_told_by_its_product() -> None:
     assert decimals.reads_servicebus_decimals({"product": b"azsdk-python-servicebus"})
     assert not decimals.reads_servicebus_decimals({Symbol("product"): "amqplink"})
     assert not decimals.reads_servicebus_decimals(None)
+
+
+# -- reading either layout (sbwire/decimals.py read_decimal) -------------------------------
+def _dotnet_reads(raw: bytes) -> tuple[int, int, int] | None:
+    """(sign, coefficient, scale) of the ``System.Decimal`` Microsoft.Azure.Amqp's decoder
+    (``DecimalEncoding.DecodeDecimal128``) makes of 16 bytes, modelled on its source; None
+    where it makes none (a NaN, an infinity, the ``11`` form it reads as 0, a scale past 28,
+    an overflow). It takes the exponent from the standard 14 bits, the scale as the low byte
+    of minus the exponent, the coefficient from the last 12 bytes."""
+    if raw[0] & 0x60 == 0x60:
+        return None
+    exponent = ((raw[0] & 0x7F) << 7 | raw[1] >> 1) - 6176
+    coefficient = int.from_bytes(raw[4:], "big")
+    if exponent <= 0:
+        scale = -exponent & 0xFF
+        return (raw[0] >> 7, coefficient, scale) if scale <= decimals.DOTNET_MAX_SCALE else None
+    value = coefficient * 10**exponent
+    return (raw[0] >> 7, value, 0) if value < 2**96 else None
+
+
+def _number(sign: int, coefficient: int, scale: int) -> Decimal:
+    return Decimal((sign, tuple(map(int, str(coefficient))), -scale))
+
+
+_dotnet_decimals = st.tuples(st.integers(0, 1), st.integers(0, 2**96 - 1), st.integers(0, decimals.DOTNET_MAX_SCALE))
+
+
+@st.composite
+def _near_servicebus_layout(draw: st.DrawFn) -> bytes:
+    """16 bytes at or near the shape Service Bus writes: any first byte's sign over 0x0C (or
+    any first byte), any second byte, the two zero bytes or not, any coefficient."""
+    first = draw(st.sampled_from([0x0C, 0x8C]) | st.integers(0, 255))
+    second = draw(st.sampled_from([(6176 - scale & 0x7F) << 1 for scale in range(29)]) | st.integers(0, 255))
+    pad = draw(st.sampled_from([b"\0\0"]) | st.binary(min_size=2, max_size=2))
+    return bytes((first, second)) + pad + draw(st.binary(min_size=12, max_size=12))
+
+
+@given(_dotnet_decimals)
+def test_either_layout_of_a_dotnet_decimal_reads_as_the_number(decimal: tuple[int, int, int]) -> None:
+    number = _number(*decimal)
+    standard = Decimal128.from_decimal(number)
+    servicebus = decimals.servicebus_decimal128(standard)
+    assert decimals.in_servicebus_layout(servicebus) and not decimals.in_servicebus_layout(standard)
+    for raw in (standard, servicebus):  # scale, sign of zero and all 96 bits kept
+        assert decimals.read_decimal(raw).as_tuple() == number.as_tuple()
+        assert _dotnet_reads(raw) == decimal  # as .NET (Service Bus) reads both
+
+
+@given(st.integers(0, 1), st.integers(0, 2**96 - 1), st.integers(1, 6111))
+def test_a_standard_decimal_with_a_positive_exponent_is_never_taken_for_service_buss(
+    sign: int, coefficient: int, exponent: int
+) -> None:
+    number = Decimal((sign, tuple(map(int, str(coefficient))), exponent))
+    try:
+        standard = Decimal128.from_decimal(number)
+    except ValueError:
+        return  # past decimal128's range
+    assert not decimals.in_servicebus_layout(standard)
+    assert decimals.read_decimal(standard) == number
+
+
+@given(_near_servicebus_layout() | st.binary(min_size=16, max_size=16))
+@example(bytes.fromhex("0c06" + "00" * 13 + "01"))  # scale 29: no .NET decimal, no Service Bus writing
+@example(bytes.fromhex("0c42" + "00" * 13 + "01"))  # scale -1 (exponent 6177)
+@example(bytes.fromhex("8c3f" + "00" * 13 + "01"))  # the coefficient's 113th bit set
+@example(bytes.fromhex("0c3e0001" + "00" * 11 + "01"))  # above 96 bits
+@example(bytes.fromhex("0c3e0100" + "00" * 11 + "01"))
+@example(bytes.fromhex("0c08" + "00" * 13 + "01"))  # 1E-28, as Service Bus writes it
+def test_bytes_are_read_as_service_bus_wrote_them_exactly_when_it_could_have(raw: bytes) -> None:
+    value = Decimal128(raw)
+    dotnet = _dotnet_reads(raw)
+    written = dotnet is not None and decimals.servicebus_decimal128(Decimal128.from_decimal(_number(*dotnet))) == raw
+    assert decimals.in_servicebus_layout(raw) is written
+    read = decimals.read_decimal(value)
+    event(f"written by Service Bus: {written}")
+    if written:
+        assert dotnet is not None and read.as_tuple() == _number(*dotnet).as_tuple()
+    else:  # the standard reading (a NaN compared by its text)
+        assert str(read) == str(value.to_decimal())
+
+
+@pytest.mark.parametrize("kind", [Decimal32, Decimal64])
+def test_decimal32_and_decimal64_are_read_as_the_standard_says(kind: type) -> None:
+    value = kind.from_decimal("-1.25")
+    assert decimals.read_decimal(value).as_tuple() == Decimal("-1.25").as_tuple()

@@ -14,6 +14,7 @@ no scratch buffer is allocated per nested value.
 from __future__ import annotations
 
 import datetime as _dt
+import decimal as _decimal
 import struct
 import uuid
 from collections.abc import Callable, Sequence
@@ -285,6 +286,18 @@ def encode_decimal64(out: bytearray, value: Any) -> None:
 def encode_decimal128(out: bytearray, value: Any) -> None:
     """decimal128: 0x94 followed by the 16 raw bytes."""
     _fixed_bytes(out, 0x94, 16, "decimal128", value)
+
+
+def _encode_python_decimal(out: bytearray, value: _decimal.Decimal) -> None:
+    """A ``decimal.Decimal`` as the decimal128 that holds it exactly (the standard BID layout,
+    as the Service Bus SDK sends one); an ``EncodeError`` when none does (more than 34
+    digits, an exponent out of range) rather than a rounded number."""
+    try:
+        raw = Decimal128.from_decimal(value)
+    except ValueError:
+        raise _range_error("decimal128", value) from None
+    out.append(0x94)
+    out += raw
 
 
 def _char_code(value: Any) -> int:
@@ -929,6 +942,7 @@ _DISPATCH: dict[type, Encoder] = {
     Decimal32: encode_decimal32,
     Decimal64: encode_decimal64,
     Decimal128: encode_decimal128,
+    _decimal.Decimal: _encode_python_decimal,
     Array: encode_array,
     Described: _encode_described_obj,
     uuid.UUID: encode_uuid,
@@ -957,6 +971,7 @@ _FALLBACK: tuple[tuple[type, Encoder], ...] = (
     (Decimal32, encode_decimal32),
     (Decimal64, encode_decimal64),
     (Decimal128, encode_decimal128),
+    (_decimal.Decimal, _encode_python_decimal),
     (bytes, encode_binary),
     (bytearray, encode_binary),
     (memoryview, encode_binary),

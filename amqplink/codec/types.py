@@ -13,6 +13,7 @@ byte/short/int     :class:`Byte` / :class:`Short` / :class:`Int`
 long               ``int`` (a plain int is encoded as long)
 float / double     :class:`Float` / ``float``
 decimal32/64/128   :class:`Decimal32` / :class:`Decimal64` / :class:`Decimal128`
+                   (a ``decimal.Decimal`` encodes as the decimal128 that holds it exactly)
 char               :class:`Char`
 timestamp          :class:`Timestamp` (milliseconds since the Unix epoch)
 uuid               :class:`uuid.UUID`

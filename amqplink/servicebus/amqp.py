@@ -16,9 +16,10 @@ unless its ``raw_amqp_message`` is used), and what is written through it (``head
 Values read from a received message are what the SDK's decoder (pyamqp) gives: plain
 Python values without AMQP type wrappers, every string and symbol as UTF-8 ``bytes``
 (keys included), a timestamp as ``int`` milliseconds since the epoch, a uuid as
-``uuid.UUID`` (docs/dropin.md, "The AMQP message"). On a message being sent, values read
-back are as they were given (AMQP wrappers unwrapped: a ``Symbol`` reads as ``str``, a
-timestamp as ``int`` milliseconds, as the SDK keeps ``creation_time``).
+``uuid.UUID``, a decimal as ``decimal.Decimal`` (docs/dropin.md, "The AMQP message"). On a
+message being sent, values read back are as they were given (AMQP wrappers unwrapped: a
+``Symbol`` reads as ``str``, a timestamp as ``int`` milliseconds, as the SDK keeps
+``creation_time``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
-from amqplink.codec.types import Array, Symbol, Timestamp, UByte, UInt
+from amqplink.codec.types import Array, Decimal32, Decimal64, Decimal128, Symbol, Timestamp, UByte, UInt
 from amqplink.message import Message, _message_id
 from amqplink.protocol.definitions import Header, Properties
+from amqplink.sbwire.decimals import read_decimal
 from amqplink.servicebus.constants import SdkStrEnum
 
 __all__ = [
@@ -55,11 +57,15 @@ class AmqpMessageBodyType(SdkStrEnum):
 
 
 # -- values as the SDK reads them ----------------------------------------------------------
+_DECIMALS = (Decimal32, Decimal64, Decimal128)
+
+
 def sdk_value(value: Any) -> Any:
     """A received AMQP value as the SDK's decoder gives it: strings and symbols as UTF-8
-    ``bytes``, timestamps as ``int`` milliseconds, every other number as a plain ``int`` or
-    ``float``, maps and lists (arrays too) converted throughout; bytes, booleans, uuids and
-    None as they are."""
+    ``bytes``, timestamps as ``int`` milliseconds, decimals as ``decimal.Decimal`` (in either
+    layout: docs/protocol.md#decimals), every other number as a plain ``int`` or ``float``,
+    maps and lists (arrays too) converted throughout; bytes, booleans, uuids and None as
+    they are."""
     kind = type(value)
     if kind is bytes or kind is bool or kind is int or kind is float or value is None:
         return value
@@ -75,7 +81,8 @@ def sdk_value(value: Any) -> Any:
 def plain(value: Any) -> Any:
     """``value`` without its AMQP type wrapper: ``Symbol`` -> ``str``, ``Timestamp``/``UInt``/...
     -> ``int``, ``Float`` -> ``float``, ``Array`` -> ``list``, a datetime -> ``int`` milliseconds
-    (the SDK keeps times as milliseconds); anything else as it is."""
+    (the SDK keeps times as milliseconds), ``Decimal128``/... -> ``decimal.Decimal`` (read in
+    either layout, :func:`amqplink.sbwire.decimals.read_decimal`); anything else as it is."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -85,7 +92,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, str):
         return str(value)
     if isinstance(value, bytes):
-        return bytes(value)
+        return read_decimal(value) if isinstance(value, _DECIMALS) else bytes(value)
     if isinstance(value, dt.datetime):
         return int(Timestamp.from_datetime(value))
     if isinstance(value, Array):

@@ -54,6 +54,8 @@ __all__ = [
     "application_values",
     "assert_all_kept",
     "assert_kept",
+    "decimal_tuples",
+    "dotnet_numbers",
     "messages",
     "receive_ours",
     "round_trip",
@@ -109,6 +111,25 @@ def storable_decimals(draw: st.DrawFn) -> Decimal32 | Decimal64 | Decimal128:
     exponent = draw(st.integers(-DOTNET_MAX_SCALE, 0 if coefficient else 6))
     number = Decimal((draw(st.integers(0, 1)), tuple(map(int, str(coefficient))), exponent))
     return kind.from_decimal(number)
+
+
+def dotnet_numbers(coefficient_bits: int = 96) -> st.SearchStrategy[Decimal]:
+    """A ``decimal.Decimal`` that a .NET ``System.Decimal`` (so a Service Bus application
+    property) holds: a coefficient of up to ``coefficient_bits`` bits (96 at most), 0 to 28
+    places, either sign (a negative zero too)."""
+    return st.builds(
+        lambda sign, coefficient, scale: Decimal((sign, tuple(map(int, str(coefficient))), -scale)),
+        st.integers(0, 1),
+        st.integers(0, 2**coefficient_bits - 1),
+        st.integers(0, DOTNET_MAX_SCALE),
+    )
+
+
+def decimal_tuples(props: dict[Any, Any] | None) -> dict[Any, Any]:
+    """Received properties that must all be ``decimal.Decimal``, each as its (sign, digits,
+    exponent): ``1.50`` is not ``1.5`` here."""
+    assert props is not None and all(type(v) is Decimal for v in props.values()), props
+    return {k: v.as_tuple() for k, v in props.items()}
 
 
 _simple = st.one_of(*(s for t, s in PRIMITIVES.items() if "DECIMAL" not in t.name), _nan_doubles, storable_decimals())

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amqplink.codec import Decimal32, Decimal64, Decimal128, decode_all, encode
+from amqplink.codec import Decimal32, Decimal64, Decimal128, EncodeError, decode_all, encode
 
 KINDS = (Decimal32, Decimal64, Decimal128)
 
@@ -99,6 +99,19 @@ def test_a_non_canonical_coefficient_reads_as_zero() -> None:
     assert Decimal128(bytes.fromhex("6c000000000000000000000000000001")).to_decimal().is_zero()
 
 
+@given(representable(Decimal128))
+def test_a_python_decimal_encodes_as_the_decimal128_that_holds_it(number: Decimal) -> None:
+    wire = encode(number)
+    assert wire == encode(Decimal128.from_decimal(number))
+    assert _tuple(decode_all(wire).to_decimal()) == _tuple(number)
+
+
+@pytest.mark.parametrize("text", ["1" * 35, "1E-6177", "NaN" + "1" * 34])
+def test_a_python_decimal_no_decimal128_holds_is_not_rounded_but_refused(text: str) -> None:
+    with pytest.raises(EncodeError, match="decimal128"):
+        encode({"d": Decimal(text)})
+
+
 def test_the_official_sdk_writes_decimal128_as_the_codec_does() -> None:
     from azure.servicebus._pyamqp._encode import encode_decimal128
 
@@ -107,4 +120,4 @@ def test_the_official_sdk_writes_decimal128_as_the_codec_does() -> None:
         number = context.create_decimal(text)
         out = bytearray()
         encode_decimal128(out, number)
-        assert bytes(out) == encode(Decimal128.from_decimal(number)), text
+        assert bytes(out) == encode(Decimal128.from_decimal(number)) == encode(number), text
