@@ -21,6 +21,7 @@ from amqplink.broker import Broker
 from amqplink.cli import build_parser, main
 from amqplink.message import Message
 from amqplink.sync import connect as sync_connect
+from tests import processes
 
 
 def test_no_command_prints_help_on_stderr_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -177,25 +178,24 @@ def _interrupt_when(argv: list[str], ready: re.Pattern[str]) -> tuple[int, dict[
     wait until the bar matches ``ready``, press Ctrl-C (SIGINT); return the exit
     code, the final JSON line and the progress count seen before the interrupt."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(
+    started = processes.interruptible(
         [sys.executable, "-m", "amqplink.cli", *argv], stdout=subprocess.PIPE, stderr=slave, text=True
     )
     os.close(slave)
     seen = ""
     deadline = time.monotonic() + 60
     try:
-        while (match := ready.search(seen)) is None:
-            left = deadline - time.monotonic()
-            assert left > 0 and proc.poll() is None, f"no progress before the deadline: {seen[-300:]!r}"
-            readable, _, _ = select.select([master], [], [], left)
-            if readable:
-                seen += os.read(master, 65536).decode(errors="replace")
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        with processes.running(started) as proc:
+            while (match := ready.search(seen)) is None:
+                left = deadline - time.monotonic()
+                assert left > 0 and proc.poll() is None, f"no progress before the deadline: {seen[-300:]!r}"
+                readable, _, _ = select.select([master], [], [], left)
+                if readable:
+                    seen += os.read(master, 65536).decode(errors="replace")
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=60)
     finally:
         os.close(master)
-        if proc.poll() is None:
-            proc.kill()
     return proc.returncode, json.loads(out.strip().splitlines()[-1]), int(match.group(1))
 
 
