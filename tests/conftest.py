@@ -51,11 +51,16 @@ PARAM_TIERS = {"azure": "sdk"}
 """A parameter value -> the marker of the test run with it (``tests/servicebus/scenario.py``'s clients)."""
 
 SLOW_MODULES = {
+    "broker/test_cli_broker.py",
+    "broker/test_cli_broker_fault.py",
+    "broker/test_security_process.py",
     "interop/test_bench_broker_smoke.py",
     "interop/test_benchmark_scripts.py",
     "interop/test_soak_smoke.py",
+    "test_cli_broker.py",
 }
-"""Modules (relative to tests/) whose tests take minutes of CPU and need no peer."""
+"""Modules (relative to tests/) whose tests take minutes of CPU, or each start ``amqplink``
+as a process (seconds apiece), and need no peer."""
 
 _PEERS_KEY = pytest.StashKey[Peers]()
 _PROFILE_KEY = pytest.StashKey[str]()
