@@ -13,6 +13,8 @@ import functools
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests import sources
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "amqplink"
 
@@ -39,8 +41,7 @@ def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
 def _runtime_imports(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
     """The import statements of a source file that run (read once per test process: the
     layer tests each walk the whole package)."""
-    tree = ast.parse(path.read_text(), str(path))
-    return tuple(node for node in _runtime_nodes(tree) if isinstance(node, ast.Import | ast.ImportFrom))
+    return tuple(node for node in _runtime_nodes(sources.tree(path)) if isinstance(node, ast.Import | ast.ImportFrom))
 
 
 def imported(path: Path) -> Iterator[str]:
