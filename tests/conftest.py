@@ -12,6 +12,9 @@ the modules in :data:`SLOW_MODULES` are ``slow``.
 
 Peers (:mod:`tests.peers`) are probed once per run: missing in the fast tier, a test
 is skipped with the reason and the install command; in a full run it fails.
+
+A test leaves no process running (:mod:`tests.processes`); ``python_sigint`` gives a test
+Python's own Ctrl-C handler whatever the run was started with.
 """
 
 from __future__ import annotations
