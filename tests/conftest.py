@@ -12,15 +12,20 @@ the modules in :data:`SLOW_MODULES` are ``slow``.
 
 Peers (:mod:`tests.peers`) are probed once per run: missing in the fast tier, a test
 is skipped with the reason and the install command; in a full run it fails.
+
+A test leaves no process running (:mod:`tests.processes`); ``python_sigint`` gives a test
+Python's own Ctrl-C handler whatever the run was started with.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import functools
 import inspect
 import os
+import signal
 import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -31,6 +36,7 @@ from typing import Any
 import pytest
 
 from amqplink.broker import Broker
+from tests import processes
 from tests.peers import PEERS, Peers
 
 TIERS = ("interop", "sdk", "spark", "slow", "fuzz")
@@ -48,14 +54,20 @@ PARAM_TIERS = {"azure": "sdk"}
 """A parameter value -> the marker of the test run with it (``tests/servicebus/scenario.py``'s clients)."""
 
 SLOW_MODULES = {
+    "broker/test_cli_broker.py",
+    "broker/test_cli_broker_fault.py",
+    "broker/test_security_process.py",
     "interop/test_bench_broker_smoke.py",
     "interop/test_benchmark_scripts.py",
     "interop/test_soak_smoke.py",
+    "test_cli_broker.py",
 }
-"""Modules (relative to tests/) whose tests take minutes of CPU and need no peer."""
+"""Modules (relative to tests/) whose tests take minutes of CPU, or each start ``amqplink``
+as a process (seconds apiece), and need no peer."""
 
 _PEERS_KEY = pytest.StashKey[Peers]()
 _PROFILE_KEY = pytest.StashKey[str]()
+_CHILDREN_KEY = pytest.StashKey[frozenset[int]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,11 +111,13 @@ def _roots(nodes: Iterable[ast.AST]) -> frozenset[str]:
 
 @functools.cache
 def _imports(path: Path) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
-    """The packages ``path`` imports at module level, and those each function imports."""
+    """The packages ``path`` imports at module level, and those each test function (a
+    function of the module or a method of its classes, with what it nests) imports."""
     tree = ast.parse(path.read_text(), str(path))
     defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     module_level = _roots(n for n in tree.body if not isinstance(n, defs))
-    functions = {n.name: _roots([n]) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    tops = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body)]
+    functions = {n.name: _roots([n]) for n in tops if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     return module_level, functions
 
 
@@ -143,9 +157,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(mark)
     if _full(config) or config.getoption("markexpr") or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
         return  # every tier, or what the command line selected
-    fast = [item for item in items if not any(item.get_closest_marker(tier) for tier in TIERS)]
-    if len(fast) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item not in set(fast)])
+    fast: list[pytest.Item] = []
+    other: list[pytest.Item] = []
+    for item in items:
+        (other if any(item.get_closest_marker(tier) for tier in TIERS) else fast).append(item)
+    if other:
+        config.hook.pytest_deselected(items=other)
         items[:] = fast
 
 
@@ -160,6 +177,43 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if name not in PEERS:
             pytest.fail(f"unknown peer {name!r}; tests/peers.py knows {sorted(PEERS)}", pytrace=False)
         peers.require(name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    item.stash[_CHILDREN_KEY] = processes.children()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """A test leaves no process running: a child it started that is still alive once its
+    fixtures are torn down is killed, and the test errors naming it. (Children of
+    fixtures wider than the test, such as a module's peer broker, started before it ran.)"""
+    try:
+        result = yield
+    finally:
+        before = item.stash.get(_CHILDREN_KEY, None)
+        left = sorted(processes.children() - before) if before is not None else []
+        named = [processes.describe(pid) for pid in left]
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    if named:
+        pytest.fail(f"the test left {len(named)} process(es) running, killed now: {'; '.join(named)}", pytrace=False)
+    return result
+
+
+@pytest.fixture()
+def python_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler (``KeyboardInterrupt``) for the test, as a program started
+    from a terminal has it, whatever the run was started with (a background job inherits
+    SIGINT ignored, and amqplink leaves an ignored SIGINT alone); put back afterwards."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,11 @@ they are for the type checker only. Imports inside functions count (they run).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests import sources
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "amqplink"
@@ -34,11 +37,18 @@ def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
             stack.append(child)
 
 
+@functools.cache
+def _runtime_imports(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """The import statements of a source file that run (read once per test process: the
+    layer tests each walk the whole package)."""
+    return tuple(node for node in _runtime_nodes(sources.tree(path)) if isinstance(node, ast.Import | ast.ImportFrom))
+
+
 def imported(path: Path) -> Iterator[str]:
     """The modules a source file imports at run time (relative imports made absolute)."""
     rel = path.relative_to(ROOT).with_suffix("").parts
     package = rel[:-1]  # what a relative import of level 1 starts from, for a module or an __init__
-    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+    for node in _runtime_imports(path):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -21,6 +21,7 @@ from amqplink.broker import Broker
 from amqplink.cli import build_parser, main
 from amqplink.message import Message
 from amqplink.sync import connect as sync_connect
+from tests import processes
 
 
 def test_no_command_prints_help_on_stderr_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -30,6 +31,7 @@ def test_no_command_prints_help_on_stderr_and_exits_2(capsys: pytest.CaptureFixt
     assert "usage: amqplink" in captured.err and "examples:" in captured.err
 
 
+@pytest.mark.slow  # the command as a process
 def test_version_flag_prints_the_package_version() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "amqplink.cli", "--version"], capture_output=True, text=True, check=False
@@ -47,6 +49,7 @@ def test_roundtrip_through_the_embedded_broker(capsys: pytest.CaptureFixture[str
     assert result["broker"] == "embedded Service Bus namespace"
 
 
+@pytest.mark.slow  # a broker process and three commands: 5 s
 def test_send_and_receive_commands_against_a_broker_process() -> None:
     broker = subprocess.Popen(
         [sys.executable, "-m", "amqplink.cli", "broker", "--port", "0"],
@@ -122,6 +125,7 @@ def test_unreachable_broker_is_a_clear_error(capsys: pytest.CaptureFixture[str])
     assert "cannot connect to amqp://127.0.0.1:1" in err
 
 
+@pytest.mark.slow  # the command as a process
 def test_bad_port_is_one_clear_line_not_a_traceback() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "amqplink.cli", "broker", "--port", "99999"],
@@ -133,6 +137,7 @@ def test_bad_port_is_one_clear_line_not_a_traceback() -> None:
     assert "--port" in lines[0] and "99999" in lines[0] and "0..65535" in lines[0]
 
 
+@pytest.mark.slow  # the command as a process
 def test_unknown_host_is_one_clear_line_not_a_traceback() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "amqplink.cli", "broker", "--host", "256.0.0.1", "--port", "0"],
@@ -177,28 +182,28 @@ def _interrupt_when(argv: list[str], ready: re.Pattern[str]) -> tuple[int, dict[
     wait until the bar matches ``ready``, press Ctrl-C (SIGINT); return the exit
     code, the final JSON line and the progress count seen before the interrupt."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(
+    started = processes.interruptible(
         [sys.executable, "-m", "amqplink.cli", *argv], stdout=subprocess.PIPE, stderr=slave, text=True
     )
     os.close(slave)
     seen = ""
     deadline = time.monotonic() + 60
     try:
-        while (match := ready.search(seen)) is None:
-            left = deadline - time.monotonic()
-            assert left > 0 and proc.poll() is None, f"no progress before the deadline: {seen[-300:]!r}"
-            readable, _, _ = select.select([master], [], [], left)
-            if readable:
-                seen += os.read(master, 65536).decode(errors="replace")
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        with processes.running(started) as proc:
+            while (match := ready.search(seen)) is None:
+                left = deadline - time.monotonic()
+                assert left > 0 and proc.poll() is None, f"no progress before the deadline: {seen[-300:]!r}"
+                readable, _, _ = select.select([master], [], [], left)
+                if readable:
+                    seen += os.read(master, 65536).decode(errors="replace")
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=60)
     finally:
         os.close(master)
-        if proc.poll() is None:
-            proc.kill()
     return proc.returncode, json.loads(out.strip().splitlines()[-1]), int(match.group(1))
 
 
+@pytest.mark.slow  # the command as a process, interrupted
 def test_ctrl_c_during_send_prints_the_partial_summary_and_exits_130(embedded_broker: Broker) -> None:
     code, summary, shown = _interrupt_when(
         ["send", embedded_broker.url, "cli-int", "--count", "50000000", "--size", "16"],
@@ -212,6 +217,7 @@ def test_ctrl_c_during_send_prints_the_partial_summary_and_exits_130(embedded_br
     assert accepted <= len(embedded_broker.queue("cli-int")) <= summary["sent"]
 
 
+@pytest.mark.slow  # the command as a process, interrupted
 def test_ctrl_c_during_receive_prints_the_partial_summary_and_exits_130(embedded_broker: Broker) -> None:
     with sync_connect(embedded_broker.url) as conn, conn.create_sender("cli-rcv") as sender:
         sender.send_many([Message(b"m") for _ in range(5)])
@@ -224,6 +230,7 @@ def test_ctrl_c_during_receive_prints_the_partial_summary_and_exits_130(embedded
     assert shown == 5 and summary["body_bytes"] == 5
 
 
+@pytest.mark.slow  # the command as a process, interrupted
 def test_ctrl_c_during_roundtrip_prints_the_partial_summary_and_exits_130() -> None:
     code, summary, shown = _interrupt_when(
         ["roundtrip", "--count", "50000000", "--size", "16"], re.compile(r"send roundtrip \[[#.]+\] (\d{4,})/")

@@ -22,6 +22,7 @@ from amqplink.broker import Broker
 from amqplink.broker.config import BrokerConfig, NamespaceConfig, QueueConfig
 from amqplink.cli import build_parser
 from amqplink.commands.broker import entity_lines
+from tests import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -45,15 +46,16 @@ def broker(*argv: str, until: str) -> Iterator[tuple[list[str], subprocess.Popen
     )
     assert proc.stdout is not None
     lines: list[str] = []
-    try:
-        while not (lines and lines[-1].startswith(until)):
-            line = proc.stdout.readline()
-            assert line, f"the broker ended: {lines}"
-            lines.append(line.rstrip("\n"))
-        yield lines, proc
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    with processes.running(proc):
+        try:
+            while not (lines and lines[-1].startswith(until)):
+                line = proc.stdout.readline()
+                assert line, f"the broker ended: {lines}"
+                lines.append(line.rstrip("\n"))
+            yield lines, proc
+        finally:
+            proc.terminate()
+            proc.wait(20)
 
 
 def test_no_command_is_a_usage_error() -> None:
@@ -107,16 +109,17 @@ def test_port_in_use_suggests_port_0() -> None:
 
 
 def _interrupted_while_starting(delay: float, data_dir: Path) -> tuple[int, str]:
-    proc = subprocess.Popen(
+    started = processes.interruptible(
         [sys.executable, "-m", "amqplink", "broker", "--port", "0", "--data-dir", str(data_dir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=ENV,
     )
-    time.sleep(delay)  # a moment of start-up to interrupt, not a synchronisation
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    with processes.running(started) as proc:
+        time.sleep(delay)  # a moment of start-up to interrupt, not a synchronisation
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
     return proc.returncode, err
 
 

@@ -10,6 +10,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests import sources as parsed
+
 PACKAGE = Path(__file__).resolve().parent.parent / "amqplink"
 ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc):`~?([\w.]+)`")
 
@@ -34,7 +36,7 @@ def _defined(trees: dict[Path, ast.AST]) -> set[str]:
 
 def test_every_reference_in_the_sources_names_something_defined() -> None:
     sources = {path: path.read_text() for path in sorted(PACKAGE.rglob("*.py"))}
-    defined = _defined({path: ast.parse(text) for path, text in sources.items()})
+    defined = _defined({path: parsed.tree(path) for path in sources})
     missing = sorted(
         f"{path.relative_to(PACKAGE.parent)}:{number}: {target}"
         for path, text in sources.items()

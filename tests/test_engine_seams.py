@@ -14,6 +14,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests import sources
+
 PACKAGE = Path(__file__).resolve().parent.parent / "amqplink"
 ENGINE = PACKAGE / "engine"
 
@@ -36,9 +38,9 @@ def _own(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
 
 
-def crossings(source: str) -> Iterator[tuple[int, str]]:
-    """Every ``x._name`` in ``source`` where ``x`` is not the object itself."""
-    for node in ast.walk(ast.parse(source)):
+def crossings(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Every ``x._name`` in ``tree`` where ``x`` is not the object itself."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and _private(node.attr) and not _own(node.value):
             yield node.lineno, ast.unparse(node)
 
@@ -48,7 +50,7 @@ def engine_private_names() -> set[str]:
     and the attributes their methods set on ``self``."""
     names: set[str] = set()
     for path in ENGINE.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(sources.tree(path)):
             if isinstance(node, ast.ClassDef):
                 for item in node.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -70,7 +72,7 @@ def defined_names(package: Path) -> set[str]:
     attributes, attributes set on ``self``)."""
     names: set[str] = set()
     for path in package.rglob("*.py") if package.is_dir() else [package]:
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(sources.tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
@@ -84,7 +86,7 @@ def test_engine_objects_use_each_others_public_interface() -> None:
     found = [
         f"{path.relative_to(PACKAGE.parent)}:{line}: {text}"
         for path in sorted(ENGINE.glob("*.py"))
-        for line, text in crossings(path.read_text())
+        for line, text in crossings(sources.tree(path))
         if text.rsplit(".", 1)[1] not in ALLOWED
     ]
     assert found == [], "use (or add) the collaborator's public seam: docs/architecture.md, The engine's seams"
@@ -101,15 +103,15 @@ def test_the_layers_above_use_no_private_engine_member() -> None:
         # _fail of their own): a name read from the source cannot tell the two apart.
         suspect = engine - defined_names(package)
         for path in sorted(package.rglob("*.py") if package.is_dir() else [package]):
-            for line, text in crossings(path.read_text()):
+            for line, text in crossings(sources.tree(path)):
                 if text.rsplit(".", 1)[1] in suspect:
                     found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {text}")
     assert found == [], "give the engine a public member for this (docs/architecture.md, The engine's seams)"
 
 
-def private_imports(source: str, origin: str) -> Iterator[tuple[int, str]]:
-    """Every ``from <origin>... import _name`` in ``source``."""
-    for node in ast.walk(ast.parse(source)):
+def private_imports(tree: ast.AST, origin: str) -> Iterator[tuple[int, str]]:
+    """Every ``from <origin>... import _name`` in ``tree``."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(origin):
             for alias in node.names:
                 if _private(alias.name):
@@ -120,7 +122,7 @@ def test_no_module_imports_a_private_name_of_the_engine() -> None:
     found = [
         f"{path.relative_to(PACKAGE.parent)}:{line}: {text}"
         for path in sorted(PACKAGE.rglob("*.py"))
-        for line, text in private_imports(path.read_text(), "amqplink.engine")
+        for line, text in private_imports(sources.tree(path), "amqplink.engine")
     ]
     assert found == []
 
@@ -128,6 +130,7 @@ def test_no_module_imports_a_private_name_of_the_engine() -> None:
 def test_a_crossing_is_found() -> None:
     """The scan sees what it must: another object's private member, not the object's own."""
     source = "class A:\n    def f(self, other):\n        self._own()\n        super()._base()\n        other._x()\n"
-    assert list(crossings(source)) == [(5, "other._x")]
+    assert list(crossings(ast.parse(source))) == [(5, "other._x")]
     imports = "from amqplink.engine.link import _TAG_SPACE, Delivery\nfrom amqplink.codec import _y\n"
-    assert list(private_imports(imports, "amqplink.engine")) == [(1, "from amqplink.engine.link import _TAG_SPACE")]
+    found = list(private_imports(ast.parse(imports), "amqplink.engine"))
+    assert found == [(1, "from amqplink.engine.link import _TAG_SPACE")]

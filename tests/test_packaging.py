@@ -85,12 +85,14 @@ def _mypy(python: Path, tmp_path: Path, source: str) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow  # a fresh virtual environment and mypy: 15-50 s
 def test_mypy_strict_passes_a_correct_user_script(installed: Path, tmp_path: Path) -> None:
     result = _mypy(installed, tmp_path, GOOD)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success" in result.stdout
 
 
+@pytest.mark.slow  # a fresh virtual environment and mypy: 15-50 s
 def test_mypy_strict_reports_misspelt_keywords_in_a_user_script(installed: Path, tmp_path: Path) -> None:
     result = _mypy(installed, tmp_path, BAD)
     assert result.returncode == 1, result.stdout + result.stderr

@@ -91,12 +91,16 @@ class ServerLimits:
 
 
 def connection_capacity(wanted: int) -> int:
-    """``wanted``, lowered so that every connection can have a file descriptor."""
+    """``wanted``, lowered so that every connection can have a file descriptor.
+
+    Lowering the default is logged at INFO: Linux's usual ``ulimit -n`` of 1024 is below
+    it, and the caller asked for no number. Lowering any other number is a WARNING."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft - _FD_RESERVE >= wanted:
         return wanted
     capacity = max(1, soft - _FD_RESERVE)
-    log.warning(
+    log.log(
+        logging.INFO if wanted == DEFAULT_MAX_CONNECTIONS else logging.WARNING,
         "max_connections %d lowered to %d: the process may open %d files (raise `ulimit -n` to serve more)",
         wanted,
         capacity,

@@ -215,6 +215,7 @@ def test_a_time_out_cancels_the_operation_whoever_drives(broker_url: str) -> Non
         until(lambda: sorted(cancelled) == ["driven", "waiting"])
 
 
+@pytest.mark.usefixtures("python_sigint")  # what a program started from a terminal has
 def test_ctrl_c_while_driving_cancels_the_call_and_leaves_the_loop_usable(broker_url: str) -> None:
     with sync.connect(broker_url) as conn:
         receiver = conn.create_receiver("interrupted", mode="receive-and-delete", prefetch=0)
@@ -243,6 +244,7 @@ def test_ctrl_c_while_driving_cancels_the_call_and_leaves_the_loop_usable(broker
         assert not conn.closed
 
 
+@pytest.mark.usefixtures("python_sigint")  # what a program started from a terminal has
 def test_ctrl_c_while_waiting_for_another_driver_gives_the_call_up(broker_url: str) -> None:
     with sync.connect(broker_url) as conn:
         first = conn.create_receiver("drives", mode="receive-and-delete")

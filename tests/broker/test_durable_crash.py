@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,12 @@ _COMPACTING = (
     " j.COMPACT_FACTOR = 0;"
     " from amqplink.cli import main; sys.exit(main(sys.argv[1:]))"
 )
+
+
+def seeds(first: int, *more: int) -> list[Any]:
+    """The kill points (random seeds) of a crash test: the fast tier tries the first, the
+    slow tier the others too (each run is a broker process killed and started again)."""
+    return [first, *(pytest.param(seed, marks=pytest.mark.slow) for seed in more)]
 
 
 class BrokerProcess:
@@ -149,7 +156,7 @@ async def send_until_killed(proc: BrokerProcess, conn: Connection, count: int, k
     return set(acked)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", seeds(1, 2, 3))
 async def test_every_acknowledged_send_survives_sigkill_exactly_once(tmp_path: Path, seed: int) -> None:
     kill_after = random.Random(seed).randrange(500, 9500)
     async with broker(tmp_path) as (proc, conn):
@@ -161,7 +168,7 @@ async def test_every_acknowledged_send_survives_sigkill_exactly_once(tmp_path: P
     assert max(seen.values()) == 1, "a message came back twice"
 
 
-@pytest.mark.parametrize("seed", [4, 5])
+@pytest.mark.parametrize("seed", seeds(4, 5))
 async def test_acknowledged_sends_survive_sigkill_while_the_journal_is_compacted_again_and_again(
     tmp_path: Path, seed: int
 ) -> None:
@@ -330,7 +337,7 @@ def test_the_command_refuses_a_damaged_store_with_one_line(tmp_path: Path) -> No
     assert journal.name in done.stderr and "move the directory away" in done.stderr
 
 
-@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("seed", seeds(11, 12, 13))
 async def test_corruption_at_a_random_offset_is_refused_and_nothing_changes_on_disk(tmp_path: Path, seed: int) -> None:
     """A flipped byte anywhere before the last batch (acknowledged batches follow it): the
     broker refuses to start with one line naming the file and the offset, and every file

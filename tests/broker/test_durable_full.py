@@ -22,6 +22,7 @@ from amqplink.broker.durable import Persistence
 from amqplink.broker.durable.commit import GroupCommit
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
+from tests import profiles
 from tests.broker.nsutil import send
 from tests.broker.test_durable import committed, opened, restart
 
@@ -182,7 +183,7 @@ def _contents(ns: Any, now: float) -> dict[str, list[tuple[str, bool]]]:
     return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(profiles.HEAVY, deadline=None)
 @given(steps=st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 7), st.booleans()), max_size=25))
 def test_whatever_writes_fail_a_restart_finds_what_memory_holds(steps: list[tuple[str, int, bool]]) -> None:
     with tempfile.TemporaryDirectory() as directory:

@@ -212,7 +212,7 @@ def test_forwarding_loops_that_also_forward_their_dead_letters_end() -> None:
     assert _reasons(ns, "a/$DeadLetterQueue") == [("MaxTransferHopCountExceeded", "m")]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(
     forwards=st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=6, max_size=6),
     dead_forwards=st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=6, max_size=6),

@@ -18,6 +18,7 @@ from amqplink.broker.namespace.envelope import body_only
 from amqplink.codec.errors import DecodeError
 from amqplink.message import Message
 from amqplink.protocol.definitions import Rejected
+from tests import profiles
 
 T0 = 1_700_000_000.0
 VALID = Message(b"x" * 300).encode()
@@ -89,7 +90,7 @@ _bodies = (
     flip=st.tuples(st.integers(0, 400), st.integers(1, 255)) | st.none(),
     tail=st.binary(max_size=4),
 )
-@settings(max_examples=400, deadline=None)
+@settings(profiles.FUZZ, deadline=None)
 def test_whatever_is_stored_decodes_at_a_receiver(
     message: Message, cut: int, flip: tuple[int, int] | None, tail: bytes
 ) -> None:

@@ -22,6 +22,7 @@ from amqplink.broker.namespace.sql.like import (
     LikePattern,
 )
 from amqplink.protocol.definitions import Properties
+from tests import profiles
 from tests.broker.nsutil import send
 
 
@@ -44,7 +45,7 @@ TEXT = st.text(alphabet="ab\n", max_size=12)
 PATTERN = st.text(alphabet="ab%_!\n", max_size=10)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(profiles.FUZZ, deadline=None)
 @given(PATTERN, TEXT, st.sampled_from([None, "!", "%", "_", "a"]))
 @example("%a_%b", "xaybb", None)
 @example("a!%", "a%", "!")

@@ -9,7 +9,7 @@ from amqplink.codec.types import Symbol, UInt
 from amqplink.engine.frames import AMQP_HEADER, FRAME_TYPE_SASL, SASL_HEADER, write_frame
 from amqplink.protocol.definitions import Attach, Begin, Flow, Open, SaslInit, Source, Target
 
-from ..engine.pairs import frame, frames_in
+from ..engine.pairs import FrameTap, frame, frames_in
 
 __all__ = ["RawClient", "frame", "frames_in"]
 
@@ -21,6 +21,9 @@ class RawClient:
         self.reader = reader
         self.writer = writer
         self.received = bytearray()
+        self._tap = FrameTap()
+        self._decoded = 0  # bytes of ``received`` fed to the tap
+        self._performatives: list[Any] = []
 
     @classmethod
     async def connect(cls, port: int) -> RawClient:
@@ -77,7 +80,11 @@ class RawClient:
         self.writer.close()
 
     def performatives(self) -> list[Any]:
-        return [p for _, p, _ in frames_in([bytes(self.received)])]
+        """Every performative received so far (each frame decoded once, as its bytes arrive)."""
+        if self._decoded < len(self.received):
+            self._performatives += [p for _, p, _ in self._tap.feed(bytes(self.received[self._decoded :]))]
+            self._decoded = len(self.received)
+        return list(self._performatives)
 
     # -- canned openings ------------------------------------------------------------
     def sasl_anonymous(self) -> None:

@@ -132,27 +132,37 @@ def unsettled_link(window: int, max_frame_size: int) -> tuple[Pair, Session, Sen
     return pair, session, sender, receiver
 
 
+class FrameTap:
+    """A captured byte stream decoded as it comes: each :meth:`feed` returns the
+    (channel, performative, payload) triples its bytes complete (protocol headers skipped)."""
+
+    def __init__(self) -> None:
+        self._reader = FrameReader(1 << 30)
+
+    def feed(self, data: bytes) -> list[tuple[int, Any, bytes]]:
+        reader = self._reader
+        reader.feed(data)
+        out: list[tuple[int, Any, bytes]] = []
+        while True:
+            if reader.buffered >= 8:
+                peek = reader._buf[reader._pos : reader._pos + 8]  # test-only peek
+                if peek in (AMQP_HEADER, SASL_HEADER):
+                    reader.read_protocol_header()
+                    continue
+            frame = reader.read_frame()
+            if frame is None:
+                return out
+            _, channel, body = frame
+            if not body:
+                out.append((channel, None, b""))
+                continue
+            performative, offset = decode(body)
+            out.append((channel, performative, bytes(body[offset:])))
+
+
 def frames_in(chunks: list[bytes], *, sasl: bool = False) -> list[tuple[int, Any, bytes]]:
     """Decode a captured byte stream into (channel, performative, payload) triples."""
-    data = b"".join(chunks)
-    reader = FrameReader(1 << 30)
-    reader.feed(data)
-    out: list[tuple[int, Any, bytes]] = []
-    while True:
-        if reader.buffered >= 8:
-            peek = reader._buf[reader._pos : reader._pos + 8]  # test-only peek
-            if peek in (AMQP_HEADER, SASL_HEADER):
-                reader.read_protocol_header()
-                continue
-        frame = reader.read_frame()
-        if frame is None:
-            return out
-        _, channel, body = frame
-        if not body:
-            out.append((channel, None, b""))
-            continue
-        performative, offset = decode(body)
-        out.append((channel, performative, bytes(body[offset:])))
+    return FrameTap().feed(b"".join(chunks))
 
 
 def first_transfer(handle: int, delivery_id: int, tag: bytes, message_format: int, settled: bool) -> Transfer:

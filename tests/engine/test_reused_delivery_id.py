@@ -59,7 +59,7 @@ def test_a_tolerant_link_still_refuses_an_id_held_by_another_link() -> None:
     session_ended_with(server, session, "amqp:not-allowed")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(
         st.one_of(st.tuples(st.just("transfer"), st.integers(0, 3)), st.tuples(st.just("settle"), st.integers(0, 40))),

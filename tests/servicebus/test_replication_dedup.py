@@ -66,7 +66,7 @@ def _rows(path: Path) -> int:
         return int(db.execute("SELECT count(*) FROM seen").fetchone()[0])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_count=st.integers(1, 6), window=st.floats(0.5, 10), ops=OPS, durable=st.booleans())
 def test_answers_match_the_model_and_bounds_hold(
     tmp_path: Path, max_count: int, window: float, ops: list[tuple[str, Any, float]], durable: bool

@@ -299,6 +299,7 @@ async def test_topic_fans_out_to_subscriptions_by_rule(api: Api, broker: BrokerT
             assert await drain(receiver) == []
 
 
+@pytest.mark.slow  # three lock lifetimes: 9 s
 async def test_auto_lock_renewer_holds_a_message_past_its_lock(api: Api, broker: BrokerThread) -> None:
     failures: list[Any] = []
 
@@ -339,6 +340,7 @@ async def test_errors_name_the_same_exception(api: Api, broker: BrokerThread) ->
             await sender.send_messages(api.sb.ServiceBusMessage("the sender is still usable"))
 
 
+@pytest.mark.slow  # three lock lifetimes: 9 s
 async def test_auto_lock_renewer_holds_a_session_past_its_lock(api: Api, broker: BrokerThread) -> None:
     sb = api.sb
     async with api.aio.ServiceBusClient.from_connection_string(broker.connection_string) as client:

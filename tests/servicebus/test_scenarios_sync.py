@@ -82,6 +82,7 @@ def _burn_cpu(seconds: float) -> int:
     return rounds
 
 
+@pytest.mark.slow  # five lock lifetimes of CPU: 15 s
 def test_auto_lock_renewer_outlasts_a_cpu_bound_callback(api: Api, broker: BrokerThread) -> None:
     """The lock (LOCK s) is held 5x its duration while this thread burns CPU without yielding."""
     sb = api.sb

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import processes
 from tests.spark.conftest import ROOT
 
 pytestmark = pytest.mark.spark
@@ -85,7 +86,7 @@ def _demo_on_a_terminal(
         env[name] = value
     env.pop("PYSPARK_PYTHON", None)  # the demo sets it itself
     master, slave = pty.openpty()
-    proc = subprocess.Popen(
+    proc = processes.interruptible(
         [sys.executable, "-m", "amqplink.cli", "demo", *args],
         stdout=subprocess.PIPE, stderr=slave, env=env, text=True, start_new_session=True,
     )  # fmt: skip
@@ -96,6 +97,7 @@ def _demo_on_a_terminal(
         os.close(master)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
 
 
 def _rest(master: int, seen: str) -> str:
