@@ -32,8 +32,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from amqplink.spark.columns import Columns, IdScheme, check_schema
-from amqplink.spark.foreach import CHUNK_ROWS
+from amqplink.spark.columns import IdScheme, check_schema
 from amqplink.spark.options import SinkConfig, parse_options
 from amqplink.spark.writer import PartitionStats, send_partition
 
@@ -67,15 +66,6 @@ class SinkCommitMessage(WriterCommitMessage):
     stats: PartitionStats
 
 
-def _chunks(batches: Iterator[pyarrow.RecordBatch]) -> Iterator[Columns]:
-    """Columns of at most :data:`CHUNK_ROWS` rows (an Arrow batch holds up to 10,000: its
-    rows as Python objects and as encoded messages would be two more copies of it)."""
-    for batch in batches:
-        for start in range(0, batch.num_rows, CHUNK_ROWS):
-            part = batch.slice(start, CHUNK_ROWS)
-            yield {name: part.column(i).to_pylist() for i, name in enumerate(part.schema.names)}
-
-
 def _task() -> tuple[int, int, Any]:
     from pyspark import TaskContext
 
@@ -85,6 +75,10 @@ def _task() -> tuple[int, int, Any]:
     return context.partitionId(), context.attemptNumber(), context
 
 
+COUNTS = ("rows", "bytes", "batches", "busy", "retried", "failed", "failed_over")
+"""The fields of :class:`PartitionStats` that add up over tasks."""
+
+
 def summary(messages: Sequence[WriterCommitMessage | None]) -> dict[str, Any]:
     """The counts of every task of a write or micro-batch, added up."""
     total = PartitionStats()
@@ -92,10 +86,10 @@ def summary(messages: Sequence[WriterCommitMessage | None]) -> dict[str, Any]:
     for message in messages:
         if isinstance(message, SinkCommitMessage):
             tasks += 1
-            for name in ("rows", "bytes", "batches", "busy", "retried", "failed", "failed_over"):
+            for name in COUNTS:
                 setattr(total, name, getattr(total, name) + getattr(message.stats, name))
             total.seconds = max(total.seconds, message.stats.seconds)
-    return {"tasks": tasks, **total.__dict__}
+    return {"tasks": tasks, **{name: getattr(total, name) for name in (*COUNTS, "seconds")}}
 
 
 def _driver_log() -> logging.Logger:
@@ -131,6 +125,18 @@ def _log_summary(what: str, config: SinkConfig, messages: Sequence[WriterCommitM
     )
 
 
+def _raise_bad_rows(messages: Sequence[WriterCommitMessage | None]) -> None:
+    """Fail the write on the driver's side with the first bad row a task met (the task itself
+    succeeded, so that Spark did not run it again: that would meet the same row)."""
+    bad = [m.stats.bad_row for m in messages if isinstance(m, SinkCommitMessage) and m.stats.bad_row is not None]
+    if not bad:
+        return
+    first = min(bad, key=lambda e: (e.partition, e.row))
+    if len(bad) > 1:
+        log.warning("servicebus sink: %d partitions stopped at a bad row; the first: %s", len(bad), first)
+    raise first
+
+
 def _log_abort(what: str, messages: list[WriterCommitMessage | None]) -> None:
     """One WARNING line for an aborted write: only the tasks that finished report their
     rows (a task failed or cancelled midway may have sent some too: they are not lost, and
@@ -159,11 +165,12 @@ class ServiceBusArrowWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pyarrow.RecordBatch]) -> SinkCommitMessage:
         partition, attempt, _context = _task()
         scheme = IdScheme(self.config.message_id_mode, self.write_id, partition, self.config.auto_partition_key)
-        stats = send_partition(self.config, _chunks(iterator), scheme)
+        stats = send_partition(self.config, iterator, scheme, keep_bad_row=True)
         return SinkCommitMessage(partition, attempt, stats)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_summary(f"write {self.write_id}", self.config, messages)
+        _raise_bad_rows(messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_abort(f"write {self.write_id}", messages)
@@ -185,11 +192,12 @@ class ServiceBusStreamWriter(DataSourceStreamArrowWriter):
         batch = context.getLocalProperty(BATCH_ID) if context is not None else None
         mode = "none" if self.config.message_id_mode == "none" else "position"
         scheme = IdScheme(mode, f"{query}:{batch}", partition, self.config.auto_partition_key)
-        stats = send_partition(self.config, _chunks(iterator), scheme)
+        stats = send_partition(self.config, iterator, scheme, keep_bad_row=True)
         return SinkCommitMessage(partition, attempt, stats)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_summary(f"micro-batch {batchId}", self.config, messages)
+        _raise_bad_rows(messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_abort(f"micro-batch {batchId}", messages)

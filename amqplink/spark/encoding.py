@@ -22,7 +22,7 @@ from typing import cast
 from amqplink.message import data_section_header
 from amqplink.message._id_only import ID_ONLY_HEADS, ID_ONLY_MAX
 from amqplink.servicebus.message import ServiceBusMessage
-from amqplink.spark.columns import KEY_ROWS, Columns, IdScheme, SinkSchemaError, messages
+from amqplink.spark.columns import KEY_ROWS, NULL_BODY, Columns, IdScheme, bad_row, messages
 
 __all__ = ["Encoded", "Run", "body_runs", "encoded_rows", "runs_of"]
 
@@ -55,16 +55,15 @@ class Run:
         return ServiceBusMessage(self.bodies[i], message_id=self.ids[i], partition_key=self.key)
 
 
-def _as_bytes(body: object) -> bytes:
+def _as_bytes(bodies: list[object], at: int, scheme: IdScheme, first_row: int) -> bytes:
+    """``bodies[at]`` as bytes; :class:`BadRowError` naming the row if it is neither text nor binary."""
+    body = bodies[at]
     if isinstance(body, str):
         return body.encode()
-    if isinstance(body, bytearray | memoryview):
+    if isinstance(body, bytes | bytearray | memoryview):
         return bytes(body)
-    raise SinkSchemaError(
-        "column 'body' is null: every message needs a body"
-        if body is None
-        else f"column 'body': expected binary or string, not {type(body).__name__}"
-    )
+    reason = NULL_BODY if body is None else f"expected binary or string, not {type(body).__name__}"
+    raise bad_row({"body": bodies}, at, scheme, first_row, "body", reason)
 
 
 def body_runs(bodies: list[object], scheme: IdScheme, first_row: int) -> list[Run] | None:
@@ -85,7 +84,8 @@ def body_runs(bodies: list[object], scheme: IdScheme, first_row: int) -> list[Ru
         head = _head(key)
         part = cast(list[bytes], bodies[at : at + take])
         if not all(type(body) is bytes for body in part):
-            part = [body if type(body) is bytes else _as_bytes(body) for body in part]
+            part = [body if type(body) is bytes else _as_bytes(bodies, at + i, scheme, first_row)
+                    for i, body in enumerate(part)]  # fmt: skip
         ids = [prefix + str(r) for r in range(row, row + take)]
         encoded = [
             b"".join((head, heads[len(raw)], raw, data_section_header(len(body)), body))

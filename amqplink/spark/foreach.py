@@ -20,15 +20,11 @@ from typing import Any
 
 from amqplink.spark.columns import Columns, IdScheme, columns_of_rows
 from amqplink.spark.options import SinkConfig, parse_options
-from amqplink.spark.writer import PartitionStats, send_partition
+from amqplink.spark.writer import CHUNK_ROWS, PartitionStats, send_partition
 
 __all__ = ["CHUNK_ROWS", "ForeachPartitionSender", "foreach_partition_sender"]
 
 log = logging.getLogger("amqplink.spark")
-
-CHUNK_ROWS = 1000
-"""Rows turned into messages at a time."""
-
 
 class ForeachPartitionSender:
     """A picklable ``foreachPartition`` function: sends the partition's rows, raises unless all were acknowledged."""

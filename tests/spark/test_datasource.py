@@ -393,3 +393,38 @@ def test_abort_says_which_tasks_finished_not_that_no_row_was_sent(caplog: pytest
         "servicebus sink: micro-batch 7 aborted; 1 of its 2 tasks finished, sending 250 rows "
         "(an unfinished task may have sent rows too)",
     ]
+
+
+def test_a_bad_row_fails_the_write_once_naming_it_before_its_batch_is_sent(
+    spark: Any, sb_broker: Broker, tmp_path: Path
+) -> None:
+    """A null body at row 2500 of one partition (Arrow batches of 1,000 rows): the first two
+    batches are sent once (the task is not run again: a retry would send them again under the
+    same ids), nothing of the third; the error names the row and its id, on the driver."""
+    for streaming in (False, True):
+        queue = new_queue(sb_broker)
+        df = spark.range(0, 3000, numPartitions=1).selectExpr(
+            "case when id = 2500 then null else cast(id as string) end as body"
+        )
+        with pytest.raises(Exception) as failed:
+            if streaming:
+                source = tmp_path / f"in-{streaming}"
+                df.write.parquet(str(source))
+                query = (
+                    spark.readStream.schema("body string").option("maxFilesPerTrigger", 1000).parquet(str(source))
+                    .coalesce(1).writeStream.format("servicebus")
+                    .option("connectionString", sb_broker.connection_string).option("entity", queue)
+                    .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
+                )  # fmt: skip
+                query.awaitTermination(120)
+            else:
+                df.write.format("servicebus").option("connectionString", sb_broker.connection_string).option(
+                    "entity", queue
+                ).mode("append").save()
+        text = str(failed.value)
+        assert "row 2500 of partition 0" in text and "column 'body' is null" in text, text[-2000:]
+        assert "retrying will not help" in text and "so that Spark retries it" not in text
+        got = drain(sb_broker, queue, idle=1.0)
+        ids = [m.message_id for m in got]
+        assert len(ids) == len(set(ids)) == 2000  # each once: the task ran once
+        assert sorted(int(str(m)) for m in got) == list(range(2000))

@@ -23,7 +23,15 @@ from amqplink.broker.namespace.batches import split_batch
 from amqplink.codec.types import Symbol
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
 from amqplink.spark import cache, encoding
-from amqplink.spark.columns import KEY_ROWS, IdScheme, SinkSchemaError, check_schema, columns_of_rows, messages
+from amqplink.spark.columns import (
+    KEY_ROWS,
+    BadRowError,
+    IdScheme,
+    SinkSchemaError,
+    check_schema,
+    columns_of_rows,
+    messages,
+)
 from amqplink.spark.encoding import encoded_rows, runs_of
 from amqplink.spark.foreach import ForeachPartitionSender, foreach_partition_sender
 from amqplink.spark.options import OPTION_NAMES, SinkOptionError, parse_options, redact
@@ -420,8 +428,14 @@ def test_the_demo_without_the_spark_extra_says_what_to_install() -> None:
 
 
 def test_a_row_larger_than_the_entity_takes_fails_the_partition_naming_it(sb: Broker) -> None:
+    """Rows as columns (``foreachPartition``): found when the encoder reaches it, after the
+    rows before it were sent; named with its position and id; no retry can help."""
     queue = new_queue(sb)
     config = parse_options({"connectionString": sb.connection_string, "entity": queue, "maxBatchBytes": "2048"})
     chunk = {"body": [b"small", b"x" * 4096]}
-    with pytest.raises(SinkWriteError, match=f"a row of 4.* encoded bytes is larger than {queue} takes"):
+    with pytest.raises(BadRowError) as failed:
         send_partition(config, [chunk], IdScheme("position", "w", 0))
+    assert (failed.value.row, failed.value.message_id, failed.value.column) == (1, "w:0:1", "body")
+    assert "makes a message of 41" in str(failed.value) and f"{queue} takes at most 2048" in str(failed.value)
+    assert "retrying will not help" in str(failed.value)
+    assert [str(m) for m in drain(sb, queue, idle=0.5)] == ["small"]  # the row before it was sent
