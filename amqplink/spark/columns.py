@@ -9,13 +9,17 @@ Kafka's ``topic`` column does). An unknown column or a wrong type is an error na
 
 Message ids, when no ``message_id`` column gives one (:class:`IdScheme`):
 
-- streaming: ``<query id>:<batch id>:<partition>:<row>``;
-- batch, ``messageIdMode=position`` (default): ``<write id>:<partition>:<row>``, the write
-  id made once on the driver, so a retried task makes the same ids;
-- batch, ``messageIdMode=content``: the first 32 hex digits of SHA-256 over the row's
-  columns (name-sorted ``repr`` of the values), so re-running a whole job makes the same
-  ids too, and identical rows share an id (and are de-duplicated);
+- ``messageIdMode=position`` (default): ``<query id>:<batch id>:<partition>:<row>`` when
+  streaming (a micro-batch replayed from the checkpoint makes the same ids),
+  ``<write id>:<partition>:<row>`` in a batch write (the write id made once on the driver), so
+  a retried task makes the same ids as long as it sees the same rows in the same order;
+- ``messageIdMode=content``: a digest of the message's body and properties
+  (:func:`content_id`), whatever order the rows come in: right after a shuffle or any
+  non-deterministic input; re-running a whole job makes the same ids too, and identical rows
+  share an id (duplicate detection keeps one);
 - ``messageIdMode=none``: the client's random id (as the SDK gives): a resent row is a new message.
+
+docs/spark.md#message-ids says when each is right.
 
 A row without ``partition_key`` or ``session_id`` gets a partition key made from its id
 (:meth:`IdScheme.partition_key`; ``autoPartitionKey=false`` turns this off).
@@ -144,9 +148,39 @@ class IdScheme:
         return f"k{zlib.crc32(message_id.encode('utf-8', 'surrogatepass')) % KEY_BUCKETS}"
 
 
-def content_id(row: Mapping[str, Any]) -> str:
-    text = repr(tuple((name, row[name]) for name in sorted(row)))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+def content_id(body: str | bytes, fields: Mapping[str, Any]) -> str:
+    """The first 32 hex digits of SHA-256 over a message's content: its body (text as UTF-8, so
+    a string and a binary body with the same bytes agree) and its properties as sent (``fields``:
+    the :class:`ServiceBusMessage` keywords, nulls already left out; application properties by
+    key), each length-prefixed, so the id depends on what the message holds, not on the
+    DataFrame's column order, a null column or a missing one."""
+    digest = hashlib.sha256()
+
+    def put(tag: str, data: bytes) -> None:
+        name = tag.encode("utf-8", "surrogatepass")
+        digest.update(b"%d:%s%d:%s" % (len(name), name, len(data), data))
+
+    put("body", body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body)
+    for name in sorted(fields):
+        value = fields[name]
+        if name == "application_properties":
+            for key in sorted(value):
+                put(f"p:{key}", _canonical(value[key]))
+        else:
+            put(f"f:{name}", _canonical(value))
+    return digest.hexdigest()[:32]
+
+
+def _canonical(value: Any) -> bytes:
+    if isinstance(value, str):
+        return b"s" + value.encode("utf-8", "surrogatepass")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return b"b" + bytes(value)
+    if isinstance(value, dt.timedelta):
+        return b"t%d" % (value // dt.timedelta(microseconds=1))
+    if isinstance(value, dt.datetime):
+        return b"d" + value.astimezone(dt.UTC).isoformat().encode()
+    return f"{type(value).__name__}:{value!r}".encode("utf-8", "surrogatepass")
 
 
 def _properties(value: Any, column: str) -> dict[str, Any]:
@@ -236,15 +270,16 @@ def row_id(columns: Columns, index: int, scheme: IdScheme, first_row: int) -> st
     if isinstance(given, str):
         return given
     if scheme.mode == "content":
-        return content_id({name: values[index] for name, values in columns.items()})
+        others = [(name, columns[name]) for name in columns if name not in ("body", "entity")]
+        return content_id(_body(columns["body"][index]), _fields(index, others))
     if scheme.mode == "none":
         return None
     return scheme.position(first_row + index)
 
 
-def _message(
-    index: int, row: int, columns: Columns, others: list[tuple[str, Sequence[Any]]], scheme: IdScheme
-) -> ServiceBusMessage:
+def _fields(index: int, others: list[tuple[str, Sequence[Any]]]) -> dict[str, Any]:
+    """Row ``index``'s ``ServiceBusMessage`` keywords from ``others`` (the columns but the body
+    and the entity), checked and normalized; nulls left out. Raises :class:`_Bad`."""
     kwargs: dict[str, Any] = {}
     for name, values in others:
         value = values[index]
@@ -267,16 +302,21 @@ def _message(
     if session is not None and key is not None and key != session:
         raise _Bad("partition_key", f"is {key!r} but session_id is {session!r}: a session's messages take its id "
                                     "as their partition key")  # fmt: skip
+    return kwargs
+
+
+def _message(
+    index: int, row: int, columns: Columns, others: list[tuple[str, Sequence[Any]]], scheme: IdScheme
+) -> ServiceBusMessage:
+    kwargs = _fields(index, others)
+    body = _body(columns["body"][index])
     if "message_id" not in kwargs and scheme.mode != "none":
-        if scheme.mode == "content":
-            kwargs["message_id"] = content_id({name: values[index] for name, values in columns.items()})
-        else:
-            kwargs["message_id"] = scheme.position(row)
-    if key is None and session is None:
+        kwargs["message_id"] = content_id(body, kwargs) if scheme.mode == "content" else scheme.position(row)
+    if "partition_key" not in kwargs and "session_id" not in kwargs:
         automatic = scheme.partition_key(row, kwargs.get("message_id"))
         if automatic is not None:
             kwargs["partition_key"] = automatic
-    return ServiceBusMessage(_body(columns["body"][index]), **kwargs)
+    return ServiceBusMessage(body, **kwargs)
 
 
 def messages(columns: Columns, scheme: IdScheme, first_row: int) -> Iterator[tuple[str | None, ServiceBusMessage]]:

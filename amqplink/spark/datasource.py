@@ -178,7 +178,7 @@ class ServiceBusArrowWriter(DataSourceArrowWriter):
 
 class ServiceBusStreamWriter(DataSourceStreamArrowWriter):
     """Streaming writer: ids ``<query id>:<batch id>:<partition>:<row>``, so a micro-batch
-    replayed from the checkpoint sends the same ids."""
+    replayed from the checkpoint sends the same ids (or by content, see :mod:`.columns`)."""
 
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
@@ -190,8 +190,7 @@ class ServiceBusStreamWriter(DataSourceStreamArrowWriter):
         partition, attempt, context = _task()
         query = context.getLocalProperty(QUERY_ID) if context is not None else None
         batch = context.getLocalProperty(BATCH_ID) if context is not None else None
-        mode = "none" if self.config.message_id_mode == "none" else "position"
-        scheme = IdScheme(mode, f"{query}:{batch}", partition, self.config.auto_partition_key)
+        scheme = IdScheme(self.config.message_id_mode, f"{query}:{batch}", partition, self.config.auto_partition_key)
         stats = send_partition(self.config, iterator, scheme, keep_bad_row=True)
         return SinkCommitMessage(partition, attempt, stats)
 

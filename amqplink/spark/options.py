@@ -23,7 +23,7 @@ from amqplink.servicebus.retry import RetryMode
 __all__ = ["ID_MODES", "OPTION_NAMES", "SinkConfig", "SinkOptionError", "parse_options", "redact"]
 
 ID_MODES = ("position", "content", "none")
-"""``messageIdMode`` in batch writes (streaming always uses ``<query>:<batch>:<partition>:<row>``)."""
+"""``messageIdMode``, batch and streaming writes (:mod:`.columns` says what each makes)."""
 
 _SECRET_VALUE = re.compile(r"(?i)(SharedAccessKey|SharedAccessSignature|sig)=[^;&\s]*")
 

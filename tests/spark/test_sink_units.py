@@ -4,6 +4,7 @@ embedded broker (fast tier: no marker)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -168,6 +169,51 @@ def test_content_ids_depend_on_the_row_only(rows: list[tuple[str, bytes]]) -> No
     again = [m.message_id for _, m in messages(dict(reversed(list(columns.items()))), IdScheme("content", "b", 7), 99)]
     assert first == again
     assert len(set(first)) == len(set(rows))
+
+
+_message_rows = st.fixed_dictionaries(
+    {"body": st.binary(max_size=6)},
+    optional={
+        "subject": st.text(max_size=4),
+        "correlation_id": st.text(max_size=4),
+        "time_to_live": st.integers(1, 10**6),
+        "application_properties": st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=3),
+    },
+)
+
+
+@given(_message_rows, st.randoms())
+def test_a_content_id_is_the_message_content_not_the_frame_shape(row: dict[str, Any], rnd: Any) -> None:
+    """The same message -> the same id: columns in any order, a null column or no column,
+    a text or binary body, properties as a map or as Arrow's list of pairs, seconds or an interval."""
+    first = _content_of(row)
+    names = list(row)
+    rnd.shuffle(names)
+    shaped: dict[str, Any] = {name: row[name] for name in names}
+    shaped["content_type"] = None  # a null column is no property
+    if "application_properties" in shaped:
+        pairs = list(shaped["application_properties"].items())
+        rnd.shuffle(pairs)
+        shaped["application_properties"] = pairs
+    if "time_to_live" in shaped:
+        shaped["time_to_live"] = dt.timedelta(seconds=shaped["time_to_live"])
+    with contextlib.suppress(UnicodeDecodeError):
+        shaped["body"] = row["body"].decode()
+    assert _content_of(shaped) == first
+
+
+@given(_message_rows, _message_rows)
+def test_different_messages_get_different_content_ids(one: dict[str, Any], other: dict[str, Any]) -> None:
+    def content(row: dict[str, Any]) -> dict[str, Any]:  # the model: what the message carries
+        return {k: v for k, v in row.items() if v != {}}  # an empty property map is no property
+
+    assert (_content_of(one) != _content_of(other)) == (content(one) != content(other))
+
+
+def _content_of(row: dict[str, Any]) -> str:
+    ((_, message),) = messages({name: [value] for name, value in row.items()}, IdScheme("content", "w", 0), 0)
+    assert message.message_id is not None
+    return message.message_id
 
 
 def test_a_wrong_value_type_is_an_error_naming_the_column() -> None:
