@@ -29,15 +29,15 @@ _SIZED = ("message_id", "session_id", "partition_key", "subject", "content_type"
 
 
 def entities_of(batch: Any, entity_option: str | None) -> list[str]:
-    """The entities the rows of ``batch`` (a ``pyarrow.RecordBatch``) go to."""
+    """The entities the rows of ``batch`` (a ``pyarrow.RecordBatch``) go to: the option's, else
+    the ``entity`` column's (the option wins over the column, as Kafka's topic option does)."""
+    if entity_option is not None:
+        return [entity_option]
     if "entity" not in batch.schema.names:
-        return [] if entity_option is None else [entity_option]
+        return []
     import pyarrow.compute as pc
 
-    named = [e for e in pc.unique(batch.column("entity")).to_pylist() if e is not None]
-    if entity_option is not None and batch.column("entity").null_count:
-        named.append(entity_option)
-    return named
+    return [e for e in pc.unique(batch.column("entity")).to_pylist() if e is not None]
 
 
 def _first(mask: Any) -> int:
@@ -107,7 +107,7 @@ def _check_sizes(batch: Any, entity_option: str | None, limits: Mapping[str, int
     for name in _SIZED:
         if name in names:
             size = pc.add(size, pc.fill_null(pc.binary_length(batch.column(name)), 0))
-    if "entity" not in names:
+    if "entity" not in names or entity_option is not None:
         limit = limits.get(entity_option or "")
         if limit is not None:
             at = _first(pc.greater(size, limit))
@@ -115,8 +115,6 @@ def _check_sizes(batch: Any, entity_option: str | None, limits: Mapping[str, int
                 note(at, "body", _too_large(size[at].as_py(), entity_option or "", limit))
         return
     entity = batch.column("entity")
-    if entity_option is not None:
-        entity = pc.fill_null(entity, entity_option)
     for name, limit in limits.items():
         at = _first(pc.and_(pc.equal(entity, pa.scalar(name, entity.type)), pc.greater(size, limit)))
         if at >= 0:

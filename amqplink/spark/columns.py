@@ -4,8 +4,10 @@ Columns take the SDK's property names: ``body`` (binary or string, required) and
 optional ``message_id``, ``session_id``, ``partition_key``, ``subject``, ``content_type``,
 ``correlation_id``, ``to``, ``reply_to``, ``time_to_live`` (seconds as a number, or a
 day-time interval), ``scheduled_enqueue_time`` (timestamp), ``application_properties``
-(``map<string,string>`` or a struct) and ``entity`` (overrides the option per row, as
-Kafka's ``topic`` column does). An unknown column or a wrong type is an error naming it.
+(``map<string,string>`` or a struct) and ``entity`` (where the row goes when no ``entity``
+option is given: the option wins, as Kafka's ``topic`` option wins over its ``topic`` column).
+The source's broker-set columns (:data:`IGNORED`) are taken and not sent. An unknown column
+or a wrong type is an error naming it.
 
 Message ids, when no ``message_id`` column gives one (:class:`IdScheme`):
 
@@ -67,9 +69,16 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "scheduled_enqueue_time": ("timestamp", "timestamp_ntz"),
     "application_properties": ("map<string,string>", "struct"),
     "entity": _STRING,
+    "sequence_number": ("bigint", "int"),
+    "enqueued_time": ("timestamp", "timestamp_ntz"),
+    "delivery_count": ("int", "bigint"),
 }
 """Column name -> the Spark types (``DataType.simpleString()``, prefix-matched) it may have."""
+IGNORED = ("sequence_number", "enqueued_time", "delivery_count")
+"""The source's columns the broker sets (:mod:`.rows`): taken, so that a read can be written back
+unchanged, and not sent (Service Bus sets them again)."""
 _KWARGS = {"scheduled_enqueue_time": "scheduled_enqueue_time_utc"}
+_NOT_PROPERTIES = frozenset(("body", "entity", *IGNORED))
 _PYTHON = {"message_id", "session_id", "partition_key", "subject", "content_type", "correlation_id", "to", "reply_to"}
 
 Columns = Mapping[str, Sequence[Any]]
@@ -270,7 +279,7 @@ def row_id(columns: Columns, index: int, scheme: IdScheme, first_row: int) -> st
     if isinstance(given, str):
         return given
     if scheme.mode == "content":
-        others = [(name, columns[name]) for name in columns if name not in ("body", "entity")]
+        others = [(name, columns[name]) for name in columns if name not in _NOT_PROPERTIES]
         return content_id(_body(columns["body"][index]), _fields(index, others))
     if scheme.mode == "none":
         return None
@@ -330,7 +339,7 @@ def messages(columns: Columns, scheme: IdScheme, first_row: int) -> Iterator[tup
     if "body" not in columns:
         raise SinkSchemaError("the servicebus sink needs a 'body' column (binary or string)")
     count = len(columns["body"])
-    others = [(name, columns[name]) for name in names if name not in ("body", "entity")]
+    others = [(name, columns[name]) for name in names if name not in _NOT_PROPERTIES]
     entities = columns.get("entity")
     for index in range(count):
         try:

@@ -34,12 +34,17 @@ from pyspark.sql.datasource import (
 
 from amqplink.spark.columns import IdScheme, check_schema
 from amqplink.spark.options import SinkConfig, parse_options
+from amqplink.spark.rows import SCHEMA
+from amqplink.spark.source_options import parse_source_options
 from amqplink.spark.writer import PartitionStats, send_partition
 
 if TYPE_CHECKING:
     import pyarrow
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
+
+    from amqplink.spark.batch_reader import ServiceBusBatchReader
+    from amqplink.spark.stream_reader import ServiceBusStreamReader
 
 __all__ = [
     "AmqplinkDataSource",
@@ -203,18 +208,43 @@ class ServiceBusStreamWriter(DataSourceStreamArrowWriter):
 
 
 class ServiceBusDataSource(DataSource):
-    """``format("servicebus")``: writes rows as messages to a Service Bus queue or topic."""
+    """``format("servicebus")``: writes rows as messages to a Service Bus queue or topic, and
+    reads a queue or subscription (or either's dead-letter queue) as rows.
+
+    The options are parsed when Spark asks for a writer (as the sink's, :mod:`.options`) or a
+    reader (as the source's, :mod:`.source_options`), on the driver's side, so a bad one is an
+    error naming it before any task starts."""
 
     def __init__(self, options: Any) -> None:
         super().__init__(options)
-        self.config = parse_options(options)
+        self._sink: SinkConfig | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
 
+    @property
+    def config(self) -> SinkConfig:
+        """The options as the sink's (parsed once)."""
+        if self._sink is None:
+            self._sink = parse_options(self.options)
+        return self._sink
+
     @classmethod
     def name(cls) -> str:
         return "servicebus"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> ServiceBusBatchReader:
+        from amqplink.spark.batch_reader import ServiceBusBatchReader
+
+        return ServiceBusBatchReader(parse_source_options(self.options))
+
+    def streamReader(self, schema: StructType) -> ServiceBusStreamReader:
+        from amqplink.spark.stream_reader import ServiceBusStreamReader
+
+        return ServiceBusStreamReader(parse_source_options(self.options))
 
     def _check(self, schema: StructType, overwrite: bool) -> None:
         if overwrite:

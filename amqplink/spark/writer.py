@@ -33,7 +33,7 @@ from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMess
 from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF
 from amqplink.spark import cache
 from amqplink.spark.checks import check_arrow, entities_of, too_large
-from amqplink.spark.columns import BadRowError, Columns, IdScheme
+from amqplink.spark.columns import IGNORED, BadRowError, Columns, IdScheme
 from amqplink.spark.encoding import Encoded, Run, encoded_rows, runs_of
 from amqplink.spark.options import SinkConfig, redact
 from amqplink.sync import _run
@@ -92,7 +92,7 @@ class _Pipeline:
         self.handed = 0
 
     def _entity(self, entity: str | None) -> str:
-        name = entity or self.config.entity
+        name = self.config.entity or entity  # the option wins over the column, as Kafka's topic option does
         if name is None:
             raise ValueError("a row has no entity: give the 'entity' option or a non-null 'entity' column")
         return name
@@ -275,9 +275,11 @@ async def _feed_arrow(pipeline: _Pipeline, batch: Any, scheme: IdScheme, first_r
     limits = await pipeline.limits_of(entities_of(batch, entity))
     check_arrow(batch, scheme, first_row, entity, limits)
     rows = 0
+    skip = (*IGNORED, "entity") if entity is not None else IGNORED  # the option wins over the column
+    taken = [(i, name) for i, name in enumerate(batch.schema.names) if name not in skip]
     for start in range(0, batch.num_rows, CHUNK_ROWS):
         part = batch.slice(start, CHUNK_ROWS)
-        columns = {name: part.column(i).to_pylist() for i, name in enumerate(part.schema.names)}
+        columns = {name: part.column(i).to_pylist() for i, name in taken}
         rows += await _encode_and_feed(pipeline, columns, scheme, first_row + rows)
     return rows
 
