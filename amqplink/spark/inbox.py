@@ -58,6 +58,7 @@ class Counters:
     pending: int = 0
     renewed: int = 0
     locks_lost: int = 0
+    receive_failures: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name (JSON-ready)."""
@@ -169,13 +170,31 @@ class Inbox:
         if count <= 0:
             return 0
         wait = GATHER_WAIT if new or self.config.sessions else max(GATHER_WAIT, deadline - time.monotonic())
-        messages = await receiver.receive_messages(max_message_count=count, max_wait_time=wait)
+        try:
+            messages = await receiver.receive_messages(max_message_count=count, max_wait_time=wait)
+        except (ServiceBusError, OSError) as exc:
+            if isinstance(exc, ServiceBusError) and not exc.retryable:
+                raise  # a wrong key, a missing entity: the query fails, naming it
+            await self._lost(receiver, exc)
+            return 0
         if messages:
             await self._sort(receiver, messages, new)
         elif self.config.sessions and not self._holds(receiver, new):
             self._sessions.open.remove(receiver)
             await receiver.close()
         return len(messages)
+
+    async def _lost(self, receiver: ServiceBusReceiver, exc: BaseException) -> None:
+        """The namespace cannot be reached now (its own retries spent): this trigger ends with what
+        it has, and the next one connects again; what the receiver held comes back, recognised."""
+        self.counters.receive_failures += 1
+        log.warning("servicebus source: receiving from %s failed (%s: %s); trying again at the next trigger",
+                    self.config.path.path, type(exc).__name__, exc)  # fmt: skip
+        if receiver is self._receiver:
+            self._receiver = None
+        elif receiver in self._sessions.open:
+            self._sessions.open.remove(receiver)
+        await receiver.close()
 
     def _holds(self, receiver: ServiceBusReceiver, new: dict[int, _Held]) -> bool:
         return any(h.receiver is receiver for h in (*self.held.values(), *new.values()))
@@ -189,7 +208,13 @@ class Inbox:
             wait = max(GATHER_WAIT * 4, deadline - time.monotonic()) if first else GATHER_WAIT * 4
             receiver = self._entity_receiver(session_id=NEXT_AVAILABLE_SESSION, max_wait_time=wait)
             count = min(RECEIVE_BATCH, limit - len(new))
-            messages = await receiver.receive_messages(max_message_count=count, max_wait_time=wait)
+            try:
+                messages = await receiver.receive_messages(max_message_count=count, max_wait_time=wait)
+            except (ServiceBusError, OSError) as exc:
+                if isinstance(exc, ServiceBusError) and not exc.retryable:
+                    raise
+                await self._lost(receiver, exc)
+                break
             if not messages:
                 await receiver.close()  # no session came free (or it was empty): none to wait for now
                 break
@@ -236,7 +261,7 @@ class Inbox:
         done = set()
         for h, outcome in zip(held, outcomes, strict=True):
             if isinstance(outcome, BaseException):
-                if not isinstance(outcome, ServiceBusError | ValueError):
+                if not isinstance(outcome, ServiceBusError | ValueError | OSError):
                     raise outcome
             else:
                 done.add(int(h.message.sequence_number or 0))
@@ -277,13 +302,17 @@ class Inbox:
             self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
 
     async def _renew_forever(self) -> None:
+        failing = False
         while self.held or self._sessions.open:
             period = min(10.0, (self._lock_seconds or 30.0) / 4)
             await asyncio.sleep(period)
             try:
                 await self.renew_due((self._lock_seconds or 30.0) / 2)
-            except Exception as exc:  # a renewal round that failed: the next one tries again
-                log.warning("servicebus source: renewing locks failed: %s: %s", type(exc).__name__, exc)
+                failing = False
+            except (ServiceBusError, OSError) as exc:  # a renewal round that failed: the next one tries again
+                level = logging.DEBUG if failing else logging.WARNING  # once per run of failures
+                log.log(level, "servicebus source: renewing locks failed: %s: %s", type(exc).__name__, exc)
+                failing = True
 
     async def renew_due(self, margin: float) -> None:
         """Renew every held lock (and open session) that expires within ``margin`` seconds."""
