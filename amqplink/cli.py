@@ -26,6 +26,7 @@ _MODULES = {
     "receive": "amqplink.commands.receive",
     "peek": "amqplink.commands.peek",
     "list": "amqplink.commands.listing",
+    "spark-package": "amqplink.commands.spark_package",
 }
 """Sub-commands whose arguments (``add_arguments``), examples (``EPILOG``) and run (``run``)
 live in their own module."""
@@ -34,6 +35,7 @@ _HELP = {
     "receive": "receive messages (--show prints them) and settle them",
     "peek": "show messages without locking or removing them (a connection string's $management)",
     "list": "list queues, topics and subscriptions with their message counts (the management API)",
+    "spark-package": "write the zip to ship amqplink to a Spark cluster (spark-submit --py-files)",
 }
 
 EPILOG = """\

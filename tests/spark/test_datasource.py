@@ -288,11 +288,12 @@ def test_executors_without_the_package_give_one_clear_error(tmp_path: Path) -> N
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-3000:]
     ours = [line for line in done.stderr.splitlines() if line.startswith("amqplink demo:")]
-    assert len(ours) == 1 and "cannot import amqplink.spark: set PYSPARK_PYTHON" in ours[0]
+    assert len(ours) == 1 and "cannot import amqplink.spark.writer" in ours[0] and "set PYSPARK_PYTHON" in ours[0]
+    assert "amqplink spark-package" in ours[0]  # the other way: ship it
     # stdout: at most the command's one JSON line, saying why it stopped (as every command's does)
     lines = done.stdout.splitlines()
     assert len(lines) <= 1
-    assert all("cannot import amqplink.spark" in json.loads(line)["stopped"] for line in lines)
+    assert all("cannot import amqplink.spark.writer" in json.loads(line)["stopped"] for line in lines)
 
 
 def test_the_demo_without_java_says_what_to_install(tmp_path: Path) -> None:
