@@ -33,7 +33,7 @@ from pyspark.sql.datasource import (
 )
 
 from amqplink.spark.columns import IdScheme, check_schema
-from amqplink.spark.options import SinkConfig, parse_options
+from amqplink.spark.options import SinkConfig, entity_path_of, parse_options
 from amqplink.spark.rows import SCHEMA
 from amqplink.spark.source_options import parse_source_options
 from amqplink.spark.writer import PartitionStats, send_partition
@@ -249,9 +249,7 @@ class ServiceBusDataSource(DataSource):
     def _check(self, schema: StructType, overwrite: bool) -> None:
         if overwrite:
             raise ValueError("the servicebus sink only appends (a queue cannot be overwritten): use mode('append')")
-        from amqplink.servicebus.connection_string import parse_connection_string
-
-        entity = self.config.entity or parse_connection_string(self.config.connection_string).entity_path
+        entity = self.config.entity or entity_path_of(self.config)
         check_schema([(f.name, f.dataType.simpleString()) for f in schema.fields], entity_option=entity is not None)
 
     def writer(self, schema: StructType, overwrite: bool) -> ServiceBusArrowWriter:
@@ -267,9 +265,7 @@ class ServiceBusDataSource(DataSource):
             return self.config
         from dataclasses import replace
 
-        from amqplink.servicebus.connection_string import parse_connection_string
-
-        return replace(self.config, entity=parse_connection_string(self.config.connection_string).entity_path)
+        return replace(self.config, entity=entity_path_of(self.config))
 
 
 class AmqplinkDataSource(ServiceBusDataSource):

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from amqplink.spark.columns import Columns, IdScheme, columns_of_rows
-from amqplink.spark.options import SinkConfig, parse_options
+from amqplink.spark.options import SinkConfig, entity_path_of, parse_options
 from amqplink.spark.writer import CHUNK_ROWS, PartitionStats, send_partition
 
 __all__ = ["CHUNK_ROWS", "ForeachPartitionSender", "foreach_partition_sender"]
@@ -64,7 +64,5 @@ def foreach_partition_sender(options: Mapping[str, Any]) -> ForeachPartitionSend
     if config.entity is None:
         from dataclasses import replace
 
-        from amqplink.servicebus.connection_string import parse_connection_string
-
-        config = replace(config, entity=parse_connection_string(config.connection_string).entity_path)
+        config = replace(config, entity=entity_path_of(config))
     return ForeachPartitionSender(config)

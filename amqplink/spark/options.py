@@ -27,6 +27,9 @@ __all__ = [
     "SinkOptionError",
     "boolean",
     "connection_string",
+    "entity_path_of",
+    "factory_name",
+    "namespace_of",
     "non_negative_float",
     "non_negative_int",
     "nonempty",
@@ -62,7 +65,7 @@ class SinkConfig:
     connection settings (a digest, so it holds no secret) for the per-worker cache.
     """
 
-    connection_string: str = field(repr=False)
+    connection_string: str = field(default="", repr=False)
     entity: str | None = None
     max_in_flight: int = 32
     """Batch transfers awaiting their outcome at once, per partition."""
@@ -94,6 +97,10 @@ class SinkConfig:
     management_endpoint: str | None = None
     connection_verify: str | bool | None = None
     """The secondary's management API: a CA bundle path, or False to skip the certificate check."""
+    credential_factory: str | None = None
+    """``module:callable`` called on each Python worker for a token credential (:mod:`.credentials`)."""
+    fully_qualified_namespace: str | None = None
+    """The namespace, when a credential factory is given without a connection string."""
 
     @property
     def cache_key(self) -> str:
@@ -105,12 +112,35 @@ class SinkConfig:
     @property
     def namespace(self) -> str:
         """The primary namespace's host (no secret), for log lines and errors."""
-        return parse_connection_string(self.connection_string).fully_qualified_namespace
+        return namespace_of(self)
 
     @property
     def paired(self) -> bool:
         """True when a paired (secondary) namespace takes the sends the primary cannot."""
         return self.paired_connection_string is not None
+
+
+def namespace_of(config: Any) -> str:
+    """The namespace of a sink's or source's config: its connection string's endpoint, else
+    its ``fully_qualified_namespace``."""
+    if config.connection_string:
+        return str(parse_connection_string(config.connection_string).fully_qualified_namespace)
+    return str(config.fully_qualified_namespace)
+
+
+def entity_path_of(config: Any) -> str | None:
+    """The ``EntityPath`` of a config's connection string (None without one)."""
+    if not config.connection_string:
+        return None
+    path = parse_connection_string(config.connection_string).entity_path
+    return None if path is None else str(path)
+
+
+def factory_name(text: str) -> str:
+    """A ``credentialFactory``: ``module:callable`` (checked here, imported on each worker)."""
+    from amqplink.spark.credentials import check_factory_name
+
+    return check_factory_name(text)
 
 
 def positive_int(text: str) -> int:
@@ -205,12 +235,15 @@ _OPTIONS: dict[str, tuple[str, Any]] = {  # option name, lower case -> (field, c
     "enablesyphon": ("enable_syphon", boolean),
     "managementendpoint": ("management_endpoint", nonempty),
     "connectionverify": ("connection_verify", _verify),
+    "credentialfactory": ("credential_factory", factory_name),
+    "fullyqualifiednamespace": ("fully_qualified_namespace", nonempty),
 }
 OPTION_NAMES = (
     "connectionString", "entity", "maxInFlight", "maxBatchBytes", "sendTimeout", "retryTotal",
     "retryBackoffFactor", "retryBackoffMax", "retryMode", "serverBusyTimeout", "messagesPerSecond", "failOnError",
     "messageIdMode", "autoPartitionKey", "connectionIdleTimeout", "pairedConnectionString", "backlogQueueCount",
     "failoverInterval", "pingPrimaryInterval", "enableSyphon", "managementEndpoint", "connectionVerify",
+    "credentialFactory", "fullyQualifiedNamespace",
 )  # fmt: skip
 """The option names as documented (matched case-insensitively)."""
 _SPARK_OPTIONS = frozenset(("path", "checkpointlocation", "__partition_columns"))
@@ -254,7 +287,13 @@ def parse_table(
     if "connection_string" not in values and "credential_factory" not in values:
         raise SinkOptionError(
             "option connectionString is required: the namespace's connection string "
-            "(Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...)"
+            "(Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...), or credentialFactory "
+            "(e.g. azure.identity:DefaultAzureCredential) with fullyQualifiedNamespace"
+        )
+    if "connection_string" not in values and "fully_qualified_namespace" not in values:
+        raise SinkOptionError(
+            "option fullyQualifiedNamespace is required with credentialFactory and no connectionString "
+            "(<name>.servicebus.windows.net)"
         )
     return values
 

@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqplink.servicebus.connection_string import parse_connection_string
 from amqplink.spark.options import (
     SinkOptionError,
     boolean,
     connection_string,
+    entity_path_of,
+    factory_name,
+    namespace_of,
     non_negative_int,
     nonempty,
     parse_table,
@@ -66,7 +68,7 @@ class SourceConfig:
     """Everything the source's readers need, parsed and checked on the driver; pickles (the
     connection string never appears in ``repr``)."""
 
-    connection_string: str = field(repr=False)
+    connection_string: str = field(default="", repr=False)
     entity: str | None = None
     sessions: bool = False
     """The entity requires sessions: receive (and peek) session by session."""
@@ -87,13 +89,13 @@ class SourceConfig:
     retry_mode: str = "exponential"
     operation_timeout: float = 60.0
     credential_factory: str | None = None
-    """``module:callable`` made on each executor instead of the connection string's key (item 6)."""
+    """``module:callable`` called on each Python worker for a token credential (:mod:`.credentials`)."""
     fully_qualified_namespace: str | None = None
 
     @property
     def path(self) -> EntityPath:
         """The entity (the option, else the connection string's ``EntityPath``)."""
-        name = self.entity or parse_connection_string(self.connection_string).entity_path
+        name = self.entity or entity_path_of(self)
         if name is None:
             raise SinkOptionError(
                 "no entity to read: give the 'entity' option (a queue, 'topic/Subscriptions/sub', or either's "
@@ -104,7 +106,7 @@ class SourceConfig:
     @property
     def namespace(self) -> str:
         """The namespace's host (no secret), for log lines and errors."""
-        return parse_connection_string(self.connection_string).fully_qualified_namespace
+        return namespace_of(self)
 
 
 def _entity(text: str) -> str:
@@ -128,11 +130,14 @@ _OPTIONS: dict[str, tuple[str, Any]] = {
     "retrybackoffmax": ("retry_backoff_max", positive_float),
     "retrymode": ("retry_mode", retry_mode),
     "operationtimeout": ("operation_timeout", positive_float),
+    "credentialfactory": ("credential_factory", factory_name),
+    "fullyqualifiednamespace": ("fully_qualified_namespace", nonempty),
 }
 SOURCE_OPTION_NAMES = (
     "connectionString", "entity", "sessions", "checkpointLocation", "maxMessagesPerTrigger", "receiveWait",
     "maxConcurrentSessions", "numPartitions", "startingSequenceNumber", "endingSequenceNumber", "retryTotal",
-    "retryBackoffFactor", "retryBackoffMax", "retryMode", "operationTimeout",
+    "retryBackoffFactor", "retryBackoffMax", "retryMode", "operationTimeout", "credentialFactory",
+    "fullyQualifiedNamespace",
 )  # fmt: skip
 """The source's option names as documented (matched case-insensitively)."""
 

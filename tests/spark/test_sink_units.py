@@ -68,6 +68,8 @@ def test_options_are_case_insensitive_and_typed() -> None:
         ({"connectionString": CONN, "failOnError": "maybe"}, "option failOnError"),
         ({"connectionString": CONN, "messageIdMode": "random"}, "option messageIdMode"),
         ({"connectionString": CONN, "topic": "x"}, "unknown option 'topic'"),
+        ({"credentialFactory": "azure.identity:DefaultAzureCredential"}, "option fullyQualifiedNamespace is required"),
+        ({"connectionString": CONN, "credentialFactory": "not a name"}, "option credentialFactory: 'not a name' is"),
         ({"connectionString": "Endpoint=nothing;SharedAccessKey=SeCrEtKeY123="}, "option connectionString"),
     ],
 )
@@ -81,7 +83,8 @@ def test_a_bad_option_is_an_error_naming_it_without_the_key(options: dict[str, s
 def test_every_documented_option_is_accepted() -> None:
     values = {name: "1" for name in OPTION_NAMES}
     values.update(connectionString=CONN, pairedConnectionString=CONN, entity="q", retryMode="fixed",
-                  messageIdMode="content", managementEndpoint="https://x/", connectionVerify="/ca.pem")  # fmt: skip
+                  messageIdMode="content", managementEndpoint="https://x/", connectionVerify="/ca.pem",
+                  credentialFactory="azure.identity:DefaultAzureCredential")  # fmt: skip
     config = parse_options(values)
     assert config.paired and config.message_id_mode == "content"
 

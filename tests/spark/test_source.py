@@ -239,3 +239,30 @@ def test_a_streaming_read_needs_a_checkpoint_location(spark: Any, sb_broker: Bro
     with pytest.raises(Exception, match="option checkpointLocation is required"):
         frame.writeStream.format("console").start().awaitTermination(60)
     assert ServiceBusSubQueue.DEAD_LETTER  # (the sub-queue names the source reads)
+
+
+def test_a_credential_factory_gives_the_executors_their_tokens(spark: Any, sb_broker: Broker, tmp_path: Path) -> None:
+    """``credentialFactory`` names a callable each Python worker calls for a token credential
+    (its tokens are the only good ones here: the connection string, which gives the namespace,
+    has a wrong key, and without the factory the broker refuses it)."""
+    import re
+
+    wrong = re.sub(r"SharedAccessKey=[^;]*", "SharedAccessKey=not-the-key", sb_broker.connection_string)
+    factory = {"connectionString": wrong, "credentialFactory": "tests.spark.token_factory:make"}
+    queue = new_queue(sb_broker)
+    frame = spark.range(0, 300, numPartitions=3).selectExpr("cast(id as string) as body")
+    frame.write.format("servicebus").options(entity=queue, **factory).mode("append").save()
+    read = spark.read.format("servicebus").options(entity=queue, **factory).load()
+    assert sorted(int(r.body) for r in read.collect()) == list(range(300))
+    seen: list[Any] = []
+    stream = spark.readStream.format("servicebus").options(entity=queue, checkpointLocation=str(tmp_path), **factory)
+    query = _run_available_now(stream.load(), tmp_path, lambda df, _b: seen.extend(df.collect()))
+    assert query.exception() is None and len(seen) == 300
+    with pytest.raises(Exception, match="SAS token refused"):
+        frame.write.format("servicebus").options(connectionString=wrong, entity=queue, retryTotal="0").mode(
+            "append"
+        ).save()
+    missing = "tests.spark.token_factory:nothing"
+    with pytest.raises(Exception, match=re.escape(f"credentialFactory {missing!r} cannot be loaded")):
+        spark.read.format("servicebus").options(connectionString=wrong, entity=queue,
+                                                credentialFactory=missing).load().collect()  # fmt: skip
