@@ -35,8 +35,9 @@ from amqplink.spark import cache
 from amqplink.spark.checks import check_arrow, entities_of, too_large
 from amqplink.spark.columns import IGNORED, BadRowError, Columns, IdScheme
 from amqplink.spark.encoding import Encoded, Run, encoded_rows, runs_of
+from amqplink.spark.framing import FramedRun, framed_runs
 from amqplink.spark.options import SinkConfig, redact
-from amqplink.sync import _run
+from amqplink.sync.loop import run as _run
 
 __all__ = ["CHUNK_ROWS", "Chunk", "PartitionStats", "SinkWriteError", "send_partition"]
 
@@ -125,11 +126,11 @@ class _Pipeline:
             if opened is None:
                 opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
             batch, body_bytes = opened
-            if not batch._add_encoded(encoded, message):
+            if not batch.add_encoded(encoded, message):
                 if len(batch):
                     await self._launch(name, batch, body_bytes)
                     batch, body_bytes = ServiceBusMessageBatch(self.limits[name]), 0
-                if not batch._add_encoded(encoded, message):
+                if not batch.add_encoded(encoded, message):
                     made = message if isinstance(message, ServiceBusMessage) else message()
                     raise self._too_large(name, encoded, made.message_id, batch)
             self.open[group] = (batch, body_bytes + size)
@@ -150,7 +151,7 @@ class _Pipeline:
             if opened is None:
                 opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
             batch, body_bytes = opened
-            added = batch._add_run(encoded, start, run.message)
+            added = batch.add_run(encoded, start, run.message)
             if added:
                 body_bytes += sum(map(len, bodies[start : start + added]))
                 start += added
@@ -173,6 +174,34 @@ class _Pipeline:
     async def limits_of(self, entities: list[str]) -> dict[str, int]:
         """The largest batch transfer each of ``entities`` takes (attaching a sender to learn it)."""
         return {entity: await self._limit(entity) for entity in entities}
+
+    async def feed_framed(self, run: FramedRun) -> None:
+        """:meth:`feed_run` of a run already framed (:mod:`.framing`): each batch takes one slice."""
+        name = self._entity(None)
+        group = (name, run.key)
+        offsets, body_offsets = run.offsets, run.body_offsets
+        start, end = 0, len(run)
+        while start < end:
+            self._raise_if_failed()
+            opened = self.open.get(group)
+            if opened is None:
+                opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
+            batch, body_bytes = opened
+            added = batch.add_framed(run.data, offsets, start, run.message)
+            if added:
+                body_bytes += body_offsets[start + added] - body_offsets[start]
+                start += added
+                self.handed += added
+                self.open[group] = (batch, body_bytes)
+            elif not len(batch):
+                size = offsets[start + 1] - offsets[start]
+                raise too_large(self.partition, self.handed, run.message(start).message_id, size, name,
+                                batch.max_size_in_bytes)  # fmt: skip
+            if start < end:  # the next row does not fit: this batch is full
+                await self._launch(name, batch, body_bytes)
+                self.open[group] = (ServiceBusMessageBatch(self.limits[name]), 0)
+        if len(self.open) > self.config.max_in_flight:
+            await self.flush()
 
     async def _throttle(self, rate: float) -> None:
         ahead = self.started + self.handed / rate - time.monotonic()
@@ -274,6 +303,11 @@ async def _feed_arrow(pipeline: _Pipeline, batch: Any, scheme: IdScheme, first_r
     entity = pipeline.config.entity
     limits = await pipeline.limits_of(entities_of(batch, entity))
     check_arrow(batch, scheme, first_row, entity, limits)
+    runs = _framed(pipeline, batch, scheme, first_row)
+    if runs is not None:
+        for run in runs:
+            await pipeline.feed_framed(run)
+        return int(batch.num_rows)
     rows = 0
     skip = (*IGNORED, "entity") if entity is not None else IGNORED  # the option wins over the column
     taken = [(i, name) for i, name in enumerate(batch.schema.names) if name not in skip]
@@ -282,6 +316,16 @@ async def _feed_arrow(pipeline: _Pipeline, batch: Any, scheme: IdScheme, first_r
         columns = {name: part.column(i).to_pylist() for i, name in taken}
         rows += await _encode_and_feed(pipeline, columns, scheme, first_row + rows)
     return rows
+
+
+def _framed(pipeline: _Pipeline, batch: Any, scheme: IdScheme, first_row: int) -> list[FramedRun] | None:
+    """The batch as framed runs (:mod:`.framing`) when it takes that path: only a ``body``
+    column (besides the ones the sink ignores), position ids, no rate to pace each row."""
+    skip = (*IGNORED, "entity") if pipeline.config.entity is not None else IGNORED
+    names = [name for name in batch.schema.names if name not in skip]
+    if names != ["body"] or scheme.mode != "position" or pipeline.config.messages_per_second is not None:
+        return None
+    return framed_runs(batch.column(batch.schema.names.index("body")), scheme, first_row)
 
 
 async def _feed(pipeline: _Pipeline, chunk: Chunk, scheme: IdScheme, first_row: int) -> int:

@@ -362,16 +362,16 @@ def test_a_run_fills_a_batch_as_one_message_at_a_time_does(
 
     alone, together = ServiceBusMessageBatch(limit), ServiceBusMessageBatch(limit)
     for i in range(min(before, start)):  # a batch that holds some already
-        assert alone._add_encoded(encoded[i], first(i)) == together._add_encoded(encoded[i], first(i))
+        assert alone.add_encoded(encoded[i], first(i)) == together.add_encoded(encoded[i], first(i))
     made.clear()
     added = 0
     for i in range(start, len(encoded)):
-        if not alone._add_encoded(encoded[i], lambda i=i: first(i)):
+        if not alone.add_encoded(encoded[i], lambda i=i: first(i)):
             break
         added += 1
     expected_first = list(made)
     made.clear()
-    assert together._add_run(encoded, start, first) == added
+    assert together.add_run(encoded, start, first) == added
     assert made == expected_first  # the first message made only when the batch has none
     assert (len(together), together.size_in_bytes, together._payload()) == (
         len(alone),
