@@ -28,6 +28,7 @@ _MODULES = {
     "list": "amqplink.commands.listing",
     "local-queue": "amqplink.commands.local_queue",
     "syphon": "amqplink.commands.syphon",
+    "spark-package": "amqplink.commands.spark_package",
 }
 """Sub-commands whose arguments (``add_arguments``), examples (``EPILOG``) and run (``run``)
 live in their own module."""
@@ -38,6 +39,7 @@ _HELP = {
     "list": "list queues, topics and subscriptions with their message counts (the management API)",
     "local-queue": "show what a client's local queue (LocalQueueOptions) holds, or --forward it by hand",
     "syphon": "move the messages parked in a secondary namespace's backlog queues back to the primary (a service)",
+    "spark-package": "write the zip to ship amqplink to a Spark cluster (spark-submit --py-files)",
 }
 
 EPILOG = """\

@@ -15,7 +15,9 @@ partitions) written to a fresh queue by each side:
 Each side's rows are counted in the queue afterwards (both must deliver every row).
 Each side runs in a SparkSession of its own (its Python workers are its own), after a
 small warm-up write (workers started and modules imported, as in any job past its first
-task; Spark's defaults otherwise, so workers are reused). Reports rows/s (the timed
+task; Spark's defaults otherwise, so workers are reused) and an untimed pass of the whole
+frame through the nothing-sent path (the JVM's JIT compiled the frame's code: otherwise the
+first timed write pays for it, 5-10 µs of JVM CPU per row here). Reports rows/s (the timed
 write's wall time; Spark's start-up is not in it), the ratio (goal >= 5x), the rows/s of
 the same path sending nothing (an Arrow data source that only reads its rows, and a
 ``foreachPartition`` that only iterates them: Spark's own cost, the ceiling), and the
@@ -23,6 +25,7 @@ peak memory of the Python workers: the largest ``VmHWM`` (peak resident set) of 
 ``pyspark`` worker process, sampled from ``/proc``.
 
     python3 interop/bench_spark.py [--rows 100000] [--size 1024] [--rounds 3]
+    python3 interop/bench_spark.py --opcodes [--rows 50000]   (the send loop alone, no Spark)
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ sys.path.insert(0, str(ROOT))
 from interop.bench_sbclient import Clock, broker_process, process_cpu  # noqa: E402
 
 GOAL = 5.0
+FLOOR_GOAL = 0.8
+"""The sink's rows/s against Spark's own path with nothing sent (issue 33)."""
 PARTITIONS = 4
 WARM_UP_ROWS = 2000
 
@@ -168,16 +173,30 @@ BROKER_CPU: dict[str, float] = {}
 """Side -> the broker process's CPU seconds during its timed write."""
 WORKER_CPU: dict[str, float] = {}
 """Side -> the Python workers' CPU seconds during its timed write."""
+JVM_CPU: dict[str, float] = {}
+"""Side (and side + " floor") -> the driver JVM's CPU seconds (local mode: the executors too)."""
+FLOOR_CPU: dict[str, float] = {}
+"""Side -> the JVM's and the Python workers' CPU seconds of the same path sending nothing."""
+
+
+def jvm_pid() -> int:
+    """The pid of this process's Spark JVM (launched by PySpark's gateway)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    return int(proc.pid) if proc is not None else 0
 
 
 def timed(label: str, write: Callable[[], None], conn_str: str, queue: str, rows: int) -> tuple[float, int]:
     """(rows/s, peak worker kB) of ``write``; checks every row reached ``queue``."""
     with WorkerMemory() as memory:
-        broker = process_cpu(Clock.broker_pid)
+        broker, jvm = process_cpu(Clock.broker_pid), process_cpu(jvm_pid())
         started = time.perf_counter()
         write()
         seconds = time.perf_counter() - started
         BROKER_CPU[label] = process_cpu(Clock.broker_pid) - broker
+        JVM_CPU[label] = process_cpu(jvm_pid()) - jvm
     WORKER_CPU[label] = memory.cpu
     count = stored(conn_str, queue)
     if count != rows:
@@ -208,21 +227,58 @@ def run_side(name: str, conn_str: str, rows: int, size: int) -> tuple[float, int
                 df.foreachPartition(sdk_sender(conn_str, queue))
 
         write(frame(WARM_UP_ROWS), f"warm-{uuid.uuid4().hex[:8]}")  # workers started, modules imported
-        queue = f"{name}-{uuid.uuid4().hex[:8]}"
         df = frame(rows)
-        rate, peak = timed(name, lambda: write(df, queue), conn_str, queue, rows)
-        # Spark's own cost on the same path, nothing sent: rows to Python objects and dropped.
         if name == "ours":
             spark.dataSource.register(floor_source())
+
+        def nothing_sent() -> None:  # Spark's own cost on the same path: rows to Python objects and dropped
+            if name == "ours":
+                df.write.format("bench_floor").mode("append").save()
+            else:
+                df.foreachPartition(lambda rows: sum(1 for _ in rows) and None)
+
+        nothing_sent()  # the JVM's JIT warmed on the full frame (it was not, for the first timed write)
+        queue = f"{name}-{uuid.uuid4().hex[:8]}"
+        rate, peak = timed(name, lambda: write(df, queue), conn_str, queue, rows)
+        with WorkerMemory() as memory:
+            jvm = process_cpu(jvm_pid())
             floor = time.perf_counter()
-            df.write.format("bench_floor").mode("append").save()
-        else:
-            floor = time.perf_counter()
-            df.foreachPartition(lambda rows: sum(1 for _ in rows) and None)
-        floor_rate = rows / (time.perf_counter() - floor)
+            nothing_sent()
+            floor_rate = rows / (time.perf_counter() - floor)
+            JVM_CPU[f"{name} floor"] = process_cpu(jvm_pid()) - jvm
+        FLOOR_CPU[name] = JVM_CPU[f"{name} floor"] + memory.cpu
         return rate, peak, startup, floor_rate
     finally:
         spark.stop()
+
+
+def run_opcodes(rows: int, size: int) -> None:
+    """The sink's send loop alone (``send_partition``, no Spark) on Arrow record batches of
+    10,000 body-only rows: Python opcodes per row on the calling thread (which runs the event
+    loop while it waits; what the keeper thread runs is not counted), deterministic enough to
+    compare two versions of the code on a shared machine."""
+    import pyarrow as pa
+
+    from amqplink.spark.columns import IdScheme
+    from amqplink.spark.options import parse_options
+    from amqplink.spark.writer import send_partition
+    from interop.bench_ingest import OpcodeCounter
+
+    bodies = [str(i).ljust(size, ".").encode() for i in range(rows)]
+    batches = [pa.RecordBatch.from_pydict({"body": pa.array(bodies[s : s + 10_000], pa.binary())})
+               for s in range(0, rows, 10_000)]  # fmt: skip
+    with broker_process() as conn_str:
+        send_partition(parse_options({"connectionString": conn_str, "entity": "warm"}), batches[:1],
+                       IdScheme("position", "w", 0))  # fmt: skip
+        config = parse_options({"connectionString": conn_str, "entity": f"opcodes-{uuid.uuid4().hex[:8]}"})
+        counter = OpcodeCounter()
+        counter.enable()
+        try:
+            stats = send_partition(config, batches, IdScheme("position", uuid.uuid4().hex, 0))
+        finally:
+            counter.disable()
+    print(f"send_partition, {stats.rows:,} rows of {size} B in Arrow batches: "
+          f"{counter.opcodes / rows:.1f} Python opcodes per row (calling thread)")  # fmt: skip
 
 
 def main() -> None:
@@ -230,14 +286,19 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of (sink, SDK), each side in turn")
+    parser.add_argument("--opcodes", action="store_true", help="the send loop's Python opcodes per row (no Spark)")
     args = parser.parse_args()
+    if args.opcodes:
+        run_opcodes(args.rows, args.size)
+        return
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    runs: dict[str, list[tuple[float, int, float, float, float, float]]] = {"ours": [], "sdk": []}
+    runs: dict[str, list[tuple[float, ...]]] = {"ours": [], "sdk": []}
     with broker_process() as conn_str:
         for _ in range(args.rounds):
             for side in ("ours", "sdk"):
                 rate, kb, startup, floor = run_side(side, conn_str, args.rows, args.size)
-                runs[side].append((rate, kb, startup, floor, WORKER_CPU[side], BROKER_CPU[side]))
+                runs[side].append((rate, kb, startup, floor, WORKER_CPU[side], BROKER_CPU[side], JVM_CPU[side],
+                                   FLOOR_CPU[side], JVM_CPU[f"{side} floor"]))  # fmt: skip
     print(f"bench_spark: {args.rows:,} rows of {args.size} B, local[2], {PARTITIONS} partitions, {args.rounds} "
           f"rounds of (sink, SDK); each side in a SparkSession of its own after a {WARM_UP_ROWS:,}-row warm-up "
           "write (Spark's start-up not counted)")  # fmt: skip
@@ -245,19 +306,28 @@ def main() -> None:
     for i, (ours, sdk) in enumerate(zip(runs["ours"], runs["sdk"], strict=True), 1):
         print(f"{i:<6} {ours[0]:>21,.0f} {sdk[0]:>11,.0f} {ours[0] / sdk[0]:>5.1f}x")
     print(f"{'side':<24} {'median rows/s':>14} {'peak worker RSS':>16} {'same path, nothing sent':>24} "
-          f"{'CPU/row workers':>16} {'CPU/row broker':>15}")  # fmt: skip
-    medians = {}
+          f"{'CPU/row workers':>16} {'CPU/row broker':>15} {'CPU/row JVM':>12} "
+          f"{'nothing sent, CPU/row (JVM)':>28}")  # fmt: skip
+    medians, floors = {}, {}
     for label, side in (("amqplink sink", "ours"), ("SDK foreachPartition", "sdk")):
         got = runs[side]
         medians[side] = statistics.median(r[0] for r in got)
         peak = max(r[1] for r in got) / 1024
-        floor = statistics.median(r[3] for r in got)
-        worker_us = statistics.median(r[4] for r in got) * 1e6 / args.rows
-        broker_us = statistics.median(r[5] for r in got) * 1e6 / args.rows
-        print(f"{label:<24} {medians[side]:>14,.0f} {peak:>13.0f} MB {floor:>17,.0f} rows/s "
-              f"{worker_us:>13.0f} us {broker_us:>12.0f} us")  # fmt: skip
+        floors[side] = statistics.median(r[3] for r in got)
+        worker_us, broker_us, jvm_us, floor_us, floor_jvm_us = (
+            statistics.median(r[i] for r in got) * 1e6 / args.rows for i in (4, 5, 6, 7, 8))
+        print(f"{label:<24} {medians[side]:>14,.0f} {peak:>13.0f} MB {floors[side]:>17,.0f} rows/s "
+              f"{worker_us:>13.1f} us {broker_us:>12.1f} us {jvm_us:>9.1f} us {floor_us:>12.1f} us "
+              f"({floor_jvm_us:.1f} us)")  # fmt: skip
     ratio = medians["ours"] / medians["sdk"]
     print(f"ratio of the medians {ratio:.1f}x (goal >= {GOAL:.0f}x): {'met' if ratio >= GOAL else 'NOT met'}")
+    ours = runs["ours"]
+    to_floor = statistics.median(r[0] / r[3] for r in ours)
+    cpu_total = statistics.median((r[4] + r[5] + r[6]) / r[7] for r in ours)
+    print(f"sink / same path sending nothing: {to_floor:.2f}x rows/s (goal >= {FLOOR_GOAL}x: "
+          f"{'met' if to_floor >= FLOOR_GOAL else 'NOT met'}); CPU per row, all processes (JVM, workers, broker), "
+          f"{cpu_total:.2f}x the nothing-sent path's (JVM, workers), so {1 / cpu_total:.2f}x on a machine the "
+          "processes have to themselves")
 
 
 if __name__ == "__main__":

@@ -148,7 +148,9 @@ def test_unknown_host_is_one_clear_line_not_a_traceback() -> None:
     assert len(lines) == 1 and "cannot listen on 256.0.0.1:0" in lines[0], proc.stderr
 
 
-@pytest.mark.parametrize("command", ["demo", "roundtrip", "send", "receive", "peek", "list", "broker", "broker-fault"])
+@pytest.mark.parametrize(
+    "command", ["demo", "roundtrip", "send", "receive", "peek", "list", "spark-package", "broker", "broker-fault"]
+)
 def test_help_shows_each_meaningful_default_once(command: str) -> None:
     parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]

@@ -46,7 +46,7 @@ from amqplink.codec.types import (
     ULong,
 )
 from amqplink.message._decode import decode_learned, decode_unlearned
-from amqplink.message._id_only import id_only_properties
+from amqplink.message._id_only import ID_ONLY_HEADS, ID_ONLY_MAX, id_only_properties
 from amqplink.message.application import application_property_error
 from amqplink.protocol.definitions import (
     AmqpSequence,
@@ -60,7 +60,11 @@ from amqplink.protocol.definitions import (
     Properties,
 )
 
-__all__ = ["BodyType", "Message", "data_section_header"]
+__all__ = ["DATA8_HEAD", "DATA32_HEAD", "ID_ONLY_HEADS", "ID_ONLY_MAX", "BodyType", "Message", "data_section_header"]
+# ID_ONLY_HEADS, ID_ONLY_MAX: the encoded properties section of a message-id alone, up to the
+# id's bytes, by the id's length (at most ID_ONLY_MAX UTF-8 bytes): what the encoder writes
+# for a message whose properties are its id, for writers that assemble messages themselves
+# (the PySpark sink); kept in amqplink.message._id_only with its reader.
 
 BodyType = str  # "data", "sequence", "sequences", "value"
 
@@ -68,8 +72,12 @@ M = TypeVar("M", bound="Message")
 
 PARTITION_KEY = Symbol("x-opt-partition-key")
 
-_DATA8 = b"\x00\x53\x75\xa0"
-_DATA32 = b"\x00\x53\x75\xb0"
+DATA8_HEAD = b"\x00\x53\x75\xa0"
+"""A data section's descriptor and vbin8 constructor (3.2.6); the size follows in one byte."""
+DATA32_HEAD = b"\x00\x53\x75\xb0"
+"""A data section's descriptor and vbin32 constructor; the size follows in four bytes."""
+_DATA8 = DATA8_HEAD
+_DATA32 = DATA32_HEAD
 _DATA32_WORD = int.from_bytes(_DATA32, "big")
 _DATA32_PACK = struct.Struct(">II").pack  # _DATA32 as a word, then the size: the vbin32 section header
 _VIEW_COPY_LIMIT = 64 * 1024

@@ -22,17 +22,18 @@ or ``str(msg)``).
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import enum
 import itertools
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from amqplink.codec.types import Symbol, Timestamp
-from amqplink.message import Message
+from amqplink.message import Message, data_section_header
 from amqplink.protocol.definitions import Properties
 from amqplink.sbwire.annotations import DEAD_LETTER_ERROR_DESCRIPTION, DEAD_LETTER_REASON
 from amqplink.sbwire.annotations import DEADLETTER_SOURCE as X_OPT_DEAD_LETTER_SOURCE
@@ -567,12 +568,17 @@ class ServiceBusMessageBatch:
     """Messages sent as one transfer (message-format ``0x80013700``); ``add_message`` raises
     :class:`MessageSizeExceededError` once the next message would pass ``max_size_in_bytes``."""
 
-    __slots__ = ("_count", "_encoded", "_first", "_max_size_in_bytes", "_messages_size", "_size")
+    __slots__ = ("_count", "_encoded", "_first", "_framed", "_head", "_max_size_in_bytes", "_messages_size", "_size")
 
     def __init__(self, max_size_in_bytes: int | None = None) -> None:
         self._max_size_in_bytes = max_size_in_bytes or MAX_MESSAGE_LENGTH_BYTES
         self._encoded: list[bytes] = []
+        self._framed: list[bytes | memoryview] = []
+        """Messages already framed as their data sections (:meth:`add_framed`); once there are
+        some, every message goes there, so the transfer keeps the order they were added in."""
         self._first: ServiceBusMessage | None = None
+        self._head: bytes | None = None
+        """The envelope's sections (the first message's ids), encoded once with the first message."""
         self._size = _EMPTY_SIZE
         """The transfer's real size (envelope included): what the limit is checked against."""
         self._messages_size = 0
@@ -609,36 +615,49 @@ class ServiceBusMessageBatch:
 
     def _add(self, message: ServiceBusMessage) -> bool:
         """Add a checked message; False (and nothing added) if the batch would pass its maximum."""
-        return self._add_encoded(message._message.encode(), message)
+        return self.add_encoded(message._message.encode(), message)
 
-    def _add_encoded(self, encoded: bytes, message: ServiceBusMessage | Callable[[], ServiceBusMessage]) -> bool:
-        """Add a message already encoded (``message`` or a function making it: the first one
-        gives the envelope its ids); False (and nothing added) if the batch would pass its maximum."""
+    def add_encoded(self, encoded: bytes, message: ServiceBusMessage | Callable[[], ServiceBusMessage]) -> bool:
+        """Beyond the SDK: add a message already encoded (``message`` is it, or a function
+        making it, called only if it is the batch's first: the envelope takes its ids); False
+        (and nothing added) if the batch would pass its maximum. The caller vouches that
+        ``encoded`` is ``message``'s encoding (the PySpark sink writes it directly)."""
         grown = _in_batch(len(encoded))
         size_after = self._size + grown
         first = None
+        head = b""
         if self._first is None:
             first = message if isinstance(message, ServiceBusMessage) else message()
-            size_after += _envelope_size(first)
+            head = _envelope_head(first)
+            size_after += _envelope_size(head)
         if size_after > self._max_size_in_bytes:
             return False
-        self._encoded.append(encoded)
+        if self._framed:
+            self._framed += (data_section_header(len(encoded)), encoded)
+        else:
+            self._encoded.append(encoded)
         if first is not None:
-            self._first = first
+            self._first, self._head = first, head
         self._size = size_after
         self._messages_size += grown
         self._count += 1
         return True
 
-    def _add_run(self, encoded: list[bytes], start: int, first: Callable[[int], ServiceBusMessage]) -> int:
-        """:meth:`_add_encoded` of ``encoded[start:]`` in turn, until one does not fit: how many
-        were added (``first(i)`` makes the message of ``encoded[i]`` when it is the batch's first)."""
+    def add_run(self, encoded: list[bytes], start: int, first: Callable[[int], ServiceBusMessage]) -> int:
+        """Beyond the SDK: :meth:`add_encoded` of ``encoded[start:]`` in turn, until one does not
+        fit: how many were added (``first(i)`` makes the message of ``encoded[i]`` when it is
+        the batch's first)."""
         if start >= len(encoded):
             return 0
         if self._first is None:
-            if not self._add_encoded(encoded[start], lambda: first(start)):
+            if not self.add_encoded(encoded[start], lambda: first(start)):
                 return 0
-            return 1 + self._add_run(encoded, start + 1, first)
+            return 1 + self.add_run(encoded, start + 1, first)
+        if self._framed:
+            added = 0
+            while start + added < len(encoded) and self.add_encoded(encoded[start + added], lambda: first(0)):
+                added += 1
+            return added
         size = self._size
         limit = self._max_size_in_bytes
         end = start
@@ -654,13 +673,55 @@ class ServiceBusMessageBatch:
         self._count += end - start
         return end - start
 
+    def add_framed(
+        self, data: bytes | memoryview, offsets: Sequence[int], start: int, first: Callable[[int], ServiceBusMessage]
+    ) -> int:
+        """Beyond the SDK: add messages ``start, start + 1, ...`` of a run already framed, as many
+        as fit; how many were added. ``data[offsets[i]:offsets[i + 1]]`` is message ``i`` as the
+        batch carries it: its data section's head and its encoding (``data_section_header(n)``
+        and the ``n`` encoded bytes), so the messages taken are one slice of ``data``, added
+        without a copy. ``first(i)`` makes message ``i`` when it is the batch's first (the
+        envelope takes its ids). The caller vouches for the framing (the PySpark sink makes it
+        with pyarrow, a test compares it with :meth:`add_encoded`'s)."""
+        last = len(offsets) - 1
+        if start >= last:
+            return 0
+        size = self._size
+        envelope = 0
+        made = None
+        head = b""
+        if self._first is None:
+            made = first(start)
+            head = _envelope_head(made)
+            envelope = _envelope_size(head)
+        room = self._max_size_in_bytes - size - envelope
+        end = bisect.bisect_right(offsets, offsets[start] + room, start, last + 1) - 1
+        if end <= start:
+            return 0
+        if self._encoded:  # from now on every message is framed, in the order added
+            for encoded in self._encoded:
+                self._framed += (data_section_header(len(encoded)), encoded)
+            self._encoded = []
+        grown = offsets[end] - offsets[start]
+        self._framed.append(memoryview(data)[offsets[start] : offsets[end]])
+        if made is not None:
+            self._first, self._head = made, head
+        self._size = size + envelope + grown
+        self._messages_size += grown
+        self._count += end - start
+        return end - start
+
     def _payload(self) -> bytes:
         """The transfer payload: an envelope with the first message's ids, one data section per message."""
-        envelope = Message(None)
-        first = self._first
-        if first is not None:
-            _copy_envelope(first._message, envelope)
-        return envelope.encode_with_data(self._encoded)
+        head = self._head
+        if head is None:  # empty: an envelope alone
+            return Message(None).encode_with_data([])
+        if self._framed:
+            return b"".join((head, *self._framed))
+        parts: list[bytes] = [head]
+        for encoded in self._encoded:
+            parts += (data_section_header(len(encoded)), encoded)
+        return b"".join(parts)
 
 
 def _copy_envelope(first: Message, envelope: Message) -> None:
@@ -683,10 +744,19 @@ _EMPTY_SIZE = len(Message(None).encode())
 """An empty batch's size (a message with no sections but the null body a message needs)."""
 
 
-def _envelope_size(first: ServiceBusMessage) -> int:
+def _envelope_head(first: ServiceBusMessage) -> bytes:
+    """The envelope's sections before its data sections: the first message's ids (as the SDK)."""
     envelope = Message(None)
     _copy_envelope(first._message, envelope)
-    return len(envelope.encode()) - _EMPTY_SIZE
+    return envelope.encode_with_data([])
+
+
+def _envelope_size(head: bytes) -> int:
+    """What an envelope of sections ``head`` adds to an empty batch's size."""
+    return len(head) - _EMPTY_HEAD_SIZE
+
+
+_EMPTY_HEAD_SIZE = len(Message(None).encode_with_data([]))
 
 
 def to_outgoing(message: ServiceBusMessage | AmqpAnnotatedMessage | Mapping[str, Any] | Message) -> ServiceBusMessage:

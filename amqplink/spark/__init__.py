@@ -1,7 +1,9 @@
 """The PySpark sink: Spark rows -> Service Bus messages, batched, pipelined and idempotent.
 
-- :func:`register` adds the Python Data Source ``servicebus`` (alias ``amqplink``) to a
-  Spark 4 session, for ``df.write`` and ``df.writeStream`` (:mod:`.datasource`);
+- the Python Data Source ``servicebus`` (:mod:`.datasource`), for ``df.write`` and
+  ``df.writeStream``: Spark 4 finds it by itself through the top-level module
+  ``pyspark_servicebus``; :func:`register` adds it (and the alias ``amqplink``) to one session
+  explicitly;
 - :func:`foreach_partition_sender` for ``foreachPartition`` (Spark 3 too) (:mod:`.foreach`).
 
 One send loop under both (:mod:`.writer`); options in :mod:`.options`, columns and message

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqplink.servicebus.aio import PairedNamespaceOptions, ServiceBusClient, ServiceBusSender
+from amqplink.spark.credentials import make_async_client
 from amqplink.spark.options import SinkConfig
 
 __all__ = ["Lease", "acquire", "discard", "open_entries", "release"]
@@ -61,17 +62,12 @@ _closing: set[asyncio.Task[None]] = set()
 
 
 def make_client(config: SinkConfig) -> ServiceBusClient:
-    """An unopened asyncio client for ``config`` (paired when a paired connection string is given)."""
-    kwargs: dict[str, Any] = dict(
-        retry_total=config.retry_total,
-        retry_backoff_factor=config.retry_backoff_factor,
-        retry_backoff_max=config.retry_backoff_max,
-        retry_mode=config.retry_mode,
-        timeout=config.send_timeout,
-    )
+    """An unopened asyncio client for ``config`` (paired when a paired connection string is
+    given; a token credential when ``credentialFactory`` is)."""
+    kwargs: dict[str, Any] = {"timeout": config.send_timeout}
     if config.paired_connection_string is not None:
         kwargs["paired_namespace"] = paired_options(config)
-    return ServiceBusClient.from_connection_string(config.connection_string, **kwargs)
+    return make_async_client(config, **kwargs)
 
 
 def paired_options(config: SinkConfig) -> PairedNamespaceOptions:

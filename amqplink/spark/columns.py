@@ -4,18 +4,24 @@ Columns take the SDK's property names: ``body`` (binary or string, required) and
 optional ``message_id``, ``session_id``, ``partition_key``, ``subject``, ``content_type``,
 ``correlation_id``, ``to``, ``reply_to``, ``time_to_live`` (seconds as a number, or a
 day-time interval), ``scheduled_enqueue_time`` (timestamp), ``application_properties``
-(``map<string,string>`` or a struct) and ``entity`` (overrides the option per row, as
-Kafka's ``topic`` column does). An unknown column or a wrong type is an error naming it.
+(``map<string,string>`` or a struct) and ``entity`` (where the row goes when no ``entity``
+option is given: the option wins, as Kafka's ``topic`` option wins over its ``topic`` column).
+The source's broker-set columns (:data:`IGNORED`) are taken and not sent. An unknown column
+or a wrong type is an error naming it.
 
 Message ids, when no ``message_id`` column gives one (:class:`IdScheme`):
 
-- streaming: ``<query id>:<batch id>:<partition>:<row>``;
-- batch, ``messageIdMode=position`` (default): ``<write id>:<partition>:<row>``, the write
-  id made once on the driver, so a retried task makes the same ids;
-- batch, ``messageIdMode=content``: the first 32 hex digits of SHA-256 over the row's
-  columns (name-sorted ``repr`` of the values), so re-running a whole job makes the same
-  ids too, and identical rows share an id (and are de-duplicated);
+- ``messageIdMode=position`` (default): ``<query id>:<batch id>:<partition>:<row>`` when
+  streaming (a micro-batch replayed from the checkpoint makes the same ids),
+  ``<write id>:<partition>:<row>`` in a batch write (the write id made once on the driver), so
+  a retried task makes the same ids as long as it sees the same rows in the same order;
+- ``messageIdMode=content``: a digest of the message's body and properties
+  (:func:`content_id`), whatever order the rows come in: right after a shuffle or any
+  non-deterministic input; re-running a whole job makes the same ids too, and identical rows
+  share an id (duplicate detection keeps one);
 - ``messageIdMode=none``: the client's random id (as the SDK gives): a resent row is a new message.
+
+docs/spark.md#message-ids says when each is right.
 
 A row without ``partition_key`` or ``session_id`` gets a partition key made from its id
 (:meth:`IdScheme.partition_key`; ``autoPartitionKey=false`` turns this off).
@@ -31,17 +37,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqplink import AMQPLinkError
-from amqplink.servicebus.message import ServiceBusMessage
+from amqplink.servicebus.message import MESSAGE_PROPERTY_MAX_LENGTH, ServiceBusMessage
 
 __all__ = [
     "COLUMNS",
+    "BadRowError",
     "Columns",
     "IdScheme",
     "SinkSchemaError",
+    "bad_row",
     "check_schema",
     "check_struct",
     "columns_of_rows",
+    "content_id",
     "messages",
+    "row_id",
 ]
 
 _STRING = ("string",)
@@ -60,9 +70,16 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "scheduled_enqueue_time": ("timestamp", "timestamp_ntz"),
     "application_properties": ("map<string,string>", "struct"),
     "entity": _STRING,
+    "sequence_number": ("bigint", "int"),
+    "enqueued_time": ("timestamp", "timestamp_ntz"),
+    "delivery_count": ("int", "bigint"),
 }
 """Column name -> the Spark types (``DataType.simpleString()``, prefix-matched) it may have."""
+IGNORED = ("sequence_number", "enqueued_time", "delivery_count")
+"""The source's columns the broker sets (:mod:`.rows`): taken, so that a read can be written back
+unchanged, and not sent (Service Bus sets them again)."""
 _KWARGS = {"scheduled_enqueue_time": "scheduled_enqueue_time_utc"}
+_NOT_PROPERTIES = frozenset(("body", "entity", *IGNORED))
 _PYTHON = {"message_id", "session_id", "partition_key", "subject", "content_type", "correlation_id", "to", "reply_to"}
 
 Columns = Mapping[str, Sequence[Any]]
@@ -149,9 +166,39 @@ class IdScheme:
         return f"k{zlib.crc32(message_id.encode('utf-8', 'surrogatepass')) % KEY_BUCKETS}"
 
 
-def _content_id(row: Mapping[str, Any]) -> str:
-    text = repr(tuple((name, row[name]) for name in sorted(row)))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+def content_id(body: str | bytes, fields: Mapping[str, Any]) -> str:
+    """The first 32 hex digits of SHA-256 over a message's content: its body (text as UTF-8, so
+    a string and a binary body with the same bytes agree) and its properties as sent (``fields``:
+    the :class:`ServiceBusMessage` keywords, nulls already left out; application properties by
+    key), each length-prefixed, so the id depends on what the message holds, not on the
+    DataFrame's column order, a null column or a missing one."""
+    digest = hashlib.sha256()
+
+    def put(tag: str, data: bytes) -> None:
+        name = tag.encode("utf-8", "surrogatepass")
+        digest.update(b"%d:%s%d:%s" % (len(name), name, len(data), data))
+
+    put("body", body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body)
+    for name in sorted(fields):
+        value = fields[name]
+        if name == "application_properties":
+            for key in sorted(value):
+                put(f"p:{key}", _canonical(value[key]))
+        else:
+            put(f"f:{name}", _canonical(value))
+    return digest.hexdigest()[:32]
+
+
+def _canonical(value: Any) -> bytes:
+    if isinstance(value, str):
+        return b"s" + value.encode("utf-8", "surrogatepass")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return b"b" + bytes(value)
+    if isinstance(value, dt.timedelta):
+        return b"t%d" % (value // dt.timedelta(microseconds=1))
+    if isinstance(value, dt.datetime):
+        return b"d" + value.astimezone(dt.UTC).isoformat().encode()
+    return f"{type(value).__name__}:{value!r}".encode("utf-8", "surrogatepass")
 
 
 def _properties(value: Any, column: str) -> dict[str, Any]:
@@ -162,21 +209,25 @@ def _properties(value: Any, column: str) -> dict[str, Any]:
     elif isinstance(value, list):  # Arrow's map: a list of (key, value) pairs
         items = value
     else:
-        raise SinkSchemaError(f"column {column!r}: expected a map or a struct, not {type(value).__name__}")
+        raise _Bad(column, f"expected a map or a struct, not {type(value).__name__}")
     return {str(k): v for k, v in items if v is not None}
 
 
 def _ttl(value: Any) -> dt.timedelta:
     if isinstance(value, dt.timedelta):
-        return value
-    if (isinstance(value, int | float) and not isinstance(value, bool)) or hasattr(value, "as_integer_ratio"):
-        return dt.timedelta(seconds=float(value))
-    raise SinkSchemaError(f"column 'time_to_live': expected seconds or an interval, not {type(value).__name__}")
+        ttl = value
+    elif (isinstance(value, int | float) and not isinstance(value, bool)) or hasattr(value, "as_integer_ratio"):
+        ttl = dt.timedelta(seconds=float(value))
+    else:
+        raise _Bad("time_to_live", f"expected seconds or an interval, not {type(value).__name__}")
+    if ttl <= dt.timedelta(0):
+        raise _Bad("time_to_live", f"is {value!r}: a time to live must be more than 0")
+    return ttl
 
 
 def _when(value: Any) -> dt.datetime:
     if not isinstance(value, dt.datetime):
-        raise SinkSchemaError(f"column 'scheduled_enqueue_time': expected a timestamp, not {type(value).__name__}")
+        raise _Bad("scheduled_enqueue_time", f"expected a timestamp, not {type(value).__name__}")
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
@@ -186,12 +237,110 @@ def _body(value: Any) -> str | bytes:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
     if value is None:
-        raise SinkSchemaError("column 'body' is null: every message needs a body")
-    raise SinkSchemaError(f"column 'body': expected binary or string, not {type(value).__name__}")
+        raise _Bad("body", NULL_BODY)
+    raise _Bad("body", f"expected binary or string, not {type(value).__name__}")
+
+
+NULL_BODY = "is null (every message needs a body)"
+LIMITED = ("message_id", "session_id", "partition_key")
+"""Columns Service Bus bounds to :data:`MESSAGE_PROPERTY_MAX_LENGTH` characters."""
+
+
+class _Bad(AMQPLinkError):
+    """What is wrong with one value of a row (``column``, ``reason``); :func:`messages` turns it
+    into a :class:`BadRowError` naming the row. Never leaves this package."""
+
+    def __init__(self, column: str, reason: str) -> None:
+        super().__init__(column, reason)
+        self.column = column
+        self.reason = reason
+
+
+class BadRowError(SinkSchemaError):
+    """A row the sink cannot send however often it is tried: a null body, a value of the wrong
+    type or length, a message larger than the entity takes. Names the partition, the row (its
+    position in the partition and its message id) and the column.
+
+    The data source's writers catch it in the task and return it to the driver, whose ``commit``
+    raises it: the write fails once, at once, instead of Spark running the task four times.
+    """
+
+    def __init__(self, partition: int, row: int, message_id: str | None, column: str, reason: str) -> None:
+        self.partition = partition
+        self.row = row
+        self.message_id = message_id
+        self.column = column
+        self.reason = reason
+        named = "no message id (messageIdMode=none)" if message_id is None else f"message id {message_id!r}"
+        super().__init__(
+            f"servicebus sink: row {row} of partition {partition} ({named}) cannot be sent: column {column!r} "
+            f"{reason}; retrying will not help: fix or filter such rows before the write"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (a commit message carries it to the driver)
+        return (type(self), (self.partition, self.row, self.message_id, self.column, self.reason))
+
+
+def row_id(columns: Columns, index: int, scheme: IdScheme, first_row: int) -> str | None:
+    """The message id of row ``index`` of ``columns`` (numbered from ``first_row``), as
+    :func:`messages` gives it: the ``message_id`` column's, else the scheme's."""
+    given = columns["message_id"][index] if "message_id" in columns else None
+    if isinstance(given, str):
+        return given
+    if scheme.mode == "content":
+        others = [(name, columns[name]) for name in columns if name not in _NOT_PROPERTIES]
+        return content_id(_body(columns["body"][index]), _fields(index, others))
+    if scheme.mode == "none":
+        return None
+    return scheme.position(first_row + index)
+
+
+def _fields(index: int, others: list[tuple[str, Sequence[Any]]]) -> dict[str, Any]:
+    """Row ``index``'s ``ServiceBusMessage`` keywords from ``others`` (the columns but the body
+    and the entity), checked and normalized; nulls left out. Raises :class:`_Bad`."""
+    kwargs: dict[str, Any] = {}
+    for name, values in others:
+        value = values[index]
+        if value is None:
+            continue
+        if name in _PYTHON:
+            if not isinstance(value, str):
+                raise _Bad(name, f"expected a string, not {type(value).__name__}")
+            if name in LIMITED and len(value) > MESSAGE_PROPERTY_MAX_LENGTH:
+                raise _Bad(name, f"is {len(value)} characters long; Service Bus takes at most "
+                                 f"{MESSAGE_PROPERTY_MAX_LENGTH}")  # fmt: skip
+            kwargs[name] = value
+        elif name == "application_properties":
+            kwargs[name] = _properties(value, name)
+        elif name == "time_to_live":
+            kwargs[name] = _ttl(value)
+        else:
+            kwargs[_KWARGS[name]] = _when(value)
+    session, key = kwargs.get("session_id"), kwargs.get("partition_key")
+    if session is not None and key is not None and key != session:
+        raise _Bad("partition_key", f"is {key!r} but session_id is {session!r}: a session's messages take its id "
+                                    "as their partition key")  # fmt: skip
+    return kwargs
+
+
+def _message(
+    index: int, row: int, columns: Columns, others: list[tuple[str, Sequence[Any]]], scheme: IdScheme
+) -> ServiceBusMessage:
+    kwargs = _fields(index, others)
+    body = _body(columns["body"][index])
+    if "message_id" not in kwargs and scheme.mode != "none":
+        kwargs["message_id"] = content_id(body, kwargs) if scheme.mode == "content" else scheme.position(row)
+    if "partition_key" not in kwargs and "session_id" not in kwargs:
+        automatic = scheme.partition_key(row, kwargs.get("message_id"))
+        if automatic is not None:
+            kwargs["partition_key"] = automatic
+    return ServiceBusMessage(body, **kwargs)
 
 
 def messages(columns: Columns, scheme: IdScheme, first_row: int) -> Iterator[tuple[str | None, ServiceBusMessage]]:
-    """``(entity or None, message)`` per row of ``columns``; rows are numbered from ``first_row``."""
+    """``(entity or None, message)`` per row of ``columns``; rows are numbered from ``first_row``.
+
+    Raises :class:`BadRowError` naming the first row that cannot be a message."""
     names = list(columns)
     unknown = [name for name in names if name not in COLUMNS]
     if unknown:
@@ -199,38 +348,23 @@ def messages(columns: Columns, scheme: IdScheme, first_row: int) -> Iterator[tup
     if "body" not in columns:
         raise SinkSchemaError("the servicebus sink needs a 'body' column (binary or string)")
     count = len(columns["body"])
-    bodies = columns["body"]
-    others = [(name, columns[name]) for name in names if name not in ("body", "entity")]
+    others = [(name, columns[name]) for name in names if name not in _NOT_PROPERTIES]
     entities = columns.get("entity")
-    mode = scheme.mode
     for index in range(count):
-        kwargs: dict[str, Any] = {}
-        for name, values in others:
-            value = values[index]
-            if value is None:
-                continue
-            if name in _PYTHON:
-                if not isinstance(value, str):
-                    raise SinkSchemaError(f"column {name!r}: expected a string, not {type(value).__name__}")
-                kwargs[name] = value
-            elif name == "application_properties":
-                kwargs[name] = _properties(value, name)
-            elif name == "time_to_live":
-                kwargs[name] = _ttl(value)
-            else:
-                kwargs[_KWARGS[name]] = _when(value)
-        row = first_row + index
-        if "message_id" not in kwargs and mode != "none":
-            if mode == "content":
-                kwargs["message_id"] = _content_id({name: values[index] for name, values in columns.items()})
-            else:
-                kwargs["message_id"] = scheme.position(row)
-        if "partition_key" not in kwargs and "session_id" not in kwargs:
-            key = scheme.partition_key(row, kwargs.get("message_id"))
-            if key is not None:
-                kwargs["partition_key"] = key
-        entity = None if entities is None else entities[index]
-        yield entity, ServiceBusMessage(_body(bodies[index]), **kwargs)
+        try:
+            message = _message(index, first_row + index, columns, others, scheme)
+        except _Bad as bad:
+            raise bad_row(columns, index, scheme, first_row, bad.column, bad.reason) from None
+        yield None if entities is None else entities[index], message
+
+
+def bad_row(columns: Columns, index: int, scheme: IdScheme, first_row: int, column: str, reason: str) -> BadRowError:
+    """The :class:`BadRowError` of row ``index`` of ``columns`` (numbered from ``first_row``)."""
+    try:
+        message_id = row_id(columns, index, scheme, first_row)
+    except Exception:  # the row is bad enough that its content id cannot be made
+        message_id = None
+    return BadRowError(scheme.partition, first_row + index, message_id, column, reason)
 
 
 def columns_of_rows(rows: Sequence[Any]) -> dict[str, list[Any]]:

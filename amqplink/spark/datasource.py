@@ -32,15 +32,19 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from amqplink.spark.columns import Columns, IdScheme, check_struct
-from amqplink.spark.foreach import CHUNK_ROWS
-from amqplink.spark.options import SinkConfig, parse_options
+from amqplink.spark.columns import IdScheme, check_struct
+from amqplink.spark.options import SinkConfig, entity_path_of, parse_options
+from amqplink.spark.rows import SCHEMA
+from amqplink.spark.source_options import parse_source_options
 from amqplink.spark.writer import PartitionStats, send_partition
 
 if TYPE_CHECKING:
     import pyarrow
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
+
+    from amqplink.spark.batch_reader import ServiceBusBatchReader
+    from amqplink.spark.stream_reader import ServiceBusStreamReader
 
 __all__ = [
     "AmqplinkDataSource",
@@ -67,15 +71,6 @@ class SinkCommitMessage(WriterCommitMessage):
     stats: PartitionStats
 
 
-def _chunks(batches: Iterator[pyarrow.RecordBatch]) -> Iterator[Columns]:
-    """Columns of at most :data:`CHUNK_ROWS` rows (an Arrow batch holds up to 10,000: its
-    rows as Python objects and as encoded messages would be two more copies of it)."""
-    for batch in batches:
-        for start in range(0, batch.num_rows, CHUNK_ROWS):
-            part = batch.slice(start, CHUNK_ROWS)
-            yield {name: part.column(i).to_pylist() for i, name in enumerate(part.schema.names)}
-
-
 def _task() -> tuple[int, int, Any]:
     from pyspark import TaskContext
 
@@ -85,6 +80,10 @@ def _task() -> tuple[int, int, Any]:
     return context.partitionId(), context.attemptNumber(), context
 
 
+COUNTS = ("rows", "bytes", "batches", "busy", "retried", "failed", "failed_over")
+"""The fields of :class:`PartitionStats` that add up over tasks."""
+
+
 def summary(messages: Sequence[WriterCommitMessage | None]) -> dict[str, Any]:
     """The counts of every task of a write or micro-batch, added up."""
     total = PartitionStats()
@@ -92,10 +91,10 @@ def summary(messages: Sequence[WriterCommitMessage | None]) -> dict[str, Any]:
     for message in messages:
         if isinstance(message, SinkCommitMessage):
             tasks += 1
-            for name in ("rows", "bytes", "batches", "busy", "retried", "failed", "failed_over"):
+            for name in COUNTS:
                 setattr(total, name, getattr(total, name) + getattr(message.stats, name))
             total.seconds = max(total.seconds, message.stats.seconds)
-    return {"tasks": tasks, **total.__dict__}
+    return {"tasks": tasks, **{name: getattr(total, name) for name in (*COUNTS, "seconds")}}
 
 
 def _driver_log() -> logging.Logger:
@@ -131,6 +130,18 @@ def _log_summary(what: str, config: SinkConfig, messages: Sequence[WriterCommitM
     )
 
 
+def _raise_bad_rows(messages: Sequence[WriterCommitMessage | None]) -> None:
+    """Fail the write on the driver's side with the first bad row a task met (the task itself
+    succeeded, so that Spark did not run it again: that would meet the same row)."""
+    bad = [m.stats.bad_row for m in messages if isinstance(m, SinkCommitMessage) and m.stats.bad_row is not None]
+    if not bad:
+        return
+    first = min(bad, key=lambda e: (e.partition, e.row))
+    if len(bad) > 1:
+        log.warning("servicebus sink: %d partitions stopped at a bad row; the first: %s", len(bad), first)
+    raise first
+
+
 def _log_abort(what: str, messages: list[WriterCommitMessage | None]) -> None:
     """One WARNING line for an aborted write: only the tasks that finished report their
     rows (a task failed or cancelled midway may have sent some too: they are not lost, and
@@ -159,11 +170,12 @@ class ServiceBusArrowWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pyarrow.RecordBatch]) -> SinkCommitMessage:
         partition, attempt, _context = _task()
         scheme = IdScheme(self.config.message_id_mode, self.write_id, partition, self.config.auto_partition_key)
-        stats = send_partition(self.config, _chunks(iterator), scheme)
+        stats = send_partition(self.config, iterator, scheme, keep_bad_row=True)
         return SinkCommitMessage(partition, attempt, stats)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_summary(f"write {self.write_id}", self.config, messages)
+        _raise_bad_rows(messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_abort(f"write {self.write_id}", messages)
@@ -171,7 +183,7 @@ class ServiceBusArrowWriter(DataSourceArrowWriter):
 
 class ServiceBusStreamWriter(DataSourceStreamArrowWriter):
     """Streaming writer: ids ``<query id>:<batch id>:<partition>:<row>``, so a micro-batch
-    replayed from the checkpoint sends the same ids."""
+    replayed from the checkpoint sends the same ids (or by content, see :mod:`.columns`)."""
 
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
@@ -183,38 +195,61 @@ class ServiceBusStreamWriter(DataSourceStreamArrowWriter):
         partition, attempt, context = _task()
         query = context.getLocalProperty(QUERY_ID) if context is not None else None
         batch = context.getLocalProperty(BATCH_ID) if context is not None else None
-        mode = "none" if self.config.message_id_mode == "none" else "position"
-        scheme = IdScheme(mode, f"{query}:{batch}", partition, self.config.auto_partition_key)
-        stats = send_partition(self.config, _chunks(iterator), scheme)
+        scheme = IdScheme(self.config.message_id_mode, f"{query}:{batch}", partition, self.config.auto_partition_key)
+        stats = send_partition(self.config, iterator, scheme, keep_bad_row=True)
         return SinkCommitMessage(partition, attempt, stats)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_summary(f"micro-batch {batchId}", self.config, messages)
+        _raise_bad_rows(messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_abort(f"micro-batch {batchId}", messages)
 
 
 class ServiceBusDataSource(DataSource):
-    """``format("servicebus")``: writes rows as messages to a Service Bus queue or topic."""
+    """``format("servicebus")``: writes rows as messages to a Service Bus queue or topic, and
+    reads a queue or subscription (or either's dead-letter queue) as rows.
+
+    The options are parsed when Spark asks for a writer (as the sink's, :mod:`.options`) or a
+    reader (as the source's, :mod:`.source_options`), on the driver's side, so a bad one is an
+    error naming it before any task starts."""
 
     def __init__(self, options: Any) -> None:
         super().__init__(options)
-        self.config = parse_options(options)
+        self._sink: SinkConfig | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
+
+    @property
+    def config(self) -> SinkConfig:
+        """The options as the sink's (parsed once)."""
+        if self._sink is None:
+            self._sink = parse_options(self.options)
+        return self._sink
 
     @classmethod
     def name(cls) -> str:
         return "servicebus"
 
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> ServiceBusBatchReader:
+        from amqplink.spark.batch_reader import ServiceBusBatchReader
+
+        return ServiceBusBatchReader(parse_source_options(self.options))
+
+    def streamReader(self, schema: StructType) -> ServiceBusStreamReader:
+        from amqplink.spark.stream_reader import ServiceBusStreamReader
+
+        return ServiceBusStreamReader(parse_source_options(self.options))
+
     def _check(self, schema: StructType, overwrite: bool) -> None:
         if overwrite:
             raise ValueError("the servicebus sink only appends (a queue cannot be overwritten): use mode('append')")
-        from amqplink.servicebus.connection_string import parse_connection_string
-
-        entity = self.config.entity or parse_connection_string(self.config.connection_string).entity_path
+        entity = self.config.entity or entity_path_of(self.config)
         check_struct(schema, entity_option=entity is not None)
 
     def writer(self, schema: StructType, overwrite: bool) -> ServiceBusArrowWriter:
@@ -230,9 +265,7 @@ class ServiceBusDataSource(DataSource):
             return self.config
         from dataclasses import replace
 
-        from amqplink.servicebus.connection_string import parse_connection_string
-
-        return replace(self.config, entity=parse_connection_string(self.config.connection_string).entity_path)
+        return replace(self.config, entity=entity_path_of(self.config))
 
 
 class AmqplinkDataSource(ServiceBusDataSource):

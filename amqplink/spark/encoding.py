@@ -9,7 +9,7 @@ general path writes (a test compares them), at a fraction of its cost; the
 ``ServiceBusMessage`` is made only for the first message of a batch, whose ids the batch
 envelope carries. They come as runs (:class:`Run`), the rows that share a partition key
 (:data:`.columns.KEY_ROWS` of them, or the whole chunk without keys), which the send loop
-adds to their batch as many at a time as fit (``ServiceBusMessageBatch._add_run``).
+adds to their batch as many at a time as fit (``ServiceBusMessageBatch.add_run``).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import cast
 
-from amqplink.message import data_section_header
-from amqplink.message._id_only import ID_ONLY_HEADS, ID_ONLY_MAX
+from amqplink.message import ID_ONLY_HEADS, ID_ONLY_MAX, data_section_header
 from amqplink.servicebus.message import ServiceBusMessage
-from amqplink.spark.columns import KEY_ROWS, Columns, IdScheme, SinkSchemaError, messages
+from amqplink.spark.columns import KEY_ROWS, NULL_BODY, Columns, IdScheme, bad_row, messages
 
-__all__ = ["Encoded", "Run", "body_runs", "encoded_rows", "runs_of"]
+__all__ = ["Encoded", "Run", "body_runs", "encoded_rows", "message_head", "runs_of"]
 
 Encoded = tuple[str | None, str | None, bytes, int, ServiceBusMessage | Callable[[], ServiceBusMessage]]
 """``(entity or None, batch key, encoded message, body bytes, the message or a function making it)``;
@@ -33,9 +32,10 @@ messages of one batch share an entity and a batch key (session id or partition k
 _PROPERTIES_MARK = ID_ONLY_HEADS[1] + b"\x00"
 
 
-def _head(key: str | None) -> bytes:
-    """The encoded sections before the properties of a message with partition key ``key``."""
-    encoded = ServiceBusMessage(b"", message_id="\x00", partition_key=key)._message.encode()
+def message_head(key: str | None) -> bytes:
+    """The encoded sections before the properties of a message with partition key ``key``
+    (its message annotations; nothing without a key)."""
+    encoded = ServiceBusMessage(b"", message_id="\x00", partition_key=key).amqplink_message.encode()
     return encoded[: encoded.index(_PROPERTIES_MARK)]
 
 
@@ -55,16 +55,15 @@ class Run:
         return ServiceBusMessage(self.bodies[i], message_id=self.ids[i], partition_key=self.key)
 
 
-def _as_bytes(body: object) -> bytes:
+def _as_bytes(bodies: list[object], at: int, scheme: IdScheme, first_row: int) -> bytes:
+    """``bodies[at]`` as bytes; :class:`BadRowError` naming the row if it is neither text nor binary."""
+    body = bodies[at]
     if isinstance(body, str):
         return body.encode()
-    if isinstance(body, bytearray | memoryview):
+    if isinstance(body, bytes | bytearray | memoryview):
         return bytes(body)
-    raise SinkSchemaError(
-        "column 'body' is null: every message needs a body"
-        if body is None
-        else f"column 'body': expected binary or string, not {type(body).__name__}"
-    )
+    reason = NULL_BODY if body is None else f"expected binary or string, not {type(body).__name__}"
+    raise bad_row({"body": bodies}, at, scheme, first_row, "body", reason)
 
 
 def body_runs(bodies: list[object], scheme: IdScheme, first_row: int) -> list[Run] | None:
@@ -82,10 +81,11 @@ def body_runs(bodies: list[object], scheme: IdScheme, first_row: int) -> list[Ru
     while at < len(bodies):
         take = min(step - row % step, len(bodies) - at) if scheme.partition_keys else len(bodies)
         key = scheme.partition_key(row, prefix + str(row))
-        head = _head(key)
+        head = message_head(key)
         part = cast(list[bytes], bodies[at : at + take])
         if not all(type(body) is bytes for body in part):
-            part = [body if type(body) is bytes else _as_bytes(body) for body in part]
+            part = [body if type(body) is bytes else _as_bytes(bodies, at + i, scheme, first_row)
+                    for i, body in enumerate(part)]  # fmt: skip
         ids = [prefix + str(r) for r in range(row, row + take)]
         encoded = [
             b"".join((head, heads[len(raw)], raw, data_section_header(len(body)), body))
@@ -109,7 +109,7 @@ def _general(columns: Columns, scheme: IdScheme, first_row: int) -> Iterator[Enc
         body = bodies[index] if bodies is not None else None  # messages() checked there is one
         size = len(body.encode()) if isinstance(body, str) else len(body) if isinstance(body, bytes | bytearray) else 0
         key = message.session_id or message.partition_key
-        yield entity, key, message._message.encode(), size, message
+        yield entity, key, message.amqplink_message.encode(), size, message
 
 
 def runs_of(columns: Columns, scheme: IdScheme, first_row: int) -> list[Run] | None:

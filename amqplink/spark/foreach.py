@@ -25,16 +25,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from amqplink.spark.columns import Columns, IdScheme, check_struct, columns_of_rows
-from amqplink.spark.options import SinkConfig, parse_options
-from amqplink.spark.writer import PartitionStats, send_partition
+from amqplink.spark.options import SinkConfig, entity_path_of, parse_options
+from amqplink.spark.writer import CHUNK_ROWS, PartitionStats, send_partition
 
 __all__ = ["CHUNK_ROWS", "ForeachPartitionSender", "foreach_partition_sender"]
 
 log = logging.getLogger("amqplink.spark")
-
-CHUNK_ROWS = 1000
-"""Rows turned into messages at a time."""
-
 
 class ForeachPartitionSender:
     """A picklable ``foreachPartition`` function: sends the partition's rows, raises unless all were acknowledged."""
@@ -79,9 +75,7 @@ def foreach_partition_sender(options: Mapping[str, Any], *, schema: Any = None) 
     if config.entity is None:
         from dataclasses import replace
 
-        from amqplink.servicebus.connection_string import parse_connection_string
-
-        config = replace(config, entity=parse_connection_string(config.connection_string).entity_path)
+        config = replace(config, entity=entity_path_of(config))
     if schema is not None:
         check_struct(schema, entity_option=config.entity is not None)
     return ForeachPartitionSender(config)

@@ -20,10 +20,29 @@ from amqplink import AMQPLinkError
 from amqplink.servicebus.connection_string import ConnectionStringError, parse_connection_string
 from amqplink.servicebus.retry import RetryMode
 
-__all__ = ["ID_MODES", "OPTION_NAMES", "SinkConfig", "SinkOptionError", "parse_options", "redact"]
+__all__ = [
+    "ID_MODES",
+    "OPTION_NAMES",
+    "SinkConfig",
+    "SinkOptionError",
+    "boolean",
+    "connection_string",
+    "entity_path_of",
+    "factory_name",
+    "namespace_of",
+    "non_negative_float",
+    "non_negative_int",
+    "nonempty",
+    "parse_options",
+    "parse_table",
+    "positive_float",
+    "positive_int",
+    "redact",
+    "retry_mode",
+]
 
 ID_MODES = ("position", "content", "none")
-"""``messageIdMode`` in batch writes (streaming always uses ``<query>:<batch>:<partition>:<row>``)."""
+"""``messageIdMode``, batch and streaming writes (:mod:`.columns` says what each makes)."""
 
 _SECRET_VALUE = re.compile(r"(?i)(SharedAccessKey|SharedAccessSignature|sig)=[^;&\s]*")
 
@@ -46,7 +65,7 @@ class SinkConfig:
     connection settings (a digest, so it holds no secret) for the per-worker cache.
     """
 
-    connection_string: str = field(repr=False)
+    connection_string: str = field(default="", repr=False)
     entity: str | None = None
     max_in_flight: int = 32
     """Batch transfers awaiting their outcome at once, per partition."""
@@ -78,6 +97,10 @@ class SinkConfig:
     management_endpoint: str | None = None
     connection_verify: str | bool | None = None
     """The secondary's management API: a CA bundle path, or False to skip the certificate check."""
+    credential_factory: str | None = None
+    """``module:callable`` called on each Python worker for a token credential (:mod:`.credentials`)."""
+    fully_qualified_namespace: str | None = None
+    """The namespace, when a credential factory is given without a connection string."""
 
     @property
     def cache_key(self) -> str:
@@ -89,7 +112,7 @@ class SinkConfig:
     @property
     def namespace(self) -> str:
         """The primary namespace's host (no secret), for log lines and errors."""
-        return parse_connection_string(self.connection_string).fully_qualified_namespace
+        return namespace_of(self)
 
     @property
     def paired(self) -> bool:
@@ -97,35 +120,58 @@ class SinkConfig:
         return self.paired_connection_string is not None
 
 
-def _positive_int(text: str) -> int:
+def namespace_of(config: Any) -> str:
+    """The namespace of a sink's or source's config: its connection string's endpoint, else
+    its ``fully_qualified_namespace``."""
+    if config.connection_string:
+        return str(parse_connection_string(config.connection_string).fully_qualified_namespace)
+    return str(config.fully_qualified_namespace)
+
+
+def entity_path_of(config: Any) -> str | None:
+    """The ``EntityPath`` of a config's connection string (None without one)."""
+    if not config.connection_string:
+        return None
+    path = parse_connection_string(config.connection_string).entity_path
+    return None if path is None else str(path)
+
+
+def factory_name(text: str) -> str:
+    """A ``credentialFactory``: ``module:callable`` (checked here, imported on each worker)."""
+    from amqplink.spark.credentials import check_factory_name
+
+    return check_factory_name(text)
+
+
+def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise ValueError(f"must be at least 1, not {value}")
     return value
 
 
-def _non_negative_int(text: str) -> int:
+def non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise ValueError(f"must be 0 or more, not {value}")
     return value
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
         raise ValueError(f"must be more than 0, not {text}")
     return value
 
 
-def _non_negative_float(text: str) -> float:
+def non_negative_float(text: str) -> float:
     value = float(text)
     if not value >= 0:
         raise ValueError(f"must be 0 or more, not {text}")
     return value
 
 
-def _boolean(text: str) -> bool:
+def boolean(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "1", "yes"):
         return True
@@ -134,7 +180,7 @@ def _boolean(text: str) -> bool:
     raise ValueError(f"must be true or false, not {text!r}")
 
 
-def _retry_mode(text: str) -> str:
+def retry_mode(text: str) -> str:
     return RetryMode(text.strip().lower()).value
 
 
@@ -149,16 +195,16 @@ def _verify(text: str) -> str | bool:
     lowered = text.strip().lower()
     if lowered in ("false", "true"):
         return lowered == "true"
-    return _text(text)
+    return nonempty(text)
 
 
-def _text(text: str) -> str:
+def nonempty(text: str) -> str:
     if not text.strip():
         raise ValueError("must not be empty")
     return text.strip()
 
 
-def _connection_string(text: str) -> str:
+def connection_string(text: str) -> str:
     try:
         parse_connection_string(text)
     except ConnectionStringError as exc:
@@ -167,37 +213,41 @@ def _connection_string(text: str) -> str:
 
 
 _OPTIONS: dict[str, tuple[str, Any]] = {  # option name, lower case -> (field, converter)
-    "connectionstring": ("connection_string", _connection_string),
-    "entity": ("entity", _text),
-    "maxinflight": ("max_in_flight", _positive_int),
-    "maxbatchbytes": ("max_batch_bytes", _positive_int),
-    "sendtimeout": ("send_timeout", _positive_float),
-    "retrytotal": ("retry_total", _non_negative_int),
-    "retrybackofffactor": ("retry_backoff_factor", _non_negative_float),
-    "retrybackoffmax": ("retry_backoff_max", _non_negative_float),
-    "retrymode": ("retry_mode", _retry_mode),
-    "serverbusytimeout": ("server_busy_timeout", _positive_float),
-    "messagespersecond": ("messages_per_second", _positive_float),
-    "failonerror": ("fail_on_error", _boolean),
+    "connectionstring": ("connection_string", connection_string),
+    "entity": ("entity", nonempty),
+    "maxinflight": ("max_in_flight", positive_int),
+    "maxbatchbytes": ("max_batch_bytes", positive_int),
+    "sendtimeout": ("send_timeout", positive_float),
+    "retrytotal": ("retry_total", non_negative_int),
+    "retrybackofffactor": ("retry_backoff_factor", non_negative_float),
+    "retrybackoffmax": ("retry_backoff_max", non_negative_float),
+    "retrymode": ("retry_mode", retry_mode),
+    "serverbusytimeout": ("server_busy_timeout", positive_float),
+    "messagespersecond": ("messages_per_second", positive_float),
+    "failonerror": ("fail_on_error", boolean),
     "messageidmode": ("message_id_mode", _id_mode),
-    "autopartitionkey": ("auto_partition_key", _boolean),
-    "connectionidletimeout": ("idle_timeout", _positive_float),
-    "pairedconnectionstring": ("paired_connection_string", _connection_string),
-    "backlogqueuecount": ("backlog_queue_count", _positive_int),
-    "failoverinterval": ("failover_interval", _non_negative_float),
-    "pingprimaryinterval": ("ping_primary_interval", _positive_float),
-    "enablesyphon": ("enable_syphon", _boolean),
-    "managementendpoint": ("management_endpoint", _text),
+    "autopartitionkey": ("auto_partition_key", boolean),
+    "connectionidletimeout": ("idle_timeout", positive_float),
+    "pairedconnectionstring": ("paired_connection_string", connection_string),
+    "backlogqueuecount": ("backlog_queue_count", positive_int),
+    "failoverinterval": ("failover_interval", non_negative_float),
+    "pingprimaryinterval": ("ping_primary_interval", positive_float),
+    "enablesyphon": ("enable_syphon", boolean),
+    "managementendpoint": ("management_endpoint", nonempty),
     "connectionverify": ("connection_verify", _verify),
+    "credentialfactory": ("credential_factory", factory_name),
+    "fullyqualifiednamespace": ("fully_qualified_namespace", nonempty),
 }
 OPTION_NAMES = (
     "connectionString", "entity", "maxInFlight", "maxBatchBytes", "sendTimeout", "retryTotal",
     "retryBackoffFactor", "retryBackoffMax", "retryMode", "serverBusyTimeout", "messagesPerSecond", "failOnError",
     "messageIdMode", "autoPartitionKey", "connectionIdleTimeout", "pairedConnectionString", "backlogQueueCount",
     "failoverInterval", "pingPrimaryInterval", "enableSyphon", "managementEndpoint", "connectionVerify",
+    "credentialFactory", "fullyQualifiedNamespace",
 )  # fmt: skip
 """The option names as documented (matched case-insensitively)."""
 _SPARK_OPTIONS = frozenset(("path", "checkpointlocation", "__partition_columns"))
+# (a streaming source takes ``checkpointLocation`` itself: its own table has it)
 """Options Spark itself passes to every sink; not ours, not an error."""
 
 
@@ -207,15 +257,24 @@ def parse_options(options: Mapping[str, Any]) -> SinkConfig:
     Raises :class:`SinkOptionError` naming the option for a missing ``connectionString``,
     an unknown option or a bad value; the message never holds a secret.
     """
+    return SinkConfig(**parse_table(options, _OPTIONS, OPTION_NAMES, "sink"))
+
+
+def parse_table(
+    options: Mapping[str, Any], table: Mapping[str, tuple[str, Any]], names: tuple[str, ...], kind: str
+) -> dict[str, Any]:
+    """``options`` converted by ``table`` (lower-cased option name -> (field, converter)) into
+    keyword arguments; ``names``: the option names as documented, for errors; ``kind``: "sink" or
+    "source", for errors. Spark's own options are skipped; ``connectionString`` is required."""
     values: dict[str, Any] = {}
     for key, raw in options.items():
         lowered = str(key).lower()
         if lowered in _SPARK_OPTIONS or lowered.startswith("spark."):
             continue
-        known = _OPTIONS.get(lowered)
+        known = table.get(lowered)
         if known is None:
             raise SinkOptionError(
-                f"unknown option {key!r} for the servicebus sink; the options are: {', '.join(OPTION_NAMES)}"
+                f"unknown option {key!r} for the servicebus {kind}; the options are: {', '.join(names)}"
             )
         name, convert = known
         if raw is None:
@@ -223,17 +282,20 @@ def parse_options(options: Mapping[str, Any]) -> SinkConfig:
         try:
             values[name] = convert(str(raw))
         except ValueError as exc:
-            raise SinkOptionError(f"option {_documented(lowered)}: {redact(str(exc))}") from None
-    if "connection_string" not in values:
+            documented = next((n for n in names if n.lower() == lowered), lowered)
+            raise SinkOptionError(f"option {documented}: {redact(str(exc))}") from None
+    if "connection_string" not in values and "credential_factory" not in values:
         raise SinkOptionError(
             "option connectionString is required: the namespace's connection string "
-            "(Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...)"
+            "(Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...), or credentialFactory "
+            "(e.g. azure.identity:DefaultAzureCredential) with fullyQualifiedNamespace"
         )
-    return SinkConfig(**values)
-
-
-def _documented(lowered: str) -> str:
-    return next((name for name in OPTION_NAMES if name.lower() == lowered), lowered)
+    if "connection_string" not in values and "fully_qualified_namespace" not in values:
+        raise SinkOptionError(
+            "option fullyQualifiedNamespace is required with credentialFactory and no connectionString "
+            "(<name>.servicebus.windows.net)"
+        )
+    return values
 
 
 def redact(text: str) -> str:

@@ -45,34 +45,51 @@ def activate(spark: Any) -> None:
 
 def _probe(arrow: bool) -> Callable[[Any], str]:
     def probe(_: Any) -> str:
-        import amqplink.spark.encoding
-        import amqplink.spark.writer
-
-        for name in ("pyarrow", "pandas") if arrow else ():  # the Arrow writer's: imported once per worker
-            with contextlib.suppress(ImportError):  # foreachPartition needs neither
+        """The modules this Python worker cannot import, comma-separated ('' when it has them all)."""
+        missing = []
+        for name in ("amqplink.spark.writer", *(("pyarrow", "pandas") if arrow else ())):
+            try:
                 importlib.import_module(name)
-        return amqplink.spark.writer.__name__
+            except ImportError as exc:
+                missing.append(f"{name} ({type(exc).__name__}: {exc})")
+        return "; ".join(missing)
 
     return probe
+
+
+SHIP = (
+    "ship amqplink with `amqplink spark-package` and spark-submit --py-files amqplink-<version>-spark.zip "
+    "(or spark.submit.pyFiles), and pyarrow and pandas<3 with --archives a packed virtual environment "
+    "(docs/spark.md#shipping)"
+)
+"""What to do when a cluster's executors lack amqplink or pyarrow."""
 
 
 def check_executors(spark: Any, *, arrow: bool = True) -> None:
     """Run a task per core that imports ``amqplink.spark`` (the Python workers start and
     import it now, and pyarrow and pandas with ``arrow``, for the data source); raise
-    :class:`ExecutorImportError` if they cannot."""
-    python = os.environ.get("PYSPARK_PYTHON") or spark.sparkContext.pythonExec
-    tasks = max(1, int(spark.sparkContext.defaultParallelism))
+    :class:`ExecutorImportError` naming what they lack and how to give it to them: on a local
+    master the interpreter to use, on a cluster what to ship."""
+    context = spark.sparkContext
+    python = os.environ.get("PYSPARK_PYTHON") or context.pythonExec
+    tasks = max(1, int(context.defaultParallelism))
     try:
-        spark.sparkContext.parallelize(range(tasks), tasks).map(_probe(arrow)).collect()
-    except Exception as exc:
+        missing = sorted({m for m in context.parallelize(range(tasks), tasks).map(_probe(arrow)).collect() if m})
+    except Exception as exc:  # the worker could not even start the probe (its Python lacks pyspark...)
         text = str(exc)
         if "ModuleNotFoundError" not in text and "ImportError" not in text:
             raise
+        missing = ["amqplink (the Python worker failed to start the check: ModuleNotFoundError)"]
+    if not missing:
+        return
+    what = "; ".join(missing)
+    if str(context.master).startswith("local"):
         raise ExecutorImportError(
-            f"Spark's Python workers ({python}) cannot import amqplink.spark: set PYSPARK_PYTHON to the "
-            f"interpreter that has amqplink installed (this one is {sys.executable}), install it there with "
-            "pip install 'amqplink[spark]', or ship it with spark-submit --py-files"
-        ) from None
+            f"Spark's Python workers ({python}) cannot import {what}: set PYSPARK_PYTHON to the interpreter that "
+            f"has amqplink installed (this one is {sys.executable}), install it there with pip install "
+            f"'amqplink[spark]', or {SHIP}"
+        )
+    raise ExecutorImportError(f"the executors' Python ({python}) cannot import {what}: {SHIP}")
 
 
 def _launch_jvm_apart(settings: Mapping[str, str], log: str | None = None) -> None:

@@ -23,22 +23,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from amqplink import AMQPLinkError
-from amqplink.servicebus.exceptions import MessageSizeExceededError, ServiceBusError, ServiceBusServerBusyError
-from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessageBatch
+from amqplink.servicebus.exceptions import ServiceBusError, ServiceBusServerBusyError
+from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessage, ServiceBusMessageBatch
 from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF
 from amqplink.spark import cache
-from amqplink.spark.columns import Columns, IdScheme
+from amqplink.spark.checks import check_arrow, entities_of, too_large
+from amqplink.spark.columns import IGNORED, BadRowError, Columns, IdScheme
 from amqplink.spark.encoding import Encoded, Run, encoded_rows, runs_of
+from amqplink.spark.framing import FramedRun, framed_runs
 from amqplink.spark.options import SinkConfig, redact
-from amqplink.sync import _run
+from amqplink.sync.loop import run as _run
 
-__all__ = ["PartitionStats", "SinkWriteError", "send_partition"]
+__all__ = ["CHUNK_ROWS", "Chunk", "PartitionStats", "SinkWriteError", "send_partition"]
 
 log = logging.getLogger(__name__)
+
+CHUNK_ROWS = 1000
+"""Rows turned into messages at a time."""
+Chunk = Columns | Any
+"""What :func:`send_partition` takes: rows as columns, or a ``pyarrow.RecordBatch`` (checked whole first)."""
 
 SERVER_BUSY_MAX_BACKOFF = 30.0
 """The longest single wait after server-busy (seconds)."""
@@ -63,13 +71,17 @@ class PartitionStats:
     failed: int = 0
     failed_over: int = 0
     seconds: float = 0.0
+    bad_row: BadRowError | None = None
+    """The row that stopped the partition (``send_partition(..., keep_bad_row=True)``): the rows
+    before the record batch that holds it were sent, none of that batch."""
 
 
 class _Pipeline:
     """Batches and in-flight transfers of one partition (lives on the event loop)."""
 
-    def __init__(self, config: SinkConfig, lease: cache.Lease, stats: PartitionStats) -> None:
+    def __init__(self, config: SinkConfig, lease: cache.Lease, stats: PartitionStats, partition: int = 0) -> None:
         self.config = config
+        self.partition = partition
         self.lease = lease
         self.stats = stats
         self.open: dict[tuple[str, str | None], tuple[ServiceBusMessageBatch, int]] = {}
@@ -81,7 +93,7 @@ class _Pipeline:
         self.handed = 0
 
     def _entity(self, entity: str | None) -> str:
-        name = entity or self.config.entity
+        name = self.config.entity or entity  # the option wins over the column, as Kafka's topic option does
         if name is None:
             raise ValueError("a row has no entity: give the 'entity' option or a non-null 'entity' column")
         return name
@@ -114,12 +126,13 @@ class _Pipeline:
             if opened is None:
                 opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
             batch, body_bytes = opened
-            if not batch._add_encoded(encoded, message):
+            if not batch.add_encoded(encoded, message):
                 if len(batch):
                     await self._launch(name, batch, body_bytes)
                     batch, body_bytes = ServiceBusMessageBatch(self.limits[name]), 0
-                if not batch._add_encoded(encoded, message):
-                    raise _too_large(name, encoded, batch)
+                if not batch.add_encoded(encoded, message):
+                    made = message if isinstance(message, ServiceBusMessage) else message()
+                    raise self._too_large(name, encoded, made.message_id, batch)
             self.open[group] = (batch, body_bytes + size)
             self.handed += 1
             if len(self.open) > self.config.max_in_flight:  # many session keys: do not hold them all
@@ -138,15 +151,53 @@ class _Pipeline:
             if opened is None:
                 opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
             batch, body_bytes = opened
-            added = batch._add_run(encoded, start, run.message)
+            added = batch.add_run(encoded, start, run.message)
             if added:
                 body_bytes += sum(map(len, bodies[start : start + added]))
                 start += added
                 self.handed += added
                 self.open[group] = (batch, body_bytes)
             elif not len(batch):
-                raise _too_large(name, encoded[start], batch)
+                raise self._too_large(name, encoded[start], run.ids[start], batch)
             if start < len(encoded):  # the next row does not fit: this batch is full
+                await self._launch(name, batch, body_bytes)
+                self.open[group] = (ServiceBusMessageBatch(self.limits[name]), 0)
+        if len(self.open) > self.config.max_in_flight:
+            await self.flush()
+
+    def _too_large(
+        self, name: str, encoded: bytes, message_id: str | None, batch: ServiceBusMessageBatch
+    ) -> BadRowError:
+        """The row being handed (the partition's ``handed``-th) does not fit an empty batch."""
+        return too_large(self.partition, self.handed, message_id, len(encoded), name, batch.max_size_in_bytes)
+
+    async def limits_of(self, entities: list[str]) -> dict[str, int]:
+        """The largest batch transfer each of ``entities`` takes (attaching a sender to learn it)."""
+        return {entity: await self._limit(entity) for entity in entities}
+
+    async def feed_framed(self, run: FramedRun) -> None:
+        """:meth:`feed_run` of a run already framed (:mod:`.framing`): each batch takes one slice."""
+        name = self._entity(None)
+        group = (name, run.key)
+        offsets, body_offsets = run.offsets, run.body_offsets
+        start, end = 0, len(run)
+        while start < end:
+            self._raise_if_failed()
+            opened = self.open.get(group)
+            if opened is None:
+                opened = (ServiceBusMessageBatch(await self._limit(name)), 0)
+            batch, body_bytes = opened
+            added = batch.add_framed(run.data, offsets, start, run.message)
+            if added:
+                body_bytes += body_offsets[start + added] - body_offsets[start]
+                start += added
+                self.handed += added
+                self.open[group] = (batch, body_bytes)
+            elif not len(batch):
+                size = offsets[start + 1] - offsets[start]
+                raise too_large(self.partition, self.handed, run.message(start).message_id, size, name,
+                                batch.max_size_in_bytes)  # fmt: skip
+            if start < end:  # the next row does not fit: this batch is full
                 await self._launch(name, batch, body_bytes)
                 self.open[group] = (ServiceBusMessageBatch(self.limits[name]), 0)
         if len(self.open) > self.config.max_in_flight:
@@ -229,12 +280,6 @@ class _Pipeline:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
 
-def _too_large(name: str, encoded: bytes, batch: ServiceBusMessageBatch) -> MessageSizeExceededError:
-    return MessageSizeExceededError(
-        f"a row of {len(encoded)} encoded bytes is larger than {name} takes ({batch.max_size_in_bytes})"
-    )
-
-
 async def _encode_and_feed(pipeline: _Pipeline, chunk: Columns, scheme: IdScheme, first_row: int) -> int:
     """Encode and batch a chunk on the event loop (one thread doing the CPU work: the
     blocking facade runs the loop on the calling thread while it waits, or another thread
@@ -251,10 +296,48 @@ async def _encode_and_feed(pipeline: _Pipeline, chunk: Columns, scheme: IdScheme
     return len(encoded)
 
 
-async def _start(config: SinkConfig) -> tuple[_Pipeline, PartitionStats, dict[str, int]]:
+async def _feed_arrow(pipeline: _Pipeline, batch: Any, scheme: IdScheme, first_row: int) -> int:
+    """Check a whole Arrow record batch (:func:`.checks.check_arrow`), then feed it
+    :data:`CHUNK_ROWS` rows at a time (an Arrow batch holds up to 10,000: its rows as Python
+    objects and as encoded messages would be two more copies of it)."""
+    entity = pipeline.config.entity
+    limits = await pipeline.limits_of(entities_of(batch, entity))
+    check_arrow(batch, scheme, first_row, entity, limits)
+    runs = _framed(pipeline, batch, scheme, first_row)
+    if runs is not None:
+        for run in runs:
+            await pipeline.feed_framed(run)
+        return int(batch.num_rows)
+    rows = 0
+    skip = (*IGNORED, "entity") if entity is not None else IGNORED  # the option wins over the column
+    taken = [(i, name) for i, name in enumerate(batch.schema.names) if name not in skip]
+    for start in range(0, batch.num_rows, CHUNK_ROWS):
+        part = batch.slice(start, CHUNK_ROWS)
+        columns = {name: part.column(i).to_pylist() for i, name in taken}
+        rows += await _encode_and_feed(pipeline, columns, scheme, first_row + rows)
+    return rows
+
+
+def _framed(pipeline: _Pipeline, batch: Any, scheme: IdScheme, first_row: int) -> list[FramedRun] | None:
+    """The batch as framed runs (:mod:`.framing`) when it takes that path: only a ``body``
+    column (besides the ones the sink ignores), position ids, no rate to pace each row."""
+    skip = (*IGNORED, "entity") if pipeline.config.entity is not None else IGNORED
+    names = [name for name in batch.schema.names if name not in skip]
+    if names != ["body"] or scheme.mode != "position" or pipeline.config.messages_per_second is not None:
+        return None
+    return framed_runs(batch.column(batch.schema.names.index("body")), scheme, first_row)
+
+
+async def _feed(pipeline: _Pipeline, chunk: Chunk, scheme: IdScheme, first_row: int) -> int:
+    if isinstance(chunk, Mapping):
+        return await _encode_and_feed(pipeline, chunk, scheme, first_row)
+    return await _feed_arrow(pipeline, chunk, scheme, first_row)
+
+
+async def _start(config: SinkConfig, partition: int) -> tuple[_Pipeline, PartitionStats, dict[str, int]]:
     lease = cache.acquire(config)
     stats = PartitionStats()
-    return _Pipeline(config, lease, stats), stats, lease.paired_counters()
+    return _Pipeline(config, lease, stats, partition), stats, lease.paired_counters()
 
 
 async def _end(pipeline: _Pipeline, before: dict[str, int], failed: bool) -> None:
@@ -272,18 +355,32 @@ async def _end(pipeline: _Pipeline, before: dict[str, int], failed: bool) -> Non
         cache.release(lease)
 
 
-def send_partition(config: SinkConfig, chunks: Iterable[Columns], scheme: IdScheme) -> PartitionStats:
-    """Send every row of ``chunks`` (column chunks of one partition) and wait for every outcome.
+def send_partition(
+    config: SinkConfig, chunks: Iterable[Chunk], scheme: IdScheme, *, keep_bad_row: bool = False
+) -> PartitionStats:
+    """Send every row of ``chunks`` (column chunks or Arrow record batches of one partition)
+    and wait for every outcome.
 
     Raises :class:`SinkWriteError` (naming the entity and the Service Bus error, never a
     secret) when a message was not acknowledged and ``failOnError`` is true; otherwise
-    returns the counts, ``failed`` included.
+    returns the counts, ``failed`` included. A row that cannot be sent at all
+    (:class:`.columns.BadRowError`) ends the partition: the rows handed before it are sent
+    and waited for, then the error is raised, or, with ``keep_bad_row``, returned in the
+    counts (``bad_row``) for the driver to raise (so that Spark does not run the task again).
     """
-    pipeline, stats, before = _run(_start(config))
+    pipeline, stats, before = _run(_start(config, scheme.partition))
     row = 0
     try:
         for chunk in chunks:
-            row += _run(_encode_and_feed(pipeline, chunk, scheme, row))
+            row += _run(_feed(pipeline, chunk, scheme, row))
+    except BadRowError as bad:
+        _run(_end(pipeline, before, failed=False))
+        if pipeline.error is None:
+            log.warning("%s (%d rows of the partition before it were sent)", bad, stats.rows)
+            if not keep_bad_row:
+                raise
+            stats.bad_row = bad
+            return stats
     except BaseException as exc:
         _run(_end(pipeline, before, failed=True))
         if pipeline.error is None and isinstance(exc, ServiceBusError | OSError | TimeoutError):
@@ -291,7 +388,8 @@ def send_partition(config: SinkConfig, chunks: Iterable[Columns], scheme: IdSche
         if pipeline.error is not None:
             raise _failure(config, scheme, pipeline) from pipeline.error
         raise
-    _run(_end(pipeline, before, failed=False))
+    else:
+        _run(_end(pipeline, before, failed=False))
     if pipeline.error is not None:
         if config.fail_on_error:
             raise _failure(config, scheme, pipeline) from pipeline.error

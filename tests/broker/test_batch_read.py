@@ -71,9 +71,9 @@ def batches(draw: st.DrawFn) -> bytes:
     if head == "batch" and messages:
         batch = ServiceBusMessageBatch(1 << 30)
         first = ServiceBusMessage(b"", message_id=draw(st.text(max_size=20)), partition_key=draw(keys))
-        batch._add_encoded(messages[0], first)
+        batch.add_encoded(messages[0], first)
         for message in messages[1:]:
-            batch._add_encoded(message, first)
+            batch.add_encoded(message, first)
         payload = batch._payload()
     elif head == "friendly":
         payload = Message(messages, body_type="data", message_id="outer", application_properties={"p": 1}).encode()

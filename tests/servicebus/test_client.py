@@ -391,3 +391,22 @@ async def test_a_send_the_broker_never_answers_times_out(broker: BrokerThread, m
         assert 0.9 <= time.monotonic() - started < 3
         monkeypatch.undo()
         await sender.send_messages(ServiceBusMessage("on a new link"))  # the silent link was replaced
+
+
+async def test_many_locks_are_renewed_in_one_request(broker: BrokerThread) -> None:
+    """``renew_message_locks``: every lock extended, in one ``renew-lock`` request; a lock
+    known lost (its link gone) raises before anything is asked."""
+    async with client_for(broker) as client:
+        async with client.get_queue_sender("locks") as sender:
+            await sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(5)])
+        async with client.get_queue_receiver("locks") as receiver:
+            held = await receiver.receive_messages(max_message_count=5, max_wait_time=5)
+            assert len(held) == 5
+            before = [m.locked_until_utc for m in held]
+            renewed = await receiver.renew_message_locks(held)
+            assert len(renewed) == 5 and all(a > b for a, b in zip(renewed, before, strict=True))
+            assert [m.locked_until_utc for m in held] == renewed
+            assert await receiver.renew_message_locks([]) == []
+            drop_connection(client)
+            with pytest.raises(MessageLockLostError):
+                await receiver.renew_message_locks(held)

@@ -288,11 +288,12 @@ def test_executors_without_the_package_give_one_clear_error(tmp_path: Path) -> N
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-3000:]
     ours = [line for line in done.stderr.splitlines() if line.startswith("amqplink demo:")]
-    assert len(ours) == 1 and "cannot import amqplink.spark: set PYSPARK_PYTHON" in ours[0]
+    assert len(ours) == 1 and "cannot import amqplink.spark.writer" in ours[0] and "set PYSPARK_PYTHON" in ours[0]
+    assert "amqplink spark-package" in ours[0]  # the other way: ship it
     # stdout: at most the command's one JSON line, saying why it stopped (as every command's does)
     lines = done.stdout.splitlines()
     assert len(lines) <= 1
-    assert all("cannot import amqplink.spark" in json.loads(line)["stopped"] for line in lines)
+    assert all("cannot import amqplink.spark.writer" in json.loads(line)["stopped"] for line in lines)
 
 
 def test_the_demo_without_java_says_what_to_install(tmp_path: Path) -> None:
@@ -393,3 +394,81 @@ def test_abort_says_which_tasks_finished_not_that_no_row_was_sent(caplog: pytest
         "servicebus sink: micro-batch 7 aborted; 1 of its 2 tasks finished, sending 250 rows "
         "(an unfinished task may have sent rows too)",
     ]
+
+
+def test_a_bad_row_fails_the_write_once_naming_it_before_its_batch_is_sent(
+    spark: Any, sb_broker: Broker, tmp_path: Path
+) -> None:
+    """A null body at row 2500 of one partition (Arrow batches of 1,000 rows): the first two
+    batches are sent once (the task is not run again: a retry would send them again under the
+    same ids), nothing of the third; the error names the row and its id, on the driver."""
+    for streaming in (False, True):
+        queue = new_queue(sb_broker)
+        df = spark.range(0, 3000, numPartitions=1).selectExpr(
+            "case when id = 2500 then null else cast(id as string) end as body"
+        )
+        with pytest.raises(Exception) as failed:
+            if streaming:
+                source = tmp_path / f"in-{streaming}"
+                df.write.parquet(str(source))
+                query = (
+                    spark.readStream.schema("body string").option("maxFilesPerTrigger", 1000).parquet(str(source))
+                    .coalesce(1).writeStream.format("servicebus")
+                    .option("connectionString", sb_broker.connection_string).option("entity", queue)
+                    .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
+                )  # fmt: skip
+                query.awaitTermination(120)
+            else:
+                df.write.format("servicebus").option("connectionString", sb_broker.connection_string).option(
+                    "entity", queue
+                ).mode("append").save()
+        text = str(failed.value)
+        assert "row 2500 of partition 0" in text and "column 'body' is null" in text, text[-2000:]
+        assert "retrying will not help" in text and "so that Spark retries it" not in text
+        got = drain(sb_broker, queue, idle=1.0)
+        ids = [m.message_id for m in got]
+        assert len(ids) == len(set(ids)) == 2000  # each once: the task ran once
+        assert sorted(int(str(m)) for m in got) == list(range(2000))
+
+
+def _reversed_then_failing_on_attempt_0() -> Any:
+    """A ``mapInArrow`` function: attempt 0 of the task yields its rows in reverse order, 1,000
+    at a time, and fails after 2,000; the retry yields them in order (input that a retried
+    task does not see in the same order, as after a shuffle)."""
+
+    def run(batches):  # type: ignore[no-untyped-def]
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        rows = [row for batch in batches for row in batch.column(0).to_pylist()]
+        first = TaskContext.get().attemptNumber() == 0
+        if first:
+            rows.reverse()
+        for start in range(0, len(rows), 1000):
+            if first and start == 2000:
+                raise RuntimeError("forced failure after 2,000 rows (attempt 0)")
+            yield pa.RecordBatch.from_pydict({"body": rows[start : start + 1000]})
+
+    return run
+
+
+def test_content_ids_survive_a_retry_that_sees_rows_in_another_order(spark: Any, sb_broker: Broker) -> None:
+    """Position ids name a row by where it came: the retry gives the first rows the ids attempt
+    0 gave the last ones, so duplicate detection drops them (lost) and keeps the others twice.
+    Content ids name a row by what it holds: every row once. (1 KiB bodies: attempt 0's full
+    batch transfers go out before it fails.)"""
+    df = spark.range(0, 4000, numPartitions=1).selectExpr("rpad(cast(id as string), 1024, '.') as body")
+    df = df.mapInArrow(_reversed_then_failing_on_attempt_0(), "body string")
+    got = {}
+    for mode in ("position", "content"):
+        queue = new_queue(sb_broker, dedup=True)
+        df.write.format("servicebus").option("connectionString", sb_broker.connection_string).option(
+            "entity", queue
+        ).option("messageIdMode", mode).mode("append").save()
+        got[mode] = Counter(int(str(m).rstrip(".")) for m in drain(sb_broker, queue))
+    assert sorted(got["content"]) == list(range(4000)) and set(got["content"].values()) == {1}
+    position = got["position"]
+    sent_by_attempt_0 = sum(n == 2 for n in position.values())
+    assert 0 < sent_by_attempt_0 <= 2000  # rows 3,999 down to 2,000 went out under ids 0-1,999 ...
+    assert set(position.values()) == {1, 2} and sorted(position)[0] == sent_by_attempt_0  # ... so rows 0-N were lost
+    assert len(position) == 4000 - sent_by_attempt_0

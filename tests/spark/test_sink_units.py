@@ -4,6 +4,7 @@ embedded broker (fast tier: no marker)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -23,7 +24,15 @@ from amqplink.broker.namespace.batches import split_batch
 from amqplink.codec.types import Symbol
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
 from amqplink.spark import cache, encoding
-from amqplink.spark.columns import KEY_ROWS, IdScheme, SinkSchemaError, check_schema, columns_of_rows, messages
+from amqplink.spark.columns import (
+    KEY_ROWS,
+    BadRowError,
+    IdScheme,
+    SinkSchemaError,
+    check_schema,
+    columns_of_rows,
+    messages,
+)
 from amqplink.spark.encoding import encoded_rows, runs_of
 from amqplink.spark.foreach import ForeachPartitionSender, foreach_partition_sender
 from amqplink.spark.options import OPTION_NAMES, SinkOptionError, parse_options, redact
@@ -59,6 +68,8 @@ def test_options_are_case_insensitive_and_typed() -> None:
         ({"connectionString": CONN, "failOnError": "maybe"}, "option failOnError"),
         ({"connectionString": CONN, "messageIdMode": "random"}, "option messageIdMode"),
         ({"connectionString": CONN, "topic": "x"}, "unknown option 'topic'"),
+        ({"credentialFactory": "azure.identity:DefaultAzureCredential"}, "option fullyQualifiedNamespace is required"),
+        ({"connectionString": CONN, "credentialFactory": "not a name"}, "option credentialFactory: 'not a name' is"),
         ({"connectionString": "Endpoint=nothing;SharedAccessKey=SeCrEtKeY123="}, "option connectionString"),
     ],
 )
@@ -72,7 +83,8 @@ def test_a_bad_option_is_an_error_naming_it_without_the_key(options: dict[str, s
 def test_every_documented_option_is_accepted() -> None:
     values = {name: "1" for name in OPTION_NAMES}
     values.update(connectionString=CONN, pairedConnectionString=CONN, entity="q", retryMode="fixed",
-                  messageIdMode="content", managementEndpoint="https://x/", connectionVerify="/ca.pem")  # fmt: skip
+                  messageIdMode="content", managementEndpoint="https://x/", connectionVerify="/ca.pem",
+                  credentialFactory="azure.identity:DefaultAzureCredential")  # fmt: skip
     config = parse_options(values)
     assert config.paired and config.message_id_mode == "content"
 
@@ -160,6 +172,51 @@ def test_content_ids_depend_on_the_row_only(rows: list[tuple[str, bytes]]) -> No
     again = [m.message_id for _, m in messages(dict(reversed(list(columns.items()))), IdScheme("content", "b", 7), 99)]
     assert first == again
     assert len(set(first)) == len(set(rows))
+
+
+_message_rows = st.fixed_dictionaries(
+    {"body": st.binary(max_size=6)},
+    optional={
+        "subject": st.text(max_size=4),
+        "correlation_id": st.text(max_size=4),
+        "time_to_live": st.integers(1, 10**6),
+        "application_properties": st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=3),
+    },
+)
+
+
+@given(_message_rows, st.randoms())
+def test_a_content_id_is_the_message_content_not_the_frame_shape(row: dict[str, Any], rnd: Any) -> None:
+    """The same message -> the same id: columns in any order, a null column or no column,
+    a text or binary body, properties as a map or as Arrow's list of pairs, seconds or an interval."""
+    first = _content_of(row)
+    names = list(row)
+    rnd.shuffle(names)
+    shaped: dict[str, Any] = {name: row[name] for name in names}
+    shaped["content_type"] = None  # a null column is no property
+    if "application_properties" in shaped:
+        pairs = list(shaped["application_properties"].items())
+        rnd.shuffle(pairs)
+        shaped["application_properties"] = pairs
+    if "time_to_live" in shaped:
+        shaped["time_to_live"] = dt.timedelta(seconds=shaped["time_to_live"])
+    with contextlib.suppress(UnicodeDecodeError):
+        shaped["body"] = row["body"].decode()
+    assert _content_of(shaped) == first
+
+
+@given(_message_rows, _message_rows)
+def test_different_messages_get_different_content_ids(one: dict[str, Any], other: dict[str, Any]) -> None:
+    def content(row: dict[str, Any]) -> dict[str, Any]:  # the model: what the message carries
+        return {k: v for k, v in row.items() if v != {}}  # an empty property map is no property
+
+    assert (_content_of(one) != _content_of(other)) == (content(one) != content(other))
+
+
+def _content_of(row: dict[str, Any]) -> str:
+    ((_, message),) = messages({name: [value] for name, value in row.items()}, IdScheme("content", "w", 0), 0)
+    assert message.message_id is not None
+    return message.message_id
 
 
 def test_a_wrong_value_type_is_an_error_naming_the_column() -> None:
@@ -305,16 +362,16 @@ def test_a_run_fills_a_batch_as_one_message_at_a_time_does(
 
     alone, together = ServiceBusMessageBatch(limit), ServiceBusMessageBatch(limit)
     for i in range(min(before, start)):  # a batch that holds some already
-        assert alone._add_encoded(encoded[i], first(i)) == together._add_encoded(encoded[i], first(i))
+        assert alone.add_encoded(encoded[i], first(i)) == together.add_encoded(encoded[i], first(i))
     made.clear()
     added = 0
     for i in range(start, len(encoded)):
-        if not alone._add_encoded(encoded[i], lambda i=i: first(i)):
+        if not alone.add_encoded(encoded[i], lambda i=i: first(i)):
             break
         added += 1
     expected_first = list(made)
     made.clear()
-    assert together._add_run(encoded, start, first) == added
+    assert together.add_run(encoded, start, first) == added
     assert made == expected_first  # the first message made only when the batch has none
     assert (len(together), together.size_in_bytes, together._payload()) == (
         len(alone),
@@ -420,11 +477,17 @@ def test_the_demo_without_the_spark_extra_says_what_to_install() -> None:
 
 
 def test_a_row_larger_than_the_entity_takes_fails_the_partition_naming_it(sb: Broker) -> None:
+    """Rows as columns (``foreachPartition``): found when the encoder reaches it, after the
+    rows before it were sent; named with its position and id; no retry can help."""
     queue = new_queue(sb)
     config = parse_options({"connectionString": sb.connection_string, "entity": queue, "maxBatchBytes": "2048"})
     chunk = {"body": [b"small", b"x" * 4096]}
-    with pytest.raises(SinkWriteError, match=f"a row of 4.* encoded bytes is larger than {queue} takes"):
+    with pytest.raises(BadRowError) as failed:
         send_partition(config, [chunk], IdScheme("position", "w", 0))
+    assert (failed.value.row, failed.value.message_id, failed.value.column) == (1, "w:0:1", "body")
+    assert "makes a message of 41" in str(failed.value) and f"{queue} takes at most 2048" in str(failed.value)
+    assert "retrying will not help" in str(failed.value)
+    assert [str(m) for m in drain(sb, queue, idle=0.5)] == ["small"]  # the row before it was sent
 
 
 def test_foreach_sender_checks_a_given_schema_when_made() -> None:

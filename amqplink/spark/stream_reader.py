@@ -1,0 +1,189 @@
+"""``spark.readStream.format("servicebus")``: micro-batches of peek-locked messages, completed
+once Spark has committed them (docs/spark.md#the-source).
+
+Spark runs a stream reader in one Python process on the driver's side for the query's
+lifetime (measured: ``initialOffset``, ``latestOffset``, ``partitions`` and ``commit`` all in
+one process; ``read`` in the executors' workers). That process holds the receiver and the
+locks (:class:`.inbox.Inbox`); executors only turn rows already received into a DataFrame.
+
+- ``latestOffset(start, limit)``: batch ``start`` is committed (Spark asks for the next batch
+  only after committing the last one, and calls ``commit`` only once the batch after it has
+  data: measured), so its messages are completed first; then up to ``limit`` new messages
+  are received, written to the staging directory (:mod:`.staging`) and held. The offset is
+  ``{"batch": n}``.
+- ``partitions(start, end)``: the rows of batches ``start+1 .. end`` read back from the
+  staging directory, so a batch replayed after a crash has the same rows; they travel in the
+  input partitions (Arrow IPC bytes), so executors need no access to that directory.
+- ``commit(end)``: completes through ``end``.
+- ``reportLatestOffset()``: the source's counters, shown as ``latestOffset`` in the query's
+  progress (the Python Data Source API has no custom metrics: docs/spark.md#metrics).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from amqplink.spark.inbox import Inbox
+from amqplink.spark.options import SinkOptionError
+from amqplink.spark.rows import to_arrow
+from amqplink.spark.source_options import SourceConfig
+from amqplink.spark.staging import Staging, StagingError, staging_dir
+from amqplink.sync import loop
+
+__all__ = ["ROWS_PER_PARTITION", "RowsPartition", "ServiceBusStreamReader", "rows_of", "split_rows"]
+
+log = logging.getLogger("amqplink.spark")
+
+ROWS_PER_PARTITION = 10_000
+"""Rows per input partition when ``numPartitions`` is not given."""
+AVAILABLE_NOW_CAP = 100_000
+"""Messages per micro-batch when Spark asks for everything available (bounded memory)."""
+
+
+class RowsPartition(InputPartition):
+    """Rows of a micro-batch as Arrow IPC stream bytes (they go to an executor with the task)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"RowsPartition({len(self.data)} bytes)"
+
+
+def split_rows(table: Any, parts: int | None) -> list[RowsPartition]:
+    """``table`` (a ``pyarrow.Table``) as input partitions: ``parts`` of them, or one per
+    :data:`ROWS_PER_PARTITION` rows."""
+    import pyarrow as pa
+
+    rows = table.num_rows
+    if rows == 0:
+        return []
+    count = max(1, min(rows, parts or math.ceil(rows / ROWS_PER_PARTITION)))
+    size = math.ceil(rows / count)
+    out = []
+    for start in range(0, rows, size):
+        sink = pa.BufferOutputStream()
+        part = table.slice(start, size)
+        with pa.ipc.new_stream(sink, part.schema) as writer:
+            writer.write_table(part)
+        out.append(RowsPartition(sink.getvalue().to_pybytes()))
+    return out
+
+
+def rows_of(partition: RowsPartition) -> Iterator[Any]:
+    """The record batches of an input partition (what ``read`` yields, in an executor)."""
+    import pyarrow as pa
+
+    yield from pa.ipc.open_stream(pa.py_buffer(partition.data)).read_all().to_batches()
+
+
+def _batch(offset: dict[str, Any]) -> int:
+    return int(offset.get("batch", -1))
+
+
+class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The streaming source's reader (see the module); pickles with the config only."""
+
+    def __init__(self, config: SourceConfig) -> None:
+        if config.checkpoint_location is None:
+            raise SinkOptionError(
+                "option checkpointLocation is required for spark.readStream.format('servicebus'): a directory "
+                "(the query's own checkpointLocation will do) where each micro-batch's messages are written "
+                "before Spark gets them, so that a batch replayed after a crash returns the same rows; it must "
+                "outlive the driver (local disk on one machine, a shared file system on a cluster)"
+            )
+        self.config = config
+        self._inbox: Inbox | None = None
+
+    def __repr__(self) -> str:
+        return f"ServiceBusStreamReader({self.config!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config, "_inbox": None}
+
+    def _open(self) -> Inbox:
+        if self._inbox is None:
+            from amqplink.spark.credentials import make_async_client
+
+            path = self.config.path.path
+            assert self.config.checkpoint_location is not None
+            staging = Staging(staging_dir(self.config.checkpoint_location, self.config.namespace, path))
+            self._inbox = Inbox(self.config, staging, make_async_client(self.config))
+            self._inbox.load()
+        return self._inbox
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"batch": -1}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.config.max_messages_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._open().until = dt.datetime.now(dt.UTC)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        inbox = self._open()
+        last = _batch(start)
+        if last < inbox.state.settled:
+            raise StagingError(
+                f"servicebus source: Spark's checkpoint is at micro-batch {last}, but the source's directory "
+                f"{inbox.staging.root} has settled batch {inbox.state.settled}: it belongs to another run of the "
+                "query (was the query's checkpoint deleted?); give the source a new checkpointLocation"
+            )
+        loop.run(inbox.settle(last))  # Spark committed `last` before asking for the batch after it
+        staged = inbox.staged_after(last)
+        if staged is not None:  # written by a reader that died before Spark logged it
+            return {"batch": staged}
+        if isinstance(limit, ReadMaxRows):
+            wanted = max(1, int(limit.max_rows))
+        elif isinstance(limit, ReadAllAvailable):
+            wanted = AVAILABLE_NOW_CAP
+        else:
+            wanted = self.config.max_messages_per_trigger
+        taken = loop.run(inbox.take(last + 1, wanted))
+        if not taken:
+            return start
+        rows = to_arrow([h.message for h in taken], self.config.path.path)
+        inbox.staging.write(last + 1, rows)
+        loop.run(_record(inbox, last + 1, taken))
+        return {"batch": last + 1}
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        inbox = self._inbox
+        if inbox is None:
+            return None
+        return {"batch": max([inbox.state.settled, *inbox.batches]), "held": len(inbox.held),
+                **inbox.counters.as_dict()}  # fmt: skip
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        import pyarrow as pa
+
+        inbox = self._open()
+        tables = [inbox.staging.read(b) for b in range(_batch(start) + 1, _batch(end) + 1)]
+        if not tables:
+            return []
+        return split_rows(pa.concat_tables(tables), self.config.num_partitions)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, RowsPartition)
+        return rows_of(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        loop.run(self._open().settle(_batch(end)))
+
+    def stop(self) -> None:
+        if self._inbox is not None:
+            inbox, self._inbox = self._inbox, None
+            loop.run(inbox.close())
+
+
+async def _record(inbox: Inbox, batch: int, taken: list[Any]) -> None:
+    inbox.record(batch, taken)  # on the loop: the renewal task starts there
