@@ -711,6 +711,27 @@ class ServiceBusMessageBatch:
         self._count += end - start
         return end - start
 
+    def encoded_messages(self) -> list[bytes]:
+        """Beyond the SDK: each message's encoding, in the order added, however it was added
+        (:meth:`add_message`, :meth:`add_encoded`, :meth:`add_run` or :meth:`add_framed`):
+        read back from the transfer payload, so a batch handed elsewhere (parked, stored
+        locally) carries exactly what it would have sent."""
+        if not self._count:
+            return []
+        if not self._framed:
+            return list(self._encoded)
+        sections = b"".join(self._framed)  # data sections only: 00 53 75, then vbin8 or vbin32
+        found: list[bytes] = []
+        at = 0
+        while at < len(sections):
+            if sections[at + 3] == 0xA0:
+                start, size = at + 5, sections[at + 4]
+            else:
+                start, size = at + 8, int.from_bytes(sections[at + 4 : at + 8], "big")
+            found.append(sections[start : start + size])
+            at = start + size
+        return found
+
     def _payload(self) -> bytes:
         """The transfer payload: an envelope with the first message's ids, one data section per message."""
         head = self._head

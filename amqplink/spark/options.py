@@ -144,6 +144,7 @@ def factory_name(text: str) -> str:
 
 
 def positive_int(text: str) -> int:
+    """An option that counts something: an integer, at least 1."""
     value = int(text)
     if value < 1:
         raise ValueError(f"must be at least 1, not {value}")
@@ -151,6 +152,7 @@ def positive_int(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
+    """An option that may be 0 (off): an integer, 0 or more."""
     value = int(text)
     if value < 0:
         raise ValueError(f"must be 0 or more, not {value}")
@@ -158,6 +160,7 @@ def non_negative_int(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
+    """A duration or rate that must be more than 0."""
     value = float(text)
     if not value > 0:
         raise ValueError(f"must be more than 0, not {text}")
@@ -165,6 +168,7 @@ def positive_float(text: str) -> float:
 
 
 def non_negative_float(text: str) -> float:
+    """A duration that may be 0 (off): 0 or more (NaN refused)."""
     value = float(text)
     if not value >= 0:
         raise ValueError(f"must be 0 or more, not {text}")
@@ -172,6 +176,7 @@ def non_negative_float(text: str) -> float:
 
 
 def boolean(text: str) -> bool:
+    """``true``/``1``/``yes`` or ``false``/``0``/``no``, any case; anything else is refused."""
     lowered = text.strip().lower()
     if lowered in ("true", "1", "yes"):
         return True
@@ -181,6 +186,7 @@ def boolean(text: str) -> bool:
 
 
 def retry_mode(text: str) -> str:
+    """The client's ``retry_mode``: ``exponential`` or ``fixed``, any case."""
     return RetryMode(text.strip().lower()).value
 
 
@@ -199,12 +205,15 @@ def _verify(text: str) -> str | bool:
 
 
 def nonempty(text: str) -> str:
+    """Text with something in it besides blanks, stripped."""
     if not text.strip():
         raise ValueError("must not be empty")
     return text.strip()
 
 
 def connection_string(text: str) -> str:
+    """A Service Bus connection string that parses; the error for one that does not keeps
+    its keys out (:func:`redact`)."""
     try:
         parse_connection_string(text)
     except ConnectionStringError as exc:

@@ -407,6 +407,9 @@ async def test_many_locks_are_renewed_in_one_request(broker: BrokerThread) -> No
             assert len(renewed) == 5 and all(a > b for a, b in zip(renewed, before, strict=True))
             assert [m.locked_until_utc for m in held] == renewed
             assert await receiver.renew_message_locks([]) == []
+            lost = client._holder._connection
+            assert lost is not None
             drop_connection(client)
+            await lost.wait_closed()  # the client knows its link is gone
             with pytest.raises(MessageLockLostError):
                 await receiver.renew_message_locks(held)

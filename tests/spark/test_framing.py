@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from amqplink.message import data_section_header
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
+from amqplink.servicebus.paired.pairing import outgoing_list
 from amqplink.spark.columns import IdScheme
 from amqplink.spark.encoding import body_runs
 from amqplink.spark.framing import framed_runs, section_heads
@@ -68,6 +69,11 @@ def test_a_framed_run_fills_a_batch_as_encoded_messages_do(bodies: list[bytes], 
     )
     assert (len(by_frames), by_frames.size_in_bytes, by_frames._payload()) == (
         len(by_rows), by_rows.size_in_bytes, by_rows._payload())  # fmt: skip
+    # what a batch hands on when it is not sent (parked on a paired namespace, stored
+    # locally): every message, framed or not; the paired sender once parked a framed batch's
+    # messages as none, and the sink counted them sent
+    assert by_frames.encoded_messages() == by_rows.encoded_messages() == rows.encoded[: len(by_rows)]
+    assert [m.message_id for m in outgoing_list(by_frames)] == [rows.message(i).message_id for i in range(len(by_rows))]
 
 
 class _Recording:

@@ -88,7 +88,7 @@ class PairedState:
 def outgoing_list(message: Any) -> list[ServiceBusMessage]:
     """The messages of what ``send_messages`` takes (a batch decoded back into its messages)."""
     if isinstance(message, ServiceBusMessageBatch):
-        return [ServiceBusMessage._wrap(Message.decode(encoded)) for encoded in message._encoded]
+        return [ServiceBusMessage._wrap(Message.decode(encoded)) for encoded in message.encoded_messages()]
     return list(iter_outgoing(message))
 
 
