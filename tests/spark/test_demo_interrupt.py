@@ -135,8 +135,10 @@ def test_ctrl_c_midway_through_the_write_ends_cleanly_and_leaves_nothing_behind(
         started = _pidfds(_processes_with(marker))  # the demo, its JVM, Spark's Python workers
         os.killpg(proc.pid, signal.SIGINT)  # as the terminal does: the whole foreground group
         pressed = time.monotonic()
+        stopped_first = False  # the stop was over before the second press could land
         if presses >= 2:
             seen = _read_until(master, re.compile("interrupted: stopping Spark"), seen)
+            stopped_first = "amqplink demo: interrupted" in seen or proc.poll() is not None
             os.killpg(proc.pid, signal.SIGINT)
         if presses == 3:
             seen = _read_until(master, re.compile("still stopping"), seen)
@@ -144,14 +146,17 @@ def test_ctrl_c_midway_through_the_write_ends_cleanly_and_leaves_nothing_behind(
         after, out, took = _ended(proc, master, seen, pressed, WRITING)
     assert took < 60, f"{took:.1f} s from Ctrl-C to the exit"
     if presses < 3:
-        _ended_cleanly(after, out, presses, tmp_path)
+        _ended_cleanly(after, out, presses == 2 and not stopped_first, tmp_path)
     _all_gone(started, marker)
 
 
-def _ended_cleanly(after: str, out: str, presses: int, tmp_path: Path) -> None:
+def _ended_cleanly(after: str, out: str, pressed_while_stopping: bool, tmp_path: Path) -> None:
+    """``pressed_while_stopping``: a second Ctrl-C came while the stop was still going on
+    (Spark's JVM, sent the same SIGINT, may end so fast that none can)."""
     assert json.loads(out.strip().splitlines()[-1])["interrupted"] is True
     assert "interrupted: stopping Spark and the namespaces" in after
-    assert ("still stopping (seconds); Ctrl-C once more quits at once" in after) == (presses == 2), after[-3000:]
+    still = "still stopping (seconds); Ctrl-C once more quits at once" in after
+    assert still == pressed_while_stopping, after[-3000:]
     assert after.rstrip().endswith("amqplink demo: interrupted"), after[-3000:]
     for noise in ("Traceback", "Exception", " ERROR ", "exited unexpectedly", "never retrieved"):
         assert noise not in after, after[-3000:]
@@ -188,7 +193,7 @@ def test_ctrl_c_during_the_outage_ends_within_seconds(tmp_path: Path) -> None:
         pressed = time.monotonic()
         after, out, took = _ended(proc, master, seen, pressed, OUTAGE)
     assert took < 20, f"{took:.1f} s from Ctrl-C to the exit, 118 s of outage left"
-    _ended_cleanly(after, out, 1, tmp_path)
+    _ended_cleanly(after, out, False, tmp_path)
     _all_gone(started, marker)
 
 
