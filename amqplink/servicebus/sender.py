@@ -415,8 +415,12 @@ class ServiceBusSender(Handler):
         await self._retry_send(self._attempt(payload, message_format), timeout, tried=1)
 
     async def _transfer_outcome(self, payload: bytes, message_format: int) -> Any:
-        # shielded: the retry's deadline cancels this wait, never the link's outcome future
-        return await asyncio.shield(await self._transfer(payload, message_format))
+        # shielded: the retry's deadline cancels this wait, never the link's outcome future;
+        # an outcome that comes after the wait was given up is read (else asyncio reports an
+        # exception never retrieved when it is collected)
+        outcome = await self._transfer(payload, message_format)
+        outcome.add_done_callback(_read_outcome)
+        return await asyncio.shield(outcome)
 
     async def send_nowait(self, message: ServiceBusMessage | Mapping[str, Any] | Message) -> asyncio.Future[None]:
         """Hand one message to the link (waiting only for room under ``max_in_flight``) and
@@ -703,6 +707,12 @@ def _fail(members: list[asyncio.Future[Any]], exc: BaseException) -> None:
     for outcome in members:
         if not outcome.done():
             outcome.set_exception(exc)
+
+
+def _read_outcome(outcome: asyncio.Future[Any]) -> None:
+    """Mark an outcome's exception as retrieved (whoever still waits on it gets it too)."""
+    if not outcome.cancelled():
+        outcome.exception()
 
 
 def _share(members: list[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
