@@ -101,10 +101,13 @@ def floor_source() -> type:
 
 
 class WorkerMemory:
-    """The largest VmHWM (kB) of any pyspark worker process seen while sampling, and the
-    CPU seconds those processes used meanwhile (:attr:`cpu`)."""
+    """The largest VmHWM (kB) of any pyspark worker process (or any process whose command line
+    holds one of ``markers``) seen while sampling, and the CPU seconds those processes used
+    meanwhile (:attr:`cpu`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, markers: tuple[bytes, ...] = (b"pyspark.daemon", b"pyspark.worker")) -> None:
+        self.markers = markers
+        """What a sampled process's command line holds (any one of them)."""
         self.peak_kb = 0
         self.seen: set[int] = set()
         self._cpu: dict[int, tuple[float, float]] = {}  # pid -> (first seen, last seen)
@@ -130,7 +133,7 @@ class WorkerMemory:
                 continue
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if b"pyspark.daemon" not in cmdline and b"pyspark.worker" not in cmdline:
+                if not any(marker in cmdline for marker in self.markers):
                     continue
                 status = Path(f"/proc/{pid}/status").read_text()
             except OSError:

@@ -10,11 +10,13 @@ single ``apt-get`` run.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import logging
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,9 +148,20 @@ class Peers:
     def _install_missing_apt(self) -> None:
         """One ``apt-get update`` and one ``apt-get install`` for every missing Debian package."""
         self._apt_tried = True
-        packages = sorted({p for name, peer in PEERS.items() if peer.apt and not self.present(name) for p in peer.apt})
-        if not packages or shutil.which("apt-get") is None:
+        if not self._missing_apt() or shutil.which("apt-get") is None:
             return
+        with open(os.path.join(tempfile.gettempdir(), "amqplink-peers-apt.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one apt-get at a time: each test worker may get here
+            self._present.clear()  # another worker may have installed them meanwhile
+            packages = self._missing_apt()
+            if packages:
+                self._apt_get(packages)
+        self._present.clear()  # probe again
+
+    def _missing_apt(self) -> list[str]:
+        return sorted({p for name, peer in PEERS.items() if peer.apt and not self.present(name) for p in peer.apt})
+
+    def _apt_get(self, packages: list[str]) -> None:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         log.warning("installing %s with apt-get (once for this run)", " ".join(packages))
         for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
@@ -160,4 +173,3 @@ class Peers:
             if proc.returncode != 0:
                 log.warning("%s exited %d: %s", " ".join(cmd), proc.returncode, proc.stderr[-2000:])
                 break
-        self._present.clear()  # probe again

@@ -1,0 +1,176 @@
+"""Benchmark (not a test): the PySpark Service Bus source against what Spark users write today.
+
+One run of ``--rounds`` rounds, one embedded broker (``amqplink broker`` in a subprocess),
+local SparkSessions (``local[2]``). Each side drains a queue filled with the same
+``--rows`` messages of ``--size``-byte bodies, completing every message (peek-lock, then
+complete: nothing is lost if the job dies midway), into Spark's ``noop`` sink:
+
+- **amqplink source**: ``spark.readStream.format("servicebus")`` with
+  ``Trigger.AvailableNow`` (micro-batches of ``maxMessagesPerTrigger``, completed once
+  Spark committed each);
+- **SDK receive loop**: what users write without a source: ``spark.range(P)`` turned into
+  rows by ``mapPartitions``, each task opening the official ``azure-servicebus`` client and
+  calling ``receive_messages(max_message_count=100)`` then ``complete_message`` for each,
+  until a receive comes back empty (the pattern of the SDK's samples inside a UDF /
+  ``foreachBatch`` loop). Completed before Spark has the rows: a failed task loses them,
+  which the source does not; the benchmark measures its speed only.
+
+Each side is checked afterwards: it produced every row and left the queue empty. Reports
+rows/s (wall time of the drain; Spark's start-up and a warm-up drain not counted), the
+ratio (goal >= 5x), and the peak memory (``VmHWM``) of the Python process that did the
+receiving: for the source, the one Spark runs its stream reader in
+(``python_streaming_source_runner``, beside the driver), for the SDK loop the largest
+``pyspark`` worker.
+
+    python3 interop/bench_spark_source.py [--rows 50000] [--size 1024] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from interop.bench_sbclient import broker_process  # noqa: E402
+from interop.bench_spark import WorkerMemory, stored  # noqa: E402
+
+GOAL = 5.0
+TASKS = 2
+"""The SDK loop's receiving tasks (one per core of ``local[2]``)."""
+WARM_UP_ROWS = 1000
+
+
+def fill(conn_str: str, queue: str, rows: int, size: int) -> None:
+    """``rows`` messages of ``size``-byte bodies into ``queue`` (amqplink's client, in batches)."""
+    from amqplink.servicebus import ServiceBusClient, ServiceBusMessage
+
+    with ServiceBusClient.from_connection_string(conn_str) as client, client.get_queue_sender(queue) as sender:
+        batch = sender.create_message_batch()
+        for i in range(rows):
+            message = ServiceBusMessage(str(i).ljust(size, ".").encode(), message_id=str(i))
+            try:
+                batch.add_message(message)
+            except ValueError:
+                sender.send_messages(batch)
+                batch = sender.create_message_batch()
+                batch.add_message(message)
+        if len(batch):
+            sender.send_messages(batch)
+
+
+def sdk_receiver(conn_str: str, queue: str) -> Any:
+    """The ``mapPartitions`` function users write with the official SDK: receive, complete, yield."""
+
+    def receive(_: Iterator[Any]) -> Iterator[tuple[bytes, str]]:
+        from azure.servicebus import ServiceBusClient
+
+        with (
+            ServiceBusClient.from_connection_string(conn_str) as client,
+            client.get_queue_receiver(queue, prefetch_count=100) as receiver,
+        ):
+            while True:
+                got = receiver.receive_messages(max_message_count=100, max_wait_time=2)
+                if not got:
+                    return
+                for message in got:
+                    receiver.complete_message(message)
+                    yield b"".join(message.body), str(message.message_id)
+
+    return receive
+
+
+def drain_ours(spark: Any, conn_str: str, queue: str) -> int:
+    """The source, Trigger.AvailableNow, into the noop sink: the rows Spark read."""
+    checkpoint = tempfile.mkdtemp(prefix="bench-source-")
+    query = (
+        spark.readStream.format("servicebus")
+        .option("connectionString", conn_str)
+        .option("entity", queue)
+        .option("maxMessagesPerTrigger", 10_000)
+        .option("checkpointLocation", os.path.join(checkpoint, "source"))
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return sum(int(p["numInputRows"]) for p in query.recentProgress)
+
+
+def drain_sdk(spark: Any, conn_str: str, queue: str) -> int:
+    """The SDK loop in ``TASKS`` tasks, into the noop sink: the rows it made."""
+    rdd = spark.sparkContext.parallelize(range(TASKS), TASKS).mapPartitions(sdk_receiver(conn_str, queue))
+    df = spark.createDataFrame(rdd, "body binary, message_id string")
+    counted = spark.sparkContext.accumulator(0)
+
+    def count(rows: Iterator[Any]) -> None:
+        counted.add(sum(1 for _ in rows))
+
+    df.foreachPartition(count)
+    return int(counted.value)
+
+
+def run_side(name: str, conn_str: str, rows: int, size: int) -> tuple[float, int]:
+    """(rows/s, peak kB of the receiving Python processes) of one side, in a SparkSession of its own."""
+    from amqplink.spark.session import local_session
+
+    spark, _ = local_session("local[2]", app_name=f"amqplink-bench-source-{name}", arrow=name == "ours")
+    drain = drain_ours if name == "ours" else drain_sdk
+    try:
+        warm = f"warm-{uuid.uuid4().hex[:8]}"
+        fill(conn_str, warm, WARM_UP_ROWS, size)
+        drain(spark, conn_str, warm)  # workers started, modules imported, the JIT warmed
+        queue = f"{name}-{uuid.uuid4().hex[:8]}"
+        fill(conn_str, queue, rows, size)
+        runner = (b"python_streaming_source_runner",)  # where Spark runs a Python stream reader
+        with WorkerMemory(runner if name == "ours" else WorkerMemory().markers) as memory:
+            started = time.perf_counter()
+            got = drain(spark, conn_str, queue)
+            seconds = time.perf_counter() - started
+        left = stored(conn_str, queue)
+        if got != rows or left:
+            raise SystemExit(f"{name}: {got} of {rows} rows read, {left} left in the queue")
+        return rows / seconds, memory.peak_kb
+    finally:
+        spark.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=50_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of (source, SDK), each side in turn")
+    args = parser.parse_args()
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    runs: dict[str, list[tuple[float, int]]] = {"ours": [], "sdk": []}
+    with broker_process() as conn_str:
+        for _ in range(args.rounds):
+            for side in ("ours", "sdk"):
+                runs[side].append(run_side(side, conn_str, args.rows, args.size))
+    print(f"bench_spark_source: {args.rows:,} messages of {args.size} B drained (peek-lock, completed), "
+          f"local[2], {args.rounds} rounds of (source, SDK loop in {TASKS} tasks); Spark's start-up and a "
+          f"{WARM_UP_ROWS:,}-message warm-up drain not counted")  # fmt: skip
+    print(f"{'round':<6} {'amqplink source rows/s':>23} {'SDK loop rows/s':>16} {'ratio':>6}")
+    for i, (ours, sdk) in enumerate(zip(runs["ours"], runs["sdk"], strict=True), 1):
+        print(f"{i:<6} {ours[0]:>23,.0f} {sdk[0]:>16,.0f} {ours[0] / sdk[0]:>5.1f}x")
+    medians = {side: statistics.median(r[0] for r in got) for side, got in runs.items()}
+    for label, side, where in (("amqplink source", "ours", "stream reader"), ("SDK receive loop", "sdk", "worker")):
+        peak = max(r[1] for r in runs[side]) / 1024
+        print(f"{label:<18} median {medians[side]:>9,.0f} rows/s, peak {where} RSS {peak:.0f} MB")
+    ratio = medians["ours"] / medians["sdk"]
+    print(f"ratio of the medians {ratio:.1f}x (goal >= {GOAL:.0f}x): {'met' if ratio >= GOAL else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
