@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
@@ -872,14 +873,16 @@ class _ServiceBusConnection:
                 if self._settle_received(link, delivery, _ACCEPTED, 0.0):
                     self._top_up(link)
             elif producer is not None:
-                target = producer[0]
+                target, path = producer
                 via, via_path = self.via.get(link, producer)
                 transactions = self.transactions
                 if transactions is None:
                     why = f"no transaction {_hex(state.txn_id)} is open on this connection: declare one first"
                     outcome: Any = Rejected(error=_error(UNKNOWN_ID, why))
                 else:
-                    outcome = transactions.post(state, delivery, target, via, via_path, now)
+                    faults = self.host.faults  # an unavailable entity refuses it as it refuses a plain send
+                    check = functools.partial(faults.check_send, path) if faults.unavailable else None
+                    outcome = transactions.post(state, delivery, target, via, via_path, now, check)
                 if not delivery.settled:
                     link.settle(delivery, outcome)
                 self._top_up(link)

@@ -261,16 +261,20 @@ class ConnectionTransactions:
         via: MessagingEntity | Topic,
         via_path: str,
         now: float,
+        check: Callable[[], None] | None = None,
     ) -> Any:
         """A message sent in a transaction to ``target`` (through ``via``, the link's own
         target: the same entity unless it sends via): checked and held; the outcome to settle
-        the transfer with."""
+        the transfer with. ``check``: raises the :class:`EntityError` a plain send to the
+        target would get now (an injected fault), which refuses this one the same way."""
         opened, refusal = self._live(state)
         if opened is None:
             return Rejected(error=refusal)
         payload = delivery.payload
         payload = payload if type(payload) is bytes else bytes(payload)
         try:
+            if check is not None:
+                check()
             unpacked = self.namespace.unpack(payload, delivery.message_format, target.properties.max_message_size)
             envelopes = [e for e in unpacked if not e.is_ping]
             self._joins(opened, via_path, now, max(1, len(envelopes)))
