@@ -848,7 +848,8 @@ class _ServiceBusConnection:
         if type(event) is DeclareRequested:
             transactions.declare(event.request)
         elif type(event) is DischargeRequested:
-            transactions.discharge(event.request, now)
+            faults = self.host.faults  # an unavailable entity refuses the commit as it refuses a plain send
+            transactions.discharge(event.request, now, faults.check_send if faults.unavailable else None)
         elif type(event) is TransactionEnded:
             transactions.ended(event.transaction)
         self._top_up_link(getattr(event, "link", None))
