@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
@@ -847,7 +848,8 @@ class _ServiceBusConnection:
         if type(event) is DeclareRequested:
             transactions.declare(event.request)
         elif type(event) is DischargeRequested:
-            transactions.discharge(event.request, now)
+            faults = self.host.faults  # an unavailable entity refuses the commit as it refuses a plain send
+            transactions.discharge(event.request, now, faults.check_send if faults.unavailable else None)
         elif type(event) is TransactionEnded:
             transactions.ended(event.transaction)
         self._top_up_link(getattr(event, "link", None))
@@ -872,14 +874,16 @@ class _ServiceBusConnection:
                 if self._settle_received(link, delivery, _ACCEPTED, 0.0):
                     self._top_up(link)
             elif producer is not None:
-                target = producer[0]
+                target, path = producer
                 via, via_path = self.via.get(link, producer)
                 transactions = self.transactions
                 if transactions is None:
                     why = f"no transaction {_hex(state.txn_id)} is open on this connection: declare one first"
                     outcome: Any = Rejected(error=_error(UNKNOWN_ID, why))
                 else:
-                    outcome = transactions.post(state, delivery, target, via, via_path, now)
+                    faults = self.host.faults  # an unavailable entity refuses it as it refuses a plain send
+                    check = functools.partial(faults.check_send, path) if faults.unavailable else None
+                    outcome = transactions.post(state, delivery, target, via, via_path, now, check)
                 if not delivery.settled:
                     link.settle(delivery, outcome)
                 self._top_up(link)

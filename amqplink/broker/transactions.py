@@ -11,8 +11,10 @@ declare and discharge, txn-ids); this module the resource's side, one
 * a settlement in a transaction (*retired*: complete, dead-letter, defer, abandon) is
   checked (the lock is held) and held, answered with an unsettled disposition echoing its
   provisional outcome; the delivery stays unsettled and the message locked;
-* a commit checks every operation again (each lock still held, each message still fits),
-  then applies them all in one go (with a data directory, one journal record:
+* a commit checks every operation again (each lock still held; its messages planned as
+  the sends of one, :meth:`~amqplink.broker.namespace.Namespace.plan_store`: the checks
+  of a plain send, duplicates dropped, all of them fitting together), then applies them
+  all in one go (with a data directory, one journal record:
   :meth:`~amqplink.broker.durable.commit.GroupCommit.atomic`), settles the retired
   deliveries with their outcomes, and answers ``accepted`` once that is written; any
   check failing rolls the whole transaction back (``amqp:transaction:rollback`` naming why);
@@ -40,6 +42,7 @@ from amqplink.broker.namespace.entity import KEY_UNKNOWN
 from amqplink.broker.namespace.errors import NOT_ALLOWED, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.namespace import DEAD_LETTER_SUFFIX, Namespace, Topic
+from amqplink.broker.namespace.plan import SendPlan
 from amqplink.broker.outcomes import apply_outcome, check_outcome, echo_of, is_outcome
 from amqplink.codec.types import Symbol
 from amqplink.engine import transactions as protocol
@@ -193,8 +196,10 @@ class ConnectionTransactions:
         assert transaction.txn_id is not None
         self.open[transaction.txn_id] = _Open(transaction)
 
-    def discharge(self, request: TransactionRequest, now: float) -> None:
-        """Commit the transaction (all of it, checked first), or roll it back with ``fail``."""
+    def discharge(self, request: TransactionRequest, now: float, check: Callable[[str], None] | None = None) -> None:
+        """Commit the transaction (all of it, checked first), or roll it back with ``fail``.
+        ``check(path)``: raises the :class:`EntityError` a plain send to ``path`` would get now
+        (an injected fault), which rolls the commit back."""
         txn_id = request.transaction.txn_id
         opened = self.open.pop(txn_id, None) if txn_id is not None else None
         if opened is None:  # (the engine knows it: it is ours)
@@ -205,17 +210,17 @@ class ConnectionTransactions:
             log.info("transaction %s rolled back (%d operations dropped)", opened.label, opened.operations)
             request.link.discharged(request)
             return
-        refusal = opened.doomed or self._refusal(opened, now)
-        if refusal is not None:
-            log.info("transaction %s could not commit: %s", opened.label, refusal.description)
-            request.link.refuse(request, refusal)
+        plan = self._commit_plan(opened, now, check)
+        if isinstance(plan, Error):
+            log.info("transaction %s could not commit: %s", opened.label, plan.description)
+            request.link.refuse(request, plan)
             return
         stored = self.persistence
         if stored is None:
-            self._apply(opened, now)
+            self._apply(opened, plan, now)
             request.link.discharged(request)
             return
-        stored.commits.atomic(lambda: self._apply(opened, now))  # one journal record: all of it or none
+        stored.commits.atomic(lambda: self._apply(opened, plan, now))  # one journal record: all of it or none
         stored.after_commit(lambda error: self._answer(request, error))
 
     def _answer(self, request: TransactionRequest, error: BaseException | None) -> None:
@@ -261,16 +266,20 @@ class ConnectionTransactions:
         via: MessagingEntity | Topic,
         via_path: str,
         now: float,
+        check: Callable[[], None] | None = None,
     ) -> Any:
         """A message sent in a transaction to ``target`` (through ``via``, the link's own
         target: the same entity unless it sends via): checked and held; the outcome to settle
-        the transfer with."""
+        the transfer with. ``check``: raises the :class:`EntityError` a plain send to the
+        target would get now (an injected fault), which refuses this one the same way."""
         opened, refusal = self._live(state)
         if opened is None:
             return Rejected(error=refusal)
         payload = delivery.payload
         payload = payload if type(payload) is bytes else bytes(payload)
         try:
+            if check is not None:
+                check()
             unpacked = self.namespace.unpack(payload, delivery.message_format, target.properties.max_message_size)
             envelopes = [e for e in unpacked if not e.is_ping]
             self._joins(opened, via_path, now, max(1, len(envelopes)))
@@ -391,39 +400,42 @@ class ConnectionTransactions:
         return key
 
     # -- commit ------------------------------------------------------------------------
-    def _refusal(self, opened: _Open, now: float) -> Error | None:
-        """Why the commit cannot be applied in full (None: it can): each retired message still
-        locked, the posted messages fitting their entities together."""
+    def _commit_plan(self, opened: _Open, now: float, check: Callable[[str], None] | None) -> SendPlan | Error:
+        """The plan that stores its messages (:meth:`_checked`), or why its commit cannot be
+        applied in full: then it is rolled back whole."""
+        if opened.doomed is not None:
+            return opened.doomed
         try:
-            for retirement in opened.retirements.values():
-                holder = retirement.holder
-                if holder.held.get(retirement.delivery.tag) is not retirement.delivery:
-                    raise EntityError(
-                        NOT_ALLOWED,
-                        f"a message of {holder.path!r} settled in the transaction is no longer held by its receiver"
-                        " (its link or connection closed, or it was settled outside the transaction)",
-                    )
-                check_outcome(holder.entity, retirement.delivery.tag, retirement.outcome, now)
-            by_target: dict[int, tuple[MessagingEntity | Topic, list[Any]]] = {}
-            for posting in opened.postings:
-                entry = by_target.setdefault(id(posting.target), (posting.target, []))
-                entry[1].extend(posting.envelopes)
-            for target, envelopes in by_target.values():
-                if envelopes:
-                    self.namespace.check_send(target, envelopes)
+            return self._checked(opened, now, check)
         except EntityError as exc:
             why = f"transaction {opened.label} was rolled back, nothing of it applied: {exc.description}"
             return _error(TRANSACTION_ROLLBACK, why)
-        return None
 
-    def _apply(self, opened: _Open, now: float) -> None:
-        """Store its messages and apply its settlements (checked by :meth:`_refusal` just before,
-        in the same turn of the loop: nothing can change in between)."""
-        for posting in opened.postings:
-            try:
-                self.namespace.send(posting.target, posting.payload, now, posting.message_format)
-            except EntityError as exc:  # (checked: a defect if it comes)
-                log.error("transaction %s: a message checked for its commit was refused: %s", opened.label, exc)
+    def _checked(self, opened: _Open, now: float, check: Callable[[str], None] | None) -> SendPlan:
+        """The plan that stores its messages, made once each retired message was found still
+        locked; raises why the commit cannot be applied in full. Its messages are planned as
+        the sends of one (:meth:`Namespace.plan_store`: plain sends' checks, duplicates
+        dropped, copies counted together), so nothing is stored and no id recorded unless all
+        of it can be."""
+        for retirement in opened.retirements.values():
+            holder = retirement.holder
+            if holder.held.get(retirement.delivery.tag) is not retirement.delivery:
+                raise EntityError(
+                    NOT_ALLOWED,
+                    f"a message of {holder.path!r} settled in the transaction is no longer held by its receiver"
+                    " (its link or connection closed, or it was settled outside the transaction)",
+                )
+            check_outcome(holder.entity, retirement.delivery.tag, retirement.outcome, now)
+        sends = [(posting.target, posting.envelopes) for posting in opened.postings if posting.envelopes]
+        if check is not None:
+            for path in dict.fromkeys(target.path.lower() for target, _ in sends):
+                check(path)
+        return self.namespace.plan_store(sends, now)
+
+    def _apply(self, opened: _Open, plan: SendPlan, now: float) -> None:
+        """Store its messages (``plan``) and apply its settlements (checked by :meth:`_checked`
+        just before, in the same turn of the loop: nothing can change in between)."""
+        plan.apply()
         for retirement in opened.retirements.values():
             holder, delivery = retirement.holder, retirement.delivery
             holder.held.pop(delivery.tag, None)
@@ -434,8 +446,8 @@ class ConnectionTransactions:
                 answer = Rejected(error=_error(exc.condition, exc.description))
             self.settle(holder.link, delivery, answer)
         log.info(
-            "transaction %s committed: %d messages stored, %d settled",
-            opened.label, len(opened.postings), len(opened.retirements),
+            "transaction %s committed: %d messages sent, %d settled",
+            opened.label, opened.sent, len(opened.retirements),
         )  # fmt: skip
 
     def _forget(self, opened: _Open) -> None:

@@ -215,6 +215,78 @@ async def test_a_commit_that_no_longer_fits_its_entity_rolls_back_all_of_it() ->
     assert msg.state is MessageState.LOCKED  # not completed: nothing of it applied
 
 
+def _over_quota() -> Namespace:
+    """``q``: duplicate detection, ``MaxSizeInMegabytes`` 1 (room for five messages of :data:`_KIB_200`)."""
+    small = EntityProperties(requires_duplicate_detection=True, max_bytes=1 << 20)
+    return Namespace(NamespaceConfig(queues=(QueueConfig("q", small),)))
+
+
+_KIB_200 = bytes(200 * 1024)
+
+
+async def test_a_commit_over_quota_rolls_back_whole_and_records_no_message_id() -> None:
+    c = TxnClient(_over_quota())
+    sender = c.sender("q")
+    txn = c.declare()
+    for i in range(6):  # each fits alone; together they pass the quota
+        assert outcome_of(c.send(sender, txn, message_id=f"m{i}", body=_KIB_200).remote_state) == Accepted()
+    error = c.discharge(txn)
+    assert error is not None and error.condition == TRANSACTION_ROLLBACK
+    assert "nothing of it applied" in error.description and "limit" in error.description
+    assert _count(c.ns, "q") == 0
+    for i in range(4):  # the same ids sent plainly: stored, no duplicates of the rolled-back ones
+        assert c.send(sender, message_id=f"m{i}", body=_KIB_200).remote_state == Accepted()
+    assert _count(c.ns, "q") == 4
+
+
+async def test_a_commit_counts_against_the_quota_only_what_it_stores() -> None:
+    """As a plain send: the duplicates it would drop take no room."""
+    c = TxnClient(_over_quota())
+    sender = c.sender("q")
+    for i in range(4):
+        c.send(sender, message_id=f"m{i}", body=_KIB_200)
+    txn = c.declare()
+    for i in range(5):  # four repeats (dropped) and one new message: room for it
+        c.send(sender, txn, message_id=f"m{i}", body=_KIB_200)
+    assert c.discharge(txn) is None
+    assert _count(c.ns, "q") == 5
+    assert c.ns.queue("q").duplicates.dropped == 4  # type: ignore[union-attr]
+
+
+async def test_a_commit_to_an_unavailable_entity_rolls_back_whole() -> None:
+    c = TxnClient(_over_quota())
+    sender = c.sender("q")
+    txn = c.declare()
+    c.send(sender, txn, message_id="m0", body=b"in the transaction")
+    fault = c.host.faults.entity_unavailable("q", condition="amqp:internal-error")  # after the send, before the commit
+    error = c.discharge(txn)
+    assert error is not None and error.condition == TRANSACTION_ROLLBACK and "unavailable" in error.description
+    assert _count(c.ns, "q") == 0
+    c.host.faults.clear(fault)
+    assert c.send(sender, message_id="m0", body=b"plain").remote_state == Accepted()
+    assert _bodies(c.ns, "q") == [b"plain"]
+
+
+async def test_a_commit_whose_second_destination_refuses_stores_nothing_in_the_first() -> None:
+    """Two destinations through one entity: the commit is planned whole, as one send to a topic is."""
+    forwards = EntityProperties(forward_to="gone")
+    queues = (QueueConfig("a"), QueueConfig("b"), QueueConfig("gone"), QueueConfig("fwd", forwards))
+    ns = Namespace(NamespaceConfig(queues=queues), auto_create=False)
+    c = TxnClient(ns)
+    (delivery,) = await _locked(c, "a")
+    first, second = c.sender("b", via="a"), c.sender("fwd", via="a")
+    txn = c.declare()
+    c.send(first, txn, body=b"to b")
+    c.send(second, txn, body=b"to fwd, forwarded")
+    c.settle(delivery, Accepted(), txn)  # type: ignore[arg-type]
+    ns.delete_queue("gone")  # the forward's destination: a send to fwd is refused now
+    error = c.discharge(txn)
+    assert error is not None and error.condition == TRANSACTION_ROLLBACK and "gone" in error.description
+    assert _count(ns, "b") == 0 and len(ns.queue("fwd").store) == 0
+    (msg,) = list(ns.receiver_source("a").store)
+    assert msg.state is MessageState.LOCKED
+
+
 # -- Service Bus's rules -------------------------------------------------------------------------
 async def test_every_operation_is_on_the_entity_it_first_touched_unless_sent_via_it() -> None:
     c = TxnClient()

@@ -737,15 +737,25 @@ class Namespace:
         (:meth:`~amqplink.broker.durable.persistence.Persistence.roll_back`).
 
         The hook for transactions: a transactional send is unpacked (:meth:`unpack`) when it
-        arrives, staged, and handed here only when its transaction commits (the sends of one
-        transaction to one entity as one list: stored all or none, an id repeated among them
-        stored once); one rolled back never comes here, so leaves no id behind."""
+        arrives, staged, and handed to :meth:`plan_store` only when its transaction commits;
+        one rolled back never comes there, so leaves no id behind."""
         self._route(target, envelopes, now, 0)
+
+    def plan_store(self, sends: Sequence[tuple[MessagingEntity | Topic, list[Envelope]]], now: float) -> SendPlan:
+        """The plan of storing several sends (a transaction's, at its commit) all or none, each
+        as :meth:`store` stores one (the duplicates of its detector dropped, the partition
+        rules, the limits, a topic's copies, forwards), checked counting the others' copies: a
+        refusal raises, and nothing is stored, no id recorded. :meth:`SendPlan.apply` stores
+        them all and then records their ids (nothing refuses there)."""
+        plan = SendPlan(now)
+        for target, envelopes in sends:
+            self._plan(plan, target, envelopes, 0)
+        return plan
 
     def check_send(self, target: MessagingEntity | Topic, envelopes: list[Envelope]) -> None:
         """Raise what :meth:`send` would refuse of ``envelopes`` (messages sent to ``target``),
-        storing nothing: a transaction checks its messages as they come and again, all
-        together, just before its commit stores them (all of them or none). Checked: the
+        storing nothing: a transaction checks its messages as they come (its commit plans
+        them all together: :meth:`plan_store`). Checked: the
         partition rules (a PartitionKey differing from the SessionId, a pinned fragment that
         is down), an entity that requires sessions, the count and byte limits of ``target``
         or of each subscription that takes a copy. Not followed: forwarding, whose
