@@ -13,8 +13,9 @@ the one the same SDK writes. A .NET reader takes either (its decoder keeps the s
 low byte).
 
 :func:`dotnet_decimal` says which AMQP decimals Service Bus can keep (none that is a NaN,
-an infinity, more than 96 bits of coefficient or more than 28 places),
-:func:`servicebus_decimal128` writes the layout Service Bus delivers, and
+an infinity, more than 96 bits of coefficient or more than 28 places; every one in its own
+layout, which it writes and takes back), :func:`servicebus_decimal128` writes the layout
+Service Bus delivers (bytes already in it unchanged), and
 :func:`reads_servicebus_decimals` tells the receiver that needs it (the Python SDK) by the
 ``product`` its connection's open names.
 
@@ -63,10 +64,10 @@ _SECOND_BYTES = frozenset(((_BIAS - scale) & 0x7F) << 1 for scale in range(DOTNE
 
 def dotnet_decimal(value: Decimal32 | Decimal64 | Decimal128) -> tuple[int, int, int] | None:
     """(sign, coefficient, scale) of the .NET decimal Service Bus makes of an AMQP decimal
-    (a positive exponent multiplied into the coefficient, as .NET's decoder does); None
-    when it makes none: a NaN or an infinity, a coefficient of more than 96 bits, more than
-    28 decimal places."""
-    number = value.to_decimal()
+    in either layout, read as :func:`read_decimal` reads it (a positive exponent multiplied
+    into the coefficient, as .NET's decoder does); None when it makes none: a NaN or an
+    infinity, a coefficient of more than 96 bits, more than 28 decimal places."""
+    number = read_decimal(value)
     if not number.is_finite():
         return None
     sign, digits, exponent = number.as_tuple()

@@ -291,6 +291,10 @@ class ServiceBusReceiver(Handler):
                     raise error from exc
                 delay = backoff_delay(self._policy, retried, error)
                 if deadline is not None and loop.time() + delay >= deadline:
+                    if self._is_session and self._session is None:
+                        # No session was locked (NEXT_AVAILABLE_SESSION found none in its wait):
+                        # as the SDK, the attach's error, not "no messages" from a session never had.
+                        raise error from exc
                     return []
                 log.info("%s: receiving failed (%s); reattaching in %.1f s", self.entity_name, error, delay)
                 await asyncio.sleep(delay)

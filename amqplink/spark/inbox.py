@@ -28,9 +28,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from amqplink.sbwire.conditions import TIMEOUT
 from amqplink.servicebus.aio import ServiceBusClient, ServiceBusReceiver
 from amqplink.servicebus.constants import NEXT_AVAILABLE_SESSION, ServiceBusSubQueue
-from amqplink.servicebus.exceptions import MessageLockLostError, ServiceBusError
+from amqplink.servicebus.exceptions import MessageLockLostError, OperationTimeoutError, ServiceBusError
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 from amqplink.spark.source_options import SourceConfig
 from amqplink.spark.staging import PENDING_SECONDS, Staging, StagingState
@@ -76,6 +77,12 @@ class _Sessions:
     """Open session receivers (``sessions=true``), at most ``maxConcurrentSessions``."""
 
     open: list[ServiceBusReceiver] = field(default_factory=list)
+
+
+def _no_session_free(error: BaseException) -> bool:
+    """Whether ``error`` is the broker's answer to a next-available-session receiver that
+    no session came free for in its wait (``com.microsoft:timeout``), not a failure."""
+    return isinstance(error, OperationTimeoutError) and error.condition == TIMEOUT
 
 
 class Inbox:
@@ -211,6 +218,9 @@ class Inbox:
             try:
                 messages = await receiver.receive_messages(max_message_count=count, max_wait_time=wait)
             except (ServiceBusError, OSError) as exc:
+                if _no_session_free(exc):
+                    await receiver.close()  # the broker's wait for a session ran out: none to take now
+                    break
                 if isinstance(exc, ServiceBusError) and not exc.retryable:
                     raise
                 await self._lost(receiver, exc)

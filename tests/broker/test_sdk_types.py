@@ -21,6 +21,8 @@ from azure.servicebus.exceptions import ServiceBusError
 import amqplink.sync
 from amqplink.broker import Broker
 from amqplink.codec import Decimal128
+from amqplink.message import Message
+from amqplink.sbwire.decimals import servicebus_decimal128
 from tests.broker.sdkutil import running_broker
 
 
@@ -74,6 +76,20 @@ def test_other_receivers_get_the_decimal_as_it_was_sent(client: ServiceBusClient
         receiver.accept(got)
     value = got.application_properties["d"]  # type: ignore[index]
     assert type(value) is Decimal128 and value == Decimal128.from_decimal("1.5")  # the standard layout
+
+
+def test_a_decimal_sent_in_service_buss_layout_reaches_the_sdk_as_the_number(
+    client: ServiceBusClient, broker: Broker
+) -> None:
+    # a sender passing on what Service Bus delivered it: was refused as a number below 1E-4579
+    value = servicebus_decimal128(Decimal128.from_decimal("-12.5"))
+    with amqplink.sync.connect(broker.url) as conn:
+        conn.create_sender("dec-theirs").send(Message("x", application_properties={"d": value}), timeout=10)
+    with client.get_queue_receiver("dec-theirs") as receiver:
+        (peeked,) = receiver.peek_messages(max_message_count=5)
+        (got,) = receiver.receive_messages(max_wait_time=10)
+        receiver.complete_message(got)
+    assert peeked.application_properties[b"d"] == got.application_properties[b"d"] == decimal.Decimal("-12.5")
 
 
 @pytest.mark.parametrize("value", ["1E-29", "79228162514264337593543950336"])  # 29 places; 2**96

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -18,10 +19,12 @@ from amqplink.aio.errors import LinkDetachedError
 from amqplink.aio.request_response import RequestResponseLink
 from amqplink.broker import Broker
 from amqplink.broker.namespace import BATCH_FORMAT, Entity, EntityError, Namespace
+from amqplink.broker.namespace.decimals import servicebus_decimals
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.codec import AMQPType, Array, Decimal32, Decimal64, Decimal128, Described, Long, Symbol, ULong
 from amqplink.message import Message
 from amqplink.protocol.definitions import ApplicationProperties, MessageAnnotations, Properties, Rejected
+from amqplink.sbwire.decimals import dotnet_decimal, in_servicebus_layout, read_decimal, servicebus_decimal128
 from tests.broker.nsutil import T0
 
 DATA = b"\x00\x53\x75\xa0\x01x"
@@ -129,6 +132,25 @@ def test_ids_of_the_allowed_types_are_kept(value: Any) -> None:
     ns.send(ns.sender_target("q"), with_properties(message_id=value, correlation_id=value), T0)
     (msg,) = ns.receiver_source("q").receive_many(T0, 10, lock=False)
     assert msg.envelope.message_id == value
+
+
+@pytest.mark.parametrize("text", ["1.5", "-0.001", "0", str(2**96 - 1), "1E-28", "-79228162514264337593543950335"])
+def test_a_decimal_in_service_buss_layout_is_kept_and_given_back_as_sent(text: str) -> None:
+    # Service Bus writes this layout itself and takes it back (its .NET decoder reads either);
+    # read as a standard decimal128 it is below 1E-4579, which no .NET decimal holds
+    value = servicebus_decimal128(Decimal128.from_decimal(text))
+    assert in_servicebus_layout(value) and dotnet_decimal(value) is not None
+    payload = with_application({"d": value, "standard": Decimal128.from_decimal(text)})
+    ns = Namespace()
+    ns.send(ns.sender_target("q"), payload, T0)
+    entity = ns.receiver_source("q")
+    (msg,) = entity.receive_many(T0, 10, lock=False)
+    peeked = Message.decode(entity.encode(msg, peek=True)).application_properties
+    assert peeked == {"d": value, "standard": Decimal128.from_decimal(text)}  # the bytes as sent
+    assert read_decimal(peeked["d"]).as_tuple() == Decimal(text).as_tuple()
+    # to a receiver that reads only Service Bus's layout (the Python SDK): both the same bytes
+    written = Message.decode(servicebus_decimals(entity.encode(msg, peek=True))).application_properties
+    assert written == {"d": value, "standard": value}
 
 
 def test_an_annotation_that_would_not_be_written_back_as_sent_is_refused() -> None:

@@ -42,7 +42,7 @@ from amqplink.codec import (
 from amqplink.codec.decode import float32_nan
 from amqplink.message import Message
 from amqplink.sbwire.annotations import SEQUENCE_NUMBER
-from amqplink.sbwire.decimals import DOTNET_MAX_SCALE
+from amqplink.sbwire.decimals import DOTNET_MAX_SCALE, servicebus_decimal128
 from tests.codec.codec_strategies import PRIMITIVES, descriptors, primitive_arrays
 
 __all__ = [
@@ -104,13 +104,15 @@ element type, nested, described), described values (the protocol's own descripto
 @st.composite
 def storable_decimals(draw: st.DrawFn) -> Decimal32 | Decimal64 | Decimal128:
     """An AMQP decimal that Service Bus's .NET decimal holds (96 bits, 28 places at most), in
-    any of the three widths and with its own exponent."""
+    any of the three widths and with its own exponent, or a decimal128 in the layout Service
+    Bus itself writes (amqplink/sbwire/decimals.py), which it takes back too."""
     kind = draw(st.sampled_from([Decimal32, Decimal64, Decimal128]))
     digits = min(kind.DIGITS, 28)
     coefficient = draw(st.integers(0, min(10**digits - 1, 2**96 - 1)))
     exponent = draw(st.integers(-DOTNET_MAX_SCALE, 0 if coefficient else 6))
     number = Decimal((draw(st.integers(0, 1)), tuple(map(int, str(coefficient))), exponent))
-    return kind.from_decimal(number)
+    value = kind.from_decimal(number)
+    return servicebus_decimal128(value) if draw(st.booleans()) else value
 
 
 def dotnet_numbers(coefficient_bits: int = 96) -> st.SearchStrategy[Decimal]:
@@ -202,6 +204,7 @@ HARD = Sections(
     delivery_annotations={Symbol("x-test-hop"): "for the broker only"},
     application_properties={
         "d128": Decimal128.from_decimal("1.5"),
+        "d128sb": servicebus_decimal128(Decimal128.from_decimal("-0.001")),  # Service Bus's layout: was refused
         "d32": Decimal32.from_decimal("-2.50"),
         "c": Char("é"),
     },

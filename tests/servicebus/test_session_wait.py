@@ -82,3 +82,76 @@ async def test_the_wait_runs_out_with_operation_timeout(api: Api, broker: Broker
         elapsed = time.monotonic() - started
         assert 0.8 <= elapsed < 10  # it waited (about max_wait_time) before giving up
         await wait_until(lambda: waiting(broker) == 0)  # nothing left behind in the broker
+
+
+QUICK_RETRIES = {"retry_total": 1, "retry_backoff_factor": 0.1}
+"""A retry that still fits: the receive's or iteration's own wait ends the retries, not
+``retry_total`` (the SDK's defaults take four waits and backoffs, some 20 s)."""
+
+
+def _assert_timed_out(error: BaseException, started: float, wait: float) -> None:
+    """``error`` is the broker's refusal naming the entity, after about ``wait`` seconds."""
+    assert "sessions" in str(error)  # the entity, named in the broker's description
+    assert wait * 0.8 <= time.monotonic() - started < wait + 8
+
+
+async def test_a_first_receive_with_no_session_free_raises_operation_timeout(api: Api, broker: BrokerThread) -> None:
+    """A receiver opened by its first receive (no ``async with``) that gets no session
+    raises, as the SDK's does, rather than returning no messages as if a session were idle."""
+    next_available = api.sb.NEXT_AVAILABLE_SESSION
+    cs = broker.connection_string
+    async with api.aio.ServiceBusClient.from_connection_string(cs, **QUICK_RETRIES) as client:
+        receiver = client.get_queue_receiver("sessions", session_id=next_available, max_wait_time=1.0)
+        started = time.monotonic()
+        try:
+            with pytest.raises(api.exceptions.OperationTimeoutError) as caught:
+                await receiver.receive_messages(max_message_count=1, max_wait_time=2.0)
+            _assert_timed_out(caught.value, started, 1.0)
+            started = time.monotonic()
+            with pytest.raises(api.exceptions.OperationTimeoutError) as caught:
+                async for _message in receiver:
+                    raise AssertionError("no session exists, so no message either")
+            _assert_timed_out(caught.value, started, 1.0)
+        finally:
+            await receiver.close()
+        await wait_until(lambda: waiting(broker) == 0)
+
+
+def test_blocking_next_available_receivers_with_no_session_free_raise_operation_timeout(
+    api: Api, broker: BrokerThread
+) -> None:
+    """The blocking client as the asyncio one: opening, a first receive and iterating each
+    raise OperationTimeoutError once the receiver's wait runs out."""
+    next_available = api.sb.NEXT_AVAILABLE_SESSION
+    timeout_error = api.exceptions.OperationTimeoutError
+    with api.sb.ServiceBusClient.from_connection_string(broker.connection_string, **QUICK_RETRIES) as client:
+        started = time.monotonic()
+        opening = client.get_queue_receiver("sessions", session_id=next_available, max_wait_time=1.0)
+        with pytest.raises(timeout_error) as caught, opening:
+            raise AssertionError("no session exists to lock")
+        _assert_timed_out(caught.value, started, 1.0)
+        receiver = client.get_queue_receiver("sessions", session_id=next_available, max_wait_time=1.0)
+        try:
+            started = time.monotonic()
+            with pytest.raises(timeout_error) as caught:
+                receiver.receive_messages(max_message_count=1, max_wait_time=2.0)
+            _assert_timed_out(caught.value, started, 1.0)
+            started = time.monotonic()
+            with pytest.raises(timeout_error) as caught:
+                for _message in receiver:
+                    raise AssertionError("no session exists, so no message either")
+            _assert_timed_out(caught.value, started, 1.0)
+        finally:
+            receiver.close()
+
+
+def test_a_blocking_first_receive_takes_a_session_that_is_free(api: Api, broker: BrokerThread) -> None:
+    """The other side: a session with a message is locked and received from as before."""
+    sb = api.sb
+    with sb.ServiceBusClient.from_connection_string(broker.connection_string, **QUICK_RETRIES) as client:
+        with client.get_queue_sender("sessions") as sender:
+            sender.send_messages(sb.ServiceBusMessage("waiting", session_id="free-1"))
+        with client.get_queue_receiver("sessions", session_id=sb.NEXT_AVAILABLE_SESSION, max_wait_time=5) as receiver:
+            (got,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            assert receiver.session.session_id == "free-1" and body(got) == b"waiting"
+            receiver.complete_message(got)
