@@ -87,8 +87,8 @@ def _reason(outcome: Any) -> str | None:
 async def _handed(send: Any, message: Message) -> asyncio.Future[Any] | str:
     """``send(message)``'s outcome future, or why it was refused before it was sent: a
     message larger than the peer takes is refused by either client before it leaves
-    (``amqp:link:message-size-exceeded``), and is a refusal as the broker's are (one text,
-    one exit status, whichever client, where it used to be an error of each client's own)."""
+    (``amqp:link:message-size-exceeded``), and is a refusal as the broker's are: one text and
+    one exit status, whichever client sent it."""
     try:
         future: asyncio.Future[Any] = await send(message)
     except AMQPLinkError as exc:
