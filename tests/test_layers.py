@@ -7,10 +7,13 @@ The table between the ``import-graph`` markers is compared with the graph
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
-from tests.layers import PACKAGE, import_graph, imported
+from tests import sources
+from tests.layers import PACKAGE, ROOT, import_graph, imported
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 
@@ -76,3 +79,81 @@ def test_the_broker_s_connection_handlers_do_not_import_its_facade() -> None:
     for handlers in ("plainserver", "sbserver"):
         assert "amqplink.broker.server" not in set(imported(broker / f"{handlers}.py")), handlers
     assert {"amqplink.broker.plainserver", "amqplink.broker.sbserver"} <= set(imported(broker / "server.py"))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _reaches_in(tree: ast.Module, rel: tuple[str, ...]) -> Iterator[tuple[int, str]]:
+    """Where the module ``rel`` (``("amqplink", "spark", "writer")``) imports a private
+    module or name of another amqplink layer, or reads a private attribute of a name so
+    imported (``TYPE_CHECKING`` imports included: a private name is no one else's to type
+    against either)."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            pairs = [(alias.name, alias.asname or alias.name.split(".")[0], "") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = list(rel[: len(rel) - node.level]) if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            pairs = [(module, alias.asname or alias.name, alias.name) for alias in node.names]
+        else:
+            continue
+        for module, local, name in pairs:
+            parts = module.split(".")
+            if parts[0] != "amqplink" or len(parts) < 2 or parts[1] == rel[1]:
+                continue
+            bound.add(local)
+            if any(map(_private, [*parts, name])):
+                yield node.lineno, f"{module} {name}".rstrip()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in bound:
+                yield node.lineno, ast.unparse(node)
+
+
+def _reaches(layer: str) -> list[str]:
+    found = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("").parts
+        found += [f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in _reaches_in(sources.tree(path), rel)]
+    return found
+
+
+def test_spark_and_the_broker_use_only_public_names_of_other_packages() -> None:
+    """What another package needs of one has a public name (docs/architecture.md): the
+    Spark connector and the broker import no private module or name of another amqplink
+    package, and read no private attribute of one."""
+    assert _reaches("spark") == []
+    assert _reaches("broker") == []
+
+
+def test_the_private_reach_check_finds_each_kind_of_reach() -> None:
+    source = """
+import amqplink.sync.loop
+import amqplink.message._id_only
+from amqplink.message._id_only import ID_ONLY_HEADS
+from amqplink.message import _decode
+from ..sync import loop as the_loop
+from amqplink.spark import _own
+from . import _sibling
+from amqplink.message import Message, __all__
+import os
+the_loop._keeper
+amqplink.sync.loop._lock
+Message.__name__
+os._exit
+_own._x
+"""
+    found = [what for _, what in _reaches_in(ast.parse(source), ("amqplink", "spark", "writer"))]
+    assert found == [
+        "amqplink.message._id_only",
+        "amqplink.message._id_only ID_ONLY_HEADS",
+        "amqplink.message _decode",
+        "the_loop._keeper",
+        "amqplink.sync.loop._lock",
+    ]

@@ -84,11 +84,11 @@ def _reason(outcome: Any) -> str | None:
     return f"{type(outcome).__name__.lower()} by the broker (not delivered)"
 
 
-async def _handed(send: Any, message: Message) -> asyncio.Future[Any] | str:
+async def _outcome_or_refusal(send: Any, message: Message) -> asyncio.Future[Any] | str:
     """``send(message)``'s outcome future, or why it was refused before it was sent: a
     message larger than the peer takes is refused by either client before it leaves
-    (``amqp:link:message-size-exceeded``), and is a refusal as the broker's are (one text,
-    one exit status, whichever client, where it used to be an error of each client's own)."""
+    (``amqp:link:message-size-exceeded``), and is a refusal as the broker's are: one text and
+    one exit status, whichever client sent it."""
     try:
         future: asyncio.Future[Any] = await send(message)
     except AMQPLinkError as exc:
@@ -127,8 +127,8 @@ class _AmqpSender:
         self._link = link
 
     async def send(self, message: Message) -> asyncio.Future[str | None]:
-        handed = await _handed(self._link.send_nowait, message)
-        return _refused(handed) if isinstance(handed, str) else _relay(handed, _reason)
+        outcome = await _outcome_or_refusal(self._link.send_nowait, message)
+        return _refused(outcome) if isinstance(outcome, str) else _relay(outcome, _reason)
 
     async def close(self) -> None:
         await self._link.wait_settled()
@@ -183,8 +183,8 @@ class _ServiceBusSender:
         self._sender = sender
 
     async def send(self, message: Message) -> asyncio.Future[str | None]:
-        handed = await _handed(self._sender.send_nowait, message)
-        return _refused(handed) if isinstance(handed, str) else _relay(handed, lambda _: None)
+        outcome = await _outcome_or_refusal(self._sender.send_nowait, message)
+        return _refused(outcome) if isinstance(outcome, str) else _relay(outcome, lambda _: None)
 
     async def close(self) -> None:
         await self._sender.close()

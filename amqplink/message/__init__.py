@@ -46,7 +46,7 @@ from amqplink.codec.types import (
     ULong,
 )
 from amqplink.message._decode import decode_learned, decode_unlearned
-from amqplink.message._id_only import ID_ONLY_HEADS, ID_ONLY_MAX, id_only_properties
+from amqplink.message._id_only import ID_ONLY_HEADS, ID_ONLY_MAX, id_only_properties, id_only_properties_at
 from amqplink.message.application import application_property_error
 from amqplink.protocol.definitions import (
     AmqpSequence,
@@ -60,11 +60,21 @@ from amqplink.protocol.definitions import (
     Properties,
 )
 
-__all__ = ["DATA8_HEAD", "DATA32_HEAD", "ID_ONLY_HEADS", "ID_ONLY_MAX", "BodyType", "Message", "data_section_header"]
+__all__ = [
+    "DATA8_HEAD",
+    "DATA32_HEAD",
+    "ID_ONLY_HEADS",
+    "ID_ONLY_MAX",
+    "BodyType",
+    "Message",
+    "data_section_header",
+    "id_only_properties_at",
+]
 # ID_ONLY_HEADS, ID_ONLY_MAX: the encoded properties section of a message-id alone, up to the
 # id's bytes, by the id's length (at most ID_ONLY_MAX UTF-8 bytes): what the encoder writes
 # for a message whose properties are its id, for writers that assemble messages themselves
-# (the PySpark sink); kept in amqplink.message._id_only with its reader.
+# (the PySpark sink); id_only_properties_at: its reader, for readers that walk a payload
+# themselves (the broker's envelope). Kept in amqplink.message._id_only.
 
 BodyType = str  # "data", "sequence", "sequences", "value"
 

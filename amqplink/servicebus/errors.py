@@ -44,9 +44,9 @@ __all__ = ["ERROR_TABLE", "ErrorKind", "from_amqp_error", "from_management_statu
 class ErrorKind:
     """One row of :data:`ERROR_TABLE`: the exception class and whether the error is retryable.
 
-    A frozen dataclass (it was a ``NamedTuple``, whose generated ``__new__`` reads its
-    annotations in another module's namespace: the API reference could not resolve
-    ``type[ServiceBusError]``)."""
+    A frozen dataclass, not a ``NamedTuple``: a named tuple's generated ``__new__`` reads its
+    annotations in another module's namespace, where the API reference cannot resolve
+    ``type[ServiceBusError]``."""
 
     cls: type[ServiceBusError]
     retryable: bool

@@ -101,7 +101,7 @@ class AutoLockRenewer:
         loop = asyncio.get_running_loop()
         duration = self._max_lock_renewal_duration if max_lock_renewal_duration is None else max_lock_renewal_duration
         task = loop.create_task(
-            self._keep(
+            self._renew_until(
                 receiver, renewable, loop.time() + duration, on_lock_renew_failure or self._on_lock_renew_failure
             )
         )
@@ -123,9 +123,11 @@ class AutoLockRenewer:
             return True
         return bool(getattr(renewable, "_settled", False))
 
-    async def _keep(
+    async def _renew_until(
         self, receiver: Any, renewable: Renewable, deadline: float, callback: FailureCallback | None
     ) -> None:
+        """Renew ``renewable``'s lock before each expiry until ``deadline`` (loop time), its
+        settlement, the receiver's close or this renewer's shutdown; ``callback`` on a failure."""
         loop = asyncio.get_running_loop()
         error: BaseException | None = None
         clean = False

@@ -294,9 +294,9 @@ class ServiceBusSender(Handler):
                 sent.add_done_callback(_share(members))
                 self._watch(sent)
         if transfers:
-            self._keep(asyncio.get_running_loop().create_task(self._transfer_all(transfers)))
+            self._hold_task(asyncio.get_running_loop().create_task(self._transfer_all(transfers)))
 
-    def _keep(self, task: asyncio.Task[None]) -> None:
+    def _hold_task(self, task: asyncio.Task[None]) -> None:
         """Hold a reference to ``task`` until it ends (the loop keeps only weak ones)."""
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)

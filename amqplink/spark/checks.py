@@ -4,8 +4,8 @@ A null body, an id longer than Service Bus takes, a session's row with another p
 a time to live of 0 or less, a row larger than the entity takes, a row with no entity: none of
 these gets better when the task is tried again. The row-by-row encoder finds them too
 (:func:`.columns.messages`), but only when it reaches the row, after the rows before it were
-sent. Here the whole batch is checked with ``pyarrow.compute`` (vectorized, a few µs per batch
-of 10,000 rows) before its first row is encoded, and the first bad row is named
+sent. Here the whole batch is checked with ``pyarrow.compute`` (vectorized: one pass per
+column, not a Python loop per row) before its first row is encoded, and the first bad row is named
 (:class:`.columns.BadRowError`: its position in the partition, its message id, the column).
 
 The size check is a lower bound (the body's bytes and the string columns', with a data

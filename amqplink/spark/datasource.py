@@ -10,9 +10,10 @@
 
 Spark 4's Python Data Source API needs no jar. The writers are the Arrow ones
 (``DataSourceArrowWriter``, ``DataSourceStreamArrowWriter``): a task receives Arrow record
-batches, 3-4x faster than rows. Options are parsed and the schema checked on the driver
-(an error there names the option or column, before any task starts); the writer pickled
-to the executors holds the parsed :class:`SinkConfig` (connection strings hidden from its
+batches, which cost Spark far less than rows
+(docs/spark.md#measured-facts-pyspark-43-java-17-this-machine). Options are parsed and the
+schema checked on the driver (an error there names the option or column, before any task
+starts); the writer pickled to the executors holds the parsed :class:`SinkConfig` (connection strings hidden from its
 ``repr``) and connects only there. Each task returns a :class:`SinkCommitMessage` with its
 counts; the driver logs one line per write or micro-batch.
 """

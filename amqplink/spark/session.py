@@ -35,10 +35,10 @@ class JavaStartError(AMQPLinkError, RuntimeError):
 def activate(spark: Any) -> None:
     """Make ``spark`` the JVM's active session in the calling thread.
 
-    Measured with pyspark 4.3: Spark looks a Python data source up in the *thread's* active
-    session, which a thread other than the one that made the session does not have, so
-    ``df.write.format("servicebus")`` from a worker thread fails with
-    ``DATA_SOURCE_NOT_FOUND``. Call this first in such a thread.
+    Spark looks a Python data source up in the *thread's* active session, which a thread
+    other than the one that made the session does not have, so ``df.write.format("servicebus")``
+    from a worker thread fails with ``DATA_SOURCE_NOT_FOUND``
+    (docs/spark.md#measured-facts-pyspark-43-java-17-this-machine). Call this first in such a thread.
     """
     spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 

@@ -2,13 +2,14 @@
 once Spark has committed them (docs/spark.md#the-source).
 
 Spark runs a stream reader in one Python process on the driver's side for the query's
-lifetime (measured: ``initialOffset``, ``latestOffset``, ``partitions`` and ``commit`` all in
-one process; ``read`` in the executors' workers). That process holds the receiver and the
-locks (:class:`.inbox.Inbox`); executors only turn rows already received into a DataFrame.
+lifetime (``initialOffset``, ``latestOffset``, ``partitions`` and ``commit`` all in one process;
+``read`` in the executors' workers: docs/spark.md#streaming-what-runs-where-and-why). That
+process holds the receiver and the locks (:class:`.inbox.Inbox`), since a lock belongs to the
+link that received the message; executors only turn rows already received into a DataFrame.
 
 - ``latestOffset(start, limit)``: batch ``start`` is committed (Spark asks for the next batch
   only after committing the last one, and calls ``commit`` only once the batch after it has
-  data: measured), so its messages are completed first; then up to ``limit`` new messages
+  data), so its messages are completed first; then up to ``limit`` new messages
   are received, written to the staging directory (:mod:`.staging`) and held. The offset is
   ``{"batch": n}``.
 - ``partitions(start, end)``: the rows of batches ``start+1 .. end`` read back from the

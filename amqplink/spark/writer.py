@@ -90,7 +90,8 @@ class _Pipeline:
         self.error: BaseException | None = None
         self.limits: dict[str, int] = {}
         self.started = time.monotonic()
-        self.handed = 0
+        self.rows_fed = 0
+        """Rows added to batches so far: the next row's position in the partition, what a rate paces."""
 
     def _entity(self, entity: str | None) -> str:
         name = self.config.entity or entity  # the option wins over the column, as Kafka's topic option does
@@ -134,7 +135,7 @@ class _Pipeline:
                     made = message if isinstance(message, ServiceBusMessage) else message()
                     raise self._too_large(name, encoded, made.message_id, batch)
             self.open[group] = (batch, body_bytes + size)
-            self.handed += 1
+            self.rows_fed += 1
             if len(self.open) > self.config.max_in_flight:  # many session keys: do not hold them all
                 await self.flush()
 
@@ -155,7 +156,7 @@ class _Pipeline:
             if added:
                 body_bytes += sum(map(len, bodies[start : start + added]))
                 start += added
-                self.handed += added
+                self.rows_fed += added
                 self.open[group] = (batch, body_bytes)
             elif not len(batch):
                 raise self._too_large(name, encoded[start], run.ids[start], batch)
@@ -168,8 +169,8 @@ class _Pipeline:
     def _too_large(
         self, name: str, encoded: bytes, message_id: str | None, batch: ServiceBusMessageBatch
     ) -> BadRowError:
-        """The row being handed (the partition's ``handed``-th) does not fit an empty batch."""
-        return too_large(self.partition, self.handed, message_id, len(encoded), name, batch.max_size_in_bytes)
+        """The row being fed (the partition's ``rows_fed``-th, counting from 0) does not fit an empty batch."""
+        return too_large(self.partition, self.rows_fed, message_id, len(encoded), name, batch.max_size_in_bytes)
 
     async def limits_of(self, entities: list[str]) -> dict[str, int]:
         """The largest batch transfer each of ``entities`` takes (attaching a sender to learn it)."""
@@ -191,11 +192,11 @@ class _Pipeline:
             if added:
                 body_bytes += body_offsets[start + added] - body_offsets[start]
                 start += added
-                self.handed += added
+                self.rows_fed += added
                 self.open[group] = (batch, body_bytes)
             elif not len(batch):
                 size = offsets[start + 1] - offsets[start]
-                raise too_large(self.partition, self.handed, run.message(start).message_id, size, name,
+                raise too_large(self.partition, self.rows_fed, run.message(start).message_id, size, name,
                                 batch.max_size_in_bytes)  # fmt: skip
             if start < end:  # the next row does not fit: this batch is full
                 await self._launch(name, batch, body_bytes)
@@ -204,7 +205,7 @@ class _Pipeline:
             await self.flush()
 
     async def _throttle(self, rate: float) -> None:
-        ahead = self.started + self.handed / rate - time.monotonic()
+        ahead = self.started + self.rows_fed / rate - time.monotonic()
         if ahead > 0.01:
             await asyncio.sleep(ahead)
 

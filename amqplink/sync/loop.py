@@ -100,7 +100,7 @@ class DrivenLoop:
         self._main_call: _Call | None = None  # the main thread's call, while Ctrl-C is caught
         self._inbox: collections.deque[_Call] = collections.deque()
         self._draining = False
-        self.thread = threading.Thread(target=self._keep, name="amqplink-loop", daemon=True)
+        self.thread = threading.Thread(target=self._run_keeper, name="amqplink-loop", daemon=True)
         self.thread.start()
 
     # -- a blocking call -----------------------------------------------------------------
@@ -183,7 +183,7 @@ class DrivenLoop:
         if not got:
             self._give_up(call)
             raise TimeoutError(f"amqplink.sync call did not finish within {call.timeout} s")
-        if call.handed:
+        if call.role_handed:
             return self._drive(call, deadline)
         self._waiters.pop(call, None)  # no mutex: the driver's role is not decided by a call done
         return call.outcome()
@@ -191,10 +191,10 @@ class DrivenLoop:
     def _give_up(self, call: _Call) -> None:
         """The caller stops waiting (time-out, Ctrl-C): its operation is cancelled."""
         with self._mutex:
-            handed = call.handed
-            if not handed:
+            role_handed = call.role_handed
+            if not role_handed:
                 self._waiters.pop(call, None)
-        if handed:  # the role came with the wake-up we no longer waited for: the loop is ours
+        if role_handed:  # the role came with the wake-up we no longer waited for: the loop is ours
             call.abandon()
             self._leave()
         else:
@@ -246,7 +246,7 @@ class DrivenLoop:
                 waiter = waiting[0]
                 del self._waiters[waiter]
                 self._driver = waiter
-                waiter.handed = True
+                waiter.role_handed = True
                 waiter.done_lock.release()
                 return False
             if waiting:
@@ -291,7 +291,7 @@ class DrivenLoop:
         self.loop.call_soon_threadsafe(self.loop.stop)  # wakes the selector's wait
 
     # -- the keeper ----------------------------------------------------------------------
-    def _keep(self) -> None:
+    def _run_keeper(self) -> None:
         """The keeper thread: run the loop whenever no caller has driven it for :data:`IDLE`
         s, or when several callers wait (the role is then reserved for it)."""
         asyncio.set_event_loop(self.loop)
@@ -353,8 +353,8 @@ class _Call:
         "done_lock",
         "driven",
         "expired",
-        "handed",
         "interrupts",
+        "role_handed",
         "timeout",
         "waiting",
     )
@@ -370,7 +370,7 @@ class _Call:
         self._abandoned = False
         self.done = False
         self.driven = False
-        self.handed = False
+        self.role_handed = False
         self.expired = False
         self.can_drive = True
         self.waiting = False

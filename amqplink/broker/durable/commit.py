@@ -133,14 +133,14 @@ class GroupCommit:
         """Batches handed to the writer whose callbacks have not run yet."""
         self._records: collections.deque[list[bytes]] = collections.deque()
         """The records of the batches in flight, oldest first (what a failed write takes back)."""
-        self._handed = 0
+        self._batches_handed = 0
         """Batches handed to the writer so far (its results come back in this order)."""
         self._done = 0
         """Batches whose results came back."""
         self.last_error: BaseException | None = None
         """The outcome of the last batch written (None: it was)."""
         self._taken_back = 0
-        """Batches up to this one (of :attr:`_handed`) were taken back after a failed write: their
+        """Batches up to this one (of :attr:`_batches_handed`) were taken back after a failed write: their
         refusals need no other roll-back."""
         self.roll_back: Callable[[list[list[bytes]]], None] | None = None
         """Set by the owner: make what the records of these batches (none of them written) changed
@@ -328,7 +328,7 @@ class GroupCommit:
         callbacks, self._callbacks = self._callbacks, []
         self.taken += 1
         self._in_flight += 1
-        self._handed += 1
+        self._batches_handed += 1
         snapshot = self.snapshot() if self.snapshot is not None and self._compaction_due() else None
         # (A compaction carries the batch's own records too: written instead if it cannot be made.)
         records = self._take()
@@ -496,7 +496,7 @@ class GroupCommit:
         callbacks, self._callbacks = self._callbacks, []
         self.taken += 1  # (callbacks registered from now on wait for a batch of their own)
         batches = [failed, *self._records, self._take()]
-        self._taken_back = self._handed
+        self._taken_back = self._batches_handed
         if self.roll_back is not None:
             try:
                 self.roll_back(batches)

@@ -7,9 +7,8 @@ then batches, each a frame ``length (u32) | crc32 (u32) | number (u64) | records
 sequential append (``os.writev`` of the frame's head and body, in pieces of at most
 :data:`WRITE_CHUNK`) and one ``os.fdatasync``, whatever it holds; both let go of the GIL
 (each time the writer thread takes it back it may have to wait for the event loop, so
-it does so as few times as it can). (Measured here: one
-``O_DSYNC`` write of a whole 1-4 MiB batch cost 3-4 times the CPU of 1 MiB writes and
-one ``fdatasync``.)
+it does so as few times as it can; why pieces and not one ``O_DSYNC`` write, and why a
+journal rather than a database: docs/durability.md#decisions).
 
 Beside it, the recovery point (:mod:`.checkpoint`): how much of it is known committed,
 written by the writer thread after a ``fdatasync`` at most once a second (:meth:`Journal.checkpoint`).
@@ -35,11 +34,8 @@ put off (logged once) and the journal keeps growing by appends, which need room 
 batch only. A journal of an earlier format (1) is compacted into the current one with the
 first batch written after it was opened (:attr:`Journal.upgrade_due`).
 
-Why not SQLite (what the store used before; ``interop/bench_store.py``): each
-message cost a B-tree insert and delete, 10 bound parameters and WAL page writes on
-the writer thread with the GIL held, about 6 us of CPU per message on top of the
-event loop's work; a record here is one ``struct.pack`` on the loop (a run of messages
-stored together, as a batch transfer's are, one for the run: :func:`.records.messages_records`).
+A record costs one ``struct.pack`` on the event loop (a run of messages stored together,
+as a batch transfer's are, one for the run: :func:`.records.messages_records`).
 """
 
 from __future__ import annotations

@@ -448,8 +448,9 @@ class Persistence:
 
     def _snapshot(self) -> list[bytes]:
         """The records of everything kept now (a compaction writes them in place of the journal).
-        Made on the event loop, about a microsecond per live message; compactions are spaced so
-        that this stays a fraction of what the writes since the last one cost."""
+        Made on the event loop, in time proportional to the live messages; compactions are spaced
+        so that this stays a fraction of what the writes since the last one cost
+        (docs/durability.md#decisions)."""
         records = [RESET_RECORD, *(entity_record(eid, path) for path, eid in self._ids.items())]
         if self._definitions is not None:
             records.append(definitions_record(self._definitions))

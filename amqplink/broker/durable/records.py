@@ -366,13 +366,14 @@ class State:
         pos, end = 0, len(buf)
         try:
             while pos < end:
-                pos = self._one(buf, pos)
+                pos = self._apply_record(buf, pos)
         except (struct.error, IndexError, UnicodeDecodeError) as exc:
             raise RecordError(f"a record at offset {pos} does not parse: {exc}") from None
         if pos != end:
             raise RecordError(f"the last record runs past the batch's end ({pos} > {end})")
 
-    def _one(self, buf: memoryview, pos: int) -> int:
+    def _apply_record(self, buf: memoryview, pos: int) -> int:
+        """Replay the record at ``pos`` (an atomic record's inner ones too); the offset after it."""
         kind = buf[pos]
         if kind in (K_MESSAGE, K_STATE):
             fixed = MESSAGE if kind == K_MESSAGE else STATE
@@ -493,7 +494,7 @@ class State:
             while pos < end:
                 if buf[pos] == K_ATOMIC:  # (never written: a commit's records are of the other kinds)
                     raise RecordError(f"an atomic record at offset {pos} inside another")
-                pos = self._one(buf, pos)
+                pos = self._apply_record(buf, pos)
             if pos != end:
                 raise RecordError(f"the records of an atomic record run past its end ({pos} > {end})")
         elif kind == K_DEFINITIONS:

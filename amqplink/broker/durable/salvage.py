@@ -47,7 +47,7 @@ def salvage_directory(directory: str) -> dict[str, object]:
         files = journal_files(directory)
         if not files:
             raise StoreError(f"{directory!r} holds no amqplink journal")
-        moved: list[dict[str, str]] = []
+        moved_aside: list[dict[str, str]] = []
         while True:
             number, path = files[-1]
             with open(path, "rb") as f:
@@ -59,18 +59,18 @@ def salvage_directory(directory: str) -> dict[str, object]:
                 kept = unused(path + ".damaged")
                 os.rename(path, kept)
                 sync_directory(directory)
-                moved.append({"file": path, "kept_as": kept})
+                moved_aside.append({"file": path, "kept_as": kept})
                 files.pop()
                 continue
             break
         expected = point if point is not None and point.generation == number else None
-        if point_state == "intact" and not moved:
+        if point_state == "intact" and not moved_aside:
             try:
                 recover(directory, State())
             except StoreError:
                 pass
             else:
-                return {"moved_aside": moved, "journal": path, "lost": "nothing", "recovery_point": "intact"}
+                return {"moved_aside": moved_aside, "journal": path, "lost": "nothing", "recovery_point": "intact"}
         if point_state == "damaged":
             point_state = f"damaged (kept as {_keep_point(directory)})"
         report = salvage(path, number, layout, expected)
@@ -78,7 +78,7 @@ def salvage_directory(directory: str) -> dict[str, object]:
             report["missing_journal"] = f"journal-{point.generation:08d}.log (named by the recovery point)"
             report["lost"] = _LOST
         report["recovery_point"] = f"{point_state}, written again"
-        return {"moved_aside": moved, **report}
+        return {"moved_aside": moved_aside, **report}
     finally:
         os.close(lock)
 
@@ -147,7 +147,7 @@ def salvage(path: str, generation: int, layout: Layout, point: RecoveryPoint | N
         else:
             kept.conflicting.append(offset)
     order = sorted(kept.bodies)
-    moved = sum(1 for a, b in itertools.pairwise(order) if kept.bodies[a][0] > kept.bodies[b][0])
+    put_back_in_order = sum(1 for a, b in itertools.pairwise(order) if kept.bodies[a][0] > kept.bodies[b][0])
     state, unparsed, pieces, batches = State(), [], [CURRENT.magic], 0
     for number in order:
         offset, body = kept.bodies[number]
@@ -187,7 +187,7 @@ def salvage(path: str, generation: int, layout: Layout, point: RecoveryPoint | N
         "lost_bytes": [{"offset": offset, "length": length} for offset, length in lost],
         "batches_missing": missing,
         "copies_dropped": kept.copies,
-        "put_back_in_order": moved,
+        "put_back_in_order": put_back_in_order,
         "cut_short": cut,
         "torn_tail": None if torn is None else {"offset": torn[0], "length": torn[1]},
         "lost": _LOST if lost or missing or cut or kept.conflicting or unparsed else "nothing",

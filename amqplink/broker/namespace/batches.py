@@ -37,8 +37,7 @@ from amqplink.broker.namespace.errors import ARGUMENT_ERROR, EntityError
 from amqplink.broker.namespace.storable import NotStorable, check_annotations
 from amqplink.codec.decode import decode
 from amqplink.codec.errors import DecodeError
-from amqplink.message import Message
-from amqplink.message._id_only import ID_ONLY_HEADS
+from amqplink.message import ID_ONLY_HEADS, Message
 from amqplink.protocol.definitions import MessageAnnotations, Properties
 
 __all__ = ["decode_batch", "read_batch", "split_batch"]
@@ -52,7 +51,7 @@ _NEVER = b"\x01"
 """Matches no section (every section starts with 00: a descriptor)."""
 _ID_ONLY = ID_ONLY_HEADS + (_NEVER,) * (256 - len(ID_ONLY_HEADS))
 """The start of a properties section that is a list of one field, a message-id of ``n``
-UTF-8 bytes (str8), up to the id (what this project's clients write: :mod:`amqplink.message._id_only`),
+UTF-8 bytes (str8), up to the id (what this project's clients write: :data:`amqplink.message.ID_ONLY_HEADS`),
 for any length byte ``n``."""
 _ID_AND_NULLS = tuple(b"\x00\x53\x73\xc0" + bytes((n + 15, 13, 0xA1, n)) if n <= 240 else _NEVER for n in range(256))
 """The same, followed by 12 nulls: all 13 fields of the list (what the official SDK writes)."""

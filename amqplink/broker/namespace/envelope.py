@@ -40,7 +40,7 @@ from amqplink.codec.decode import decode
 from amqplink.codec.encode import encode_map, encode_symbol
 from amqplink.codec.errors import DecodeError
 from amqplink.codec.types import Long, Symbol, Timestamp, UInt
-from amqplink.message._id_only import id_only_properties_at as _id_only_properties
+from amqplink.message import id_only_properties_at as _id_only_properties
 from amqplink.protocol.definitions import (
     AmqpSequence,
     AmqpValue,

@@ -299,7 +299,7 @@ class LocalQueueFile:
         """Copy the live records into a new segment that replaces every older one, then
         delete those (a crash in between leaves them to be skipped and deleted at open)."""
         number = self._append + 1
-        moved: list[tuple[Entry, int]] = []
+        new_offsets: list[tuple[Entry, int]] = []
 
         def frames() -> Iterator[bytes]:
             chunk: list[bytes] = []
@@ -308,7 +308,7 @@ class LocalQueueFile:
             for entity, entry in self._live_in_order():
                 message = os.pread(self._fds[entry.segment], entry.length, entry.offset)
                 record = pack_stored(entry.id, entry.stored_at, entity, entry.key, message)
-                moved.append((entry, offset + size + len(record) - len(message)))
+                new_offsets.append((entry, offset + size + len(record) - len(message)))
                 chunk.append(record)
                 size += len(record)
                 if size >= FRAME_TARGET:
@@ -320,7 +320,7 @@ class LocalQueueFile:
 
         old = dict(self._fds)
         path = self._create(number, pack_header(number, self.next_id, number - 1), frames())
-        for entry, offset in moved:
+        for entry, offset in new_offsets:
             entry.segment, entry.offset = number, offset
         self._fds = {number: os.open(path, os.O_RDWR | os.O_APPEND)}
         self._append, self._end = number, os.path.getsize(path)
