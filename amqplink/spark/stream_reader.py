@@ -11,7 +11,9 @@ link that received the message; executors only turn rows already received into a
   only after committing the last one, and calls ``commit`` only once the batch after it has
   data), so its messages are completed first; then up to ``limit`` new messages
   are received, written to the staging directory (:mod:`.staging`) and held. The offset is
-  ``{"batch": n}``.
+  ``{"batch": n}``. The batch after it is then staged the same way while Spark runs this
+  one (a batch staged ahead is returned by the next ``latestOffset``, or after a crash by
+  the next reader, as one staged by a reader that died before Spark logged it).
 - ``partitions(start, end)``: the rows of batches ``start+1 .. end`` read back from the
   staging directory, so a batch replayed after a crash has the same rows; they travel in the
   input partitions (Arrow IPC bytes), so executors need no access to that directory.
@@ -22,6 +24,7 @@ link that received the message; executors only turn rows already received into a
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import math
@@ -103,12 +106,14 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             )
         self.config = config
         self._inbox: Inbox | None = None
+        self._ahead: asyncio.Task[bool] | None = None
+        """Staging the next batch while Spark runs this one (:meth:`_stage_ahead`)."""
 
     def __repr__(self) -> str:
         return f"ServiceBusStreamReader({self.config!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "_inbox": None}
+        return {"config": self.config, "_inbox": None, "_ahead": None}
 
     def _open(self) -> Inbox:
         if self._inbox is None:
@@ -140,22 +145,42 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 "query (was the query's checkpoint deleted?); give the source a new checkpointLocation"
             )
         loop.run(inbox.settle(last))  # Spark committed `last` before asking for the batch after it
+        wanted = self._wanted(limit)
+        found_none = loop.run(self._staged_ahead())
         staged = inbox.staged_after(last)
-        if staged is not None:  # written by a reader that died before Spark logged it
+        if staged is not None:  # staged ahead, or by a reader that died before Spark logged it
+            loop.run(self._stage_ahead(inbox, staged + 1, wanted))
             return {"batch": staged}
-        if isinstance(limit, ReadMaxRows):
-            wanted = max(1, int(limit.max_rows))
-        elif isinstance(limit, ReadAllAvailable):
-            wanted = AVAILABLE_NOW_CAP
-        else:
-            wanted = self.config.max_messages_per_trigger
-        taken = loop.run(inbox.take(last + 1, wanted))
-        if not taken:
+        if found_none:  # the receive ahead waited its receiveWait already: nothing new now
             return start
-        rows = to_arrow([h.message for h in taken], self.config.path.path)
-        inbox.staging.write(last + 1, rows)
-        loop.run(_record(inbox, last + 1, taken))
+        if not loop.run(_stage(inbox, last + 1, wanted, self.config.path.path)):
+            return start
+        loop.run(self._stage_ahead(inbox, last + 2, wanted))
         return {"batch": last + 1}
+
+    def _wanted(self, limit: ReadLimit) -> int:
+        if isinstance(limit, ReadMaxRows):
+            return max(1, int(limit.max_rows))
+        if isinstance(limit, ReadAllAvailable):
+            return AVAILABLE_NOW_CAP
+        return self.config.max_messages_per_trigger
+
+    async def _stage_ahead(self, inbox: Inbox, batch: int, wanted: int) -> None:
+        """Start staging batch ``batch`` while Spark runs the one before it: receiving and
+        converting its messages overlap Spark's work instead of following it. Staged ahead,
+        it is what a reader that died before Spark logged it leaves (the next
+        ``latestOffset`` returns it; after a crash the next reader does), so nothing
+        received ahead is held without being staged."""
+        if any(b >= batch for b in inbox.batches):  # (staged already, by a reader before this one)
+            return
+        task = asyncio.get_running_loop().create_task(_stage(inbox, batch, wanted, self.config.path.path))
+        self._ahead = task
+
+    async def _staged_ahead(self) -> bool:
+        """Wait for the batch being staged ahead (its errors are the query's); True if one was
+        being staged and no message came for it."""
+        ahead, self._ahead = self._ahead, None
+        return ahead is not None and not await ahead
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         inbox = self._inbox
@@ -183,8 +208,22 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def stop(self) -> None:
         if self._inbox is not None:
             inbox, self._inbox = self._inbox, None
-            loop.run(inbox.close())
+            loop.run(self._close(inbox))
+
+    async def _close(self, inbox: Inbox) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:  # what it staged stays staged: the next reader returns it first
+            ahead.cancel()
+            await asyncio.gather(ahead, return_exceptions=True)
+        await inbox.close()
 
 
-async def _record(inbox: Inbox, batch: int, taken: list[Any]) -> None:
+async def _stage(inbox: Inbox, batch: int, wanted: int, entity: str) -> bool:
+    """Take up to ``wanted`` new messages, write them to the staging directory as batch
+    ``batch`` and hold them; False when none came."""
+    taken = await inbox.take(batch, wanted)
+    if not taken:
+        return False
+    inbox.staging.write(batch, to_arrow([h.message for h in taken], entity))
     inbox.record(batch, taken)  # on the loop: the renewal task starts there
+    return True
