@@ -498,20 +498,20 @@ class Receiver(LinkBase):
 
     # -- engine events ----------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
-        t = type(event)
-        if t is DeliveriesReceived or t is StatefulDeliveriesReceived:
-            self._on_deliveries(event.deliveries)  # type: ignore[attr-defined]
-        elif t is DeliveriesUpdated:
-            if event.settled:  # type: ignore[attr-defined]
-                self._on_peer_settled(event.deliveries)  # type: ignore[attr-defined]
-            elif type(event.state) is TransactionalState:  # type: ignore[attr-defined]
-                for delivery in event.deliveries:  # type: ignore[attr-defined]
+        # ``type(event) is C`` per branch: exact types, and narrowed for mypy.
+        if type(event) is DeliveriesReceived or type(event) is StatefulDeliveriesReceived:
+            self._on_deliveries(event.deliveries)
+        elif type(event) is DeliveriesUpdated:
+            if event.settled:
+                self._on_peer_settled(event.deliveries)
+            elif type(event.state) is TransactionalState:
+                for delivery in event.deliveries:
                     waits = delivery.context
                     if type(waits) is _Provisional:
                         waits.answered()
-        elif t is DeliveryAborted:
+        elif type(event) is DeliveryAborted:
             self._consumed(1)  # the credit it used is free again
-        elif t is LinkDrained:
+        elif type(event) is LinkDrained:
             drained = self._drained
             if drained is not None and not drained.done():
                 drained.set_result(None)

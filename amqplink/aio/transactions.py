@@ -103,11 +103,10 @@ class Controller(LinkBase):
             self._answers.pop(engine_txn, None)
 
     def _on_event(self, event: Event) -> None:
-        t = type(event)
-        if t is TransactionDeclared:
-            self._resolve(event.transaction, None)  # type: ignore[attr-defined]
-        elif t is TransactionEnded:
-            self._resolve(event.transaction, event.error)  # type: ignore[attr-defined]
+        if type(event) is TransactionDeclared:  # per branch: exact, and narrowed for mypy
+            self._resolve(event.transaction, None)
+        elif type(event) is TransactionEnded:
+            self._resolve(event.transaction, event.error)
         else:
             super()._on_event(event)
 

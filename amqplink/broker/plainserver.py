@@ -89,7 +89,8 @@ class _PlainConnection:
         self.host = host
         self.protocol = protocol
         self.on_closed = on_closed
-        self.consumers: dict[SenderLink, PlainQueue] = {}
+        self.consumers: dict[Link, PlainQueue] = {}
+        """Each consumer's queue, by its sender link (keyed by ``Link``: a disposition's event names either kind)."""
         self.producers: dict[ReceiverLink, PlainQueue] = {}
         if isinstance(protocol, ServerProtocol):
             protocol.on_writable = self._on_writable
@@ -107,27 +108,27 @@ class _PlainConnection:
 
     def _on_received(self, event: DeliveriesReceived) -> None:
         link = event.link
-        queue = self.producers.get(link)  # type: ignore[call-overload]
+        queue = self.producers.get(link)
         if queue is not None:
             for delivery in event.deliveries:
-                self._on_message(link, delivery, queue)  # type: ignore[arg-type]
+                self._on_message(link, delivery, queue)
 
     def _on_stateful(self, event: StatefulDeliveriesReceived) -> None:
         """Transfers that carried a delivery state: one in a transaction names none open here
         (no coordinator is offered) and is rejected with ``amqp:transaction:unknown-id``; any
         other state is taken as a plain transfer."""
         link = event.link
-        queue = self.producers.get(link)  # type: ignore[call-overload]
+        queue = self.producers.get(link)
         for delivery in event.deliveries:
             if type(delivery.remote_state) is TransactionalState:
                 if not delivery.settled:
                     why = "this broker's plain queues do not support transactions: no transaction is open here"
-                    link.settle(delivery, Rejected(error=Error(condition=UNKNOWN_ID, description=why)))  # type: ignore[attr-defined]
+                    link.settle(delivery, Rejected(error=Error(condition=UNKNOWN_ID, description=why)))
             elif queue is not None:
-                self._on_message(link, delivery, queue)  # type: ignore[arg-type]
+                self._on_message(link, delivery, queue)
 
     def _on_updated(self, event: DeliveriesUpdated) -> None:
-        queue = self.consumers.get(event.link)  # type: ignore[call-overload]
+        queue = self.consumers.get(event.link)
         state = event.state
         if queue is not None and (event.settled or isinstance(state, TERMINAL_OUTCOMES)):
             for delivery in event.deliveries:
@@ -135,11 +136,11 @@ class _PlainConnection:
 
     def _on_credit(self, event: LinkCreditChanged) -> None:
         link = event.link
-        queue = self.consumers.get(link)  # type: ignore[call-overload]
+        queue = self.consumers.get(link)
         if queue is not None:
             queue.dispatch()
             # "drain: ... use all the available credit" first (2.6.7), then answer.
-            link.drained()  # type: ignore[attr-defined]
+            link.drained()
 
     def _on_attach_requested(self, event: LinkAttachRequested) -> None:
         self._on_attach(event.link)

@@ -125,6 +125,8 @@ DISPATCH_BATCH = 128
 when its credit is lower)."""
 
 _ACCEPTED = Accepted()
+_TRANSACTION_EVENTS: frozenset[type[Event]] = frozenset((DeclareRequested, DischargeRequested, TransactionEnded))
+"""The coordinator's events (:meth:`_ServiceBusConnection._on_transaction_event`), by exact type."""
 _REJECTED = Rejected()
 
 
@@ -320,12 +322,14 @@ class _ServiceBusConnection:
         self.auth = Authorizations()
         self.refused: dict[str, None] = {}
         """Entity paths a put token was refused for (oldest first, bounded)."""
-        self.consumers: dict[SenderLink, _Consumer] = {}
-        self.producers: dict[ReceiverLink, tuple[MessagingEntity | Topic, str]] = {}
-        self.via: dict[ReceiverLink, tuple[MessagingEntity | Topic, str]] = {}
+        # The tables of links are keyed by ``Link``, the type an event's link and ``_drop``
+        # look them up by (each holds one kind only: senders, or receivers).
+        self.consumers: dict[Link, _Consumer] = {}
+        self.producers: dict[Link, tuple[MessagingEntity | Topic, str]] = {}
+        self.via: dict[Link, tuple[MessagingEntity | Topic, str]] = {}
         """The producer links that send via their target to another entity (send via): the via
         entity and its path; the producer's own entry names the destination."""
-        self.requests: dict[ReceiverLink, str] = {}
+        self.requests: dict[Link, str] = {}
         self.replies: dict[str, SenderLink] = {}
         self.waits = SessionWaits(self._start_waiter, self._refuse_waiter, host.clock)
         """Receivers waiting for the next available session (attach not answered yet)."""
@@ -366,45 +370,47 @@ class _ServiceBusConnection:
         now = self.host.clock()  # one read per batch of events: they arrived together
         moved = False
         for event in events:
-            t = type(event)
-            if t is DeliveriesReceived:
-                self._on_received(event.link, event.deliveries, now)  # type: ignore[attr-defined]
+            # One exact-type test per branch (``type(x) is C`` narrows for mypy), the
+            # frequent events first: no subclass is taken for its base (a
+            # StatefulDeliveriesReceived is not a DeliveriesReceived here).
+            if type(event) is DeliveriesReceived:
+                self._on_received(event.link, event.deliveries, now)
                 moved = True
-            elif t is DeliveriesUpdated:
-                consumer = self.consumers.get(event.link)  # type: ignore[attr-defined]
+            elif type(event) is DeliveriesUpdated:
+                consumer = self.consumers.get(event.link)
                 if consumer is not None:
-                    self._on_outcomes(consumer, event.deliveries, event.state, now)  # type: ignore[attr-defined]
+                    self._on_outcomes(consumer, event.deliveries, event.state, now)
                     moved = True
-            elif t is LinkCreditChanged:
-                link = event.link  # type: ignore[attr-defined]
+            elif type(event) is LinkCreditChanged:
+                link = event.link
                 consumer = self.consumers.get(link)
                 if consumer is not None:
                     self._dispatch(consumer)
-                if isinstance(link, SenderLink) and link.hold_drain:
+                if link.hold_drain:
                     link.drained()
-            elif t is LinkAttachRequested:
-                self._on_attach(event.link)  # type: ignore[attr-defined]
-            elif t is LinkDetached:
-                link = event.link  # type: ignore[attr-defined]
-                if not link.detach_sent:
-                    link.detach()
-                self._drop(link)
-            elif t is ConnectionOpened:
+            elif type(event) is LinkAttachRequested:
+                self._on_attach(event.link)
+            elif type(event) is LinkDetached:
+                detached = event.link
+                if not detached.detach_sent:
+                    detached.detach()
+                self._drop(detached)
+            elif type(event) is ConnectionOpened:
                 self._choose_namespace()
                 self.refused_by = self.host.faults.refusing
-            elif t is SessionEnded:
+            elif type(event) is SessionEnded:
                 # "a link lives within its session" (2.6.1): its locks and its waits end with it.
-                for link in self._links():
-                    if link.session is event.session:  # type: ignore[attr-defined]
-                        self._drop(link)
-            elif t is ConnectionClosed:
-                for link in self._links():
-                    self._drop(link)
+                for ended in self._links():
+                    if ended.session is event.session:
+                        self._drop(ended)
+            elif type(event) is ConnectionClosed:
+                for closed in self._links():
+                    self._drop(closed)
                 self._closed()
-            elif t is StatefulDeliveriesReceived:
-                self._on_posted(event.link, event.deliveries, now)  # type: ignore[attr-defined]
+            elif type(event) is StatefulDeliveriesReceived:
+                self._on_posted(event.link, event.deliveries, now)
                 moved = True
-            elif t is DeclareRequested or t is DischargeRequested or t is TransactionEnded:
+            elif type(event) in _TRANSACTION_EVENTS:
                 self._on_transaction_event(event, now)
                 moved = True
         if moved:
@@ -1254,7 +1260,7 @@ class _ServiceBusConnection:
     def _drop(self, link: Link) -> None:
         now = self.host.clock()
         self.waits.drop(link)
-        consumer = self.consumers.pop(link, None)  # type: ignore[call-overload]
+        consumer = self.consumers.pop(link, None)
         if consumer is not None:
             if link.context in consumer.entity.listeners:
                 consumer.entity.listeners.remove(link.context)
@@ -1264,9 +1270,9 @@ class _ServiceBusConnection:
             # else, as Service Bus: the message locks are held until they expire (then counted as
             # any expired lock), and their tokens still settle or renew them over $management
             consumer.held.clear()
-        self.producers.pop(link, None)  # type: ignore[call-overload]
-        self.via.pop(link, None)  # type: ignore[call-overload]
-        self.requests.pop(link, None)  # type: ignore[call-overload]
+        self.producers.pop(link, None)
+        self.via.pop(link, None)
+        self.requests.pop(link, None)
         for key in [k for k, v in self.replies.items() if v is link]:
             del self.replies[key]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from amqplink.engine.errors import RunOfManyError
 
 if TYPE_CHECKING:
-    from amqplink.engine.link import Delivery, Link
+    from amqplink.engine.link import Delivery, Link, ReceiverLink, SenderLink
     from amqplink.engine.session import Session
     from amqplink.engine.transactions import Transaction, TransactionRequest
     from amqplink.protocol.definitions import Error, Open
@@ -119,7 +119,7 @@ class LinkDetached(Event):
 class LinkCreditChanged(Event):
     """A flow frame changed a sender's credit, or asked it to drain."""
 
-    link: Link
+    link: SenderLink
     credit: int
     drain: bool
 
@@ -128,7 +128,7 @@ class LinkCreditChanged(Event):
 class LinkDrained(Event):
     """A receiver's drain request completed: the sender used or gave up all credit."""
 
-    link: Link
+    link: ReceiverLink
 
 
 @dataclass(slots=True)
@@ -137,7 +137,7 @@ class DeliveriesReceived(Event):
     on while the link's deliveries arrive one after another and ends at any other event,
     so events keep their order; a delivery on its own is a run of one."""
 
-    link: Link
+    link: ReceiverLink
     deliveries: list[Delivery]
 
     @property
@@ -161,7 +161,7 @@ class StatefulDeliveriesReceived(DeliveriesReceived):
 class DeliveryAborted(Event):
     """The sender aborted a multi-frame delivery; its partial payload is dropped."""
 
-    link: Link
+    link: ReceiverLink
     delivery: Delivery
 
 
