@@ -269,13 +269,14 @@ class Sender(LinkBase):
         ``timeout`` seconds (the message may still be delivered).
         """
         future = await self.send_nowait(message)
+        outcome: Outcome | None  # what the future of an outcome resolves to
         if timeout is None:
             outcome = await future
         else:
             outcome = await asyncio.wait_for(asyncio.shield(future), timeout)
         if type(outcome) is Rejected:
             raise rejection(self._what(), outcome)
-        return outcome  # type: ignore[no-any-return]
+        return outcome
 
     async def send_many(self, messages: Iterable[Sendable] | AsyncIterable[Sendable]) -> list[Any]:
         """Pipeline every message under the in-flight bound; return the outcomes in order.

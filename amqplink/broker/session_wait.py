@@ -22,7 +22,7 @@ from typing import Any
 
 from amqplink.broker.namespace.errors import EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
-from amqplink.engine.link import SenderLink
+from amqplink.engine.link import Link, SenderLink
 from amqplink.sbwire.nodes import OPERATION_TIMEOUT
 
 __all__ = ["MAX_SESSION_WAIT", "NEXT_SESSION_WAIT", "OPERATION_TIMEOUT", "SessionWaits", "Waiter", "requested_wait"]
@@ -72,7 +72,8 @@ class SessionWaits:
         self._start = start
         self._refuse = refuse
         self._clock = clock
-        self.waiters: dict[SenderLink, Waiter] = {}
+        self.waiters: dict[Link, Waiter] = {}
+        """Each waiter by its (sender) link; keyed by ``Link``, what :meth:`drop` is given."""
         self._woken = False
 
     def __len__(self) -> int:
@@ -89,9 +90,9 @@ class SessionWaits:
             waiter.deadline - self._clock(),
         )
 
-    def drop(self, link: object) -> Waiter | None:
+    def drop(self, link: Link) -> Waiter | None:
         """Stop waiting for ``link`` (attached, refused, detached or gone); its waiter."""
-        waiter: Waiter | None = self.waiters.pop(link, None)  # type: ignore[call-overload]
+        waiter = self.waiters.pop(link, None)
         if waiter is not None and self._wake in waiter.entity.listeners:
             waiter.entity.listeners.remove(self._wake)
         return waiter

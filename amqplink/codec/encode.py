@@ -315,10 +315,10 @@ def encode_char(out: bytearray, value: Any) -> None:
     out += _pack_BI(0x73, _char_code(value))
 
 
-def _timestamp_ms(value: Any) -> int:
+def _timestamp_ms(value: _dt.datetime | int) -> int:
     if isinstance(value, _dt.datetime):
         return Timestamp.from_datetime(value)
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def encode_timestamp(out: bytearray, value: Any) -> None:

@@ -1182,7 +1182,7 @@ class ReceiverLink(Link):
             # "settled ... MUST be interpreted as true if ... the settled flag on any of the
             # preceding transfers was true" (2.7.5): a delivery settled on a later frame
             # than its first leaves the unsettled map.
-            if self.unsettled.pop(delivery.delivery_id, None) is not None:  # type: ignore[arg-type]
+            if self.unsettled.pop(delivery.delivery_id, None) is not None:  # type: ignore[arg-type]  # set: it arrived
                 self.session.forget_incoming(delivery)
             if self.snd_settle_mode != SND_SETTLED:
                 delivery.settled = True
@@ -1221,9 +1221,9 @@ class ReceiverLink(Link):
                 # (rcv-settle-mode second, 2.8.3).
                 if not delivery.settled and delivery.state is not None:
                     delivery.settled = True
-                delivery_id = delivery.delivery_id
-                unsettled.pop(delivery_id, None)  # type: ignore[arg-type]
-                incoming.pop(delivery_id, None)  # type: ignore[arg-type]
+                delivery_id: int = delivery.delivery_id  # type: ignore[assignment]  # set: it was sent or arrived
+                unsettled.pop(delivery_id, None)
+                incoming.pop(delivery_id, None)
         elif state is not None:
             for delivery in deliveries:
                 delivery.remote_state = state

@@ -61,7 +61,7 @@ from amqplink.engine.events import (
     TransactionDeclared,
     TransactionEnded,
 )
-from amqplink.engine.link import TERMINAL_OUTCOMES, Delivery, ReceiverLink, SenderLink
+from amqplink.engine.link import TERMINAL_OUTCOMES, Delivery, Link, ReceiverLink, SenderLink
 from amqplink.engine.states import TRANSACTION_TRANSITIONS, Step, TransactionState, advance
 from amqplink.protocol.definitions import (
     Accepted,
@@ -239,10 +239,12 @@ def attach_controller(
     return link
 
 
-class _ControlLink:
+class _ControlLink(Link):
     """What both ends of a control link do when it ends, however it ends (this side's
     detach, the peer's, or its session or connection ending): ``_end_all`` (each end's
-    own) ends the transactions still open on it, once."""
+    own) ends the transactions still open on it, once. A ``Link`` (so that ``super()``
+    is typed); the end's own kind comes after it in each subclass's bases, so the MRO
+    is the one it had as a mixin."""
 
     here: str = "this side"
     there: str = "the peer"
@@ -252,18 +254,18 @@ class _ControlLink:
 
     def detach(self, error: Error | None = None, *, closed: bool = True) -> None:
         """Detach the control link: the transactions still open on it end (a coordinator rolls them back)."""
-        super().detach(error, closed=closed)  # type: ignore[misc]
+        super().detach(error, closed=closed)
         self._end_all(error, f"{self.here} detached the control link")
 
     def on_detach(self, detach: Any) -> bool:
         """The peer detached the control link: its open transactions end; whether it was the peer's own detach."""
-        by_peer: bool = super().on_detach(detach)  # type: ignore[misc]
+        by_peer: bool = super().on_detach(detach)
         self._end_all(detach.error, f"{self.there} detached the control link")
         return by_peer
 
     def abandon(self, reason: str) -> None:
         """The link is gone without a detach (its session or connection ended): every transaction on it ends too."""
-        super().abandon(reason)  # type: ignore[misc]
+        super().abandon(reason)
         self._end_all(None, reason)
 
 

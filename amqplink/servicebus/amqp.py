@@ -399,10 +399,10 @@ class AmqpAnnotatedMessage:
         return view
 
     def _clear_cache(self) -> None:
-        self._app: Any = None
-        self._annotations: Any = None
-        self._delivery_annotations: Any = None
-        self._footer: Any = None
+        self._app: dict[Any, Any] | None = None
+        self._annotations: dict[Any, Any] | None = None
+        self._delivery_annotations: dict[Any, Any] | None = None
+        self._footer: dict[Any, Any] | None = None
 
     def __str__(self) -> str:
         kind = self.body_type
@@ -491,7 +491,7 @@ class AmqpAnnotatedMessage:
             return props
         if self._app is None:
             self._app = sdk_value(props)
-        return self._app  # type: ignore[no-any-return]
+        return self._app
 
     @application_properties.setter
     def application_properties(self, value: Mapping[Any, Any] | None) -> None:
@@ -506,7 +506,7 @@ class AmqpAnnotatedMessage:
             return anns
         if self._annotations is None:
             self._annotations = sdk_value(anns)
-        return self._annotations  # type: ignore[no-any-return]
+        return self._annotations
 
     @annotations.setter
     def annotations(self, value: Mapping[Any, Any] | None) -> None:
@@ -521,7 +521,7 @@ class AmqpAnnotatedMessage:
             return anns
         if self._delivery_annotations is None:
             self._delivery_annotations = sdk_value(anns)
-        return self._delivery_annotations  # type: ignore[no-any-return]
+        return self._delivery_annotations
 
     @delivery_annotations.setter
     def delivery_annotations(self, value: Mapping[Any, Any] | None) -> None:
@@ -536,7 +536,7 @@ class AmqpAnnotatedMessage:
             return footer
         if self._footer is None:
             self._footer = sdk_value(footer)
-        return self._footer  # type: ignore[no-any-return]
+        return self._footer
 
     @footer.setter
     def footer(self, value: Mapping[Any, Any] | None) -> None:

@@ -35,7 +35,7 @@ def check_factory_name(text: str) -> str:
 def _factory(name: str) -> Callable[[], Any]:
     module, _, attribute = name.rpartition(":") if ":" in name else name.rpartition(".")
     try:
-        found = getattr(importlib.import_module(module), attribute)
+        found: object = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as exc:
         raise ValueError(
             f"credentialFactory {name!r} cannot be loaded in this Python worker ({type(exc).__name__}: {exc}): "
@@ -43,7 +43,7 @@ def _factory(name: str) -> Callable[[], Any]:
         ) from None
     if not callable(found):
         raise ValueError(f"credentialFactory {name!r} is not callable")
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 @cache

@@ -4,7 +4,7 @@ properties report them (``CountDetails``) and ``amqplink broker`` lists them at 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from amqplink.broker.namespace.store import MessageState
 
@@ -29,7 +29,13 @@ class MessageCounts:
 C = TypeVar("C", bound=MessageCounts)
 
 
-def entity_counts(entity: MessagingEntity, dlq: MessagingEntity, kind: type[C] = MessageCounts) -> C:  # type: ignore[assignment]
+@overload
+def entity_counts(entity: MessagingEntity, dlq: MessagingEntity) -> MessageCounts: ...
+@overload
+def entity_counts(entity: MessagingEntity, dlq: MessagingEntity, kind: type[C]) -> C: ...
+def entity_counts(
+    entity: MessagingEntity, dlq: MessagingEntity, kind: type[MessageCounts] = MessageCounts
+) -> MessageCounts:
     """A queue's or subscription's counts, ``dlq`` its dead-letter queue (deferred messages
     count in ``total`` only, as on Service Bus)."""
     active = scheduled = 0
@@ -42,7 +48,11 @@ def entity_counts(entity: MessagingEntity, dlq: MessagingEntity, kind: type[C] =
     return kind(active, dead, scheduled, len(entity.store) + dead, entity.bytes + dlq.bytes)
 
 
-def topic_counts(topic: Topic, kind: type[C] = MessageCounts) -> C:  # type: ignore[assignment]
+@overload
+def topic_counts(topic: Topic) -> MessageCounts: ...
+@overload
+def topic_counts(topic: Topic, kind: type[C]) -> C: ...
+def topic_counts(topic: Topic, kind: type[MessageCounts] = MessageCounts) -> MessageCounts:
     """A topic's: scheduled messages (kept by the topic until due) and the bytes of its subscriptions."""
     size = topic.scheduled_bytes + sum(s.bytes + s.dead_letter_queue.bytes for s in topic.subscriptions.values())
     return kind(scheduled=topic.scheduled_count, size=size)

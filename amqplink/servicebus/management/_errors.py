@@ -28,21 +28,35 @@ __all__ = [
 ]
 
 
-def _core(name: str) -> tuple[type[Exception], ...]:
-    if TYPE_CHECKING:
-        return ()
+def _core(name: str) -> type[Exception]:
+    """azure-core's exception class ``name``; without azure-core ``Exception``, which every
+    class here derives from anyway (a base that changes no MRO)."""
     try:
         from azure.core import exceptions
     except ImportError:  # azure-core is optional
-        return ()
-    return (getattr(exceptions, name),)
+        return Exception
+    found: type[Exception] = getattr(exceptions, name)
+    return found
 
 
-AZURE_CORE_BASES = bool(_core("AzureError"))
+if TYPE_CHECKING:  # the bases as mypy sees them: none of azure-core's (it is optional)
+    _CoreHttpResponseError = Exception
+    _CoreResourceNotFoundError = Exception
+    _CoreResourceExistsError = Exception
+    _CoreClientAuthenticationError = Exception
+    _CoreServiceRequestError = Exception
+else:
+    _CoreHttpResponseError = _core("HttpResponseError")
+    _CoreResourceNotFoundError = _core("ResourceNotFoundError")
+    _CoreResourceExistsError = _core("ResourceExistsError")
+    _CoreClientAuthenticationError = _core("ClientAuthenticationError")
+    _CoreServiceRequestError = _core("ServiceRequestError")
+
+AZURE_CORE_BASES = _core("AzureError") is not Exception
 """Whether these errors derive from azure-core's here."""
 
 
-class HttpResponseError(AMQPLinkError, *_core("HttpResponseError")):  # type: ignore[misc]
+class HttpResponseError(AMQPLinkError, _CoreHttpResponseError):
     """The service answered with an error status; ``message`` is its ``Detail``."""
 
     def __init__(self, message: str, *, status_code: int | None = None, reason: str | None = None, **_: Any) -> None:
@@ -62,15 +76,15 @@ class HttpResponseError(AMQPLinkError, *_core("HttpResponseError")):  # type: ig
         return self.message
 
 
-class ResourceNotFoundError(HttpResponseError, *_core("ResourceNotFoundError")):  # type: ignore[misc]
+class ResourceNotFoundError(HttpResponseError, _CoreResourceNotFoundError):
     """404: no such queue, topic, subscription or rule."""
 
 
-class ResourceExistsError(HttpResponseError, *_core("ResourceExistsError")):  # type: ignore[misc]
+class ResourceExistsError(HttpResponseError, _CoreResourceExistsError):
     """409: an entity of that name exists already."""
 
 
-class ClientAuthenticationError(HttpResponseError, *_core("ClientAuthenticationError")):  # type: ignore[misc]
+class ClientAuthenticationError(HttpResponseError, _CoreClientAuthenticationError):
     """401: the token is missing, not valid, or lacks the Manage right."""
 
 
@@ -83,7 +97,7 @@ class InvalidNameTypeError(HttpResponseError, TypeError):
     """An entity name that is not a ``str`` (both an ``HttpResponseError`` and a ``TypeError``, as above)."""
 
 
-class ServiceRequestError(AMQPLinkError, *_core("ServiceRequestError")):  # type: ignore[misc]
+class ServiceRequestError(AMQPLinkError, _CoreServiceRequestError):
     """No answer: the connection could not be made or broke (``inner_exception`` says how)."""
 
     def __init__(self, message: str, *, error: BaseException | None = None) -> None:
