@@ -373,7 +373,7 @@ class Connection:
         for event in events:
             t = type(event)
             if t in _LINK_EVENTS:
-                owner = event.link.context  # type: ignore[attr-defined]
+                owner = event.link.context  # type: ignore[attr-defined]  # each type in _LINK_EVENTS has .link
                 if owner is not None:
                     owner._on_event(event)
             else:

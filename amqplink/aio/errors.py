@@ -88,7 +88,7 @@ class SettlementError(AMQPError):
     """A received message could not be settled (its link is gone, or it is already settled)."""
 
 
-class MessageSizeExceededError(AMQPError, engine_errors.MessageSizeExceededError):  # type: ignore[misc]
+class MessageSizeExceededError(AMQPError, engine_errors.MessageSizeExceededError):  # type: ignore[misc]  # condition: str | None here, the engine's class says which
     """A message larger than the peer's max-message-size (its attach, 2.7.3), refused before
     anything is sent. The asyncio client's form of
     :class:`amqplink.engine.errors.MessageSizeExceededError`, which it derives from (as the

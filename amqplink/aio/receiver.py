@@ -416,7 +416,7 @@ class Receiver(LinkBase):
                 return None
         if len(set(deliveries)) != len(deliveries):
             return None
-        return deliveries  # type: ignore[return-value]
+        return deliveries  # type: ignore[return-value]  # the loop above returned None on any None
 
     def _start_settle_each(
         self, messages: tuple[ReceivedMessage, ...] | list[ReceivedMessage], state: Any, verb: str

@@ -723,7 +723,7 @@ class _ServiceBusConnection:
                     if not batch:
                         break
                     sent = True
-                    tokens: list[bytes] | None = [msg.lock for msg in batch] if lock else None  # type: ignore[misc]
+                    tokens: list[bytes] | None = [msg.lock for msg in batch] if lock else None  # type: ignore[misc]  # bytes: receive_many(lock=True) locked each
                     try:
                         payloads = encode_all(batch, tokens)
                     except Exception as exc:  # a bug (storable admits what is written back): nothing lost

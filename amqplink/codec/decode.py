@@ -516,7 +516,7 @@ def _items(buf: Buffer, p: int, end: int, count: int, depth: int, ctx: _Ctx, sta
                 e = s + buf[p + 1]
                 if e <= end:
                     try:
-                        append(buf[s:e].decode())  # type: ignore[union-attr]
+                        append(buf[s:e].decode())  # type: ignore[union-attr]  # bytes: inline_str8
                         p = e
                         continue
                     except UnicodeDecodeError:

@@ -516,7 +516,7 @@ class Message:
             return NotImplemented
         return self._sections() == other._sections()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: it defines __eq__ and is mutable
 
     def __repr__(self) -> str:
         body = self._body

@@ -102,7 +102,7 @@ class ServiceBusClient:
             retry_total=retry_total,
             retry_backoff_factor=retry_backoff_factor,
             retry_backoff_max=retry_backoff_max,
-            retry_mode=retry_mode,  # type: ignore[arg-type]
+            retry_mode=retry_mode,  # type: ignore[arg-type]  # a str too: RetryPolicy.__post_init__ makes it a RetryMode
             timeout=float(kwargs.get("timeout") or kwargs.get("operation_timeout") or 60.0),
         )
         ignore_unknown("ServiceBusClient", kwargs, CLIENT_OPTIONS)

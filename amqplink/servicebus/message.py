@@ -281,10 +281,14 @@ class ServiceBusMessage:
     @property
     def application_properties(self) -> dict[str | bytes, Any] | None:
         """The user's properties (None when there are none)."""
-        return self._message.application_properties  # type: ignore[return-value]
+        return self._message.application_properties  # type: ignore[return-value]  # str keys: dict is invariant
 
     @application_properties.setter
     def application_properties(self, value: Mapping[str | bytes, Any] | None) -> None:
+        self._set_application_properties(value)
+
+    def _set_application_properties(self, value: Mapping[str | bytes, Any] | None) -> None:
+        """The setter's work (``bytes`` keys as UTF-8 text), shared with the received message's."""
         if not value:
             self._message.application_properties = None if value is None else {}
             return
@@ -466,7 +470,7 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
     @application_properties.setter
     def application_properties(self, value: Mapping[str | bytes, Any] | None) -> None:
         self._app_properties = None
-        ServiceBusMessage.application_properties.fset(self, value)  # type: ignore[attr-defined]
+        self._set_application_properties(value)
 
     def _app_text(self, name: str) -> str | None:
         props = self._message.application_properties

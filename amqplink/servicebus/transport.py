@@ -78,13 +78,14 @@ def _proxy(value: Any) -> HttpProxy:
     unknown = sorted(str(k) for k in value if k not in _PROXY_KEYS)
     if unknown:
         raise ValueError(f"http_proxy has unknown keys {unknown}: use proxy_hostname, proxy_port, username, password")
-    host, port = value.get("proxy_hostname"), value.get("proxy_port")
+    host = value.get("proxy_hostname")
+    port: Any = value.get("proxy_port")  # anything: int() below refuses what is no port number
     if isinstance(host, str) and host.lower().startswith("http://"):
         host = host[len("http://") :].rstrip("/")  # the form the SDK's aio client needs, taken too
     if not isinstance(host, str) or not host or "://" in host:
         raise ValueError("http_proxy needs 'proxy_hostname': the HTTP proxy's host name or address")
     try:
-        number = int(port)  # type: ignore[arg-type]
+        number = int(port)
     except (TypeError, ValueError):
         raise ValueError("http_proxy needs 'proxy_port' (a port number)") from None
     if not 0 < number < 65536:

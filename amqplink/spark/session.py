@@ -117,7 +117,7 @@ def _launch_jvm_apart(settings: Mapping[str, str], log: str | None = None) -> No
         if log is not None:
             popen["stdout"] = popen["stderr"] = files.enter_context(open(log, "ab"))  # the JVM keeps its own copy
         try:
-            gateway = launch_gateway(conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]
+            gateway = launch_gateway(conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]  # py4j has no annotations
         except RuntimeError as exc:
             if "JAVA_GATEWAY_EXITED" not in str(exc):
                 raise

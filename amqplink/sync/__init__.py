@@ -57,7 +57,7 @@ def _parameters_of(model: Callable[P, Any]) -> Callable[[Callable[..., R]], Call
             signature = inspect.signature(model, eval_str=True)
         except NameError:  # a name its module imports only for type checkers: left as text
             signature = inspect.signature(model)
-        function.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        function.__signature__ = signature.replace(  # type: ignore[attr-defined]  # inspect reads it; a function takes any attribute
             return_annotation=inspect.signature(function).return_annotation
         )
         return function

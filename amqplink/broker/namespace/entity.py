@@ -577,7 +577,7 @@ class Entity:
             pool = _pools[self.lock_tag] = []
         session = self.requires_session and session_id is not None
         until = (
-            self.sessions.held(session_id, now).locked_until  # type: ignore[arg-type]
+            self.sessions.held(session_id, now).locked_until  # type: ignore[arg-type]  # str: `session` says session_id is set
             if session
             else now + self.properties.lock_duration
         )
@@ -687,7 +687,7 @@ class Entity:
                 f"the lock {lock_text(token)} on a message of {self.path!r} expired or was lost; receive it again",
             )
         if session:
-            self.sessions.held(msg.session_id, now)  # type: ignore[arg-type]
+            self.sessions.held(msg.session_id, now)  # type: ignore[arg-type]  # str: `session` says it is set
         return msg
 
     def _release_lock(self, msg: StoredMessage) -> None:
@@ -922,7 +922,7 @@ class Entity:
     def encode(self, msg: StoredMessage, *, peek: bool = False) -> bytes:
         """The message as delivered: Service Bus's annotations stamped, the body bytes untouched."""
         if not peek and not msg.deferred:
-            return self.encode_all((msg,), None if msg.state is not _LOCKED else [msg.lock])[0]  # type: ignore[list-item]
+            return self.encode_all((msg,), None if msg.state is not _LOCKED else [msg.lock])[0]  # type: ignore[list-item]  # bytes: a LOCKED message has its lock
         locked = msg.locked_until if msg.state is MessageState.LOCKED else None
         stamps = delivery_stamps(msg.sequence_number, msg.enqueued_at, locked)
         # A deferred message stays deferred while a receive_deferred_messages lock holds it

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from dataclasses import KW_ONLY, dataclass, field, fields
-from typing import Any
+from dataclasses import KW_ONLY, Field, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from amqplink.atom.values import KeyValue
 
@@ -42,12 +42,24 @@ __all__ = [
 ]
 
 
+class DataclassModel(Protocol):
+    """A model class as the readers (``_xml``) and copies (``_operations``) of models are
+    generic over: a dataclass, made from its fields' values."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    def __init__(self, *args: Any, **values: Any) -> None: ...
+
+
 class DictMixin:
     """Mapping access to a model's fields (``dict(props)``, ``props["name"]``), as the SDK's models have."""
 
+    if TYPE_CHECKING:  # each class that mixes it in is a dataclass
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
     def keys(self) -> list[str]:
         """The field names, in the model's order (as a mapping's keys)."""
-        return [f.name for f in fields(self)]  # type: ignore[arg-type]
+        return [f.name for f in fields(self)]
 
     def values(self) -> list[Any]:
         """The fields' values, in the model's order."""
@@ -302,7 +314,7 @@ class SqlRuleFilter:
             and (other.sql_expression, other.parameters) == (self.sql_expression, self.parameters)
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: it defines __eq__ and is mutable
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(sql_expression={self.sql_expression!r}, parameters={self.parameters!r})"

@@ -33,6 +33,7 @@ from amqplink.servicebus.management._errors import (
 )
 from amqplink.servicebus.management._models import (
     CorrelationRuleFilter,
+    DataclassModel,
     NamespaceProperties,
     QueueProperties,
     QueueRuntimeProperties,
@@ -52,6 +53,7 @@ __all__ = ["AdminCore", "Call", "Listing", "endpoint_from_connection_string"]
 
 log = logging.getLogger("amqplink.servicebus.management")
 T = TypeVar("T")
+M = TypeVar("M", bound=DataclassModel)
 DEFAULT_API_VERSION = "2024-05"
 """The SDK's default (azure-servicebus 7.15: ``ApiVersion.V2024_05``, which serves the topic filter counts)."""
 PAGE_SIZE = 100
@@ -151,10 +153,10 @@ def _none(body: bytes) -> None:
     return None
 
 
-def _model(value: Any, cls: type[T], overrides: Mapping[str, Any]) -> T:
+def _model(value: Any, cls: type[M], overrides: Mapping[str, Any]) -> M:
     """A copy of ``value`` (a model or a mapping of its fields) with ``overrides`` applied."""
     if isinstance(value, cls):
-        model = dataclasses.replace(value)  # type: ignore[type-var]
+        model = dataclasses.replace(value)
     elif isinstance(value, Mapping):
         model = cls(**value)
     else:

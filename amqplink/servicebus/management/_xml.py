@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, TypeVar
 
@@ -35,6 +34,7 @@ from amqplink.servicebus.management._models import (
     AccessRights,
     AuthorizationRule,
     CorrelationRuleFilter,
+    DataclassModel,
     FalseRuleFilter,
     NamespaceProperties,
     QueueProperties,
@@ -60,7 +60,7 @@ __all__ = [
     "subscription_entry",
 ]
 
-M = TypeVar("M")
+M = TypeVar("M", bound=DataclassModel)
 _XSI_TYPE = f"{{{XSI_NS}}}type"
 
 # (element, attribute, kind); kinds: bool, int, str, duration, rules (a list of AuthorizationRule)
@@ -320,23 +320,23 @@ def _read(desc: ET.Element, table: tuple[tuple[str, str, str], ...]) -> dict[str
     return out
 
 
-def read_properties(cls: Callable[..., M], entry: ET.Element) -> M:
+def read_properties(cls: type[M], entry: ET.Element) -> M:
     """``cls`` (``QueueProperties``...) from an entry: name from the title, fields from the description."""
     title, desc = entry_description(entry)
-    _, table = _TABLES[cls]  # type: ignore[index]
+    _, table = _TABLES[cls]
     values = _read(desc, table + _READ_ONLY)
-    names = [f.name for f in fields(cls) if f.name != "name"]  # type: ignore[arg-type]
+    names = [f.name for f in fields(cls) if f.name != "name"]
     return cls(title, **{k: values.get(k) for k in names})
 
 
-def read_runtime(cls: Callable[..., M], entry: ET.Element) -> M:
+def read_runtime(cls: type[M], entry: ET.Element) -> M:
     """``cls`` (``QueueRuntimeProperties``...) from an entry's counts and times."""
     title, desc = entry_description(entry)
     values = _read(desc, _RUNTIME)
     details = _children(desc).get("CountDetails")
     if details is not None:
         values.update(_read(details, tuple((name, attr, "int") for name, attr in _COUNTS)))
-    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    known = {f.name for f in fields(cls)}
     return cls(title, **{k: v for k, v in values.items() if k in known})
 
 
