@@ -194,6 +194,8 @@ preparers.install()
 
 AMQPS_PORT = 5671
 """Where the SDK's AMQP transports connect (``TransportType.Amqp`` with TLS, the only way it has)."""
+HTTPS_PORT = 443
+"""Where the management API and AMQP over websockets (``TransportType.AmqpOverWebsocket``) are."""
 
 RULES = {
     frozenset({"Listen"}): ("listenonly", "bGlzdGVuIG9ubHkga2V5IGZvciB0ZXN0cw=="),
@@ -285,6 +287,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in ("NO_PROXY", "no_proxy"):
         os.environ.pop(name, None)
     _REDIRECT[(NAMESPACE, AMQPS_PORT)] = ("127.0.0.1", broker.port)
+    # AMQP over websockets (wss://NAMESPACE:443/$servicebus/websocket) connects straight, not
+    # through the proxy (aiohttp's ws_connect reads no proxy variable): to the HTTPS port
+    _REDIRECT[(NAMESPACE, HTTPS_PORT)] = ("127.0.0.1", broker.http_port)
     socket.getaddrinfo = _getaddrinfo
     trust = _trust_bundle()
     certifi.where = lambda: trust
