@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from amqplink.codec.decode import decode
 from amqplink.codec.types import Symbol, Timestamp
 from amqplink.message import Message, data_section_header
 from amqplink.protocol.definitions import Properties
@@ -717,23 +718,17 @@ class ServiceBusMessageBatch:
 
     def encoded_messages(self) -> list[bytes]:
         """Beyond the SDK: each message's encoding, in the order added, however it was added
-        (:meth:`add_message`, :meth:`add_encoded`, :meth:`add_run` or :meth:`add_framed`):
-        read back from the transfer payload, so a batch handed elsewhere (parked, stored
-        locally) carries exactly what it would have sent."""
-        if not self._count:
-            return []
+        (:meth:`add_message`, :meth:`add_encoded`, :meth:`add_run` or :meth:`add_framed`; the
+        framed ones read back from their data sections), so a batch handed elsewhere (parked,
+        stored locally) carries exactly what it would have sent."""
         if not self._framed:
             return list(self._encoded)
-        sections = b"".join(self._framed)  # data sections only: 00 53 75, then vbin8 or vbin32
+        sections = b"".join(self._framed)  # data sections only, one per message
         found: list[bytes] = []
         at = 0
         while at < len(sections):
-            if sections[at + 3] == 0xA0:
-                start, size = at + 5, sections[at + 4]
-            else:
-                start, size = at + 8, int.from_bytes(sections[at + 4 : at + 8], "big")
-            found.append(sections[start : start + size])
-            at = start + size
+            section, at = decode(sections, at)
+            found.append(section.value)
         return found
 
     def _payload(self) -> bytes:

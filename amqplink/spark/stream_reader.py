@@ -169,8 +169,8 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """Start staging batch ``batch`` while Spark runs the one before it: receiving and
         converting its messages overlap Spark's work instead of following it. Staged ahead,
         it is what a reader that died before Spark logged it leaves (the next
-        ``latestOffset`` returns it; after a crash the next reader does), so nothing
-        received ahead is held without being staged."""
+        ``latestOffset`` returns it; after a crash the next reader does): messages received
+        ahead are held from the moment they are staged, as any batch's are."""
         if any(b >= batch for b in inbox.batches):  # (staged already, by a reader before this one)
             return
         task = asyncio.get_running_loop().create_task(_stage(inbox, batch, wanted, self.config.path.path))
@@ -212,7 +212,9 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     async def _close(self, inbox: Inbox) -> None:
         ahead, self._ahead = self._ahead, None
-        if ahead is not None:  # what it staged stays staged: the next reader returns it first
+        if ahead is not None:
+            # What it staged stays staged (the next reader returns it first); messages it had
+            # received and not staged yet come back once their locks expire, as after a crash.
             ahead.cancel()
             await asyncio.gather(ahead, return_exceptions=True)
         await inbox.close()
