@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests import sources
-from tests.layers import PACKAGE, ROOT, import_graph, imported
+from tests.layers import PACKAGE, ROOT, import_cycles, import_graph, imported, imports_in, module_graph, runtime_nodes
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 
@@ -79,6 +79,38 @@ def test_the_broker_s_connection_handlers_do_not_import_its_facade() -> None:
     for handlers in ("plainserver", "sbserver"):
         assert "amqplink.broker.server" not in set(imported(broker / f"{handlers}.py")), handlers
     assert {"amqplink.broker.plainserver", "amqplink.broker.sbserver"} <= set(imported(broker / "server.py"))
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No import cycle among amqplink's modules, an import inside a function counting as
+    one at the top (a deferred import is a cycle dodged, not removed): a handler is given
+    its connection and builds no client, the pairing is given its secondary client
+    (docs/architecture.md#who-builds-what)."""
+    assert import_cycles(module_graph()) == []
+    client = module_graph("amqplink.servicebus")["amqplink.servicebus.client"]
+    assert {"amqplink.servicebus.holder", "amqplink.servicebus.sender"} <= client  # the graph sees the client's
+
+
+def test_the_cycle_finder_counts_imports_in_functions_and_not_type_checking_ones() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d", "a"}, "e": set()}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    source = """
+from typing import TYPE_CHECKING
+from amqplink.servicebus import holder, ServiceBusMessage
+from . import sender
+if TYPE_CHECKING:
+    from amqplink.servicebus.client import ServiceBusClient
+def standalone():
+    from amqplink.servicebus.receiver import ServiceBusReceiver
+"""
+    modules = frozenset(f"amqplink.servicebus{name}" for name in ("", ".holder", ".sender", ".receiver", ".client"))
+    found = sorted(imports_in(runtime_nodes(ast.parse(source)), ("amqplink", "servicebus"), modules))
+    assert found == [
+        "amqplink.servicebus",  # ServiceBusMessage: a name of the package's __init__
+        "amqplink.servicebus.holder",
+        "amqplink.servicebus.receiver",  # in a function: it runs
+        "amqplink.servicebus.sender",
+    ]  # not the client: for the type checker only
 
 
 def _private(name: str) -> bool:

@@ -1,11 +1,11 @@
-"""What every Service Bus handler shares: the client's one connection, CBS, retries.
+"""What every Service Bus handler shares: lazy attach, reattach, retries, management.
 
-A :class:`ConnectionHolder` owns the client's AMQP connection (SASL ANONYMOUS, then a
-CBS put-token per entity audience, docs/protocol.md#claims-based-security-cbs) and opens it again when it is found
-closed (``amqp:connection:forced``, a socket error, an idle close): the tokens of every
-audience are put again on the new connection (:meth:`CbsAuthorizer.reauthorize`).
-A :class:`Handler` (sender or receiver) attaches its links lazily, reattaches them
-when they are gone, and runs every operation under the client's retry policy.
+A :class:`Handler` (sender or receiver) is given the :class:`ConnectionHolder` of its
+client (:mod:`amqplink.servicebus.holder`) and never builds a client; it attaches its
+links lazily on the holder's connection, reattaches them when they are gone, and runs
+every operation under the client's retry policy. Constructed directly, as the SDK allows,
+it gets a holder of its own from :func:`~amqplink.servicebus.holder.connection_holder`
+and closes it with itself.
 """
 
 from __future__ import annotations
@@ -13,24 +13,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import ssl
 import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from amqplink.aio.connection import Connection, Dialer, connect
+from amqplink.aio.connection import Connection
 from amqplink.aio.errors import AMQPError
-from amqplink.aio.url import Endpoint
-from amqplink.servicebus.cbs import CbsAuthorizer
 from amqplink.servicebus.client_options import check_socket_timeout
 from amqplink.servicebus.client_options import client_identifier as identifier
 from amqplink.servicebus.connection_args import connection_arguments, entity_of
-from amqplink.servicebus.connection_string import TLS_PORT
 from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusError
+from amqplink.servicebus.holder import ConnectionHolder, connection_holder, namespace_name
 from amqplink.servicebus.management_node import ManagementClient
 from amqplink.servicebus.retry import RetryPolicy, run_with_retry
-from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
 
 __all__ = ["ConnectionHolder", "Handler", "namespace_name"]
 
@@ -38,150 +34,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Credential = Any
-"""A named key, a SAS credential or a token credential, recognised by what it offers
-(:func:`amqplink.servicebus.tokens.credential_kind`)."""
-
-HTTPS_PORT = 443
-"""The port of ARM's ``https://NS.servicebus.windows.net:443/`` form of a namespace."""
-TOKEN_EXPIRY_MARGIN = 1.0
-"""A token this close to expiry (seconds) is put again before a link is attached under it."""
-
-
-def _bracketed(host: str) -> str:
-    """An IPv6 literal in brackets (as in a URI), any other host as it is."""
-    return f"[{host}]" if ":" in host else host
-
-
-def namespace_name(host: str, port: int | None, *, use_tls: bool) -> str:
-    """The namespace as azure-servicebus reports it (``strip_protocol_from_uri``): the host, and
-    the port when one was given, except the TLS ports Service Bus itself listens on (the SDK
-    strips every port with TLS; it cannot reach another TLS port, amqplink can)."""
-    name = _bracketed(host)
-    if port is None or (use_tls and port in (TLS_PORT, HTTPS_PORT)):
-        return name
-    return f"{name}:{port}"
-
-
-class ConnectionHolder:
-    """The client's connection to one namespace, (re)opened on demand, with its CBS authorizer."""
-
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        credential: Credential | None,
-        *,
-        policy: RetryPolicy,
-        ssl_context: ssl.SSLContext | None = None,
-        idle_timeout: float | None = None,
-        token_ttl: int = DEFAULT_TOKEN_TTL,
-        namespace: str | None = None,
-        dialer: Dialer | None = None,
-        properties: dict[Any, Any] | None = None,
-        container_id: str | None = None,
-        trace_level: int | None = None,
-    ) -> None:
-        self.endpoint = endpoint
-        self.properties = properties
-        """The connection's open properties (product, version, user-agent: client_options)."""
-        self.container_id = container_id
-        self.trace_level = trace_level
-        self.socket_timeout: float | None = None
-        """The client's ``socket_timeout`` (seconds a send may wait for the socket), its handlers' default."""
-        """The level this client's frames are logged at (``logging_enable``), None: the global trace."""
-        self.namespace = namespace or _bracketed(endpoint.host)
-        """The namespace as the SDK names it: the host, with the port when one was given
-        (``client.namespace_name``); the audiences are under it."""
-        self.dialer = dialer
-        """Opens the byte stream when it is not TCP to ``endpoint`` (WebSockets, a custom endpoint)."""
-        self.token_ttl = token_ttl
-        self.credential = credential
-        self.policy = policy
-        self.ssl_context = ssl_context
-        self.idle_timeout = idle_timeout
-        self._connection: Connection | None = None
-        self._cbs: CbsAuthorizer | None = None
-        self._lock: asyncio.Lock | None = None
-        self.generation = 0
-        """Counts the connections opened; a handler whose links belong to an older one reattaches."""
-
-    @property
-    def host(self) -> str:
-        """The namespace host (the audience's host)."""
-        return self.endpoint.host
-
-    def audience(self, entity: str) -> str:
-        """``sb://NAMESPACE/ENTITY`` (docs/protocol.md#sas-tokens), the port kept when the namespace has one (as
-        the SDK's ``_auth_uri``: a token minted for ``sb://host:port/...`` then covers it)."""
-        return f"sb://{self.namespace}/{entity}"
-
-    async def connection(self) -> Connection:
-        """The open connection; a closed one is replaced and every audience put on it again."""
-        conn = self._connection
-        if conn is not None and not conn.closed and not conn.engine.close_sent:
-            return conn
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            conn = self._connection
-            if conn is not None and not conn.closed and not conn.engine.close_sent:
-                return conn
-            url = f"{'amqps' if self.endpoint.tls else 'amqp'}://{self.endpoint.host}:{self.endpoint.port}"
-            new = await connect(
-                url,
-                sasl="anonymous",
-                ssl_context=self.ssl_context,
-                hostname=self.endpoint.host,
-                idle_timeout=self.idle_timeout,
-                timeout=self.policy.timeout,
-                dialer=self.dialer,
-                properties=self.properties,
-                container_id=self.container_id,
-                trace_level=self.trace_level,
-            )
-            if conn is not None:
-                log.info("reconnected to %s (the previous connection ended: %s)", self.endpoint.url, conn.error)
-            self._connection = new
-            self.generation += 1
-            if self.credential is not None:
-                if self._cbs is None:
-                    self._cbs = CbsAuthorizer(
-                        new, self.credential, token_ttl=self.token_ttl, timeout=self.policy.timeout
-                    )
-                else:
-                    await self._cbs.reauthorize(new)
-            return new
-
-    async def authorize(self, entity: str) -> Connection:
-        """The connection, with a token for ``entity`` put on it (none without a credential)."""
-        conn = await self.connection()
-        cbs = self._cbs
-        if cbs is not None:
-            audience = self.audience(entity)
-            expires = cbs.expires_on(audience)
-            if expires is None or expires <= cbs.clock() + TOKEN_EXPIRY_MARGIN:
-                await cbs.authorize(audience)  # none yet, or its refresh failed and it has run out
-        return conn
-
-    async def close(self) -> None:
-        """Stop token refreshes and close the connection."""
-        if self._cbs is not None:
-            cbs, self._cbs = self._cbs, None
-            try:
-                await cbs.close()
-            except (AMQPError, OSError) as exc:
-                log.debug("closing $cbs: %s", exc)
-        if self._connection is not None:
-            conn, self._connection = self._connection, None
-            await conn.close()
-
 
 class Handler:
     """Base of senders and receivers: lazy attach, reattach, retries, management, close."""
 
     _kind = "handler"
-    _owner: Any = None
-    """The client a handler constructed directly (the SDK's ``ServiceBusSender(fqns, credential,
+    _owner: ConnectionHolder | None = None
+    """The connection a handler constructed directly (the SDK's ``ServiceBusSender(fqns, credential,
     queue_name=...)``) made for itself; closed with it."""
 
     def __init__(
@@ -213,14 +72,13 @@ class Handler:
     def _standalone(
         self, fully_qualified_namespace: str, credential: Any, options: dict[str, Any]
     ) -> tuple[ConnectionHolder, RetryPolicy]:
-        """A client of the handler's own for the SDK's direct construction (``options``: the
-        client's keywords, e.g. ``retry_total``, ``use_tls``); its connection and retry policy."""
-        from amqplink.servicebus.client import ServiceBusClient  # the client module imports the handlers
-
+        """A connection of the handler's own for the SDK's direct construction (``options``: the
+        client's keywords, e.g. ``retry_total``, ``use_tls``), as a client with them would hold it,
+        and its retry policy; closed with the handler."""
         if isinstance(fully_qualified_namespace, ConnectionHolder) or not isinstance(fully_qualified_namespace, str):
             raise TypeError(f"fully_qualified_namespace must be a str, not {type(fully_qualified_namespace).__name__}")
-        client = self._owner = ServiceBusClient(fully_qualified_namespace, credential, **options)
-        return client._holder, client._policy
+        holder = self._owner = connection_holder(fully_qualified_namespace, credential, **options)
+        return holder, holder.policy
 
     @classmethod
     def from_connection_string(cls, conn_str: str, **kwargs: Any) -> Self:

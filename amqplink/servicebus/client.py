@@ -14,14 +14,9 @@ import datetime as dt
 from types import TracebackType
 from typing import Any, TypeVar
 
-from amqplink.servicebus._base import ConnectionHolder, Credential, namespace_name
-from amqplink.servicebus.client_options import (
-    FRAME_TRACE_LEVEL,
-    check_socket_timeout,
-    connection_properties,
-    ignore_unknown,
-)
+from amqplink.servicebus.client_options import ignore_unknown
 from amqplink.servicebus.connection_args import check_entity_path, connection_arguments
+from amqplink.servicebus.holder import Credential, connection_holder
 from amqplink.servicebus.localqueue.options import LocalQueueOptions
 from amqplink.servicebus.localqueue.queue import LocalQueue, LocalQueueState
 from amqplink.servicebus.localqueue.sender import LocalQueueSender
@@ -31,13 +26,10 @@ from amqplink.servicebus.paired.options import PairedNamespaceOptions
 from amqplink.servicebus.paired.pairing import PairedState, Pairing
 from amqplink.servicebus.paired.sender import PairedSender
 from amqplink.servicebus.receiver import ServiceBusReceiver
-from amqplink.servicebus.retry import RetryMode, RetryPolicy
-from amqplink.servicebus.sas import DEFAULT_TOKEN_TTL
+from amqplink.servicebus.retry import RetryMode
 from amqplink.servicebus.sender import DEFAULT_MAX_IN_FLIGHT, ServiceBusSender
 from amqplink.servicebus.session_list import SessionLister
-from amqplink.servicebus.tokens import credential_kind
 from amqplink.servicebus.transaction import ServiceBusTransaction
-from amqplink.servicebus.transport import transport_from_options
 
 __all__ = ["ServiceBusClient"]
 
@@ -45,28 +37,6 @@ H = TypeVar("H", ServiceBusSender, ServiceBusReceiver)
 
 HANDLER_OPTIONS = ("client_identifier", "socket_timeout")
 """The SDK's keywords of ``get_queue_sender``/``get_queue_receiver``... that a handler takes."""
-CLIENT_OPTIONS = (
-    "use_tls", "timeout", "operation_timeout", "idle_timeout", "token_ttl", "entity_name", "paired_namespace",
-    "local_queue",
-    "transport_type", "http_proxy", "custom_endpoint_address", "connection_verify", "ssl_context", "user_agent",
-    "logging_enable", "socket_timeout", "container_id", "uamqp_transport",
-)  # fmt: skip
-"""The client's keywords besides the retry options (the rest are ignored, as the SDK ignores them)."""
-
-
-def _strip_namespace(value: str) -> tuple[str, int | None]:
-    """``sb://host:port/`` or ``host`` -> (host, port or None)."""
-    text = value.strip()
-    if "://" in text:
-        text = text.split("://", 1)[1]
-    text = text.split("/", 1)[0]
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") else None
-    if text.count(":") == 1:
-        host, port = text.split(":")
-        return host, int(port)
-    return text, None
 
 
 class ServiceBusClient:
@@ -94,52 +64,46 @@ class ServiceBusClient:
         retry_mode: str | RetryMode = "exponential",
         **kwargs: Any,
     ) -> None:
-        credential_kind(credential)  # TypeError for anything that gives no token
-        host, port = _strip_namespace(fully_qualified_namespace)
-        use_tls = bool(kwargs.get("use_tls", True))
-        self.fully_qualified_namespace = namespace_name(host, port, use_tls=use_tls)
-        self._policy = RetryPolicy(
+        self._holder = connection_holder(
+            fully_qualified_namespace,
+            credential,
             retry_total=retry_total,
             retry_backoff_factor=retry_backoff_factor,
             retry_backoff_max=retry_backoff_max,
-            retry_mode=retry_mode,  # type: ignore[arg-type]  # a str too: RetryPolicy.__post_init__ makes it a RetryMode
-            timeout=float(kwargs.get("timeout") or kwargs.get("operation_timeout") or 60.0),
+            retry_mode=retry_mode,
+            **kwargs,
         )
-        ignore_unknown("ServiceBusClient", kwargs, CLIENT_OPTIONS)
-        if kwargs.get("uamqp_transport"):
-            raise ValueError(
-                "uamqp_transport=True cannot apply: amqplink is its own AMQP stack (the SDK's default, the pure"
-                " Python pyamqp, is what it replaces); leave it out or pass False"
-            )
-        transport = transport_from_options(host, port, use_tls, kwargs)
-        self._holder = ConnectionHolder(
-            transport.endpoint,
-            credential,
-            policy=self._policy,
-            ssl_context=transport.ssl_context,
-            dialer=transport.dialer,
-            idle_timeout=kwargs.get("idle_timeout"),
-            token_ttl=int(kwargs.get("token_ttl") or DEFAULT_TOKEN_TTL),
-            namespace=self.fully_qualified_namespace,
-            properties=connection_properties(kwargs.get("user_agent")),
-            container_id=kwargs.get("container_id"),
-            trace_level=FRAME_TRACE_LEVEL if kwargs.get("logging_enable") else None,
-        )
-        self._holder.socket_timeout = check_socket_timeout(kwargs.get("socket_timeout"))
+        self._policy = self._holder.policy
+        self.fully_qualified_namespace = self._holder.namespace
         self._entity_name: str | None = kwargs.get("entity_name")
         self._handlers: list[ServiceBusSender | ServiceBusReceiver] = []
         paired = kwargs.get("paired_namespace")
         if paired is not None and not isinstance(paired, PairedNamespaceOptions):
             raise TypeError(f"paired_namespace must be a PairedNamespaceOptions, not {type(paired).__name__}")
-        network: dict[str, Any] = {name: kwargs[name] for name in ("transport_type", "http_proxy") if name in kwargs}
-        self._pairing: Pairing | None = None if paired is None else Pairing(self, paired, network=network)
         local = kwargs.get("local_queue")
         if local is not None and not isinstance(local, LocalQueueOptions):
             raise TypeError(f"local_queue must be a LocalQueueOptions, not {type(local).__name__}")
+        self._pairing: Pairing | None = None
+        if paired is not None:
+            secondary = self._secondary(paired, kwargs)
+            self._pairing = Pairing(self._holder, paired, secondary, local_queue=local is not None)
         self._forwarders: dict[str, ServiceBusSender] = {}
         self._local: LocalQueue | None = None
         if local is not None:
             self._local = LocalQueue(local, self._forward, close_forwarding=self._close_forwarders)
+
+    def _secondary(self, paired: PairedNamespaceOptions, kwargs: dict[str, Any]) -> ServiceBusClient:
+        """The paired namespace's client (its connection opened only when the pairing first uses
+        it): this client's retry policy, reached the same way (``transport_type``, ``http_proxy``)."""
+        network = {name: kwargs[name] for name in ("transport_type", "http_proxy") if name in kwargs}
+        return ServiceBusClient.from_connection_string(
+            paired.secondary_connection_string,
+            retry_total=self._policy.retry_total,
+            retry_backoff_factor=self._policy.retry_backoff_factor,
+            retry_backoff_max=self._policy.retry_backoff_max,
+            timeout=self._policy.timeout,
+            **network,
+        )
 
     def __repr__(self) -> str:
         return f"<ServiceBusClient {self.fully_qualified_namespace}>"

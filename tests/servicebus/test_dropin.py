@@ -352,7 +352,7 @@ def test_handlers_constructed_directly_as_the_sdks(broker: BrokerThread) -> None
         (got,) = receiver.receive_messages(max_wait_time=5)
         assert str(got) == "direct" and receiver.entity_path == "other"
         receiver.complete_message(got)
-    assert receiver._aio._owner is None  # its own client was closed with it
+    assert receiver._aio._owner is None  # its own connection was closed with it
     with pytest.raises(ValueError, match="queue_name or topic_name"):
         ServiceBusSender(namespace, credential, use_tls=False)
 

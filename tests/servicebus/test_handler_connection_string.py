@@ -95,7 +95,7 @@ def test_blocking_handlers_send_and_receive(broker: Broker) -> None:
         (got,) = receiver.receive_messages(max_wait_time=5)
         assert str(got) == "by EntityPath"
         receiver.complete_message(got)
-    assert receiver._aio._owner is None  # its own client was closed with it
+    assert receiver._aio._owner is None  # its own connection was closed with it
     with ServiceBusReceiver.from_connection_string(
         with_entity(broker.connection_string, "news"), subscription_name="all", max_wait_time=5
     ) as receiver:
@@ -110,11 +110,14 @@ def test_asyncio_handlers_send_and_receive(broker: Broker) -> None:
         async with sb_aio.ServiceBusSender.from_connection_string(conn_str, queue_name="other") as sender:
             await sender.send_messages(ServiceBusMessage("asyncio"))
         receiver = sb_aio.ServiceBusReceiver._from_connection_string(conn_str, max_wait_time=5)
+        own = receiver._owner
+        assert own is receiver._holder  # a connection of its own, no client
         async with receiver:
+            assert own._connection is not None and not own._connection.closed
             got = await receiver.receive_messages(max_wait_time=5)
             for message in got:
                 await receiver.complete_message(message)
-        assert receiver._owner is None
+        assert receiver._owner is None and own._connection is None  # closed with the receiver
         return [str(m) for m in got]
 
     assert asyncio.run(run()) == ["asyncio"]

@@ -172,6 +172,6 @@ def test_the_secondary_is_reached_the_way_the_primary_is() -> None:
     )
     plain = ServiceBusClient.from_connection_string(primary, paired_namespace=options)
     assert over_ws._pairing is not None and plain._pairing is not None
-    assert over_ws._pairing._secondary_client()._holder.dialer is not None  # WebSockets to the secondary too
-    assert plain._pairing._secondary_client()._holder.dialer is None
+    assert over_ws._pairing.secondary._holder.dialer is not None  # WebSockets to the secondary too
+    assert plain._pairing.secondary._holder.dialer is None
     assert over_ws._pairing.names[0] == "contoso/x-servicebus-transfer/0"

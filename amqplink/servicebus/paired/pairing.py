@@ -109,20 +109,22 @@ class Pairing:
 
     def __init__(
         self,
-        client: ServiceBusClient,
+        primary: ConnectionHolder,
         options: PairedNamespaceOptions,
+        secondary: ServiceBusClient,
         clock: Callable[[], float] = time.monotonic,
         *,
-        network: Mapping[str, Any] | None = None,
+        local_queue: bool = False,
     ) -> None:
-        self.client = client
+        """``primary``: the paired client's connection (its ``policy`` the client's);
+        ``secondary``: a client of the secondary namespace, made by whoever pairs (the paired
+        client) and closed with the pairing; ``local_queue``: the client has one (an error's hint)."""
         self.options = options
-        self.network = dict(network or {})
-        """The primary client's ``transport_type`` and ``http_proxy``: the secondary is reached the same way."""
         self.clock = clock
-        holder: ConnectionHolder = client._holder
-        self.primary = holder
-        self.label = namespace_label(holder.endpoint.host, holder.endpoint.port)
+        self.primary = primary
+        self.policy: RetryPolicy = primary.policy
+        self.local_queue = local_queue
+        self.label = namespace_label(primary.endpoint.host, primary.endpoint.port)
         self.names = tuple(backlog_queue_name(self.label, i) for i in range(options.backlog_queue_count))
         self.rotation = BacklogRotation(self.names, random.Random(options.seed))
         self.failover_seconds = options.failover_seconds
@@ -130,7 +132,8 @@ class Pairing:
         self.entities: dict[str, EntityFailover] = {}
         self.started = False
         self.closed = False
-        self.secondary: ServiceBusClient | None = None
+        self.secondary: ServiceBusClient = secondary
+        """The secondary namespace's client (its connection is opened when first used)."""
         self.syphon: Syphon | None = None
         self.parked = 0
         self.syphoned = 0
@@ -158,7 +161,7 @@ class Pairing:
 
     # -- start and close ----------------------------------------------------------------
     async def start(self) -> None:
-        """Make the secondary's client, start the syphon if enabled, and start checking the
+        """Start the syphon if enabled, and start checking the
         backlog queues (creating the missing ones) in the background: an unreachable
         secondary never stops sends to a healthy primary (issue 32). A failed check is
         logged, shown in :meth:`state` and tried again every ``ping_primary_interval``."""
@@ -166,7 +169,6 @@ class Pairing:
             return
         if self.closed:
             raise ServiceBusError("the paired client is closed")
-        self.secondary = self._secondary_client()
         if self.options.enable_syphon:
             from amqplink.servicebus.paired.syphon import Syphon
 
@@ -215,19 +217,6 @@ class Pairing:
         finally:
             self._first_check.set()  # however the check ends (closed, cancelled), nobody waits on it
 
-    def _secondary_client(self) -> ServiceBusClient:
-        from amqplink.servicebus.client import ServiceBusClient
-
-        policy: RetryPolicy = self.client._policy
-        return ServiceBusClient.from_connection_string(
-            self.options.secondary_connection_string,
-            retry_total=policy.retry_total,
-            retry_backoff_factor=policy.retry_backoff_factor,
-            retry_backoff_max=policy.retry_backoff_max,
-            timeout=policy.timeout,
-            **self.network,
-        )
-
     async def close(self) -> None:
         """Stop timers, pings and the syphon; close the backlog senders and the secondary client."""
         self.closed = True
@@ -244,8 +233,7 @@ class Pairing:
         senders, self._backlog_senders = self._backlog_senders, {}
         for sender in senders.values():
             await sender.close()
-        if self.secondary is not None:
-            await self.secondary.close()
+        await self.secondary.close()
 
     def keep(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
         """Hold ``task`` until it ends (cancelled at close)."""
@@ -353,7 +341,6 @@ class Pairing:
         sender = self._backlog_senders.get(name)
         if sender is None or sender._closed:
             await self.start()
-            assert self.secondary is not None
             policy = dataclasses.replace(self.secondary._policy, retry_total=0)
             sender = self._backlog_senders[name] = ServiceBusSender(self.secondary._holder, name, policy=policy)
         if not sender._ready():
@@ -412,7 +399,7 @@ class Pairing:
         checked = (
             "" if self.backlog_error is None else f"; the backlog queues could not be checked: {self.backlog_error}"
         )
-        hint = "" if self.client.local_queue_state is not None else " (or give the client a local_queue)"
+        hint = "" if self.local_queue else " (or give the client a local_queue)"
         return BacklogQueueError(
             f"the primary entity is failed over and every backlog queue of {where} failed (last:"
             f" {last or self.last_error}{checked}); {count} message(s) not sent: retry later{hint}",
@@ -444,7 +431,7 @@ class Pairing:
         """Every ``ping_primary_interval``, a ping to the primary entity until one is accepted:
         then every sender of the entity sends to the primary again (failback)."""
         entity = failover.entity
-        policy = dataclasses.replace(self.client._policy, retry_total=0)
+        policy = dataclasses.replace(self.policy, retry_total=0)
         sender = ServiceBusSender(self.primary, entity, policy=policy)
         try:
             while failover.state is FAILED_OVER and not self.closed:
