@@ -192,10 +192,7 @@ class Sender(LinkBase):
             await self._wait_room()
         limit = self.link.peer_max_message_size
         if limit and len(payload) > limit:
-            raise AMQPError(
-                f"{self._what()}: message of {len(payload)} bytes exceeds the peer's max-message-size {limit}",
-                condition="amqp:link:message-size-exceeded",
-            )
+            raise MessageSizeExceededError(self._what(), len(payload), limit)  # as :meth:`_hand_over`
         if self._presettled:
             self.link.send_with_state(payload, state, message_format=message_format)
             self._protocol.schedule_flush()

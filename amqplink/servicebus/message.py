@@ -744,6 +744,43 @@ class ServiceBusMessageBatch:
         return b"".join(parts)
 
 
+class TransferBatcher:
+    """The one stage from messages to transfers (a list sent, in or out of a transaction):
+    each message checked (:func:`~.partitioning.check_partition_key`) and added to a batch of
+    at most ``limit`` bytes; :meth:`add` and :meth:`rest` give the ``(payload,
+    message_format)`` transfers made. A message that no batch holds is its own plain
+    transfer (message-format 0): the link's max-message-size check is the one that refuses
+    a message too large, so every route raises the same error for it."""
+
+    __slots__ = ("_batch", "_check", "limit")
+
+    def __init__(self, limit: int) -> None:
+        from amqplink.servicebus.partitioning import check_partition_key
+
+        self.limit = limit
+        self._check = check_partition_key
+        self._batch = ServiceBusMessageBatch(limit)
+
+    def add(self, message: ServiceBusMessage) -> tuple[tuple[bytes, int], ...]:
+        """Add ``message``; the transfers this completed (none, mostly)."""
+        self._check(message)
+        batch = self._batch
+        if batch._add(message):
+            return ()
+        if not len(batch):
+            return ((message._message.encode(), 0),)
+        full = (batch._payload(), BATCH_MESSAGE_FORMAT)
+        self._batch = batch = ServiceBusMessageBatch(self.limit)
+        if batch._add(message):
+            return (full,)
+        return full, (message._message.encode(), 0)
+
+    def rest(self) -> tuple[tuple[bytes, int], ...]:
+        """The last batch's transfer, if it holds any message."""
+        batch, self._batch = self._batch, ServiceBusMessageBatch(self.limit)
+        return ((batch._payload(), BATCH_MESSAGE_FORMAT),) if len(batch) else ()
+
+
 def _copy_envelope(first: Message, envelope: Message) -> None:
     """The SDK puts the first message's message-id, session-id and partition key on the envelope."""
     if first.message_id is not None:

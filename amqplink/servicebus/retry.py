@@ -6,6 +6,10 @@ n-th retry; ``fixed``: the factor). docs/protocol.md#retry: ``com.microsoft:serv
 at least 4 s. Every operation also has an overall deadline (default 60 s): no retry
 starts whose wait would end past it. :func:`backoff_delay` and :func:`next_delay` are
 pure; :func:`run_with_retry` takes ``sleep`` and ``clock`` so tests need no real time.
+
+:func:`run_with_retry` is the one retry loop: the sender's sends (a failed first attempt
+comes in as ``failed``), the PySpark sink's batches and the paired client's syphon run it,
+each with its own :class:`RetryHooks` (who hears of a failed attempt, how long to wait).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +30,8 @@ from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusErro
 __all__ = [
     "DEFAULT_OPERATION_TIMEOUT",
     "SERVER_BUSY_MIN_BACKOFF",
+    "RetryError",
+    "RetryHooks",
     "RetryMode",
     "RetryPolicy",
     "backoff_delay",
@@ -114,6 +121,42 @@ def next_delay(
 
 _CONVERTIBLE = (AMQPError, OSError, TimeoutError, ServiceBusError, MessageAlreadySettled)
 
+RetryError = ServiceBusError | MessageAlreadySettled
+
+
+class RetryHooks:
+    """What a user of :func:`run_with_retry` learns and decides; these defaults learn nothing
+    and wait as the policy says (:func:`next_delay`). Subclasses override what they need."""
+
+    __slots__ = ()
+
+    def attempt_failed(self, error: RetryError) -> None:
+        """An attempt failed with ``error`` (told before the loop decides whether to go on)."""
+
+    def recovered(self) -> None:
+        """An attempt succeeded after one or more had failed."""
+
+    def delay(
+        self, policy: RetryPolicy, retried_times: int, error: RetryError, *, now: float, deadline: float
+    ) -> float | None:
+        """Seconds to wait before retry number ``retried_times``, or None to give up (raise ``error``)."""
+        return next_delay(policy, retried_times, error, now=now, deadline=deadline)
+
+
+_DEFAULT_HOOKS = RetryHooks()
+
+
+class _Told(RetryHooks):
+    """The hooks of a caller that passed only ``on_failure``."""
+
+    __slots__ = ("_on_failure",)
+
+    def __init__(self, on_failure: Callable[[RetryError], None]) -> None:
+        self._on_failure = on_failure
+
+    def attempt_failed(self, error: RetryError) -> None:
+        self._on_failure(error)
+
 
 async def run_with_retry(
     operation: Callable[[float], Awaitable[T]],
@@ -122,33 +165,37 @@ async def run_with_retry(
     entity: str | None = None,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
-    on_failure: Callable[[ServiceBusError | MessageAlreadySettled], None] | None = None,
+    on_failure: Callable[[RetryError], None] | None = None,
+    hooks: RetryHooks | None = None,
+    failed: RetryError | None = None,
 ) -> T:
     """Await ``operation(remaining_seconds)`` until it succeeds or the policy gives up.
 
     Each attempt gets the time left before the overall deadline and is cancelled when it
-    runs past it. Errors from the AMQP layer, sockets and timeouts are turned into
-    Service Bus exceptions (:func:`~amqplink.servicebus.errors.from_amqp_error`); the
-    last one is raised. Any other exception is a bug in the caller and propagates as is.
-    ``on_failure`` is told of each failed attempt's error, the last one included (a paired
-    sender's failover timer starts at the first failure, not once the retries ran out).
+    runs past it (an infinite ``policy.timeout``: never). Errors from the AMQP layer, sockets
+    and timeouts are turned into Service Bus exceptions
+    (:func:`~amqplink.servicebus.errors.from_amqp_error`); the last one is raised. Any other
+    exception is a bug in the caller and propagates as is. ``hooks`` are told of each failed
+    attempt's error, the last one included (a paired sender's failover timer starts at the
+    first failure, not once the retries ran out), and decide the wait; ``on_failure`` is
+    the short form of hooks that only listen. ``failed``: the error of a first attempt the
+    caller already made (a fast path's); it counts as retry number one.
     """
+    if hooks is None:
+        hooks = _DEFAULT_HOOKS if on_failure is None else _Told(on_failure)
     deadline = clock() + policy.timeout
     retried_times = 0
+    error: RetryError | None = failed
+    cause: BaseException | None = failed
     while True:
-        remaining = deadline - clock()
-        try:
-            return await asyncio.wait_for(operation(remaining), max(remaining, 0.0))
-        except _CONVERTIBLE as exc:
-            error = from_amqp_error(exc, entity=entity)
-            if on_failure is not None:
-                on_failure(error)
+        if error is not None:
+            hooks.attempt_failed(error)
             retried_times += 1
-            delay = next_delay(policy, retried_times, error, now=clock(), deadline=deadline)
+            delay = hooks.delay(policy, retried_times, error, now=clock(), deadline=deadline)
             if delay is None:
-                if error is exc:
-                    raise
-                raise error from exc
+                if error is cause:
+                    raise error
+                raise error from cause
             log.info(
                 "%s: %s; retry %d of %d in %.1f s",
                 entity or "operation",
@@ -158,3 +205,15 @@ async def run_with_retry(
                 delay,
             )
             await sleep(delay)
+        remaining = deadline - clock()
+        try:
+            if remaining == math.inf:
+                result = await operation(remaining)
+            else:
+                result = await asyncio.wait_for(operation(remaining), max(remaining, 0.0))
+        except _CONVERTIBLE as exc:
+            cause, error = exc, from_amqp_error(exc, entity=entity)
+            continue
+        if retried_times:
+            hooks.recovered()
+        return result

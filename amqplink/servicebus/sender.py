@@ -15,6 +15,7 @@ one under the retry policy (at least once: never dropped silently).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 from collections import deque
@@ -40,11 +41,12 @@ from amqplink.servicebus.message import (
     SINGLE_MESSAGE_TYPES,
     ServiceBusMessage,
     ServiceBusMessageBatch,
+    TransferBatcher,
     iter_outgoing,
     to_outgoing,
 )
 from amqplink.servicebus.partitioning import check_partition_key
-from amqplink.servicebus.retry import RetryPolicy, backoff_delay
+from amqplink.servicebus.retry import RetryHooks, RetryPolicy, run_with_retry
 
 if TYPE_CHECKING:
     from amqplink.servicebus.transaction import ServiceBusTransaction
@@ -87,6 +89,27 @@ class SendFailureHooks(Protocol):
     async def nowait_refused(self, message: ServiceBusMessage, error: SendError) -> asyncio.Future[None]: ...
 
     def nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None: ...
+
+
+class _SendRetry(RetryHooks):
+    """A send's retry hooks: a paired sender's :class:`SendFailureHooks` and the sender's
+    :attr:`~ServiceBusSender.attempt_watcher` hear of each failed attempt, the former of
+    the success that ends them too."""
+
+    __slots__ = ("paired", "watcher")
+
+    def __init__(self, paired: SendFailureHooks | None, watcher: Callable[[SendError], None] | None) -> None:
+        self.paired, self.watcher = paired, watcher
+
+    def attempt_failed(self, error: SendError) -> None:
+        if self.paired is not None:
+            self.paired.attempt_failed(error)
+        if self.watcher is not None:
+            self.watcher(error)
+
+    def recovered(self) -> None:
+        if self.paired is not None:
+            self.paired.retried_send_succeeded()
 
 
 class ServiceBusSender(Handler):
@@ -244,12 +267,10 @@ class ServiceBusSender(Handler):
                 _check_outcome(await sent, self.entity_name)
                 return
             except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
-                error = from_amqp_error(exc, entity=self.entity_name)
-                if not self._may_retry(error):
-                    raise error from exc
-            await self._send_again(payload, message_format, error, timeout)
-            return
-        await self._retry_send(self._attempt(payload, message_format), timeout)
+                failed: BaseException | None = exc
+        else:
+            failed = None
+        await self._send_again(payload, message_format, timeout, failed)
 
     # -- single sends from concurrent tasks, gathered into batches ------------------------
     def _gather(self, message: ServiceBusMessage) -> asyncio.Future[Any]:
@@ -293,13 +314,10 @@ class ServiceBusSender(Handler):
                 transfers.popleft()
                 sent.add_done_callback(_share(members))
                 self._watch(sent)
-        if transfers:
-            self._hold_task(asyncio.get_running_loop().create_task(self._transfer_all(transfers)))
-
-    def _hold_task(self, task: asyncio.Task[None]) -> None:
-        """Hold a reference to ``task`` until it ends (the loop keeps only weak ones)."""
-        self._flushing.add(task)
-        task.add_done_callback(self._flushing.discard)
+        if transfers:  # a reference held until it ends (the loop keeps only weak ones)
+            task = asyncio.get_running_loop().create_task(self._transfer_all(transfers))
+            self._flushing.add(task)
+            task.add_done_callback(self._flushing.discard)
 
     async def _transfer_all(self, transfers: deque[tuple[bytes, int, list[asyncio.Future[Any]]]]) -> None:
         """Send ``transfers`` in order, waiting for room; if this ends early, the messages not
@@ -307,7 +325,12 @@ class ServiceBusSender(Handler):
         try:
             while transfers:
                 payload, message_format, members = transfers[0]
-                await self._transfer_for(payload, message_format, members)
+                try:
+                    sent = await self._transfer(payload, message_format)
+                except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+                    _fail(members, exc)
+                else:
+                    sent.add_done_callback(_share(members))
                 transfers.popleft()
         except BaseException as exc:
             for _, _, members in transfers:
@@ -351,76 +374,43 @@ class ServiceBusSender(Handler):
             transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT, members))
         return transfers
 
-    async def _transfer_for(self, payload: bytes, message_format: int, members: list[asyncio.Future[Any]]) -> None:
-        """One transfer whose outcome (or failure) is handed to every future in ``members``."""
-        try:
-            sent = await self._transfer(payload, message_format)
-        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
-            _fail(members, exc)
-            return
-        sent.add_done_callback(_share(members))
-
-    async def _send_alone(self, message: ServiceBusMessage, exc: BaseException) -> None:
-        """A gathered message whose batch failed with ``exc``: retried on its own, if it may be."""
-        error = from_amqp_error(exc, entity=self.entity_name)
-        if not self._may_retry(error):
-            raise error from exc
-        await self._send_again(message._message.encode(), 0, error, None)
-
-    def _may_retry(self, error: SendError) -> bool:
-        """True if a send that failed with ``error`` is tried again (never with ``retry_total=0``)."""
-        return error.retryable and self._policy.retry_total > 0
-
-    async def _retry_send(
-        self, operation: Callable[[float], Awaitable[None]], timeout: float | None, tried: int = 0
+    # -- the one way back in after a failure ---------------------------------------------
+    async def _send_again(
+        self, payload: bytes, message_format: int, timeout: float | None, failed: BaseException | None = None
     ) -> None:
-        """:meth:`_retry` for a send (not the fast path's first attempt): a paired sender's hooks
-        are told of each failed attempt, and of the success that ends them."""
-        hooks = self._paired
-        on_failure = self._attempt_failed()
-        if on_failure is None:
-            await self._retry(operation, timeout=timeout, tried=tried)
-            return
-        await self._retry(operation, timeout=timeout, tried=tried, on_failure=on_failure)
-        if hooks is not None:
-            hooks.retried_send_succeeded()
+        """One transfer under the retry policy (:func:`~amqplink.servicebus.retry.run_with_retry`,
+        the one retry loop), each attempt on a live link (a new one after a loss): every route
+        comes back in here after a failure. ``failed``: why a first, pipelined attempt failed
+        (a fast path's, a gathered batch's, a list's batch); it counts against ``retry_total``,
+        and is raised at once if it cannot be retried (the hooks not told). Server-busy waits
+        at least 4 s."""
+        entity = self.entity_name
+        error = None
+        if failed is not None:
+            error = from_amqp_error(failed, entity=entity)
+            if not error.retryable or self._policy.retry_total == 0:
+                raise error from failed
 
-    def _attempt_failed(self) -> Callable[[SendError], None] | None:
-        """Who hears of a failed attempt: the paired hooks, the :attr:`attempt_watcher`, or both."""
-        hooks, watcher = self._paired, self.attempt_watcher
-        if hooks is None or watcher is None:
-            return watcher if hooks is None else hooks.attempt_failed
-
-        def both(error: SendError) -> None:
-            hooks.attempt_failed(error)
-            watcher(error)
-
-        return both
-
-    def _attempt(self, payload: bytes, message_format: int) -> Callable[[float], Awaitable[None]]:
         async def attempt(_remaining: float) -> None:
-            _check_outcome(await self._transfer_outcome(payload, message_format), self.entity_name)
+            # shielded: the retry's deadline cancels this wait, never the link's outcome future;
+            # an outcome that comes after the wait was given up is read (else asyncio reports an
+            # exception never retrieved when it is collected)
+            outcome = await self._transfer(payload, message_format)
+            outcome.add_done_callback(_read_outcome)
+            _check_outcome(await asyncio.shield(outcome), entity)
 
-        return attempt
+        await self._under_policy(attempt, timeout, error)
 
-    async def _send_again(self, payload: bytes, message_format: int, error: SendError, timeout: float | None) -> None:
-        """The retries of a transfer whose first, pipelined attempt failed with ``error``
-        (retryable); that attempt counts against ``retry_total``. Server-busy waits >= 4 s."""
-        on_failure = self._attempt_failed()
-        if on_failure is not None:
-            on_failure(error)
-        delay = backoff_delay(self._policy, 1, error)
-        log.info("%s: send failed (%s); retrying in %.1f s", self.entity_name, error, delay)
-        await asyncio.sleep(delay)
-        await self._retry_send(self._attempt(payload, message_format), timeout, tried=1)
-
-    async def _transfer_outcome(self, payload: bytes, message_format: int) -> Any:
-        # shielded: the retry's deadline cancels this wait, never the link's outcome future;
-        # an outcome that comes after the wait was given up is read (else asyncio reports an
-        # exception never retrieved when it is collected)
-        outcome = await self._transfer(payload, message_format)
-        outcome.add_done_callback(_read_outcome)
-        return await asyncio.shield(outcome)
+    async def _under_policy(
+        self, operation: Callable[[float], Awaitable[None]], timeout: float | None, failed: SendError | None = None
+    ) -> None:
+        """``operation`` in the retry loop with the sender's hooks (:class:`_SendRetry`);
+        ``timeout`` replaces the policy's overall one."""
+        policy = self._policy
+        if timeout is not None and timeout != policy.timeout:
+            policy = dataclasses.replace(policy, timeout=timeout)
+        hooks = _SendRetry(self._paired, self.attempt_watcher)
+        await run_with_retry(operation, policy, entity=self.entity_name, hooks=hooks, failed=failed)
 
     async def send_nowait(self, message: ServiceBusMessage | Mapping[str, Any] | Message) -> asyncio.Future[None]:
         """Hand one message to the link (waiting only for room under ``max_in_flight``) and
@@ -446,10 +436,12 @@ class ServiceBusSender(Handler):
                 result.cancel()
                 return
             failure = _outcome_error(outcome, entity)
-            if failure is not None:  # handed to the caller's future
-                self._nowait_failed(result, from_amqp_error(failure, entity=entity), outgoing)
-                return
-            result.set_result(None)
+            if failure is None:
+                result.set_result(None)
+            elif self._paired is None:  # handed to the caller's future (a paired sender may park it)
+                result.set_exception(from_amqp_error(failure, entity=entity))
+            else:
+                self._paired.nowait_failed(result, from_amqp_error(failure, entity=entity), outgoing)
 
         inner.add_done_callback(done)
         return result
@@ -485,25 +477,18 @@ class ServiceBusSender(Handler):
             if failure is None or not isinstance(failure, AMQPError | OSError | TimeoutError | ServiceBusError):
                 notify(failure)
                 return
-            retry = asyncio.get_running_loop().create_task(self._send_alone(message, failure))
+            retry = asyncio.get_running_loop().create_task(self._send_again(payload, 0, None, failure))
             retry.add_done_callback(lambda task: notify(_outcome_error(task, entity)))
 
         try:
-            sent = link.try_send_payload(inner.encode(), outcome=_Reporting(link._loop, done))
+            payload = inner.encode()
+            sent = link.try_send_payload(payload, outcome=_Reporting(link._loop, done))
         except (AMQPError, OSError, EncodeError):
             sent = None
         if sent is None:  # no room yet, or refused: the coroutine waits, or raises the error
             return self.send_messages(message)
         self._watch(sent)
         return None
-
-    def _nowait_failed(self, result: asyncio.Future[None], error: BaseException, message: ServiceBusMessage) -> None:
-        """The transfer of ``message`` (from :meth:`send_nowait`) failed with ``error``: the
-        caller's future gets it (a paired sender's hooks may park the message instead)."""
-        if self._paired is None:
-            result.set_exception(error)
-        else:
-            self._paired.nowait_failed(result, error, message)
 
     async def send_messages(
         self, message: SendInput, *, timeout: float | None = None, transaction: ServiceBusTransaction | None = None
@@ -543,7 +528,7 @@ class ServiceBusSender(Handler):
                     try:
                         _check_outcome(await self._gather(message), self.entity_name)
                     except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
-                        await self._send_alone(message, exc)
+                        await self._send_again(inner.encode(), 0, None, exc)
                     return
                 await self._send_payload(inner.encode(), 0, timeout)
                 return
@@ -566,66 +551,54 @@ class ServiceBusSender(Handler):
             await self._paired.send_failed(message, exc, timeout)
 
     async def _send_many(self, messages: Iterable[Any] | AsyncIterable[Any], timeout: float | None) -> None:
-        """Fill batches up to the link's size and pipeline them; outcomes are collected as
-        they come (memory stays bounded by ``max_in_flight`` batches), then the rest.
-
-        A batch whose transfer failed with a retryable error is sent again under the policy;
-        the first error that cannot be retried is raised once all outcomes are in.
-        """
+        """Batch the messages up to the link's size (:class:`TransferBatcher`) and pipeline the
+        batches; outcomes are collected as they come (memory stays bounded by
+        ``max_in_flight`` batches), then the rest. A message no batch holds goes as a single
+        send. A batch whose transfer failed comes back in through :meth:`_send_again`; the
+        first error that ends one is raised once all outcomes are in."""
         await self._attached(timeout)  # learn the max size
         pending: deque[tuple[bytes, asyncio.Future[Any]]] = deque()
         failures: list[SendError] = []
-        batch = ServiceBusMessageBatch(self.max_message_size)
+
+        async def collect(payload: bytes, outcome: asyncio.Future[Any]) -> None:
+            try:
+                _check_outcome(await outcome, self.entity_name)
+            except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
+                try:
+                    await self._send_again(payload, BATCH_MESSAGE_FORMAT, timeout, exc)
+                except ServiceBusError as again:
+                    failures.append(again)
+
+        async def leave(transfers: tuple[tuple[bytes, int], ...]) -> None:
+            for payload, message_format in transfers:
+                if not message_format:  # alone: the single send's route (the link checks its size)
+                    await self._send_payload(payload, 0, timeout)
+                    continue
+                try:
+                    outcome = await self._transfer(payload, message_format)
+                except (AMQPError, OSError) as exc:
+                    outcome = asyncio.get_running_loop().create_future()
+                    outcome.set_exception(exc)
+                pending.append((payload, outcome))
+                while pending and pending[0][1].done():  # collect what came meanwhile
+                    await collect(*pending.popleft())
+
+        batcher = TransferBatcher(self.max_message_size)
         async for chunk in _in_chunks(messages):
             for message in iter_outgoing(chunk):
-                try:
-                    batch.add_message(message)
-                    continue
-                except ServiceBusError:
-                    if len(batch) == 0:
-                        raise  # one message larger than the entity takes
-                pending.append(await self._pipeline(batch))
-                while pending and pending[0][1].done():  # collect what came meanwhile
-                    await self._collect(*pending.popleft(), failures, timeout)
-                batch = ServiceBusMessageBatch(self.max_message_size)
-                batch.add_message(message)
-        if len(batch):
-            pending.append(await self._pipeline(batch))
+                transfers = batcher.add(message)
+                if transfers:
+                    await leave(transfers)
+        await leave(batcher.rest())
         while pending:
-            await self._collect(*pending.popleft(), failures, timeout)
+            await collect(*pending.popleft())
         if failures:
             raise failures[0]
-
-    async def _collect(
-        self, payload: bytes, outcome: asyncio.Future[Any], failures: list[SendError], timeout: float | None
-    ) -> None:
-        """Wait for one batch's outcome; retry it if the policy allows; note a final failure."""
-        try:
-            _check_outcome(await outcome, self.entity_name)
-            return
-        except (AMQPError, OSError, TimeoutError, ServiceBusError) as exc:
-            error = from_amqp_error(exc, entity=self.entity_name)
-        if not self._may_retry(error):
-            failures.append(error)
-            return
-        try:
-            await self._send_again(payload, BATCH_MESSAGE_FORMAT, error, timeout)
-        except ServiceBusError as again:
-            failures.append(again)
 
     async def _attached(self, timeout: float | None) -> None:
         """Attach the link under the retry policy, unless it is attached already (no Task then)."""
         if not self._ready():
-            await self._retry_send(lambda _remaining: _noop(), timeout)
-
-    async def _pipeline(self, batch: ServiceBusMessageBatch) -> tuple[bytes, asyncio.Future[Any]]:
-        payload = batch._payload()
-        try:
-            return payload, await self._transfer(payload, BATCH_MESSAGE_FORMAT)
-        except (AMQPError, OSError) as exc:
-            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            failed.set_exception(exc)
-            return payload, failed
+            await self._under_policy(lambda _remaining: self._open(), timeout)
 
     async def create_message_batch(self, max_size_in_bytes: int | None = None) -> ServiceBusMessageBatch:
         """An empty batch bounded by ``max_size_in_bytes`` (default and maximum: the link's max-message-size)."""
@@ -733,10 +706,6 @@ def _share(members: list[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]]
                 outcome.set_result(result)
 
     return share
-
-
-async def _noop() -> None:
-    return None
 
 
 async def _materialize(messages: Iterable[Any] | AsyncIterable[Any]) -> list[Any]:

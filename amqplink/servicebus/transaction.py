@@ -46,6 +46,7 @@ from amqplink.servicebus.message import (
     SINGLE_MESSAGE_TYPES,
     ServiceBusMessageBatch,
     ServiceBusReceivedMessage,
+    TransferBatcher,
     iter_outgoing,
     to_outgoing,
 )
@@ -193,20 +194,10 @@ class ServiceBusTransaction:
             check_partition_key(outgoing)
             transfers.append((outgoing._message.encode(), 0))
         else:  # a list: in batches, as outside a transaction (and as .NET sends a list in one)
-            batch = ServiceBusMessageBatch(sender.max_message_size)
+            batcher = TransferBatcher(sender.max_message_size)
             for outgoing in iter_outgoing(message):
-                check_partition_key(outgoing)
-                try:
-                    batch.add_message(outgoing)
-                    continue
-                except ServiceBusError:
-                    if len(batch) == 0:
-                        raise  # one message larger than the entity takes
-                transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT))
-                batch = ServiceBusMessageBatch(sender.max_message_size)
-                batch.add_message(outgoing)
-            if len(batch):
-                transfers.append((batch._payload(), BATCH_MESSAGE_FORMAT))
+                transfers += batcher.add(outgoing)
+            transfers += batcher.rest()
         futures = []
         try:
             for payload, message_format in transfers:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any
 from amqplink import AMQPLinkError
 from amqplink.servicebus.exceptions import ServiceBusError, ServiceBusServerBusyError
 from amqplink.servicebus.message import MAX_MESSAGE_LENGTH_BYTES, ServiceBusMessage, ServiceBusMessageBatch
-from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF
+from amqplink.servicebus.retry import SERVER_BUSY_MIN_BACKOFF, RetryError, RetryHooks, RetryPolicy, run_with_retry
 from amqplink.spark import cache
 from amqplink.spark.checks import check_arrow, entities_of, too_large
 from amqplink.spark.columns import IGNORED, BadRowError, Columns, IdScheme
@@ -230,30 +231,12 @@ class _Pipeline:
 
     async def _send(self, entity: str, batch: ServiceBusMessageBatch, body_bytes: int) -> None:
         sender = self.lease.sender(entity)
-        started = time.monotonic()
-        busy_delay = SERVER_BUSY_MIN_BACKOFF
-        retry_delay = self.config.retry_backoff_factor or 0.1
+
+        async def attempt(_remaining: float) -> None:
+            await sender.send_messages(batch, timeout=self.config.send_timeout)
+
         try:
-            while True:
-                try:
-                    await sender.send_messages(batch, timeout=self.config.send_timeout)
-                    break
-                except ServiceBusServerBusyError:
-                    if time.monotonic() + busy_delay > started + self.config.server_busy_timeout:
-                        raise
-                    self.stats.busy += 1
-                    log.info("servicebus sink: %s is busy; sending again in %.0f s", entity, busy_delay)
-                    await asyncio.sleep(busy_delay)
-                    busy_delay = min(busy_delay * 2, SERVER_BUSY_MAX_BACKOFF)
-                except (ServiceBusError, OSError, TimeoutError):
-                    # Paired: sends fail until the failover interval has passed without a
-                    # success, then they are parked on the secondary. Keep the batch (same
-                    # ids) until then, and for one operation timeout more.
-                    if not self.config.paired or time.monotonic() + retry_delay > started + self._failover_budget():
-                        raise
-                    self.stats.retried += 1
-                    await asyncio.sleep(retry_delay)
-                    retry_delay = min(retry_delay * 2, 2.0)
+            await run_with_retry(attempt, _UNBOUNDED, entity=entity, hooks=_SinkRetry(self, entity))
             self.stats.rows += len(batch)
             self.stats.bytes += body_bytes
             self.stats.batches += 1
@@ -279,6 +262,47 @@ class _Pipeline:
         self.open = {}
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+_UNBOUNDED = RetryPolicy(timeout=math.inf)
+"""The sink's batches have no overall deadline: :class:`_SinkRetry`'s budgets end the retries."""
+
+
+class _SinkRetry(RetryHooks):
+    """How the sink retries a batch (its send has the sender's own retries already): a busy
+    entity is waited for (4 s doubling to :data:`SERVER_BUSY_MAX_BACKOFF`) for up to
+    ``serverBusyTimeout``; with a paired client, any other failure is retried (0.1 s or
+    ``retryBackoffFactor``, doubling to 2 s) for the failover interval and one send timeout
+    more: sends fail until failover is engaged, then they are parked on the secondary, and
+    the batch keeps its ids meanwhile. Anything else ends the batch."""
+
+    __slots__ = ("busy_delay", "entity", "pipeline", "retry_delay", "started")
+
+    def __init__(self, pipeline: _Pipeline, entity: str) -> None:
+        self.pipeline, self.entity = pipeline, entity
+        self.started = time.monotonic()
+        self.busy_delay = SERVER_BUSY_MIN_BACKOFF
+        self.retry_delay = pipeline.config.retry_backoff_factor or 0.1
+
+    def delay(
+        self, policy: RetryPolicy, retried_times: int, error: RetryError, *, now: float, deadline: float
+    ) -> float | None:
+        pipeline = self.pipeline
+        config = pipeline.config
+        if isinstance(error, ServiceBusServerBusyError):
+            delay = self.busy_delay
+            if now + delay > self.started + config.server_busy_timeout:
+                return None
+            pipeline.stats.busy += 1
+            log.info("servicebus sink: %s is busy; sending again in %.0f s", self.entity, delay)
+            self.busy_delay = min(delay * 2, SERVER_BUSY_MAX_BACKOFF)
+            return delay
+        delay = self.retry_delay
+        if not config.paired or now + delay > self.started + pipeline._failover_budget():
+            return None
+        pipeline.stats.retried += 1
+        self.retry_delay = min(delay * 2, 2.0)
+        return delay
 
 
 async def _encode_and_feed(pipeline: _Pipeline, chunk: Columns, scheme: IdScheme, first_row: int) -> int:

@@ -100,6 +100,39 @@ async def test_a_message_over_the_max_size_is_refused_before_sending(broker: Bro
         await sender.send_messages(ServiceBusMessage("the link is still usable"))
 
 
+async def test_a_message_over_the_max_size_gets_the_same_error_from_every_route(broker: BrokerThread) -> None:
+    """One check refuses a message larger than the entity takes (the link's, against its
+    max-message-size): a single send, a gathered one, a list, an async iterable, ``send_nowait``
+    and a send in a transaction all raise the same error, naming the same sizes."""
+    big = b"x" * (300 * 1024)
+
+    async def one() -> Any:
+        yield ServiceBusMessage(big)
+
+    async with client_for(broker) as client, client.get_queue_sender("plain") as sender:
+        seen: list[MessageSizeExceededError] = []
+
+        async def refused(send: Any) -> None:
+            with pytest.raises(MessageSizeExceededError) as caught:
+                await send
+            seen.append(caught.value)
+
+        await refused(sender.send_messages(ServiceBusMessage(big)))
+        await refused(sender.send_messages([ServiceBusMessage(big)]))
+        await refused(sender.send_messages([ServiceBusMessage("fits"), ServiceBusMessage(big)]))
+        await refused(sender.send_messages(one()))
+        await refused(sender.send_nowait(ServiceBusMessage(big)))
+        gathered = asyncio.gather(sender.send_messages(ServiceBusMessage("first")),
+                                  refused(sender.send_messages(ServiceBusMessage(big))))  # fmt: skip
+        await gathered
+        async with client.transaction() as txn:
+            await refused(sender.send_messages([ServiceBusMessage(big)], transaction=txn))
+        assert len(seen) == 7
+        assert len({str(error) for error in seen}) == 1, [str(error) for error in seen]
+        assert "exceeds the peer's max-message-size 262144" in str(seen[0])
+        await sender.send_messages(ServiceBusMessage("the link is still usable"))
+
+
 async def test_an_unknown_entity_raises_not_found(broker: BrokerThread) -> None:
     # The token's put is answered 404 (Service Bus's answer, the SDK's authentication error).
     async with client_for(broker) as client:

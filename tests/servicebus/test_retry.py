@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 from hypothesis import given
@@ -17,6 +18,8 @@ from amqplink.servicebus.exceptions import (
 )
 from amqplink.servicebus.retry import (
     SERVER_BUSY_MIN_BACKOFF,
+    RetryError,
+    RetryHooks,
     RetryMode,
     RetryPolicy,
     backoff_delay,
@@ -170,3 +173,55 @@ async def test_a_hanging_attempt_is_cut_at_the_deadline() -> None:
 
     with pytest.raises(OperationTimeoutError):
         await run_with_retry(operation, RetryPolicy(timeout=0.05))
+
+
+class Recording(RetryHooks):
+    """Hooks that note what the loop tells them and wait ``wait`` seconds at most ``times`` times."""
+
+    def __init__(self, wait: float, times: int) -> None:
+        self.wait, self.times = wait, times
+        self.failed: list[RetryError] = []
+        self.recoveries = 0
+
+    def attempt_failed(self, error: RetryError) -> None:
+        self.failed.append(error)
+
+    def recovered(self) -> None:
+        self.recoveries += 1
+
+    def delay(
+        self, policy: RetryPolicy, retried_times: int, error: RetryError, *, now: float, deadline: float
+    ) -> float | None:
+        return self.wait if retried_times <= self.times else None
+
+
+async def test_a_failed_first_attempt_counts_as_the_first_retry() -> None:
+    """``failed``: the fast path's attempt failed already; the loop waits, then tries again,
+    with ``retry_total`` counting that attempt (3 in all: the failed one and two more)."""
+    fake = FakeTime()
+    operation = Failing(ConnectionClosedError("socket"))
+    first = ServiceBusConnectionError("the fast path's")
+    with pytest.raises(ServiceBusConnectionError):
+        await run_with_retry(operation, RetryPolicy(retry_total=2), sleep=fake.sleep, clock=fake.clock, failed=first)
+    assert operation.calls == 2 and fake.sleeps == pytest.approx([1.6, 3.2])
+
+
+async def test_hooks_hear_each_failure_decide_the_wait_and_hear_the_recovery() -> None:
+    fake = FakeTime()
+    failures = [ServiceBusServerBusyError("busy"), ConnectionClosedError("socket")]
+
+    async def operation(remaining: float) -> str:
+        if failures:
+            raise failures.pop(0)
+        return "done"
+
+    hooks = Recording(wait=0.5, times=5)
+    policy = RetryPolicy(retry_total=0, timeout=math.inf)  # the hooks decide, not the policy
+    assert await run_with_retry(operation, policy, sleep=fake.sleep, clock=fake.clock, hooks=hooks) == "done"
+    assert [type(e) for e in hooks.failed] == [ServiceBusServerBusyError, ServiceBusConnectionError]
+    assert fake.sleeps == [0.5, 0.5] and hooks.recoveries == 1
+    hooks = Recording(wait=0.5, times=1)
+    with pytest.raises(ServiceBusConnectionError):
+        await run_with_retry(Failing(ConnectionClosedError("socket")), policy, sleep=fake.sleep, clock=fake.clock,
+                             hooks=hooks)  # fmt: skip
+    assert len(hooks.failed) == 2 and hooks.recoveries == 0

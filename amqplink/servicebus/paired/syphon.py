@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
+import math
 from collections import Counter, OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from amqplink.servicebus.lock_renewer import renew_ahead
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusReceivedMessage
 from amqplink.servicebus.paired.parking import NotParkedError, restore
 from amqplink.servicebus.receiver import ServiceBusReceiver
+from amqplink.servicebus.retry import RetryError, RetryHooks, RetryPolicy, run_with_retry
 from amqplink.servicebus.sender import ServiceBusSender
 
 if TYPE_CHECKING:
@@ -53,6 +55,27 @@ MAX_BACKOFF = 5.0
 """Seconds at most between two attempts after a failed forward or receive."""
 
 _Errors = (ServiceBusError, AMQPError, OSError, TimeoutError)
+_UNBOUNDED = RetryPolicy(timeout=math.inf)
+"""The syphon's receives and connections are tried again until it stops (:class:`_Steady`)."""
+
+
+class _Steady(RetryHooks):
+    """The syphon's retries (through the one retry loop): any failure is tried again after
+    its ``backoff``, until the syphon stops; each is logged at ``level``."""
+
+    __slots__ = ("level", "syphon", "what")
+
+    def __init__(self, syphon: Syphon, what: str, level: int) -> None:
+        self.syphon, self.what, self.level = syphon, what, level
+
+    def delay(
+        self, policy: RetryPolicy, retried_times: int, error: RetryError, *, now: float, deadline: float
+    ) -> float | None:
+        syphon = self.syphon
+        if syphon._stopping:
+            return None
+        log.log(self.level, "syphon: %s failed (%s); again in %.1f s", self.what, error, syphon.backoff)
+        return syphon.backoff
 
 
 class Syphon:
@@ -110,12 +133,15 @@ class Syphon:
     async def _drain(self, name: str) -> None:
         receiver = ServiceBusReceiver(self.secondary, name, policy=self.policy, queue_name=name)
         self._receivers.append(receiver)
+        again = _Steady(self, f"receiving from {name!r}", logging.INFO)
+
+        async def receive(_remaining: float) -> list[ServiceBusReceivedMessage]:
+            return await receiver.receive_messages(max_message_count=SYPHON_BATCH, max_wait_time=self.wait)
+
         while not self._stopping:
             try:
-                batch = await receiver.receive_messages(max_message_count=SYPHON_BATCH, max_wait_time=self.wait)
-            except _Errors as exc:
-                log.info("syphon: receiving from %r failed (%s); again in %.1f s", name, exc, self.backoff)
-                await asyncio.sleep(self.backoff)
+                batch = await run_with_retry(receive, _UNBOUNDED, entity=name, hooks=again)
+            except _Errors:  # (given up: the syphon stops)
                 continue
             times = [m.enqueued_time_utc for m in batch if m.enqueued_time_utc is not None]
             if times:
@@ -209,13 +235,15 @@ class Syphon:
     # -- close/fault coordination ------------------------------------------------------------
     async def _coordinate(self) -> None:
         """When one side's connection ends and the other's has not within 5 s, end it too."""
+        again = _Steady(self, "reaching a namespace", logging.DEBUG)
+
+        async def connections(_remaining: float) -> tuple[Connection, Connection]:
+            return await self.primary.connection(), await self.secondary.connection()
+
         while not self._stopping:
             try:
-                primary = await self.primary.connection()
-                secondary = await self.secondary.connection()
-            except _Errors as exc:
-                log.debug("syphon: a namespace is unreachable (%s)", exc)
-                await asyncio.sleep(self.backoff)
+                primary, secondary = await run_with_retry(connections, _UNBOUNDED, hooks=again)
+            except _Errors:  # (given up: the syphon stops)
                 continue
             await self._pair_closed(primary, secondary)
 
