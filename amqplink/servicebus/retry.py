@@ -142,6 +142,15 @@ class RetryHooks:
         """Seconds to wait before retry number ``retried_times``, or None to give up (raise ``error``)."""
         return next_delay(policy, retried_times, error, now=now, deadline=deadline)
 
+    def retrying(
+        self, entity: str | None, error: RetryError, retried_times: int, policy: RetryPolicy, delay: float
+    ) -> None:
+        """Retry number ``retried_times`` starts in ``delay`` seconds: logged once, here
+        (hooks with a line of their own say it instead)."""
+        log.info(
+            "%s: %s; retry %d of %d in %.1f s", entity or "operation", error, retried_times, policy.retry_total, delay
+        )
+
 
 _DEFAULT_HOOKS = RetryHooks()
 
@@ -196,14 +205,7 @@ async def run_with_retry(
                 if error is cause:
                     raise error
                 raise error from cause
-            log.info(
-                "%s: %s; retry %d of %d in %.1f s",
-                entity or "operation",
-                error,
-                retried_times,
-                policy.retry_total,
-                delay,
-            )
+            hooks.retrying(entity, error, retried_times, policy, delay)
             await sleep(delay)
         remaining = deadline - clock()
         try:

@@ -294,7 +294,6 @@ class _SinkRetry(RetryHooks):
             if now + delay > self.started + config.server_busy_timeout:
                 return None
             pipeline.stats.busy += 1
-            log.info("servicebus sink: %s is busy; sending again in %.0f s", self.entity, delay)
             self.busy_delay = min(delay * 2, SERVER_BUSY_MAX_BACKOFF)
             return delay
         delay = self.retry_delay
@@ -303,6 +302,14 @@ class _SinkRetry(RetryHooks):
         pipeline.stats.retried += 1
         self.retry_delay = min(delay * 2, 2.0)
         return delay
+
+    def retrying(
+        self, entity: str | None, error: RetryError, retried_times: int, policy: RetryPolicy, delay: float
+    ) -> None:
+        if isinstance(error, ServiceBusServerBusyError):
+            log.info("servicebus sink: %s is busy; sending again in %.0f s", self.entity, delay)
+        else:
+            log.info("servicebus sink: %s: %s; sending again in %.1f s", self.entity, error, delay)
 
 
 async def _encode_and_feed(pipeline: _Pipeline, chunk: Columns, scheme: IdScheme, first_row: int) -> int:

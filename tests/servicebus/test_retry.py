@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 
 import pytest
 from hypothesis import given
@@ -225,3 +226,47 @@ async def test_hooks_hear_each_failure_decide_the_wait_and_hear_the_recovery() -
         await run_with_retry(Failing(ConnectionClosedError("socket")), policy, sleep=fake.sleep, clock=fake.clock,
                              hooks=hooks)  # fmt: skip
     assert len(hooks.failed) == 2 and hooks.recoveries == 0
+
+
+class Announcing(Recording):
+    """Hooks with a retry line of their own."""
+
+    def __init__(self, wait: float, times: int) -> None:
+        super().__init__(wait, times)
+        self.announced: list[tuple[int, float]] = []
+
+    def retrying(
+        self, entity: str | None, error: RetryError, retried_times: int, policy: RetryPolicy, delay: float
+    ) -> None:
+        self.announced.append((retried_times, delay))
+
+
+async def test_each_retry_is_logged_once_by_the_loop_or_by_the_hooks(caplog: pytest.LogCaptureFixture) -> None:
+    """The loop's "retry n of m" line is the hooks' default: hooks that say it their own way
+    (the sink's, the syphon's) replace it, so a retry is one log record, not two."""
+    fake = FakeTime()
+    policy = RetryPolicy(retry_total=5, timeout=math.inf)
+
+    def twice() -> Callable[[float], Awaitable[str]]:
+        failures = [ConnectionClosedError("socket"), ConnectionClosedError("socket")]
+
+        async def operation(remaining: float) -> str:
+            if failures:
+                raise failures.pop()
+            return "done"
+
+        return operation
+
+    with caplog.at_level("INFO", logger="amqplink.servicebus.retry"):
+        await run_with_retry(twice(), policy, entity="q",
+                             sleep=fake.sleep, clock=fake.clock)  # fmt: skip
+    assert [r.getMessage().split("; ")[-1] for r in caplog.records] == [
+        "retry 1 of 5 in 1.6 s",
+        "retry 2 of 5 in 3.2 s",
+    ]
+    caplog.clear()
+    hooks = Announcing(wait=0.5, times=5)
+    with caplog.at_level("INFO", logger="amqplink.servicebus.retry"):
+        await run_with_retry(twice(), policy, sleep=fake.sleep,
+                             clock=fake.clock, hooks=hooks)  # fmt: skip
+    assert caplog.records == [] and hooks.announced == [(1, 0.5), (2, 0.5)]

@@ -72,10 +72,12 @@ class _Steady(RetryHooks):
         self, policy: RetryPolicy, retried_times: int, error: RetryError, *, now: float, deadline: float
     ) -> float | None:
         syphon = self.syphon
-        if syphon._stopping:
-            return None
-        log.log(self.level, "syphon: %s failed (%s); again in %.1f s", self.what, error, syphon.backoff)
-        return syphon.backoff
+        return None if syphon._stopping else syphon.backoff
+
+    def retrying(
+        self, entity: str | None, error: RetryError, retried_times: int, policy: RetryPolicy, delay: float
+    ) -> None:
+        log.log(self.level, "syphon: %s failed (%s); again in %.1f s", self.what, error, delay)
 
 
 class Syphon:
