@@ -39,6 +39,7 @@ from amqplink.broker.rights import MAX_ENTITY_RULES, RULE_NAME, AccessRule, pars
 
 __all__ = [
     "DEFAULT_DUPLICATE_WINDOW",
+    "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_LOCK_DURATION",
     "DEFAULT_MAX_DELIVERY_COUNT",
     "DEFAULT_MAX_ENTITY_BYTES",
@@ -64,6 +65,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+DEFAULT_IDLE_TIMEOUT = 240.0
+"""Seconds of silence after which the broker closes a connection (it advertises half): its
+AMQP port's and its management API's WebSocket connections alike."""
 DEFAULT_LOCK_DURATION = 60.0
 """Seconds; Service Bus's default ``LockDuration`` (PT1M)."""
 DEFAULT_MAX_DELIVERY_COUNT = 10

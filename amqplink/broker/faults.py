@@ -29,9 +29,9 @@ import logging
 import math
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from amqplink import AMQPLinkError
 from amqplink.broker.namespace.errors import EntityError
@@ -40,8 +40,10 @@ from amqplink.protocol.definitions import Error
 from amqplink.sbwire.conditions import CONNECTION_FORCED, DETACH_FORCED, INTERNAL_ERROR, SERVER_BUSY
 
 if TYPE_CHECKING:
+    from amqplink.aio.transport import EngineProtocol
+    from amqplink.broker.namespace.namespace import Namespace
     from amqplink.broker.namespace.partitioned import Partitions
-    from amqplink.broker.sbserver import ServiceBusHost
+    from amqplink.engine.connection import Connection as EngineConnection
 
 __all__ = [
     "CONNECTION_FORCED",
@@ -55,6 +57,8 @@ __all__ = [
     "FaultError",
     "FaultKind",
     "FaultRecord",
+    "FaultedConnection",
+    "FaultedHost",
     "Faults",
 ]
 
@@ -156,7 +160,7 @@ class _Cutter:
     (AMQP 1.0 2.3.1: "SIZE ... the total frame size").
     """
 
-    def __init__(self, faults: Faults, fault: Fault, conn: Any, transport: Any) -> None:
+    def __init__(self, faults: Faults, fault: Fault, conn: FaultedConnection, transport: Any) -> None:
         self.faults = faults
         self.fault = fault
         self.conn = conn
@@ -193,6 +197,34 @@ class _Cutter:
             del self.transport.write
 
 
+class FaultedConnection(Protocol):
+    """What a fault does to one of the host's connections (the broker's Service Bus connection)."""
+
+    @property
+    def engine(self) -> EngineConnection: ...
+    @property
+    def protocol(self) -> EngineProtocol: ...
+    @property
+    def controls(self) -> bool:
+        """Whether it has a ``$control`` link (faults on connections spare it)."""
+
+    def force_close(self, error: Error) -> None: ...
+    def detach_links(self, path: str | None, error: Error) -> list[str]: ...
+    def entity_paths(self) -> list[str]: ...
+
+
+class FaultedHost(Protocol):
+    """What the faults see of the Service Bus host they belong to (``ServiceBusHost``, which
+    this module does not import: it is the one that makes the faults)."""
+
+    @property
+    def namespace(self) -> Namespace: ...
+    @property
+    def connections(self) -> Collection[FaultedConnection]: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+
 class Faults:
     """The faults of one Service Bus host; ``broker.faults``.
 
@@ -201,7 +233,7 @@ class Faults:
     fault by itself.
     """
 
-    def __init__(self, host: ServiceBusHost) -> None:
+    def __init__(self, host: FaultedHost) -> None:
         self.host = host
         self.faults: dict[int, Fault] = {}
         """Standing faults by id."""
@@ -324,7 +356,7 @@ class Faults:
             fault = self._standing(kind, duration, entity=path, after_bytes=after_bytes, after_frames=after_frames)
         cutters: list[_Cutter] = []
         for conn in self._connections(path):
-            transport = conn.protocol.transport
+            transport: Any = conn.protocol.transport  # (its write is replaced below)
             if transport is None or transport.is_closing():
                 continue
             if at_once:
@@ -484,7 +516,7 @@ class Faults:
         )
         fault.fired_event.set()
 
-    def drop_now(self, conn: Any, fault: Fault) -> None:
+    def drop_now(self, conn: FaultedConnection, fault: Fault) -> None:
         """Abort ``conn``'s socket (no close frame: as a network failure)."""
         transport = conn.protocol.transport
         cutters = self._cutters.get(fault.id, [])
@@ -497,7 +529,7 @@ class Faults:
         if fault.id in self._cutters and not cutters:
             self._finish(fault)
 
-    def _connections(self, path: str | None) -> list[Any]:
+    def _connections(self, path: str | None) -> list[FaultedConnection]:
         """The open connections, but those with a ``$control`` link; with a link to ``path`` if given."""
         return [
             conn
@@ -608,7 +640,7 @@ def _send(condition: str) -> str:
     return condition
 
 
-def _partitions(host: ServiceBusHost, path: str) -> Partitions | None:
+def _partitions(host: FaultedHost, path: str) -> Partitions | None:
     """The fragments of the queue or topic at ``path`` (None: not partitioned).
 
     Never makes the entity; ``FaultError`` if there is none and none is made on first use."""
@@ -620,7 +652,7 @@ def _partitions(host: ServiceBusHost, path: str) -> Partitions | None:
     return None if target is None else target.partitions
 
 
-def _fragment_count(host: ServiceBusHost, path: str) -> int:
+def _fragment_count(host: FaultedHost, path: str) -> int:
     """Fragments of entity ``path``: 1 unless it is partitioned."""
     partitions = _partitions(host, path)
     return 1 if partitions is None else partitions.count

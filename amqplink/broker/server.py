@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from amqplink import MissingExtraError
 from amqplink.aio.server import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Acceptor, ServerLimits, serve
 from amqplink.aio.transport import EngineProtocol
-from amqplink.broker.config import BrokerConfig, ConfigError, NamespaceConfig, load_config
+from amqplink.broker.config import DEFAULT_IDLE_TIMEOUT, BrokerConfig, ConfigError, NamespaceConfig, load_config
 from amqplink.broker.durable import Persistence
 from amqplink.broker.entities import DEFAULT_MAX_QUEUE_BYTES, PlainQueue
 from amqplink.broker.faults import Faults
@@ -103,9 +103,6 @@ def _servicebus_host(
 
 
 log = logging.getLogger(__name__)
-
-DEFAULT_IDLE_TIMEOUT = 240.0
-"""Seconds of silence after which the broker closes a connection (it advertises half)."""
 
 
 class Broker:

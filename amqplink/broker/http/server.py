@@ -20,12 +20,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from aiohttp import web
 
 from amqplink.aio.server import ServerLimits, ServerProtocol
+from amqplink.broker.config import DEFAULT_IDLE_TIMEOUT
 from amqplink.broker.http.bounds import BoundedListener, request_deadline
 from amqplink.broker.http.resources import MAX_BODY, MAX_PAGE, ApiError, NamespaceApi, error_response
 from amqplink.broker.http.websocket import AmqpWebSockets
 from amqplink.broker.namespace.errors import NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.namespace import Namespace
-from amqplink.broker.server import DEFAULT_IDLE_TIMEOUT
 
 __all__ = ["MAX_BODY", "MAX_PAGE", "ManagementApi", "NamespaceApi"]
 
