@@ -13,7 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests import sources
-from tests.layers import PACKAGE, ROOT, import_cycles, import_graph, imported, imports_in, module_graph, runtime_nodes
+from tests.layers import (
+    PACKAGE,
+    ROOT,
+    import_cycles,
+    import_graph,
+    imported,
+    imports_in,
+    module_graph,
+    module_name,
+    runtime_nodes,
+)
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 
@@ -189,3 +199,36 @@ _own._x
         "the_loop._keeper",
         "amqplink.sync.loop._lock",
     ]
+
+
+def _with_lazy_names(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` with the imports a package's lazy names (:func:`amqplink._lazy_names`) run
+    on first use: those its ``__init__`` spells out for the type checker."""
+    modules = frozenset(module_name(path) for path in PACKAGE.rglob("*.py"))
+    lazy = {name: set(targets) for name, targets in graph.items()}
+    for name in graph:
+        init = PACKAGE.parent.joinpath(*name.split("."), "__init__.py")
+        if init.exists() and "_lazy_names" in init.read_text():
+            found = imports_in(ast.walk(sources.tree(init)), tuple(name.split(".")), modules)
+            lazy[name] |= {target for target in found if target in graph and target != name}
+    return lazy
+
+
+def test_the_broker_has_no_import_cycle_through_lazy_names() -> None:
+    """No module of ``amqplink.broker`` reaches itself through the imports it runs, a lazy
+    name of a package counting as an import (docs/architecture.md#layers-and-the-direction-of-imports):
+    the management API's server takes ``DEFAULT_IDLE_TIMEOUT`` from ``broker/config.py``, not
+    from the facade (``broker/server.py``) that starts it through ``broker.http``'s lazy names."""
+    graph = _with_lazy_names(module_graph("amqplink.broker"))
+    assert "amqplink.broker.http.server" in graph["amqplink.broker.http"]  # the lazy names are seen
+    assert import_cycles(graph) == []
+
+
+def test_the_faults_do_not_import_the_host_that_makes_them() -> None:
+    """``broker/faults.py`` sees the Service Bus host and its connections through protocols
+    (``FaultedHost``, ``FaultedConnection``), not even a type-checking import of ``sbserver``:
+    ``control`` -> ``faults`` -> ``sbserver`` -> ``control`` was a cycle for the type checker."""
+    tree = sources.tree(PACKAGE / "broker" / "faults.py")
+    imported_by_faults = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    hosts = ("amqplink.broker.sbserver", "amqplink.broker.connection")
+    assert [module for module in imported_by_faults if module.startswith(hosts)] == []

@@ -7,8 +7,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfig, SubscriptionConfig, TopicConfig
+from amqplink.broker.connection.dispositions import Dispositions
 from amqplink.broker.namespace import BATCH_FORMAT, Entity, Namespace, StoredMessage
-from amqplink.broker.sbserver import _ServiceBusConnection
 from amqplink.message import Message
 from amqplink.protocol.definitions import Disposition, Rejected
 
@@ -30,29 +30,29 @@ def send(ns: Namespace, address: str, now: float = T0, body: bytes = b"x", **fri
 @contextmanager
 def per_delivery_outcomes(*, each: bool = False) -> Iterator[list[None]]:
     """While open, one entry per outcome the broker handled one delivery at a time
-    (``_ServiceBusConnection._on_outcome``, the path a disposition range goes without);
+    (``Dispositions.on_outcome``, the path a disposition range goes without);
     ``each``: every range's outcomes go that way, one delivery at a time (the reference
     the ranges are compared with)."""
     calls: list[None] = []
-    original = _ServiceBusConnection._on_outcome
-    ranges = _ServiceBusConnection._on_outcomes
+    original = Dispositions.on_outcome
+    ranges = Dispositions.on_outcomes
 
-    def counting(self: _ServiceBusConnection, *args: Any) -> None:
+    def counting(self: Dispositions, *args: Any) -> None:
         calls.append(None)
         original(self, *args)
 
-    def one_at_a_time(self: _ServiceBusConnection, consumer: Any, deliveries: Any, state: Any, now: float) -> None:
+    def one_at_a_time(self: Dispositions, consumer: Any, deliveries: Any, state: Any, now: float) -> None:
         for delivery in deliveries:
-            self._on_outcome(consumer, delivery, state, now)
+            self.on_outcome(consumer, delivery, state, now)
 
-    _ServiceBusConnection._on_outcome = counting  # type: ignore[method-assign]
+    Dispositions.on_outcome = counting  # type: ignore[method-assign]
     if each:
-        _ServiceBusConnection._on_outcomes = one_at_a_time  # type: ignore[method-assign]
+        Dispositions.on_outcomes = one_at_a_time  # type: ignore[method-assign]
     try:
         yield calls
     finally:
-        _ServiceBusConnection._on_outcome = original  # type: ignore[method-assign]
-        _ServiceBusConnection._on_outcomes = ranges  # type: ignore[method-assign]
+        Dispositions.on_outcome = original  # type: ignore[method-assign]
+        Dispositions.on_outcomes = ranges  # type: ignore[method-assign]
 
 
 def disposition_rows(dispositions: Iterable[Disposition]) -> list[tuple[Any, ...]]:

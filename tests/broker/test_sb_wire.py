@@ -101,12 +101,12 @@ async def test_an_internal_error_closes_only_that_connection(monkeypatch: Any) -
         victim, bystander = await connect(broker.url), await connect(broker.url)
         try:
             keep = await bystander.create_sender("short")
-            from amqplink.broker import sbserver
+            from amqplink.broker.connection.ingest import Ingest
 
             def boom(*args: Any, **kwargs: Any) -> None:
                 raise RuntimeError("planted defect")
 
-            monkeypatch.setattr(sbserver._ServiceBusConnection, "_on_sent", boom)
+            monkeypatch.setattr(Ingest, "on_sent", boom)
             doomed = await victim.create_sender("short")
             with pytest.raises(AMQPError) as info:  # the connection is closed under the sender
                 await doomed.send(Message(b"x"), timeout=5)

@@ -413,11 +413,11 @@ async def test_a_ready_made_sas_credential_covers_the_namespace() -> None:
 async def test_a_send_the_broker_never_answers_times_out(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch) -> None:
     """The operation timeout bounds the wait for an outcome (one watchdog per sender, no timer
     per send); the silent link is replaced."""
-    from amqplink.broker import sbserver
+    from amqplink.broker.connection.ingest import Ingest
 
     async with client_for(broker, timeout=1, retry_total=0) as client, client.get_queue_sender("plain") as sender:
         await sender.send_messages(ServiceBusMessage("answered"))
-        monkeypatch.setattr(sbserver._ServiceBusConnection, "_on_sent", lambda *_: None)
+        monkeypatch.setattr(Ingest, "on_sent", lambda *_: None)
         started = time.monotonic()
         with pytest.raises(OperationTimeoutError):
             await sender.send_messages(ServiceBusMessage("ignored"))

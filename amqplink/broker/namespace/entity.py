@@ -53,7 +53,7 @@ from amqplink.codec.types import Long
 from amqplink.sbwire.annotations import MESSAGE_STATE, SCHEDULED_ENQUEUE_TIME
 
 if TYPE_CHECKING:
-    from amqplink.broker.namespace.partitioned import Partitions
+    from amqplink.broker.namespace.partitions import Partitions
 
 __all__ = [
     "KEY_UNKNOWN",
