@@ -201,16 +201,25 @@ class FaultedConnection(Protocol):
     """What a fault does to one of the host's connections (the broker's Service Bus connection)."""
 
     @property
-    def engine(self) -> EngineConnection: ...
+    def engine(self) -> EngineConnection:
+        """Its engine (whether a close was sent)."""
+
     @property
-    def protocol(self) -> EngineProtocol: ...
+    def protocol(self) -> EngineProtocol:
+        """Its transport adapter (the socket a drop cuts, the peer's address)."""
+
     @property
     def controls(self) -> bool:
         """Whether it has a ``$control`` link (faults on connections spare it)."""
 
-    def force_close(self, error: Error) -> None: ...
-    def detach_links(self, path: str | None, error: Error) -> list[str]: ...
-    def entity_paths(self) -> list[str]: ...
+    def force_close(self, error: Error) -> None:
+        """Close the connection with ``error``."""
+
+    def detach_links(self, path: str | None, error: Error) -> list[str]:
+        """Detach the links to entity ``path`` (None: all); the names of those detached."""
+
+    def entity_paths(self) -> list[str]:
+        """The entity paths its senders and receivers are attached to (lower case)."""
 
 
 class FaultedHost(Protocol):
@@ -218,11 +227,16 @@ class FaultedHost(Protocol):
     this module does not import: it is the one that makes the faults)."""
 
     @property
-    def namespace(self) -> Namespace: ...
+    def namespace(self) -> Namespace:
+        """Its namespace (entities to expire, fragments to take down)."""
+
     @property
-    def connections(self) -> Collection[FaultedConnection]: ...
+    def connections(self) -> Collection[FaultedConnection]:
+        """Its open connections."""
+
     @property
-    def clock(self) -> Callable[[], float]: ...
+    def clock(self) -> Callable[[], float]:
+        """Its clock (seconds, as ``time.time``)."""
 
 
 class Faults:

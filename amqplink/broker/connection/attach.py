@@ -52,6 +52,7 @@ class Attacher:
         self.conn = conn
 
     def on_attach(self, link: Link) -> None:
+        """Answer the peer's attach of ``link`` (or refuse it with why)."""
         remote = link.remote_attach
         assert remote is not None
         if link.is_detached:
@@ -241,6 +242,7 @@ class Attacher:
 
     # -- receivers waiting for a session (amqplink.broker.session_wait) -------------------
     def start_waiter(self, waiter: Waiter, session_id: str, locked_until: float) -> None:
+        """A waiting receiver got a session: answer its attach and serve it."""
         conn = self.conn
         if waiter.link.is_detached or conn.engine.close_sent:
             waiter.entity.close_session(session_id, waiter.link, conn.host.clock())
@@ -251,6 +253,7 @@ class Attacher:
         conn.protocol.schedule_flush()
 
     def refuse_waiter(self, waiter: Waiter, condition: str, description: str) -> None:
+        """A waiting receiver's wait ended with no session: refuse its attach."""
         if not waiter.link.detach_sent:
             refuse(waiter.link, error(condition, description))
             self.conn.protocol.schedule_flush()

@@ -96,6 +96,7 @@ class ServiceBusConnection:
 
     # -- events ---------------------------------------------------------------------
     def on_events(self, events: list[Event]) -> None:
+        """Handle a batch of the engine's events (a defect closes this connection only)."""
         try:
             self._handle(events)
         except Exception:
@@ -174,6 +175,7 @@ class ServiceBusConnection:
             self.host = chosen
 
     def tick(self, now: float) -> None:
+        """Apply time: session waits, transaction timeouts, token deadlines and expiry."""
         if self.waits.waiters and self.waits.expire(now):
             self.protocol.schedule_flush()
         if self.transactions is not None and self.transactions.open:

@@ -65,6 +65,7 @@ class Settlement:
             link.flow(window)
 
     def top_up_link(self, link: object) -> None:
+        """:meth:`top_up` for an event's link, when it is a receiving link still attached."""
         if isinstance(link, ReceiverLink) and not link.is_detached:
             self.top_up(link)
 
