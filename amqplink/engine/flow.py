@@ -18,6 +18,7 @@ from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
 __all__ = [
     "credit_left",
     "credit_room",
+    "deliveries_sent",
     "drain",
     "grant_limit",
     "later_limit",
@@ -53,6 +54,16 @@ def sender_sent(link_credit: int, delivery_count: int, count: int) -> tuple[int,
     less than or equal to zero ... a sender MUST NOT send more messages").
     """
     return link_credit - count, (delivery_count + count) % SERIAL_MOD
+
+
+def deliveries_sent(link_credit: int, delivery_count: int, next_delivery_id: int, count: int) -> tuple[int, int, int]:
+    """:func:`sender_sent`, and the session's next delivery-id, after ``count`` new
+    deliveries went out on one link: (link-credit, delivery-count, next delivery-id).
+
+    A session numbers its deliveries in turn: "delivery-id: ... sequence-no" (2.7.5), a
+    "32-bit RFC-1982 serial number" (2.8.9), so it wraps at 2**32 as the delivery-count does.
+    """
+    return link_credit - count, (delivery_count + count) % SERIAL_MOD, (next_delivery_id + count) % SERIAL_MOD
 
 
 def drain(link_credit: int, delivery_count: int) -> tuple[int, int]:

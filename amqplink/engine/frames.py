@@ -11,7 +11,7 @@ reads is joined, once, when its last byte arrives.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from amqplink import AMQPLinkError
@@ -28,6 +28,7 @@ __all__ = [
     "write_disposition",
     "write_frame",
     "write_transfer",
+    "write_usual_run",
 ]
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -197,6 +198,55 @@ def usual_transfer_parts(channel: int, handle: int, tag_size: int) -> tuple[Any,
         parts = _RUN_PARTS[key] = (pack, middle, _TAG_HEADS[tag_size], 14 + size)
     return parts
 
+
+def write_usual_run(
+    out: bytearray,
+    channel: int,
+    handle: int,
+    deliveries: Sequence[Any],
+    count: int,
+    first_id: int,
+    max_frame_size: int,
+    outgoing: dict[int, Any],
+    unsettled: dict[int, Any],
+    flush: Callable[[], None] | None,
+) -> int:
+    """Append up to ``count`` of ``deliveries`` (new, unsettled, message format 0) as usual
+    frames (:func:`usual_transfer_parts`, from the first one's tag size) with delivery-ids
+    ``first_id``, ``first_id + 1``...; how many. It stops before the first that takes
+    another frame (another tag size, or more payload than one frame of ``max_frame_size``
+    holds); none at all when the first does, or ``first_id`` is below 256 (another
+    delivery-id encoding). Each delivery written gets its delivery-id and enters
+    ``outgoing`` and ``unsettled`` under it. ``flush``, when given, runs once before the
+    first frame (what must precede it: the session's queued dispositions). The caller
+    keeps ``first_id + count`` within 2**32: the ids count up without wrapping."""
+    first = deliveries[0]
+    tag_size = len(first.tag)
+    parts = _RUN_PARTS.get((channel, handle, tag_size)) or usual_transfer_parts(channel, handle, tag_size)
+    room = max_frame_size - TRANSFER_OVERHEAD - tag_size
+    if parts is None or first_id < 256 or len(first.payload) > room:
+        return 0
+    pack, middle, tag_head, base = parts
+    if flush is not None:
+        flush()
+    delivery_id = first_id
+    for delivery in deliveries[:count] if count < len(deliveries) else deliveries:
+        tag, payload = delivery.tag, delivery.payload
+        if len(tag) != tag_size or len(payload) > room:
+            break  # another frame
+        delivery.delivery_id = delivery_id
+        outgoing[delivery_id] = delivery
+        unsettled[delivery_id] = delivery
+        out += pack(base + len(payload), middle, delivery_id, tag_head, tag, UNSETTLED_TAIL)
+        out += payload
+        delivery_id += 1
+    return delivery_id - first_id
+
+
+TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
+"""Room a frame keeps for its header and a transfer performative, the tag excluded: a
+whole delivery of up to ``max-frame-size - TRANSFER_OVERHEAD - len(tag)`` bytes takes one
+frame, a larger one frames of that many bytes each."""
 
 SETTLED_TAIL = 0x4341
 """Message format 0 (0x43) and settled true (0x41): a usual transfer's last two bytes."""

@@ -95,8 +95,8 @@ TERMINAL_OUTCOMES = (Accepted, Rejected, Released, Modified)
 STATE_ON_TRANSFER = -1
 """A sent delivery's :attr:`Delivery.offset` before its first frame when that frame must
 carry a delivery state (:meth:`SenderLink.send_with_state`): a non-zero offset sends it
-to the session's general writer (``Session._write_frames``), which writes the state; the
-fast writers write none."""
+through the transfer writer's ``write_frames`` (:mod:`amqplink.engine.transfer_paths`),
+which writes the state; the single-frame writers write none."""
 _TXN_ID = Symbol("txn-id")  # a flow's properties key asking for transactional acquisition (part 4, 4.4.3)
 
 # Module-level aliases: the hot paths compare states by identity.
@@ -608,8 +608,8 @@ class SenderLink(Link):
 
         The delivery is queued as a batched send is (:attr:`batch_transfers`: it leaves at
         the next :meth:`Connection.data_to_send`, in order with the link's other sends) and
-        written by the session's general writer, which writes the state; the fast writers of
-        the usual sends, which write none, are not touched. Raises as :meth:`send` does."""
+        written by the transfer writer's ``write_frames``, which writes the state; the
+        single-frame writers of the usual sends, which write none, are not touched. Raises as :meth:`send` does."""
         held = self.batch_transfers
         self.batch_transfers = True  # queued, not written: its state is set first
         try:
@@ -661,7 +661,7 @@ class SenderLink(Link):
                 session.write_batched()  # deliveries batched before these leave first
             queue = self.queue
             # First in line on an attached link: what can go out at once is written straight away.
-            written = session.write_fresh(self, made) if not queue and state is _ATTACHED else 0
+            written = session.write_deliveries(self, made, fresh=True) if not queue and state is _ATTACHED else 0
             queue.extend(made[written:] if written else made)
             session.send_queued(self)
         return made

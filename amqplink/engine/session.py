@@ -14,8 +14,9 @@ event:
   :func:`flow.window_admits`, :func:`flow.session_received`); a transfer while
   incoming-window is 0 is a ``amqp:session:window-violation``.
 
-Link credit is spent in :meth:`write_deliveries` and :meth:`write_fresh` (a delivery's
-first frame, :func:`flow.sender_sent`) and counted in :meth:`ReceiverLink._count_deliveries`;
+Link credit is spent in :meth:`write_deliveries`, the one write path (a delivery's first
+frame, :func:`flow.deliveries_sent`: credit, delivery-count and the next delivery-id) and
+counted in :meth:`ReceiverLink._count_deliveries`;
 a drain is answered in one place, :meth:`SenderLink.answer_drain`, at the next
 :meth:`Connection.data_to_send`.
 
@@ -27,7 +28,7 @@ told is caught.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import islice
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -37,12 +38,7 @@ from amqplink.codec.types import UInt, UShort
 from amqplink.engine import errors
 from amqplink.engine import flow as flow_rules
 from amqplink.engine.events import LinkAttached, LinkAttachRequested, LinkDetached, SessionEnded
-from amqplink.engine.frames import (
-    FRAME_HEADER_SIZE,
-    SETTLED_TAIL,
-    UNSETTLED_TAIL,
-    write_disposition,
-)
+from amqplink.engine.frames import write_disposition
 from amqplink.engine.hot_decode import (
     TransferFields,
     TransferLayout,
@@ -60,9 +56,10 @@ from amqplink.engine.link import (
     ReceiverLink,
     SenderLink,
 )
-from amqplink.engine.serial import SERIAL_MOD, serial_add, serial_diff
+from amqplink.engine.serial import SERIAL_MOD, serial_diff, serial_range
 from amqplink.engine.states import SESSION_TRANSITIONS, LinkState, SessionState, Step, advance
 from amqplink.engine.transactions import CoordinatorLink
+from amqplink.engine.transfer_paths import SETTLED_TAIL, TRANSFER_OVERHEAD, UNSETTLED_TAIL
 from amqplink.protocol.definitions import (
     Accepted,
     Attach,
@@ -85,8 +82,6 @@ if TYPE_CHECKING:
 __all__ = ["Session"]
 
 INITIAL_OUTGOING_ID = 0
-# Room left in a frame for the header and a transfer performative (tag excluded).
-_TRANSFER_OVERHEAD = FRAME_HEADER_SIZE + 56
 _NO_LIMIT = float("inf")  # max-message-size 0 (or none): "no maximum" (2.7.3)
 
 _MAPPED = SessionState.MAPPED
@@ -116,7 +111,7 @@ class Session:
       :meth:`abandon`, :meth:`abandon_links` and :meth:`discard_partial_deliveries`;
     - what a link may ask of its session: frames (:meth:`send_frame`, :meth:`send_attach`,
       :meth:`send_detach`), its deliveries written (:meth:`send_queued`,
-      :meth:`write_deliveries`, :meth:`write_fresh`, and for batched sends
+      :meth:`write_deliveries`, the one write path, and for batched sends
       :meth:`write_later`, :meth:`write_batched`, :attr:`batched_sends`), a disposition
       queued (:meth:`queue_disposition`), a drain answered (:meth:`answer_drain_later`),
       and the session's unsettled deliveries by delivery-id
@@ -659,17 +654,23 @@ class Session:
         settled = bool(disposition.settled)
         state = disposition.state
         batchable = bool(disposition.batchable)
-        ids: Any
-        if count <= len(table):
-            end = first + count
-            ids = range(first, end) if end <= SERIAL_MOD else [serial_add(first, i) for i in range(count)]
+        named: list[Delivery]
+        if last is None:  # (the usual: one delivery-id)
+            one = table.get(first)
+            if one is None:
+                return
+            named = [one]
         else:
-            ids = [k for k in table if 0 <= serial_diff(k, first) < count]
-        # Each link hears of each run of its deliveries in the range at once (in delivery-id
-        # order); a delivery on its own is a run of one.
-        named: list[Delivery] = list(filter(None, map(table.get, ids)))  # (a Delivery is true)
-        if not named:
-            return
+            ids: Any
+            if count <= len(table):
+                ids = serial_range(first, count)
+            else:
+                ids = [k for k in table if 0 <= serial_diff(k, first) < count]
+            # Each link hears of each run of its deliveries in the range at once (in delivery-id
+            # order); a delivery on its own is a run of one.
+            named = list(filter(None, map(table.get, ids)))  # (a Delivery is true)
+            if not named:
+                return
         only: Any = named[0].link
         if len(named) == 1 or not [d for d in named if d.link is not only]:
             only.on_dispositions(named, settled, state, batchable)  # the usual: one run of one link
@@ -720,7 +721,9 @@ class Session:
             self.write_batched()  # the batched sends, made earlier, go first
         queue = link.queue
         if queue and limit:
-            written = self.write_deliveries(link, queue if limit < 0 or limit >= len(queue) else islice(queue, limit))
+            written = self.write_deliveries(
+                link, queue if limit < 0 or limit >= len(queue) else list(islice(queue, limit))
+            )
             if written == len(queue):
                 queue.clear()
             else:
@@ -729,32 +732,73 @@ class Session:
         if link.drain and not queue and link.link_credit > 0:
             self.answer_drain_later(link)
 
-    def write_deliveries(self, link: SenderLink, deliveries: Iterable[Delivery]) -> int:
-        """Write the frames of ``deliveries``, in order, that the session window and the link
-        credit allow; how many are all out (the first that is not ends the pass).
+    def write_deliveries(self, link: SenderLink, deliveries: Sequence[Delivery], fresh: bool = False) -> int:
+        """The session's one write path: write the frames of ``deliveries``, in order, that
+        the session window and the link credit allow; how many are all out (the first that
+        is not ends the pass). Every delivery sent goes through here: a send's own
+        (:meth:`SenderLink.send`), a link's queue (:meth:`send_queued`, and so the batched
+        sends, :meth:`write_batched`), a run of new ones (``fresh``).
 
+        ``fresh``: ``deliveries`` is a list of new, unsettled deliveries of message format 0,
+        first in line on an attached ``link`` (as :meth:`SenderLink.send_all` makes them);
+        the run the writer takes of them at once (``write_run``: one usual frame each, what
+        credit, window and the delivery-ids up to the wrap allow) is written, and the rest
+        left to the caller, which queues it.
+
+        The frames are the connection's transfer writer's (:mod:`amqplink.engine.transfer_paths`);
+        the credit, delivery-count and delivery-id arithmetic is :mod:`amqplink.engine.flow`'s.
         No transfer frame leaves while remote-incoming-window is zero (2.5.6): the link
         waits in ``_blocked`` (once, however many sends wait) for the peer's next flow.
         """
         conn = self.connection
-        room_for_tag = conn.remote_max_frame_size - _TRANSFER_OVERHEAD
         writer = conn.transfer_writer
+        first_id = self._next_delivery_id
+        if fresh:
+            # "If the link-credit is less than or equal to zero ... a sender MUST NOT send more
+            # messages" (2.6.7); no transfer while remote-incoming-window is zero (2.5.6); the
+            # ids up to the wrap (a run's count up without wrapping).
+            count = min(len(deliveries), link.link_credit, self.remote_incoming_window, SERIAL_MOD - first_id)
+            if count <= 0:
+                return 0
+            written = writer.write_run(
+                conn.frame_buffer(),
+                self.channel,
+                link.handle,
+                deliveries,
+                count,
+                first_id,
+                conn.remote_max_frame_size,
+                self.outgoing_unsettled,
+                link.unsettled,
+                self._flush_dispositions if self._dispositions else None,  # before its first frame
+            )
+            if written:
+                link.link_credit, link.delivery_count, self._next_delivery_id = flow_rules.deliveries_sent(
+                    link.link_credit, link.delivery_count, first_id, written
+                )
+                self._frames_sent(written)
+            return written
+        room_for_tag = conn.remote_max_frame_size - TRANSFER_OVERHEAD
         out: bytearray | None = None
         channel = self.channel
         handle = link.handle
         outgoing = self.outgoing_unsettled
         unsettled = link.unsettled
         written = frames = 0  # frames: single-frame transfers written, counted once at the end
-        run_tag_size = -1  # the tag size of the usual frames' parts, once a delivery had one
+        # The tag size of the usual frames' parts, once a second single-frame delivery had one
+        # (-1: none written yet; -2: one, or the writer has no parts for the link and tag size).
+        run_tag_size = -1
         run_pack: Any = None
         run_middle = run_tag_head = b""
         run_base = 0
-        # The deliveries given a delivery-id (fresh) and the next delivery-id, kept in locals in
-        # the loop; the link's credit and delivery-count follow from them (flow.sender_sent),
-        # stored back (_sync) before anything else runs and at the end.
-        credit, count, next_id = link.link_credit, link.delivery_count, self._next_delivery_id
-        fresh = 0
-        sender_sent = flow_rules.sender_sent
+        # The deliveries given a delivery-id (numbered) since first_id, kept in locals in the loop:
+        # the link's credit and delivery-count and the next delivery-id follow from them
+        # (flow.deliveries_sent), stored back (_sync) before anything else runs and at the end.
+        # The ids first_id + numbered stop short of the wrap (ids_left), where the count starts again.
+        credit, count = link.link_credit, link.delivery_count
+        numbered = 0
+        ids_left = credit if first_id + credit <= SERIAL_MOD else SERIAL_MOD - first_id
+        deliveries_sent = flow_rules.deliveries_sent
         window = self.remote_incoming_window
         try:
             for delivery in deliveries:
@@ -763,27 +807,38 @@ class Session:
                     break
                 delivery_id = delivery.delivery_id
                 if delivery_id is None:
-                    # "If the link-credit is less than or equal to zero ... a sender MUST NOT send
-                    # more messages" (2.6.7): the credit left is credit - fresh.
-                    if fresh >= credit:
-                        break
-                    fresh += 1
-                    delivery_id = delivery.delivery_id = next_id
-                    next_id = (delivery_id + 1) % SERIAL_MOD  # serial_add, inline
+                    if numbered >= ids_left:
+                        # "If the link-credit is less than or equal to zero ... a sender MUST NOT
+                        # send more messages" (2.6.7): the credit left is credit - numbered.
+                        if numbered >= credit:
+                            break
+                        # the delivery-ids wrap here (2.8.9): they count on from the next, 0
+                        credit, count, first_id = deliveries_sent(credit, count, first_id, numbered)
+                        numbered, ids_left = 0, credit
+                    delivery_id = delivery.delivery_id = first_id + numbered
+                    numbered += 1
                     if not delivery.settled:
                         outgoing[delivery_id] = delivery
                         unsettled[delivery_id] = delivery
                 tag = delivery.tag
                 room = room_for_tag - len(tag)
                 if delivery.offset or delivery.size > room:  # started, aborted or larger than a frame
-                    link.link_credit, link.delivery_count = sender_sent(credit, count, fresh)  # _sync
-                    self._next_delivery_id = next_id
+                    # _sync
+                    link.link_credit, link.delivery_count, self._next_delivery_id = deliveries_sent(
+                        credit, count, first_id, numbered
+                    )
                     if frames:
                         self._frames_sent(frames)
                         frames = 0
-                    wrote = self._write_frames(link, delivery, room)
+                    if room <= 0 and not delivery.aborted:
+                        raise errors.EngineStateError(
+                            f"max-frame-size {conn.remote_max_frame_size} leaves no room for a transfer"
+                        )
+                    sent = writer.write_frames(self.send_frame, handle, delivery, room, self.remote_incoming_window)
+                    self._frames_sent(sent)
                     window = self.remote_incoming_window
-                    if not wrote:
+                    if delivery.offset < delivery.size and not delivery.aborted:
+                        self._blocked[link] = None  # the window closed part-way through the delivery
                         break
                     written += 1
                     continue
@@ -807,9 +862,12 @@ class Session:
                     frames += 1
                     written += 1
                     continue
-                if run_tag_size < 0 and (parts := writer.run_parts(channel, handle, len(tag))) is not None:
-                    run_pack, run_middle, run_tag_head, run_base = parts  # (for the next ones)
-                    run_tag_size = len(tag)
+                if run_tag_size < 0:
+                    if run_tag_size == -1:
+                        run_tag_size = -2  # the first goes alone (a send's own: the usual case)
+                    elif (parts := writer.run_parts(channel, handle, len(tag))) is not None:
+                        run_pack, run_middle, run_tag_head, run_base = parts  # (for the next ones)
+                        run_tag_size = len(tag)
                 writer.write(
                     out,
                     channel,
@@ -823,54 +881,12 @@ class Session:
                 frames += 1
                 written += 1
         finally:
-            link.link_credit, link.delivery_count = sender_sent(credit, count, fresh)  # _sync
-            self._next_delivery_id = next_id
+            # _sync
+            link.link_credit, link.delivery_count, self._next_delivery_id = deliveries_sent(
+                credit, count, first_id, numbered
+            )
         if frames:
             self._frames_sent(frames)
-        return written
-
-    def write_fresh(self, link: SenderLink, deliveries: list[Delivery]) -> int:
-        """What :meth:`write_deliveries` writes of ``deliveries`` when they are new, unsettled,
-        of message format 0 and first in line on an attached ``link`` (as
-        :meth:`SenderLink.send_all` makes them), as far as each takes one usual frame
-        (:func:`~amqplink.engine.frames.usual_transfer_parts`, a tag of the first's size)
-        and the link credit and the session window allow; how many were written (the
-        caller queues the rest, for :meth:`write_deliveries` to write or hold as it does).
-        What those checks decide for each delivery is decided once for the run."""
-        conn = self.connection
-        next_id = self._next_delivery_id
-        # "If the link-credit is less than or equal to zero ... a sender MUST NOT send more
-        # messages" (2.6.7); no transfer while remote-incoming-window is zero (2.5.6); and
-        # delivery-ids from 256 up to the wrap (the usual frame's four-byte delivery-id).
-        count = min(len(deliveries), link.link_credit, self.remote_incoming_window, SERIAL_MOD - next_id)
-        if count <= 0 or next_id < 256:
-            return 0
-        first = deliveries[0]
-        tag_size = len(first.tag)
-        parts = conn.transfer_writer.run_parts(self.channel, link.handle, tag_size)
-        room = conn.remote_max_frame_size - _TRANSFER_OVERHEAD - tag_size
-        if parts is None or len(first.payload) > room:
-            return 0
-        pack, middle, tag_head, base = parts
-        if self._dispositions:
-            self._flush_dispositions()  # as write_deliveries does before its first frame
-        out = conn.frame_buffer()
-        outgoing, unsettled = self.outgoing_unsettled, link.unsettled
-        delivery_id = next_id
-        for delivery in deliveries[:count] if count < len(deliveries) else deliveries:
-            tag, payload = delivery.tag, delivery.payload
-            if len(tag) != tag_size or len(payload) > room:
-                break  # another frame: write_deliveries's
-            delivery.delivery_id = delivery_id
-            outgoing[delivery_id] = delivery
-            unsettled[delivery_id] = delivery
-            out += pack(base + len(payload), middle, delivery_id, tag_head, tag, UNSETTLED_TAIL)
-            out += payload
-            delivery_id += 1
-        written = delivery_id - next_id
-        link.link_credit, link.delivery_count = flow_rules.sender_sent(link.link_credit, link.delivery_count, written)
-        self._next_delivery_id = delivery_id % SERIAL_MOD
-        self._frames_sent(written)
         return written
 
     def _frames_sent(self, frames: int) -> None:
@@ -879,45 +895,6 @@ class Session:
         self.next_outgoing_id, self.remote_incoming_window = flow_rules.session_sent(
             self.next_outgoing_id, self.remote_incoming_window, frames
         )
-
-    def _write_frames(self, link: SenderLink, delivery: Delivery, room: int) -> bool:
-        """The rest of a delivery that takes more than one frame, or its abort, as far as
-        the remote window allows (at least one frame: the caller checked)."""
-        if delivery.aborted:
-            self.send_frame(Transfer(handle=UInt(link.handle), more=False, aborted=True, settled=True))
-            self._frames_sent(1)
-            return True
-        if room <= 0:
-            raise errors.EngineStateError(
-                f"max-frame-size {self.connection.remote_max_frame_size} leaves no room for a transfer"
-            )
-        view = memoryview(delivery.payload)
-        total = delivery.size
-        if delivery.offset < 0:  # STATE_ON_TRANSFER: its transfers carry its state, from the first
-            delivery.offset = 0
-        state = delivery.state  # (None unless sent with one: SenderLink.send_with_state)
-        frames = 0
-        while (delivery.offset < total or (not total and not frames)) and frames < self.remote_incoming_window:
-            start = delivery.offset
-            end = min(total, start + room)
-            first = start == 0
-            transfer = Transfer(
-                handle=UInt(link.handle),
-                delivery_id=UInt(delivery.delivery_id) if first else None,
-                delivery_tag=delivery.tag if first else None,
-                message_format=UInt(delivery.message_format) if first else None,
-                settled=delivery.settled,
-                more=end < total,
-                state=state,
-            )
-            self.send_frame(transfer, view[start:end])
-            delivery.offset = end
-            frames += 1
-        self._frames_sent(frames)
-        if delivery.offset < total:
-            self._blocked[link] = None  # the window closed part-way through the delivery
-            return False
-        return True
 
     def write_later(self, link: SenderLink, size: int) -> None:
         """``link`` (with ``batch_transfers``) queued a delivery of ``size`` bytes: it is

@@ -49,16 +49,22 @@ def test_no_trace_records_when_the_logger_is_not_at_debug(caplog: pytest.LogCapt
 
 def _traced_run(fast: bool, caplog: pytest.LogCaptureFixture) -> tuple[list[str], list[bytes], int, int]:
     """A run of deliveries with tracing on: the trace lines, the bytes each way, and how
-    often the fast writer's run parts and the fast reader's scan were used."""
+    often the fast writer's runs (or run parts) and the fast reader's scan were used."""
     caplog.clear()
     used = {"write": 0, "read": 0}
     pair = Pair()
     pair.client.fast_paths = pair.server.fast_paths = fast
-    original_parts, original_scan = FastTransferWriter.run_parts, FastTransferReader.scan
+    original_parts, original_run = FastTransferWriter.run_parts, FastTransferWriter.write_run
+    original_scan = FastTransferReader.scan
 
     def parts(channel: int, handle: int, tag_size: int) -> Any:
         used["write"] += 1
         return original_parts(channel, handle, tag_size)
+
+    def run(*args: Any) -> int:
+        written = original_run(*args)
+        used["write"] += written
+        return written
 
     def scan(body: Any) -> Any:
         used["read"] += 1
@@ -66,6 +72,7 @@ def _traced_run(fast: bool, caplog: pytest.LogCaptureFixture) -> tuple[list[str]
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(FastTransferWriter, "run_parts", staticmethod(parts))
+        patch.setattr(FastTransferWriter, "write_run", staticmethod(run))
         patch.setattr(FastTransferReader, "scan", staticmethod(scan))
         session = pair.open()
         sender = session.attach_sender("s", target=Target(address="queue"))

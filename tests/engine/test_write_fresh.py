@@ -1,8 +1,9 @@
-"""``Session.write_fresh``: the deliveries ``SenderLink.send_all`` makes when none wait
-before them go straight out, as the same frames and the same link and session state as
-the reference path gives (a connection with ``fast_paths`` off: queued for
-``Session.write_deliveries``, every frame a ``Transfer``), whatever the delivery-ids
-(below 256, near the wrap), tag sizes, payload sizes, credit and window."""
+"""``Session.write_deliveries(..., fresh=True)``: the deliveries ``SenderLink.send_all``
+makes when none wait before them go straight out as a run (the writer's ``write_run``),
+as the same frames and the same link and session state as the reference path gives (a
+connection with ``fast_paths`` off: no run, so queued for ``write_deliveries``'s loop,
+every frame a ``Transfer``), whatever the delivery-ids (below 256, near the wrap), tag
+sizes, payload sizes, credit and window."""
 
 from __future__ import annotations
 
@@ -39,14 +40,16 @@ def _send_all(
     if not fresh:
         pair.client.fast_paths = False  # the reference writer: no run, every frame a Transfer
     else:
-        write_fresh = session.write_fresh
+        write_deliveries = session.write_deliveries
 
-        def counted(link: Any, deliveries: Any) -> int:
+        def counted(link: Any, deliveries: Any, fresh: bool = False) -> int:
             nonlocal taken
-            taken = write_fresh(link, deliveries)
-            return taken
+            written = write_deliveries(link, deliveries, fresh)
+            if fresh:
+                taken = written
+            return written
 
-        session.write_fresh = counted  # type: ignore[method-assign]
+        session.write_deliveries = counted  # type: ignore[method-assign]
     payloads = [bytes([i % 256]) * size for i, size in enumerate(sizes)]
     made = sender.send_all(payloads, tags)
     assert len(made) == len(tags)
@@ -93,7 +96,7 @@ def test_send_all_writes_straight_out_as_the_queue_would(
 
 
 @pytest.mark.parametrize("tag_size", [8, 16])
-def test_a_usual_run_is_written_by_write_fresh(tag_size: int) -> None:
+def test_a_usual_run_is_written_as_a_run(tag_size: int) -> None:
     """The usual case takes the new path: all of a run within credit and window."""
     tags = [bytes([i]) * tag_size for i in range(10)]
     wire, state, taken = _send_all(True, 1000, tags, [100] * 10, 6, 20, True)
@@ -113,7 +116,7 @@ def test_a_usual_run_is_written_by_write_fresh(tag_size: int) -> None:
         (0xFFFFFFFF - 1, [10, 10, 10], [16, 16, 16], 2),  # up to the wrap
     ],
 )
-def test_write_fresh_leaves_the_rest_to_the_general_path(
+def test_a_run_leaves_the_rest_to_the_general_loop(
     start: int, sizes: list[int], tag_sizes: list[int], expected: int
 ) -> None:
     tags = [bytes([i]) * n for i, n in enumerate(tag_sizes)]
@@ -173,6 +176,6 @@ def test_the_hand_assembled_frames_are_the_generic_encoders(
     start: int, plan: list[tuple[str, int, int, bool]], credit: int, window: int
 ) -> None:
     """send and send_all, engine tags and the caller's, settled and not, across delivery-id
-    256 and the wrap: write_fresh and write_deliveries's usual frames (from the link's
+    256 and the wrap: write_deliveries's runs and usual frames (from the link's
     frame parts) write what the generic Transfer encoder writes."""
     assert _wire(False, start, plan, credit, window) == _wire(True, start, plan, credit, window)
