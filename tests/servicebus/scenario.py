@@ -128,7 +128,7 @@ class BrokerThread:
                 else:
                     for link in [*conn.consumers, *conn.producers]:
                         link.detach(error)
-                        conn._drop(link)
+                        conn.drop(link)
                         ended += 1
                 conn.protocol.schedule_flush()
             return ended

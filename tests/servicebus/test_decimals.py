@@ -20,7 +20,7 @@ from amqplink.codec import Decimal32, Decimal64, Decimal128, Symbol
 from amqplink.message import Message
 from amqplink.sbwire.decimals import PYTHON_SDK_PRODUCT, in_servicebus_layout, servicebus_decimal128
 from amqplink.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
-from amqplink.servicebus import client as client_module
+from amqplink.servicebus import holder as holder_module
 from amqplink.servicebus.amqp import AmqpAnnotatedMessage
 from amqplink.servicebus.client_options import connection_properties
 from tests import profiles
@@ -82,7 +82,7 @@ def client(broker: Broker, layout: str) -> Iterator[ServiceBusClient]:
     with pytest.MonkeyPatch.context() as patch:
         if layout == "servicebus":
             patch.setattr(
-                client_module,
+                holder_module,
                 "connection_properties",
                 lambda user_agent=None: {**connection_properties(user_agent), Symbol("product"): PYTHON_SDK_PRODUCT},
             )
