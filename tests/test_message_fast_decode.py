@@ -12,6 +12,7 @@ pass learns from the first of them.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -206,6 +207,7 @@ def fresh_layouts() -> Iterator[None]:
         decoder._HEADS.update(saved_heads)
 
 
+LOCK_TOKEN = Symbol("x-opt-lock-token")
 STAMP_KEYS = [Symbol(k) for k in ("x-opt-sequence-number", "x-opt-enqueued-time", "x-opt-enqueue-sequence-number",
                                   "x-opt-locked-until")]  # fmt: skip
 shape_values = st.sampled_from(
@@ -232,6 +234,7 @@ def shaped_runs(draw: Any) -> list[bytes]:
     app_values = [(k, draw(shape_values)) for k in app_keys]
     with_header, id_length = draw(st.booleans()), draw(st.integers(0, 40))
     rich_properties = draw(st.integers(0, 4)) == 0
+    locked = draw(st.booleans())  # a peek-locked delivery: its lock token in the delivery annotations
     run = []
     for _ in range(draw(st.integers(2, 4))):
         stamps = [draw(st.integers(2**8, 2**62)), draw(st.integers(0, 2**40).map(Timestamp))]
@@ -240,6 +243,8 @@ def shaped_runs(draw: Any) -> list[bytes]:
         annotations.update({k: draw(kind) for k, kind in extra})
         message_id = draw(st.text(min_size=id_length, max_size=id_length))
         parts: list[Any] = [Header(delivery_count=UInt(draw(st.integers(0, 3))))] if with_header else []
+        if locked:
+            parts.append(DeliveryAnnotations({LOCK_TOKEN: uuid.UUID(bytes=draw(st.binary(min_size=16, max_size=16)))}))
         parts.append(MessageAnnotations(annotations))
         parts.append(Properties(message_id=message_id, subject="s" if rich_properties else None))
         if app_values:
@@ -339,6 +344,32 @@ def test_a_learned_head_is_read_without_the_section_readers(app: list[Any], monk
         assert msg.message_id == "id-2" and msg.delivery_count == 0 and msg.body == b"body"
         assert msg.message_annotations is not None and msg.message_annotations[STAMP_KEYS[2]] == 2**50
         assert msg.application_properties == (app[0].value if app else None)
+        monkeypatch.undo()
+        _check(later)
+
+
+def test_a_peek_locked_delivery_s_lock_token_is_read_from_the_learned_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Service Bus puts a peek-locked delivery's lock token (a uuid) in its delivery
+    annotations: the head with them is learned, and the token read as a field of it."""
+
+    def locked(sequence: int, message_id: str, token: uuid.UUID) -> bytes:
+        annotations = {STAMP_KEYS[0]: sequence, STAMP_KEYS[1]: Timestamp(sequence + 1)}
+        return _encode([Header(delivery_count=UInt(0)), DeliveryAnnotations({LOCK_TOKEN: token}),
+                        MessageAnnotations(annotations), Properties(message_id=message_id), Data(b"body")])  # fmt: skip
+
+    with fresh_layouts():
+        first = locked(1000, "id-1", uuid.uuid4())
+        _check(first)
+        assert [head is not None for head in _learned_heads()] == [True]
+        token = uuid.uuid4()
+        later = locked(2**50, "id-2", token)
+        for reader in ("_header", "_map_section", "id_only_properties_at", "_read_head_sections"):
+            monkeypatch.setattr(decoder, reader, None)
+        msg = Message.__new__(Message)
+        assert decode_common(msg, later, len(later))
+        assert msg.delivery_annotations == {LOCK_TOKEN: token}
+        assert type(msg.delivery_annotations[LOCK_TOKEN]) is uuid.UUID
+        assert msg.message_id == "id-2" and msg.body == b"body"
         monkeypatch.undo()
         _check(later)
 

@@ -16,7 +16,7 @@ skeleton differs, one running past the buffer, a string that is not UTF-8... is 
 :func:`~amqplink.codec.decode.value_decoders`'s reader, which decodes it or raises its
 ``DecodeError``. A layout is learned only from a map that reader accepted, and only for
 values whose every byte pattern is valid once their constructor and width are (fixed-width
-numbers, null, booleans, and str8/vbin8 of a given length, a string's UTF-8 checked on
+numbers, uuids, null, booleans, and str8/vbin8 of a given length, a string's UTF-8 checked on
 each read), with keys that are whole in the skeleton, so two maps with one skeleton get
 the same answer from both readers. Layouts are for ``DEFAULT_LIMITS``: the limits of a
 map of such values (size, pairs, depth) are the learned map's, which passed them.
@@ -25,6 +25,7 @@ map of such values (size, pairs, depth) are the learned map's, which passed them
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -44,8 +45,9 @@ _new_int = int.__new__
 
 # How a value is made from its field, when not as unpacked (long, vbin8): WRAP, an int
 # subclass of it; BYTE, the one-byte constructors' table; TEXT, UTF-8 decoded (checked);
-# CONST, the learned value (immutable ones: null, true, false, uint0, ulong0), its field empty.
-_WRAP, _BYTE, _TEXT, _CONST = range(4)
+# CONST, the learned value (immutable ones: null, true, false, uint0, ulong0), its field empty;
+# UUID, a uuid of its 16 bytes (a Service Bus lock token, in every peek-locked delivery's annotations).
+_WRAP, _BYTE, _TEXT, _CONST, _UUID = range(5)
 
 # Constructor -> (struct code, kind or None, argument) for values with a fixed-width field.
 _FIELDS: dict[int, tuple[str, int | None, Any]] = {
@@ -56,6 +58,7 @@ _FIELDS: dict[int, tuple[str, int | None, Any]] = {
     0x71: ("i", _WRAP, Int),
     0x60: ("H", _WRAP, UShort),
     0x61: ("h", _WRAP, Short),
+    0x98: ("16s", _UUID, None),
 }
 for _c in (0x50, 0x51, 0x52, 0x53, 0x54, 0x55):  # ubyte, byte, smalluint, smallulong, smallint, smalllong
     _FIELDS[_c] = ("B", _BYTE, _ONE_BYTE[_c])
@@ -145,6 +148,7 @@ _VALUE_SOURCE = {
     _BYTE: "a{n}[f[{i}]]",
     _TEXT: "f[{i}].decode()",
     _CONST: "a{n}",
+    _UUID: "_uuid(bytes=f[{i}])",
 }
 
 
@@ -154,7 +158,7 @@ def map_maker(entries: tuple[Entry, ...]) -> MapMaker:
     per layout; the keys and arguments are bound as names (``k<n>``, ``a<n>``), never written
     into the source, which holds only field indices. A str8 that is not UTF-8 raises
     ``UnicodeDecodeError``: the caller leaves such a map to the generic reader."""
-    namespace: dict[str, Any] = {"_new_int": _new_int}
+    namespace: dict[str, Any] = {"_new_int": _new_int, "_uuid": uuid.UUID}
     items = []
     for n, (key, i, kind, arg) in enumerate(entries):
         namespace[f"k{n}"] = key

@@ -108,24 +108,26 @@ descriptor and constructor take 4, a map's size and count 2, its first key and v
 constructor 2 or more; an id-only properties section's list head 4)."""
 HEAD_LAYOUTS_MAX = 64
 """Distinct head keys remembered; past this, heads with a new key are read section by section."""
-HEADS_PER_KEY = 4
+HEADS_PER_KEY = 8
 """Heads learned (or found unlearnable) per key; past this, other heads with the key are read
 section by section."""
 _HEADER_VALUES = attrgetter(*Header.__match_args__)
 
 
 class _Head:
-    """A learned message head: header, message annotations, an id-only properties section and
+    """A learned message head: header, delivery and message annotations, an id-only properties section and
     application properties, each optional, then the descriptor and constructor of a data
     section, in one struct (``StructBuilder``): the header is all skeleton (its field values
     kept), a map is made by its layout's maker (:func:`~amqplink.codec.layouts.map_maker`),
     the message-id is a UTF-8 field, the data's size a field; the body's bytes start where
     the struct ends (:attr:`size`)."""
 
-    __slots__ = ("annotations", "application", "body", "header", "properties", "size", "skeleton", "unpack")
+    __slots__ = ("annotations", "application", "body", "delivery", "header", "properties", "size", "skeleton", "unpack")
 
     def __init__(self) -> None:
         self.header: tuple[Any, ...] | None = None
+        self.delivery: MapMaker | None = None
+        """Delivery annotations (a peek-locked Service Bus delivery's lock token)."""
         self.annotations: MapMaker | None = None
         self.properties = -1
         """The message-id's field index; -1: no properties section."""
@@ -150,8 +152,6 @@ def _learn_head(msg: Message, buf: bytes, end: int, body: int) -> _Head | None:
     """The layout of the head ``buf[:end]``, read as ``msg``'s sections, and of the data
     section at ``end`` whose bytes start at ``body``; None if some section is not of a kind
     a head layout reads."""
-    if msg.delivery_annotations is not None:
-        return None
     starts = []
     pos = 0
     while pos < end:  # where each section starts (learning happens once per head)
@@ -168,6 +168,10 @@ def _learn_head(msg: Message, buf: bytes, end: int, body: int) -> _Head | None:
             if buf[at + 3] != 0xC0:
                 return None
             head.header = _HEADER_VALUES(msg.header)
+        elif code == 0x71:
+            head.delivery = _map_layout(fields, buf, at, stop, msg.delivery_annotations or {})
+            if head.delivery is None:
+                return None
         elif code == 0x72:
             head.annotations = _map_layout(fields, buf, at, stop, msg.message_annotations or {})
             if head.annotations is None:
@@ -234,7 +238,8 @@ def decode_learned(msg: Message, buf: bytes, n: int) -> bool:
             # The head sections from the unpacked fields (a message-id or a map's string
             # that is not UTF-8 raises UnicodeDecodeError).
             msg.header = None if head.header is None else Header(*head.header)
-            msg.delivery_annotations = None
+            delivery = head.delivery
+            msg.delivery_annotations = None if delivery is None else delivery(fields)
             annotations = head.annotations
             msg.message_annotations = None if annotations is None else annotations(fields)
             msg.properties = None if head.properties < 0 else Properties(fields[head.properties].decode())

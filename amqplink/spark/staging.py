@@ -67,7 +67,8 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path, data: Any) -> None:
+    """Write ``data`` (bytes or any buffer) to ``path`` durably."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)
@@ -102,9 +103,9 @@ class Staging:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, rows.schema) as writer:
             writer.write_batch(rows)
-        data = sink.getvalue().to_pybytes()
+        data = sink.getvalue()  # written from Arrow's buffer: no copy of the batch as bytes
         _write_atomically(self._path(batch), data)
-        return len(data)
+        return int(data.size)
 
     def read(self, batch: int) -> Any:
         """Batch ``batch``'s rows (a ``pyarrow.Table``); :class:`StagingError` if it is not here."""

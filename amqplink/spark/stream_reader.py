@@ -227,5 +227,7 @@ async def _stage(inbox: Inbox, batch: int, wanted: int, entity: str) -> bool:
     if not taken:
         return False
     inbox.staging.write(batch, to_arrow([h.message for h in taken], entity))
+    for held in taken:  # staged: a held message is kept for its lock alone, not its body
+        held.message.amqplink_message.body = b""
     inbox.record(batch, taken)  # on the loop: the renewal task starts there
     return True
