@@ -6,7 +6,8 @@ clock task; :meth:`ServiceBusHost.accept` gives each connection its event handle
 * A peer's receiving link on ``ENTITY`` (``amqps://HOST/ENTITY`` as the SDK writes
   it) takes messages: peek-lock (snd-settle-mode ``unsettled``) sends each message
   unsettled with its lock token as delivery-tag (.NET GUID byte order, 16 bytes);
-  receive-and-delete (snd-settle-mode ``settled``) sends it settled.
+  receive-and-delete (snd-settle-mode ``settled``) sends it settled, its delivery-tag
+  empty (the SDK reads no lock token from it).
 * Its outcomes map as docs/protocol.md#settlement-mapping says: ``accepted`` = complete,
   ``modified(undeliverable-here=false)`` = abandon, ``modified(undeliverable-here=true)``
   = defer, ``rejected(com.microsoft:dead-letter)`` = dead-letter; the broker settles

@@ -2,7 +2,11 @@
 
 It answers ``CONNECT host:port`` with ``200`` and relays bytes both ways; with
 ``credentials=(user, password)`` a request without that Basic ``Proxy-Authorization``
-gets ``407``; tunnels go to loopback addresses only (``redirect`` maps a name and port to one).
+gets ``407``; tunnels go to loopback addresses only (``redirect`` maps a name and port to one):
+another address gets ``403``, and a name it does not know or a port nothing listens on
+``502 Bad Gateway``, as a proxy that cannot reach the host answers (the SDK then raises
+``ServiceBusConnectionError``, as against the real service: its own
+``test_custom_endpoint_connection_verify_exception``).
 """
 
 from __future__ import annotations
@@ -78,12 +82,17 @@ class ConnectProxy:
                 return
         name, _, number = target.rpartition(":")
         host, port = self.redirect.get((name.strip("[]").lower(), int(number)), (name.strip("[]"), int(number)))
-        if method != "CONNECT" or not (host == "localhost" or ipaddress.ip_address(host).is_loopback):
-            self.refused += 1
-            writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
-            await writer.drain()
+        if method == "CONNECT" and host != "localhost" and not _is_address(host):
+            await self._refuse(writer, b"502 Bad Gateway")  # (no name is resolved here)
             return
-        up_reader, up_writer = await asyncio.open_connection(host, port)
+        if method != "CONNECT" or not (host == "localhost" or ipaddress.ip_address(host).is_loopback):
+            await self._refuse(writer, b"403 Forbidden")
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(host, port)
+        except OSError:
+            await self._refuse(writer, b"502 Bad Gateway")
+            return
         self.tunnels += 1
         self.targets.append((host, port))
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -92,6 +101,19 @@ class ConnectProxy:
             await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
         finally:
             up_writer.close()
+
+    async def _refuse(self, writer: asyncio.StreamWriter, status: bytes) -> None:
+        self.refused += 1
+        writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -39,12 +39,14 @@ from amqplink.broker.durable.records import (
     _runs_records,
     delete_record,
     sequence_record,
+    stored_message,
 )
 from amqplink.broker.namespace import MessageState, Namespace
 from amqplink.broker.namespace.batches import read_batch
 from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import Envelope, body_only, split_message
 from amqplink.broker.namespace.store import StoredMessage
+from amqplink.codec.types import Symbol
 from amqplink.message import Message
 from amqplink.servicebus.message import ServiceBusMessage, ServiceBusMessageBatch
 from tests import profiles
@@ -79,6 +81,8 @@ ENVELOPES = [
     split_message(Message(b"c", ttl=5000, durable=True).encode()),
     *BATCHED,  # (the first two share their annotations, the third's differ)
     _batch_envelopes("k")[0],  # the same annotations as the first two, another dict
+    split_message(Message(b"d", delivery_annotations={"x-da": 1}).encode()),  # the sender's delivery-annotations
+    split_message(Message(b"e", delivery_annotations={"x-da": 2}).encode()),
 ]
 STATES = list(MessageState)
 
@@ -179,6 +183,18 @@ def test_a_stretch_of_a_batch_transfers_messages_is_written_at_once() -> None:
     assert _replayed(records).messages[3] == {
         seq: (0, 0, 0, 10.0, math.inf, None, e.encode()) for seq, e in enumerate(shared, 5)
     }
+
+
+def test_a_run_keeps_each_messages_delivery_annotations() -> None:
+    """Messages stored together (one run's fields, no header nor message-annotations) whose
+    sender's delivery-annotations differ: each record holds its own, read back after a restart."""
+    envelopes = [split_message(Message(b"x", delivery_annotations={"x-da": i}).encode()) for i in range(3)]
+    msgs: list[StoredMessage | None] = [StoredMessage(seq, e, 10.0, math.inf) for seq, e in enumerate(envelopes, 5)]
+    records: list[bytes] = []
+    messages_records(records, 3, msgs)
+    replayed = _replayed(records).messages[3]
+    back = [stored_message(seq, replayed[seq]) for seq in (5, 6, 7)]
+    assert [m.envelope.delivery_annotations for m in back if m is not None] == [{Symbol("x-da"): i} for i in range(3)]
 
 
 def test_a_run_of_messages_that_are_only_a_body_is_one_record() -> None:

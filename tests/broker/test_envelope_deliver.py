@@ -22,9 +22,10 @@ from amqplink.broker.namespace.envelope import (
     split_message,
 )
 from amqplink.broker.namespace.store import MessageState, StoredMessage
+from amqplink.codec.encode import encode
 from amqplink.codec.types import Symbol, UByte, UInt
 from amqplink.message import Message
-from amqplink.protocol.definitions import Header
+from amqplink.protocol.definitions import DeliveryAnnotations, Header
 
 _times = st.one_of(st.floats(0, 4e9), st.just(1e13))  # 1e13: beyond year 9999, clamped
 _annotation_keys = st.one_of(
@@ -47,10 +48,13 @@ def messages(draw: Any) -> Message:
             delivery_count=draw(st.one_of(st.none(), st.integers(0, 10).map(UInt))),
         )
     annotations = draw(st.dictionaries(_annotation_keys.map(Symbol), _annotation_values, max_size=8))
+    delivery_keys = st.sampled_from(["x-da", "x-opt-lock-token", "other"]).map(Symbol)  # (a lock token of its own)
+    delivery_annotations = draw(st.dictionaries(delivery_keys, _annotation_values, max_size=3))
     return Message(
         draw(st.binary(max_size=64)),
         header=header,
         message_annotations=annotations or None,
+        delivery_annotations=delivery_annotations or None,
         message_id=draw(st.one_of(st.none(), st.text(max_size=8))),
         application_properties=draw(
             st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.integers(0, 1000), max_size=3))
@@ -70,13 +74,19 @@ def messages(draw: Any) -> Message:
 def test_deliver_matches_encode(
     message: Message, seq: int, enqueued: float, locked: float | None, count: int, token: bytes
 ) -> None:
-    """Service Bus's delivery-annotations: the lock token when locked, an empty map otherwise."""
+    """Service Bus's delivery-annotations: the sender's (an empty map without), with the lock
+    token merged in when locked."""
     envelope = split_message(message.encode())
     lock_token = None if locked is None else token
-    annotations = DA_EMPTY if lock_token is None else DA_LOCKED + lock_token
+    own = message.delivery_annotations or {}
+    if own:
+        merged = own if lock_token is None else {**own, Symbol("x-opt-lock-token"): uuid.UUID(bytes=token)}
+        annotations = encode(DeliveryAnnotations(merged))
+    else:
+        annotations = DA_EMPTY if lock_token is None else DA_LOCKED + lock_token
     expected = Message.decode(envelope.encode(delivery_stamps(seq, enqueued, locked), count, None, annotations))
     lock = {Symbol("x-opt-lock-token"): uuid.UUID(bytes=token)}
-    assert expected.delivery_annotations == ({} if locked is None else lock)
+    assert expected.delivery_annotations == (own if locked is None else {**own, **lock})
     for _ in range(2):  # the second time from the cached annotations and header
         got = Message.decode(envelope.deliver(seq, enqueued, locked, count, None, lock_token))
         assert got.header == expected.header
@@ -126,7 +136,8 @@ def test_deliver_all_is_deliver_of_each(batch: list[Any], peek_lock: bool) -> No
     assert got == expected
     for payload, m in zip(got, stored, strict=True):
         annotations = Message.decode(payload).delivery_annotations
-        assert annotations == ({Symbol("x-opt-lock-token"): uuid.UUID(bytes_le=m.lock)} if peek_lock else {})
+        own = m.envelope.delivery_annotations or {}
+        assert annotations == ({**own, Symbol("x-opt-lock-token"): uuid.UUID(bytes_le=m.lock)} if peek_lock else own)
 
 
 def test_header_cache_is_bounded() -> None:

@@ -71,7 +71,7 @@ def dispatch(consumer: Consumer, clock: Callable[[], float], drop: Callable[[Lin
                             i += 1
                     else:
                         for payload in payloads:
-                            send(payload)
+                            send(payload, tag=b"")  # an empty delivery-tag, as Service Bus sends
                             i += 1
                 except engine_errors.MessageSizeExceededError as exc:
                     # "Any attempt to deliver a message larger than this results in a

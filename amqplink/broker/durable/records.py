@@ -193,12 +193,13 @@ def _runs_records(out: list[bytes], entity: int, messages: list[StoredMessage | 
     """``first``'s fields (:data:`_SHARED`), which the run's others have too."""
     seq = 0
     """The sequence number the run's next message has."""
-    # The head (header and message-annotations sections) of the message before, and the header
-    # and annotations it was encoded from: the messages of a batch transfer mostly share them
+    # The head (header, delivery- and message-annotations sections) of the message before, and the
+    # header and annotations it was encoded from: the messages of a batch transfer mostly share them
     # (the same objects: an envelope's annotations are never changed in place, ``Envelope.with_*``
     # copy them), so a distinct head is encoded once per run of them.
     header_of: object = None
     annotations_of: object = None
+    delivery_annotations_of: object = None
     head = b""
     for msg in messages:
         if msg is None:
@@ -209,8 +210,13 @@ def _runs_records(out: list[bytes], entity: int, messages: list[StoredMessage | 
             continue
         envelope = msg.envelope
         annotations = envelope.annotations
-        if annotations is not annotations_of or envelope.header is not header_of:
+        if (
+            annotations is not annotations_of
+            or envelope.header is not header_of
+            or envelope.delivery_annotations is not delivery_annotations_of
+        ):
             header_of, annotations_of, head = envelope.header, annotations, envelope.head()
+            delivery_annotations_of = envelope.delivery_annotations
         if not bodies or msg.sequence_number != seq or _SHARED(msg) != shared:
             if bodies:
                 _run_records(out, entity, first, heads, props, bodies)
@@ -227,8 +233,8 @@ def _runs_records(out: list[bytes], entity: int, messages: list[StoredMessage | 
 
 def _one_run(out: list[bytes], entity: int, messages: list[StoredMessage | None]) -> bool:
     """The records of ``messages``, none None and all with the same fields, as one run when
-    they are one (consecutive sequence numbers, one head for all: the same header and
-    annotations objects, or none), checked and gathered a list at a time with no Python code
+    they are one (consecutive sequence numbers, one head for all: the same header, delivery- and
+    message-annotations objects, or none), checked and gathered a list at a time with no Python code
     per message; False (nothing written) when they are not."""
     first = messages[0]
     assert first is not None
@@ -238,12 +244,14 @@ def _one_run(out: list[bytes], entity: int, messages: list[StoredMessage | None]
     envelopes = list(map(_ENVELOPE, messages))
     headers = list(map(_HEADER, envelopes))
     annotations = list(map(_ANNOTATIONS, envelopes))
-    if headers.count(None) == len(headers) and not any(annotations):
+    delivery_annotations = list(map(_DELIVERY_ANNOTATIONS, envelopes))
+    if headers.count(None) == len(headers) and not any(annotations) and not any(delivery_annotations):
         head = b""
     else:  # (the same objects: an envelope's annotations are never changed in place)
-        ids = [*map(id, headers), *map(id, annotations)]
-        if ids.count(ids[0]) + ids.count(ids[-1]) != len(ids):
-            return False
+        n = len(envelopes)
+        for ids in (list(map(id, headers)), list(map(id, annotations)), list(map(id, delivery_annotations))):
+            if ids.count(ids[0]) != n:
+                return False
         head = envelopes[0].head()
     _run_records(out, entity, first, [head] * len(envelopes), list(map(_PROPS, envelopes)), list(map(_BODY, envelopes)))
     return True
@@ -253,6 +261,7 @@ _SEQUENCE = attrgetter("sequence_number")
 _ENVELOPE = attrgetter("envelope")
 _HEADER = attrgetter("header")
 _ANNOTATIONS = attrgetter("annotations")
+_DELIVERY_ANNOTATIONS = attrgetter("delivery_annotations")
 _PROPS = attrgetter("props_raw")
 _BODY = attrgetter("body")
 _SHARED = attrgetter("state", "delivery_count", "deferred", "enqueued_at", "expires_at", "scheduled_at")

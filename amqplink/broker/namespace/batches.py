@@ -162,6 +162,7 @@ def _envelope(annotations: dict[Any, Any], properties: Properties | None, props_
     envelope.body = body
     envelope.template = None
     envelope.size = len(props_raw) + len(body)
+    envelope.delivery_annotations = None
     return envelope
 
 

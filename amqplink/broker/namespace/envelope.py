@@ -10,11 +10,14 @@ application-properties sections as they arrived and the body bytes.
 bytes come from a small cache, the message's own annotations are encoded once, and
 the stamps are packed straight into the annotations map.
 
-Delivery annotations a sender puts on a message are dropped: they are "for the next hop
-only" (3.2.2). Each delivery carries the broker's own, as Service Bus's: ``x-opt-lock-token``
-(the lock token, a uuid) on a peek-lock delivery, an empty map on a receive-and-delete one
-(docs/protocol.md#annotations-and-properties). Both are constants but for the token's 16
-bytes, which a batch has converted in one go (:func:`~amqplink.sbwire.lock_token.rfc_order`).
+Delivery annotations a sender puts on a message are kept, as Service Bus keeps them (the
+SDK's ``test_message_inner_amqp_properties`` reads them back), though 3.2.2 makes them "for the
+next hop only": :attr:`Envelope.delivery_annotations`, in memory and in the journal's records
+(:meth:`Envelope.head`). A delivery carries the broker's own too: ``x-opt-lock-token`` (the
+lock token, a uuid) on a peek-lock delivery, merged into the sender's map; a receive-and-delete
+one carries the sender's map, or an empty one (docs/protocol.md#annotations-and-properties).
+Without the sender's, both are constants but for the token's 16 bytes, which a batch has
+converted in one go (:func:`~amqplink.sbwire.lock_token.rfc_order`).
 
 A message sent is checked whole before it is stored: "the body consists of one of:
 one or more data sections, one or more amqp-sequence sections, or a single amqp-value
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import math
 import struct
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -105,13 +109,15 @@ def _symbol_bytes(name: Symbol) -> bytes:
 # The stamps of a delivery, packed in one go: key, long (0x81) or timestamp (0x83), value.
 # The first key and its constructor end the annotations' template (see Envelope.template);
 # the struct packs the rest, each later key with its constructor as one constant field.
-_K_SEQ, _K_ENQ, _K_ESEQ, _K_LOCK = map(
-    _symbol_bytes, (SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL)
-)
-_SEQ_KEY, _ENQ_KEY, _ESEQ_KEY, _LOCK_KEY = _K_SEQ + b"\x81", _K_ENQ + b"\x83", _K_ESEQ + b"\x81", _K_LOCK + b"\x83"
-_STAMPS = struct.Struct(f">q{len(_ENQ_KEY)}sq{len(_ESEQ_KEY)}sq")
-_LOCKED_STAMPS = struct.Struct(f">q{len(_ENQ_KEY)}sq{len(_ESEQ_KEY)}sq{len(_LOCK_KEY)}sq")
-_STAMP_KEYS = frozenset((SEQUENCE_NUMBER, ENQUEUED_TIME, ENQUEUE_SEQUENCE_NUMBER, LOCKED_UNTIL))
+# No ``x-opt-enqueue-sequence-number``: Service Bus sets it on auto-forwarded messages only ("the
+# sequence number that had first been assigned to the message at its original point of
+# submission", the SDK's ``enqueued_sequence_number``), not on a message sent to the entity
+# it is received from (the SDK's backcompat tests' encoded sizes, taken from Service Bus).
+_K_SEQ, _K_ENQ, _K_LOCK = map(_symbol_bytes, (SEQUENCE_NUMBER, ENQUEUED_TIME, LOCKED_UNTIL))
+_SEQ_KEY, _ENQ_KEY, _LOCK_KEY = _K_SEQ + b"\x81", _K_ENQ + b"\x83", _K_LOCK + b"\x83"
+_STAMPS = struct.Struct(f">q{len(_ENQ_KEY)}sq")
+_LOCKED_STAMPS = struct.Struct(f">q{len(_ENQ_KEY)}sq{len(_LOCK_KEY)}sq")
+_STAMP_KEYS = frozenset((SEQUENCE_NUMBER, ENQUEUED_TIME, LOCKED_UNTIL))
 _MAP8 = struct.Struct(">BBB")
 _MAP32 = struct.Struct(">BII")
 _ANNOTATIONS_DESCRIPTOR = b"\x00\x53\x72"
@@ -161,6 +167,8 @@ class Envelope:
     not changed in place: ``with_*`` make copies)."""
     size: int = field(init=False, repr=False, compare=False)
     """Bytes this message holds in memory, near enough (properties and body)."""
+    delivery_annotations: dict[Any, Any] | None = field(default=None, compare=False)
+    """The sender's own delivery-annotations (None: it sent none, or an empty map)."""
 
     def __post_init__(self) -> None:
         self.size = len(self.props_raw) + len(self.body)
@@ -206,7 +214,10 @@ class Envelope:
         if properties is not None:
             properties._amqp_encode(out)
         ApplicationProperties(application_properties)._amqp_encode(out)
-        return Envelope(self.header, dict(self.annotations), properties, application_properties, bytes(out), self.body)
+        return Envelope(
+            self.header, dict(self.annotations), properties, application_properties, bytes(out), self.body,
+            delivery_annotations=self.delivery_annotations,
+        )  # fmt: skip
 
     def with_annotations(self, updates: dict[Any, Any]) -> Envelope:
         """A copy with message annotations merged in (keys as symbols)."""
@@ -214,19 +225,20 @@ class Envelope:
         for key, value in updates.items():
             annotations[Symbol(key) if isinstance(key, str) else key] = value
         return Envelope(
-            self.header, annotations, self.properties, self.application_properties, self.props_raw, self.body
-        )
+            self.header, annotations, self.properties, self.application_properties, self.props_raw, self.body,
+            delivery_annotations=self.delivery_annotations,
+        )  # fmt: skip
 
     def encode(
         self,
         stamps: dict[Symbol, Any] | None = None,
         delivery_count: int | None = None,
         ttl: int | None = None,
-        delivery_annotations: bytes = b"",
+        delivery_annotations: bytes | None = None,
     ) -> bytes:
         """The transfer payload: header (with ``delivery_count``, and ``ttl`` in ms when given:
         the time to live in force, :func:`ttl_ms`), ``delivery_annotations`` (a section's
-        bytes), annotations plus ``stamps``, the rest."""
+        bytes; None: the sender's own, if any), annotations plus ``stamps``, the rest."""
         out = bytearray()
         h = self.header
         if delivery_count is not None or h is not None or ttl is not None:
@@ -239,7 +251,11 @@ class Envelope:
                 if delivery_count is not None
                 else (None if h is None else h.delivery_count),
             )._amqp_encode(out)
-        out += delivery_annotations
+        if delivery_annotations is None:
+            if self.delivery_annotations is not None:
+                DeliveryAnnotations(self.delivery_annotations)._amqp_encode(out)
+        else:
+            out += delivery_annotations
         if stamps:
             annotations = dict(self.annotations)
             annotations.update(stamps)
@@ -251,15 +267,17 @@ class Envelope:
         return bytes(out)
 
     def head(self) -> bytes:
-        """What :meth:`encode` with no argument writes before ``props_raw`` and ``body`` (the header
-        and message-annotations sections; usually nothing): a store writes the three pieces as
-        they are instead of joining them first."""
+        """What :meth:`encode` with no argument writes before ``props_raw`` and ``body`` (the header,
+        the sender's delivery-annotations and the message-annotations sections; usually nothing):
+        a store writes the three pieces as they are instead of joining them first."""
         h = self.header
-        if h is None and not self.annotations:
+        if h is None and not self.annotations and self.delivery_annotations is None:
             return b""
         out = bytearray()
         if h is not None:
             h._amqp_encode(out)
+        if self.delivery_annotations is not None:
+            DeliveryAnnotations(self.delivery_annotations)._amqp_encode(out)
         if self.annotations:
             MessageAnnotations(self.annotations)._amqp_encode(out)
         return bytes(out)
@@ -277,8 +295,13 @@ class Envelope:
         enqueued time and (when locked) locked-until stamps, spliced into a template; ``ttl``
         (ms): the time to live in force, written in the header (:func:`ttl_ms`); ``token``:
         the lock token's uuid bytes (RFC order) for the delivery-annotations of a locked
-        delivery, None for a receive-and-delete one (:data:`DA_LOCKED`, :data:`DA_EMPTY`)."""
-        annotations = DA_EMPTY if token is None else DA_LOCKED + token
+        delivery, None for a receive-and-delete one (:data:`DA_LOCKED`, :data:`DA_EMPTY`, or
+        the sender's own with the token merged in: :func:`_merged_delivery_annotations`)."""
+        own = self.delivery_annotations
+        if own is None:
+            annotations = DA_EMPTY if token is None else DA_LOCKED + token
+        else:
+            annotations = _merged_delivery_annotations(own, token)
         template = _BARE if not self.annotations else self.template
         if template is None:
             template = self.template = _template(self.annotations)
@@ -289,13 +312,11 @@ class Envelope:
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         if locked_until is None:
             prefix = template[0]
-            stamps = _STAMPS.pack(sequence_number, _ENQ_KEY, enqueued, _ESEQ_KEY, sequence_number)
+            stamps = _STAMPS.pack(sequence_number, _ENQ_KEY, enqueued)
         else:
             prefix = template[1]
             until = int(locked_until * 1000) if locked_until < _MAX_SECONDS else _MAX_TIMESTAMP_MS
-            stamps = _LOCKED_STAMPS.pack(
-                sequence_number, _ENQ_KEY, enqueued, _ESEQ_KEY, sequence_number, _LOCK_KEY, until
-            )
+            stamps = _LOCKED_STAMPS.pack(sequence_number, _ENQ_KEY, enqueued, _LOCK_KEY, until)
         if delivery_count == 0 and self.header is None and ttl is None:
             header = _FIRST_HEADER
         else:
@@ -324,12 +345,21 @@ class Envelope:
         return raw
 
 
+def _merged_delivery_annotations(own: dict[Any, Any], token: bytes | None) -> bytes:
+    """The delivery-annotations section of a delivery of a message sent with ``own``: Service
+    Bus's ``x-opt-lock-token`` (``token``, RFC order) merged into the sender's map (taking
+    the place of one the sender set), or the sender's map alone on a receive-and-delete one."""
+    merged = own if token is None else {**own, LOCK_TOKEN: uuid.UUID(bytes=token)}
+    out = bytearray()
+    DeliveryAnnotations(merged)._amqp_encode(out)
+    return bytes(out)
+
+
 def delivery_stamps(sequence_number: int, enqueued_at: float, locked_until: float | None) -> dict[Symbol, Any]:
     """The annotations Service Bus stamps on a delivered message (locked-until when locked)."""
     stamps: dict[Symbol, Any] = {
         SEQUENCE_NUMBER: Long(sequence_number),
         ENQUEUED_TIME: timestamp(enqueued_at),
-        ENQUEUE_SEQUENCE_NUMBER: Long(sequence_number),
     }
     if locked_until is not None:
         stamps[LOCKED_UNTIL] = timestamp(locked_until)
@@ -359,8 +389,8 @@ def _template(annotations: dict[Any, Any]) -> tuple[bytes, bytes]:
     entries, count = _entries(annotations)
     if count < 0:
         return b"", b""
-    unlocked = _map_head(len(entries) + len(_SEQ_KEY) + _STAMPS.size, count + 6)
-    locked = _map_head(len(entries) + len(_SEQ_KEY) + _LOCKED_STAMPS.size, count + 8)
+    unlocked = _map_head(len(entries) + len(_SEQ_KEY) + _STAMPS.size, count + 4)
+    locked = _map_head(len(entries) + len(_SEQ_KEY) + _LOCKED_STAMPS.size, count + 6)
     return (
         _ANNOTATIONS_DESCRIPTOR + unlocked + entries + _SEQ_KEY,
         _ANNOTATIONS_DESCRIPTOR + locked + entries + _SEQ_KEY,
@@ -439,7 +469,7 @@ def deliver_all(messages: Sequence[Any], tags: Sequence[bytes] | None = None) ->
         envelope = msg.envelope
         count = msg.delivery_count
         enqueued_at = msg.enqueued_at
-        if count != 1 or envelope.annotations or envelope.header is not None:
+        if count != 1 or envelope.annotations or envelope.header is not None or envelope.delivery_annotations is not None:
             append(
                 envelope.deliver(
                     msg.sequence_number,
@@ -461,7 +491,7 @@ def deliver_all(messages: Sequence[Any], tags: Sequence[bytes] | None = None) ->
             until = int(locked_until * 1000) if locked_until < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         enqueued = int(enqueued_at * 1000) if enqueued_at < _MAX_SECONDS else _MAX_TIMESTAMP_MS
         seq = msg.sequence_number
-        stamps = pack(token, bare, seq, _ENQ_KEY, enqueued, _ESEQ_KEY, seq, _LOCK_KEY, until)
+        stamps = pack(token, bare, seq, _ENQ_KEY, enqueued, _LOCK_KEY, until)
         append(join((head, stamps, envelope.props_raw, envelope.body)))
     return out
 
@@ -495,8 +525,8 @@ def check_body(buf: bytes, pos: int) -> int:
     One leniency: delivery-annotations *after* the body. The official SDK's encoder (pyamqp,
     azure-servicebus 7.15 ``_encode.encode_payload``) writes them last, and Service Bus
     accepts such a message (the SDK's ``send_and_receive_amqp_annotated_message`` sample
-    sends one); they are hop-by-hop (3.2.2, "from the sending peer to the receiving peer"),
-    so the broker drops them: the body ends where they start."""
+    sends one): the body ends where they start, and :func:`split_message` keeps them as the
+    message's delivery-annotations."""
     n = len(buf)
     kind: type | None = None
     footer = False
@@ -542,6 +572,8 @@ def split_message(payload: bytes, check: bool = False) -> Envelope:
     annotations: dict[Any, Any] = {}
     properties: Properties | None = None
     app: dict[str, Any] | None = None
+    delivery_annotations: dict[Any, Any] | None = None
+    delivery_annotations_at = 0
     props_start: int | None = None
     last = -1
     annotations_at = app_at = 0
@@ -570,6 +602,9 @@ def split_message(payload: bytes, check: bool = False) -> Envelope:
         elif type(section) is MessageAnnotations:
             annotations = _map(section.value, "message-annotations", start)
             annotations_at = start
+        elif type(section) is DeliveryAnnotations:
+            delivery_annotations = _map(section.value, "delivery-annotations", start)
+            delivery_annotations_at = start
         elif type(section) is Properties:
             properties = section
             if known is None:  # (an id-only section's id is a string)
@@ -578,15 +613,23 @@ def split_message(payload: bytes, check: bool = False) -> Envelope:
             app = _map(section.value, "application-properties", start)
             app_at = start
     props_raw = b"" if props_start is None else bytes(buf[props_start:pos])
+    end = check_body(buf, pos) if check else n
+    if end < n:  # delivery-annotations after the body (the official SDK writes them there)
+        delivery_annotations_at = end
+        delivery_annotations = decode(buf, end)[0].value
     if check:  # a message sent: kept only if every delivery can give it back as it came
         if annotations:
             check_annotations(annotations, annotations_at)
+        if delivery_annotations:
+            check_annotations(delivery_annotations, delivery_annotations_at, "delivery annotation")
         if properties is not None and properties_at >= 0:
             check_properties(properties, properties_at)
         if app:
             check_application_properties(app, app_at)
-    end = check_body(buf, pos) if check else n
-    return Envelope(header, annotations, properties, app, props_raw, bytes(buf[pos:end]))
+    return Envelope(
+        header, annotations, properties, app, props_raw, bytes(buf[pos:end]),
+        delivery_annotations=delivery_annotations or None,
+    )  # fmt: skip
 
 
 def body_only(payload: bytes | memoryview, message_format: int = 0, max_size: float = math.inf) -> Envelope | None:
@@ -620,6 +663,7 @@ def body_only(payload: bytes | memoryview, message_format: int = 0, max_size: fl
     envelope.body = body
     envelope.template = None
     envelope.size = size
+    envelope.delivery_annotations = None
     return envelope
 
 

@@ -112,10 +112,11 @@ def check_application_properties(app: dict[Any, Any], offset: int) -> None:
             )
 
 
-def check_annotations(annotations: dict[Any, Any], offset: int) -> None:
+def check_annotations(annotations: dict[Any, Any], offset: int, what: str = "message annotation") -> None:
     """:class:`NotStorable` unless ``annotations`` (a message-annotations section at
-    ``offset``) are written again as they came, and a scheduled enqueue time is a time."""
-    when = annotations.get(SCHEDULED_ENQUEUE_TIME)
+    ``offset``; ``what``: or the delivery-annotations) are written again as they came, and a
+    scheduled enqueue time is a time."""
+    when = annotations.get(SCHEDULED_ENQUEUE_TIME) if what == "message annotation" else None
     if when is not None and (not isinstance(when, int) or type(when) is bool):  # a timestamp, or ms
         raise NotStorable(
             f"message annotation {_name(SCHEDULED_ENQUEUE_TIME)} is a {type(when).__name__} ({when!r}): it must"
@@ -129,7 +130,7 @@ def check_annotations(annotations: dict[Any, Any], offset: int) -> None:
             continue
         problem = _rewritten({key: value})
         if problem is not None:
-            raise NotStorable(f"message annotation {_name(key)} cannot be kept as sent: {problem}", offset)
+            raise NotStorable(f"{what} {_name(key)} cannot be kept as sent: {problem}", offset)
 
 
 def check_properties(properties: Properties, offset: int) -> None:
