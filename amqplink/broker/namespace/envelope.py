@@ -469,7 +469,12 @@ def deliver_all(messages: Sequence[Any], tags: Sequence[bytes] | None = None) ->
         envelope = msg.envelope
         count = msg.delivery_count
         enqueued_at = msg.enqueued_at
-        if count != 1 or envelope.annotations or envelope.header is not None or envelope.delivery_annotations is not None:
+        if (
+            count != 1
+            or envelope.annotations
+            or envelope.header is not None
+            or envelope.delivery_annotations is not None
+        ):
             append(
                 envelope.deliver(
                     msg.sequence_number,
