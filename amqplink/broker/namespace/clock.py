@@ -16,14 +16,25 @@ from amqplink.broker.namespace.entity import Entity
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.errors import EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
-from amqplink.broker.namespace.nodes import Topic
+from amqplink.broker.namespace.nodes import HELD_FOR, HELD_SINCE, Topic, unheld
 from amqplink.broker.namespace.plan import SendPlan
 from amqplink.broker.namespace.routing import FORWARD_REFUSED, Router
 from amqplink.broker.namespace.sql.rules import subscription_copies
 
-__all__ = ["Clock"]
+__all__ = ["RETRY_FIRST", "RETRY_LAST", "Clock"]
 
 log = logging.getLogger("amqplink.broker.namespace.namespace")
+
+RETRY_FIRST = 1.0
+"""Seconds until a scheduled message come due that could not be placed is tried again, at first."""
+RETRY_LAST = 60.0
+"""Seconds between tries at most (the wait doubles from :data:`RETRY_FIRST` up to this)."""
+
+
+def _wait(waited: float) -> float:
+    """The wait before the next try of a copy held back ``waited`` seconds so far: as long
+    again (the wait doubles), within :data:`RETRY_FIRST` and :data:`RETRY_LAST`."""
+    return min(RETRY_LAST, max(RETRY_FIRST, waited))
 
 
 class Clock:
@@ -55,9 +66,14 @@ class Clock:
         """Fan out the topic's scheduled messages come due. No sender waits for them (their
         send was acknowledged when they were scheduled), so each copy is placed on its own: one
         a subscription refuses (full; its forward refused for anything but quota) is
-        dead-lettered there, and the other subscriptions still get theirs."""
+        dead-lettered there, and the other subscriptions still get theirs; one its dead-letter
+        queue refuses as well is held back for that subscription alone (:meth:`_held_back`)."""
         for envelope in due:
-            for sub in topic.subscriptions.values():
+            held_for = envelope.annotations.get(HELD_FOR) if envelope.annotations else None
+            if held_for is not None:
+                self._place_held(topic, str(held_for), envelope, now)
+                continue
+            for key, sub in topic.subscriptions.items():
                 plan = SendPlan(now)
                 try:
                     self.router.plan_copy(plan, sub, [envelope], 0)
@@ -65,11 +81,42 @@ class Clock:
                 except EntityError as exc:
                     log.warning("%s: a scheduled message come due was refused: dead-lettered (%s)", sub.path, exc)
                     copies = subscription_copies(sub.rules, [envelope])
-                    self._dead_letter_refused(sub, copies, now, exc)
+                    if not self._dead_letter_refused(sub, copies, now, exc):
+                        for copy in copies:
+                            topic.hold_back(key, copy, now + RETRY_FIRST, now)
+                        log.warning(
+                            "%s: %d scheduled message(s) come due could be placed neither there nor in its dead-letter"
+                            " queue: held back, tried again from %s s on, backing off to %s s",
+                            sub.path, len(copies), RETRY_FIRST, RETRY_LAST,
+                        )  # fmt: skip
+
+    def _place_held(self, topic: Topic, key: str, envelope: Envelope, now: float) -> None:
+        """Try again to place a copy held back for subscription ``key`` of ``topic``: in it,
+        else in its dead-letter queue, else held back again, the wait doubling (from
+        :data:`RETRY_FIRST` to :data:`RETRY_LAST` seconds) and logged once, when placed."""
+        sub = topic.subscriptions.get(key)
+        if sub is None:  # (deleted with its messages: delete_subscription drops its copies held back too)
+            return
+        since = envelope.annotations.get(HELD_SINCE)
+        since = now if since is None else float(since)
+        copy = unheld(envelope)
+        plan = SendPlan(now)
+        try:
+            self.router.plan_copy(plan, sub, [copy], 0, filtered=True)
+            plan.apply()
+            where = "placed"
+        except EntityError as exc:
+            if not self._dead_letter_refused(sub, [copy], now, exc):
+                topic.hold_back(key, copy, now + _wait(now - since), since)
+                return
+            where = "dead-lettered"
+        log.info("%s: a scheduled message held back for %.0f s was %s", sub.path, now - since, where)
 
     def _forward_held(self, entity: Entity, now: float) -> None:
         """Forward what became active in ``entity`` (a scheduled message now due); what its
-        destination refuses is dead-lettered in ``entity`` (a tick raises nothing)."""
+        destination refuses is dead-lettered in ``entity`` (a tick raises nothing); what the
+        dead-letter queue refuses as well stays in ``entity``, scheduled for another try, the
+        wait doubling (its delivery count counts the tries: :meth:`Entity.hold`)."""
         held = entity.receive_many(now, len(entity.store), lock=False)
         if not held:
             return
@@ -79,22 +126,38 @@ class Clock:
             self.router.plan_forward(plan, entity, envelopes, 0)
             plan.apply()
         except EntityError as exc:
-            log.warning("%s: forwarding %d message(s) failed: dead-lettered (%s)", entity.path, len(held), exc)
-            self._dead_letter_refused(entity, envelopes, now, exc)
+            first = [msg for msg in held if msg.delivery_count <= 1]
+            if first:
+                log.warning("%s: forwarding %d message(s) failed: dead-lettered (%s)", entity.path, len(first), exc)
+            if self._dead_letter_refused(entity, envelopes, now, exc):
+                if len(first) < len(held):
+                    log.info("%s: %d message(s) held back were dead-lettered", entity.path, len(held) - len(first))
+                return
+            for msg in held:  # (receive-and-delete took them: put back, not lost)
+                entity.hold(msg, now + _wait(RETRY_FIRST * 2 ** min(msg.delivery_count - 1, 16)))
+            if first:
+                log.warning(
+                    "%s: %d message(s) come due could be neither forwarded nor dead-lettered: held back, tried again"
+                    " from %s s on, backing off to %s s",
+                    entity.path, len(first), RETRY_FIRST, RETRY_LAST,
+                )  # fmt: skip
+            return
+        retried = len(held) - sum(1 for msg in held if msg.delivery_count <= 1)
+        if retried:
+            log.info("%s: %d message(s) held back were forwarded", entity.path, retried)
 
     def _dead_letter_refused(
         self, entity: MessagingEntity, envelopes: list[Envelope], now: float, exc: EntityError
-    ) -> None:
+    ) -> bool:
         """The clock's last resort for messages ``entity`` could not place: its dead-letter
         queue, the refusal as reason (:data:`FORWARD_REFUSED`'s, else its condition) and
-        description; when that refuses too, they are dropped, logged as an error."""
+        description. False when that refuses too (nothing stored: the caller holds them back)."""
         try:
             _dead_letter_all(entity, envelopes, now, FORWARD_REFUSED.get(exc.condition, exc.condition), exc.description)
         except EntityError as refused:
-            log.error(
-                "%s: %d message(s) could not be placed (%s) nor dead-lettered (%s): dropped",
-                entity.path, len(envelopes), exc.description, refused.description,
-            )  # fmt: skip
+            log.debug("%s: the dead-letter queue refused %d message(s) too (%s)", entity.path, len(envelopes), refused)
+            return False
+        return True
 
     def next_deadline(self) -> float:
         """When the clock next has something to do: the earliest deadline of an entity or a topic's schedule."""

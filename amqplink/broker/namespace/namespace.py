@@ -298,7 +298,9 @@ class Namespace:
     def delete_subscription(self, topic: str, name: str) -> AnySubscription:
         """Remove a subscription and its messages."""
         sub = self.subscription(topic, name)
-        del self.topic(topic).subscriptions[name.lower()]
+        owner = self.topic(topic)
+        del owner.subscriptions[name.lower()]
+        owner.cancel_scheduled(owner.held_for(name.lower()))  # (its copies held back go with it)
         self._forget(sub, sub.dead_letter_queue)
         self._changed()
         log.info("subscription %r deleted", sub.path)

@@ -21,8 +21,11 @@ from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.errors import MESSAGE_NOT_FOUND, RESOURCE_LIMIT_EXCEEDED, EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.partitioned import PartitionedEntity, Partitions, partitioned_dead_letter_queue
+from amqplink.codec.types import Symbol
 
 __all__ = [
+    "HELD_FOR",
+    "HELD_SINCE",
     "AnyQueue",
     "AnySubscription",
     "Node",
@@ -32,7 +35,16 @@ __all__ = [
     "Subscription",
     "Topic",
     "entity_path",
+    "unheld",
 ]
+
+
+HELD_FOR = Symbol("x-amqplink-held-for")
+"""Annotates a copy held back on a topic's schedule (:meth:`Topic.hold_back`): the key of
+the subscription it is for (a durable store keeps it with the message; taken off before
+the copy is placed)."""
+HELD_SINCE = Symbol("x-amqplink-held-since")
+"""Annotates a copy held back: when it was first held back, in seconds (the clock backs off from it)."""
 
 
 def entity_path(address: str) -> str:
@@ -118,6 +130,8 @@ class Topic:
         self._scheduled: dict[int, tuple[float, Envelope]] = {}
         self.scheduled_bytes = 0
         self._schedule_heap: list[tuple[float, int]] = []
+        self._held: dict[int, str] = {}
+        """The scheduled messages that are copies held back, by sequence number: the key of their subscription."""
         self.on_scheduled: Callable[[int, float, Envelope | None], None] | None = None
         """Told of each scheduled message (sequence number, time, envelope) and of each
         that leaves the schedule (envelope ``None``): a durable store keeps them."""
@@ -174,10 +188,35 @@ class Topic:
         self._scheduled[seq] = (at, envelope)
         self.scheduled_bytes += envelope.size
         heapq.heappush(self._schedule_heap, (at, seq))
+        held = envelope.annotations.get(HELD_FOR) if envelope.annotations else None
+        if held is not None:
+            self._held[seq] = str(held)
+
+    def hold_back(self, subscription: str, envelope: Envelope, at: float, since: float) -> int:
+        """Hold a copy that subscription ``subscription`` (its key) could take neither in
+        itself nor in its dead-letter queue on the schedule, for it alone, until ``at``
+        (``since``: when it was first held back); its sequence number. Its message was
+        acknowledged when it was scheduled: it stays counted in the schedule's limits until
+        placed, so nothing is refused here (the schedule may be above its limits a while:
+        new scheduled messages are refused then). A durable store keeps it as it keeps any
+        scheduled message (:attr:`on_scheduled`)."""
+        seq = self._next_sequence
+        self._next_sequence += 1
+        envelope = envelope.with_annotations({HELD_FOR: subscription, HELD_SINCE: float(since)})
+        self.load_scheduled(seq, at, envelope)
+        if self.on_scheduled is not None:
+            self.on_scheduled(seq, at, envelope)
+        return seq
+
+    def held_for(self, subscription: str) -> list[int]:
+        """The sequence numbers of the copies held back for subscription ``subscription`` (its key)."""
+        return [seq for seq, key in self._held.items() if key == subscription]
 
     def _unscheduled(self, seq: int) -> tuple[float, Envelope] | None:
         item = self._scheduled.pop(seq, None)
         if item is not None:
+            if self._held:
+                self._held.pop(seq, None)
             self.scheduled_bytes -= item[1].size
             if self.on_scheduled is not None:
                 self.on_scheduled(seq, item[0], None)
@@ -189,6 +228,7 @@ class Topic:
         item = self._scheduled.pop(seq, None)
         if item is not None:
             self.scheduled_bytes -= item[1].size
+            self._held.pop(seq, None)
         if kept is not None:
             self.load_scheduled(seq, *kept)
 
@@ -231,3 +271,10 @@ class Node:
         target = self.entity if self.entity is not None else self.topic
         assert target is not None
         return target
+
+
+def unheld(envelope: Envelope) -> Envelope:
+    """A copy held back (:meth:`Topic.hold_back`) as it is placed: without the annotations that held it."""
+    annotations = {k: v for k, v in envelope.annotations.items() if k != HELD_FOR and k != HELD_SINCE}
+    e = envelope
+    return Envelope(e.header, annotations, e.properties, e.application_properties, e.props_raw, e.body)

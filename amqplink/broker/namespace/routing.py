@@ -319,13 +319,21 @@ class Router:
             self.plan_copy(plan, sub, envelopes, hops, later)
 
     def plan_copy(
-        self, plan: SendPlan, sub: AnySubscription, envelopes: list[Envelope], hops: int, later: bool = True
+        self,
+        plan: SendPlan,
+        sub: AnySubscription,
+        envelopes: list[Envelope],
+        hops: int,
+        later: bool = True,
+        *,
+        filtered: bool = False,
     ) -> None:
         """Plan ``sub``'s copies of what its topic was sent (those its rules pass and that are
         due now): forwarded, or kept (one without a session id in a subscription that requires
         sessions: dead-lettered there, as Service Bus does). A subscription that keeps them
-        must have room for the ones scheduled for later as well (``later``: whether any may be)."""
-        passed = subscription_copies(sub.rules, envelopes)
+        must have room for the ones scheduled for later as well (``later``: whether any may be).
+        ``filtered``: ``envelopes`` are ``sub``'s copies already (its rules applied: a copy held back)."""
+        passed = envelopes if filtered else subscription_copies(sub.rules, envelopes)
         if not passed:
             return
         now = plan.now
