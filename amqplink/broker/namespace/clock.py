@@ -79,16 +79,17 @@ class Clock:
                     self.router.plan_copy(plan, sub, [envelope], 0)
                     plan.apply()
                 except EntityError as exc:
-                    log.warning("%s: a scheduled message come due was refused: dead-lettered (%s)", sub.path, exc)
                     copies = subscription_copies(sub.rules, [envelope])
-                    if not self._dead_letter_refused(sub, copies, now, exc):
-                        for copy in copies:
-                            topic.hold_back(key, copy, now + RETRY_FIRST, now)
-                        log.warning(
-                            "%s: %d scheduled message(s) come due could be placed neither there nor in its dead-letter"
-                            " queue: held back, tried again from %s s on, backing off to %s s",
-                            sub.path, len(copies), RETRY_FIRST, RETRY_LAST,
-                        )  # fmt: skip
+                    if self._dead_letter_refused(sub, copies, now, exc):
+                        log.warning("%s: a scheduled message come due was refused: dead-lettered (%s)", sub.path, exc)
+                        continue
+                    for copy in copies:
+                        topic.hold_back(key, copy, now + RETRY_FIRST, now)
+                    log.warning(
+                        "%s: a scheduled message come due was refused (%s), and by the dead-letter queue too:"
+                        " held back, tried again from %s s on, backing off to %s s",
+                        sub.path, exc, RETRY_FIRST, RETRY_LAST,
+                    )  # fmt: skip
 
     def _place_held(self, topic: Topic, key: str, envelope: Envelope, now: float) -> None:
         """Try again to place a copy held back for subscription ``key`` of ``topic``: in it,
@@ -126,20 +127,20 @@ class Clock:
             self.router.plan_forward(plan, entity, envelopes, 0)
             plan.apply()
         except EntityError as exc:
-            first = [msg for msg in held if msg.delivery_count <= 1]
-            if first:
-                log.warning("%s: forwarding %d message(s) failed: dead-lettered (%s)", entity.path, len(first), exc)
+            first = sum(1 for msg in held if msg.delivery_count <= 1)  # (the others: held back before)
             if self._dead_letter_refused(entity, envelopes, now, exc):
-                if len(first) < len(held):
-                    log.info("%s: %d message(s) held back were dead-lettered", entity.path, len(held) - len(first))
+                if first:
+                    log.warning("%s: forwarding %d message(s) failed: dead-lettered (%s)", entity.path, first, exc)
+                if first < len(held):
+                    log.info("%s: %d message(s) held back were dead-lettered", entity.path, len(held) - first)
                 return
             for msg in held:  # (receive-and-delete took them: put back, not lost)
                 entity.hold(msg, now + _wait(RETRY_FIRST * 2 ** min(msg.delivery_count - 1, 16)))
             if first:
                 log.warning(
-                    "%s: %d message(s) come due could be neither forwarded nor dead-lettered: held back, tried again"
-                    " from %s s on, backing off to %s s",
-                    entity.path, len(first), RETRY_FIRST, RETRY_LAST,
+                    "%s: forwarding %d message(s) failed (%s), and the dead-letter queue refused them too: held"
+                    " back, tried again from %s s on, backing off to %s s",
+                    entity.path, first, exc, RETRY_FIRST, RETRY_LAST,
                 )  # fmt: skip
             return
         retried = len(held) - sum(1 for msg in held if msg.delivery_count <= 1)
