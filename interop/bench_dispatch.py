@@ -121,11 +121,10 @@ def main() -> None:
         return
     if args.calls:  # deterministic, unlike the CPU time on a shared machine
         import cProfile
-        import pstats
 
         counter = cProfile.Profile()
         asyncio.run(run(args.count, args.partitioned, args.prefetch, counter, **more))
-        total = pstats.Stats(counter).total_calls  # type: ignore[attr-defined]
+        total = inprocess.call_count(counter)
         print(f"broker: {total / args.count:.2f} function calls per message")
         return
     figures = []

@@ -157,13 +157,12 @@ def main() -> None:
         return
     if args.calls or args.profile:  # call counts are deterministic, unlike CPU time on a shared machine
         import cProfile
-        import pstats
 
         counter = cProfile.Profile()
         asyncio.run(run(*go, counter, **more))
         if args.profile:
             counter.dump_stats(args.profile)
-        total = pstats.Stats(counter).total_calls  # type: ignore[attr-defined]
+        total = inprocess.call_count(counter)
         print(f"broker: {total / args.count:.2f} function calls per message")
         return
     figures = [asyncio.run(run(*go, **more)) / args.count * 1e6 for _ in range(args.rounds)]

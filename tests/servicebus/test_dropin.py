@@ -51,7 +51,7 @@ def _busy(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch) -> list[float]:
         refusals.append(time.monotonic())
         raise EntityError("com.microsoft:server-busy", "the namespace is busy (test)")
 
-    monkeypatch.setattr(broker.broker.namespace, "send", busy)
+    monkeypatch.setattr(broker.broker.namespace.router, "send", busy)  # (what the connections call)
     return refusals
 
 

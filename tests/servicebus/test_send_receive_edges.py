@@ -61,7 +61,7 @@ def _busy_namespace(broker: BrokerThread, monkeypatch: pytest.MonkeyPatch) -> li
         refusals.append(time.monotonic())
         raise EntityError("com.microsoft:server-busy", "the namespace is busy (test)")
 
-    monkeypatch.setattr(broker.broker.namespace, "send", busy)
+    monkeypatch.setattr(broker.broker.namespace.router, "send", busy)  # (what the connections call)
     return refusals
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from amqplink.broker.connection.settle import error
 from amqplink.broker.namespace.cbs import MAX_TOKENS_PER_CONNECTION, Authorizations
-from amqplink.broker.namespace.namespace import entity_path
+from amqplink.broker.namespace.nodes import entity_path
 from amqplink.broker.rights import Right, describe_rights, path_covers
 from amqplink.message import Message
 from amqplink.protocol.definitions import Error

@@ -12,7 +12,7 @@ from amqplink.broker.namespace.envelope import as_text
 from amqplink.broker.namespace.errors import NOT_ALLOWED
 from amqplink.broker.namespace.management import OPERATION_RIGHTS, handle_management
 from amqplink.broker.namespace.management import response as status_response
-from amqplink.broker.namespace.namespace import entity_path
+from amqplink.broker.namespace.nodes import entity_path
 from amqplink.codec.errors import DecodeError
 from amqplink.message import Message
 from amqplink.sbwire.nodes import CBS_NODE

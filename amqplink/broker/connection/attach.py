@@ -15,7 +15,7 @@ from amqplink.broker.control import CONTROL_NODE
 from amqplink.broker.namespace.decimals import servicebus_decimals
 from amqplink.broker.namespace.errors import NOT_ALLOWED, EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
-from amqplink.broker.namespace.namespace import entity_path
+from amqplink.broker.namespace.nodes import entity_path
 from amqplink.broker.rights import Right
 from amqplink.broker.session_wait import Waiter, requested_wait
 from amqplink.broker.transactions import ConnectionTransactions

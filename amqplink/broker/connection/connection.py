@@ -30,7 +30,7 @@ from amqplink.broker.connection.settle import error as broker_error
 from amqplink.broker.control import CONTROL_NODE
 from amqplink.broker.faults import Fault, under
 from amqplink.broker.namespace.interface import MessagingEntity
-from amqplink.broker.namespace.namespace import Topic
+from amqplink.broker.namespace.nodes import Topic
 from amqplink.broker.session_wait import SessionWaits
 from amqplink.broker.transactions import ConnectionTransactions
 from amqplink.engine.connection import Connection as EngineConnection

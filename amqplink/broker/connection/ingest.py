@@ -72,7 +72,7 @@ class Ingest:
         fault checks; the link's entity is looked up once, and the accepted ones are settled
         together (consecutive delivery-ids: one disposition range) before the credit is topped up.
         While no fault is in force, the messages that are only a body are stored by the
-        entity in one call (:meth:`Namespace.body_sender`) up to the first it does not take,
+        entity in one call (:meth:`Router.body_sender`) up to the first it does not take,
         which goes with the rest one at a time."""
         conn = self.conn
         producer = conn.producers.get(link)
@@ -81,13 +81,13 @@ class Ingest:
         target, path = producer
         host = conn.host
         faults = host.faults
-        namespace = host.namespace
+        router = host.namespace.router  # (called directly: no call through the namespace per run)
         settlement = conn.settlement
         unavailable, delays = faults.unavailable, faults.delays  # the fault tables (emptied in place)
         accepted: list[Delivery] = []
         top_up = False
         if not unavailable and not delays:  # no fault to check for each: the messages only a body stored together
-            store_bodies = namespace.body_sender(target)
+            store_bodies = router.body_sender(target)
             stored = 0 if store_bodies is None else store_bodies(deliveries, now)
             if stored:
                 # settle_all passes over those the sender settled (nothing to answer) ...
@@ -96,7 +96,7 @@ class Ingest:
                     top_up = True  # ... and those top the credit up at once (Settlement.received)
                 deliveries = deliveries[stored:]  # the rest one at a time, after those
         if deliveries:  # (none left when the entity stored them all)
-            store = namespace.sender(target)  # the target's kind looked at once for the run
+            store = router.sender(target)  # the target's kind looked at once for the run
             for delivery in deliveries:
                 outcome: Any = ACCEPTED
                 payload = delivery.payload

@@ -4,7 +4,9 @@ Each concern is its own module: :mod:`.envelope` (stored bytes, annotation stamp
 :mod:`.store` (message store interface), :mod:`.entity` (peek-lock, TTL, deferral,
 scheduling), :mod:`.sessions`, :mod:`.duplicates`, :mod:`.sql` (subscription
 rules: correlation and SQL filters, rule actions),
-:mod:`.namespace` (queues, topics, subscriptions, DLQs, forwarding, batches),
+:mod:`.nodes` (queues, topics, subscriptions, what an address names), :mod:`.routing`
+(sending: a topic's copies, forwarding, batches), :mod:`.clock` (time: scheduled messages
+come due), :mod:`.namespace` (the public face: building entities, resolving addresses),
 :mod:`.management` (``$management``) and :mod:`.cbs` (``$cbs``).
 """
 
@@ -18,7 +20,8 @@ if TYPE_CHECKING:
     from amqplink.broker.namespace.entity import Entity
     from amqplink.broker.namespace.envelope import Envelope, split_message
     from amqplink.broker.namespace.errors import EntityError
-    from amqplink.broker.namespace.namespace import BATCH_FORMAT, Namespace, Queue, Subscription, Topic, entity_path
+    from amqplink.broker.namespace.namespace import BATCH_FORMAT, Namespace
+    from amqplink.broker.namespace.nodes import Queue, Subscription, Topic, entity_path
     from amqplink.broker.namespace.store import MemoryStore, MessageState, MessageStore, StoredMessage
 
 _LAZY = {
@@ -28,10 +31,10 @@ _LAZY = {
     "EntityError": "errors",
     "BATCH_FORMAT": "namespace",
     "Namespace": "namespace",
-    "Queue": "namespace",
-    "Subscription": "namespace",
-    "Topic": "namespace",
-    "entity_path": "namespace",
+    "Queue": "nodes",
+    "Subscription": "nodes",
+    "Topic": "nodes",
+    "entity_path": "nodes",
     "MemoryStore": "store",
     "MessageState": "store",
     "MessageStore": "store",

@@ -19,7 +19,7 @@ from typing import Any
 
 from amqplink.broker.audience import NamespaceNames
 from amqplink.broker.namespace.envelope import as_text
-from amqplink.broker.namespace.namespace import entity_path
+from amqplink.broker.namespace.nodes import entity_path
 from amqplink.broker.rights import AccessRule, AccessRules, Right, path_covers
 from amqplink.message import Message
 from amqplink.sbwire.nodes import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE

@@ -10,7 +10,7 @@ from amqplink.broker.namespace.store import MessageState
 
 if TYPE_CHECKING:
     from amqplink.broker.namespace.interface import MessagingEntity
-    from amqplink.broker.namespace.namespace import Topic
+    from amqplink.broker.namespace.nodes import Topic
 
 __all__ = ["MessageCounts", "entity_counts", "topic_counts"]
 

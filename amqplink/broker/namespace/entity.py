@@ -556,6 +556,18 @@ class Entity:
                 self._remove(seq)
         return out
 
+    def hold(self, msg: StoredMessage, at: float) -> None:
+        """Put back a message a receive-and-delete took (:meth:`pick`) that could not be
+        handed on, scheduled for ``at`` under its own sequence number: the clock's next try of
+        a forward that its destination and the dead-letter queue both refused. Its delivery
+        count keeps the try (a forwarding entity has no receiver: it counts the tries)."""
+        msg.state = MessageState.SCHEDULED
+        msg.scheduled_at = at
+        msg.lock = None
+        self._add(msg)
+        heapq.heappush(self._scheduled, (at, msg.sequence_number))
+        self._timed()
+
     def restore(self, msg: StoredMessage) -> None:
         """Undo :meth:`receive` for a message that could not be handed over (the link
         refused its size): it comes back as it was, its delivery count unchanged."""

@@ -25,16 +25,14 @@ import logging
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, KEY_UNKNOWN, Entity
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.interface import MessagingEntity
+from amqplink.broker.namespace.nodes import Topic
 from amqplink.broker.namespace.partitioned import PartitionedEntity, Partitions
-
-if TYPE_CHECKING:
-    from amqplink.broker.namespace.namespace import Topic
 
 __all__ = ["SendPlan"]
 
