@@ -13,10 +13,11 @@ the tooling is used by the management tests), with the values of a broker it sta
 * ``servicebus_connection_str``, ``servicebus_fully_qualified_namespace``
   (``sbemulatorns.servicebus.windows.net``, as a namespace on Azure: the tests expect that suffix
   and the default port in the entity paths they read back), ``servicebus_sas_policy``/
-  ``servicebus_sas_key`` (the emulator's key). The SDK's transports reach that name through
-  ``HTTPS_PROXY``: a CONNECT proxy on loopback (``tests/broker/connect_proxy.py``) tunnels
-  ``sbemulatorns.servicebus.windows.net:443`` to the broker's HTTPS port; the broker's certificate
-  names the host, and the broker accepts tokens for it (``host_names``);
+  ``servicebus_sas_key`` (the emulator's key). The SDK's HTTPS transports reach that name
+  straight: ``sbemulatorns.servicebus.windows.net:443`` resolves to the broker's HTTPS port (the
+  ``getaddrinfo`` below; no proxy variable is set, so a test that names another host meets DNS as
+  against Azure); the broker's certificate names the host, and the broker accepts tokens for it
+  (``host_names``);
 * ``get_credential()``: live, the tooling gives a Microsoft Entra ID credential, which the broker
   cannot verify (docs/dropin.md); here the SDK's own ``ServiceBusSharedKeyCredential`` with the
   broker's key, which the SDK's admin client signs SAS tokens with;
@@ -48,16 +49,14 @@ import socket
 import ssl
 import sys
 import tempfile
-import threading
 import types
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 
 from amqplink.broker.http.tls import self_signed  # before aiohttp is imported: see the module
-from tests.broker.connect_proxy import ConnectProxy
 from tests.conftest import broker_thread, pytest_pyfunc_call  # noqa: F401  (the hook runs async tests)
 from tests.servicebus.sdk_suite import preparers
 
@@ -241,23 +240,6 @@ def test_proxy() -> Iterator[None]:
 _running: list[AbstractContextManager[Any]] = []
 
 
-@contextmanager
-def _proxy_thread(redirect: dict[tuple[str, int], tuple[str, int]]) -> Iterator[ConnectProxy]:
-    """A CONNECT proxy on an event loop of its own, in a thread."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="connect-proxy", daemon=True)
-    thread.start()
-    proxy = ConnectProxy(redirect=redirect)
-    asyncio.run_coroutine_threadsafe(proxy.__aenter__(), loop).result(10)
-    try:
-        yield proxy
-    finally:
-        asyncio.run_coroutine_threadsafe(proxy.__aexit__(None, None, None), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
-
-
 def pytest_configure(config: pytest.Config) -> None:
     import certifi
 
@@ -280,15 +262,11 @@ def pytest_configure(config: pytest.Config) -> None:
     running = broker_thread(broker, ssl_context=tls)
     running.__enter__()
     _running.append(running)
-    tunnel = _proxy_thread({(NAMESPACE, 443): ("127.0.0.1", broker.http_port)})
-    proxy = tunnel.__enter__()
-    _running.append(tunnel)
-    os.environ["HTTPS_PROXY"] = os.environ["https_proxy"] = f"http://127.0.0.1:{proxy.port}"
-    for name in ("NO_PROXY", "no_proxy"):
+    for name in ("HTTPS_PROXY", "https_proxy"):
         os.environ.pop(name, None)
     _REDIRECT[(NAMESPACE, AMQPS_PORT)] = ("127.0.0.1", broker.port)
-    # AMQP over websockets (wss://NAMESPACE:443/$servicebus/websocket) connects straight, not
-    # through the proxy (aiohttp's ws_connect reads no proxy variable): to the HTTPS port
+    # HTTPS (the management API; AMQP over websockets, wss://NAMESPACE:443/$servicebus/websocket):
+    # the broker's HTTPS port, connected to straight (no proxy variable is left for any transport)
     _REDIRECT[(NAMESPACE, HTTPS_PORT)] = ("127.0.0.1", broker.http_port)
     socket.getaddrinfo = _getaddrinfo
     trust = _trust_bundle()
@@ -309,7 +287,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _admin_client() -> Any:
-    """The SDK's administration client on the broker's REST API (through the proxy), as ARM stands in."""
+    """The SDK's administration client on the broker's REST API (NAMESPACE:443 resolving to it), as ARM stands in."""
     from azure.servicebus.management import ServiceBusAdministrationClient
 
     return ServiceBusAdministrationClient.from_connection_string(VALUES["servicebus_connection_str"])
