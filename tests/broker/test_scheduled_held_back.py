@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfig, SubscriptionConfig, TopicConfig
@@ -202,6 +202,7 @@ OPS = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(OPS, st.integers(1, 3), st.integers(1, 3))
+@example(ops=[("schedule", 1)] * 7, cap_a=1, cap_b=1)  # more held back than three rounds place
 def test_every_copy_come_due_is_somewhere_exactly_once(ops: list[tuple[str, object]], cap_a: int, cap_b: int) -> None:
     """The model: each subscription takes one copy of every scheduled message come due, so
     what it handed out, holds, holds dead-lettered and holds back is that many copies, no
@@ -251,7 +252,10 @@ def test_every_copy_come_due_is_somewhere_exactly_once(ops: list[tuple[str, obje
             while e.receive(now, lock=False) is not None:
                 taken[name] += 1
     now = max(now, at_most) + 1000
-    for _ in range(3):
+    # each round places at least one copy per subscription that has some held back (its room,
+    # emptied each round, is at least one; a held copy's wait is at most 60 s): one round for
+    # the messages still scheduled to come due, then at most one per message
+    for _ in range(len(sent) + 1):
         ns.tick(now)
         now += 60
         for name in ("a", "b"):

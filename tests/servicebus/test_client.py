@@ -368,8 +368,8 @@ async def test_server_busy_waits_at_least_four_seconds_then_succeeds(broker: Bro
     """docs/protocol.md#retry: com.microsoft:server-busy is transient, wait >= 4 s (even with a tiny backoff factor)."""
     from amqplink.broker.namespace.errors import EntityError
 
-    namespace = broker.broker.namespace
-    real_send = namespace.send
+    router = broker.broker.namespace.router
+    real_send = router.send
     refusals: list[float] = []
 
     def busy_once(*args: Any, **kwargs: Any) -> None:
@@ -378,7 +378,7 @@ async def test_server_busy_waits_at_least_four_seconds_then_succeeds(broker: Bro
             raise EntityError("com.microsoft:server-busy", "the namespace is busy (test)")
         real_send(*args, **kwargs)
 
-    namespace.send = busy_once  # type: ignore[method-assign]
+    router.send = busy_once  # type: ignore[method-assign]
     async with client_for(broker, retry_backoff_factor=0.01) as client:
         async with client.get_queue_sender("plain") as sender:
             await sender.send_messages(ServiceBusMessage("patient"))

@@ -67,7 +67,7 @@ class Clock:
         send was acknowledged when they were scheduled), so each copy is placed on its own: one
         a subscription refuses (full; its forward refused for anything but quota) is
         dead-lettered there, and the other subscriptions still get theirs; one its dead-letter
-        queue refuses as well is held back for that subscription alone (:meth:`_held_back`)."""
+        queue refuses as well is held back for that subscription alone (:meth:`Topic.hold_back`)."""
         for envelope in due:
             held_for = envelope.annotations.get(HELD_FOR) if envelope.annotations else None
             if held_for is not None:

@@ -268,6 +268,7 @@ class Node:
 
     @property
     def target(self) -> MessagingEntity | Topic:
+        """What a send to this address goes to: its entity, else its topic."""
         target = self.entity if self.entity is not None else self.topic
         assert target is not None
         return target
