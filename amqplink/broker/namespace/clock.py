@@ -117,8 +117,13 @@ class Clock:
         """Forward what became active in ``entity`` (a scheduled message now due); what its
         destination refuses is dead-lettered in ``entity`` (a tick raises nothing); what the
         dead-letter queue refuses as well stays in ``entity``, scheduled for another try, the
-        wait doubling (its delivery count counts the tries: :meth:`Entity.hold`)."""
+        wait doubling (its delivery count counts the tries: :meth:`Entity.hold`). In an entity
+        that requires sessions they are each in their session (a forwarding entity has no
+        receiver to hold one): every session's are taken."""
         held = entity.receive_many(now, len(entity.store), lock=False)
+        if entity.requires_session:  # (receive_many took the sessionless ones: none, routing dead-letters them)
+            for session_id in entity.available_sessions(now):
+                held += entity.pick(now, len(entity.store), False, session_id)
         if not held:
             return
         envelopes = [msg.envelope for msg in held]

@@ -53,6 +53,7 @@ from amqplink.codec.types import Long
 from amqplink.sbwire.annotations import MESSAGE_STATE, SCHEDULED_ENQUEUE_TIME
 
 if TYPE_CHECKING:
+    from amqplink.broker.namespace.interface import MessagingEntity
     from amqplink.broker.namespace.partitions import Partitions
 
 __all__ = [
@@ -92,6 +93,11 @@ _LOCKED = MessageState.LOCKED
 _STATE_CODE = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 0, MessageState.DEFERRED: 1, MessageState.SCHEDULED: 2}
 
 DeadLetterSink = Callable[[Envelope, float], None]
+"""Takes a dead-lettered message (its envelope, the time), or raises the
+:class:`EntityError` that refused it, nothing stored (a full dead-letter queue)."""
+DEAD_LETTER_RETRY_LAST = 60.0
+"""Seconds between tries at most of dead-lettering an expired message that its dead-letter
+queue refused (the wait grows with the time since it expired, from 1 s)."""
 KEY_UNKNOWN: Any = object()
 """The partition key the caller has not computed (None is "no key")."""
 
@@ -144,6 +150,12 @@ class Entity:
         self.sessions = SessionTable(path, properties.lock_duration)
         self.dead_letter_sink: DeadLetterSink | None = None
         """Where dead-lettered messages go (set by the namespace: the DLQ or a forward target)."""
+        self.owner_dead_letter_queue: MessagingEntity | None = None
+        """A fragment's: the dead-letter queue of its partitioned entity (a fragment has none
+        of its own), where a send's plan dead-letters what this fragment could not place."""
+        self._kept: set[int] = set()
+        """Messages time would have dead-lettered that the dead-letter queue refused: kept
+        here, tried again (each warned of once)."""
         self.on_timed: Callable[[Entity], None] | None = None
         """Told when the entity gains something for :meth:`tick` to do (the namespace's clock
         then visits it until :meth:`next_deadline` is infinite)."""
@@ -450,7 +462,12 @@ class Entity:
 
     def _expire(self, msg: StoredMessage, now: float) -> None:
         if self.properties.dead_lettering_on_message_expiration and not self.is_dead_letter_queue:
-            self._dead_letter(msg, TTL_EXPIRED, "The message expired and was dead lettered.", now)
+            if self._dead_letter(msg, TTL_EXPIRED, "The message expired and was dead lettered.", now) is not None:
+                # Kept (never received: it expired), tried again as the wait grows.
+                wait = min(DEAD_LETTER_RETRY_LAST, max(1.0, now - msg.expires_at))
+                seq = msg.sequence_number
+                heapq.heappush(self._expiry, (now + wait, seq, seq + 1))
+                self._timed()
         else:
             self._remove(msg.sequence_number)
             log.debug("%s: message %d expired", self.path, msg.sequence_number)
@@ -813,10 +830,13 @@ class Entity:
         msg = self.locked(token, now)
         if self.is_dead_letter_queue:
             raise dead_letter_refusal(self.path)
+        kept = msg.envelope
         if annotations:
             msg.envelope = msg.envelope.with_annotations(annotations)
-        self._release_lock(msg)
-        self._dead_letter(msg, reason, description, now, properties)
+        refused = self._dead_letter(msg, reason, description, now, properties, told=True)
+        if refused is not None:  # (a full dead-letter queue): the receiver is told, the lock kept
+            msg.envelope = kept
+            raise refused
 
     def renew_lock(self, token: LockToken, now: float) -> float:
         """Extend a message lock by the lock duration from now; the new locked-until."""
@@ -858,14 +878,19 @@ class Entity:
     def _unlock(self, msg: StoredMessage, now: float) -> None:
         """A lock ended without settlement: back to available/deferred, or to the DLQ."""
         self._release_lock(msg)
-        if not self.is_dead_letter_queue and msg.delivery_count >= self.properties.max_delivery_count:
-            self._dead_letter(
+        if (
+            not self.is_dead_letter_queue
+            and msg.delivery_count >= self.properties.max_delivery_count
+            and self._dead_letter(
                 msg,
                 MAX_DELIVERY_COUNT_EXCEEDED,
                 f"Message could not be consumed after {self.properties.max_delivery_count} delivery attempts.",
                 now,
             )
-        elif msg.expires_at <= now:
+            is None
+        ):
+            return  # dead-lettered (refused by a full dead-letter queue: kept as below, tried at its next unlock)
+        if msg.expires_at <= now:
             self._expire(msg, now)  # it expired while locked: now that the lock is gone
         elif msg.deferred:
             msg.state = MessageState.DEFERRED
@@ -880,8 +905,14 @@ class Entity:
         description: str | None,
         now: float,
         properties: dict[str, Any] | None = None,
-    ) -> None:
-        self._remove(msg.sequence_number)
+        *,
+        told: bool = False,
+    ) -> EntityError | None:
+        """Move ``msg`` to the dead letters (:attr:`dead_letter_sink`); what refused it (a
+        full dead-letter queue), ``msg`` kept as it is, in its state: Service Bus loses no
+        message for a full dead-letter queue. A refusal is warned of once per message (not
+        at all when ``told``: a receiver's dead-letter, refused to it)."""
+        seq = msg.sequence_number
         updates: dict[str, Any] = dict(properties or {})
         if reason is not None:
             updates[DEAD_LETTER_REASON] = reason
@@ -891,10 +922,25 @@ class Entity:
         sink = self.dead_letter_sink
         if sink is None:
             # A dead-letter queue's own messages stay in it.
+            self._remove(seq)
             self._enqueue(envelope, now)
-            return
-        log.info("%s: message %d dead-lettered (%s)", self.path, msg.sequence_number, reason)
-        sink(envelope, now)
+            return None
+        try:
+            sink(envelope, now)
+        except EntityError as exc:
+            if not told and seq not in self._kept:
+                self._kept.add(seq)
+                what = "%s: message %d could not be dead-lettered (%s): kept, tried again (%s)"
+                log.warning(what, self.path, seq, reason, exc)
+            return exc
+        self._release_lock(msg)
+        self._remove(seq)
+        if self._kept and seq in self._kept:
+            self._kept.discard(seq)
+            log.info("%s: message %d kept for its dead-letter queue was dead-lettered (%s)", self.path, seq, reason)
+        else:
+            log.info("%s: message %d dead-lettered (%s)", self.path, seq, reason)
+        return None
 
     # -- sessions -----------------------------------------------------------------
     def _release_session_messages(self, session_id: str, now: float, *, counted: bool = True) -> bool:

@@ -225,10 +225,7 @@ class Namespace:
                     return
                 except EntityError as exc:
                     log.warning("%s: forwarding a dead-lettered message to %r failed (%s)", entity.path, forward, exc)
-            try:
-                dlq.accept(envelope, now)
-            except EntityError as exc:
-                log.warning("%s: dead-letter queue refused a message, dropped (%s)", entity.path, exc)
+            dlq.accept(envelope, now)  # (refused, a full one: raised, the caller keeps the message)
 
         entity.dead_letter_sink = sink
 

@@ -89,6 +89,8 @@ class PartitionedQueue(PartitionedEntity):
         self.name = name
         self.duplicates: DuplicateDetector | None = None
         self.dead_letter_queue = partitioned_dead_letter_queue(name, properties, partitions)
+        for fragment in self.fragments:  # (a fragment has none of its own)
+            fragment.owner_dead_letter_queue = self.dead_letter_queue
 
 
 class PartitionedSubscription(PartitionedEntity):
@@ -102,6 +104,8 @@ class PartitionedSubscription(PartitionedEntity):
         self.name = name
         self.rules = rules
         self.dead_letter_queue = partitioned_dead_letter_queue(self.path, properties, partitions)
+        for fragment in self.fragments:  # (a fragment has none of its own)
+            fragment.owner_dead_letter_queue = self.dead_letter_queue
 
 
 AnyQueue = Queue | PartitionedQueue

@@ -238,10 +238,11 @@ class PartitionedEntity:
             listener()
 
     def _fragment_dead_letter(self, envelope: Envelope, now: float) -> None:
+        """A fragment's dead-letter sink: the entity's; refused (the fragment keeps the
+        message) when the namespace wired none, as when its dead-letter queue is full."""
         sink = self.dead_letter_sink
         if sink is None:
-            log.warning("%s: no dead-letter queue wired; a dead-lettered message was dropped", self.path)
-            return
+            raise EntityError(INTERNAL_ERROR, f"{self.path!r} has no dead-letter queue wired")
         sink(envelope, now)
 
     def session_fragment(self, session_id: str, what: str | None = None) -> Entity:

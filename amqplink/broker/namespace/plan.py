@@ -21,7 +21,6 @@ in one go on the event loop, so a durable store writes the send in one batch.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable
 from functools import partial
@@ -30,13 +29,12 @@ from typing import Any
 from amqplink.broker.namespace.duplicates import DuplicateDetector
 from amqplink.broker.namespace.entity import DEAD_LETTER_DESCRIPTION, DEAD_LETTER_REASON, KEY_UNKNOWN, Entity
 from amqplink.broker.namespace.envelope import Envelope
+from amqplink.broker.namespace.errors import INTERNAL_ERROR, EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
 from amqplink.broker.namespace.nodes import Topic
 from amqplink.broker.namespace.partitioned import PartitionedEntity, Partitions
 
 __all__ = ["SendPlan"]
-
-log = logging.getLogger(__name__)
 
 _NONE = (0, 0)
 """Nothing reserved: no message, no byte."""
@@ -147,25 +145,17 @@ class SendPlan:
         """Plan putting ``envelopes`` (not stored in ``entity``) in ``entity``'s own dead-letter
         queue with a dead-letter reason and description (a full one refuses: nothing is
         dropped). A fragment of a partitioned entity (a scheduled message come due, on the
-        clock) has none: its entity's dead-letter sink takes them, unchecked."""
+        clock) has none of its own: its entity's takes them, checked likewise."""
         if not envelopes:
             return
         updates = {DEAD_LETTER_REASON: reason, DEAD_LETTER_DESCRIPTION: description}
         dead = [envelope.with_application_properties(updates) for envelope in envelopes]
         dlq: MessagingEntity | None = getattr(entity, "dead_letter_queue", None)
-        if dlq is not None:
-            self.store(dlq, dead)
-            return
-        sink, now = entity.dead_letter_sink, self.now
-
-        def sunk() -> None:
-            for envelope in dead:
-                if sink is None:
-                    log.warning("%s: no dead-letter queue wired; a dead-lettered message was dropped", entity.path)
-                else:
-                    sink(envelope, now)
-
-        self._steps.append(sunk)
+        if dlq is None and isinstance(entity, Entity):
+            dlq = entity.owner_dead_letter_queue
+        if dlq is None:
+            raise EntityError(INTERNAL_ERROR, f"{entity.path!r} has no dead-letter queue")
+        self.store(dlq, dead)
 
     def schedule(self, topic: Topic, envelope: Envelope, at: float) -> None:
         """Plan holding ``envelope`` on ``topic``'s schedule until ``at``, checked against the
