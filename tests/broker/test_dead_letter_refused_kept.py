@@ -229,3 +229,26 @@ async def test_a_partitioned_forward_held_back_and_an_expired_message_kept_survi
     assert ids(node(ns, "q")) == [] and "Y" in ids(node(ns, "q/$DeadLetterQueue"))
     await _committed(store)
     await store.close()
+
+
+def test_what_an_entity_remembers_of_messages_it_kept_stays_bounded_as_they_are_completed() -> None:
+    """Rounds of messages kept for a full dead-letter queue, then completed: the entity's
+    note of which it kept (each warned of once) drops those gone, so it stays near what is
+    kept now, not everything ever kept."""
+    props = EntityProperties(max_messages=5000, max_delivery_count=1, lock_duration=30.0)
+    ns = Namespace(NamespaceConfig(queues=(QueueConfig("q", props),)))
+    q, dlq = node(ns, "q"), node(ns, "q/$DeadLetterQueue")
+    assert isinstance(q, Entity)
+    fill(dlq, T0, "dead")
+    now = T0
+    for round_ in range(8):
+        for i in range(600):
+            send(ns, "q", now, message_id=f"r{round_}-{i}")
+        assert len(q.receive_many(now, 600)) == 600
+        now += 31
+        q.tick(now)  # every lock ran out past the max delivery count: kept, the queue being full
+        assert len(q.store) == 600
+        for msg in q.receive_many(now, 600):
+            q.complete(msg.lock, now)
+        assert len(q.store) == 0
+        assert len(q._kept) <= 1024 + 600

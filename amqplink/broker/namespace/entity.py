@@ -75,6 +75,9 @@ _heappush = heapq.heappush  # (the hot paths: one global read, not two)
 
 log = logging.getLogger(__name__)
 
+_KEPT_PRUNE_AT = 1024
+"""How many kept sequence numbers an entity holds at least before it drops those no longer stored."""
+
 DEAD_LETTER_REASON = "DeadLetterReason"
 DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 MAX_DELIVERY_COUNT_EXCEEDED = "MaxDeliveryCountExceeded"
@@ -155,7 +158,10 @@ class Entity:
         of its own), where a send's plan dead-letters what this fragment could not place."""
         self._kept: set[int] = set()
         """Messages time would have dead-lettered that the dead-letter queue refused: kept
-        here, tried again (each warned of once)."""
+        here, tried again (each warned of once). Those that leave otherwise (completed) are
+        pruned once the set doubles past what the last pruning left (at least
+        :data:`_KEPT_PRUNE_AT`), so it stays bounded by the store."""
+        self._kept_prune_at = _KEPT_PRUNE_AT
         self.on_timed: Callable[[Entity], None] | None = None
         """Told when the entity gains something for :meth:`tick` to do (the namespace's clock
         then visits it until :meth:`next_deadline` is infinite)."""
@@ -929,6 +935,9 @@ class Entity:
             sink(envelope, now)
         except EntityError as exc:
             if not told and seq not in self._kept:
+                if len(self._kept) >= self._kept_prune_at:  # (those since completed: gone)
+                    self._kept = {kept for kept in self._kept if self.store.get(kept) is not None}
+                    self._kept_prune_at = max(_KEPT_PRUNE_AT, 2 * len(self._kept))  # (amortised)
                 self._kept.add(seq)
                 what = "%s: message %d could not be dead-lettered (%s): kept, tried again (%s)"
                 log.warning(what, self.path, seq, reason, exc)
