@@ -26,9 +26,15 @@ from amqplink.spark.options import (
     retry_mode,
 )
 
-__all__ = ["SOURCE_OPTION_NAMES", "EntityPath", "SourceConfig", "parse_source_options", "split_entity"]
+__all__ = ["SOURCE_OPTION_NAMES", "STAGED_READS", "EntityPath", "SourceConfig", "parse_source_options", "split_entity"]
 
 DEAD_LETTER = "$DeadLetterQueue"
+STAGED_READS = ("auto", "file", "inline")
+"""``stagedReads``: how a micro-batch's staged rows reach the executors (docs/spark.md#the-source):
+``file``, each task opens the staged file (its path, length and sha256 in the partition), so the
+executors must see the driver's ``checkpointLocation``; ``inline``, the rows travel as Arrow
+bytes in the partitions; ``auto``, ``file`` when ``spark.master`` is ``local``/``local[...]``
+(the executors are on the driver's machine), else ``inline``."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,8 @@ class SourceConfig:
     max_concurrent_sessions: int = 8
     num_partitions: int | None = None
     """Spark partitions per micro-batch or batch read (default: by size)."""
+    staged_reads: str = "auto"
+    """Streaming: ``auto``, ``file`` or ``inline`` (:data:`STAGED_READS`)."""
     starting_sequence_number: int = 0
     ending_sequence_number: int | None = None
     """Batch reads: the sequence numbers to read, ``[start, end]`` (default: all there are)."""
@@ -109,6 +117,13 @@ class SourceConfig:
         return namespace_of(self)
 
 
+def _staged_reads(text: str) -> str:
+    lowered = text.strip().lower()
+    if lowered not in STAGED_READS:
+        raise ValueError(f"must be one of {', '.join(STAGED_READS)}, not {text!r}")
+    return lowered
+
+
 def _entity(text: str) -> str:
     split_entity(text)
     return text.strip().strip("/")
@@ -123,6 +138,7 @@ _OPTIONS: dict[str, tuple[str, Any]] = {
     "receivewait": ("receive_wait", positive_float),
     "maxconcurrentsessions": ("max_concurrent_sessions", positive_int),
     "numpartitions": ("num_partitions", positive_int),
+    "stagedreads": ("staged_reads", _staged_reads),
     "startingsequencenumber": ("starting_sequence_number", non_negative_int),
     "endingsequencenumber": ("ending_sequence_number", non_negative_int),
     "retrytotal": ("retry_total", non_negative_int),
@@ -135,8 +151,8 @@ _OPTIONS: dict[str, tuple[str, Any]] = {
 }
 SOURCE_OPTION_NAMES = (
     "connectionString", "entity", "sessions", "checkpointLocation", "maxMessagesPerTrigger", "receiveWait",
-    "maxConcurrentSessions", "numPartitions", "startingSequenceNumber", "endingSequenceNumber", "retryTotal",
-    "retryBackoffFactor", "retryBackoffMax", "retryMode", "operationTimeout", "credentialFactory",
+    "maxConcurrentSessions", "numPartitions", "stagedReads", "startingSequenceNumber", "endingSequenceNumber",
+    "retryTotal", "retryBackoffFactor", "retryBackoffMax", "retryMode", "operationTimeout", "credentialFactory",
     "fullyQualifiedNamespace",
 )  # fmt: skip
 """The source's option names as documented (matched case-insensitively)."""

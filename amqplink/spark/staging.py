@@ -10,8 +10,10 @@ completed, not emitted again), each with the time after which it is forgotten.
 
 The directory is ``<checkpointLocation>/servicebus/<entity>-<digest>``: a path the driver's
 Python can write and that survives the driver (local disk for a single machine; a mounted
-shared file system on a cluster). Executors never read it: the rows travel in the input
-partitions.
+shared file system on a cluster). With ``stagedReads=file`` the executors' tasks open a
+batch's file themselves (:func:`open_staged`: its path, length and sha256 travel in the input
+partition, checked before a row is read); with ``inline`` they never read it (the rows travel
+in the partitions).
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ from typing import Any
 
 from amqplink import AMQPLinkError
 
-__all__ = ["PENDING_LIMIT", "PENDING_SECONDS", "Staging", "StagingError", "StagingState", "staging_dir"]
+__all__ = [
+    "PENDING_LIMIT",
+    "PENDING_SECONDS",
+    "StagedFile",
+    "Staging",
+    "StagingError",
+    "StagingState",
+    "open_staged",
+    "staging_dir",
+]
 
 PENDING_SECONDS = 7 * 24 * 3600.0
 """How long a sequence number emitted but not completed is remembered (a message dead-lettered
@@ -48,6 +59,40 @@ class StagingState:
 
     settled: int = -1
     pending: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A staged batch's file as written: what a task checks before reading it."""
+
+    path: str
+    size: int
+    sha256: str
+    rows: int
+
+
+def open_staged(staged: StagedFile) -> Any:
+    """The rows of ``staged`` (a ``pyarrow.Table`` over the memory-mapped file), once its length
+    and sha256 are the ones written; :class:`StagingError` naming the path and ``stagedReads``
+    otherwise (the executors do not see the driver's file, or it changed)."""
+    import pyarrow as pa
+
+    hint = ("with stagedReads=file the executors open the driver's staged batch files, so "
+            "checkpointLocation must be a file system they share with the driver; set stagedReads=inline "
+            "to carry the rows in the input partitions instead")  # fmt: skip
+    try:
+        mapped = pa.memory_map(staged.path, "r")
+    except FileNotFoundError:
+        raise StagingError(
+            f"servicebus source: staged batch file {staged.path} not found on this executor: {hint}"
+        ) from None
+    buffer = mapped.read_buffer()
+    if buffer.size != staged.size or hashlib.sha256(memoryview(buffer)).hexdigest() != staged.sha256:
+        raise StagingError(
+            f"servicebus source: staged batch file {staged.path} is not the one written ({buffer.size} bytes, "
+            f"{staged.size} written, or another sha256): {hint}"
+        )
+    return pa.ipc.open_stream(buffer).read_all()
 
 
 def staging_dir(checkpoint_location: str, namespace: str, entity: str) -> Path:
@@ -85,6 +130,8 @@ class Staging:
         self.root = root
         self.batches = root / "batches"
         self.batches.mkdir(parents=True, exist_ok=True)
+        self._written: dict[int, StagedFile] = {}
+        """Batch -> its file as this process wrote it (a file left by another: :meth:`describe` reads it)."""
 
     def __repr__(self) -> str:
         return f"Staging({str(self.root)!r})"
@@ -104,24 +151,46 @@ class Staging:
         with pa.ipc.new_stream(sink, rows.schema) as writer:
             writer.write_batch(rows)
         data = sink.getvalue()  # written from Arrow's buffer: no copy of the batch as bytes
-        _write_atomically(self._path(batch), data)
+        path = self._path(batch)
+        _write_atomically(path, data)
+        digest = hashlib.sha256(memoryview(data)).hexdigest()
+        self._written[batch] = StagedFile(str(path), int(data.size), digest, int(rows.num_rows))
         return int(data.size)
+
+    def describe(self, batch: int) -> StagedFile:
+        """Batch ``batch``'s file: path, length, sha256 and rows (:class:`StagingError` if it is not here)."""
+        known = self._written.get(batch)
+        if known is not None:
+            return known
+        import pyarrow as pa
+
+        path = self._path(batch)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise self._missing(batch) from None
+        rows = pa.ipc.open_stream(pa.py_buffer(data)).read_all().num_rows
+        staged = StagedFile(str(path), len(data), hashlib.sha256(data).hexdigest(), int(rows))
+        self._written[batch] = staged
+        return staged
 
     def read(self, batch: int) -> Any:
         """Batch ``batch``'s rows (a ``pyarrow.Table``); :class:`StagingError` if it is not here."""
         import pyarrow as pa
 
-        path = self._path(batch)
         try:
-            with pa.OSFile(str(path), "rb") as f:
+            with pa.OSFile(str(self._path(batch)), "rb") as f:
                 return pa.ipc.open_stream(f).read_all()
         except FileNotFoundError:
-            raise StagingError(
-                f"servicebus source: micro-batch {batch} is not in {self.batches}, so Spark's replay of it "
-                "cannot return the rows it had: was the source's checkpointLocation changed or cleaned while "
-                "the query's checkpoint was kept? Give the query the location it had, or start it with a new "
-                "checkpoint"
-            ) from None
+            raise self._missing(batch) from None
+
+    def _missing(self, batch: int) -> StagingError:
+        return StagingError(
+            f"servicebus source: micro-batch {batch} is not in {self.batches}, so Spark's replay of it "
+            "cannot return the rows it had: was the source's checkpointLocation changed or cleaned while "
+            "the query's checkpoint was kept? Give the query the location it had, or start it with a new "
+            "checkpoint"
+        )
 
     def sequence_numbers(self, batch: int) -> list[int]:
         """The sequence numbers of batch ``batch``'s rows."""
@@ -130,6 +199,7 @@ class Staging:
     def remove(self, batches: Iterable[int]) -> None:
         """Forget ``batches`` (Spark committed them and will not ask for them again)."""
         for batch in batches:
+            self._written.pop(batch, None)
             self._path(batch).unlink(missing_ok=True)
 
     def load(self) -> StagingState:

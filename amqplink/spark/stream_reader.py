@@ -14,10 +14,14 @@ link that received the message; executors only turn rows already received into a
   ``{"batch": n}``. The batch after it is then staged the same way while Spark runs this
   one (a batch staged ahead is returned by the next ``latestOffset``, or after a crash by
   the next reader, as one staged by a reader that died before Spark logged it).
-- ``partitions(start, end)``: the rows of batches ``start+1 .. end`` read back from the
-  staging directory, so a batch replayed after a crash has the same rows; they travel in the
-  input partitions (Arrow IPC bytes), so executors need no access to that directory.
-- ``commit(end)``: completes through ``end``.
+- ``partitions(start, end)``: the rows of batches ``start+1 .. end`` as staged, so a batch
+  replayed after a crash has the same rows: with ``stagedReads=file`` the partitions name row
+  ranges of the staged files (path, length, sha256), which the tasks open and check; with
+  ``inline`` the rows are read back here and travel in the partitions (Arrow IPC bytes), so
+  executors need no access to that directory.
+- ``commit(end)``: completes through ``end``, in the background (after any completion still
+  going; its errors raised by the next call), so Spark's next batch is not kept waiting; a
+  completion lost with the driver is the crash after Spark's commit log the model test covers.
 - ``reportLatestOffset()``: the source's counters, shown as ``latestOffset`` in the query's
   progress (the Python Data Source API has no custom metrics: docs/spark.md#metrics).
 """
@@ -26,9 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 import logging
 import math
+import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -38,10 +45,21 @@ from amqplink.spark.inbox import Inbox
 from amqplink.spark.options import SinkOptionError
 from amqplink.spark.rows import to_arrow
 from amqplink.spark.source_options import SourceConfig
-from amqplink.spark.staging import Staging, StagingError, staging_dir
+from amqplink.spark.staging import StagedFile, Staging, StagingError, open_staged, staging_dir
 from amqplink.sync import loop
 
-__all__ = ["ROWS_PER_PARTITION", "RowsPartition", "ServiceBusStreamReader", "rows_of", "split_rows"]
+__all__ = [
+    "ROWS_PER_PARTITION",
+    "RowsPartition",
+    "ServiceBusStreamReader",
+    "StagedPartition",
+    "local_master",
+    "master_of",
+    "rows_of",
+    "spark_master",
+    "split_rows",
+    "split_staged",
+]
 
 log = logging.getLogger("amqplink.spark")
 
@@ -89,6 +107,75 @@ def rows_of(partition: RowsPartition) -> Iterator[Any]:
     yield from pa.ipc.open_stream(pa.py_buffer(partition.data)).read_all().to_batches()
 
 
+class StagedPartition(InputPartition):
+    """Row ranges ``(file, first row, rows)`` of staged batch files, which the task opens
+    (``stagedReads=file``: only the names travel with the task)."""
+
+    def __init__(self, slices: tuple[tuple[StagedFile, int, int], ...]) -> None:
+        super().__init__(slices)
+        self.slices = slices
+
+    def __repr__(self) -> str:
+        return f"StagedPartition({[(Path(f.path).name, first, rows) for f, first, rows in self.slices]})"
+
+
+def split_staged(files: Sequence[StagedFile], parts: int | None) -> list[StagedPartition]:
+    """The rows of ``files`` (in order) as ``parts`` input partitions whose rows differ by one at
+    most, or one per :data:`ROWS_PER_PARTITION` rows."""
+    total = sum(f.rows for f in files)
+    if total == 0:
+        return []
+    count = max(1, min(total, parts or math.ceil(total / ROWS_PER_PARTITION)))
+    bounds = [total * i // count for i in range(count + 1)]
+    out: list[StagedPartition] = []
+    for low, high in itertools.pairwise(bounds):
+        slices, base = [], 0
+        for staged in files:  # the files' rows numbered one after the other: [base, base + rows)
+            first, last = max(low, base), min(high, base + staged.rows)
+            if first < last:
+                slices.append((staged, first - base, last - first))
+            base += staged.rows
+        out.append(StagedPartition(tuple(slices)))
+    return out
+
+
+def staged_rows(partition: StagedPartition) -> Iterator[Any]:
+    """The record batches of a :class:`StagedPartition` (in an executor: each file memory-mapped,
+    its length and sha256 checked first)."""
+    for staged, first, rows in partition.slices:
+        yield from open_staged(staged).slice(first, rows).to_batches()
+
+
+def spark_master() -> str | None:
+    """``spark.master`` as the driver's JVM was started with (Spark runs the stream reader as its
+    child process), else ``$MASTER``; None if unknown."""
+    try:
+        args = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        args = []
+    return master_of(args) or os.environ.get("MASTER")
+
+
+def master_of(args: Sequence[str]) -> str | None:
+    """The master in a ``SparkSubmit`` command line (``--master X``, ``--master=X``,
+    ``--conf spark.master=X``), or None."""
+    if "org.apache.spark.deploy.SparkSubmit" not in args:
+        return None
+    for i, arg in enumerate(args):
+        if arg == "--master" and i + 1 < len(args):
+            return args[i + 1]
+        for prefix in ("--master=", "spark.master="):
+            if arg.startswith(prefix):
+                return arg[len(prefix) :]
+    return None
+
+
+def local_master(master: str | None) -> bool:
+    """Whether ``master`` runs the executors on the driver's machine (``local``, ``local[...]``,
+    ``local-cluster[...]``), so they open the files it stages."""
+    return master is not None and (master == "local" or master.startswith(("local[", "local-cluster[")))
+
+
 def _batch(offset: dict[str, Any]) -> int:
     return int(offset.get("batch", -1))
 
@@ -108,12 +195,15 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._inbox: Inbox | None = None
         self._ahead: asyncio.Task[bool] | None = None
         """Staging the next batch while Spark runs this one (:meth:`_stage_ahead`)."""
+        self._settling: asyncio.Task[None] | None = None
+        """Completing batches Spark committed, in the background (:meth:`_settle_later`)."""
+        self._file_reads: bool | None = None
 
     def __repr__(self) -> str:
         return f"ServiceBusStreamReader({self.config!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "_inbox": None, "_ahead": None}
+        return {"config": self.config, "_inbox": None, "_ahead": None, "_settling": None, "_file_reads": None}
 
     def _open(self) -> Inbox:
         if self._inbox is None:
@@ -144,7 +234,8 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 f"{inbox.staging.root} has settled batch {inbox.state.settled}: it belongs to another run of the "
                 "query (was the query's checkpoint deleted?); give the source a new checkpointLocation"
             )
-        loop.run(inbox.settle(last))  # Spark committed `last` before asking for the batch after it
+        loop.run(self._settled())  # (a completion started before: its error is the query's)
+        loop.run(self._settle_later(inbox, last))  # Spark committed `last` before asking for the batch after it
         wanted = self._wanted(limit)
         found_none = loop.run(self._staged_ahead())
         staged = inbox.staged_after(last)
@@ -176,6 +267,24 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         task = asyncio.get_running_loop().create_task(_stage(inbox, batch, wanted, self.config.path.path))
         self._ahead = task
 
+    async def _settle_later(self, inbox: Inbox, through: int) -> None:
+        """Complete through ``through`` (Spark committed it) in a task, after the one before: the
+        completions overlap Spark's next batch instead of holding up its planning."""
+        before = self._settling
+
+        async def settle() -> None:
+            if before is not None:
+                await before
+            await inbox.settle(through)
+
+        self._settling = asyncio.get_running_loop().create_task(settle())
+
+    async def _settled(self) -> None:
+        """Wait for the completions in flight; their error, if any, is raised here."""
+        settling, self._settling = self._settling, None
+        if settling is not None:
+            await settling
+
     async def _staged_ahead(self) -> bool:
         """Wait for the batch being staged ahead (its errors are the query's); True if one was
         being staged and no message came for it."""
@@ -189,21 +298,36 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return {"batch": max([inbox.state.settled, *inbox.batches]), "held": len(inbox.held),
                 **inbox.counters.as_dict()}  # fmt: skip
 
+    def files_for_executors(self) -> bool:
+        """Whether tasks open the staged files (``stagedReads``; ``auto``: on a local master)."""
+        if self._file_reads is None:
+            mode = self.config.staged_reads
+            master = spark_master() if mode == "auto" else None
+            self._file_reads = mode == "file" or (mode == "auto" and local_master(master))
+            log.info("servicebus source: executors read the staged batches %s (stagedReads=%s, spark.master %s)",
+                     "from their files" if self._file_reads else "from the input partitions", mode, master)  # fmt: skip
+        return self._file_reads
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         import pyarrow as pa
 
         inbox = self._open()
-        tables = [inbox.staging.read(b) for b in range(_batch(start) + 1, _batch(end) + 1)]
+        batches = range(_batch(start) + 1, _batch(end) + 1)
+        if self.files_for_executors():
+            return split_staged([inbox.staging.describe(b) for b in batches], self.config.num_partitions)
+        tables = [inbox.staging.read(b) for b in batches]
         if not tables:
             return []
         return split_rows(pa.concat_tables(tables), self.config.num_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        if isinstance(partition, StagedPartition):
+            return staged_rows(partition)
         assert isinstance(partition, RowsPartition)
         return rows_of(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        loop.run(self._open().settle(_batch(end)))
+        loop.run(self._settle_later(self._open(), _batch(end)))
 
     def stop(self) -> None:
         if self._inbox is not None:
@@ -211,6 +335,11 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             loop.run(self._close(inbox))
 
     async def _close(self, inbox: Inbox) -> None:
+        try:
+            await self._settled()  # what Spark committed is completed before the receivers close
+        except Exception as exc:  # the next reader completes their next copies instead (they are pending)
+            log.warning("servicebus source: completing committed batches failed at stop: %s: %s",
+                        type(exc).__name__, exc)  # fmt: skip
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             # What it staged stays staged (the next reader returns it first); messages it had

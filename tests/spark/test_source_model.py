@@ -24,7 +24,7 @@ from amqplink.broker import Broker
 from amqplink.broker.config import EntityProperties, QueueConfig
 from amqplink.servicebus import ServiceBusClient, ServiceBusMessage
 from amqplink.spark.source_options import parse_source_options
-from amqplink.spark.stream_reader import ServiceBusStreamReader
+from amqplink.spark.stream_reader import RowsPartition, ServiceBusStreamReader, StagedPartition
 from tests import profiles
 from tests.conftest import broker_thread
 
@@ -70,7 +70,9 @@ class Spark:
 
     def _run(self, batch: int, crash: str) -> None:
         rows = []
+        kind = StagedPartition if self.options["stagedReads"] == "file" else RowsPartition
         for partition in self.reader.partitions(self._start_of(batch), self.offsets[batch]):
+            assert isinstance(partition, kind)
             for record in self.reader.read(partition):
                 rows += record.column("message_id").to_pylist()
         self.attempts.setdefault(batch, []).append(rows)
@@ -110,21 +112,24 @@ def _stored(broker: Broker, queue: str) -> int:
         return len(receiver.peek_messages(max_message_count=1000, sequence_number=1))
 
 
+@pytest.mark.parametrize("staged_reads", ["file", "inline"])
 @settings(profiles.HEAVY, deadline=None)
 @given(
     st.integers(1, 120),
     st.lists(st.tuples(st.integers(1, 50), st.sampled_from(CRASHES)), min_size=1, max_size=8),
 )
 def test_every_message_once_into_an_idempotent_sink_whatever_crashes(
-    sb: Broker, tmp_path_factory: pytest.TempPathFactory, count: int, steps: list[tuple[int, str]]
+    sb: Broker, tmp_path_factory: pytest.TempPathFactory, staged_reads: str, count: int, steps: list[tuple[int, str]]
 ) -> None:
+    """Both ways of handing a staged batch to the tasks: its file (the executors open it) and its
+    rows in the partitions."""
     queue = f"q-{uuid.uuid4().hex[:10]}"  # 1 s locks: what a crashed reader held comes back soon
     sb.faults.run(sb.namespace.add_queue, QueueConfig(queue, EntityProperties(lock_duration=1.0)))
     with ServiceBusClient.from_connection_string(sb.connection_string) as client, client.get_queue_sender(queue) as s:
         s.send_messages([ServiceBusMessage(f"m{i}", message_id=f"id-{i}") for i in range(count)])
     checkpoint: Path = tmp_path_factory.mktemp("checkpoint")
     spark = Spark({"connectionString": sb.connection_string, "entity": queue, "checkpointLocation": str(checkpoint),
-                   "receiveWait": "0.3"})  # fmt: skip
+                   "receiveWait": "0.3", "stagedReads": staged_reads})  # fmt: skip
     try:
         for limit, crash in steps:
             try:
