@@ -11,9 +11,10 @@ link that received the message; executors only turn rows already received into a
   only after committing the last one, and calls ``commit`` only once the batch after it has
   data), so the completion of its messages starts (in the background, as ``commit``'s);
   then up to ``limit`` new messages are received, written to the staging directory
-  (:mod:`.staging`) and held. The offset is ``{"batch": n}``. The batch after it is then staged the same way while Spark runs this
-  one (a batch staged ahead is returned by the next ``latestOffset``, or after a crash by
-  the next reader, as one staged by a reader that died before Spark logged it).
+  (:mod:`.staging`) and held. The offset is ``{"batch": n}``. The batch after it is then
+  staged the same way while Spark runs this one (a batch staged ahead is returned by the
+  next ``latestOffset``, or after a crash by the next reader, as one staged by a reader that
+  died before Spark logged it).
 - ``partitions(start, end)``: the rows of batches ``start+1 .. end`` as staged, so a batch
   replayed after a crash has the same rows: with ``stagedReads=file`` the partitions name row
   ranges of the staged files (path, length, sha256), which the tasks open and check; with
