@@ -67,7 +67,7 @@ as a process (seconds apiece), and need no peer."""
 
 _PEERS_KEY = pytest.StashKey[Peers]()
 _PROFILE_KEY = pytest.StashKey[str]()
-_CHILDREN_KEY = pytest.StashKey[frozenset[int]]()
+_CHILDREN_KEY = pytest.StashKey[tuple[frozenset[int], int]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -181,7 +181,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    item.stash[_CHILDREN_KEY] = processes.children()
+    item.stash[_CHILDREN_KEY] = (processes.children(), processes.now_ticks())
     return (yield)
 
 
@@ -194,7 +194,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
         result = yield
     finally:
         before = item.stash.get(_CHILDREN_KEY, None)
-        left = sorted(processes.children() - before) if before is not None else []
+        left = sorted(processes.started_since(processes.children() - before[0], before[1])) if before else []
         named = [processes.describe(pid) for pid in left]
         for pid in left:
             with contextlib.suppress(ProcessLookupError):

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["children", "describe", "interruptible", "kill", "running"]
+__all__ = ["children", "describe", "interruptible", "kill", "now_ticks", "running", "started_since", "started_ticks"]
 
 
 def _caught(signum: int, frame: object) -> None:
@@ -75,6 +75,27 @@ def children(pid: int | None = None) -> frozenset[int]:
     except OSError:
         return frozenset()
     return frozenset(p for p in found if _alive(p))
+
+
+def now_ticks() -> int:
+    """The time since boot in clock ticks, the unit of a process's start time in ``/proc``."""
+    return int(float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def started_since(pids: frozenset[int], ticks: int) -> frozenset[int]:
+    """Those of ``pids`` started at ``ticks`` (:func:`now_ticks`) or later: a child listed
+    after a test that was running before it (a wider fixture's, whose listing under a thread
+    of this process the test's first look missed) is not the test's."""
+    return frozenset(pid for pid in pids if (started_ticks(pid) or -1) >= ticks - 1)  # (a tick's slack)
+
+
+def started_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (None: it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[19])  # field 22, starttime (fields[0] is field 3, the state)
 
 
 def _alive(pid: int) -> bool:

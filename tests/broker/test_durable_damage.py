@@ -216,6 +216,20 @@ def test_a_bit_flipped_in_the_magic_header_is_refused_and_salvage_keeps_every_ba
     assert sorted(reopened(tmp_path).state.messages[1]) == list(range(1, 11))
 
 
+
+@pytest.mark.parametrize("kept", [1, 14])
+def test_a_journal_cut_inside_its_header_is_refused_and_salvage_starts_it_reporting_the_loss(
+    tmp_path: Path, kept: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the damage fuzz: salvage said "not an amqplink journal" of the broker's own
+    journal cut to the first bytes of its header, and left nothing that would start."""
+    written(tmp_path, 3)
+    path = only_file(tmp_path)
+    path.write_bytes(path.read_bytes()[:kept])
+    salvaged = refused_then_salvaged(tmp_path, StoreError, r"journal-00000001\.log.*--salvage", capsys)
+    assert salvaged["lost"] != "nothing"
+    assert reopened(tmp_path).state.messages.get(1, {}) == {}
+
 def forged(directory: Path, record: bytes) -> int:
     """A journal of message 1 then a batch that checks holding ``record``: that batch's offset."""
     journal = Journal(directory, fsync=False)

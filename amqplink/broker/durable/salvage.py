@@ -105,11 +105,15 @@ def _keep_point(directory: str) -> str:
 
 def _layout(path: str, data: bytes) -> Layout | None:
     """The format of the journal ``data``: as its header says, else as its batches say (a
-    damaged header); None when it holds no batch at all."""
+    damaged header), else the format whose header it is the start of (a journal cut inside
+    its header: the broker's, holding no batch); None when it is none of these."""
     for layout in LAYOUTS:
         if data.startswith(layout.magic):
             return layout
-    return guess_layout(data)
+    guessed = guess_layout(data)
+    if guessed is None and data:
+        guessed = next((layout for layout in LAYOUTS if layout.magic.startswith(data)), None)
+    return guessed
 
 
 @dataclass
