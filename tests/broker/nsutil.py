@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfig, SubscriptionConfig, TopicConfig
 from amqplink.broker.connection.dispositions import Dispositions
+from amqplink.broker.durable import Persistence
 from amqplink.broker.namespace import BATCH_FORMAT, Entity, Namespace, StoredMessage
 from amqplink.message import Message
 from amqplink.protocol.definitions import Disposition, Rejected
@@ -89,3 +91,15 @@ SENT_PAYLOADS: list[tuple[bytes, int]] = [
     (b"", 0),
 ]
 """Sent transfers (payload, message-format) of every shape the broker's send paths tell apart."""
+
+
+async def commit_outcome(store: Persistence) -> BaseException | None:
+    """What the durable store's next commit ends with (None: written), within 10 s."""
+    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    store.after_commit(done.set_result)
+    return await asyncio.wait_for(done, 10)
+
+
+async def committed(store: Persistence) -> None:
+    """Wait for the durable store's next commit, which must succeed."""
+    assert await commit_outcome(store) is None

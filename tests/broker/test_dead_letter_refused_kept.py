@@ -8,7 +8,6 @@ entity that requires sessions forwards its scheduled messages when they come due
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from amqplink.broker.namespace.envelope import split_message
 from amqplink.broker.namespace.partitioned import PartitionedEntity
 from amqplink.codec.types import Timestamp
 from tests.broker.nsutil import T0, payload, send
+from tests.broker.nsutil import committed as _committed
 
 SCHEDULED = "x-opt-scheduled-enqueue-time"
 ONE = EntityProperties(max_messages=1)
@@ -188,12 +188,6 @@ def test_a_session_message_refused_with_a_full_dead_letter_queue_is_held_back_th
     dst.receive(T0 + 30, lock=False)
     ns.tick(T0 + 30 + 60)
     assert ids(dst) == ["X"] and ids(src) == []
-
-
-async def _committed(store: Persistence) -> None:
-    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    store.after_commit(done.set_result)
-    assert await asyncio.wait_for(done, 10) is None
 
 
 async def test_a_partitioned_forward_held_back_and_an_expired_message_kept_survive_a_restart(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from amqplink.codec.types import Timestamp
 from amqplink.message import Message
 from amqplink.sbwire.annotations import SCHEDULED_ENQUEUE_TIME
 from tests.broker.nsutil import T0, send
+from tests.broker.nsutil import commit_outcome as _outcome
 
 DEDUP = {"requires_duplicate_detection": True, "duplicate_detection_window": 600.0}
 
@@ -286,12 +287,6 @@ async def _opened(directory: Path) -> tuple[Persistence, Namespace]:
     ns = Namespace(CONFIG)
     store.attach(ns)
     return store, ns
-
-
-async def _outcome(store: Persistence) -> BaseException | None:
-    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    store.after_commit(done.set_result)
-    return await asyncio.wait_for(done, 10)
 
 
 async def test_a_send_whose_write_fails_is_forgotten_even_when_its_id_was_stored_before_the_window(

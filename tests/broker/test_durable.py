@@ -28,7 +28,7 @@ from amqplink.broker.namespace import MessageState, Namespace
 from amqplink.cli import main
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
-from tests.broker.nsutil import delivered, send
+from tests.broker.nsutil import committed, delivered, send
 
 CONFIG = NamespaceConfig(
     queues=(
@@ -49,12 +49,6 @@ def journal_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     if request.param == "compact-every-batch":
         monkeypatch.setattr(GroupCommit, "_compaction_due", lambda self: True)
     return str(request.param)
-
-
-async def committed(persistence: Persistence) -> None:
-    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    persistence.after_commit(done.set_result)
-    assert await asyncio.wait_for(done, 10) is None
 
 
 async def opened(directory: Path, config: NamespaceConfig | None = CONFIG) -> tuple[Persistence, Namespace]:

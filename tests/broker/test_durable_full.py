@@ -18,19 +18,13 @@ from hypothesis import strategies as st
 from amqplink.aio import connect
 from amqplink.aio.errors import MessageRejected
 from amqplink.broker import Broker
-from amqplink.broker.durable import Persistence
 from amqplink.broker.durable.commit import GroupCommit
 from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted
 from tests import profiles
+from tests.broker.nsutil import commit_outcome as outcome
 from tests.broker.nsutil import send
 from tests.broker.test_durable import committed, opened, restart
-
-
-async def outcome(store: Persistence) -> BaseException | None:
-    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    store.after_commit(done.set_result)
-    return await asyncio.wait_for(done, 10)
 
 
 def ids(ns: Any, path: str, now: float) -> list[str]:

@@ -34,18 +34,13 @@ from amqplink.message import Message
 from amqplink.protocol.definitions import Accepted, Disposition, Rejected, Source, Target
 from interop import inprocess
 from tests import profiles
+from tests.broker.nsutil import commit_outcome as _committed
 from tests.broker.nsutil import disposition_rows, per_delivery_outcomes
 from tests.broker.test_send_runs import NOW, QUEUES, _client_stream, _namespace, plans
 
 from ..engine.pairs import performatives, received_in
 
 INTERNAL = Symbol("amqp:internal-error")
-
-
-async def _committed(persistence: Persistence) -> BaseException | None:
-    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    persistence.after_commit(done.set_result)
-    return await asyncio.wait_for(done, 10)
 
 
 def _failing(persistence: Persistence) -> None:

@@ -21,7 +21,7 @@ from amqplink.broker.config import EntityProperties, NamespaceConfig, QueueConfi
 from amqplink.broker.durable import Persistence
 from amqplink.broker.durable.journal import journal_files
 from amqplink.broker.namespace import Namespace
-from tests.broker.nsutil import send
+from tests.broker.nsutil import committed, send
 from tests.broker.test_durable_journal import as_if_crashed
 
 DEDUP = EntityProperties(requires_duplicate_detection=True, duplicate_detection_window=3600.0)
@@ -52,12 +52,6 @@ def holders(ns: Namespace, mid: str) -> list[str]:
         if count:
             out.append(path)
     return out
-
-
-async def committed(store: Persistence) -> None:
-    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    store.after_commit(done.set_result)
-    assert await asyncio.wait_for(done, 10) is None
 
 
 def opened(directory: Path) -> tuple[Persistence, Namespace]:

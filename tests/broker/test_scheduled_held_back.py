@@ -8,7 +8,6 @@ a durable namespace a copy held back survives a restart as the scheduled message
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from amqplink.broker.namespace.envelope import split_message
 from amqplink.broker.namespace.nodes import HELD_FOR, Topic
 from amqplink.codec.types import Timestamp
 from tests.broker.nsutil import T0, payload, send
+from tests.broker.nsutil import committed as _committed
 
 SCHEDULED = "x-opt-scheduled-enqueue-time"
 ONE = EntityProperties(max_messages=1)
@@ -144,12 +144,6 @@ def test_a_forward_its_destination_and_the_dead_letter_queue_refuse_stays_in_the
     dst.receive(T0 + 30, lock=False)
     ns.tick(T0 + 30 + 60)
     assert ids(dst) == ["X"] and ids(src) == []
-
-
-async def _committed(store: Persistence) -> None:
-    done: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    store.after_commit(done.set_result)
-    assert await asyncio.wait_for(done, 10) is None
 
 
 async def test_a_copy_held_back_survives_a_restart(tmp_path: Path) -> None:
