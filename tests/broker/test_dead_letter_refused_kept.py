@@ -246,3 +246,32 @@ def test_what_an_entity_remembers_of_messages_it_kept_stays_bounded_as_they_are_
             q.complete(msg.lock, now)
         assert len(q.store) == 0
         assert len(q._kept) <= 1024 + 600
+
+
+def test_a_dead_letter_forward_and_the_dead_letter_queue_both_refusing_is_warned_of_once_naming_both(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The forward's refusal was logged at every try while the message was kept."""
+    props = EntityProperties(
+        max_messages=2, max_delivery_count=1, lock_duration=30.0, forward_dead_lettered_messages_to="dst"
+    )
+    ns = Namespace(NamespaceConfig(queues=(QueueConfig("q", props), QueueConfig("dst", ONE))))
+    q, dlq, dst = node(ns, "q"), node(ns, "q/$DeadLetterQueue"), node(ns, "dst")
+    fill(dst, T0, "resident")
+    fill(dlq, T0, "dead")
+    send(ns, "q", T0, message_id="X")
+    with caplog.at_level(logging.INFO, "amqplink.broker.namespace"):
+        for attempt in range(3):  # each lock runs out; the forward and the dead-letter queue refuse
+            at = T0 + 100 * attempt
+            assert q.receive(at) is not None
+            ns.tick(at + 31)
+            assert ids(q) == ["X"]
+        warned = warnings(caplog)
+        assert len(warned) == 1 and "kept" in warned[0] and "forwarding it to 'dst' failed too" in warned[0]
+        caplog.clear()
+        assert dlq.receive(T0 + 400, lock=False) is not None  # room in the dead-letter queue
+        assert q.receive(T0 + 400) is not None
+        ns.tick(T0 + 431)
+    assert ids(q) == [] and "X" in ids(dlq)
+    warned = warnings(caplog)
+    assert len(warned) == 1 and "kept in its dead-letter queue" in warned[0]

@@ -214,6 +214,11 @@ class Namespace:
         forward = entity.properties.forward_dead_lettered_messages_to
 
         def sink(envelope: Envelope, now: float) -> None:
+            """Dead-letter ``envelope``: to ``forward`` if set, else (or if that refuses) into
+            ``dlq``. A refusal of both is raised, naming both (the caller keeps the message
+            and warns of it once); a forward refused, the dead-letter queue taking it, is
+            warned of here."""
+            forward_refused: EntityError | None = None
             if forward:
                 try:
                     self.router.route(
@@ -224,8 +229,17 @@ class Namespace:
                     )
                     return
                 except EntityError as exc:
-                    log.warning("%s: forwarding a dead-lettered message to %r failed (%s)", entity.path, forward, exc)
-            dlq.accept(envelope, now)  # (refused, a full one: raised, the caller keeps the message)
+                    forward_refused = exc
+            try:
+                dlq.accept(envelope, now)
+            except EntityError as refused:
+                if forward_refused is None:
+                    raise
+                description = f"{refused.description}; forwarding it to {forward!r} failed too ({forward_refused})"
+                raise EntityError(refused.condition, description) from refused
+            if forward_refused is not None:
+                what = "%s: forwarding a dead-lettered message to %r failed (%s): kept in its dead-letter queue"
+                log.warning(what, entity.path, forward, forward_refused)
 
         entity.dead_letter_sink = sink
 
