@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 
-from amqplink.broker.namespace.entity import Entity
+from amqplink.broker.namespace.entity import RETRY_FIRST, RETRY_LAST, Entity, retry_wait
 from amqplink.broker.namespace.envelope import Envelope
 from amqplink.broker.namespace.errors import EntityError
 from amqplink.broker.namespace.interface import MessagingEntity
@@ -21,20 +21,10 @@ from amqplink.broker.namespace.plan import SendPlan
 from amqplink.broker.namespace.routing import FORWARD_REFUSED, Router
 from amqplink.broker.namespace.sql.rules import subscription_copies
 
-__all__ = ["RETRY_FIRST", "RETRY_LAST", "Clock"]
+__all__ = ["Clock"]
 
 log = logging.getLogger("amqplink.broker.namespace.namespace")
 
-RETRY_FIRST = 1.0
-"""Seconds until a scheduled message come due that could not be placed is tried again, at first."""
-RETRY_LAST = 60.0
-"""Seconds between tries at most (the wait doubles from :data:`RETRY_FIRST` up to this)."""
-
-
-def _wait(waited: float) -> float:
-    """The wait before the next try of a copy held back ``waited`` seconds so far: as long
-    again (the wait doubles), within :data:`RETRY_FIRST` and :data:`RETRY_LAST`."""
-    return min(RETRY_LAST, max(RETRY_FIRST, waited))
 
 
 class Clock:
@@ -108,7 +98,7 @@ class Clock:
             where = "placed"
         except EntityError as exc:
             if not self._dead_letter_refused(sub, [copy], now, exc):
-                topic.hold_back(key, copy, now + _wait(now - since), since)
+                topic.hold_back(key, copy, now + retry_wait(now - since), since)
                 return
             where = "dead-lettered"
         log.info("%s: a scheduled message held back for %.0f s was %s", sub.path, now - since, where)
@@ -127,12 +117,12 @@ class Clock:
         if not held:
             return
         envelopes = [msg.envelope for msg in held]
+        first = sum(1 for msg in held if msg.delivery_count <= 1)  # (the others: held back before)
         plan = SendPlan(now)
         try:
             self.router.plan_forward(plan, entity, envelopes, 0)
             plan.apply()
         except EntityError as exc:
-            first = sum(1 for msg in held if msg.delivery_count <= 1)  # (the others: held back before)
             if self._dead_letter_refused(entity, envelopes, now, exc):
                 if first:
                     log.warning("%s: forwarding %d message(s) failed: dead-lettered (%s)", entity.path, first, exc)
@@ -140,7 +130,7 @@ class Clock:
                     log.info("%s: %d message(s) held back were dead-lettered", entity.path, len(held) - first)
                 return
             for msg in held:  # (receive-and-delete took them: put back, not lost)
-                entity.hold(msg, now + _wait(RETRY_FIRST * 2 ** min(msg.delivery_count - 1, 16)))
+                entity.hold(msg, now + retry_wait(RETRY_FIRST * 2 ** min(msg.delivery_count - 1, 16)))
             if first:
                 log.warning(
                     "%s: forwarding %d message(s) failed (%s), and the dead-letter queue refused them too: held"
@@ -148,9 +138,8 @@ class Clock:
                     entity.path, first, exc, RETRY_FIRST, RETRY_LAST,
                 )  # fmt: skip
             return
-        retried = len(held) - sum(1 for msg in held if msg.delivery_count <= 1)
-        if retried:
-            log.info("%s: %d message(s) held back were forwarded", entity.path, retried)
+        if first < len(held):
+            log.info("%s: %d message(s) held back were forwarded", entity.path, len(held) - first)
 
     def _dead_letter_refused(
         self, entity: MessagingEntity, envelopes: list[Envelope], now: float, exc: EntityError

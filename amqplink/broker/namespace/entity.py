@@ -62,7 +62,10 @@ __all__ = [
     "DEAD_LETTER_DESCRIPTION",
     "Entity",
     "Sent",
+    "RETRY_FIRST",
+    "RETRY_LAST",
     "dead_letter_refusal",
+    "retry_wait",
 ]
 
 _SIZE = attrgetter("size")
@@ -98,9 +101,19 @@ _STATE_CODE = {MessageState.AVAILABLE: 0, MessageState.LOCKED: 0, MessageState.D
 DeadLetterSink = Callable[[Envelope, float], None]
 """Takes a dead-lettered message (its envelope, the time), or raises the
 :class:`EntityError` that refused it, nothing stored (a full dead-letter queue)."""
-DEAD_LETTER_RETRY_LAST = 60.0
-"""Seconds between tries at most of dead-lettering an expired message that its dead-letter
-queue refused (the wait grows with the time since it expired, from 1 s)."""
+RETRY_FIRST = 1.0
+"""Seconds until a message the broker moves on its own (a scheduled message come due, an
+expired one dead-lettered) that could not be placed is tried again, at first."""
+RETRY_LAST = 60.0
+"""Seconds between such tries at most (the wait doubles from :data:`RETRY_FIRST` up to this)."""
+
+
+def retry_wait(waited: float) -> float:
+    """The wait before the next try of a message held back ``waited`` seconds so far: as long
+    again (the wait doubles), within :data:`RETRY_FIRST` and :data:`RETRY_LAST`."""
+    return min(RETRY_LAST, max(RETRY_FIRST, waited))
+
+
 KEY_UNKNOWN: Any = object()
 """The partition key the caller has not computed (None is "no key")."""
 
@@ -470,9 +483,8 @@ class Entity:
         if self.properties.dead_lettering_on_message_expiration and not self.is_dead_letter_queue:
             if self._dead_letter(msg, TTL_EXPIRED, "The message expired and was dead lettered.", now) is not None:
                 # Kept (never received: it expired), tried again as the wait grows.
-                wait = min(DEAD_LETTER_RETRY_LAST, max(1.0, now - msg.expires_at))
                 seq = msg.sequence_number
-                heapq.heappush(self._expiry, (now + wait, seq, seq + 1))
+                heapq.heappush(self._expiry, (now + retry_wait(now - msg.expires_at), seq, seq + 1))
                 self._timed()
         else:
             self._remove(msg.sequence_number)
