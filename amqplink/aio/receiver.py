@@ -336,7 +336,7 @@ class Receiver(LinkBase):
         after taking them: nobody will handle them, and a released delivery is not a delivery
         attempt, 3.4.4); does nothing once the link is closed."""
         if messages and not self.closed:
-            self._start_settle(messages, _RELEASED, "release")
+            self.start_settle(messages, _RELEASED, "release")
 
     async def modify(
         self,
@@ -381,11 +381,11 @@ class Receiver(LinkBase):
         return await answer
 
     async def _settle(self, messages: tuple[ReceivedMessage, ...], state: Any, verb: str) -> None:
-        waits = self._start_settle(messages, state, verb)
+        waits = self.start_settle(messages, state, verb)
         if waits is not None:
             await waits
 
-    def _start_settle(
+    def start_settle(
         self, messages: tuple[ReceivedMessage, ...] | list[ReceivedMessage], state: Any, verb: str
     ) -> asyncio.Future[None] | None:
         """Settle ``messages`` with ``state`` (the disposition leaves at the end of this loop
@@ -421,7 +421,7 @@ class Receiver(LinkBase):
     def _start_settle_each(
         self, messages: tuple[ReceivedMessage, ...] | list[ReceivedMessage], state: Any, verb: str
     ) -> asyncio.Future[None] | None:
-        """:meth:`_start_settle` one message after another: those before one this link cannot
+        """:meth:`start_settle` one message after another: those before one this link cannot
         settle are settled (and waited for) when its ``SettlementError`` is raised."""
         pending: list[Delivery] = []
         try:
@@ -451,7 +451,7 @@ class Receiver(LinkBase):
         return future
 
     def _start_settle_one(self, message: ReceivedMessage, state: Any, verb: str, waiter: SettlementWaiter) -> bool:
-        """:meth:`_start_settle` of one message, whose confirmation goes to ``waiter``; False
+        """:meth:`start_settle` of one message, whose confirmation goes to ``waiter``; False
         if none will come (the delivery settled at once, ``waiter`` is not told)."""
         self._check_outcome(state, verb)
         delivery = self._settle_delivery(message, state, verb)

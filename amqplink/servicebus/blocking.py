@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -436,6 +436,12 @@ class ServiceBusReceiver(_Named):
         message is settled over ``$management``); waits for the broker's confirmation.
         ``MessageLockLostError`` if the lock is gone."""
         _wait(lambda _: self._aio.complete_message(message, transaction=_inner_transaction(transaction)))
+
+    def complete_messages(self, messages: Sequence[ServiceBusReceivedMessage]) -> list[Exception | None]:
+        """Complete ``messages`` together (an amqplink extension: one disposition per run of
+        consecutive deliveries, the confirmations awaited together); each one's outcome, None
+        if it was completed, else the error ``complete_message`` raises for it."""
+        return _run(self._aio.complete_messages(list(messages)))
 
     def abandon_message(
         self, message: ServiceBusReceivedMessage, *, transaction: ServiceBusTransaction | None = None

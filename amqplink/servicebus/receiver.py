@@ -18,7 +18,7 @@ import asyncio
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqplink.aio.connection import Connection
@@ -518,8 +518,7 @@ class ServiceBusReceiver(Handler):
                 raise lost
             raw = message._delivery
             assert raw is not None and raw._delivery is not None
-            under_way = raw._delivery.context
-            if type(under_way) is LinkSettlement and not under_way.done():
+            if _settlement_under_way(message):
                 raise MessageAlreadySettled(
                     f"Unable to {action} the message as a settlement of it is already waiting for the broker."
                 )
@@ -606,6 +605,80 @@ class ServiceBusReceiver(Handler):
     ) -> Coroutine[Any, Any, None]:
         """Done with the message: the broker removes it."""
         return self._settle(message, "complete", DispositionStatus.COMPLETED, transaction=transaction)
+
+    async def complete_messages(self, messages: Sequence[ServiceBusReceivedMessage]) -> list[Exception | None]:
+        """Complete ``messages`` together (an amqplink extension for consumers that settle in
+        bulk, such as the Spark source): on the link their dispositions leave in one loop turn,
+        one frame per run of consecutive delivery-ids ("the disposition applies to all
+        deliveries from first to last", 2.7.6), and the broker's confirmations are awaited
+        together. Returns each message's outcome in order: None once the broker confirmed it,
+        else the error :meth:`complete_message` raises for it (nothing is raised for one
+        message's refusal). A message the link cannot settle (deferred, or refused on the link
+        before) is completed as :meth:`complete_message` completes it."""
+        outcomes: list[Exception | None] = [None] * len(messages)
+        link = self._link
+        together: list[int] = []
+        alone: list[int] = []
+        seen: set[int] = set()
+        on_loop = link is not None and asyncio._get_running_loop() is link._loop
+        for i, message in enumerate(messages):
+            if not on_loop or message._delivery is None or message._is_deferred_message or _answered_on_link(message):
+                alone.append(i)
+                continue
+            try:
+                self._check_message_alive(message, "complete")
+                lost = self._lock_lost(message, "complete")
+                if lost is not None:
+                    raise lost
+                if id(message) in seen or _settlement_under_way(message):
+                    raise MessageAlreadySettled(
+                        "Unable to complete the message as a settlement of it is already waiting for the broker."
+                    )
+            except Exception as error:
+                outcomes[i] = error
+                continue
+            seen.add(id(message))
+            together.append(i)
+        if together:
+            assert link is not None
+            settled = await self._complete_on_link(link, [messages[i] for i in together])
+            for i, outcome in zip(together, settled, strict=True):
+                outcomes[i] = outcome
+        for i in alone:
+            try:
+                await self.complete_message(messages[i])
+            except Exception as error:
+                outcomes[i] = error
+        return outcomes
+
+    async def _complete_on_link(
+        self, link: Receiver, messages: list[ServiceBusReceivedMessage]
+    ) -> list[Exception | None]:
+        """:meth:`complete_messages`' settlement of ``messages`` (checked: each is this
+        link's, alive and not being settled) on ``link``: their outcomes."""
+        outcomes: list[Exception | None] = []
+        raws = [m._delivery for m in messages if m._delivery is not None]  # (each has one)
+        state, verb = link_outcome(DispositionStatus.COMPLETED, None, None)
+        failure: ServiceBusError | MessageAlreadySettled | None = None
+        try:
+            waits = link.start_settle(raws, state, verb)
+            if waits is not None:
+                await waits
+        except (AMQPError, OSError) as exc:
+            failure = self._link_error(exc)
+        for message, raw in zip(messages, raws, strict=True):
+            delivery = raw._delivery
+            if failure is not None and (delivery is None or not delivery.remote_settled):
+                outcomes.append(failure)  # not confirmed before the link failed: its lock is lost with it
+                continue
+            try:
+                self._check_answer(raw, "complete", DispositionStatus.COMPLETED)
+            except ServiceBusError as error:
+                outcomes.append(error)
+                continue
+            self._mark_settled(message)
+            outcomes.append(None)
+        return outcomes
 
     def abandon_message(
         self, message: ServiceBusReceivedMessage, *, transaction: ServiceBusTransaction | None = None
@@ -718,6 +791,14 @@ async def _release_buffered(link: Receiver, timeout: float) -> None:
             await link.release(*await link.receive(link.buffered, timeout=0))
     except (AMQPError, OSError) as exc:
         log.debug("releasing buffered messages before closing: %s", exc)
+
+
+def _settlement_under_way(message: ServiceBusReceivedMessage) -> bool:
+    """Whether a settlement of ``message`` on its link waits for the broker's confirmation (a
+    message is settled once: a second call sends nothing)."""
+    raw = message._delivery
+    under_way = None if raw is None or raw._delivery is None else raw._delivery.context
+    return type(under_way) is LinkSettlement and not under_way.done()
 
 
 def _answered_on_link(message: ServiceBusReceivedMessage) -> bool:

@@ -66,10 +66,12 @@ class Counters:
         return dict(self.__dict__)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Held:
     receiver: ServiceBusReceiver
     message: ServiceBusReceivedMessage
+    seq: int
+    """The message's sequence number (read once)."""
 
 
 @dataclass
@@ -130,9 +132,9 @@ class Inbox:
 
     def record(self, batch: int, messages: list[_Held]) -> None:
         """``messages`` are batch ``batch``'s rows, now staged: hold them until it is settled."""
-        self._note(batch, [int(h.message.sequence_number or 0) for h in messages])
+        self._note(batch, [h.seq for h in messages])
         for held in messages:
-            self.held[int(held.message.sequence_number or 0)] = held
+            self.held[held.seq] = held
         self.counters.emitted += len(messages)
         self._start_renewer()
 
@@ -240,41 +242,45 @@ class Inbox:
     async def _sort(self, receiver: ServiceBusReceiver, messages: list[ServiceBusReceivedMessage],
                     new: dict[int, _Held]) -> None:  # fmt: skip
         late: list[ServiceBusReceivedMessage] = []
-        done: list[ServiceBusReceivedMessage] = []
+        done: list[_Held] = []
         for message in messages:
             if self._lock_seconds is None and message.locked_until_utc is not None:
                 self._lock_seconds = max(1.0, (message.locked_until_utc - dt.datetime.now(dt.UTC)).total_seconds())
             seq = int(message.sequence_number or 0)
             if seq in self.known:  # a copy of a message of a batch in flight
-                self.held[seq] = _Held(receiver, message)
+                self.held[seq] = _Held(receiver, message, seq)
                 self.counters.redelivered += 1
             elif seq in self.state.pending:  # emitted in a settled batch, not completed then
-                done.append(message)
+                done.append(_Held(receiver, message, seq))
                 self.counters.redelivered += 1
             elif self._after_target(message):
                 late.append(message)
             else:  # new (a second copy within one batch, its first lock lost, takes its place)
-                new[seq] = _Held(receiver, message)
+                new[seq] = _Held(receiver, message, seq)
         if done:
-            completed = await self._complete([_Held(receiver, m) for m in done])
-            for message in done:
-                if int(message.sequence_number or 0) in completed:
-                    self.state.pending.pop(int(message.sequence_number or 0), None)
+            for seq in await self._complete(done):
+                self.state.pending.pop(seq, None)
         if late:  # Trigger.AvailableNow: not this query's; back to the entity at once
             self.exhausted = True
             await asyncio.gather(*(receiver.abandon_message(m) for m in late), return_exceptions=True)
 
     # -- settling -------------------------------------------------------------------------
     async def _complete(self, held: list[_Held]) -> set[int]:
-        """Complete ``held``; the sequence numbers that were."""
-        outcomes = await asyncio.gather(*(h.receiver.complete_message(h.message) for h in held), return_exceptions=True)
+        """Complete ``held`` (each receiver's together: one disposition per run of
+        deliveries); the sequence numbers that were."""
+        by_receiver: dict[ServiceBusReceiver, list[_Held]] = {}
+        for h in held:
+            by_receiver.setdefault(h.receiver, []).append(h)
+        settled = await asyncio.gather(
+            *(receiver.complete_messages([h.message for h in group]) for receiver, group in by_receiver.items())
+        )
         done = set()
-        for h, outcome in zip(held, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                if not isinstance(outcome, ServiceBusError | ValueError | OSError):
+        for group, outcomes in zip(by_receiver.values(), settled, strict=True):
+            for h, outcome in zip(group, outcomes, strict=True):
+                if outcome is None:
+                    done.add(h.seq)
+                elif not isinstance(outcome, ServiceBusError | ValueError | OSError):
                     raise outcome
-            else:
-                done.add(int(h.message.sequence_number or 0))
         self.counters.completed += len(done)
         return done
 
@@ -357,7 +363,7 @@ class Inbox:
                 self.counters.renewed += 1
             except (MessageLockLostError, ValueError):
                 self.counters.locks_lost += 1
-                self.held.pop(int(held.message.sequence_number or 0), None)  # its next copy is held instead
+                self.held.pop(held.seq, None)  # its next copy is held instead
 
     async def close(self) -> None:
         """Stop renewing and close the receivers (held locks are let go: those messages come

@@ -1,9 +1,9 @@
 """The asyncio receiver settles a batch of distinct unsettled messages of its own with one
-``settle_all`` (``Receiver._start_settle``) and any other batch one message at a time
+``settle_all`` (``Receiver.start_settle``) and any other batch one message at a time
 (``_start_settle_each``). Both must do the same: the same dispositions queued, the same
 delivery states and waiters, the same ``SettlementError`` at the same message, the same
 confirmation. Two connections to one broker receive alike; one settles each batch through
-``_start_settle``, the other through ``_start_settle_each``, and what they did is compared.
+``start_settle``, the other through ``_start_settle_each``, and what they did is compared.
 
 Also: deliveries arrive in runs (``DeliveriesReceived``) and the broker's confirmations of
 a range come as one ``DeliveriesUpdated``; a run with nothing decodable wakes no receive.
@@ -52,7 +52,7 @@ async def _settle_on(
     url: str, queue: str, second: bool, pre_settled: list[int], calls: list[tuple[list[Any], int]], each: bool
 ) -> Any:
     """Receive ``COUNT`` messages on ``queue`` (rcv-settle-mode ``second`` or ``first``),
-    accept ``pre_settled``, then make ``calls`` (picks, state) through ``_start_settle``
+    accept ``pre_settled``, then make ``calls`` (picks, state) through ``start_settle``
     or, with ``each``, ``_start_settle_each``."""
     async with await connect(url) as conn, await connect(url) as elsewhere:
         sender = await elsewhere.create_sender(queue + "-other")
@@ -74,7 +74,7 @@ async def _settle_on(
             messages: list[Any] = [
                 got[i] if kind == "own" else foreign if kind == "foreign" else Message(b"x") for kind, i in chosen
             ]
-            start = receiver._start_settle_each if each else receiver._start_settle
+            start = receiver._start_settle_each if each else receiver.start_settle
             try:
                 future = start(messages, STATES[state], "accept")
             except (SettlementError, AttributeError) as exc:
