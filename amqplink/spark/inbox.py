@@ -167,7 +167,8 @@ class Inbox:
         if self.config.sessions:
             return list(self._sessions.open)
         if self._receiver is None:
-            self._receiver = self._entity_receiver()
+            # no prefetch: a receive that finds nothing drains the link's credit (_receive_into)
+            self._receiver = self._entity_receiver(prefetch_count=0)
         return [self._receiver]
 
     async def _receive_into(
@@ -178,7 +179,9 @@ class Inbox:
         count = min(RECEIVE_BATCH, limit - len(new))
         if count <= 0:
             return 0
-        wait = GATHER_WAIT if new or self.config.sessions else max(GATHER_WAIT, deadline - time.monotonic())
+        available_now = self.until is not None and not self.config.sessions
+        short = new or self.config.sessions or available_now
+        wait = GATHER_WAIT if short else max(GATHER_WAIT, deadline - time.monotonic())
         try:
             messages = await receiver.receive_messages(max_message_count=count, max_wait_time=wait)
         except (ServiceBusError, OSError) as exc:
@@ -188,6 +191,12 @@ class Inbox:
             return 0
         if messages:
             await self._sort(receiver, messages, new)
+        elif available_now:
+            # Without prefetch a receive that found nothing drained the link's credit: "the
+            # sender ... MUST either use all the available credit or ... advance the
+            # delivery-count" (2.6.7), so the entity had nothing to deliver: the input
+            # Trigger.AvailableNow asked for is all taken, without waiting receiveWait.
+            self.exhausted = True
         elif self.config.sessions and not self._holds(receiver, new):
             self._sessions.open.remove(receiver)
             await receiver.close()

@@ -14,7 +14,10 @@ link that received the message; executors only turn rows already received into a
   (:mod:`.staging`) and held. The offset is ``{"batch": n}``. The batch after it is then
   staged the same way while Spark runs this one (a batch staged ahead is returned by the
   next ``latestOffset``, or after a crash by the next reader, as one staged by a reader that
-  died before Spark logged it).
+  died before Spark logged it). A trigger with no new batch waits for the completions first:
+  the query may end there (Trigger.AvailableNow), and Spark stops this process without
+  waiting for it. Under Trigger.AvailableNow a receive that finds nothing ends the input at
+  once (its drained credit says the entity had nothing to deliver: :mod:`.inbox`).
 - ``partitions(start, end)``: the rows of batches ``start+1 .. end`` as staged, so a batch
   replayed after a crash has the same rows: with ``stagedReads=file`` the partitions name row
   ranges of the staged files (path, length, sha256), which the tasks open and check; with
@@ -243,9 +246,11 @@ class ServiceBusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if staged is not None:  # staged ahead, or by a reader that died before Spark logged it
             loop.run(self._stage_ahead(inbox, staged + 1, wanted))
             return {"batch": staged}
-        if found_none:  # the receive ahead waited its receiveWait already: nothing new now
-            return start
-        if not loop.run(_stage(inbox, last + 1, wanted, self.config.path.path)):
+        if found_none or not loop.run(_stage(inbox, last + 1, wanted, self.config.path.path)):
+            # No new batch (the receive ahead found nothing, or this one did): the query may end
+            # here (Trigger.AvailableNow), and Spark stops the reader's process without waiting
+            # for it, so the committed batches are completed before Spark hears of it.
+            loop.run(self._settled())
             return start
         loop.run(self._stage_ahead(inbox, last + 2, wanted))
         return {"batch": last + 1}

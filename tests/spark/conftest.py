@@ -60,6 +60,12 @@ def new_queue(broker: Broker, *, dedup: bool = False, partitioned: bool = False)
     return name
 
 
+def stored(conn_str: str, queue: str) -> int:
+    """Messages in ``queue``, locked or not (a peek sees both)."""
+    with ServiceBusClient.from_connection_string(conn_str) as client, client.get_queue_receiver(queue) as receiver:
+        return len(receiver.peek_messages(max_message_count=5000, sequence_number=1))
+
+
 def drain(broker: Broker, queue: str, *, idle: float = 2.0) -> list[Any]:
     """Every message in ``queue`` (receive-and-delete), until none came for ``idle`` seconds."""
     got: list[Any] = []

@@ -15,7 +15,7 @@ import pytest
 from amqplink.broker import Broker
 from amqplink.broker.config import EntityProperties, QueueConfig, SubscriptionConfig, TopicConfig
 from amqplink.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
-from tests.spark.conftest import drain, new_queue
+from tests.spark.conftest import drain, new_queue, stored
 
 pytestmark = pytest.mark.spark
 
@@ -151,7 +151,7 @@ def test_a_stream_reads_every_message_once_in_batches_and_completes_them(
     assert query.exception() is None
     assert [len(rows) for _, rows in seen] == [1000, 1000, 500]  # maxMessagesPerTrigger
     assert len({s for _, rows in seen for s in rows}) == 2500
-    assert drain(sb_broker, queue, idle=1.0) == []  # every message completed
+    assert stored(sb_broker.connection_string, queue) == 0  # every message completed, the last batch's too
     import json
 
     counters = [json.loads(p["sources"][0]["latestOffset"]) for p in query.recentProgress if p["numInputRows"]]
@@ -161,6 +161,27 @@ def test_a_stream_reads_every_message_once_in_batches_and_completes_them(
     assert [c["completed"] <= 1000 * i for i, c in enumerate(counters)] == [True] * 3
     assert [c["completed"] >= 1000 * (i - 1) for i, c in enumerate(counters)] == [True] * 3
     assert {c["redelivered"] for c in counters} == {0}
+
+
+def test_available_now_ends_once_the_entity_has_nothing_without_waiting_receive_wait(
+    spark: Any, sb_broker: Broker, tmp_path: Path
+) -> None:
+    """A receive that finds nothing drains its credit, and the broker's answer says the entity
+    had nothing to deliver: the query ends then, not after ``receiveWait`` (here 600 s, which
+    the old rule waited at the end of every query, and at once on an empty entity)."""
+    queue = new_queue(sb_broker)
+    _send(sb_broker, queue, 1500)
+    seen: list[int] = []
+    frame = _stream(spark, sb_broker, queue, tmp_path, maxMessagesPerTrigger="1000", receiveWait="600")
+    query = frame.writeStream.foreachBatch(lambda df, _: seen.extend(r.sequence_number for r in df.collect())).option(
+        "checkpointLocation", str(tmp_path / "query")).trigger(availableNow=True).start()  # fmt: skip
+    assert query.awaitTermination(120) and query.exception() is None
+    assert len(seen) == len(set(seen)) == 1500
+    assert stored(sb_broker.connection_string, queue) == 0  # the last batch completed before the query ended
+    empty = new_queue(sb_broker)
+    again = _stream(spark, sb_broker, empty, tmp_path / "empty", receiveWait="600").writeStream.format("noop").option(
+        "checkpointLocation", str(tmp_path / "empty" / "query")).trigger(availableNow=True).start()  # fmt: skip
+    assert again.awaitTermination(120) and again.exception() is None
 
 
 @pytest.mark.parametrize("staged_reads", ["file", "inline"])

@@ -20,7 +20,7 @@ import pytest
 from amqplink.broker import Broker
 from amqplink.broker.config import EntityProperties, QueueConfig
 from amqplink.servicebus import ServiceBusClient, ServiceBusMessage
-from tests.spark.conftest import ROOT, drain, new_queue
+from tests.spark.conftest import ROOT, drain, new_queue, stored
 
 pytestmark = pytest.mark.spark
 
@@ -30,11 +30,6 @@ def _send(conn: str, queue: str, count: int) -> None:
         for first in range(0, count, 500):
             sender.send_messages([ServiceBusMessage(f"m{i}", message_id=f"id-{i}")
                                   for i in range(first, min(count, first + 500))])  # fmt: skip
-
-
-def _stored(conn: str, queue: str) -> int:
-    with ServiceBusClient.from_connection_string(conn) as client, client.get_queue_receiver(queue) as receiver:
-        return len(receiver.peek_messages(max_message_count=5000, sequence_number=1))
 
 
 def _queue(broker: Broker, **properties: Any) -> str:
@@ -109,14 +104,14 @@ def test_the_driver_killed_mid_batch_loses_and_repeats_nothing(sb_broker: Broker
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
-    assert _stored(conn, source) > 0  # the rest is still there, batch 2's locked by the dead driver
+    assert stored(conn, source) > 0  # the rest is still there, batch 2's locked by the dead driver
     second = driver(-1)
     _, err = second.communicate(timeout=400)
     assert second.returncode == 0, err[-3000:]
     got = Counter(m.message_id for m in drain(sb_broker, target))
     assert set(got) == {f"id-{i}" for i in range(1000)}  # lost: 0
     assert set(got.values()) == {1}  # delivered twice: 0
-    assert _stored(conn, source) == 0
+    assert stored(conn, source) == 0
 
 
 def test_the_broker_killed_and_restarted_mid_stream_loses_and_repeats_nothing(spark: Any, tmp_path: Path) -> None:
@@ -149,7 +144,7 @@ def test_the_broker_killed_and_restarted_mid_stream_loses_and_repeats_nothing(sp
         call(broker.stop())
         time.sleep(2)  # the outage
         broker = call(Broker(servicebus=True, data_dir=data).start(port=port))
-        while (_stored(conn, queue) or sum(map(len, rows.values())) < 1500) and time.monotonic() < deadline:
+        while (stored(conn, queue) or sum(map(len, rows.values())) < 1500) and time.monotonic() < deadline:
             assert query.isActive, query.exception()
             time.sleep(0.5)
     finally:

@@ -27,6 +27,7 @@ from amqplink.spark.source_options import parse_source_options
 from amqplink.spark.stream_reader import RowsPartition, ServiceBusStreamReader, StagedPartition
 from tests import profiles
 from tests.conftest import broker_thread
+from tests.spark.conftest import stored
 
 pytestmark = pytest.mark.spark
 
@@ -103,15 +104,6 @@ class _Crash(Exception):
     pass
 
 
-def _stored(broker: Broker, queue: str) -> int:
-    """Messages in ``queue``, locked or not (a peek sees both)."""
-    with (
-        ServiceBusClient.from_connection_string(broker.connection_string) as client,
-        client.get_queue_receiver(queue) as receiver,
-    ):
-        return len(receiver.peek_messages(max_message_count=1000, sequence_number=1))
-
-
 @pytest.mark.parametrize("staged_reads", ["file", "inline"])
 @settings(profiles.HEAVY, deadline=None)
 @given(
@@ -137,14 +129,14 @@ def test_every_message_once_into_an_idempotent_sink_whatever_crashes(
             except _Crash:
                 spark.crash()
         deadline = time.monotonic() + 60
-        while _stored(sb, queue) and time.monotonic() < deadline:  # until every copy came back and was completed
+        while stored(sb.connection_string, queue) and time.monotonic() < deadline:  # every copy back and completed
             spark.micro_batch(50, "none")
     finally:
         spark.reader.stop()
     emitted = [row for rows in spark.sink.values() for row in rows]
     assert sorted(emitted) == sorted(f"id-{i}" for i in range(count))  # each once
     assert all(len({json.dumps(a) for a in tries}) == 1 for tries in spark.attempts.values())  # replays: same rows
-    assert _stored(sb, queue) == 0
+    assert stored(sb.connection_string, queue) == 0
 
 
 def test_a_copy_of_a_message_of_a_batch_in_flight_is_held_for_it_not_emitted_again(
@@ -186,4 +178,4 @@ def test_a_copy_of_a_message_of_a_batch_in_flight_is_held_for_it_not_emitted_aga
     finally:
         loop.run(inbox.close())
     assert (taken, emitted_again, completed) == (20, 0, 20)
-    assert _stored(sb, queue) == 0
+    assert stored(sb.connection_string, queue) == 0
