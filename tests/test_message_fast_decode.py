@@ -374,6 +374,26 @@ def test_a_peek_locked_delivery_s_lock_token_is_read_from_the_learned_head(monke
         _check(later)
 
 
+def test_heads_of_one_key_are_tried_most_recent_first() -> None:
+    """Ids of several lengths give one key several heads; each payload is read from its own
+    head whatever the order they come in, and the head a payload matched is tried first for
+    the next one (consecutive messages are mostly alike)."""
+    with fresh_layouts():
+        ids = ["a", "bb", "ccc", "dddd"]
+        for message_id in ids:  # one head per id length, learned in this order
+            _check(_delivery(1000, message_id))
+        (heads,) = decoder._HEADS.values()
+        assert len(heads) == len(ids) and all(head is not None for head in heads)
+        for message_id in [*reversed(ids), "ee", "ee", "f", "gggg"]:
+            payload = _delivery(2**40, message_id)
+            _check(payload)
+            assert Message.decode(payload).message_id == message_id
+            assert decoder.decode_learned(Message.__new__(Message), payload, len(payload))
+            first = heads[0]
+            assert first is not None and first.unpack(payload, 0)[0::2] == first.skeleton  # its head is first
+        assert len(heads) == len(ids)  # nothing learned twice
+
+
 def test_a_head_unlike_the_learned_one_is_read_section_by_section() -> None:
     with fresh_layouts():
         _check(_delivery(1000, "id-1"))

@@ -222,7 +222,7 @@ def decode_learned(msg: Message, buf: bytes, n: int) -> bool:
     heads = _HEADS.get(buf[:HEAD_KEY])
     if heads is None:
         return False
-    for head in heads:
+    for index, head in enumerate(heads):
         if head is None:
             continue
         try:
@@ -231,6 +231,8 @@ def decode_learned(msg: Message, buf: bytes, n: int) -> bool:
             continue
         if fields[0::2] != head.skeleton:
             continue
+        if index:  # the next payload is most likely laid out as this one: it is tried first
+            heads.insert(0, heads.pop(index))
         start = head.size
         end = start + fields[head.body]
         try:

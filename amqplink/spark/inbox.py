@@ -28,11 +28,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from amqplink.sbwire.annotations import ENQUEUED_TIME, SEQUENCE_NUMBER
 from amqplink.sbwire.conditions import TIMEOUT
 from amqplink.servicebus.aio import ServiceBusClient, ServiceBusReceiver
 from amqplink.servicebus.constants import NEXT_AVAILABLE_SESSION, ServiceBusSubQueue
 from amqplink.servicebus.exceptions import MessageLockLostError, OperationTimeoutError, ServiceBusError
 from amqplink.servicebus.message import ServiceBusReceivedMessage
+from amqplink.spark.rows import utc_ms
 from amqplink.spark.source_options import SourceConfig
 from amqplink.spark.staging import PENDING_SECONDS, Staging, StagingState
 
@@ -244,25 +246,24 @@ class Inbox:
             got += len(messages)
         return got
 
-    def _after_target(self, message: ServiceBusReceivedMessage) -> bool:
-        enqueued = message.enqueued_time_utc
-        return self.until is not None and enqueued is not None and enqueued > self.until
-
     async def _sort(self, receiver: ServiceBusReceiver, messages: list[ServiceBusReceivedMessage],
                     new: dict[int, _Held]) -> None:  # fmt: skip
         late: list[ServiceBusReceivedMessage] = []
         done: list[_Held] = []
+        until = None if self.until is None else utc_ms(self.until)  # as x-opt-enqueued-time
         for message in messages:
             if self._lock_seconds is None and message.locked_until_utc is not None:
                 self._lock_seconds = max(1.0, (message.locked_until_utc - dt.datetime.now(dt.UTC)).total_seconds())
-            seq = int(message.sequence_number or 0)
+            anns = message.amqplink_message.message_annotations or {}  # read once, not per getter
+            seq = int(anns.get(SEQUENCE_NUMBER) or 0)
+            enqueued = anns.get(ENQUEUED_TIME)
             if seq in self.known:  # a copy of a message of a batch in flight
                 self.held[seq] = _Held(receiver, message, seq)
                 self.counters.redelivered += 1
             elif seq in self.state.pending:  # emitted in a settled batch, not completed then
                 done.append(_Held(receiver, message, seq))
                 self.counters.redelivered += 1
-            elif self._after_target(message):
+            elif until is not None and enqueued is not None and int(enqueued) > until:
                 late.append(message)
             else:  # new (a second copy within one batch, its first lock lost, takes its place)
                 new[seq] = _Held(receiver, message, seq)

@@ -18,7 +18,7 @@ from amqplink.message import Message
 from amqplink.sbwire.annotations import ENQUEUED_TIME, PARTITION_KEY, SEQUENCE_NUMBER
 from amqplink.servicebus.message import ServiceBusReceivedMessage
 
-__all__ = ["SCHEMA", "arrow_schema", "to_arrow"]
+__all__ = ["SCHEMA", "arrow_schema", "to_arrow", "utc_ms"]
 
 SCHEMA = (
     "body binary, message_id string, sequence_number bigint, enqueued_time timestamp, session_id string, "
@@ -145,7 +145,7 @@ def _general(message: ServiceBusReceivedMessage) -> tuple[Any, ...]:
         _body(message),
         _text(message.message_id),
         message.sequence_number,
-        None if enqueued is None else (enqueued - _EPOCH) // _MS,
+        None if enqueued is None else utc_ms(enqueued),
         *(_text(getattr(message, name)) for name in _TEXT[1:]),
         None if ttl is None else ttl // _MS,
         message.delivery_count,
@@ -156,6 +156,11 @@ def _general(message: ServiceBusReceivedMessage) -> tuple[Any, ...]:
 _EMPTY: dict[Any, Any] = {}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MS = dt.timedelta(milliseconds=1)
+
+
+def utc_ms(when: dt.datetime) -> int:
+    """``when`` (aware) as milliseconds since the epoch, as AMQP timestamps count (1.6.20)."""
+    return (when - _EPOCH) // _MS
 
 
 def _ttl(message: ServiceBusReceivedMessage) -> dt.timedelta | None:
