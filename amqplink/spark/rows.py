@@ -17,6 +17,7 @@ from typing import Any
 from amqplink.message import Message
 from amqplink.sbwire.annotations import ENQUEUED_TIME, PARTITION_KEY, SEQUENCE_NUMBER
 from amqplink.servicebus.message import ServiceBusReceivedMessage
+from amqplink.spark.buffers import binary_array, int_array, text_array
 
 __all__ = ["SCHEMA", "arrow_schema", "to_arrow", "utc_ms"]
 
@@ -88,18 +89,20 @@ def to_arrow(messages: Sequence[ServiceBusReceivedMessage], entity: str) -> Any:
     getters (:func:`_general`), which give the same values (tests compare the two)."""
     import pyarrow as pa
 
+    map_type = pa.map_(pa.string(), pa.string())
     rows = [_plain(m.amqplink_message) or _general(m) for m in messages]
     columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [()] * _COLUMNS
+    maps = columns[13]  # (pyarrow converts a map column: only where a row has application properties)
     arrays = [
-        pa.array(columns[0], pa.binary()),
-        pa.array(columns[1], pa.string()),
-        pa.array(columns[2], pa.int64()),
-        pa.array(columns[3], pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
-        *(pa.array(columns[4 + i], pa.string()) for i in range(len(_TEXT) - 1)),
-        pa.array(columns[11], pa.int64()).cast(pa.duration("ms")).cast(pa.duration("us")),
-        pa.array(columns[12], pa.int32()),
-        pa.array(columns[13], pa.map_(pa.string(), pa.string())),
-        pa.array([entity] * len(rows), pa.string()),
+        binary_array(columns[0]),
+        text_array(columns[1]),
+        int_array(columns[2]),
+        int_array(columns[3]).cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+        *(text_array(columns[4 + i]) for i in range(len(_TEXT) - 1)),
+        int_array(columns[11]).cast(pa.duration("ms")).cast(pa.duration("us")),
+        int_array(columns[12], "i"),
+        pa.nulls(len(rows), map_type) if maps.count(None) == len(rows) else pa.array(maps, map_type),
+        text_array([entity] * len(rows)),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema())
 
