@@ -622,7 +622,13 @@ class ServiceBusReceiver(Handler):
         seen: set[int] = set()
         on_loop = link is not None and asyncio._get_running_loop() is link._loop
         for i, message in enumerate(messages):
-            if not on_loop or message._delivery is None or message._is_deferred_message or _answered_on_link(message):
+            if (
+                not on_loop
+                or not isinstance(message, ServiceBusReceivedMessage)
+                or message._delivery is None
+                or message._is_deferred_message
+                or _answered_on_link(message)
+            ):
                 alone.append(i)
                 continue
             try:

@@ -248,9 +248,12 @@ async def test_the_broker_refusing_a_settlement_is_raised_where_it_is_awaited(br
 SITUATIONS = ["live", "settled", "receiver closed", "link gone", "lock expired", "peeked", "not a message"]
 
 
-async def settle_in(broker: BrokerThread, situation: str, action: str, immediate: bool) -> tuple[str, str]:
+async def settle_in(
+    broker: BrokerThread, situation: str, action: str, immediate: bool, *, together: bool = False
+) -> tuple[str, str]:
     """Settle one message with ``action`` in ``situation``: through the call on the loop
-    (``immediate``: the LinkSettlement) or the coroutine the call returns off the loop."""
+    (``immediate``: the LinkSettlement) or the coroutine the call returns off the loop;
+    ``together``: through ``complete_messages`` (its one outcome raised)."""
     async with ServiceBusClient.from_connection_string(broker.connection_string) as client:
         receiver = client.get_queue_receiver(QUEUE)
         async with receiver:
@@ -274,7 +277,16 @@ async def settle_in(broker: BrokerThread, situation: str, action: str, immediate
             if situation == "receiver closed":
                 await receiver.close()
             call = settle_calls(receiver)[action]
-            if immediate:
+            if together:
+                assert action == "complete"
+
+                async def settle_together() -> None:
+                    (outcome,) = await receiver.complete_messages([target])
+                    if outcome is not None:
+                        raise outcome
+
+                settling: Any = settle_together()
+            elif immediate:
                 settling = call(target)
                 on_link = situation not in ("peeked", "not a message")  # those take the coroutine
                 assert (type(settling) is LinkSettlement) is on_link
@@ -293,6 +305,14 @@ async def settle_in(broker: BrokerThread, situation: str, action: str, immediate
                 return type(error).__name__, f"{text} <- {type(cause).__name__ if cause else None}"
             assert isinstance(m, ServiceBusReceivedMessage) and m._settled
             return "settled", ""
+
+
+@pytest.mark.parametrize("situation", SITUATIONS)
+async def test_complete_messages_and_complete_message_agree(broker: BrokerThread, situation: str) -> None:
+    """Each outcome of ``complete_messages`` is what ``complete_message`` gives the message."""
+    one = await settle_in(broker, situation, "complete", immediate=True)
+    together = await settle_in(broker, situation, "complete", immediate=True, together=True)
+    assert together == one, situation
 
 
 @pytest.mark.parametrize("situation", SITUATIONS)
