@@ -140,9 +140,11 @@ def test_ctrl_c_midway_through_the_write_ends_cleanly_and_leaves_nothing_behind(
             seen = _read_until(master, re.compile("interrupted: stopping Spark"), seen)
             stopped_first = "amqplink demo: interrupted" in seen or proc.poll() is not None
             os.killpg(proc.pid, signal.SIGINT)
-        if presses == 3:
-            seen = _read_until(master, re.compile("still stopping"), seen)
-            os.killpg(proc.pid, signal.SIGINT)
+        if presses == 3 and not stopped_first:
+            # (the stop may end before the second press lands: then no third press is asked for)
+            seen = _read_until(master, re.compile("still stopping|amqplink demo: interrupted"), seen)
+            if "still stopping" in seen:
+                os.killpg(proc.pid, signal.SIGINT)
         after, out, took = _ended(proc, master, seen, pressed, WRITING)
     assert took < 60, f"{took:.1f} s from Ctrl-C to the exit"
     if presses < 3:
@@ -151,12 +153,14 @@ def test_ctrl_c_midway_through_the_write_ends_cleanly_and_leaves_nothing_behind(
 
 
 def _ended_cleanly(after: str, out: str, pressed_while_stopping: bool, tmp_path: Path) -> None:
-    """``pressed_while_stopping``: a second Ctrl-C came while the stop was still going on
-    (Spark's JVM, sent the same SIGINT, may end so fast that none can)."""
+    """``pressed_while_stopping``: a second Ctrl-C was sent while the stop was still going on
+    (Spark's JVM, sent the same SIGINT, may end so fast that none can, or that the stop is over
+    by the time the demo handles it); whatever the timing, the stop is finished, not cut short."""
     assert json.loads(out.strip().splitlines()[-1])["interrupted"] is True
     assert "interrupted: stopping Spark and the namespaces" in after
     still = "still stopping (seconds); Ctrl-C once more quits at once" in after
-    assert still == pressed_while_stopping, after[-3000:]
+    # Said only after a second press; a press that lands as the stop ends finds nothing to say.
+    assert still <= pressed_while_stopping, after[-3000:]
     assert after.rstrip().endswith("amqplink demo: interrupted"), after[-3000:]
     for noise in ("Traceback", "Exception", " ERROR ", "exited unexpectedly", "never retrieved"):
         assert noise not in after, after[-3000:]
