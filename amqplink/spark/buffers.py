@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import is_not
 from typing import Any
 
 __all__ = ["binary_array", "int_array", "text_array"]
@@ -29,7 +30,7 @@ def _validity(values: Sequence[Any]) -> Any:
 
     if None not in values:
         return None
-    flags = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    flags = np.fromiter(map(is_not, values, repeat(None)), dtype=bool, count=len(values))
     return pa.py_buffer(np.packbits(flags, bitorder="little").tobytes())
 
 
@@ -37,9 +38,11 @@ def int_array(values: Sequence[int | None], kind: str = "q") -> Any:
     """``values`` as an Arrow int64 (``kind`` ``"q"``) or int32 (``"i"``) array."""
     import pyarrow as pa
 
+    kind_type = pa.int64() if kind == "q" else pa.int32()
+    if values.count(None) == len(values):
+        return pa.nulls(len(values), kind_type)
     data = array(kind, [0 if v is None else v for v in values])
-    return pa.Array.from_buffers(pa.int64() if kind == "q" else pa.int32(), len(values),
-                                 [_validity(values), pa.py_buffer(data)])  # fmt: skip
+    return pa.Array.from_buffers(kind_type, len(values), [_validity(values), pa.py_buffer(data)])
 
 
 def binary_array(values: Sequence[bytes | None]) -> Any:
