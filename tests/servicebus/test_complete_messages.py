@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -20,19 +19,11 @@ from amqplink.servicebus.exceptions import MessageAlreadySettled, ServiceBusErro
 from tests.aio.test_wire_efficiency import WireTap
 from tests.conftest import broker_thread
 from tests.servicebus.scenario import BrokerThread, broker
+from tests.servicebus.test_settle_calls import receive_exactly
 
 __all__ = ["broker"]
 
 COUNT = 100
-
-
-async def _receive(receiver: Any, count: int) -> list[Any]:
-    got: list[Any] = []
-    while len(got) < count:
-        batch = await receiver.receive_messages(max_message_count=count - len(got), max_wait_time=5)
-        assert batch, f"received {len(got)} of {count}"
-        got += batch
-    return got
 
 
 async def test_complete_messages_leave_as_ranges_and_empty_the_queue(broker: BrokerThread) -> None:
@@ -40,7 +31,7 @@ async def test_complete_messages_leave_as_ranges_and_empty_the_queue(broker: Bro
         async with client.get_queue_sender("other") as sender:
             await sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(COUNT)])
         async with client.get_queue_receiver("other", prefetch_count=COUNT) as receiver:
-            got = await _receive(receiver, COUNT)
+            got = await receive_exactly(receiver, COUNT)
             link = receiver._link
             assert link is not None
             tap = WireTap(link.connection)
@@ -62,7 +53,7 @@ async def test_each_outcome_comes_back_in_place(broker: BrokerThread) -> None:
             await sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(4)])
         async with client.get_queue_receiver("other", prefetch_count=0) as receiver:
             (peeked,) = await receiver.peek_messages(max_message_count=1)
-            first, second, done, later = await _receive(receiver, 4)
+            first, second, done, later = await receive_exactly(receiver, 4)
             await receiver.complete_message(done)
             await receiver.defer_message(later)
             (deferred,) = await receiver.receive_deferred_messages([later.sequence_number])

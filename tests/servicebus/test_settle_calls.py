@@ -31,6 +31,11 @@ QUEUE = "plain"
 async def fill_and_receive(client: ServiceBusClient, receiver: ServiceBusReceiver, n: int) -> list[Any]:
     async with client.get_queue_sender(QUEUE) as sender:
         await sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(n)])
+    return await receive_exactly(receiver, n)
+
+
+async def receive_exactly(receiver: ServiceBusReceiver, n: int) -> list[Any]:
+    """``n`` messages from ``receiver`` (failing if a receive waits 5 s for nothing first)."""
     got: list[Any] = []
     while len(got) < n:
         batch = await receiver.receive_messages(max_message_count=n - len(got), max_wait_time=5)
