@@ -232,7 +232,9 @@ def decode_learned(msg: Message, buf: bytes, n: int) -> bool:
         if fields[0::2] != head.skeleton:
             continue
         if index:  # the next payload is most likely laid out as this one: it is tried first
-            heads.insert(0, heads.pop(index))
+            # (a swap keeps the list's length whatever another thread does meanwhile; a race can
+            # at worst put one head in two places, and the head it replaced is read section by section)
+            heads[0], heads[index] = head, heads[0]
         start = head.size
         end = start + fields[head.body]
         try:
