@@ -163,13 +163,15 @@ def test_a_stream_reads_every_message_once_in_batches_and_completes_them(
     assert {c["redelivered"] for c in counters} == {0}
 
 
+@pytest.mark.parametrize("partitioned", [False, True])
 def test_available_now_ends_once_the_entity_has_nothing_without_waiting_receive_wait(
-    spark: Any, sb_broker: Broker, tmp_path: Path
+    spark: Any, sb_broker: Broker, tmp_path: Path, partitioned: bool
 ) -> None:
     """A receive that finds nothing drains its credit, and the broker's answer says the entity
     had nothing to deliver: the query ends then, not after ``receiveWait`` (here 600 s, which
-    the old rule waited at the end of every query, and at once on an empty entity)."""
-    queue = new_queue(sb_broker)
+    the old rule waited at the end of every query, and at once on an empty entity), and not
+    before every message was read (a partitioned queue answers for all its fragments)."""
+    queue = new_queue(sb_broker, partitioned=partitioned)
     _send(sb_broker, queue, 1500)
     seen: list[int] = []
     frame = _stream(spark, sb_broker, queue, tmp_path, maxMessagesPerTrigger="1000", receiveWait="600")
