@@ -134,16 +134,27 @@ def floor_source() -> type:
     """A stream source of ``rows`` ready-made rows (the source's schema, ``--size``-byte bodies)
     in micro-batches of ``per`` (options ``rows``, ``per``, ``size``)."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-    class FloorReader(DataSourceStreamReader):
+    class FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        """As the source's reader plans micro-batches: admission control with ``per`` rows
+        (``ReadMaxRows``) as the default read limit, one batch per trigger."""
+
         def __init__(self, rows: int, per: int, size: int) -> None:
             self.rows, self.per, self.size = rows, per, size
 
         def initialOffset(self) -> dict[str, int]:
             return {"batch": -1}
 
-        def latestOffset(self) -> dict[str, int]:
-            return {"batch": -(-self.rows // self.per) - 1}
+        def getDefaultReadLimit(self) -> ReadLimit:
+            return ReadMaxRows(self.per)
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            pass
+
+        def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+            last = -(-self.rows // self.per) - 1
+            return {"batch": min(start["batch"] + 1, last)}
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
             return [InputPartition(b) for b in range(start["batch"] + 1, end["batch"] + 1)]
